@@ -1,0 +1,47 @@
+// Calibration: where the cost model's hardware numbers come from.
+//
+// The datasheet calibration derives GEMM and collective speeds from the
+// cluster preset through size-dependent efficiency curves. A measured
+// calibration (issue 4: `tune profile` tables in SQLite) will implement the
+// same interface, so the estimator never knows which one it has.
+#ifndef MESHTUNE_COSTMODEL_CALIBRATION_H_
+#define MESHTUNE_COSTMODEL_CALIBRATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "search_spaces/cluster_spec.h"
+
+namespace meshtune::costmodel {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll,
+                        kSendRecv };
+const char* ToString(Collective c);
+
+// Where a collective runs: group size and how it lies on the fabric.
+struct CommGroup {
+  int64_t size = 1;            // ranks in the group
+  int64_t nodes = 1;           // nodes it spans (1 = all on NVLink)
+  int64_t ranks_per_node = 1;  // members per node
+};
+
+class Calibration {
+ public:
+  virtual ~Calibration() = default;
+  // "datasheet" or "measured:<hardware id>".
+  virtual std::string Name() const = 0;
+  // Seconds for one dense GEMM [m, k] x [k, n] in `precision`.
+  virtual double GemmTime_s(int64_t m, int64_t n, int64_t k,
+                            search_spaces::Precision precision) const = 0;
+  // Seconds to stream `bytes` through HBM (read + write counted by caller).
+  virtual double MemoryTime_s(double bytes) const = 0;
+  // Seconds for one collective over `group`; `bytes` is the full buffer size
+  // in nccl-tests convention (all-reduce: the array; all-gather: the output;
+  // reduce-scatter: the input; send/recv: the message).
+  virtual double CollectiveTime_s(Collective op, double bytes,
+                                  const CommGroup& group) const = 0;
+};
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_CALIBRATION_H_

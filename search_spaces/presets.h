@@ -1,0 +1,42 @@
+// Presets and spec files: models, clusters and search spaces as YAML.
+//
+// Preset YAML files live in search_spaces/{models,clusters,spaces}/ and are
+// compiled into the binary, so an installed `tune` works from any directory.
+// Names match case-insensitively, through aliases; an argument that names an
+// existing file (or ends in .yaml/.yml) is read as a user file instead.
+// Errors carry `file:line: message` and a hint.
+#ifndef MESHTUNE_SEARCH_SPACES_PRESETS_H_
+#define MESHTUNE_SEARCH_SPACES_PRESETS_H_
+
+#include <string>
+#include <vector>
+
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/search_space.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::search_spaces {
+
+// All built-in presets, in a fixed order (for `tune models` / `tune gpus`).
+const std::vector<ModelSpec>& ModelPresets();
+const std::vector<ClusterSpec>& ClusterPresets();
+
+// Resolves a preset name, alias or YAML path. Unknown names give NotFound
+// with the closest preset names as a hint ("did you mean: gpt3-175b, ...").
+StatusOr<ModelSpec> ResolveModel(const std::string& name_or_path);
+StatusOr<ClusterSpec> ResolveCluster(const std::string& name_or_path);
+// Reads a search-space YAML file (user file or built-in under spaces/).
+StatusOr<SearchSpace> ResolveSearchSpace(const std::string& name_or_path);
+
+// Parse YAML text; `source` names the file in error locations.
+StatusOr<ModelSpec> ParseModelYaml(const std::string& text,
+                                   const std::string& source);
+StatusOr<ClusterSpec> ParseClusterYaml(const std::string& text,
+                                       const std::string& source);
+StatusOr<SearchSpace> ParseSearchSpaceYaml(const std::string& text,
+                                           const std::string& source);
+
+}  // namespace meshtune::search_spaces
+
+#endif  // MESHTUNE_SEARCH_SPACES_PRESETS_H_

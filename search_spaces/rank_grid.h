@@ -1,0 +1,73 @@
+// RankGrid: which global ranks form each process group, in Megatron-Core's
+// rank order tp-cp-ep-dp-pp (tp fastest), and where those groups sit on nodes.
+//
+// Dense layers use the grid tp × cp × dp × pp. Expert layers use Megatron's
+// expert grid etp × ep × edp × pp with etp = tp and edp = tp·cp·dp/(tp·ep).
+// The same object tells the cost model which groups cross node boundaries
+// and will tell the engine which communicators to build.
+#ifndef MESHTUNE_SEARCH_SPACES_RANK_GRID_H_
+#define MESHTUNE_SEARCH_SPACES_RANK_GRID_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "search_spaces/parallel_config.h"
+
+namespace meshtune::search_spaces {
+
+enum class GroupKind {
+  kTp,    // tensor parallel
+  kCp,    // context parallel
+  kDp,    // data parallel (dense parameters)
+  kDpCp,  // data × context: distributed-optimizer and gradient reduction group
+  kPp,    // pipeline parallel
+  kEp,    // expert parallel
+  kEdp,   // expert data parallel (expert parameter gradients)
+  kTpCp,  // tensor × context (a rank's model-parallel peers in one stage)
+};
+const char* ToString(GroupKind k);
+
+// Where one process group lies: its size, how many nodes it spans, and the
+// most ranks it has on one node and on one NVLink domain.
+struct GroupPlacement {
+  int64_t size = 1;
+  int64_t nodes = 1;           // distinct nodes touched
+  int64_t ranks_per_node = 1;  // max members on one node
+  int64_t nvlink_domains = 1;  // distinct NVLink domains touched
+  bool crosses_nodes() const { return nodes > 1; }
+};
+
+class RankGrid {
+ public:
+  // REQUIRES: all sizes >= 1; gpus_per_node >= 1; nvlink_domain_gpus >= 1.
+  RankGrid(const ParallelConfig& config, int64_t gpus_per_node,
+           int64_t nvlink_domain_gpus);
+
+  int64_t world() const { return world_; }
+
+  // Every group of one kind, each as a sorted list of global ranks. The
+  // groups of a kind partition [0, world).
+  std::vector<std::vector<int64_t>> Groups(GroupKind kind) const;
+  // The group of `kind` that contains `rank`.
+  std::vector<int64_t> GroupOf(GroupKind kind, int64_t rank) const;
+  // Placement of the worst-placed group of `kind` (most nodes spanned).
+  GroupPlacement Placement(GroupKind kind) const;
+
+  // Coordinates of a rank in the dense grid.
+  struct Coord {
+    int64_t tp, cp, dp, pp;
+  };
+  Coord CoordOf(int64_t rank) const;
+
+ private:
+  // Stride and size of the members of group `kind` in the rank space, for the
+  // kinds that are a single grid axis; composite kinds are handled in .cc.
+  ParallelConfig config_;
+  int64_t world_;
+  int64_t gpus_per_node_;
+  int64_t nvlink_domain_gpus_;
+};
+
+}  // namespace meshtune::search_spaces
+
+#endif  // MESHTUNE_SEARCH_SPACES_RANK_GRID_H_
