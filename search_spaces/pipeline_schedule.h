@@ -14,7 +14,10 @@ namespace meshtune::search_spaces {
 
 class PipelineSchedule {
  public:
-  // REQUIRES: pp >= 1, vpp >= 1, num_microbatches >= 1.
+  // REQUIRES: pp >= 1, vpp >= 1, num_microbatches >= 1. Megatron runs the
+  // interleaved schedule only when num_microbatches is a multiple of pp
+  // (schedules.py, microbatch_group_size_per_vp_stage = pp); the step order
+  // below is still defined otherwise, but it is not one Megatron would run.
   PipelineSchedule(int64_t pp, int64_t vpp, int64_t num_microbatches);
 
   int64_t pp() const { return pp_; }
@@ -33,9 +36,11 @@ class PipelineSchedule {
   int64_t WarmupSteps(int64_t rank) const;
 
   // Activations held at the peak on rank r, in units of "one micro-batch
-  // through all of rank r's layers". Rank 0 holds the most: min(m, pp) for
-  // 1F1B and that times 1 + (pp−1)/(pp·vpp) interleaved (Korthikanti et al.
-  // 2022 §4.2.3).
+  // through all of rank r's layers": min(WarmupSteps(r) + 1, m·vpp) / vpp
+  // (the most chunk-forwards whose backward is pending, each 1/vpp of the
+  // rank's layers). Rank 0 holds the most: min(m, pp) for 1F1B, and
+  // pp·(1 + (pp−1)/(pp·vpp)) interleaved when m·vpp exceeds the warm-up
+  // (Korthikanti et al. 2022 §4.2.3); less with fewer micro-batches.
   double InFlightMicrobatches(int64_t rank) const;
 
   // One step of the schedule on one pipeline rank.
@@ -44,7 +49,12 @@ class PipelineSchedule {
     int64_t microbatch;  // [0, m)
     int64_t chunk;       // model chunk (virtual stage) [0, vpp)
   };
-  // The ordered forward/backward steps that pipeline rank `rank` executes.
+  // The ordered forward/backward steps that pipeline rank `rank` executes:
+  // WarmupSteps(rank) forwards, then alternating forward/backward, then the
+  // remaining backwards. Forwards visit (micro-batch, chunk) in Megatron's
+  // get_schedule_table order (groups of pp micro-batches through chunk 0,
+  // then chunk 1, ...); backward k mirrors forward k's chunk (vpp−1−chunk).
+  // Size 2·m·vpp.
   std::vector<Step> StepsForRank(int64_t rank) const;
 
  private:

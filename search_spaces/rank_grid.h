@@ -39,7 +39,10 @@ struct GroupPlacement {
 
 class RankGrid {
  public:
-  // REQUIRES: all sizes >= 1; gpus_per_node >= 1; nvlink_domain_gpus >= 1.
+  // REQUIRES: all sizes >= 1; ep divides cp·dp; gpus_per_node >= 1;
+  // nvlink_domain_gpus >= 1. Ranks are numbered from 0 on node 0; node n
+  // holds ranks [n·gpus_per_node, (n+1)·gpus_per_node) and NVLink domain d
+  // ranks [d·nvlink_domain_gpus, (d+1)·nvlink_domain_gpus).
   RankGrid(const ParallelConfig& config, int64_t gpus_per_node,
            int64_t nvlink_domain_gpus);
 
@@ -50,7 +53,10 @@ class RankGrid {
   std::vector<std::vector<int64_t>> Groups(GroupKind kind) const;
   // The group of `kind` that contains `rank`.
   std::vector<int64_t> GroupOf(GroupKind kind, int64_t rank) const;
-  // Placement of the worst-placed group of `kind` (most nodes spanned).
+  // Placement of the worst-placed group of `kind`: most nodes spanned, ties
+  // broken by most NVLink domains, then fewest members on one node. Cheap
+  // (O(lcm(gpus_per_node, nvlink_domain_gpus)) group bases at most, no
+  // allocation): the cost model calls it for every candidate.
   GroupPlacement Placement(GroupKind kind) const;
 
   // Coordinates of a rank in the dense grid.
@@ -60,8 +66,8 @@ class RankGrid {
   Coord CoordOf(int64_t rank) const;
 
  private:
-  // Stride and size of the members of group `kind` in the rank space, for the
-  // kinds that are a single grid axis; composite kinds are handled in .cc.
+  // Every kind is a run of adjacent grid axes, so its members are an
+  // arithmetic progression in rank space (stride, size); see rank_grid.cc.
   ParallelConfig config_;
   int64_t world_;
   int64_t gpus_per_node_;
