@@ -1,0 +1,116 @@
+#include "tuner/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+
+#include "tuner/command.h"
+#include "tuner/version.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kTopExamples = R"(Examples:
+  tune --model 175b --gpus 1024                  search (the default command)
+  tune estimate --model 175b --gpus 1024 --tp 8 --pp 8 --sp --recompute selective
+  tune models                                    list model presets
+  tune gpus                                      list GPU presets
+  tune search --help                             all search flags)";
+
+// One line: CLI11 messages occasionally span lines.
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+bool IsSubcommandName(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string VersionString() {
+  return std::string("tune ") + MESHTUNE_VERSION + " (" +
+         MESHTUNE_GIT_REVISION + ")";
+}
+
+void PrintError(const Status& status, std::ostream& err) {
+  err << "tune: error: " << OneLine(status.message()) << "\n";
+  if (!status.hint().empty()) {
+    err << "tune: hint: " << OneLine(status.hint()) << "\n";
+  }
+}
+
+int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
+            std::ostream& err) {
+  CLI::App app(
+      "tune: find the fastest Megatron-LM parallel configuration for "
+      "a model on a cluster",
+      "tune");
+  app.set_version_flag("--version", VersionString(),
+                       "print version and git revision");
+  app.footer(kTopExamples);
+
+  std::vector<std::unique_ptr<Command>> commands;
+  commands.push_back(AddSearchCommand(&app));
+  commands.push_back(AddEstimateCommand(&app));
+  commands.push_back(AddModelsCommand(&app));
+  commands.push_back(AddGpusCommand(&app));
+  for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
+  const std::vector<CLI::App*> subs = app.get_subcommands({});
+
+  std::vector<std::string> args = raw_args;
+  if (args.empty()) {
+    PrintError(Status::InvalidArgument("no command given",
+                                       "run 'tune --help' for the commands, "
+                                       "e.g. tune --model 175b --gpus 1024"),
+               err);
+    return 2;
+  }
+  // `tune --model M --gpus N` is `tune search ...`.
+  const std::string& first = args.front();
+  if (!first.empty() && first[0] == '-' && first != "--help" && first != "-h" &&
+      first != "--version") {
+    args.insert(args.begin(), "search");
+  }
+  const std::string command =
+      IsSubcommandName(app, args.front()) ? args.front() : "";
+
+  // CLI11 parses a reversed vector (it pops from the back).
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    PrintError(Status::InvalidArgument(
+                   e.what(), command.empty()
+                                 ? "run 'tune --help' for the commands"
+                                 : "run 'tune " + command +
+                                       " --help' for its flags and examples"),
+               err);
+    return 2;
+  }
+
+  for (size_t i = 0; i < subs.size(); ++i) {
+    if (subs[i]->parsed()) {
+      const Status status = commands[i]->Run(out, err);
+      if (!status.ok()) PrintError(status, err);
+      return status.ExitCode();
+    }
+  }
+  PrintError(Status::InvalidArgument("unknown command '" + args.front() + "'",
+                                     "run 'tune --help' for the commands"),
+             err);
+  return 2;
+}
+
+}  // namespace meshtune::tuner

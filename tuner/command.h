@@ -1,0 +1,41 @@
+// The subcommands of `tune`. Each Add*Command registers a CLI11 subcommand on
+// `app`, binds its flags to the returned object, and the object's Run() does
+// the work after a successful parse. The objects own their flag storage, so
+// they must outlive the parse (the caller keeps them).
+//
+// Run() writes machine-readable output and reports to `out` (stdout) and
+// progress notes to `err` (stderr); errors are returned as a Status, which
+// the caller prints as `tune: error: ...` / `tune: hint: ...`.
+#ifndef MESHTUNE_TUNER_COMMAND_H_
+#define MESHTUNE_TUNER_COMMAND_H_
+
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "search_spaces/status.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace meshtune::tuner {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  virtual Status Run(std::ostream& out, std::ostream& err) = 0;
+};
+
+std::unique_ptr<Command> AddSearchCommand(CLI::App* app);  // search_command.cc
+std::unique_ptr<Command> AddEstimateCommand(
+    CLI::App* app);  // estimate_command.cc
+std::unique_ptr<Command> AddModelsCommand(CLI::App* app);  // list_commands.cc
+std::unique_ptr<Command> AddGpusCommand(CLI::App* app);    // list_commands.cc
+// profile, train, validate, regress: listed in --help, refuse to run until
+// the issues that build them land (unbuilt_commands.cc).
+std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_COMMAND_H_

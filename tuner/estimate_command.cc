@@ -1,0 +1,72 @@
+// `tune estimate`: the cost model's breakdown for one fully given config.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "costmodel/cost_model.h"
+#include "costmodel/datasheet_calibration.h"
+#include "search_spaces/enumerate.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+#include "tuner/report_json.h"
+#include "tuner/report_table.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kEstimateExamples = R"(Examples:
+  tune estimate --model 175b --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536 --sp --recompute selective
+  tune estimate --model 175b --gpus 1024 --gpu a100-80g --tp 8 --pp 8 --recompute full --json
+  tune estimate --model llama3-70b --gpus 64 --gpu h100-80g --tp 8 --pp 4 --vpp 5 --sp --dist-opt --precision fp8
+Axes not given default to tp=pp=cp=ep=vpp=mbs=1, sp off, recompute none,
+dist_opt off; dp = gpus / (tp*pp*cp).)";
+
+class EstimateCommand : public Command {
+ public:
+  explicit EstimateCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "estimate", "predict time and memory of one fully given configuration");
+    AddInputFlags(sub, &flags_, /*pins_are_lists=*/false);
+    sub->add_flag("--json", json_, "print one DESIGN §5 JSON object on stdout");
+    sub->footer(kEstimateExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& /*err*/) override {
+    auto inputs = ResolveInputs(flags_);
+    if (!inputs.ok()) return inputs.status();
+    const Inputs& in = inputs.value();
+    auto config = SingleConfigFromFlags(flags_, in.training.num_gpus);
+    if (!config.ok()) return config.status();
+
+    std::string detail;
+    const std::string reason = search_spaces::CheckConfig(
+        in.model, in.training, in.cluster, config.value(), &detail);
+    if (!reason.empty()) {
+      return Status::InvalidArgument(
+          (detail.empty() ? reason : detail) + " (" + reason + ")",
+          "change the sizes; 'tune search' with the same flags lists the "
+          "valid configurations");
+    }
+    const costmodel::DatasheetCalibration calibration(in.cluster);
+    const costmodel::Estimate e = costmodel::EstimateConfig(
+        in.model, in.cluster, in.training, config.value(), calibration);
+    if (json_) {
+      out << EstimateToJson(e, in.training).dump(2) << "\n";
+    } else {
+      PrintEstimateReport(out, in, e);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  InputFlags flags_;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddEstimateCommand(CLI::App* app) {
+  return std::make_unique<EstimateCommand>(app);
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,427 @@
+#include "tuner/inputs.h"
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "search_spaces/presets.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::Precision;
+using search_spaces::Recompute;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::vector<std::string> SplitComma(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = s.find(',', start);
+    out.push_back(Trim(s.substr(start, comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// Strict integer parse: the whole text must be an integer.
+bool ParseInt64(const std::string& text, int64_t* value) {
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  *value = v;
+  return true;
+}
+
+// Integer pins: "--tp 8" or, for search, "--tp 4,8".
+Status ParsePin(const std::string& text, const std::string& flag,
+                std::vector<int64_t>* out) {
+  if (text.empty()) return Status::Ok();
+  auto list = ParseIntList(text, flag);
+  if (!list.ok()) return list.status();
+  *out = list.value();
+  return Status::Ok();
+}
+
+Status ParseSinglePin(const std::string& text, const std::string& flag,
+                      int64_t* out) {
+  if (text.empty()) return Status::Ok();
+  if (text.find(',') != std::string::npos) {
+    return Status::InvalidArgument(
+        flag + " takes one value in 'tune estimate', got '" + text + "'",
+        "use 'tune search " + flag + " " + text + "' to compare several");
+  }
+  auto v = ParsePositiveInt(text, flag);
+  if (!v.ok()) return v.status();
+  *out = v.value();
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t Inputs::num_nodes() const {
+  const int64_t g = cluster.gpus_per_node;
+  return (training.num_gpus + g - 1) / g;
+}
+
+void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
+  app->add_option("--model", f->model,
+                  "model preset (tune models) or a model YAML file")
+      ->required()
+      ->type_name("M");
+  app->add_option("--gpus", f->gpus, "number of GPUs (world size)")
+      ->required()
+      ->type_name("N");
+  app->add_option("--gpu", f->gpu,
+                  std::string("GPU/cluster preset (tune gpus) or a cluster "
+                              "YAML file; default ") +
+                      kDefaultGpu)
+      ->type_name("KIND");
+  app->add_option("--gpus-per-node", f->gpus_per_node,
+                  "override the preset's GPUs per node")
+      ->type_name("G");
+  app->add_option("--gbs", f->gbs,
+                  "global batch size in sequences; default from the model")
+      ->type_name("B");
+  app->add_option("--seq-len", f->seq_len,
+                  "sequence length in tokens; default from the model")
+      ->type_name("S");
+  app->add_option("--precision", f->precision,
+                  "bf16 | fp16 | fp8 (default bf16)")
+      ->type_name("P");
+  app->add_option("--tokens", f->tokens,
+                  "token budget for days-to-train: 300e9, 300B, 1.4T "
+                  "(default 300B)")
+      ->type_name("T");
+
+  const std::string what =
+      pins_are_lists ? "sizes to try (comma list)" : "size";
+  const std::string n = pins_are_lists ? "LIST" : "N";
+  app->add_option("--tp", f->tp, "tensor parallel " + what)->type_name(n);
+  app->add_option("--pp", f->pp, "pipeline parallel " + what)->type_name(n);
+  app->add_option("--vpp", f->vpp, "virtual pipeline stages per rank " + what)
+      ->type_name(n);
+  app->add_option("--cp", f->cp, "context parallel " + what)->type_name(n);
+  app->add_option("--ep", f->ep, "expert parallel " + what)->type_name(n);
+  app->add_option("--dp", f->dp,
+                  pins_are_lists ? "data parallel sizes to try (comma list)"
+                                 : "data parallel size (default: derived)")
+      ->type_name(n);
+  app->add_option("--mbs", f->mbs, "micro batch " + what)->type_name(n);
+  app->add_option("--recompute", f->recompute,
+                  std::string("none | selective | full[:N] | full:block:N") +
+                      (pins_are_lists ? " (comma list)" : ""))
+      ->type_name("MODE");
+  auto* sp = app->add_flag_callback(
+      "--sp", [f] { f->sp = true; }, "sequence parallel on");
+  auto* no_sp = app->add_flag_callback(
+      "--no-sp", [f] { f->sp = false; }, "sequence parallel off");
+  sp->excludes(no_sp);
+  auto* dist = app->add_flag_callback(
+      "--dist-opt", [f] { f->dist_opt = true; }, "distributed optimizer on");
+  auto* no_dist = app->add_flag_callback(
+      "--no-dist-opt", [f] { f->dist_opt = false; },
+      "distributed optimizer off");
+  dist->excludes(no_dist);
+}
+
+StatusOr<int64_t> ParsePositiveInt(const std::string& text,
+                                   const std::string& flag) {
+  int64_t v = 0;
+  if (!ParseInt64(Trim(text), &v)) {
+    return Status::InvalidArgument(
+        flag + " must be a positive integer, got '" + text + "'",
+        "write a whole number, e.g. " + flag + " 8");
+  }
+  if (v <= 0) {
+    return Status::InvalidArgument(
+        flag + " must be a positive integer, got " + std::to_string(v),
+        "write a whole number greater than 0, e.g. " + flag + " 8");
+  }
+  return v;
+}
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
+                                            const std::string& flag) {
+  std::vector<int64_t> out;
+  for (const std::string& item : SplitComma(text)) {
+    auto v = ParsePositiveInt(item, flag);
+    if (!v.ok()) {
+      return Status::InvalidArgument(
+          flag + " must be a comma list of positive integers, got '" + text +
+              "'",
+          "e.g. " + flag + " 4,8");
+    }
+    out.push_back(v.value());
+  }
+  return out;
+}
+
+StatusOr<double> ParseTokenCount(const std::string& raw) {
+  const std::string text = Trim(raw);
+  const Status bad = Status::InvalidArgument(
+      "--tokens must be a positive token count, got '" + raw + "'",
+      "write e.g. 300e9, 300B or 1.4T");
+  if (text.empty()) return bad;
+  double scale = 1;
+  std::string number = text;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K':
+      scale = 1e3;
+      break;
+    case 'M':
+      scale = 1e6;
+      break;
+    case 'B':
+    case 'G':
+      scale = 1e9;
+      break;
+    case 'T':
+      scale = 1e12;
+      break;
+    default:
+      break;
+  }
+  if (scale != 1) number.pop_back();
+  if (number.empty()) return bad;
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end);
+  if (errno != 0 || end != number.c_str() + number.size() ||
+      !std::isfinite(v) || v <= 0) {
+    return bad;
+  }
+  return v * scale;
+}
+
+StatusOr<Recompute> ParseRecompute(const std::string& raw, bool any_full) {
+  const std::string text = Trim(raw);
+  const Status bad = Status::InvalidArgument(
+      "--recompute: unknown mode '" + raw + "'",
+      "use none, selective, full, full:N (uniform, N layers per chunk) or "
+      "full:block:N");
+  Recompute r;
+  if (text == "none") return r;
+  if (text == "selective") {
+    r.granularity = RecomputeGranularity::kSelective;
+    return r;
+  }
+  if (text.rfind("full", 0) != 0) return bad;
+  r.granularity = RecomputeGranularity::kFull;
+  r.method = RecomputeMethod::kUniform;
+  r.num_layers = any_full ? 0 : 1;
+  if (text == "full") return r;
+  std::string rest = text.substr(4);
+  if (rest.empty() || rest[0] != ':') return bad;
+  rest = rest.substr(1);
+  if (rest.rfind("block:", 0) == 0) {
+    r.method = RecomputeMethod::kBlock;
+    rest = rest.substr(6);
+  } else if (rest.rfind("uniform:", 0) == 0) {
+    rest = rest.substr(8);
+  }
+  int64_t n = 0;
+  if (!ParseInt64(rest, &n) || n <= 0) return bad;
+  r.num_layers = n;
+  return r;
+}
+
+std::string FormatRecompute(const Recompute& r) {
+  switch (r.granularity) {
+    case RecomputeGranularity::kNone:
+      return "none";
+    case RecomputeGranularity::kSelective:
+      return "selective";
+    case RecomputeGranularity::kFull:
+      break;
+  }
+  if (r.method == RecomputeMethod::kBlock) {
+    return "full:block:" + std::to_string(r.num_layers);
+  }
+  return r.num_layers == 1 ? "full" : "full:" + std::to_string(r.num_layers);
+}
+
+StatusOr<Precision> ParsePrecision(const std::string& raw) {
+  const std::string text = Trim(raw);
+  if (text == "bf16") return Precision::kBf16;
+  if (text == "fp16") return Precision::kFp16;
+  if (text == "fp8") return Precision::kFp8;
+  return Status::InvalidArgument("--precision: unknown precision '" + raw + "'",
+                                 "use bf16, fp16 or fp8");
+}
+
+namespace {
+
+// The search space described by the pin flags alone.
+StatusOr<search_spaces::SearchSpace> SpaceFromFlags(const InputFlags& f) {
+  search_spaces::SearchSpace s;
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.tp, "--tp", &s.tp));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.pp, "--pp", &s.pp));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.vpp, "--vpp", &s.vpp));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.cp, "--cp", &s.cp));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.ep, "--ep", &s.ep));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.dp, "--dp", &s.dp));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.mbs, "--mbs", &s.mbs));
+  if (!f.recompute.empty()) {
+    for (const std::string& item : SplitComma(f.recompute)) {
+      auto r = ParseRecompute(item, /*any_full=*/true);
+      if (!r.ok()) return r.status();
+      s.recompute.push_back(r.value());
+    }
+  }
+  if (f.sp.has_value()) s.sp = {*f.sp};
+  if (f.dist_opt.has_value()) s.dist_opt = {*f.dist_opt};
+  return s;
+}
+
+}  // namespace
+
+StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
+  Inputs in;
+  auto model = search_spaces::ResolveModel(f.model);
+  if (!model.ok()) return model.status();
+  in.model = model.value();
+
+  in.gpu_defaulted = f.gpu.empty();
+  auto cluster =
+      search_spaces::ResolveCluster(in.gpu_defaulted ? kDefaultGpu : f.gpu);
+  if (!cluster.ok()) return cluster.status();
+  in.cluster = cluster.value();
+
+  auto gpus = ParsePositiveInt(f.gpus, "--gpus");
+  if (!gpus.ok()) return gpus.status();
+  in.training.num_gpus = gpus.value();
+
+  if (!f.gpus_per_node.empty()) {
+    auto g = ParsePositiveInt(f.gpus_per_node, "--gpus-per-node");
+    if (!g.ok()) return g.status();
+    // A node-sized NVLink domain shrinks or grows with the node; a larger
+    // (multi-node, NVL72-style) domain is a property of the fabric and stays.
+    if (in.cluster.nvlink_domain_gpus <= in.cluster.gpus_per_node) {
+      in.cluster.nvlink_domain_gpus = g.value();
+    }
+    in.cluster.gpus_per_node = static_cast<int>(g.value());
+  }
+  const int64_t per_node = in.cluster.gpus_per_node;
+  if (in.training.num_gpus > per_node && in.training.num_gpus % per_node != 0) {
+    return Status::InvalidArgument(
+        "--gpus " + std::to_string(in.training.num_gpus) +
+            " is not a whole number of " + in.cluster.name + " nodes (" +
+            std::to_string(per_node) + " GPUs per node)",
+        "use a multiple of " + std::to_string(per_node) +
+            ", or set --gpus-per-node");
+  }
+
+  if (f.gbs.empty()) {
+    if (in.model.global_batch_size <= 0) {
+      return Status::InvalidArgument(
+          "model " + in.model.name + " has no default global batch size",
+          "pass --gbs B (sequences per step)");
+    }
+    in.training.global_batch_size = in.model.global_batch_size;
+  } else {
+    auto gbs = ParsePositiveInt(f.gbs, "--gbs");
+    if (!gbs.ok()) return gbs.status();
+    in.training.global_batch_size = gbs.value();
+  }
+  if (f.seq_len.empty()) {
+    in.training.seq_length = in.model.seq_length;
+  } else {
+    auto seq = ParsePositiveInt(f.seq_len, "--seq-len");
+    if (!seq.ok()) return seq.status();
+    in.training.seq_length = seq.value();
+  }
+
+  auto precision = ParsePrecision(f.precision);
+  if (!precision.ok()) return precision.status();
+  in.training.precision = precision.value();
+  if (in.training.precision == Precision::kFp8 &&
+      in.cluster.gpu.peak_fp8_tflops <= 0) {
+    return Status::InvalidArgument(
+        "--precision fp8: " + in.cluster.name + " (" +
+            in.cluster.gpu.display_name + ") has no FP8 tensor cores",
+        "use --precision bf16, or a GPU with FP8 (tune gpus lists peak fp8)");
+  }
+  auto tokens = ParseTokenCount(f.tokens);
+  if (!tokens.ok()) return tokens.status();
+  in.training.train_tokens = tokens.value();
+
+  auto flag_space = SpaceFromFlags(f);
+  if (!flag_space.ok()) return flag_space.status();
+  if (f.space_file.empty()) {
+    in.space = flag_space.value();
+  } else {
+    auto file_space = search_spaces::ResolveSearchSpace(f.space_file);
+    if (!file_space.ok()) return file_space.status();
+    auto merged = search_spaces::SearchSpace::Merge(file_space.value(),
+                                                    flag_space.value());
+    if (!merged.ok()) return merged.status();
+    in.space = merged.value();
+  }
+  return in;
+}
+
+StatusOr<search_spaces::ParallelConfig> SingleConfigFromFlags(
+    const InputFlags& f, int64_t num_gpus) {
+  search_spaces::ParallelConfig c;
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.tp, "--tp", &c.tp));
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.pp, "--pp", &c.pp));
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.vpp, "--vpp", &c.vpp));
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.cp, "--cp", &c.cp));
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.ep, "--ep", &c.ep));
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.mbs, "--mbs", &c.mbs));
+  const int64_t model_parallel = c.tp * c.pp * c.cp;
+  if (num_gpus % model_parallel != 0) {
+    return Status::InvalidArgument(
+        "tp " + std::to_string(c.tp) + " x pp " + std::to_string(c.pp) +
+            " x cp " + std::to_string(c.cp) + " = " +
+            std::to_string(model_parallel) + " does not divide --gpus " +
+            std::to_string(num_gpus),
+        "choose tp, pp and cp whose product divides the GPU count");
+  }
+  c.dp = num_gpus / model_parallel;
+  if (!f.dp.empty()) {
+    int64_t dp = 0;
+    MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.dp, "--dp", &dp));
+    if (dp != c.dp) {
+      return Status::InvalidArgument(
+          "--dp " + std::to_string(dp) + " contradicts --gpus " +
+              std::to_string(num_gpus) + " / (tp·pp·cp " +
+              std::to_string(model_parallel) + ") = " + std::to_string(c.dp),
+          "leave --dp out; it is derived from the other sizes");
+    }
+  }
+  if (!f.recompute.empty()) {
+    if (f.recompute.find(',') != std::string::npos) {
+      return Status::InvalidArgument(
+          "--recompute takes one mode in 'tune estimate', got '" + f.recompute +
+              "'",
+          "use 'tune search --recompute " + f.recompute +
+              "' to compare several");
+    }
+    auto r = ParseRecompute(f.recompute, /*any_full=*/false);
+    if (!r.ok()) return r.status();
+    c.recompute = r.value();
+  }
+  c.sp = f.sp.value_or(false);
+  c.dist_opt = f.dist_opt.value_or(false);
+  return c;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,99 @@
+// Inputs shared by `tune search` and `tune estimate`: the flags as typed, and
+// their resolution into the problem vocabulary (model, cluster, training,
+// search space).
+//
+// Flags are kept as strings until resolution so that every malformed value
+// ("--gpus -8", "--tokens 3X", "--tp 8,a") produces one Status with a message
+// naming the flag and a hint naming the fix, instead of a CLI11 type error.
+#ifndef MESHTUNE_TUNER_INPUTS_H_
+#define MESHTUNE_TUNER_INPUTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/parallel_config.h"
+#include "search_spaces/search_space.h"
+#include "search_spaces/status.h"
+#include "search_spaces/training_spec.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace meshtune::tuner {
+
+// The GPU preset used when --gpu is absent (the report says so).
+inline constexpr const char* kDefaultGpu = "a100-80g";
+// Token budget used when --tokens is absent: GPT-3's 300B tokens.
+inline constexpr const char* kDefaultTokens = "300B";
+
+// Flags exactly as given on the command line. Empty string = not given.
+struct InputFlags {
+  std::string model;
+  std::string gpu;
+  std::string gpus;
+  std::string gpus_per_node;
+  std::string gbs;
+  std::string seq_len;
+  std::string precision = "bf16";
+  std::string tokens = kDefaultTokens;
+  std::string space_file;  // search only
+
+  // Pins: comma lists for search, single values for estimate.
+  std::string tp, pp, vpp, cp, ep, dp, mbs, recompute;
+  std::optional<bool> sp;        // --sp / --no-sp
+  std::optional<bool> dist_opt;  // --dist-opt / --no-dist-opt
+};
+
+// Registers the flags above on `app` (a CLI11 subcommand). `pins_are_lists`
+// selects the help wording (search: comma lists; estimate: one value).
+// `flags` must outlive the parse.
+void AddInputFlags(CLI::App* app, InputFlags* flags, bool pins_are_lists);
+
+// Everything a search or an estimate needs, resolved and validated.
+struct Inputs {
+  search_spaces::ModelSpec model;
+  search_spaces::ClusterSpec cluster;
+  bool gpu_defaulted = false;  // true when --gpu was absent
+  search_spaces::TrainingSpec training;
+  search_spaces::SearchSpace space;  // flags merged with --space (search)
+  int64_t num_nodes() const;
+};
+
+// Resolves presets/files and validates numbers. Errors are InvalidArgument or
+// NotFound with a one-line message and a hint.
+StatusOr<Inputs> ResolveInputs(const InputFlags& flags);
+
+// For `tune estimate`: the single configuration the pins describe. Missing
+// axes default to tp=pp=cp=ep=vpp=mbs=1, sp off, recompute none, dist_opt
+// off; dp is derived as gpus / (tp·pp·cp) and must divide evenly.
+StatusOr<search_spaces::ParallelConfig> SingleConfigFromFlags(
+    const InputFlags& flags, int64_t num_gpus);
+
+// Value parsers (exposed for tests). `flag` names the flag in messages.
+// A positive integer ("1024").
+StatusOr<int64_t> ParsePositiveInt(const std::string& text,
+                                   const std::string& flag);
+// A comma list of positive integers ("4,8,16").
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
+                                            const std::string& flag);
+// A token count: "300e9", "300B", "1.4T", "500M", "2e12", "300000000000".
+StatusOr<double> ParseTokenCount(const std::string& text);
+// One recompute mode: none | selective | full | full:N | full:uniform:N |
+// full:block:N. With `any_full`, a bare "full" means every full variant
+// (num_layers 0, the SearchSpace convention); otherwise uniform with 1 layer.
+StatusOr<search_spaces::Recompute> ParseRecompute(const std::string& text,
+                                                  bool any_full);
+StatusOr<search_spaces::Precision> ParsePrecision(const std::string& text);
+
+// The inverse of ParseRecompute for a concrete mode: "none", "selective",
+// "full" (uniform, 1 layer), "full:N" (uniform), "full:block:N".
+std::string FormatRecompute(const search_spaces::Recompute& r);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_INPUTS_H_

@@ -1,0 +1,117 @@
+#include "tuner/megatron_args.h"
+
+#include <algorithm>
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::Activation;
+using search_spaces::Normalization;
+using search_spaces::PositionEmbedding;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+
+std::string Arg(const std::string& flag, int64_t value) {
+  return flag + " " + std::to_string(value);
+}
+
+}  // namespace
+
+std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
+                                      const search_spaces::TrainingSpec& t,
+                                      const search_spaces::ParallelConfig& c) {
+  std::vector<std::string> a;
+  a.push_back(Arg("--num-layers", m.num_layers));
+  a.push_back(Arg("--hidden-size", m.hidden_size));
+  a.push_back(Arg("--num-attention-heads", m.num_attention_heads));
+  if (m.num_query_groups > 0 && m.num_query_groups != m.num_attention_heads) {
+    a.push_back("--group-query-attention");
+    a.push_back(Arg("--num-query-groups", m.num_query_groups));
+  }
+  // Megatron derives kv_channels as hidden/heads; only say it when it differs.
+  if (m.kv_channels > 0 &&
+      m.kv_channels * m.num_attention_heads != m.hidden_size) {
+    a.push_back(Arg("--kv-channels", m.kv_channels));
+  }
+  a.push_back(Arg("--ffn-hidden-size", m.ffn_hidden_size));
+  a.push_back(Arg("--seq-length", t.seq_length));
+  a.push_back(
+      Arg("--max-position-embeddings", std::max(t.seq_length, m.seq_length)));
+  if (m.normalization == Normalization::kRMSNorm) {
+    a.push_back("--normalization RMSNorm");
+  }
+  if (m.activation == Activation::kSwiglu) a.push_back("--swiglu");
+  if (m.position_embedding_type == PositionEmbedding::kRope) {
+    a.push_back("--position-embedding-type rope");
+  }
+  if (m.untie_embeddings_and_output_weights) {
+    a.push_back("--untie-embeddings-and-output-weights");
+  }
+
+  a.push_back(Arg("--tensor-model-parallel-size", c.tp));
+  a.push_back(Arg("--pipeline-model-parallel-size", c.pp));
+  if (c.vpp > 1) {
+    a.push_back(Arg("--num-layers-per-virtual-pipeline-stage",
+                    m.num_layers / (c.pp * c.vpp)));
+  }
+  a.push_back(Arg("--context-parallel-size", c.cp));
+  if (m.is_moe()) {
+    a.push_back(Arg("--expert-model-parallel-size", c.ep));
+    a.push_back(Arg("--num-experts", m.num_experts));
+    a.push_back(Arg("--moe-router-topk", m.moe_router_topk));
+    if (m.moe_ffn_hidden_size > 0) {
+      a.push_back(Arg("--moe-ffn-hidden-size", m.moe_ffn_hidden_size));
+    }
+    if (m.moe_layer_freq != 1) {
+      a.push_back(Arg("--moe-layer-freq", m.moe_layer_freq));
+    }
+  }
+  if (c.sp) a.push_back("--sequence-parallel");
+  if (c.dist_opt) a.push_back("--use-distributed-optimizer");
+  // The cost model assumes Megatron's overlap of the DP gradient reduce with
+  // backward and, with the distributed optimizer, of the parameter all-gather
+  // with forward; these flags turn that overlap on.
+  a.push_back("--overlap-grad-reduce");
+  if (c.dist_opt) a.push_back("--overlap-param-gather");
+  switch (c.recompute.granularity) {
+    case RecomputeGranularity::kNone:
+      break;
+    case RecomputeGranularity::kSelective:
+      a.push_back("--recompute-granularity selective");
+      break;
+    case RecomputeGranularity::kFull:
+      a.push_back("--recompute-granularity full");
+      a.push_back(std::string("--recompute-method ") +
+                  search_spaces::ToString(c.recompute.method));
+      a.push_back(Arg("--recompute-num-layers", c.recompute.num_layers));
+      break;
+  }
+  a.push_back(Arg("--micro-batch-size", c.mbs));
+  a.push_back(Arg("--global-batch-size", t.global_batch_size));
+  switch (t.precision) {
+    case Precision::kBf16:
+      a.push_back("--bf16");
+      break;
+    case Precision::kFp16:
+      a.push_back("--fp16");
+      break;
+    case Precision::kFp8:
+      // FP8 GEMMs run inside a bf16 model (Transformer Engine recipe);
+      // "hybrid" = E4M3 forward, E5M2 gradients.
+      a.push_back("--bf16");
+      a.push_back("--fp8-format hybrid");
+      break;
+  }
+  return a;
+}
+
+std::string FormatMegatronArgs(const std::vector<std::string>& args) {
+  std::string out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    out += args[i];
+    out += i + 1 < args.size() ? " \\\n" : "\n";
+  }
+  return out;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,89 @@
+#include "tuner/report_json.h"
+
+#include <algorithm>
+
+#include "tuner/inputs.h"
+
+namespace meshtune::tuner {
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+}  // namespace
+
+nlohmann::json EstimateToJson(const costmodel::Estimate& e,
+                              const search_spaces::TrainingSpec& training) {
+  using nlohmann::json;
+  const auto& c = e.config;
+  const bool full =
+      c.recompute.granularity == search_spaces::RecomputeGranularity::kFull;
+  json config = {
+      {"tp", c.tp},
+      {"pp", c.pp},
+      {"dp", c.dp},
+      {"cp", c.cp},
+      {"ep", c.ep},
+      {"vpp", c.vpp},
+      {"sp", c.sp},
+      {"mbs", c.mbs},
+      {"gbs", training.global_batch_size},
+      {"recompute", FormatRecompute(c.recompute)},
+      {"recompute_num_layers",
+       full ? json(c.recompute.num_layers) : json(nullptr)},
+      {"dist_opt", c.dist_opt},
+      {"precision", search_spaces::ToString(training.precision)},
+  };
+  const auto& m = e.memory;
+  json memory = {
+      {"total", m.total_bytes() / kGiB},
+      {"weights", m.weights_bytes / kGiB},
+      {"gradients", m.gradients_bytes / kGiB},
+      {"optimizer", m.optimizer_bytes / kGiB},
+      {"activations", m.activations_bytes / kGiB},
+      {"other", m.other_bytes / kGiB},
+  };
+  const auto& t = e.time;
+  json time = {
+      {"compute", t.compute_s},     {"recompute", t.recompute_s},
+      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
+      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
+      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
+      {"optimizer", t.optimizer_s},
+  };
+  return json{
+      {"config", config},
+      {"fits", e.fits},
+      {"infeasible_reason",
+       e.fits ? json(nullptr)
+              : json(e.infeasible_reason.empty() ? "out_of_memory"
+                                                 : e.infeasible_reason)},
+      {"memory_gib", memory},
+      {"time_s", time},
+      {"step_time_s", e.step_time_s},
+      {"tokens_per_s", e.tokens_per_s},
+      {"tokens_per_s_per_gpu", e.tokens_per_s_per_gpu},
+      {"model_tflops_per_gpu", e.model_tflops_per_gpu},
+      {"mfu", e.mfu},
+      {"hfu", e.hfu},
+      {"days_to_train", e.days_to_train},
+      {"calibration", e.calibration},
+  };
+}
+
+nlohmann::json SearchToJson(const SearchResult& result,
+                            const search_spaces::TrainingSpec& training,
+                            int64_t top_k) {
+  nlohmann::json candidates = nlohmann::json::array();
+  const size_t n = std::min<size_t>(
+      result.ranked.size(), static_cast<size_t>(std::max<int64_t>(top_k, 0)));
+  for (size_t i = 0; i < n; ++i) {
+    candidates.push_back(EstimateToJson(result.ranked[i], training));
+  }
+  nlohmann::json pruned = nlohmann::json::object();
+  for (const auto& [reason, count] : result.rejected) pruned[reason] = count;
+  return nlohmann::json{
+      {"candidates", candidates},      {"evaluated", result.evaluated},
+      {"feasible", result.feasible},   {"pruned", pruned},
+      {"elapsed_s", result.elapsed_s},
+  };
+}
+
+}  // namespace meshtune::tuner

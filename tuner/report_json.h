@@ -1,0 +1,29 @@
+// JSON reports (DESIGN.md §5): one object per estimate, and the search
+// envelope {"candidates", "evaluated", "feasible", "pruned", "elapsed_s"}.
+// Memory is in GiB (2^30 bytes), times in seconds.
+#ifndef MESHTUNE_TUNER_REPORT_JSON_H_
+#define MESHTUNE_TUNER_REPORT_JSON_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/estimate.h"
+#include "search_spaces/training_spec.h"
+#include "tuner/search_driver.h"
+
+namespace meshtune::tuner {
+
+// One estimate: {"config", "fits", "infeasible_reason", "memory_gib",
+// "time_s", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu",
+// "model_tflops_per_gpu", "mfu", "hfu", "days_to_train", "calibration"}.
+nlohmann::json EstimateToJson(const costmodel::Estimate& e,
+                              const search_spaces::TrainingSpec& training);
+
+// The search envelope with the best `top_k` candidates.
+nlohmann::json SearchToJson(const SearchResult& result,
+                            const search_spaces::TrainingSpec& training,
+                            int64_t top_k);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_REPORT_JSON_H_

@@ -1,0 +1,172 @@
+#include "tuner/report_table.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "tuner/model_facts.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string Fmt(const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  va_end(args);
+  return buf;
+}
+
+const char* OnOff(bool b) { return b ? "on" : "off"; }
+
+double Percent(double part, double whole) {
+  return whole > 0 ? 100.0 * part / whole : 0.0;
+}
+
+}  // namespace
+
+std::string FormatTokenCount(double tokens) {
+  struct Unit {
+    double scale;
+    const char* name;
+  };
+  static const Unit kUnits[] = {
+      {1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
+  for (const Unit& u : kUnits) {
+    if (tokens >= u.scale) return Fmt("%.4g %s", tokens / u.scale, u.name);
+  }
+  return Fmt("%.0f", tokens);
+}
+
+void PrintInputsHeader(std::ostream& out, const Inputs& in,
+                       const std::string& calibration) {
+  const auto& m = in.model;
+  const auto& c = in.cluster;
+  const auto& t = in.training;
+  out << Fmt(
+      "model        %s (%s): %.1f B parameters, %lld layers, hidden %lld, "
+      "%lld heads / %lld query groups\n",
+      m.display_name.c_str(), m.name.c_str(), ParameterCountB(m),
+      static_cast<long long>(m.num_layers),
+      static_cast<long long>(m.hidden_size),
+      static_cast<long long>(m.num_attention_heads),
+      static_cast<long long>(m.num_query_groups));
+  out << Fmt("gpu          %s%s: %s, %.0f GB HBM, usable %.1f GiB per GPU\n",
+             c.name.c_str(),
+             in.gpu_defaulted ? " (default; choose with --gpu)" : "",
+             c.gpu.display_name.c_str(), c.gpu.hbm_gb, c.UsableMemoryGib());
+  out << Fmt("cluster      %lld GPUs = %lld node%s x %d GPUs per node\n",
+             static_cast<long long>(t.num_gpus),
+             static_cast<long long>(in.num_nodes()),
+             in.num_nodes() == 1 ? "" : "s", c.gpus_per_node);
+  out << Fmt(
+      "training     gbs %lld sequences x seq %lld tokens = %s tokens per "
+      "step, %s, token budget %s\n",
+      static_cast<long long>(t.global_batch_size),
+      static_cast<long long>(t.seq_length),
+      FormatTokenCount(static_cast<double>(t.tokens_per_step())).c_str(),
+      search_spaces::ToString(t.precision),
+      FormatTokenCount(t.train_tokens).c_str());
+  out << "calibration  " << calibration << "\n";
+}
+
+void PrintBreakdown(std::ostream& out, const Inputs& in,
+                    const costmodel::Estimate& e) {
+  const auto& t = e.time;
+  const std::vector<std::pair<const char*, double>> time_parts = {
+      {"compute", t.compute_s},     {"recompute", t.recompute_s},
+      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
+      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
+      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
+      {"optimizer", t.optimizer_s},
+  };
+  out << Fmt("  %-22s %12s %10s\n", "time per step (exposed)", "s",
+             "% of step");
+  for (const auto& [name, s] : time_parts) {
+    out << Fmt("  %-22s %12.4f %9.1f%%\n", name, s, Percent(s, e.step_time_s));
+  }
+  out << Fmt("  %-22s %12.4f %9.1f%%\n", "step", e.step_time_s, 100.0);
+
+  const auto& m = e.memory;
+  const std::vector<std::pair<const char*, double>> memory_parts = {
+      {"weights", m.weights_bytes},     {"gradients", m.gradients_bytes},
+      {"optimizer", m.optimizer_bytes}, {"activations", m.activations_bytes},
+      {"other", m.other_bytes},
+  };
+  out << Fmt("  %-22s %12s\n", "memory per GPU", "GiB");
+  for (const auto& [name, bytes] : memory_parts) {
+    out << Fmt("  %-22s %12.2f\n", name, bytes / kGiB);
+  }
+  out << Fmt("  %-22s %12.2f of %.2f usable (%.1f%%)%s\n", "total",
+             m.total_bytes() / kGiB, e.memory_capacity_bytes / kGiB,
+             Percent(m.total_bytes(), e.memory_capacity_bytes),
+             e.fits ? "" : " -- does NOT fit");
+  out << Fmt(
+      "  throughput: %.0f tokens/s/GPU, %.3g tokens/s in total, %.1f "
+      "model TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%%\n",
+      e.tokens_per_s_per_gpu, e.tokens_per_s, e.model_tflops_per_gpu,
+      100 * e.mfu, 100 * e.hfu);
+  out << Fmt("  days to train %s tokens: %.1f days on %lld GPUs\n",
+             FormatTokenCount(in.training.train_tokens).c_str(),
+             e.days_to_train, static_cast<long long>(in.training.num_gpus));
+}
+
+void PrintSearchReport(std::ostream& out, const Inputs& in,
+                       const SearchResult& result, int64_t top_k) {
+  PrintInputsHeader(out, in, result.ranked.front().calibration);
+  const size_t n = std::min<size_t>(
+      result.ranked.size(), static_cast<size_t>(std::max<int64_t>(top_k, 1)));
+  out << Fmt("\ntop %zu of %lld feasible configurations (fastest first)\n", n,
+             static_cast<long long>(result.feasible));
+  out << Fmt(
+      "%4s %4s %4s %4s %4s %4s %6s %4s %4s %-13s %-8s %9s %13s %6s %8s\n",
+      "rank", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "mbs", "recompute",
+      "dist_opt", "step_s", "tokens/s/GPU", "MFU%", "mem_GiB");
+  for (size_t i = 0; i < n; ++i) {
+    const costmodel::Estimate& e = result.ranked[i];
+    const auto& c = e.config;
+    out << Fmt(
+        "%4zu %4lld %4lld %4lld %4lld %4lld %6lld %4s %4lld %-13s %-8s "
+        "%9.3f %13.1f %6.1f %8.2f\n",
+        i + 1, static_cast<long long>(c.tp), static_cast<long long>(c.pp),
+        static_cast<long long>(c.vpp), static_cast<long long>(c.cp),
+        static_cast<long long>(c.ep), static_cast<long long>(c.dp), OnOff(c.sp),
+        static_cast<long long>(c.mbs), FormatRecompute(c.recompute).c_str(),
+        OnOff(c.dist_opt), e.step_time_s, e.tokens_per_s_per_gpu, 100 * e.mfu,
+        e.memory.total_bytes() / kGiB);
+  }
+  const costmodel::Estimate& best = result.ranked.front();
+  out << "\nbest: " << search_spaces::ToString(best.config) << " (recompute "
+      << FormatRecompute(best.config.recompute) << ", "
+      << best.config.num_microbatches(in.training.global_batch_size)
+      << " micro-batches per step)\n";
+  PrintBreakdown(out, in, best);
+  out << Fmt(
+      "\nevaluated %lld configurations in %.0f ms: %lld feasible; "
+      "rejected: %s\n",
+      static_cast<long long>(result.evaluated), result.elapsed_s * 1e3,
+      static_cast<long long>(result.feasible),
+      FormatRejections(result).c_str());
+}
+
+void PrintEstimateReport(std::ostream& out, const Inputs& in,
+                         const costmodel::Estimate& e) {
+  PrintInputsHeader(out, in, e.calibration);
+  out << "\nconfiguration: " << search_spaces::ToString(e.config)
+      << " (recompute " << FormatRecompute(e.config.recompute) << ", "
+      << e.config.num_microbatches(in.training.global_batch_size)
+      << " micro-batches per step)\n";
+  if (!e.fits) {
+    out << "does not fit: " << e.infeasible_reason << "\n";
+  }
+  PrintBreakdown(out, in, e);
+}
+
+}  // namespace meshtune::tuner

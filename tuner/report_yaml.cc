@@ -1,0 +1,131 @@
+#include "tuner/report_yaml.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "tuner/version.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::RecomputeGranularity;
+
+// Quotes a string scalar so YAML never reinterprets it (names like "1.3b",
+// "yes" or "null" would otherwise change type).
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
+  const auto& m = in.model;
+  const auto& c = e.config;
+  const auto& t = in.training;
+  std::ostringstream y;
+  y.precision(12);
+  y << "# Written by tune " << MESHTUNE_VERSION << " (" << MESHTUNE_GIT_REVISION
+    << ").\n";
+  y << "# Predicted step time " << e.step_time_s << " s, "
+    << e.tokens_per_s_per_gpu << " tokens/s/GPU, MFU " << 100 * e.mfu << " %, "
+    << e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0) << " GiB per GPU, "
+    << e.days_to_train << " days for " << t.train_tokens
+    << " tokens (calibration: " << e.calibration << ").\n";
+  y << "# Keys follow Megatron-LM argument names.\n";
+
+  y << "model:\n";
+  y << "  name: " << Quote(m.name) << "\n";
+  y << "  display_name: " << Quote(m.display_name) << "\n";
+  y << "  num_layers: " << m.num_layers << "\n";
+  y << "  hidden_size: " << m.hidden_size << "\n";
+  y << "  num_attention_heads: " << m.num_attention_heads << "\n";
+  y << "  num_query_groups: " << m.num_query_groups << "\n";
+  y << "  kv_channels: " << m.kv_channels << "\n";
+  y << "  ffn_hidden_size: " << m.ffn_hidden_size << "\n";
+  y << "  vocab_size: " << m.vocab_size << "\n";
+  y << "  seq_length: " << m.seq_length << "\n";
+  y << "  normalization: " << search_spaces::ToString(m.normalization) << "\n";
+  y << "  activation: " << search_spaces::ToString(m.activation) << "\n";
+  y << "  position_embedding_type: "
+    << search_spaces::ToString(m.position_embedding_type) << "\n";
+  y << "  untie_embeddings_and_output_weights: "
+    << Bool(m.untie_embeddings_and_output_weights) << "\n";
+  y << "  num_experts: " << m.num_experts << "\n";
+  y << "  moe_router_topk: " << m.moe_router_topk << "\n";
+  y << "  moe_ffn_hidden_size: " << m.moe_ffn_hidden_size << "\n";
+  y << "  moe_layer_freq: " << m.moe_layer_freq << "\n";
+  y << "  global_batch_size: " << m.global_batch_size << "\n";
+  if (m.published_params_b > 0) {
+    y << "  published_params_b: " << m.published_params_b << "\n";
+  }
+
+  const bool full = c.recompute.granularity == RecomputeGranularity::kFull;
+  y << "parallelism:\n";
+  y << "  tensor_model_parallel_size: " << c.tp << "\n";
+  y << "  pipeline_model_parallel_size: " << c.pp << "\n";
+  y << "  virtual_pipeline_model_parallel_size: ";
+  if (c.vpp > 1) {
+    y << c.vpp << "\n";
+  } else {
+    y << "null\n";
+  }
+  y << "  context_parallel_size: " << c.cp << "\n";
+  y << "  expert_model_parallel_size: " << c.ep << "\n";
+  y << "  data_parallel_size: " << c.dp << "\n";
+  y << "  sequence_parallel: " << Bool(c.sp) << "\n";
+  y << "  use_distributed_optimizer: " << Bool(c.dist_opt) << "\n";
+  y << "  recompute_granularity: "
+    << (c.recompute.granularity == RecomputeGranularity::kNone
+            ? "null"
+            : search_spaces::ToString(c.recompute.granularity))
+    << "\n";
+  y << "  recompute_method: "
+    << (full ? search_spaces::ToString(c.recompute.method) : "null") << "\n";
+  y << "  recompute_num_layers: ";
+  if (full) {
+    y << c.recompute.num_layers << "\n";
+  } else {
+    y << "null\n";
+  }
+
+  y << "training:\n";
+  y << "  micro_batch_size: " << c.mbs << "\n";
+  y << "  global_batch_size: " << t.global_batch_size << "\n";
+  y << "  seq_length: " << t.seq_length << "\n";
+  y << "  precision: " << search_spaces::ToString(t.precision) << "\n";
+  y << "  train_tokens: " << t.train_tokens << "\n";
+
+  y << "cluster:\n";
+  y << "  preset: " << Quote(in.cluster.name) << "\n";
+  y << "  num_gpus: " << t.num_gpus << "\n";
+  y << "  gpus_per_node: " << in.cluster.gpus_per_node << "\n";
+  return y.str();
+}
+
+Status WriteConfigYaml(const std::string& path, const Inputs& in,
+                       const costmodel::Estimate& e) {
+  std::ofstream file(path);
+  if (!file) {
+    return Status::IoError("--out " + path + ": cannot open for writing (" +
+                               std::strerror(errno) + ")",
+                           "check that the directory exists and is writable");
+  }
+  file << ConfigToYaml(in, e);
+  file.close();
+  if (!file) {
+    return Status::IoError("--out " + path + ": write failed",
+                           "check free disk space");
+  }
+  return Status::Ok();
+}
+
+}  // namespace meshtune::tuner

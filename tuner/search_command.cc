@@ -1,0 +1,100 @@
+// `tune search` (also `tune --model M --gpus N` without a subcommand).
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "costmodel/datasheet_calibration.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+#include "tuner/megatron_args.h"
+#include "tuner/report_json.h"
+#include "tuner/report_table.h"
+#include "tuner/report_yaml.h"
+#include "tuner/search_driver.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kSearchExamples = R"(Examples:
+  tune --model 175b --gpus 1024                       best config on 1024 A100-80GB (default GPU)
+  tune search --model llama3-70b --gpus 512 --gpu h100-80g --gbs 1024 --top 5
+  tune --model 175b --gpus 1024 --tp 8 --pp 8,16 --recompute selective,full
+  tune --model 175b --gpus 1024 --json > result.json
+  tune --model 175b --gpus 1024 --out best.yaml --format megatron
+  tune --model my_model.yaml --gpus 64 --space my_space.yaml)";
+
+class SearchCommand : public Command {
+ public:
+  explicit SearchCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "search", "search parallel configurations (default command)");
+    AddInputFlags(sub, &flags_, /*pins_are_lists=*/true);
+    sub->add_option("--space", flags_.space_file,
+                    "search-space YAML file (pins; flags narrow it further)")
+        ->type_name("FILE");
+    sub->add_option("--top", top_, "how many candidates to list (default 10)")
+        ->type_name("K");
+    sub->add_flag("--json", json_, "print the DESIGN §5 JSON on stdout");
+    sub->add_option("--out", out_file_,
+                    "write the best configuration as YAML to FILE")
+        ->type_name("FILE");
+    sub->add_option("--format", format_,
+                    "table (default) or megatron (pretrain_gpt.py arguments)")
+        ->type_name("FMT");
+    sub->footer(kSearchExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& err) override {
+    auto top = ParsePositiveInt(top_, "--top");
+    if (!top.ok()) return top.status();
+    if (format_ != "table" && format_ != "megatron") {
+      return Status::InvalidArgument(
+          "--format: unknown format '" + format_ + "'",
+          "use --format table or --format megatron");
+    }
+    if (json_ && format_ == "megatron") {
+      return Status::InvalidArgument(
+          "--json and --format megatron both choose the stdout format",
+          "pick one of them");
+    }
+    auto inputs = ResolveInputs(flags_);
+    if (!inputs.ok()) return inputs.status();
+    const Inputs& in = inputs.value();
+
+    const costmodel::DatasheetCalibration calibration(in.cluster);
+    const SearchResult result =
+        RunSearch(in.model, in.cluster, in.training, in.space, calibration);
+    if (result.feasible == 0) {
+      return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
+    }
+    const costmodel::Estimate& best = result.ranked.front();
+    if (!out_file_.empty()) {
+      MESHTUNE_RETURN_IF_ERROR(WriteConfigYaml(out_file_, in, best));
+      err << "tune: wrote the best configuration to " << out_file_ << "\n";
+    }
+    if (json_) {
+      out << SearchToJson(result, in.training, top.value()).dump(2) << "\n";
+    } else if (format_ == "megatron") {
+      out << FormatMegatronArgs(
+          MegatronArgs(in.model, in.training, best.config));
+    } else {
+      PrintSearchReport(out, in, result, top.value());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  InputFlags flags_;
+  std::string top_ = "10";
+  bool json_ = false;
+  std::string out_file_;
+  std::string format_ = "table";
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddSearchCommand(CLI::App* app) {
+  return std::make_unique<SearchCommand>(app);
+}
+
+}  // namespace meshtune::tuner
