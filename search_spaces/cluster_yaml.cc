@@ -1,0 +1,154 @@
+// ParseClusterYaml: cluster and GPU keys (the field names of cluster_spec.h)
+// -> ClusterSpec.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "search_spaces/presets.h"
+#include "search_spaces/spec_validation.h"
+#include "search_spaces/yaml_util.h"
+
+namespace meshtune::search_spaces {
+namespace {
+
+using yaml_util::MapReader;
+
+const std::vector<std::string>& ClusterKeys() {
+  static const std::vector<std::string> kKeys = {
+      "name",
+      "aliases",
+      "gpu",
+      "gpus_per_node",
+      "nvlink_domain_gpus",
+      "nvlink_gbps",
+      "nvlink_busbw_gbps",
+      "nvlink_latency_us",
+      "nvls_allreduce_busbw_gbps",
+      "nic_gbps",
+      "nic_busbw_gbps",
+      "network_latency_us",
+      "memory_reserve_gib",
+  };
+  return kKeys;
+}
+
+const std::vector<std::string>& GpuKeys() {
+  static const std::vector<std::string> kKeys = {
+      "display_name",     "peak_bf16_tflops",         "peak_fp8_tflops",
+      "peak_tf32_tflops", "peak_fp32_tflops",         "hbm_gb",
+      "hbm_gbps",         "gemm_max_efficiency_bf16", "gemm_max_efficiency_fp8",
+      "hbm_efficiency",
+  };
+  return kKeys;
+}
+
+// Default allocator/context reserve when a user file leaves it out: CUDA
+// context (~0.5 GiB), NCCL and cuBLAS workspaces, and PyTorch-style caching
+// allocator fragmentation; cost_model.md §2.3 puts the total at 2-5 GB.
+constexpr double kDefaultMemoryReserveGib = 3.0;
+
+StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
+                           const std::string& cluster_name) {
+  if (node.IsScalar() && !yaml_util::LooksLikePath(node.Scalar())) {
+    // `gpu: h100` borrows the GPU of a cluster preset.
+    StatusOr<ClusterSpec> preset = ResolveCluster(node.Scalar());
+    if (!preset.ok() && preset.status().code() == Status::Code::kNotFound) {
+      return Status::NotFound(yaml_util::Where(source, node) +
+                                  ": gpu: " + preset.status().message(),
+                              preset.status().hint());
+    }
+    if (!preset.ok()) return preset.status();
+    return preset->gpu;
+  }
+  const MapReader r(node, source, "gpu");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys(GpuKeys()));
+  GpuSpec g;
+  g.display_name = cluster_name;
+  MESHTUNE_RETURN_IF_ERROR(r.String("display_name", false, &g.display_name));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("peak_bf16_tflops", true, &g.peak_bf16_tflops));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("peak_fp8_tflops", false, &g.peak_fp8_tflops));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("peak_tf32_tflops", true, &g.peak_tf32_tflops));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("peak_fp32_tflops", true, &g.peak_fp32_tflops));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gb", true, &g.hbm_gb));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gbps", true, &g.hbm_gbps));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("gemm_max_efficiency_bf16", true, &g.gemm_max_efficiency_bf16));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("gemm_max_efficiency_fp8", false, &g.gemm_max_efficiency_fp8));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("hbm_efficiency", false, &g.hbm_efficiency));
+  return g;
+}
+
+StatusOr<ClusterSpec> ParseClusterMap(const YAML::Node& node,
+                                      const std::string& source) {
+  const MapReader r(node, source, "cluster");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys(ClusterKeys()));
+
+  ClusterSpec c;
+  c.name = yaml_util::Lower(std::filesystem::path(source).stem().string());
+  MESHTUNE_RETURN_IF_ERROR(r.String("name", false, &c.name));
+  MESHTUNE_RETURN_IF_ERROR(r.StringList("aliases", &c.aliases));
+  if (!r.Has("gpu")) return r.Missing("gpu", "h100");
+  const YAML::Node gpu_node = node["gpu"];
+  StatusOr<GpuSpec> gpu = ParseGpu(gpu_node, source, c.name);
+  if (!gpu.ok()) return gpu.status();
+  c.gpu = *gpu;
+
+  int64_t gpus_per_node = 0;
+  MESHTUNE_RETURN_IF_ERROR(r.Int("gpus_per_node", true, 1, &gpus_per_node));
+  int64_t domain = gpus_per_node;  // one node unless the fabric spans more
+  MESHTUNE_RETURN_IF_ERROR(r.Int("nvlink_domain_gpus", false, 1, &domain));
+  c.gpus_per_node = static_cast<int>(gpus_per_node);
+  c.nvlink_domain_gpus = static_cast<int>(domain);
+  MESHTUNE_RETURN_IF_ERROR(r.Double("nvlink_gbps", true, &c.nvlink_gbps));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("nvlink_busbw_gbps", true, &c.nvlink_busbw_gbps));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("nvlink_latency_us", true, &c.nvlink_latency_us));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("nvls_allreduce_busbw_gbps", false,
+                                    &c.nvls_allreduce_busbw_gbps));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("nic_gbps", true, &c.nic_gbps));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("nic_busbw_gbps", true, &c.nic_busbw_gbps));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("network_latency_us", true, &c.network_latency_us));
+  c.memory_reserve_gib = kDefaultMemoryReserveGib;
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("memory_reserve_gib", false, &c.memory_reserve_gib));
+
+  // GPU keys ("gpu.hbm_gb") are located inside the gpu mapping.
+  const MapReader gpu_reader(gpu_node, source, "gpu");
+  MESHTUNE_RETURN_IF_ERROR(ValidateCluster(c, [&](const std::string& key) {
+    if (key.rfind("gpu.", 0) == 0) {
+      return gpu_node.IsMap() ? gpu_reader.WhereKey(key.substr(4))
+                              : r.WhereKey("gpu");
+    }
+    return r.WhereKey(key);
+  }));
+  return c;
+}
+
+}  // namespace
+
+StatusOr<ClusterSpec> ParseClusterYaml(const std::string& text,
+                                       const std::string& source) {
+  StatusOr<YAML::Node> root = yaml_util::Load(text, source);
+  if (!root.ok()) return root.status();
+  // Accept a `cluster:` section, as in files written by `tune --out`.
+  if (root->IsMap() && (*root)["cluster"]) {
+    const YAML::Node cluster = (*root)["cluster"];
+    if (cluster.IsScalar() && !yaml_util::LooksLikePath(cluster.Scalar())) {
+      return ResolveCluster(cluster.Scalar());
+    }
+    return ParseClusterMap(cluster, source);
+  }
+  return ParseClusterMap(*root, source);
+}
+
+}  // namespace meshtune::search_spaces
