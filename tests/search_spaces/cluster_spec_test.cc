@@ -1,0 +1,180 @@
+// GpuSpec/ClusterSpec accessors, validation and the cluster YAML parser.
+#include "search_spaces/cluster_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "search_spaces/presets.h"
+
+namespace meshtune::search_spaces {
+namespace {
+
+const char kCluster[] =
+    "name: lab\n"                        // 1
+    "gpu:\n"                             // 2
+    "  peak_bf16_tflops: 100\n"          // 3
+    "  peak_tf32_tflops: 50\n"           // 4
+    "  peak_fp32_tflops: 10\n"           // 5
+    "  hbm_gb: 32\n"                     // 6
+    "  hbm_gbps: 1000\n"                 // 7
+    "  gemm_max_efficiency_bf16: 0.8\n"  // 8
+    "gpus_per_node: 4\n"                 // 9
+    "nvlink_gbps: 100\n"                 // 10
+    "nvlink_busbw_gbps: 80\n"            // 11
+    "nvlink_latency_us: 3\n"             // 12
+    "nic_gbps: 25\n"                     // 13
+    "nic_busbw_gbps: 24\n"               // 14
+    "network_latency_us: 10\n";          // 15
+
+std::string Replace(std::string text, const std::string& from,
+                    const std::string& to) {
+  const size_t pos = text.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) text.replace(pos, from.size(), to);
+  return text;
+}
+
+Status ParseError(const std::string& text) {
+  StatusOr<ClusterSpec> c = ParseClusterYaml(text, "c.yaml");
+  EXPECT_FALSE(c.ok()) << "expected an error for:\n" << text;
+  return c.status();
+}
+
+constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+
+TEST(ClusterYamlTest, MinimalFileGetsDefaults) {
+  StatusOr<ClusterSpec> c = ParseClusterYaml(kCluster, "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->name, "lab");
+  EXPECT_EQ(c->gpu.display_name, "lab");
+  EXPECT_EQ(c->nvlink_domain_gpus, 4);  // one node
+  EXPECT_EQ(c->gpu.peak_fp8_tflops, 0);
+  EXPECT_EQ(c->gpu.hbm_efficiency, 0.9);
+  EXPECT_EQ(c->memory_reserve_gib, 3.0);
+  EXPECT_EQ(c->nvls_allreduce_busbw_gbps, 0);
+  // 32e9 B = 29.8023 GiB, minus the 3 GiB reserve.
+  EXPECT_NEAR(c->UsableMemoryGib(), 32e9 / kGib - 3.0, 1e-12);
+  EXPECT_NEAR(c->UsableMemoryGib(), 26.8023, 1e-4);
+}
+
+TEST(ClusterYamlTest, PeaksAndEfficienciesByPrecision) {
+  StatusOr<ClusterSpec> c =
+      ParseClusterYaml(Replace(kCluster, "  hbm_gb: 32\n",
+                               "  hbm_gb: 32\n  peak_fp8_tflops: 200\n"
+                               "  gemm_max_efficiency_fp8: 0.7\n"),
+                       "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.PeakTflops(Precision::kBf16), 100);
+  EXPECT_EQ(c->gpu.PeakTflops(Precision::kFp16), 100);
+  EXPECT_EQ(c->gpu.PeakTflops(Precision::kFp8), 200);
+  EXPECT_EQ(c->gpu.GemmMaxEfficiency(Precision::kBf16), 0.8);
+  EXPECT_EQ(c->gpu.GemmMaxEfficiency(Precision::kFp16), 0.8);
+  EXPECT_EQ(c->gpu.GemmMaxEfficiency(Precision::kFp8), 0.7);
+  EXPECT_STREQ(ToString(Precision::kBf16), "bf16");
+  EXPECT_STREQ(ToString(Precision::kFp16), "fp16");
+  EXPECT_STREQ(ToString(Precision::kFp8), "fp8");
+}
+
+TEST(ClusterYamlTest, GpuFromPreset) {
+  const std::string text =
+      Replace(kCluster,
+              "gpu:\n  peak_bf16_tflops: 100\n  peak_tf32_tflops: 50\n"
+              "  peak_fp32_tflops: 10\n  hbm_gb: 32\n  hbm_gbps: 1000\n"
+              "  gemm_max_efficiency_bf16: 0.8\n",
+              "gpu: H100\n");
+  StatusOr<ClusterSpec> c = ParseClusterYaml(text, "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.peak_bf16_tflops, 989);
+  EXPECT_EQ(c->gpu.hbm_gb, 80);
+  EXPECT_EQ(c->gpus_per_node, 4);
+  Status s = ParseError(Replace(text, "gpu: H100", "gpu: h900"));
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_EQ(s.message(), "c.yaml:2: gpu: unknown cluster preset 'h900'");
+}
+
+TEST(ClusterYamlTest, UnknownGpuKeyIsLocatedInsideTheGpuMapping) {
+  Status s = ParseError(Replace(kCluster, "hbm_gbps:", "hmb_gbps:"));
+  EXPECT_EQ(s.message(), "c.yaml:7: unknown key 'hmb_gbps' in gpu");
+  EXPECT_EQ(s.hint(), "did you mean 'hbm_gbps'?");
+  s = ParseError(Replace(kCluster, "nic_gbps:", "nic_gbs:"));
+  EXPECT_EQ(s.message(), "c.yaml:13: unknown key 'nic_gbs' in cluster");
+  EXPECT_EQ(s.hint(), "did you mean 'nic_gbps'?");
+}
+
+TEST(ClusterYamlTest, TypeAndRangeErrors) {
+  Status s = ParseError(Replace(kCluster, "hbm_gb: 32", "hbm_gb: lots"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:6: hbm_gb: expected a non-negative number, got 'lots'");
+  s = ParseError(Replace(kCluster, "hbm_gb: 32", "hbm_gb: 0"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:6: gpu.hbm_gb: expected a positive number, got '0'");
+  s = ParseError(
+      Replace(kCluster, "efficiency_bf16: 0.8", "efficiency_bf16: 1.2"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:8: gpu.gemm_max_efficiency_bf16: expected a fraction in "
+            "(0, 1], got '1.2'");
+  s = ParseError(Replace(kCluster, "gpus_per_node: 4", "gpus_per_node: 0"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:9: gpus_per_node: expected a positive integer, got '0'");
+}
+
+TEST(ClusterYamlTest, ConsistencyErrors) {
+  Status s = ParseError(std::string(kCluster) + "nvlink_domain_gpus: 6\n");
+  EXPECT_EQ(s.message(),
+            "c.yaml:16: nvlink_domain_gpus 6 is not a multiple of "
+            "gpus_per_node 4");
+  s = ParseError(Replace(kCluster, "nic_busbw_gbps: 24", "nic_busbw_gbps: 30"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:14: nic_busbw_gbps 30 exceeds the line rate nic_gbps 25");
+  s = ParseError(
+      Replace(kCluster, "nvlink_busbw_gbps: 80", "nvlink_busbw_gbps: 120"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:11: nvlink_busbw_gbps 120 exceeds the line rate "
+            "nvlink_gbps 100");
+  s = ParseError(Replace(kCluster, "  hbm_gb: 32\n",
+                         "  hbm_gb: 32\n  gemm_max_efficiency_fp8: 0.7\n"));
+  EXPECT_EQ(s.message(),
+            "c.yaml:7: gpu.gemm_max_efficiency_fp8 is set but "
+            "peak_fp8_tflops is 0");
+  s = ParseError(std::string(kCluster) + "memory_reserve_gib: 40\n");
+  EXPECT_EQ(s.message().rfind("c.yaml:16: memory_reserve_gib 40 leaves no "
+                              "usable memory of 29.8",
+                              0),
+            0u)
+      << s.message();
+}
+
+TEST(ClusterYamlTest, MissingKeys) {
+  Status s = ParseError(Replace(kCluster, "nic_gbps: 25\n", ""));
+  EXPECT_EQ(s.message(),
+            "c.yaml:1: cluster is missing required key 'nic_gbps'");
+  s = ParseError(Replace(kCluster, "  hbm_gbps: 1000\n", ""));
+  EXPECT_EQ(s.message(), "c.yaml:3: gpu is missing required key 'hbm_gbps'");
+  s = ParseError("name: x\ngpus_per_node: 8\n");
+  EXPECT_EQ(s.message(), "c.yaml:1: cluster is missing required key 'gpu'");
+}
+
+TEST(ClusterYamlTest, ClusterSection) {
+  StatusOr<ClusterSpec> c = ParseClusterYaml(
+      "model: gpt3-175b\ncluster: a100\ntraining: {gbs: 8}\n", "best.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->name, "a100-80g");
+}
+
+TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
+  StatusOr<ClusterSpec> parsed = ParseClusterYaml(kCluster, "c.yaml");
+  ASSERT_TRUE(parsed.ok());
+  ClusterSpec c = *parsed;
+  EXPECT_TRUE(c.Validate().ok());
+  c.nic_gbps = 0;
+  EXPECT_EQ(c.Validate("cfg").message(),
+            "cfg: nic_gbps: expected a positive number, got '0'");
+  c = *parsed;
+  c.gpu.hbm_efficiency = 0;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.hbm_efficiency: expected a fraction in (0, 1], got '0'");
+}
+
+}  // namespace
+}  // namespace meshtune::search_spaces

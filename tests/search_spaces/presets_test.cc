@@ -1,0 +1,432 @@
+// Built-in presets: every file parses and validates, names and aliases
+// resolve, numbers agree with the published calibration table, unknown names
+// get suggestions, and `model:`-section files round-trip.
+#include "search_spaces/presets.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "search_spaces/embedded_file.h"
+
+namespace meshtune::search_spaces {
+namespace {
+
+std::vector<std::string> Names(const std::vector<ModelSpec>& specs) {
+  std::vector<std::string> out;
+  for (const auto& s : specs) out.push_back(s.name);
+  return out;
+}
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("meshtune_presets_test_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// Parameters of the transformer blocks plus embeddings (no biases or norms):
+// attention Q,O (h·a·d) and K,V (h·g·d); MLP 2·h·f (3·h·f gated); experts
+// replace the MLP in MoE layers, plus an h×E router.
+double ApproxParamsB(const ModelSpec& m) {
+  const double h = m.hidden_size;
+  const double attn = 2 * h * m.query_projection_size() +
+                      2 * h * m.num_query_groups * m.kv_channels;
+  const double gated = m.activation == Activation::kSwiglu ? 3 : 2;
+  const double mlp = gated * h * m.ffn_hidden_size;
+  const double moe = m.num_experts * gated * h * m.expert_ffn_hidden_size() +
+                     h * m.num_experts;
+  double embed =
+      m.vocab_size * h * (m.untie_embeddings_and_output_weights ? 2.0 : 1.0);
+  if (m.position_embedding_type == PositionEmbedding::kLearnedAbsolute) {
+    embed += m.seq_length * h;
+  }
+  return (m.num_dense_layers() * (attn + mlp) +
+          m.num_moe_layers() * (attn + moe) + embed) /
+         1e9;
+}
+
+TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
+  const auto& models = ModelPresets();
+  ASSERT_EQ(models.size(), 31u);
+  size_t yaml_files = 0;
+  for (const EmbeddedFile& f : EmbeddedPresetFiles()) {
+    if (f.path.rfind("models/", 0) == 0) ++yaml_files;
+  }
+  EXPECT_EQ(yaml_files, models.size());
+  for (const ModelSpec& m : models) {
+    SCOPED_TRACE(m.name);
+    EXPECT_TRUE(m.Validate().ok()) << m.Validate().message();
+    EXPECT_FALSE(m.display_name.empty());
+    EXPECT_GT(m.global_batch_size, 0);
+    EXPECT_EQ(m.kv_channels * m.num_attention_heads, m.hidden_size);
+    // Published counts agree with the architecture (catches typos in dims).
+    if (m.published_params_b > 0) {
+      EXPECT_NEAR(ApproxParamsB(m) / m.published_params_b, 1.0, 0.07);
+    }
+  }
+}
+
+TEST(ModelPresetsTest, RequiredModelsExistInFamilySizeOrder) {
+  const std::vector<std::string> expected = {
+      "gpt-1.7b",     "gpt-3.6b",      "gpt-7.5b",      "gpt-18.4b",
+      "gpt-22b",      "gpt-39.1b",     "gpt-76.1b",     "gpt-145.6b",
+      "gpt-310.1b",   "gpt-529.6b",    "gpt-530b",      "gpt-1t",
+      "gpt3-1.3b",    "gpt3-5b",       "gpt3-7b",       "gpt3-13b",
+      "gpt3-20b",     "gpt3-70b",      "gpt3-175b",     "llama2-7b",
+      "llama2-13b",   "llama2-70b",    "llama3-8b",     "llama3-70b",
+      "llama3-405b",  "mixtral-8x7b",  "mixtral-8x22b", "nemotron-8b",
+      "nemotron-22b", "nemotron4-15b", "nemotron4-340b"};
+  EXPECT_EQ(Names(ModelPresets()), expected);
+}
+
+TEST(ModelPresetsTest, FamilyConventions) {
+  StatusOr<ModelSpec> gpt = ResolveModel("gpt3-175b");
+  ASSERT_TRUE(gpt.ok());
+  EXPECT_EQ(gpt->num_layers, 96);
+  EXPECT_EQ(gpt->hidden_size, 12288);
+  EXPECT_EQ(gpt->ffn_hidden_size, 4 * 12288);
+  EXPECT_EQ(gpt->vocab_size, 51200);
+  EXPECT_EQ(gpt->global_batch_size, 1536);
+  EXPECT_EQ(gpt->normalization, Normalization::kLayerNorm);
+  EXPECT_EQ(gpt->position_embedding_type, PositionEmbedding::kLearnedAbsolute);
+  EXPECT_FALSE(gpt->untie_embeddings_and_output_weights);
+
+  StatusOr<ModelSpec> llama = ResolveModel("llama3-405b");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->num_layers, 126);
+  EXPECT_EQ(llama->num_query_groups, 8);
+  EXPECT_EQ(llama->ffn_hidden_size, 53248);
+  EXPECT_EQ(llama->vocab_size, 128256);
+  EXPECT_EQ(llama->seq_length, 8192);
+  EXPECT_EQ(llama->activation, Activation::kSwiglu);
+  EXPECT_EQ(llama->normalization, Normalization::kRMSNorm);
+  EXPECT_TRUE(llama->untie_embeddings_and_output_weights);
+
+  StatusOr<ModelSpec> mixtral = ResolveModel("mixtral-8x22b");
+  ASSERT_TRUE(mixtral.ok());
+  EXPECT_TRUE(mixtral->is_moe());
+  EXPECT_EQ(mixtral->num_experts, 8);
+  EXPECT_EQ(mixtral->moe_router_topk, 2);
+  EXPECT_EQ(mixtral->num_moe_layers(), 56);
+  EXPECT_EQ(mixtral->vocab_size, 32768);
+}
+
+// Minimal CSV reader for tests/data/published_calibration.csv (quoted fields
+// may contain commas).
+std::vector<std::map<std::string, std::string>> ReadCsv(
+    const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields(1);
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        fields.emplace_back();
+      } else {
+        fields.back() += c;
+      }
+    }
+    rows.push_back(fields);
+  }
+  std::vector<std::map<std::string, std::string>> out;
+  for (size_t r = 1; r < rows.size(); ++r) {
+    std::map<std::string, std::string> row;
+    for (size_t c = 0; c < rows[0].size() && c < rows[r].size(); ++c) {
+      row[rows[0][c]] = rows[r][c];
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+TEST(ModelPresetsTest, AgreeWithPublishedCalibrationTable) {
+  const auto rows = ReadCsv(std::string(MESHTUNE_SOURCE_DIR) +
+                            "/tests/data/published_calibration.csv");
+  ASSERT_GT(rows.size(), 40u);
+  // CSV model name -> preset (or alias) it must match.
+  const std::map<std::string, std::string> preset_of = {
+      {"GPT-1.7B", "gpt-1.7b"},
+      {"GPT-3.6B", "gpt-3.6b"},
+      {"GPT-7.5B", "gpt-7.5b"},
+      {"GPT-18.4B", "gpt-18.4b"},
+      {"GPT-39.1B", "gpt-39.1b"},
+      {"GPT-76.1B", "gpt-76.1b"},
+      {"GPT-145.6B", "gpt-145.6b"},
+      {"GPT-310.1B", "gpt-310.1b"},
+      {"GPT-529.6B", "gpt-529.6b"},
+      {"GPT-1008.0B", "gpt-1t"},
+      {"GPT-22B", "gpt-22b"},
+      {"GPT-175B", "gpt3-175b"},
+      {"GPT-530B", "gpt-530b"},
+      {"GPT-1T", "gpt-1t-korthikanti"},
+      {"GPT3-5B", "gpt3-5b"},
+      {"GPT3-20B", "gpt3-20b"},
+      {"GPT3-175B", "gpt3-175b"},
+      {"LLAMA2-7B", "llama2-7b"},
+      {"LLAMA2-13B", "llama2-13b"},
+      {"LLAMA2-70B", "llama2-70b"},
+      {"LLAMA3-8B", "llama3-8b"},
+      {"LLAMA3-70B", "llama3-70b"},
+      {"Nemotron-8B", "nemotron-8b"},
+      {"Nemotron-22B", "nemotron-22b"},
+      {"Nemotron-340B", "nemotron4-340b"}};
+  std::set<std::string> checked;
+  for (const auto& row : rows) {
+    const std::string name = row.at("model");
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(preset_of.count(name)) << "CSV model without a preset";
+    StatusOr<ModelSpec> m = ResolveModel(preset_of.at(name));
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ(std::to_string(m->num_layers), row.at("layers"));
+    EXPECT_EQ(std::to_string(m->hidden_size), row.at("hidden"));
+    EXPECT_EQ(std::to_string(m->num_attention_heads), row.at("heads"));
+    EXPECT_EQ(std::to_string(m->num_query_groups), row.at("kv_heads"));
+    EXPECT_EQ(std::to_string(m->ffn_hidden_size), row.at("ffn_hidden"));
+    if (!row.at("vocab").empty()) {
+      EXPECT_EQ(std::to_string(m->vocab_size), row.at("vocab"));
+    }
+    EXPECT_EQ(std::to_string(m->seq_length), row.at("seq_len"));
+    // SC21 weak-scaling presets carry the batch of their row.
+    if (row.at("source") == "Narayanan2021_SC21_Table1") {
+      EXPECT_EQ(std::to_string(m->global_batch_size), row.at("gbs"));
+    }
+    checked.insert(m->name);
+  }
+  EXPECT_GE(checked.size(), 20u);
+}
+
+TEST(ResolveModelTest, AliasesAndCase) {
+  for (const char* name : {"gpt3-175b", "175B", "GPT3-175B", "gpt3",
+                           "gpt-3-175b", "gpt3_175b", "Gpt-175B"}) {
+    StatusOr<ModelSpec> m = ResolveModel(name);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status().message();
+    EXPECT_EQ(m->name, "gpt3-175b") << name;
+  }
+  EXPECT_EQ(ResolveModel("gpt-1t-korthikanti")->name, "gpt-1t");
+  EXPECT_EQ(ResolveModel("LLaMA-3-70B")->name, "llama3-70b");
+  EXPECT_EQ(ResolveModel("llama3.1-405b")->name, "llama3-405b");
+  EXPECT_EQ(ResolveModel("Nemotron-340B")->name, "nemotron4-340b");
+}
+
+TEST(ResolveModelTest, UnknownNameSuggests) {
+  StatusOr<ModelSpec> m = ResolveModel("gpt5");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(m.status().ExitCode(), 2);
+  EXPECT_EQ(m.status().message(), "unknown model preset 'gpt5'");
+  EXPECT_EQ(m.status().hint(),
+            "did you mean: gpt3-175b, gpt-1t, gpt3-5b? run 'tune models' for "
+            "the list");
+
+  // Substring matches come first: every 70B model.
+  m = ResolveModel("70b");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().hint(),
+            "did you mean: gpt3-70b, llama2-70b, llama3-70b? run 'tune "
+            "models' for the list");
+
+  m = ResolveModel("lama3-8b");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().hint().rfind("did you mean: llama3-8b, ", 0), 0u)
+      << m.status().hint();
+}
+
+TEST(ResolveModelTest, FilesFromDisk) {
+  StatusOr<ModelSpec> m = ResolveModel("no/such/model.yaml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(m.status().message(), "model file 'no/such/model.yaml' not found");
+
+  const std::string dir = TempPath("dir.yaml");
+  std::filesystem::create_directories(dir);
+  m = ResolveModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kIoError);
+  EXPECT_EQ(m.status().message(),
+            "cannot read model file '" + dir + "': it is a directory");
+  std::filesystem::remove(dir);
+
+  // An existing file without a .yaml suffix is read from disk too, and its
+  // errors name the path.
+  const std::string path = TempPath("custom_model");
+  WriteFile(path, "num_layers: 2\nhidden_size: 64\nnum_attention_heads: 4\n");
+  m = ResolveModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            path + ":1: model is missing required key 'ffn_hidden_size'");
+  std::filesystem::remove(path);
+}
+
+// `tune --out best.yaml` writes the model under `model:` next to other
+// sections; `--model best.yaml` must read it back unchanged.
+TEST(ResolveModelTest, ModelSectionRoundTrip) {
+  for (const char* preset : {"llama3-70b", "gpt3-175b", "mixtral-8x7b"}) {
+    SCOPED_TRACE(preset);
+    const ModelSpec m = ResolveModel(preset).value();
+    YAML::Emitter out;
+    out << YAML::BeginMap << YAML::Key << "model" << YAML::Value
+        << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << m.name + "-copy";
+    out << YAML::Key << "display_name" << YAML::Value << m.display_name;
+    out << YAML::Key << "num_layers" << YAML::Value << m.num_layers;
+    out << YAML::Key << "hidden_size" << YAML::Value << m.hidden_size;
+    out << YAML::Key << "num_attention_heads" << YAML::Value
+        << m.num_attention_heads;
+    out << YAML::Key << "num_query_groups" << YAML::Value << m.num_query_groups;
+    out << YAML::Key << "kv_channels" << YAML::Value << m.kv_channels;
+    out << YAML::Key << "ffn_hidden_size" << YAML::Value << m.ffn_hidden_size;
+    out << YAML::Key << "vocab_size" << YAML::Value << m.vocab_size;
+    out << YAML::Key << "seq_length" << YAML::Value << m.seq_length;
+    out << YAML::Key << "normalization" << YAML::Value
+        << ToString(m.normalization);
+    out << YAML::Key << "activation" << YAML::Value << ToString(m.activation);
+    out << YAML::Key << "position_embedding_type" << YAML::Value
+        << ToString(m.position_embedding_type);
+    out << YAML::Key << "untie_embeddings_and_output_weights" << YAML::Value
+        << m.untie_embeddings_and_output_weights;
+    out << YAML::Key << "num_experts" << YAML::Value << m.num_experts;
+    if (m.is_moe()) {
+      out << YAML::Key << "moe_router_topk" << YAML::Value << m.moe_router_topk;
+      out << YAML::Key << "moe_ffn_hidden_size" << YAML::Value
+          << m.moe_ffn_hidden_size;
+      out << YAML::Key << "moe_layer_freq" << YAML::Value << m.moe_layer_freq;
+    }
+    out << YAML::Key << "global_batch_size" << YAML::Value
+        << m.global_batch_size;
+    out << YAML::EndMap;
+    out << YAML::Key << "parallelism" << YAML::Value << YAML::BeginMap
+        << YAML::Key << "tensor_model_parallel_size" << YAML::Value << 8
+        << YAML::EndMap;
+    out << YAML::Key << "cluster" << YAML::Value << "h100";
+    out << YAML::EndMap;
+    const std::string path = TempPath(std::string(preset) + "_best.yaml");
+    WriteFile(path, out.c_str());
+    StatusOr<ModelSpec> back = ResolveModel(path);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << out.c_str();
+    EXPECT_EQ(back->name, m.name + "-copy");
+    EXPECT_EQ(back->display_name, m.display_name);
+    EXPECT_EQ(back->num_layers, m.num_layers);
+    EXPECT_EQ(back->hidden_size, m.hidden_size);
+    EXPECT_EQ(back->num_attention_heads, m.num_attention_heads);
+    EXPECT_EQ(back->num_query_groups, m.num_query_groups);
+    EXPECT_EQ(back->kv_channels, m.kv_channels);
+    EXPECT_EQ(back->ffn_hidden_size, m.ffn_hidden_size);
+    EXPECT_EQ(back->vocab_size, m.vocab_size);
+    EXPECT_EQ(back->seq_length, m.seq_length);
+    EXPECT_EQ(back->normalization, m.normalization);
+    EXPECT_EQ(back->activation, m.activation);
+    EXPECT_EQ(back->position_embedding_type, m.position_embedding_type);
+    EXPECT_EQ(back->untie_embeddings_and_output_weights,
+              m.untie_embeddings_and_output_weights);
+    EXPECT_EQ(back->num_experts, m.num_experts);
+    EXPECT_EQ(back->moe_router_topk, m.moe_router_topk);
+    EXPECT_EQ(back->moe_ffn_hidden_size, m.moe_ffn_hidden_size);
+    EXPECT_EQ(back->moe_layer_freq, m.moe_layer_freq);
+    EXPECT_EQ(back->global_batch_size, m.global_batch_size);
+  }
+}
+
+TEST(ResolveModelTest, ModelSectionNamingAPreset) {
+  StatusOr<ModelSpec> m =
+      ParseModelYaml("model: 175b\nparallelism: {tp: 8}\n", "best.yaml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->name, "gpt3-175b");
+  // Errors inside a `model:` section carry the section's lines.
+  m = ParseModelYaml("training: {}\nmodel:\n  num_layers: 2\n  hiden: 3\n",
+                     "best.yaml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "best.yaml:4: unknown key 'hiden' in model");
+}
+
+TEST(ClusterPresetsTest, EveryPresetParsesAndValidates) {
+  const auto& clusters = ClusterPresets();
+  std::vector<std::string> names;
+  for (const ClusterSpec& c : clusters) {
+    SCOPED_TRACE(c.name);
+    names.push_back(c.name);
+    EXPECT_TRUE(c.Validate().ok()) << c.Validate().message();
+    EXPECT_EQ(c.memory_reserve_gib, 3.0);
+    EXPECT_GT(c.gpu.gemm_max_efficiency_bf16, 0.7);
+    EXPECT_LT(c.gpu.gemm_max_efficiency_bf16, 0.9);
+  }
+  EXPECT_EQ(names, std::vector<std::string>({"a100-40g", "a100-80g", "h100",
+                                             "h200", "b200", "gb200"}));
+}
+
+TEST(ClusterPresetsTest, HandComputedNumbers) {
+  constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
+  const ClusterSpec a100 = ResolveCluster("a100-80g").value();
+  // 80e9 / 2^30 = 74.5058 GiB, minus the 3 GiB reserve.
+  EXPECT_NEAR(a100.UsableMemoryGib(), 71.506, 5e-4);
+  EXPECT_NEAR(a100.UsableMemoryGib(), 80e9 / kGib - 3.0, 1e-12);
+  EXPECT_EQ(a100.gpu.PeakTflops(Precision::kBf16), 312);
+  EXPECT_EQ(a100.gpu.PeakTflops(Precision::kFp8), 0);
+  EXPECT_NEAR(a100.gpu.GemmMaxEfficiency(Precision::kBf16) * 312, 271.2, 0.1);
+  EXPECT_EQ(a100.nvlink_busbw_gbps, 230);
+  EXPECT_EQ(a100.nic_gbps, 25);
+
+  const ClusterSpec h200 = ResolveCluster("H200-141G").value();
+  EXPECT_NEAR(h200.UsableMemoryGib(), 141e9 / kGib - 3.0, 1e-12);  // 128.316
+  EXPECT_EQ(h200.nvls_allreduce_busbw_gbps, 480);
+  EXPECT_NEAR(h200.gpu.GemmMaxEfficiency(Precision::kFp8) * 1979, 1453.4, 1);
+
+  const ClusterSpec gb200 = ResolveCluster("gb200-nvl72").value();
+  EXPECT_EQ(gb200.gpus_per_node, 4);
+  EXPECT_EQ(gb200.nvlink_domain_gpus, 72);
+  EXPECT_EQ(gb200.gpu.PeakTflops(Precision::kFp8), 5000);
+}
+
+TEST(ClusterPresetsTest, AliasesAndSuggestions) {
+  EXPECT_EQ(ResolveCluster("a100")->name, "a100-80g");
+  EXPECT_EQ(ResolveCluster("A100-80GB")->name, "a100-80g");
+  EXPECT_EQ(ResolveCluster("h100-80g")->name, "h100");
+  EXPECT_EQ(ResolveCluster("h200-141g")->name, "h200");
+  StatusOr<ClusterSpec> c = ResolveCluster("h300");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "unknown cluster preset 'h300'");
+  EXPECT_EQ(c.status().hint(),
+            "did you mean: h100, h200, a100-80g? run 'tune gpus' for the list");
+}
+
+TEST(SearchSpacePresetsTest, BuiltInSpaces) {
+  StatusOr<SearchSpace> d = ResolveSearchSpace("default");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->tp.empty() && d->pp.empty() && d->recompute.empty());
+  StatusOr<SearchSpace> n = ResolveSearchSpace("NVLink-TP");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->tp, std::vector<int64_t>({1, 2, 4, 8}));
+  ASSERT_EQ(n->recompute.size(), 2u);
+  EXPECT_EQ(n->recompute[0].granularity, RecomputeGranularity::kNone);
+  EXPECT_EQ(n->recompute[1].granularity, RecomputeGranularity::kSelective);
+  StatusOr<SearchSpace> u = ResolveSearchSpace("wide");
+  ASSERT_FALSE(u.ok());
+  EXPECT_EQ(u.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(u.status().message(), "unknown search space preset 'wide'");
+  EXPECT_EQ(u.status().hint(),
+            "available: default, nvlink-tp; or give a .yaml path");
+  StatusOr<SearchSpace> f = ResolveSearchSpace("missing.yml");
+  EXPECT_EQ(f.status().message(), "search space file 'missing.yml' not found");
+}
+
+}  // namespace
+}  // namespace meshtune::search_spaces
