@@ -14,8 +14,13 @@
 
 namespace meshtune::costmodel {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll,
-                        kSendRecv };
+enum class Collective {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv
+};
 const char* ToString(Collective c);
 
 // Where a collective runs: group size and how it lies on the fabric.
@@ -33,6 +38,23 @@ class Calibration {
   // Seconds for one dense GEMM [m, k] x [k, n] in `precision`.
   virtual double GemmTime_s(int64_t m, int64_t n, int64_t k,
                             search_spaces::Precision precision) const = 0;
+  // Seconds for one flash-attention forward: `batch_heads` independent
+  // heads (micro-batch × local heads) of `q_len` queries against `kv_len`
+  // keys of dimension `head_dim`; `causal` halves the (query, key) pairs.
+  // FLOPs = 4·batch_heads·q_len·kv_len·head_dim (×½ causal with flash).
+  virtual double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
+                                        int64_t kv_len, int64_t head_dim,
+                                        bool causal) const = 0;
+  // The matching backward (flash: 2.5× the forward FLOPs, since it
+  // recomputes QKᵀ; unfused: 2× the GEMMs plus the score-gradient traffic).
+  virtual double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
+                                         int64_t kv_len, int64_t head_dim,
+                                         bool causal) const = 0;
+  // True when core attention is a fused flash-attention kernel (current
+  // Megatron/TE); false for the unfused baddbmm + softmax + dropout + bmm
+  // path of Megatron 2021-22, which also stores the 5·a·s²·b softmax
+  // activations without recompute. AttentionForwardTime_s covers both.
+  virtual bool UsesFlashAttention() const { return true; }
   // Seconds to stream `bytes` through HBM (read + write counted by caller).
   virtual double MemoryTime_s(double bytes) const = 0;
   // Seconds for one collective over `group`; `bytes` is the full buffer size

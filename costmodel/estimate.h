@@ -56,8 +56,8 @@ struct Estimate {
   double model_flops_per_step = 0;     // Megatron num_floating_point_operations
   double hardware_flops_per_step = 0;  // model FLOPs + recompute
   double model_tflops_per_gpu = 0;
-  double mfu = 0;  // fraction of peak, model FLOPs
-  double hfu = 0;  // fraction of peak, hardware FLOPs
+  double mfu = 0;            // fraction of peak, model FLOPs
+  double hfu = 0;            // fraction of peak, hardware FLOPs
   double days_to_train = 0;  // for TrainingSpec::train_tokens
   // "datasheet" or "measured:<hardware id>".
   std::string calibration = "datasheet";

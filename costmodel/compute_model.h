@@ -1,0 +1,73 @@
+// Compute model: time of the work inside one transformer layer (and the
+// embedding / logits layers) for one micro-batch on one GPU.
+//
+// Every GEMM is timed separately through Calibration::GemmTime_s (shape- and
+// size-dependent efficiency); forward is one GEMM [T, k]·[k, n], backward
+// is dgrad [T, n]·[n, k] plus wgrad [k, T]·[T, n]. T = mbs·seq/cp tokens
+// (with SP the GEMM input is the all-gathered sequence, so T is the same).
+// Per dense layer (Megatron column/row-parallel split over t):
+//   QKV [T,h]·[h,(a+2g)·d_h/t], out-proj [T,a·d_h/t]·[a·d_h/t,h],
+//   fc1 [T,h]·[h,(F−1)·f/t] (F−1 = 2 for SwiGLU gate+up), fc2 [T,f/t]·[f/t,h].
+// MoE layers: router [T,h]·[h,E], then each of the E/ep local experts gets
+// k·T·ep/E tokens (balanced routing; expert-TP = tp) for fc1/fc2 of size f_e.
+// Core attention: Calibration::Attention{Forward,Backward}Time_s (flash or
+// the unfused 2021-22 path). Memory-bound elementwise work streams bytes
+// through HBM (backward = 2× forward bytes):
+//   norms 4 B/elem each (read + write 16-bit), bias-dropout-add 7 B/elem
+//   (GPT) or residual add 6 B/elem, GeLU 4 B per f-element, SwiGLU 6 B per
+//   f-element, RoPE 4 B per q/k element, MoE permute/unpermute 8 B per routed
+//   element; norms and residuals run on h/t elements per token with SP and
+//   on all h without (the redundancy SP removes).
+// fp8: GEMMs at the fp8 rate; each GEMM input is cast-transposed (read 2 B,
+// write 1 B + 1 B transposed, amax fused) in forward, and each output
+// gradient in backward.
+#ifndef MESHTUNE_COSTMODEL_COMPUTE_MODEL_H_
+#define MESHTUNE_COSTMODEL_COMPUTE_MODEL_H_
+
+#include <cstdint>
+
+#include "costmodel/calibration.h"
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/parallel_config.h"
+
+namespace meshtune::costmodel {
+
+// Seconds for one micro-batch on one GPU, split the way the estimator needs.
+struct LayerCompute {
+  double gemm_fwd_s = 0;
+  double gemm_bwd_s = 0;
+  double attn_fwd_s = 0;  // core attention (flash) forward
+  double attn_bwd_s = 0;
+  double elem_fwd_s = 0;  // memory-bound work (norms, activation, casts...)
+  double elem_bwd_s = 0;
+  // Backward GEMMs that TP communication can hide behind (Megatron's async
+  // grad-input all-reduce / reduce-scatter runs during the wgrad GEMM of
+  // the column-parallel linears; the SP input re-gather during their dgrad).
+  double column_dgrad_s = 0;  // QKV + fc1 dgrad
+  double column_wgrad_s = 0;  // QKV + fc1 wgrad
+
+  double fwd_s() const { return gemm_fwd_s + attn_fwd_s + elem_fwd_s; }
+  double bwd_s() const { return gemm_bwd_s + attn_bwd_s + elem_bwd_s; }
+};
+
+// One transformer layer (dense MLP or MoE MLP).
+LayerCompute LayerComputeTime(const search_spaces::ModelSpec& model,
+                              const search_spaces::ParallelConfig& config,
+                              int64_t seq, search_spaces::Precision precision,
+                              bool moe_layer, const Calibration& calibration);
+
+// Output layer + vocab-parallel cross-entropy (last stage), with
+// `padded_vocab` rows, and the embedding lookup (first stage).
+LayerCompute LogitsComputeTime(const search_spaces::ModelSpec& model,
+                               const search_spaces::ParallelConfig& config,
+                               int64_t seq, int64_t padded_vocab,
+                               search_spaces::Precision precision,
+                               const Calibration& calibration);
+LayerCompute EmbeddingComputeTime(const search_spaces::ModelSpec& model,
+                                  const search_spaces::ParallelConfig& config,
+                                  int64_t seq, const Calibration& calibration);
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_COMPUTE_MODEL_H_

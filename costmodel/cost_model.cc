@@ -1,0 +1,340 @@
+// The step estimator: memory on the most loaded stage and the exposed time of
+// every part of one optimizer step. docs/costmodel.md has every formula and
+// its source; the comments here say what each block models.
+#include "costmodel/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "costmodel/comm_model.h"
+#include "costmodel/compute_model.h"
+#include "costmodel/memory_model.h"
+#include "costmodel/model_stats.h"
+#include "search_spaces/pipeline_schedule.h"
+
+namespace meshtune::costmodel {
+
+using search_spaces::ClusterSpec;
+using search_spaces::ModelSpec;
+using search_spaces::ParallelConfig;
+using search_spaces::PipelineSchedule;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+using search_spaces::TrainingSpec;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Megatron DDP bucket: max(40M, 1M·dp) parameters
+// (distributed_data_parallel_config.py).
+constexpr double kBucketParams = 40e6;
+
+// Exposed part of `comm` running concurrently with `compute`.
+double Exposed(double comm, double compute) {
+  return std::max(0.0, comm - compute);
+}
+
+// TP/SP, CP and EP communication of one layer for one micro-batch (exposed
+// seconds), split into the forward part (repeated by full recompute) and
+// the backward part.
+struct LayerComm {
+  double tp_fwd_s = 0, tp_bwd_s = 0;
+  double cp_fwd_s = 0, cp_bwd_s = 0;
+  double ep_fwd_s = 0, ep_bwd_s = 0;
+};
+
+LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
+                        int64_t seq, bool moe_layer, const LayerCompute& lc,
+                        const CommGroup& tp_group, const CommGroup& cp_group,
+                        const CommGroup& ep_group, const Calibration& cal) {
+  LayerComm out;
+  const double T = static_cast<double>(c.mbs) * seq / c.cp;
+  const double act_bytes = 2.0 * T * m.hidden_size;  // [T, h] in 16-bit
+  if (c.tp > 1) {
+    if (c.sp) {
+      // Forward: AG before QKV and fc1, RS after out-proj and fc2. Backward:
+      // AG of the grad before each row-parallel dgrad (exposed), the input
+      // re-gather for wgrad during the column dgrad, the grad-input RS
+      // during the column wgrad (tensor_parallel/layers.py).
+      const double ag =
+          cal.CollectiveTime_s(Collective::kAllGather, act_bytes, tp_group);
+      const double rs =
+          cal.CollectiveTime_s(Collective::kReduceScatter, act_bytes, tp_group);
+      out.tp_fwd_s = 2 * (ag + rs);
+      out.tp_bwd_s = 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
+                     Exposed(2 * rs, lc.column_wgrad_s);
+    } else {
+      // Forward: AR after out-proj and fc2. Backward: async AR of the
+      // grad input of QKV and fc1 during their wgrad.
+      const double ar =
+          cal.CollectiveTime_s(Collective::kAllReduce, act_bytes, tp_group);
+      out.tp_fwd_s = 2 * ar;
+      out.tp_bwd_s = Exposed(2 * ar, lc.column_wgrad_s);
+    }
+  }
+  if (c.cp > 1) {
+    // Ring attention: cp−1 steps passing this rank's K and V chunk
+    // (2·T·g·d_h/t elements), overlapped with the attention of the chunk
+    // in hand; backward also returns dK, dV (2× the bytes).
+    const int64_t dh = m.kv_channels > 0
+                           ? m.kv_channels
+                           : m.hidden_size / m.num_attention_heads;
+    const double kv_bytes =
+        2.0 * 2.0 * T * m.num_query_groups * dh / static_cast<double>(c.tp);
+    const double step =
+        cal.CollectiveTime_s(Collective::kSendRecv, kv_bytes, cp_group);
+    const double fwd = (c.cp - 1) * step;
+    out.cp_fwd_s = Exposed(fwd, lc.attn_fwd_s);
+    out.cp_bwd_s = Exposed(2 * fwd, lc.attn_bwd_s);
+  }
+  if (moe_layer && (c.ep > 1 || c.tp > 1)) {
+    // alltoall dispatcher: A2A(EP) dispatch and combine of the k routed
+    // copies of this rank's T/t tokens, and the expert-TP AG/RS of the
+    // k·T routed tokens; backward repeats both. Not overlapped (Megatron
+    // default; --overlap-moe-expert-parallel-comm is not modelled).
+    const double k = static_cast<double>(m.moe_router_topk);
+    const double a2a = cal.CollectiveTime_s(Collective::kAllToAll,
+                                            k * act_bytes / c.tp, ep_group);
+    double etp = 0;
+    if (c.tp > 1) {
+      etp = cal.CollectiveTime_s(Collective::kAllGather, k * act_bytes,
+                                 tp_group) +
+            cal.CollectiveTime_s(Collective::kReduceScatter, k * act_bytes,
+                                 tp_group);
+    }
+    out.ep_fwd_s = 2 * a2a + etp;
+    out.ep_bwd_s = 2 * a2a + etp;
+  }
+  return out;
+}
+
+// Exposed seconds of a bucketed DP collective overlapped with `window`:
+// everything but the last bucket can hide behind the window.
+double BucketedExposed(Collective op, double params, double bytes_per_param,
+                       int64_t group_size, const CommGroup& group,
+                       double window, const Calibration& cal) {
+  if (group.size <= 1 || params <= 0) return 0.0;
+  const double bucket =
+      std::min(params, std::max(kBucketParams, 1e6 * group_size));
+  const double buckets = std::ceil(params / bucket);
+  const double one = cal.CollectiveTime_s(op, bucket * bytes_per_param, group);
+  const double total = buckets * one;
+  return one + Exposed(total - one, window);
+}
+
+}  // namespace
+
+Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
+                        const TrainingSpec& training, const ParallelConfig& c,
+                        const Calibration& calibration) {
+  Estimate est;
+  est.config = c;
+  est.calibration = calibration.Name();
+  const int64_t seq = training.seq_length;
+  const Precision prec = training.precision;
+  const int64_t padded_vocab = PaddedVocabSize(model.vocab_size, c.tp);
+  const ModelStats stats = ComputeModelStats(
+      model, padded_vocab,
+      model.seq_length > 0 ? std::max(model.seq_length, seq) : seq);
+  const int64_t m =
+      std::max<int64_t>(1, c.num_microbatches(training.global_batch_size));
+  const PipelineSchedule schedule(c.pp, c.vpp, m);
+
+  // ---- Memory: stage 0 (most in-flight micro-batches) or the last stage
+  // (logits, tied output copy), whichever is larger.
+  MemoryBreakdown mem0 = StageMemory(model, stats, c, seq, prec, schedule, 0,
+                                     calibration.UsesFlashAttention());
+  if (c.pp > 1) {
+    const MemoryBreakdown mem_last =
+        StageMemory(model, stats, c, seq, prec, schedule, c.pp - 1,
+                    calibration.UsesFlashAttention());
+    if (mem_last.total_bytes() > mem0.total_bytes()) mem0 = mem_last;
+  }
+  est.memory = mem0;
+  est.memory_capacity_bytes =
+      cluster.gpu.hbm_gb * 1e9 - cluster.memory_reserve_gib * kGiB;
+  est.fits = est.memory.total_bytes() <= est.memory_capacity_bytes;
+  if (!est.fits) est.infeasible_reason = "out_of_memory";
+
+  // ---- Placement of the groups (Megatron order tp-cp-ep-dp-pp).
+  const int64_t domain = cluster.nvlink_domain_gpus > 0
+                             ? cluster.nvlink_domain_gpus
+                             : std::max(1, cluster.gpus_per_node);
+  const CommGroup tp_group = AxisGroup(1, c.tp, domain);
+  const CommGroup cp_group = AxisGroup(c.tp, c.cp, domain);
+  const CommGroup ep_group = AxisGroup(c.tp, c.ep, domain);
+  const CommGroup dpcp_group = AxisGroup(c.tp, c.dp * c.cp, domain);
+  const int64_t edp = std::max<int64_t>(1, c.dp * c.cp / c.ep);
+  const CommGroup edp_group = AxisGroup(c.tp * c.ep, edp, domain);
+  const CommGroup pp_group = AxisGroup(c.tp * c.cp * c.dp, c.pp, domain);
+
+  // ---- One layer of each kind, one micro-batch.
+  const double p = static_cast<double>(c.pp);
+  const double moe_layers = model.num_moe_layers() / p;
+  const double dense_layers = model.num_layers / p - moe_layers;
+  const LayerCompute dense_c =
+      LayerComputeTime(model, c, seq, prec, false, calibration);
+  const LayerComm dense_x = LayerCommTime(
+      model, c, seq, false, dense_c, tp_group, cp_group, ep_group, calibration);
+  LayerCompute moe_c;
+  LayerComm moe_x;
+  if (moe_layers > 0) {
+    moe_c = LayerComputeTime(model, c, seq, prec, true, calibration);
+    moe_x = LayerCommTime(model, c, seq, true, moe_c, tp_group, cp_group,
+                          ep_group, calibration);
+  }
+  // Logits on the last stage, embedding on the first; with pp == 1 both.
+  const LayerCompute logits =
+      LogitsComputeTime(model, c, seq, padded_vocab, prec, calibration);
+  const LayerCompute embed = EmbeddingComputeTime(model, c, seq, calibration);
+  const double edge_fwd = c.pp == 1 ? logits.fwd_s() + embed.fwd_s()
+                                    : std::max(logits.fwd_s(), embed.fwd_s());
+  const double edge_bwd = c.pp == 1 ? logits.bwd_s() + embed.bwd_s()
+                                    : std::max(logits.bwd_s(), embed.bwd_s());
+  double logits_tp = 0;  // vocab-parallel CE: 3 small all-reduces of [T]
+  if (c.tp > 1) {
+    const double T = static_cast<double>(c.mbs) * seq / c.cp;
+    logits_tp = 3 * calibration.CollectiveTime_s(Collective::kAllReduce,
+                                                 4.0 * T, tp_group);
+  }
+
+  // ---- Recompute: which fraction of the layers re-runs its forward.
+  double full_fraction = 0;
+  if (c.recompute.granularity == RecomputeGranularity::kFull) {
+    full_fraction = 1.0;
+    if (c.recompute.method == RecomputeMethod::kBlock) {
+      const double per_chunk = model.num_layers / (p * c.vpp);
+      full_fraction = std::min(
+          1.0, static_cast<double>(c.recompute.num_layers) / per_chunk);
+    }
+  }
+  const bool selective =
+      c.recompute.granularity == RecomputeGranularity::kSelective;
+
+  // ---- Per micro-batch on the slowest (last) stage.
+  auto sum_layers = [&](double dense_v, double moe_v) {
+    return dense_layers * dense_v + moe_layers * moe_v;
+  };
+  const double compute_mb = sum_layers(dense_c.fwd_s() + dense_c.bwd_s(),
+                                       moe_c.fwd_s() + moe_c.bwd_s()) +
+                            edge_fwd + edge_bwd;
+  double recompute_mb = 0;
+  if (selective) {
+    recompute_mb = sum_layers(dense_c.attn_fwd_s, moe_c.attn_fwd_s);
+  } else if (full_fraction > 0) {
+    recompute_mb = full_fraction * sum_layers(dense_c.fwd_s(), moe_c.fwd_s());
+  }
+  const double tp_mb =
+      sum_layers(dense_x.tp_fwd_s * (1 + full_fraction) + dense_x.tp_bwd_s,
+                 moe_x.tp_fwd_s * (1 + full_fraction) + moe_x.tp_bwd_s) +
+      logits_tp;
+  const double cp_mb =
+      sum_layers(dense_x.cp_fwd_s * (1 + full_fraction) + dense_x.cp_bwd_s,
+                 moe_x.cp_fwd_s * (1 + full_fraction) + moe_x.cp_bwd_s);
+  const double ep_mb =
+      moe_layers * (moe_x.ep_fwd_s * (1 + full_fraction) + moe_x.ep_bwd_s);
+
+  // Pipeline p2p: one activation forward and one gradient backward per
+  // chunk boundary and micro-batch. Without SP, Megatron's scatter-gather
+  // sends 1/t of the tensor across nodes and all-gathers it over NVLink.
+  double pp_mb = 0;
+  if (c.pp > 1) {
+    const double T = static_cast<double>(c.mbs) * seq / c.cp;
+    const double full = 2.0 * T * model.hidden_size;
+    double msg = calibration.CollectiveTime_s(Collective::kSendRecv,
+                                              full / c.tp, pp_group);
+    if (!c.sp && c.tp > 1) {
+      msg +=
+          calibration.CollectiveTime_s(Collective::kAllGather, full, tp_group);
+    }
+    pp_mb = 2.0 * c.vpp * msg;
+  }
+
+  TimeBreakdown& tb = est.time;
+  const double md = static_cast<double>(m);
+  tb.compute_s = md * compute_mb;
+  tb.recompute_s = md * recompute_mb;
+  tb.tp_comm_s = md * tp_mb;
+  tb.cp_comm_s = md * cp_mb;
+  tb.ep_comm_s = md * ep_mb;
+  tb.pp_comm_s = md * pp_mb;
+  // Bubble: (pp−1)/vpp micro-batch-stage times of the whole stage.
+  tb.pp_bubble_s = schedule.BubbleMicrobatches() *
+                   (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb);
+
+  // ---- Data parallel: gradient reduce (fp32) overlapped with the last
+  // micro-batch's backward except the last bucket; with the distributed
+  // optimizer the bf16 parameter all-gather overlaps the first forward.
+  const LocalParams lp0 = StageLocalParams(model, stats, c, 0);
+  const LocalParams lp_last = StageLocalParams(model, stats, c, c.pp - 1);
+  const LocalParams lp =
+      (lp_last.dense + lp_last.expert > lp0.dense + lp0.expert) ? lp_last : lp0;
+  const double bwd_window = sum_layers(dense_c.bwd_s() + dense_x.tp_bwd_s,
+                                       moe_c.bwd_s() + moe_x.tp_bwd_s) +
+                            (full_fraction > 0 ? recompute_mb : 0.0);
+  const double fwd_window = sum_layers(dense_c.fwd_s() + dense_x.tp_fwd_s,
+                                       moe_c.fwd_s() + moe_x.tp_fwd_s);
+  const int64_t dpcp = c.dp * c.cp;
+  double dp_s = 0;
+  if (c.dist_opt) {
+    dp_s += BucketedExposed(Collective::kReduceScatter, lp.dense, 4.0, dpcp,
+                            dpcp_group, bwd_window, calibration);
+    dp_s += BucketedExposed(Collective::kAllGather, lp.dense, 2.0, dpcp,
+                            dpcp_group, fwd_window, calibration);
+    dp_s += BucketedExposed(Collective::kReduceScatter, lp.expert, 4.0, edp,
+                            edp_group, bwd_window, calibration);
+    dp_s += BucketedExposed(Collective::kAllGather, lp.expert, 2.0, edp,
+                            edp_group, fwd_window, calibration);
+  } else {
+    dp_s += BucketedExposed(Collective::kAllReduce, lp.dense, 4.0, dpcp,
+                            dpcp_group, bwd_window, calibration);
+    dp_s += BucketedExposed(Collective::kAllReduce, lp.expert, 4.0, edp,
+                            edp_group, bwd_window, calibration);
+  }
+  // Tied embeddings with pp > 1: the embedding gradient all-reduce between
+  // the first and last stage after the pipeline drains (not overlapped).
+  if (c.pp > 1 && !model.untie_embeddings_and_output_weights) {
+    CommGroup pair = AxisGroup(c.tp * c.cp * c.dp * (c.pp - 1), 2, domain);
+    dp_s += calibration.CollectiveTime_s(
+        Collective::kAllReduce, 4.0 * stats.word_embedding_params / c.tp, pair);
+  }
+  tb.dp_comm_s = dp_s;
+
+  // ---- Optimizer: Adam is memory bound. Per optimizer-owned parameter:
+  // fp32 master, m, v read + written (24 B), fp32 grad read (4 B), 16-bit
+  // param written (2 B); plus the grad-norm pass over all local grads (4 B).
+  const double opt_params =
+      lp.dense / (c.dist_opt ? dpcp : 1) + lp.expert / (c.dist_opt ? edp : 1);
+  tb.optimizer_s = calibration.MemoryTime_s(30.0 * opt_params +
+                                            4.0 * (lp.dense + lp.expert));
+
+  // ---- Totals.
+  est.step_time_s = tb.total_s();
+  const double tokens = static_cast<double>(training.global_batch_size) * seq;
+  const double n = static_cast<double>(c.world());
+  est.tokens_per_s = tokens / est.step_time_s;
+  est.tokens_per_s_per_gpu = est.tokens_per_s / n;
+  est.model_flops_per_step =
+      ModelFlopsPerStep(model, training.global_batch_size, seq, padded_vocab);
+  double recompute_flops = 0;
+  if (selective) {
+    recompute_flops =
+        SelectiveRecomputeFlopsPerStep(model, training.global_batch_size, seq);
+  } else if (full_fraction > 0) {
+    recompute_flops = FullRecomputeFlopsPerStep(
+        model, training.global_batch_size, seq, full_fraction);
+  }
+  est.hardware_flops_per_step = est.model_flops_per_step + recompute_flops;
+  est.model_tflops_per_gpu =
+      est.model_flops_per_step / (est.step_time_s * n) / 1e12;
+  // MFU/HFU against the dense bf16 peak in every precision (fp8 runs are
+  // reported on the same scale, as Megatron and NeMo do).
+  const double peak = cluster.gpu.peak_bf16_tflops * 1e12;
+  est.mfu = est.model_flops_per_step / (est.step_time_s * n * peak);
+  est.hfu = est.hardware_flops_per_step / (est.step_time_s * n * peak);
+  est.days_to_train = training.train_tokens / est.tokens_per_s / 86400.0;
+  return est;
+}
+
+}  // namespace meshtune::costmodel

@@ -1,0 +1,158 @@
+#include "costmodel/datasheet_calibration.h"
+
+#include <algorithm>
+
+namespace meshtune::costmodel {
+
+using search_spaces::ClusterSpec;
+using search_spaces::Precision;
+
+DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
+                                           AttentionKernel attention)
+    : attention_(attention) {
+  const double eta = TrainingKernelEfficiency(c.gpu);
+  peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12 * eta;
+  peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12 * eta;
+  ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
+  ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
+  hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency * eta;
+  nvlink_.busbw_Bps = c.nvlink_busbw_gbps * 1e9;
+  nvlink_.latency_s = c.nvlink_latency_us * 1e-6;
+  nvlink_.ramp_s = kRampSeconds;
+  nvls_allreduce_Bps_ = c.nvls_allreduce_busbw_gbps * 1e9;
+  network_.busbw_Bps = c.nic_busbw_gbps * 1e9;
+  network_.latency_s = c.network_latency_us * 1e-6;
+  network_.ramp_s = kRampSeconds;
+}
+
+double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
+                                            Precision precision) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 1.0;
+  const double ceiling =
+      precision == Precision::kFp8 ? ceiling_fp8_ : ceiling_bf16_;
+  const double flops = 2.0 * static_cast<double>(m) * n * k;
+  const double size = flops / (flops + kGemmHalfSizeFlops);
+  const double dm = static_cast<double>(m), dn = static_cast<double>(n),
+               dk = static_cast<double>(k);
+  const double shape = dm / (dm + kGemmHalfDim) * dn / (dn + kGemmHalfDim) *
+                       dk / (dk + kGemmHalfDim);
+  return ceiling * size * shape;
+}
+
+double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
+                                        Precision precision) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0.0;
+  // fp8 on a GPU without fp8 tensor cores: the caller should have rejected
+  // the config (CheckConfig); fall back to the 16-bit rate rather than
+  // dividing by zero.
+  const bool fp8 = precision == Precision::kFp8 && peak_fp8_flops_ > 0;
+  const double peak = fp8 ? peak_fp8_flops_ : peak_bf16_flops_;
+  const double eff =
+      GemmEfficiency(m, n, k, fp8 ? Precision::kFp8 : Precision::kBf16);
+  return 2.0 * static_cast<double>(m) * n * k / (peak * eff);
+}
+
+double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
+                                             int64_t kv_len, int64_t head_dim,
+                                             bool causal, bool backward) const {
+  const double pairs = static_cast<double>(batch_heads) * q_len * kv_len;
+  if (pairs <= 0) return 0.0;
+  if (attention_ == AttentionKernel::kFlash) {
+    const double flops =
+        4.0 * pairs * head_dim * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
+    const double eff = ceiling_bf16_ * kAttentionRelativeEfficiency * flops /
+                       (flops + kGemmHalfSizeFlops);
+    return flops / (peak_bf16_flops_ * eff);
+  }
+  // Unfused: two batched GEMMs over the full score matrix, one kernel each
+  // (size factor on the whole batch, shape factor on one head's GEMM).
+  const double flops = 4.0 * pairs * head_dim * (backward ? 2.0 : 1.0);
+  const double dq = static_cast<double>(q_len),
+               dk = static_cast<double>(kv_len),
+               dd = static_cast<double>(head_dim);
+  const double shape = dq / (dq + kGemmHalfDim) * dk / (dk + kGemmHalfDim) *
+                       dd / (dd + kGemmHalfDim);
+  const double eff =
+      ceiling_bf16_ * shape * flops / (flops + kGemmHalfSizeFlops);
+  const double bytes =
+      pairs * (backward ? kUnfusedScoreBytesBwd : kUnfusedScoreBytesFwd);
+  return flops / (peak_bf16_flops_ * eff) + MemoryTime_s(bytes);
+}
+
+double DatasheetCalibration::AttentionForwardTime_s(int64_t batch_heads,
+                                                    int64_t q_len,
+                                                    int64_t kv_len,
+                                                    int64_t head_dim,
+                                                    bool causal) const {
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, false);
+}
+
+double DatasheetCalibration::AttentionBackwardTime_s(int64_t batch_heads,
+                                                     int64_t q_len,
+                                                     int64_t kv_len,
+                                                     int64_t head_dim,
+                                                     bool causal) const {
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, true);
+}
+
+double DatasheetCalibration::TrainingKernelEfficiency(
+    const search_spaces::GpuSpec& gpu) {
+  if (gpu.peak_fp8_tflops <= 0) return kAmpereKernelEfficiency;
+  if (gpu.peak_bf16_tflops < 1500) return kHopperKernelEfficiency;
+  return kHopperKernelEfficiency;  // Blackwell: no published runs yet
+}
+
+double DatasheetCalibration::MemoryTime_s(double bytes) const {
+  return bytes > 0 ? bytes / hbm_Bps_ : 0.0;
+}
+
+double DatasheetCalibration::CollectiveTime_s(Collective op, double bytes,
+                                              const CommGroup& g) const {
+  if (g.size <= 1 || bytes <= 0) return 0.0;
+  if (g.nodes <= 1) {
+    LinkTier tier = nvlink_;
+    if (op == Collective::kAllReduce && nvls_allreduce_Bps_ > 0 && g.size > 2) {
+      tier.busbw_Bps = nvls_allreduce_Bps_;
+    }
+    return FlatCollectiveTime_s(op, bytes, g.size, tier);
+  }
+  if (op == Collective::kSendRecv) {
+    return FlatCollectiveTime_s(op, bytes, 2, network_);
+  }
+  const int64_t r = std::max<int64_t>(1, g.ranks_per_node);
+  if (r == 1) return FlatCollectiveTime_s(op, bytes, g.size, network_);
+  const double shard = bytes / static_cast<double>(r);
+  switch (op) {
+    case Collective::kAllReduce:
+      // Intra RS, inter AR of S/r on each of the r NICs, intra AG
+      // (ml-engineering network/README "hierarchical all-reduce").
+      return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
+                                  nvlink_) +
+             FlatCollectiveTime_s(Collective::kAllReduce, shard, g.nodes,
+                                  network_) +
+             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink_);
+    case Collective::kAllGather:
+      return FlatCollectiveTime_s(Collective::kAllGather, shard, g.nodes,
+                                  network_) +
+             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink_);
+    case Collective::kReduceScatter:
+      return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
+                                  nvlink_) +
+             FlatCollectiveTime_s(Collective::kReduceScatter, shard, g.nodes,
+                                  network_);
+    case Collective::kAllToAll: {
+      // Per rank: (r−1)/n of the buffer stays on NVLink, (n−r)/n leaves the
+      // domain through the rank's NIC; the two proceed concurrently.
+      const double n = static_cast<double>(g.size);
+      const double intra = bytes * (r - 1) / n / nvlink_.busbw_Bps;
+      const double inter = bytes * (n - r) / n / network_.busbw_Bps;
+      return (g.size - 1) * network_.latency_s + network_.ramp_s +
+             std::max(intra, inter);
+    }
+    case Collective::kSendRecv:
+      break;
+  }
+  return 0.0;
+}
+
+}  // namespace meshtune::costmodel

@@ -1,0 +1,117 @@
+// DatasheetCalibration: hardware speeds derived from the cluster preset alone
+// (datasheet peaks and commonly measured ceilings), through size- and
+// shape-dependent efficiency curves. Name() = "datasheet".
+//
+// GEMM: time = 2·m·n·k / (peak · eff), with
+//   eff = ceiling(precision) · m·n·k-size factor · shape factor,
+//   size factor  = F / (F + F0),  F = 2·m·n·k FLOPs, F0 = 2 GFLOP
+//   shape factor = Π_{d∈{m,n,k}} d / (d + 48)
+// The ceiling is the GPU's best measured dense GEMM (gemm_max_efficiency_*,
+// "MAMF" in ml-engineering). The size factor reproduces the fall-off for small
+// problems (launch and wave quantisation; Calculon's table gives 0.6 at
+// 1 GFLOP, ours 0.33 at 1 GFLOP and 0.9 at 18 GFLOP); the shape factor the
+// fall-off of skinny GEMMs (tile quantisation: a dimension of 128 runs at
+// 73 %, 4096 at 99 %).
+//
+// Flash attention: its FLOPs at kAttentionRelativeEfficiency × the bf16 GEMM
+// ceiling (attention runs in 16-bit even in fp8 recipes), with the same
+// size factor as GEMMs. Unfused attention (kUnfused): the QKᵀ and PV batched
+// GEMMs over the full (unmasked) score matrix at the GEMM curve, plus the
+// score tensor's HBM traffic (kUnfusedScoreBytes*).
+//
+// Memory-bound work: bytes / (hbm_gbps · hbm_efficiency).
+//
+// Collectives: comm_model.h alpha-beta per tier. Inside an NVLink domain the
+// ring busbw is nvlink_busbw_gbps (all-reduce uses NVLS busbw when the GPU
+// has it and the group has more than 2 ranks); across domains a ring over
+// one NIC per rank at nic_busbw_gbps; groups with several ranks per domain
+// run hierarchically (intra-domain reduce-scatter, inter-domain collective on
+// S/ranks_per_node with all NICs in parallel, intra-domain all-gather).
+#ifndef MESHTUNE_COSTMODEL_DATASHEET_CALIBRATION_H_
+#define MESHTUNE_COSTMODEL_DATASHEET_CALIBRATION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "costmodel/calibration.h"
+#include "costmodel/comm_model.h"
+#include "search_spaces/cluster_spec.h"
+
+namespace meshtune::costmodel {
+
+// Which core-attention implementation the training software runs.
+enum class AttentionKernel { kFlash, kUnfused };
+
+class DatasheetCalibration : public Calibration {
+ public:
+  // Copies the numbers it needs; `cluster` need not outlive this object.
+  // kUnfused reproduces Megatron 2021-22 (the published A100 reference runs).
+  explicit DatasheetCalibration(
+      const search_spaces::ClusterSpec& cluster,
+      AttentionKernel attention = AttentionKernel::kFlash);
+
+  std::string Name() const override { return "datasheet"; }
+  double GemmTime_s(int64_t m, int64_t n, int64_t k,
+                    search_spaces::Precision precision) const override;
+  double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
+                                int64_t kv_len, int64_t head_dim,
+                                bool causal) const override;
+  double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
+                                 int64_t kv_len, int64_t head_dim,
+                                 bool causal) const override;
+  bool UsesFlashAttention() const override {
+    return attention_ == AttentionKernel::kFlash;
+  }
+  double MemoryTime_s(double bytes) const override;
+  double CollectiveTime_s(Collective op, double bytes,
+                          const CommGroup& group) const override;
+
+  // Fraction of the precision's peak a GEMM of this shape reaches.
+  double GemmEfficiency(int64_t m, int64_t n, int64_t k,
+                        search_spaces::Precision precision) const;
+
+  // Curve constants (see the file comment and docs/costmodel.md).
+  static constexpr double kGemmHalfSizeFlops = 2e9;  // F0
+  static constexpr double kGemmHalfDim = 48;         // per-dimension
+  static constexpr double kRampSeconds = 50e-6;      // τ of busbw(S)
+  // Flash attention (16-bit) runs at this fraction of the bf16 GEMM
+  // ceiling: FlashAttention-2 reaches ~70 % of A100 peak forward against a
+  // GEMM ceiling of 87 % (Dao 2023), i.e. ~0.8; we take 0.75 to cover the
+  // slower backward.
+  static constexpr double kAttentionRelativeEfficiency = 0.75;
+  // Unfused attention streams the [b, a/t, s/c, s] score tensor: forward
+  // writes scores (2 B), fused scale-mask-softmax (2 + 2), dropout (2 + 2 +
+  // 1-byte mask), read by the PV batched GEMM (2): 13 B per element;
+  // backward ~1.5× that (grad in/out of dropout and softmax, both GEMMs).
+  static constexpr double kUnfusedScoreBytesFwd = 13;
+  static constexpr double kUnfusedScoreBytesBwd = 20;
+
+  // Fraction of the microbenchmark ceilings (GEMM MAMF, flash attention,
+  // HBM streaming) that kernels reach inside a real training step: launch
+  // gaps, small kernels, host overhead, clocks under sustained load. Fitted
+  // per GPU generation to every published run of that generation
+  // (tests/data/published_calibration.csv; docs/costmodel.md §Calibration).
+  // Generation from the GPU: no fp8 → Ampere; bf16 peak < 1500 TFLOP/s →
+  // Hopper; else Blackwell (no published runs yet: Hopper's value).
+  static double TrainingKernelEfficiency(const search_spaces::GpuSpec& gpu);
+  static constexpr double kAmpereKernelEfficiency = 0.865;
+  static constexpr double kHopperKernelEfficiency = 0.88;
+
+ private:
+  double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,
+                         int64_t head_dim, bool causal, bool backward) const;
+
+  AttentionKernel attention_ = AttentionKernel::kFlash;
+  double peak_bf16_flops_ = 0;  // FLOP/s, × TrainingKernelEfficiency
+  double peak_fp8_flops_ = 0;
+  double ceiling_bf16_ = 0;
+  double ceiling_fp8_ = 0;
+  double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s, × kernel efficiency
+  LinkTier nvlink_;
+  double nvls_allreduce_Bps_ = 0;
+  LinkTier network_;
+};
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_DATASHEET_CALIBRATION_H_
