@@ -85,9 +85,14 @@ StatusOr<YAML::Node> Load(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
   } catch (const YAML::ParserException& e) {
+    // yaml-cpp reports errors found at end of input (an unclosed bracket or
+    // quote) on the line after the last one; point at the last line instead.
+    const int64_t lines = std::count(text.begin(), text.end(), '\n') +
+                          (!text.empty() && text.back() != '\n' ? 1 : 0);
+    const int64_t line =
+        std::max<int64_t>(1, std::min<int64_t>(e.mark.line + 1, lines));
     return Status::InvalidArgument(
-        source + ":" + std::to_string(e.mark.line + 1) +
-            ": malformed YAML: " + e.msg,
+        source + ":" + std::to_string(line) + ": malformed YAML: " + e.msg,
         "fix the YAML syntax on that line (indentation, ':' after keys, "
         "matching brackets and quotes)");
   }

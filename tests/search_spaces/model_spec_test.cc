@@ -191,7 +191,8 @@ TEST(ModelYamlTest, MissingRequiredKey) {
 TEST(ModelYamlTest, MalformedYamlReportsItsLine) {
   Status s = ParseError("name: x\nnum_layers: 4\nhidden_size: [1, 2\n");
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(s.message().rfind("m.yaml:4: malformed YAML: ", 0), 0u)
+  // The text after the prefix is yaml-cpp's own and varies by version.
+  EXPECT_EQ(s.message().rfind("m.yaml:3: malformed YAML: ", 0), 0u)
       << s.message();
   s = ParseError("name: x\n  bad: indentation\n");
   EXPECT_EQ(s.message().rfind("m.yaml:2: malformed YAML: ", 0), 0u)

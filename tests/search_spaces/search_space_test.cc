@@ -214,7 +214,7 @@ TEST(SearchSpaceYamlTest, Errors) {
             "s.yaml:2: recompute_method is pinned without "
             "recompute_num_layers");
   s = ParseError("tensor_model_parallel_size: [1, 2\n");
-  EXPECT_EQ(s.message().rfind("s.yaml:2: malformed YAML: ", 0), 0u)
+  EXPECT_EQ(s.message().rfind("s.yaml:1: malformed YAML: ", 0), 0u)
       << s.message();
 }
 
