@@ -18,7 +18,9 @@ struct MemoryBreakdown {
   double gradients_bytes = 0;    // fp32 main gradients (DDP buffer)
   double optimizer_bytes = 0;    // fp32 master weights + Adam m and v
   double activations_bytes = 0;  // saved for backward, peak over the schedule
-  double other_bytes = 0;        // comm buffers, logits, workspace, reserve
+  double other_bytes = 0;        // logits, embedding buffers, workspace
+  // (the cluster's memory_reserve_gib is subtracted from
+  // Estimate::memory_capacity_bytes instead of being counted here)
   double total_bytes() const {
     return weights_bytes + gradients_bytes + optimizer_bytes +
            activations_bytes + other_bytes;

@@ -1,0 +1,253 @@
+// Every row of tests/data/published_calibration.csv with a step-time
+// convertible metric: the predicted step time must be within 25 % of the
+// published one and the configuration must be predicted to fit. Prints the
+// table of predicted vs published, the mean absolute error and the worst row.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "costmodel/cost_model.h"
+#include "costmodel/datasheet_calibration.h"
+#include "tests/costmodel/test_specs.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::ClusterSpec;
+using search_spaces::ModelSpec;
+using search_spaces::ParallelConfig;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::TrainingSpec;
+
+// RFC 4180 line split (quoted fields may hold commas and doubled quotes).
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        cur += ch;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+struct Row {
+  std::map<std::string, std::string> f;
+  const std::string& operator[](const std::string& k) const { return f.at(k); }
+  int64_t Int(const std::string& k, int64_t def) const {
+    const std::string& v = f.at(k);
+    return v.empty() ? def : std::stoll(v);
+  }
+  double Num(const std::string& k) const { return std::stod(f.at(k)); }
+};
+
+std::vector<Row> ReadRows() {
+  std::ifstream in(std::string(MESHTUNE_SOURCE_DIR) +
+                   "/tests/data/published_calibration.csv");
+  std::vector<Row> rows;
+  std::string line;
+  if (!std::getline(in, line)) return rows;
+  const std::vector<std::string> header = SplitCsv(line);
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> cells = SplitCsv(line);
+    Row r;
+    for (size_t i = 0; i < header.size(); ++i) {
+      r.f[header[i]] = i < cells.size() ? cells[i] : "";
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+bool StartsWith(const std::string& s, const std::string& p) {
+  return s.compare(0, p.size(), p) == 0;
+}
+
+// Architecture from the model name: LLaMA rows are LLaMA-style; Nemotron
+// uses RoPE, untied embeddings and a 2-GEMM MLP (squared ReLU, modelled as
+// GeLU); GPT rows are GPT-3 style.
+ModelSpec ModelFromRow(const Row& r) {
+  const int64_t vocab = r.Int("vocab", 51200);
+  const int64_t seq = r.Int("seq_len", 2048);
+  ModelSpec m;
+  if (StartsWith(r["model"], "LLAMA")) {
+    m = testing::Llama(r.Int("layers", 0), r.Int("hidden", 0),
+                       r.Int("heads", 0), r.Int("kv_heads", 0),
+                       r.Int("ffn_hidden", 0), vocab, seq);
+  } else {
+    m = testing::Gpt(r.Int("layers", 0), r.Int("hidden", 0), r.Int("heads", 0),
+                     vocab, seq);
+    m.num_query_groups = r.Int("kv_heads", m.num_attention_heads);
+    m.ffn_hidden_size = r.Int("ffn_hidden", m.ffn_hidden_size);
+    if (StartsWith(r["model"], "Nemotron")) {
+      m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
+      m.untie_embeddings_and_output_weights = true;
+    }
+  }
+  m.name = r["model"];
+  return m;
+}
+
+struct Case {
+  std::string label;
+  double published_step_s = 0;
+  double predicted_step_s = 0;
+  bool fits = false;
+  double mem_gib = 0;
+  double cap_gib = 0;
+};
+
+TEST(PublishedCalibration, StepTimesWithin25PercentAndMemoryAsDocumented) {
+  const std::vector<Row> rows = ReadRows();
+  ASSERT_GT(rows.size(), 30u) << "tests/data/published_calibration.csv";
+  const ClusterSpec a100 = testing::A100Cluster();
+  const ClusterSpec h100 = testing::H100Cluster();
+  // The A100 rows are Megatron 2021-22 runs (unfused softmax attention);
+  // the H100 rows NeMo 24.07 (Transformer Engine flash attention).
+  const DatasheetCalibration cal_a100(a100, AttentionKernel::kUnfused);
+  const DatasheetCalibration cal_h100(h100);
+
+  std::vector<Case> cases;
+  for (const Row& r : rows) {
+    const std::string metric = r["measured_metric"];
+    if (metric != "iteration_time_s" && metric != "tokens_per_sec_per_gpu" &&
+        metric != "tflops_per_gpu" && metric != "mfu_pct") {
+      continue;
+    }
+    const bool is_h100 = r["gpu"].find("H100") != std::string::npos;
+    const ClusterSpec& cluster = is_h100 ? h100 : a100;
+    const Calibration& cal =
+        is_h100 ? static_cast<const Calibration&>(cal_h100) : cal_a100;
+    const bool nemo = StartsWith(r["source"], "NeMo");
+    const ModelSpec model = ModelFromRow(r);
+
+    TrainingSpec tr;
+    tr.num_gpus = r.Int("num_gpus", 0);
+    tr.global_batch_size = r.Int("gbs", 0);
+    tr.seq_length = r.Int("seq_len", 2048);
+    tr.precision = r["precision"] == "fp8" ? Precision::kFp8 : Precision::kBf16;
+
+    ParallelConfig c;
+    c.tp = r.Int("tp", 1);
+    c.pp = r.Int("pp", 1);
+    c.dp = r.Int("dp", 1);
+    c.cp = r.Int("cp", 1);
+    c.ep = r.Int("ep", 1);
+    c.vpp = r.Int("vp", 1);
+    c.mbs = r.Int("mbs", 1);
+    c.sp = r["sp"].empty() ? (nemo && c.tp > 1) : r["sp"] == "1";
+    c.dist_opt = nemo;
+    const std::string rc = r["recompute"];
+    if (StartsWith(rc, "full")) {
+      c.recompute.granularity = RecomputeGranularity::kFull;
+    } else if (StartsWith(rc, "selective")) {
+      c.recompute.granularity = RecomputeGranularity::kSelective;
+    }
+    ASSERT_EQ(c.world(), tr.num_gpus) << r["model"];
+
+    const double v = r.Num("measured_value");
+    const double B = static_cast<double>(tr.global_batch_size);
+    const double s = static_cast<double>(tr.seq_length);
+    const double L = static_cast<double>(model.num_layers);
+    const double h = static_cast<double>(model.hidden_size);
+    const double V = static_cast<double>(model.vocab_size);
+    const double N = static_cast<double>(tr.num_gpus);
+    double published = 0;
+    if (metric == "iteration_time_s") {
+      published = v;
+    } else if (metric == "tokens_per_sec_per_gpu") {
+      published = B * s / (v * N);
+    } else if (metric == "tflops_per_gpu") {
+      // SC21 eq. 3 (counts the recompute forward).
+      const double F =
+          96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+      published = F / (N * v * 1e12);
+    } else {
+      // Korthikanti eq. 7 model FLOPs over 312 TFLOP/s.
+      const double F =
+          72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L));
+      published = F / (N * cluster.gpu.peak_bf16_tflops * 1e12 * v / 100);
+    }
+    const Estimate e = EstimateConfig(model, cluster, tr, c, cal);
+    Case k;
+    char label[160];
+    std::snprintf(label, sizeof(label), "%-13s %-14s %4lld %-22s %-6s %s",
+                  r["source"].substr(0, 13).c_str(), r["model"].c_str(),
+                  static_cast<long long>(tr.num_gpus), ToString(c).c_str(),
+                  search_spaces::ToString(tr.precision), metric.c_str());
+    k.label = label;
+    k.published_step_s = published;
+    k.predicted_step_s = e.step_time_s;
+    k.fits = e.fits;
+    k.mem_gib = e.memory.total_bytes() / (1024.0 * 1024 * 1024);
+    k.cap_gib = e.memory_capacity_bytes / (1024.0 * 1024 * 1024);
+    cases.push_back(k);
+  }
+  ASSERT_GE(cases.size(), 30u);
+
+  std::set<std::string> oom;
+  double sum_abs = 0, worst = 0;
+  std::string worst_label;
+  std::printf("%-100s %9s %9s %7s %7s\n", "row", "publ_s", "pred_s", "err%",
+              "memGiB");
+  for (const Case& k : cases) {
+    const double err =
+        (k.predicted_step_s - k.published_step_s) / k.published_step_s;
+    sum_abs += std::fabs(err);
+    if (std::fabs(err) > std::fabs(worst)) {
+      worst = err;
+      worst_label = k.label;
+    }
+    std::printf("%-100s %9.3f %9.3f %+6.1f%% %6.1f%s\n", k.label.c_str(),
+                k.published_step_s, k.predicted_step_s, 100 * err, k.mem_gib,
+                k.fits ? "" : " OOM");
+    EXPECT_LT(std::fabs(err), 0.25) << k.label;
+    if (!k.fits) oom.insert(k.label.substr(0, 45));
+  }
+  // Known misfits: NeMo 24.07 fp8 runs that ran on 80 GB H100s but exceed
+  // hbm_gb·1e9 − reserve under Megatron's accounting (6 + 12/d bytes per
+  // parameter). Three of them fit if the capacity is taken as the physical
+  // 80 GiB; Nemotron-340B (64 GiB of weights + grads + optimizer alone)
+  // needs NeMo's DistributedFusedAdam / fp8-parameter memory, which is not
+  // modelled. docs/costmodel.md §Validation. The set must stay exactly this:
+  // a new OOM row, or a known row that starts to fit, fails the test.
+  const std::set<std::string> known = {
+      "NeMo_24.07_pe GPT3-20B         64 tp2 pp1 vpp",
+      "NeMo_24.07_pe GPT3-175B       512 tp4 pp8 vpp",
+      "NeMo_24.07_pe Nemotron-340B   128 tp8 pp8 vpp",
+      "NeMo_24.07_pe LLAMA3-8B         8 tp1 pp1 vpp",
+  };
+  EXPECT_EQ(oom, known);
+  std::printf("rows %zu, mean |error| %.1f %%, worst %+.1f %% (%s)\n",
+              cases.size(), 100 * sum_abs / cases.size(), 100 * worst,
+              worst_label.c_str());
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel
