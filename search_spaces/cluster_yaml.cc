@@ -134,6 +134,42 @@ StatusOr<ClusterSpec> ParseClusterMap(const YAML::Node& node,
   return c;
 }
 
+// The `cluster:` section of a `tune --out` file: {preset, num_gpus,
+// gpus_per_node}. num_gpus belongs to the training request and is ignored.
+StatusOr<ClusterSpec> ParsePresetRef(const YAML::Node& node,
+                                     const std::string& source) {
+  const MapReader r(node, source, "cluster");
+  MESHTUNE_RETURN_IF_ERROR(
+      r.CheckKeys({"preset", "num_gpus", "gpus_per_node"}));
+  std::string preset;
+  MESHTUNE_RETURN_IF_ERROR(r.String("preset", true, &preset));
+  if (yaml_util::LooksLikePath(preset)) {
+    return Status::InvalidArgument(
+        r.WhereKey("preset") +
+            ": preset: expected a cluster preset name, got '" + preset + "'",
+        "write e.g. 'preset: h100'; run 'tune gpus' for the list");
+  }
+  StatusOr<ClusterSpec> c = ResolveCluster(preset);
+  if (!c.ok() && c.status().code() == Status::Code::kNotFound) {
+    return Status::NotFound(
+        r.WhereKey("preset") + ": preset: " + c.status().message(),
+        c.status().hint());
+  }
+  if (!c.ok()) return c.status();
+  ClusterSpec out = *c;
+  int64_t gpus_per_node = out.gpus_per_node;
+  MESHTUNE_RETURN_IF_ERROR(r.Int("gpus_per_node", false, 1, &gpus_per_node));
+  // A node-sized NVLink domain follows the node size; a multi-node domain
+  // (GB200 NVL72) is a property of the fabric and stays.
+  if (out.nvlink_domain_gpus <= out.gpus_per_node) {
+    out.nvlink_domain_gpus = static_cast<int>(gpus_per_node);
+  }
+  out.gpus_per_node = static_cast<int>(gpus_per_node);
+  MESHTUNE_RETURN_IF_ERROR(ValidateCluster(
+      out, [&r](const std::string& key) { return r.WhereKey(key); }));
+  return out;
+}
+
 }  // namespace
 
 StatusOr<ClusterSpec> ParseClusterYaml(const std::string& text,
@@ -146,6 +182,8 @@ StatusOr<ClusterSpec> ParseClusterYaml(const std::string& text,
     if (cluster.IsScalar() && !yaml_util::LooksLikePath(cluster.Scalar())) {
       return ResolveCluster(cluster.Scalar());
     }
+    if (cluster.IsMap() && cluster["preset"])
+      return ParsePresetRef(cluster, source);
     return ParseClusterMap(cluster, source);
   }
   return ParseClusterMap(*root, source);

@@ -124,8 +124,9 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
     }
   }
 
+  // 0 = the recipe gives no batch (files written for such models say so).
   MESHTUNE_RETURN_IF_ERROR(
-      r.Int("global_batch_size", false, 1, &m.global_batch_size));
+      r.Int("global_batch_size", false, 0, &m.global_batch_size));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("published_params_b", false, &m.published_params_b));
 

@@ -160,6 +160,27 @@ TEST(ClusterYamlTest, ClusterSection) {
       "model: gpt3-175b\ncluster: a100\ntraining: {gbs: 8}\n", "best.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->name, "a100-80g");
+  // The section `tune --out` writes: a preset plus the node size used.
+  c = ParseClusterYaml(
+      "model: {}\ncluster:\n  preset: \"h100\"\n  num_gpus: 64\n"
+      "  gpus_per_node: 4\n",
+      "best.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->name, "h100");
+  EXPECT_EQ(c->gpus_per_node, 4);
+  EXPECT_EQ(c->nvlink_domain_gpus, 4);
+  c = ParseClusterYaml("cluster:\n  preset: gb200\n  gpus_per_node: 2\n",
+                       "best.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->nvlink_domain_gpus, 72);  // NVL72 spans trays
+  c = ParseClusterYaml("cluster:\n  preset: h900\n", "best.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "best.yaml:2: preset: unknown cluster preset 'h900'");
+  c = ParseClusterYaml("cluster:\n  preset: h100\n  nodes: 2\n", "best.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "best.yaml:3: unknown key 'nodes' in cluster");
 }
 
 TEST(ClusterSpecTest, ValidateProgrammaticSpec) {

@@ -47,6 +47,10 @@ TEST(ModelYamlTest, MinimalFileGetsMegatronDefaults) {
   EXPECT_FALSE(m->untie_embeddings_and_output_weights);
   EXPECT_FALSE(m->is_moe());
   EXPECT_EQ(m->global_batch_size, 0);
+  // 0 = no recipe batch, as written back for such models.
+  m = ParseModelYaml(std::string(kDense) + "global_batch_size: 0\n", "m.yaml");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->global_batch_size, 0);
 }
 
 TEST(ModelYamlTest, UnnamedFileTakesItsStem) {
