@@ -15,6 +15,7 @@
 #include "search_spaces/rank_grid.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 #include "search_spaces/status.h"
@@ -35,21 +36,36 @@ struct Spread {
   int64_t max_per_bucket;  // most members in one bucket
 };
 
+// Distinct buckets touched; O(1).
+int64_t BucketsOf(int64_t x, int64_t stride, int64_t size, int64_t bucket) {
+  if (size == 1) return 1;
+  // Members at least a bucket apart never share a bucket.
+  if (stride >= bucket) return size;
+  // Steps shorter than a bucket visit consecutive buckets without gaps.
+  return (x + (size - 1) * stride) / bucket - x / bucket + 1;
+}
+
+// Buckets and the most members in one; O(min(buckets, stride)).
 Spread SpreadOf(int64_t x, int64_t stride, int64_t size, int64_t bucket) {
   if (size == 1) return {1, 1};
-  // Members at least a bucket apart never share a bucket.
   if (stride >= bucket) return {size, 1};
-  // Steps shorter than a bucket visit consecutive buckets without gaps.
   const int64_t first = x / bucket;
   const int64_t last = (x + (size - 1) * stride) / bucket;
-  int64_t max_count = 0;
-  for (int64_t k = first; k <= last; ++k) {
-    // Members c with k·bucket <= x + c·stride < (k+1)·bucket.
+  // Members c with k·bucket <= x + c·stride < (k+1)·bucket.
+  auto count = [&](int64_t k) {
     const int64_t lo_num = k * bucket - x;
     const int64_t hi_num = (k + 1) * bucket - x;
     const int64_t lo = lo_num <= 0 ? 0 : (lo_num + stride - 1) / stride;
     const int64_t hi = std::min(size - 1, (hi_num + stride - 1) / stride - 1);
-    max_count = std::max(max_count, hi - lo + 1);
+    return hi - lo + 1;
+  };
+  // Interior buckets repeat their count with a period dividing `stride`
+  // ((k·bucket − x) mod stride cycles), so the first stride + 1 of them and
+  // the last bucket cover every count.
+  int64_t max_count = count(last);
+  const int64_t stop = std::min(last - 1, first + stride + 1);
+  for (int64_t k = first; k <= stop; ++k) {
+    max_count = std::max(max_count, count(k));
   }
   return {last - first + 1, max_count};
 }
@@ -160,31 +176,77 @@ std::vector<int64_t> RankGrid::GroupOf(GroupKind kind, int64_t rank) const {
 
 GroupPlacement RankGrid::Placement(GroupKind kind) const {
   const Progression p = ProgressionOf(config_, kind);
-  const int64_t block = p.stride * p.size;
-  const int64_t num_blocks = world_ / block;
-  // A group's placement depends only on its base modulo the node size and
-  // the NVLink domain size (shifting by a multiple of both moves every member
-  // by whole buckets), so only bases that differ modulo their lcm need to be
-  // looked at: at most lcm values of `low` and lcm/gcd(block, lcm) blocks.
-  const int64_t period = std::lcm(gpus_per_node_, nvlink_domain_gpus_);
-  const int64_t lows = std::min(p.stride, period);
-  const int64_t highs = std::min(num_blocks, period / std::gcd(block, period));
+  const int64_t gpn = gpus_per_node_;
+  const int64_t domain = nvlink_domain_gpus_;
   GroupPlacement worst;
   worst.size = p.size;
+  // Members a node (domain) apart each sit on their own node (domain),
+  // whichever group it is.
+  const bool nodes_fixed = p.size == 1 || p.stride >= gpn;
+  const bool domains_fixed = p.size == 1 || p.stride >= domain;
+  if (nodes_fixed && domains_fixed) {
+    worst.nodes = p.size;
+    worst.ranks_per_node = 1;
+    worst.nvlink_domains = p.size;
+    return worst;
+  }
+  // Otherwise a group's placement depends only on its base x modulo the
+  // bucket sizes that still matter (shifting x by a multiple of them moves
+  // every member by whole buckets), so look at one base per residue. Bases
+  // are x = high·block + low with low < stride.
+  const int64_t period = nodes_fixed     ? domain
+                         : domains_fixed ? gpn
+                                         : std::lcm(gpn, domain);
+  const int64_t block = p.stride * p.size;
+  // The worst any base can do: a span of `reach` ranks touches at most
+  // (bucket − 1 + reach − 1)/bucket + 1 buckets, and n nodes hold at least
+  // ceil(size/n) members on one of them. Reaching it ends the search early.
+  const int64_t reach = (p.size - 1) * p.stride + 1;
+  const int64_t max_nodes = std::min(p.size, (gpn - 1 + reach - 1) / gpn + 1);
+  const int64_t max_domains =
+      std::min(p.size, (domain - 1 + reach - 1) / domain + 1);
+  const int64_t min_ranks_per_node = (p.size + max_nodes - 1) / max_nodes;
   bool first = true;
+  // Returns true when `x` reaches the bound.
+  auto consider = [&](int64_t x) {
+    GroupPlacement g;
+    g.size = p.size;
+    const Spread nodes = SpreadOf(x, p.stride, p.size, gpn);
+    g.nodes = nodes.buckets;
+    g.ranks_per_node = nodes.max_per_bucket;
+    g.nvlink_domains = BucketsOf(x, p.stride, p.size, domain);
+    if (first || WorsePlacement(g, worst)) worst = g;
+    first = false;
+    return worst.nodes == max_nodes && worst.nvlink_domains == max_domains &&
+           worst.ranks_per_node == min_ranks_per_node;
+  };
+  if (p.stride >= period) {
+    // The offsets below the run alone reach every residue.
+    for (int64_t x = 0; x < period; ++x) {
+      if (consider(x)) break;
+    }
+    return worst;
+  }
+  // high·block cycles modulo period after period / gcd(block, period) blocks.
+  const int64_t highs =
+      std::min(world_ / block, period / std::gcd(block, period));
+  // Residues already looked at (periods up to 4096 GPUs; beyond that some
+  // bases are looked at twice, which costs time but not correctness).
+  constexpr int64_t kWords = 64;
+  uint64_t seen[kWords];
+  const bool track = period <= 64 * kWords;
+  const int64_t words = track ? (period + 63) / 64 : 0;
+  std::fill(seen, seen + words, uint64_t{0});
   for (int64_t high = 0; high < highs; ++high) {
-    for (int64_t low = 0; low < lows; ++low) {
-      const int64_t base = high * block + low;
-      const Spread nodes = SpreadOf(base, p.stride, p.size, gpus_per_node_);
-      const Spread domains =
-          SpreadOf(base, p.stride, p.size, nvlink_domain_gpus_);
-      GroupPlacement g;
-      g.size = p.size;
-      g.nodes = nodes.buckets;
-      g.ranks_per_node = nodes.max_per_bucket;
-      g.nvlink_domains = domains.buckets;
-      if (first || WorsePlacement(g, worst)) worst = g;
-      first = false;
+    for (int64_t low = 0; low < p.stride; ++low) {
+      const int64_t x = high * block + low;
+      if (track) {
+        const int64_t r = x % period;
+        const uint64_t bit = uint64_t{1} << (r % 64);
+        if (seen[r / 64] & bit) continue;
+        seen[r / 64] |= bit;
+      }
+      if (consider(x)) return worst;
     }
   }
   return worst;
