@@ -1,0 +1,197 @@
+// Memory terms against hand-computed Korthikanti et al. 2022 examples and
+// Megatron's bytes-per-parameter table.
+#include "costmodel/memory_model.h"
+
+#include <gtest/gtest.h>
+
+#include "search_spaces/pipeline_schedule.h"
+#include "tests/costmodel/test_specs.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::ModelSpec;
+using search_spaces::ParallelConfig;
+using search_spaces::PipelineSchedule;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+
+constexpr double s = 2048, h = 12288, a = 96, t = 8;
+
+ModelSpec Gpt175() { return testing::Gpt(96, 12288, 96); }
+
+ParallelConfig Tp8(bool sp, RecomputeGranularity g) {
+  ParallelConfig c;
+  c.tp = 8;
+  c.sp = sp;
+  c.mbs = 1;
+  c.recompute.granularity = g;
+  return c;
+}
+
+// fp32 log-sum-exp flash attention keeps per (token, head): 4·a·s·b/t.
+constexpr double kLse = 4 * a * s / t;
+
+TEST(LayerActivations, SpSelective175bIs34sbhOverT) {
+  const double got = LayerActivationBytes(
+      Gpt175(), Tp8(true, RecomputeGranularity::kSelective), 2048,
+      Precision::kBf16, false);
+  EXPECT_DOUBLE_EQ(got, 34 * s * h / t + kLse);
+  EXPECT_NEAR(got / (34 * s * h / t), 1.0, 0.001);
+}
+
+TEST(LayerActivations, TpWithoutSpIs10Plus24OverT) {
+  const double got =
+      LayerActivationBytes(Gpt175(), Tp8(false, RecomputeGranularity::kNone),
+                           2048, Precision::kBf16, false);
+  EXPECT_DOUBLE_EQ(got, s * h * (10 + 24 / t) + kLse);
+}
+
+TEST(LayerActivations, UnfusedAttentionWithoutRecomputeStoresScores) {
+  // Korthikanti Table 2, tensor parallel: sbh(10 + 24/t + 5as/(ht)).
+  const double got =
+      LayerActivationBytes(Gpt175(), Tp8(false, RecomputeGranularity::kNone),
+                           2048, Precision::kBf16, false,
+                           /*flash_attention=*/false);
+  EXPECT_DOUBLE_EQ(got, s * h * (10 + 24 / t + 5 * a * s / (h * t)) + kLse);
+  // Selective recompute removes the score term again.
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(
+                       Gpt175(), Tp8(false, RecomputeGranularity::kSelective),
+                       2048, Precision::kBf16, false, false),
+                   s * h * (10 + 24 / t) + kLse);
+}
+
+TEST(LayerActivations, LlamaLayerFollowsTheDerivedFormula) {
+  // s·b·(12h + 4h·g/a + 6f) + LSE for RMSNorm, SwiGLU, GQA, no dropout.
+  const ModelSpec m = testing::Llama(80, 8192, 64, 8, 28672, 128256, 4096);
+  ParallelConfig c;
+  c.mbs = 2;
+  const double sb = 4096.0 * 2;
+  const double expected =
+      sb * (12 * 8192 + 4 * 8192 * 8 / 64.0 + 6 * 28672 + 4 * 64);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, false),
+                   expected);
+  // Context parallel splits the sequence.
+  c.cp = 2;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, false),
+                   expected / 2);
+}
+
+TEST(Checkpoint, FullRecomputeKeeps2sbh) {
+  EXPECT_DOUBLE_EQ(
+      CheckpointBytes(Gpt175(), Tp8(false, RecomputeGranularity::kFull), 2048),
+      2 * s * h);
+  EXPECT_DOUBLE_EQ(
+      CheckpointBytes(Gpt175(), Tp8(true, RecomputeGranularity::kFull), 2048),
+      2 * s * h / t);
+}
+
+TEST(BytesPerParam, EighteenOrSixPlusTwelveOverD) {
+  const ModelSpec m = Gpt175();
+  const ModelStats st = ComputeModelStats(m, 51200, 2048);
+  ParallelConfig c = Tp8(true, RecomputeGranularity::kSelective);
+  c.pp = 8;
+  c.dp = 16;
+  const PipelineSchedule sched(8, 1, 96);
+  const LocalParams lp = StageLocalParams(m, st, c, 3);  // a middle stage
+  EXPECT_DOUBLE_EQ(lp.expert, 0.0);
+  const auto states = [&](const MemoryBreakdown& mb) {
+    return mb.weights_bytes + mb.gradients_bytes + mb.optimizer_bytes;
+  };
+  c.dist_opt = false;
+  EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kBf16, sched, 3)) /
+                  lp.dense,
+              18.0, 1e-9);
+  c.dist_opt = true;
+  EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kBf16, sched, 3)) /
+                  lp.dense,
+              6.0 + 12.0 / 16, 1e-9);
+  // The distributed optimizer shards over dp·cp.
+  c.dp = 8;
+  c.cp = 2;
+  EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kBf16, sched, 3)) /
+                  lp.dense,
+              6.0 + 12.0 / 16, 1e-9);
+}
+
+TEST(StageParams, MiddleStageHoldsItsLayersOverTp) {
+  const ModelSpec m = Gpt175();
+  const ModelStats st = ComputeModelStats(m, 51200, 2048);
+  ParallelConfig c = Tp8(true, RecomputeGranularity::kSelective);
+  c.pp = 8;
+  const double layer_tp = st.attention_params + st.dense_mlp_params;
+  EXPECT_DOUBLE_EQ(StageLocalParams(m, st, c, 3).dense,
+                   12 * layer_tp / 8 + 12 * st.norm_params);
+  // Stage 0 adds the word embedding shard and the positions; the last stage
+  // its tied copy of the word embeddings and the final norm.
+  EXPECT_DOUBLE_EQ(
+      StageLocalParams(m, st, c, 0).dense,
+      12 * layer_tp / 8 + 12 * st.norm_params + 51200.0 * h / 8 + 2048 * h);
+  EXPECT_DOUBLE_EQ(StageLocalParams(m, st, c, 7).dense,
+                   12 * layer_tp / 8 + 12 * st.norm_params + 51200.0 * h / 8 +
+                       st.final_norm_params);
+}
+
+TEST(StageParams, ExpertsAreShardedOverTpTimesEp) {
+  ModelSpec m = testing::Llama(32, 4096, 32, 8, 14336, 32000, 4096);
+  m.num_experts = 8;
+  m.moe_router_topk = 2;
+  const ModelStats st = ComputeModelStats(m, 32000, 4096);
+  ParallelConfig c;
+  c.tp = 2;
+  c.ep = 4;
+  c.dp = 8;
+  EXPECT_DOUBLE_EQ(StageLocalParams(m, st, c, 0).expert,
+                   32 * 8 * st.expert_params / (2 * 4));
+}
+
+TEST(InFlight, Stage0HoldsAllLayersWorthIndependentOfPp) {
+  // Korthikanti §4.2.3: 1F1B stage 0 keeps pp micro-batches of L/pp layers.
+  const ModelSpec m = Gpt175();
+  const ModelStats st = ComputeModelStats(m, 51200, 2048);
+  const ParallelConfig base = Tp8(true, RecomputeGranularity::kSelective);
+  const double layer =
+      LayerActivationBytes(m, base, 2048, Precision::kBf16, false);
+  for (int64_t pp : {2, 4, 8, 16}) {
+    ParallelConfig c = base;
+    c.pp = pp;
+    const PipelineSchedule sched(pp, 1, 64);
+    const MemoryBreakdown mb =
+        StageMemory(m, st, c, 2048, Precision::kBf16, sched, 0);
+    EXPECT_NEAR(mb.activations_bytes / (96 * layer), 1.0, 1e-9) << pp;
+  }
+  // Interleaving multiplies by 1 + (pp−1)/(pp·vpp).
+  ParallelConfig c = base;
+  c.pp = 8;
+  c.vpp = 3;
+  const PipelineSchedule sched(8, 3, 64);
+  EXPECT_NEAR(StageMemory(m, st, c, 2048, Precision::kBf16, sched, 0)
+                      .activations_bytes /
+                  (96 * layer),
+              1 + 7.0 / 24, 1e-9);
+}
+
+TEST(InFlight, FullRecomputeKeepsCheckpointsPlusOneChunk) {
+  const ModelSpec m = Gpt175();
+  const ModelStats st = ComputeModelStats(m, 51200, 2048);
+  ParallelConfig c = Tp8(false, RecomputeGranularity::kFull);
+  c.pp = 8;
+  const PipelineSchedule sched(8, 1, 64);
+  const double layer =
+      LayerActivationBytes(m, c, 2048, Precision::kBf16, false);
+  // Uniform, one layer per checkpoint: 96 checkpoints of 2sbh + one layer.
+  EXPECT_NEAR(
+      StageMemory(m, st, c, 2048, Precision::kBf16, sched, 0).activations_bytes,
+      96 * 2 * s * h + layer, 1.0);
+  // Block, 4 of 12 layers recomputed: 8 micro-batches × (4 checkpoints + 8
+  // full layers) + one layer.
+  c.recompute.method = RecomputeMethod::kBlock;
+  c.recompute.num_layers = 4;
+  EXPECT_NEAR(
+      StageMemory(m, st, c, 2048, Precision::kBf16, sched, 0).activations_bytes,
+      8 * (4 * 2 * s * h + 8 * layer) + layer, 1.0);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel
