@@ -1,0 +1,243 @@
+// The step estimator end to end: GPT-3 175B on 1024 A100s against the
+// published full-recompute vs SP+selective comparison and training time,
+// consistency of the breakdown, out-of-memory reporting, fp8, MoE.
+#include "costmodel/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "costmodel/datasheet_calibration.h"
+#include "tests/costmodel/test_specs.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::ModelSpec;
+using search_spaces::ParallelConfig;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::TrainingSpec;
+
+TrainingSpec Gpt3Training() {
+  TrainingSpec tr;
+  tr.num_gpus = 1024;
+  tr.global_batch_size = 1536;
+  tr.seq_length = 2048;
+  tr.train_tokens = 300e9;
+  return tr;
+}
+
+ParallelConfig Tp8Pp8Dp16() {
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 8;
+  c.dp = 16;
+  c.mbs = 1;
+  return c;
+}
+
+void ExpectConsistent(const Estimate& e) {
+  const TimeBreakdown& t = e.time;
+  for (double part :
+       {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s, t.ep_comm_s,
+        t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s, t.optimizer_s}) {
+    EXPECT_GE(part, 0.0);
+  }
+  EXPECT_DOUBLE_EQ(e.step_time_s, t.total_s());
+  EXPECT_GT(e.mfu, 0.0);
+  EXPECT_LT(e.mfu, 1.0);
+  EXPECT_GE(e.hfu, e.mfu);
+  EXPECT_NEAR(e.tokens_per_s * e.step_time_s,
+              static_cast<double>(e.config.world()) * e.tokens_per_s_per_gpu *
+                  e.step_time_s,
+              1e-6 * e.tokens_per_s * e.step_time_s);
+  EXPECT_EQ(e.fits, e.memory.total_bytes() <= e.memory_capacity_bytes);
+  EXPECT_EQ(e.infeasible_reason, e.fits ? "" : "out_of_memory");
+}
+
+class Gpt3On1024A100 : public ::testing::TestWithParam<AttentionKernel> {};
+
+TEST_P(Gpt3On1024A100, FullRecomputeIs1_2To1_45TimesSlowerThanSpSelective) {
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster, GetParam());
+  const ModelSpec m = testing::Gpt(96, 12288, 96);
+  ParallelConfig c = Tp8Pp8Dp16();
+  c.recompute.granularity = RecomputeGranularity::kFull;
+  const Estimate full = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  c.sp = true;
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  const Estimate sel = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  ExpectConsistent(full);
+  ExpectConsistent(sel);
+  EXPECT_TRUE(full.fits);
+  EXPECT_TRUE(sel.fits);
+  const double ratio = full.step_time_s / sel.step_time_s;
+  std::printf(
+      "full %.2f s (%.1f days), sp+selective %.2f s (%.1f days), "
+      "ratio %.3f (published 34/24 days = 1.42)\n",
+      full.step_time_s, full.days_to_train, sel.step_time_s, sel.days_to_train,
+      ratio);
+  EXPECT_GE(ratio, 1.2);
+  EXPECT_LE(ratio, 1.45);
+}
+
+TEST_P(Gpt3On1024A100, SpSelectiveTrains300bTokensIn18To27Days) {
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster, GetParam());
+  const ModelSpec m = testing::Gpt(96, 12288, 96);
+  ParallelConfig c = Tp8Pp8Dp16();
+  c.sp = true;
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  Estimate best;
+  best.step_time_s = 1e300;
+  for (int64_t vpp : {1, 2, 3, 4, 6, 12}) {
+    for (bool dist_opt : {false, true}) {
+      c.vpp = vpp;
+      c.dist_opt = dist_opt;
+      const Estimate e = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+      ExpectConsistent(e);
+      if (e.fits && e.step_time_s < best.step_time_s) best = e;
+    }
+  }
+  ASSERT_TRUE(best.fits);
+  std::printf("best %s: %.2f s/step, %.1f days, MFU %.3f\n",
+              ToString(best.config).c_str(), best.step_time_s,
+              best.days_to_train, best.mfu);
+  EXPECT_GE(best.days_to_train, 18.0);
+  EXPECT_LE(best.days_to_train, 27.0);
+  // Interleaving shrinks the bubble (pp−1)/vpp.
+  EXPECT_GT(best.config.vpp, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(AttentionKernels, Gpt3On1024A100,
+                         ::testing::Values(AttentionKernel::kFlash,
+                                           AttentionKernel::kUnfused));
+
+TEST(EstimateConfig, ReportsOutOfMemory) {
+  // 175B unsharded on every GPU: 2.6 TB of parameter state per GPU.
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster);
+  ParallelConfig c;
+  c.dp = 1024;
+  const Estimate e = EstimateConfig(testing::Gpt(96, 12288, 96), cluster,
+                                    Gpt3Training(), c, cal);
+  EXPECT_FALSE(e.fits);
+  EXPECT_EQ(e.infeasible_reason, "out_of_memory");
+  EXPECT_GT(e.memory.optimizer_bytes, 1e12);
+  EXPECT_DOUBLE_EQ(e.memory_capacity_bytes, 80e9 - 3.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(e.calibration, "datasheet");
+}
+
+TEST(EstimateConfig, PartsRespondToTheConfiguration) {
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Gpt(96, 12288, 96);
+  ParallelConfig c = Tp8Pp8Dp16();
+  c.sp = true;
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  const Estimate base = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  // Selective recompute costs the forward core attention only.
+  EXPECT_GT(base.time.recompute_s, 0.0);
+  EXPECT_LT(base.time.recompute_s, 0.05 * base.time.compute_s);
+  EXPECT_EQ(base.time.cp_comm_s, 0.0);
+  EXPECT_EQ(base.time.ep_comm_s, 0.0);
+  EXPECT_GT(base.time.pp_bubble_s, 0.0);
+  // Bubble = (pp−1)/m of the micro-batch work: m = 96, pp = 8.
+  const double work = base.time.compute_s + base.time.recompute_s +
+                      base.time.tp_comm_s + base.time.pp_comm_s;
+  EXPECT_NEAR(base.time.pp_bubble_s / work, 7.0 / 96, 1e-9);
+  // The distributed optimizer shrinks memory and keeps the step time.
+  c.dist_opt = true;
+  const Estimate dist = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  EXPECT_LT(dist.memory.optimizer_bytes, base.memory.optimizer_bytes / 10);
+  EXPECT_NEAR(dist.step_time_s / base.step_time_s, 1.0, 0.05);
+  // tp across two nodes pays the network leg (hierarchical AG/RS: the NICs
+  // carry 1/8 of the bytes each, so ~3x rather than the ~10x of a flat
+  // ring over one NIC).
+  ParallelConfig wide = Tp8Pp8Dp16();
+  wide.tp = 16;
+  wide.pp = 4;
+  wide.sp = true;
+  wide.recompute.granularity = RecomputeGranularity::kSelective;
+  const Estimate cross = EstimateConfig(m, cluster, Gpt3Training(), wide, cal);
+  EXPECT_GT(cross.time.tp_comm_s, 2 * base.time.tp_comm_s);
+}
+
+TEST(EstimateConfig, Fp8IsFasterThanBf16OnH100) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Llama(80, 8192, 64, 8, 28672, 128256, 8192);
+  TrainingSpec tr;
+  tr.num_gpus = 512;
+  tr.global_batch_size = 512;
+  tr.seq_length = 8192;
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 4;
+  c.vpp = 5;
+  c.dp = 16;
+  c.sp = true;
+  c.dist_opt = true;
+  const Estimate bf16 = EstimateConfig(m, cluster, tr, c, cal);
+  tr.precision = Precision::kFp8;
+  const Estimate fp8 = EstimateConfig(m, cluster, tr, c, cal);
+  ExpectConsistent(bf16);
+  ExpectConsistent(fp8);
+  EXPECT_LT(fp8.time.compute_s, 0.8 * bf16.time.compute_s);
+  EXPECT_GT(fp8.time.compute_s, 0.5 * bf16.time.compute_s);
+  // Same model FLOPs, so MFU (against the bf16 peak) rises with fp8.
+  EXPECT_DOUBLE_EQ(fp8.model_flops_per_step, bf16.model_flops_per_step);
+  EXPECT_GT(fp8.mfu, bf16.mfu);
+}
+
+TEST(EstimateConfig, MoeHasExpertCommunicationAndShardedExperts) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  ModelSpec m = testing::Llama(32, 4096, 32, 8, 14336, 32000, 4096);
+  m.num_experts = 8;
+  m.moe_router_topk = 2;
+  TrainingSpec tr;
+  tr.num_gpus = 64;
+  tr.global_batch_size = 256;
+  tr.seq_length = 4096;
+  ParallelConfig c;
+  c.tp = 1;
+  c.pp = 1;
+  c.dp = 64;
+  c.ep = 8;
+  c.dist_opt = true;
+  const Estimate e8 = EstimateConfig(m, cluster, tr, c, cal);
+  c.ep = 1;
+  const Estimate e1 = EstimateConfig(m, cluster, tr, c, cal);
+  ExpectConsistent(e8);
+  EXPECT_GT(e8.time.ep_comm_s, 0.0);
+  EXPECT_EQ(e1.time.ep_comm_s, 0.0);
+  EXPECT_LT(e8.memory.weights_bytes, 0.5 * e1.memory.weights_bytes);
+  // Model FLOPs count the k active experts only.
+  EXPECT_NEAR(e8.model_flops_per_step /
+                  (6.0 * 12.9e9 * tr.global_batch_size * tr.seq_length),
+              1.0, 0.15);
+}
+
+TEST(EstimateConfig,
+     ContextParallelAddsExposedRingTimeOnlyWhenAttentionIsShort) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Llama(32, 4096, 32, 8, 14336, 128256, 8192);
+  TrainingSpec tr;
+  tr.num_gpus = 16;
+  tr.global_batch_size = 32;
+  tr.seq_length = 8192;
+  ParallelConfig c;
+  c.cp = 2;
+  c.dp = 8;
+  c.dist_opt = true;
+  const Estimate e = EstimateConfig(m, cluster, tr, c, cal);
+  ExpectConsistent(e);
+  // K/V of a GQA model is small and the ring runs on NVLink: hidden.
+  EXPECT_LT(e.time.cp_comm_s, 0.01 * e.step_time_s);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel
