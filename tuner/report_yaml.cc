@@ -1,6 +1,7 @@
 #include "tuner/report_yaml.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -35,11 +36,15 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
   y.precision(12);
   y << "# Written by tune " << MESHTUNE_VERSION << " (" << MESHTUNE_GIT_REVISION
     << ").\n";
-  y << "# Predicted step time " << e.step_time_s << " s, "
-    << e.tokens_per_s_per_gpu << " tokens/s/GPU, MFU " << 100 * e.mfu << " %, "
-    << e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0) << " GiB per GPU, "
-    << e.days_to_train << " days for " << t.train_tokens
-    << " tokens (calibration: " << e.calibration << ").\n";
+  char line[256];
+  std::snprintf(
+      line, sizeof(line),
+      "# Predicted: step time %.3f s, %.1f tokens/s/GPU, MFU %.1f %%, "
+      "%.2f GiB per GPU, %.1f days for %.4g tokens (calibration: %s).\n",
+      e.step_time_s, e.tokens_per_s_per_gpu, 100 * e.mfu,
+      e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0), e.days_to_train,
+      t.train_tokens, e.calibration.c_str());
+  y << line;
   y << "# Keys follow Megatron-LM argument names.\n";
 
   y << "model:\n";
@@ -60,9 +65,14 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
   y << "  untie_embeddings_and_output_weights: "
     << Bool(m.untie_embeddings_and_output_weights) << "\n";
   y << "  num_experts: " << m.num_experts << "\n";
-  y << "  moe_router_topk: " << m.moe_router_topk << "\n";
-  y << "  moe_ffn_hidden_size: " << m.moe_ffn_hidden_size << "\n";
-  y << "  moe_layer_freq: " << m.moe_layer_freq << "\n";
+  // MoE keys only for MoE models: the parser requires them positive.
+  if (m.is_moe()) {
+    y << "  moe_router_topk: " << m.moe_router_topk << "\n";
+    if (m.moe_ffn_hidden_size > 0) {
+      y << "  moe_ffn_hidden_size: " << m.moe_ffn_hidden_size << "\n";
+    }
+    y << "  moe_layer_freq: " << m.moe_layer_freq << "\n";
+  }
   y << "  global_batch_size: " << m.global_batch_size << "\n";
   if (m.published_params_b > 0) {
     y << "  published_params_b: " << m.published_params_b << "\n";

@@ -17,7 +17,7 @@ namespace {
 
 constexpr const char* kSearchExamples = R"(Examples:
   tune --model 175b --gpus 1024                       best config on 1024 A100-80GB (default GPU)
-  tune search --model llama3-70b --gpus 512 --gpu h100-80g --gbs 1024 --top 5
+  tune search --model llama3-70b --gpus 512 --gpu h100 --gbs 1024 --top 5
   tune --model 175b --gpus 1024 --tp 8 --pp 8,16 --recompute selective,full
   tune --model 175b --gpus 1024 --json > result.json
   tune --model 175b --gpus 1024 --out best.yaml --format megatron

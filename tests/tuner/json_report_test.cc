@@ -1,0 +1,177 @@
+// `--json` output: exactly the DESIGN.md §5 keys, parts that add up, and the
+// --out YAML round trip through `--model FILE`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "tests/tuner/run_tune.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using nlohmann::json;
+using testing::MakeTempDir;
+using testing::ReadFile;
+using testing::RunTune;
+using testing::TuneRun;
+
+std::set<std::string> Keys(const json& j) {
+  std::set<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.insert(it.key());
+  return keys;
+}
+
+// Checks one estimate object against DESIGN.md §5.
+void CheckEstimateShape(const json& e) {
+  EXPECT_EQ(Keys(e), (std::set<std::string>{
+                         "config", "fits", "infeasible_reason", "memory_gib",
+                         "time_s", "step_time_s", "tokens_per_s",
+                         "tokens_per_s_per_gpu", "model_tflops_per_gpu", "mfu",
+                         "hfu", "days_to_train", "calibration"}));
+  EXPECT_EQ(Keys(e["config"]),
+            (std::set<std::string>{
+                "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "mbs", "gbs",
+                "recompute", "recompute_num_layers", "dist_opt", "precision"}));
+  EXPECT_EQ(Keys(e["memory_gib"]),
+            (std::set<std::string>{"total", "weights", "gradients", "optimizer",
+                                   "activations", "other"}));
+  EXPECT_EQ(Keys(e["time_s"]),
+            (std::set<std::string>{"compute", "recompute", "tp_comm", "cp_comm",
+                                   "ep_comm", "pp_comm", "pp_bubble", "dp_comm",
+                                   "optimizer"}));
+
+  double time_sum = 0;
+  for (const auto& [k, v] : e["time_s"].items()) time_sum += v.get<double>();
+  const double step = e["step_time_s"].get<double>();
+  EXPECT_GT(step, 0);
+  EXPECT_NEAR(time_sum, step, 1e-9 * step);
+
+  const json& m = e["memory_gib"];
+  const double mem_sum =
+      m["weights"].get<double>() + m["gradients"].get<double>() +
+      m["optimizer"].get<double>() + m["activations"].get<double>() +
+      m["other"].get<double>();
+  EXPECT_NEAR(mem_sum, m["total"].get<double>(), 1e-9 * mem_sum);
+
+  EXPECT_TRUE(e["fits"].get<bool>() == e["infeasible_reason"].is_null());
+  EXPECT_GT(e["days_to_train"].get<double>(), 0);
+  EXPECT_GT(e["mfu"].get<double>(), 0);
+  EXPECT_LE(e["mfu"].get<double>(), e["hfu"].get<double>() + 1e-12);
+  EXPECT_EQ(e["calibration"], "datasheet");
+}
+
+TEST(JsonReport, SearchHasExactlyTheContractKeys) {
+  const TuneRun run = RunTune("--model gpt3-1.3b --gpus 8 --json --top 4");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  const json j = json::parse(run.out);
+  EXPECT_EQ(Keys(j),
+            (std::set<std::string>{"candidates", "evaluated", "feasible",
+                                   "pruned", "elapsed_s"}));
+  ASSERT_EQ(j["candidates"].size(), 4u);
+  double previous = 0;
+  for (const json& c : j["candidates"]) {
+    CheckEstimateShape(c);
+    EXPECT_TRUE(c["fits"].get<bool>());
+    // Ranked fastest first (ties within 0.1 % may swap).
+    EXPECT_GE(c["step_time_s"].get<double>() * (1 + 1e-3), previous);
+    previous = c["step_time_s"].get<double>();
+  }
+  int64_t pruned = 0;
+  for (const auto& [reason, count] : j["pruned"].items()) {
+    pruned += count.get<int64_t>();
+  }
+  EXPECT_EQ(j["evaluated"].get<int64_t>(),
+            j["feasible"].get<int64_t>() + pruned);
+  EXPECT_GE(j["elapsed_s"].get<double>(), 0);
+}
+
+TEST(JsonReport, EstimateIsOneObject) {
+  const TuneRun run = RunTune(
+      "estimate --model 175b --gpus 1024 --tp 8 --pp 8 --vpp 3 --mbs 1 "
+      "--gbs 1536 --sp --recompute full:block:2 --dist-opt --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json e = json::parse(run.out);
+  CheckEstimateShape(e);
+  EXPECT_EQ(e["config"]["tp"], 8);
+  EXPECT_EQ(e["config"]["pp"], 8);
+  EXPECT_EQ(e["config"]["vpp"], 3);
+  EXPECT_EQ(e["config"]["dp"], 16);
+  EXPECT_EQ(e["config"]["gbs"], 1536);
+  EXPECT_EQ(e["config"]["sp"], true);
+  EXPECT_EQ(e["config"]["dist_opt"], true);
+  EXPECT_EQ(e["config"]["recompute"], "full:block:2");
+  EXPECT_EQ(e["config"]["recompute_num_layers"], 2);
+  EXPECT_EQ(e["config"]["precision"], "bf16");
+}
+
+TEST(JsonReport, TokenBudgetScalesDaysToTrain) {
+  const std::string flags =
+      "estimate --model 175b --gpus 1024 --tp 8 --pp 8 --sp "
+      "--recompute selective --json --tokens ";
+  const json a = json::parse(RunTune(flags + "300B").out);
+  const json b = json::parse(RunTune(flags + "1.2T").out);
+  EXPECT_NEAR(b["days_to_train"].get<double>(),
+              4 * a["days_to_train"].get<double>(),
+              1e-9 * b["days_to_train"].get<double>());
+}
+
+TEST(YamlOut, RoundTripsThroughModelFile) {
+  const std::string dir = MakeTempDir();
+  const TuneRun first =
+      RunTune("--model gpt3-1.3b --gpus 8 --out best.yaml --json --top 1", dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.err, "tune: wrote the best configuration to best.yaml\n");
+  const std::string yaml = ReadFile(dir + "/best.yaml");
+  for (const char* key : {"model:",
+                          "parallelism:",
+                          "training:",
+                          "cluster:",
+                          "tensor_model_parallel_size:",
+                          "pipeline_model_parallel_size:",
+                          "virtual_pipeline_model_parallel_size:",
+                          "context_parallel_size:",
+                          "expert_model_parallel_size:",
+                          "sequence_parallel:",
+                          "use_distributed_optimizer:",
+                          "recompute_granularity:",
+                          "recompute_method:",
+                          "recompute_num_layers:",
+                          "micro_batch_size:",
+                          "global_batch_size:",
+                          "seq_length:",
+                          "precision:",
+                          "train_tokens:",
+                          "preset: \"a100-80g\"",
+                          "num_gpus: 8",
+                          "gpus_per_node: 8",
+                          "# Predicted: step time "}) {
+    EXPECT_NE(yaml.find(key), std::string::npos) << key;
+  }
+  // The same search on the written model file gives the same answer.
+  const TuneRun second =
+      RunTune("--model best.yaml --gpus 8 --json --top 1", dir);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const json a = json::parse(first.out)["candidates"][0];
+  const json b = json::parse(second.out)["candidates"][0];
+  EXPECT_EQ(a["config"], b["config"]);
+  EXPECT_EQ(a["step_time_s"], b["step_time_s"]);
+  EXPECT_EQ(a["memory_gib"], b["memory_gib"]);
+}
+
+TEST(MegatronFormat, PrintsArgumentLinesForTheBest) {
+  const TuneRun run =
+      RunTune("--model llama3-8b --gpus 16 --gpu h100 --format megatron");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("--num-layers 32 \\\n", 0), 0u) << run.out;
+  EXPECT_NE(run.out.find("--group-query-attention \\\n"), std::string::npos);
+  EXPECT_NE(run.out.find("--swiglu \\\n"), std::string::npos);
+  EXPECT_NE(run.out.find("--normalization RMSNorm \\\n"), std::string::npos);
+  EXPECT_EQ(run.out.substr(run.out.size() - 7), "--bf16\n");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,67 @@
+// Test helper: runs the built `tune` binary (MESHTUNE_TUNE_BINARY) through
+// the shell and captures its exit code, stdout and stderr separately.
+#ifndef MESHTUNE_TESTS_TUNER_RUN_TUNE_H_
+#define MESHTUNE_TESTS_TUNER_RUN_TUNE_H_
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace meshtune::tuner::testing {
+
+struct TuneRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// `args` is appended to the binary path verbatim (shell syntax); `cwd`, when
+// given, is the working directory of the run.
+inline TuneRun RunTune(const std::string& args, const std::string& cwd = "") {
+  char err_path[] = "/tmp/tune_test_stderr_XXXXXX";
+  const int fd = mkstemp(err_path);
+  if (fd >= 0) close(fd);
+  std::string cmd;
+  if (!cwd.empty()) cmd = "cd '" + cwd + "' && ";
+  cmd += std::string("'") + MESHTUNE_TUNE_BINARY + "' " + args + " 2>'" +
+         err_path + "'";
+  TuneRun run;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.err = ReadFile(err_path);
+  std::remove(err_path);
+  return run;
+}
+
+// A fresh empty directory under /tmp for files a test writes.
+inline std::string MakeTempDir() {
+  char dir[] = "/tmp/tune_test_XXXXXX";
+  const char* made = mkdtemp(dir);
+  return made ? made : "/tmp";
+}
+
+inline void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+}  // namespace meshtune::tuner::testing
+
+#endif  // MESHTUNE_TESTS_TUNER_RUN_TUNE_H_
