@@ -64,17 +64,18 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   m.num_query_groups = m.num_attention_heads;  // MHA unless GQA is given
   MESHTUNE_RETURN_IF_ERROR(
       r.Int("num_query_groups", false, 1, &m.num_query_groups));
-  if (r.Has("kv_channels")) {
-    MESHTUNE_RETURN_IF_ERROR(r.Int("kv_channels", true, 1, &m.kv_channels));
-  } else if (m.hidden_size % m.num_attention_heads != 0) {
-    // Megatron asserts this only when --kv-channels is not given.
-    return Status::InvalidArgument(
-        r.WhereKey("num_attention_heads") + ": num_attention_heads " +
-            std::to_string(m.num_attention_heads) +
-            " does not divide hidden_size " + std::to_string(m.hidden_size),
-        "choose a head count that divides hidden_size, or set kv_channels "
-        "(the head size) explicitly");
-  } else {
+  // kv_channels: 0 or absent means hidden_size / heads (model_spec.h).
+  MESHTUNE_RETURN_IF_ERROR(r.Int("kv_channels", false, 0, &m.kv_channels));
+  if (m.kv_channels == 0) {
+    if (m.hidden_size % m.num_attention_heads != 0) {
+      // Megatron asserts this only when --kv-channels is not given.
+      return Status::InvalidArgument(
+          r.WhereKey("num_attention_heads") + ": num_attention_heads " +
+              std::to_string(m.num_attention_heads) +
+              " does not divide hidden_size " + std::to_string(m.hidden_size),
+          "choose a head count that divides hidden_size, or set kv_channels "
+          "(the head size) explicitly");
+    }
     m.kv_channels = m.hidden_size / m.num_attention_heads;
   }
   MESHTUNE_RETURN_IF_ERROR(

@@ -148,6 +148,13 @@ TEST(ModelYamlTest, HeadsMustDivideHiddenUnlessKvChannelsGiven) {
   StatusOr<ModelSpec> m = ParseModelYaml(text + "kv_channels: 32\n", "m.yaml");
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(m->query_projection_size(), 224);
+  // kv_channels: 0 means "derive it", so the divisibility rule applies.
+  s = ParseError(text + "kv_channels: 0\n");
+  EXPECT_EQ(s.message(),
+            "m.yaml:4: num_attention_heads 7 does not divide hidden_size 256");
+  s = ParseError(text + "kv_channels: -1\n");
+  EXPECT_EQ(s.message(),
+            "m.yaml:8: kv_channels: expected a non-negative integer, got '-1'");
 }
 
 TEST(ModelYamlTest, QueryGroupsMustDivideHeads) {
