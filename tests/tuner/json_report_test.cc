@@ -162,6 +162,26 @@ TEST(YamlOut, RoundTripsThroughModelFile) {
   EXPECT_EQ(a["memory_gib"], b["memory_gib"]);
 }
 
+TEST(JsonReport, SearchOutputIsDeterministic) {
+  const std::string args = "--model gpt3-13b --gpus 64 --json --top 20";
+  json a = json::parse(RunTune(args).out);
+  json b = json::parse(RunTune(args).out);
+  a.erase("elapsed_s");
+  b.erase("elapsed_s");
+  EXPECT_EQ(a, b);
+}
+
+TEST(TableReport, GpusPerNodeOverrideAndTokenBudget) {
+  const TuneRun run = RunTune(
+      "--model 175b --gpus 1024 --gpus-per-node 4 --tokens 1.4T --top 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("1024 GPUs = 256 nodes x 4 GPUs per node"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("token budget 1.4 T"), std::string::npos);
+  EXPECT_NE(run.out.find("days to train 1.4 T tokens: "), std::string::npos);
+}
+
 TEST(MegatronFormat, PrintsArgumentLinesForTheBest) {
   const TuneRun run =
       RunTune("--model llama3-8b --gpus 16 --gpu h100 --format megatron");
