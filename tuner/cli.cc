@@ -31,6 +31,36 @@ bool IsSubcommandName(const CLI::App& app, const std::string& name) {
   return false;
 }
 
+// Levenshtein distance, for "did you mean" on a mistyped command.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string ClosestSubcommand(const CLI::App& app, const std::string& name) {
+  std::string best;
+  size_t best_distance = 0;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    const size_t d = EditDistance(name, sub->get_name());
+    if (best.empty() || d < best_distance) {
+      best = sub->get_name();
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::string VersionString() {
@@ -79,6 +109,14 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   }
   const std::string command =
       IsSubcommandName(app, args.front()) ? args.front() : "";
+  if (command.empty() && !args.front().empty() && args.front()[0] != '-') {
+    PrintError(Status::InvalidArgument(
+                   "unknown command '" + args.front() + "'",
+                   "did you mean '" + ClosestSubcommand(app, args.front()) +
+                       "'? run 'tune --help' for the commands"),
+               err);
+    return 2;
+  }
 
   // CLI11 parses a reversed vector (it pops from the back).
   std::vector<std::string> reversed(args.rbegin(), args.rend());

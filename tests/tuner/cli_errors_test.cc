@@ -136,6 +136,8 @@ TEST(CliErrors, ParseErrorsUseTheSameFormat) {
   ExpectError(RunTune("estimate --model 175b --gpus 8 --sp --no-sp"), 2,
               "--sp excludes --no-sp",
               "run 'tune estimate --help' for its flags and examples");
+  ExpectError(RunTune("serch --model 175b"), 2, "unknown command 'serch'",
+              "did you mean 'search'? run 'tune --help' for the commands");
   ExpectError(RunTune(""), 2, "no command given",
               "run 'tune --help' for the commands, e.g. tune --model 175b "
               "--gpus 1024");
@@ -151,6 +153,14 @@ TEST(CliErrors, EstimateRuleViolationGivesDetail) {
   ExpectError(RunTune("estimate --model 175b --gpus 1024 --tp 8,4"), 2,
               "--tp takes one value in 'tune estimate', got '8,4'",
               "use 'tune search --tp 8,4' to compare several");
+}
+
+TEST(CliErrors, UnwritableOutFileIsARuntimeError) {
+  ExpectError(
+      RunTune("--model gpt3-1.3b --gpus 8 --out /nonexistent-dir/best.yaml"), 1,
+      "--out /nonexistent-dir/best.yaml: cannot open for writing (No such "
+      "file or directory)",
+      "check that the directory exists and is writable");
 }
 
 TEST(CliErrors, UnbuiltSubcommandsRefuseWithoutFakeOutput) {
