@@ -143,17 +143,19 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
 
   // ---- Memory: stage 0 (most in-flight micro-batches) or the last stage
   // (logits, tied output copy), whichever is larger.
-  MemoryBreakdown mem0 = StageMemory(model, stats, c, seq, prec, schedule, 0,
-                                     calibration.UsesFlashAttention());
+  const StateBytes state_bytes{training.weight_bytes_per_param(),
+                               training.grad_bytes_per_param()};
+  MemoryBreakdown mem0 =
+      StageMemory(model, stats, c, seq, prec, schedule, 0,
+                  calibration.UsesFlashAttention(), state_bytes);
   if (c.pp > 1) {
     const MemoryBreakdown mem_last =
         StageMemory(model, stats, c, seq, prec, schedule, c.pp - 1,
-                    calibration.UsesFlashAttention());
+                    calibration.UsesFlashAttention(), state_bytes);
     if (mem_last.total_bytes() > mem0.total_bytes()) mem0 = mem_last;
   }
   est.memory = mem0;
-  est.memory_capacity_bytes =
-      cluster.gpu.hbm_gb * 1e9 - cluster.memory_reserve_gib * kGiB;
+  est.memory_capacity_bytes = cluster.UsableMemoryGib() * kGiB;
   est.fits = est.memory.total_bytes() <= est.memory_capacity_bytes;
   if (!est.fits) est.infeasible_reason = "out_of_memory";
 
@@ -276,20 +278,24 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const double fwd_window = sum_layers(dense_c.fwd_s() + dense_x.tp_fwd_s,
                                        moe_c.fwd_s() + moe_x.tp_fwd_s);
   const int64_t dpcp = c.dp * c.cp;
+  // Gradients reduce in the main-grad dtype; parameters gather in the weight
+  // dtype (Megatron DDP config: grad_reduce_in_fp32, fp8_param_gather).
+  const double grad_b = state_bytes.grad_bytes_per_param;
+  const double weight_b = state_bytes.weight_bytes_per_param;
   double dp_s = 0;
   if (c.dist_opt) {
-    dp_s += BucketedExposed(Collective::kReduceScatter, lp.dense, 4.0, dpcp,
+    dp_s += BucketedExposed(Collective::kReduceScatter, lp.dense, grad_b, dpcp,
                             dpcp_group, bwd_window, calibration);
-    dp_s += BucketedExposed(Collective::kAllGather, lp.dense, 2.0, dpcp,
+    dp_s += BucketedExposed(Collective::kAllGather, lp.dense, weight_b, dpcp,
                             dpcp_group, fwd_window, calibration);
-    dp_s += BucketedExposed(Collective::kReduceScatter, lp.expert, 4.0, edp,
+    dp_s += BucketedExposed(Collective::kReduceScatter, lp.expert, grad_b, edp,
                             edp_group, bwd_window, calibration);
-    dp_s += BucketedExposed(Collective::kAllGather, lp.expert, 2.0, edp,
+    dp_s += BucketedExposed(Collective::kAllGather, lp.expert, weight_b, edp,
                             edp_group, fwd_window, calibration);
   } else {
-    dp_s += BucketedExposed(Collective::kAllReduce, lp.dense, 4.0, dpcp,
+    dp_s += BucketedExposed(Collective::kAllReduce, lp.dense, grad_b, dpcp,
                             dpcp_group, bwd_window, calibration);
-    dp_s += BucketedExposed(Collective::kAllReduce, lp.expert, 4.0, edp,
+    dp_s += BucketedExposed(Collective::kAllReduce, lp.expert, grad_b, edp,
                             edp_group, bwd_window, calibration);
   }
   // Tied embeddings with pp > 1: the embedding gradient all-reduce between
@@ -302,12 +308,14 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   tb.dp_comm_s = dp_s;
 
   // ---- Optimizer: Adam is memory bound. Per optimizer-owned parameter:
-  // fp32 master, m, v read + written (24 B), fp32 grad read (4 B), 16-bit
-  // param written (2 B); plus the grad-norm pass over all local grads (4 B).
+  // fp32 master, m, v read + written (24 B), main grad read (4 B fp32 or 2 B
+  // bf16), model weight written (2 B, or 1 B fp8); plus the grad-norm pass
+  // over all local grads.
   const double opt_params =
       lp.dense / (c.dist_opt ? dpcp : 1) + lp.expert / (c.dist_opt ? edp : 1);
-  tb.optimizer_s = calibration.MemoryTime_s(30.0 * opt_params +
-                                            4.0 * (lp.dense + lp.expert));
+  tb.optimizer_s =
+      calibration.MemoryTime_s((24.0 + grad_b + weight_b) * opt_params +
+                               grad_b * (lp.dense + lp.expert));
 
   // ---- Totals.
   est.step_time_s = tb.total_s();

@@ -117,13 +117,15 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const ModelStats& st,
                             const ParallelConfig& c, int64_t seq,
                             Precision precision,
                             const PipelineSchedule& schedule, int64_t stage,
-                            bool flash_attention) {
+                            bool flash_attention, StateBytes state_bytes) {
   MemoryBreakdown mem;
   const LocalParams lp = StageLocalParams(m, st, c, stage);
   const int64_t dpcp = c.dp * c.cp;
   const int64_t edp = std::max<int64_t>(1, dpcp / c.ep);
-  mem.weights_bytes = 2.0 * (lp.dense + lp.expert);
-  mem.gradients_bytes = 4.0 * (lp.dense + lp.expert);
+  mem.weights_bytes =
+      state_bytes.weight_bytes_per_param * (lp.dense + lp.expert);
+  mem.gradients_bytes =
+      state_bytes.grad_bytes_per_param * (lp.dense + lp.expert);
   mem.optimizer_bytes = lp.dense * OptimizerBytesPerParam(c.dist_opt, dpcp) +
                         lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
 

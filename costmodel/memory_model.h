@@ -82,13 +82,22 @@ double CheckpointBytes(const search_spaces::ModelSpec& model,
 // by `shard` ranks with the distributed optimizer.
 double OptimizerBytesPerParam(bool dist_opt, int64_t shard);
 
+// Bytes per parameter of the model weights (2 for bf16/fp16; 1 with
+// --fp8-param-gather) and of the main-grad buffer (4 fp32 by default; 2 with
+// --grad-reduce-in-bf16). Megatron dist_optimizer.md table.
+struct StateBytes {
+  double weight_bytes_per_param = 2.0;
+  double grad_bytes_per_param = 4.0;
+};
+
 // Memory of one GPU on pipeline stage `stage` (0 .. pp−1).
 MemoryBreakdown StageMemory(const search_spaces::ModelSpec& model,
                             const ModelStats& stats,
                             const search_spaces::ParallelConfig& config,
                             int64_t seq, search_spaces::Precision precision,
                             const search_spaces::PipelineSchedule& schedule,
-                            int64_t stage, bool flash_attention = true);
+                            int64_t stage, bool flash_attention = true,
+                            StateBytes state_bytes = StateBytes());
 
 }  // namespace meshtune::costmodel
 

@@ -66,7 +66,10 @@ double GpuSpec::GemmMaxEfficiency(Precision p) const {
 }
 
 double ClusterSpec::UsableMemoryGib() const {
-  return gpu.hbm_gb * 1e9 / kBytesPerGib - memory_reserve_gib;
+  const double capacity_gib = gpu.hbm_capacity_gib > 0
+                                  ? gpu.hbm_capacity_gib
+                                  : gpu.hbm_gb * 1e9 / kBytesPerGib;
+  return capacity_gib - memory_reserve_gib;
 }
 
 Status ClusterSpec::Validate(const std::string& where) const {
@@ -92,6 +95,9 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
   }
   if (g.peak_fp8_tflops < 0) {
     return Negative(where, "gpu.peak_fp8_tflops", g.peak_fp8_tflops);
+  }
+  if (g.hbm_capacity_gib < 0) {  // 0 = unknown: hbm_gb·1e9 bytes
+    return Negative(where, "gpu.hbm_capacity_gib", g.hbm_capacity_gib);
   }
   MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.gemm_max_efficiency_bf16",
                                          g.gemm_max_efficiency_bf16));
@@ -162,7 +168,8 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
         Located(where("memory_reserve_gib"),
                 "memory_reserve_gib " + Num(c.memory_reserve_gib) +
                     " leaves no usable memory of " +
-                    Num(g.hbm_gb * 1e9 / kBytesPerGib) + " GiB HBM"),
+                    Num(c.UsableMemoryGib() + c.memory_reserve_gib) +
+                    " GiB HBM"),
         "the reserve is a few GiB per GPU (3 is typical)");
   }
   return Status::Ok();

@@ -34,9 +34,16 @@ const std::vector<std::string>& ClusterKeys() {
 
 const std::vector<std::string>& GpuKeys() {
   static const std::vector<std::string> kKeys = {
-      "display_name",     "peak_bf16_tflops",         "peak_fp8_tflops",
-      "peak_tf32_tflops", "peak_fp32_tflops",         "hbm_gb",
-      "hbm_gbps",         "gemm_max_efficiency_bf16", "gemm_max_efficiency_fp8",
+      "display_name",
+      "peak_bf16_tflops",
+      "peak_fp8_tflops",
+      "peak_tf32_tflops",
+      "peak_fp32_tflops",
+      "hbm_gb",
+      "hbm_capacity_gib",
+      "hbm_gbps",
+      "gemm_max_efficiency_bf16",
+      "gemm_max_efficiency_fp8",
       "hbm_efficiency",
   };
   return kKeys;
@@ -75,6 +82,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("peak_fp32_tflops", true, &g.peak_fp32_tflops));
   MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gb", true, &g.hbm_gb));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("hbm_capacity_gib", false, &g.hbm_capacity_gib));
   MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gbps", true, &g.hbm_gbps));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("gemm_max_efficiency_bf16", true, &g.gemm_max_efficiency_bf16));

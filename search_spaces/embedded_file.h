@@ -8,12 +8,13 @@
 namespace meshtune {
 
 struct EmbeddedFile {
-  std::string path;      // relative to search_spaces/, e.g. "models/gpt3-175b.yaml"
+  std::string path;  // relative to search_spaces/, e.g. "models/gpt3-175b.yaml"
   std::string contents;  // the file's bytes
 };
 
 namespace search_spaces {
-// Every preset file under search_spaces/{models,clusters,spaces}/, sorted by path.
+// Every preset file under search_spaces/{models,clusters,spaces}/, sorted by
+// path.
 const std::vector<EmbeddedFile>& EmbeddedPresetFiles();
 }  // namespace search_spaces
 

@@ -34,8 +34,8 @@ struct ModelSpec {
   int64_t num_query_groups = 0;  // = num_attention_heads for MHA
   int64_t kv_channels = 0;       // head dim; hidden_size / heads when 0 in YAML
   int64_t ffn_hidden_size = 0;
-  int64_t vocab_size = 0;        // as given; padding is applied by the cost model
-  int64_t seq_length = 0;        // default sequence length of the recipe
+  int64_t vocab_size = 0;  // as given; padding is applied by the cost model
+  int64_t seq_length = 0;  // default sequence length of the recipe
   Normalization normalization = Normalization::kLayerNorm;
   Activation activation = Activation::kGelu;
   PositionEmbedding position_embedding_type =

@@ -57,7 +57,8 @@ const char* ToString(RecomputeGranularity g);
 const char* ToString(RecomputeMethod m);
 // "none", "selective", "full" (uniform, every layer), "full:block:4", ...
 std::string ToString(const Recompute& r);
-// Compact one-line description: "tp8 pp8 vpp3 cp1 ep1 dp16 sp mbs1 selective dist_opt".
+// Compact one-line description: "tp8 pp8 vpp3 cp1 ep1 dp16 sp mbs1 selective
+// dist_opt".
 std::string ToString(const ParallelConfig& c);
 
 }  // namespace meshtune::search_spaces

@@ -98,19 +98,19 @@ class StatusOr {
 }  // namespace meshtune
 
 // Aborts with file:line when an internal invariant is broken.
-#define MESHTUNE_CHECK(cond)                                                 \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define MESHTUNE_CHECK(cond)                                                \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
       std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, \
-                   #cond);                                                   \
-      std::abort();                                                          \
-    }                                                                        \
+                   #cond);                                                  \
+      std::abort();                                                         \
+    }                                                                       \
   } while (0)
 
-#define MESHTUNE_RETURN_IF_ERROR(expr)    \
-  do {                                    \
-    ::meshtune::Status _st = (expr);      \
-    if (!_st.ok()) return _st;            \
+#define MESHTUNE_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::meshtune::Status _st = (expr);   \
+    if (!_st.ok()) return _st;         \
   } while (0)
 
 #endif  // MESHTUNE_SEARCH_SPACES_STATUS_H_

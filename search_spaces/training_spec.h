@@ -13,7 +13,24 @@ struct TrainingSpec {
   int64_t global_batch_size = 0;  // sequences per optimizer step (gbs)
   int64_t seq_length = 0;         // tokens per sequence
   Precision precision = Precision::kBf16;
-  double train_tokens = 300e9;    // token budget for days_to_train
+  double train_tokens = 300e9;  // token budget for days_to_train
+
+  // Megatron --grad-reduce-in-bf16 (false = the default: fp32 main-grad
+  // buffer, 4 bytes per parameter, gradients reduced in fp32).
+  bool grad_reduce_in_bf16 = false;
+  // Megatron --fp8-param-gather (fp8 runs only): 16-bit model weights are kept
+  // as fp8 (1 byte) and all-gathered in fp8 by the distributed optimizer.
+  // NVIDIA's fp8 recipes set both (NeMo `fp8_params: true`,
+  // `optim.grad_sync_dtype: bf16`).
+  bool fp8_param_gather = false;
+
+  // Bytes per parameter of the model weights and of the main-grad buffer.
+  double weight_bytes_per_param() const {
+    return fp8_param_gather && precision == Precision::kFp8 ? 1.0 : 2.0;
+  }
+  double grad_bytes_per_param() const {
+    return grad_reduce_in_bf16 ? 2.0 : 4.0;
+  }
 
   int64_t tokens_per_step() const { return global_batch_size * seq_length; }
 };

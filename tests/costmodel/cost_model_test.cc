@@ -125,7 +125,7 @@ TEST(EstimateConfig, ReportsOutOfMemory) {
   EXPECT_FALSE(e.fits);
   EXPECT_EQ(e.infeasible_reason, "out_of_memory");
   EXPECT_GT(e.memory.optimizer_bytes, 1e12);
-  EXPECT_DOUBLE_EQ(e.memory_capacity_bytes, 80e9 - 3.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(e.memory_capacity_bytes, (80.0 - 3.0) * 1024 * 1024 * 1024);
   EXPECT_EQ(e.calibration, "datasheet");
 }
 

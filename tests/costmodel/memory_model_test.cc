@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "search_spaces/pipeline_schedule.h"
+#include "search_spaces/training_spec.h"
 #include "tests/costmodel/test_specs.h"
 
 namespace meshtune::costmodel {
@@ -16,6 +17,7 @@ using search_spaces::PipelineSchedule;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
+using search_spaces::TrainingSpec;
 
 constexpr double s = 2048, h = 12288, a = 96, t = 8;
 
@@ -113,6 +115,25 @@ TEST(BytesPerParam, EighteenOrSixPlusTwelveOverD) {
   EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kBf16, sched, 3)) /
                   lp.dense,
               6.0 + 12.0 / 16, 1e-9);
+  // fp8 weights (--fp8-param-gather) and bf16 main grads
+  // (--grad-reduce-in-bf16): 1 + 2 + 12/d.
+  const StateBytes fp8_bf16{1.0, 2.0};
+  EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kFp8, sched, 3,
+                                 true, fp8_bf16)) /
+                  lp.dense,
+              3.0 + 12.0 / 16, 1e-9);
+}
+
+TEST(StateBytes, FollowTrainingSpecFlags) {
+  TrainingSpec t;
+  EXPECT_EQ(t.weight_bytes_per_param(), 2.0);
+  EXPECT_EQ(t.grad_bytes_per_param(), 4.0);
+  t.fp8_param_gather = true;  // ignored unless training in fp8
+  EXPECT_EQ(t.weight_bytes_per_param(), 2.0);
+  t.precision = Precision::kFp8;
+  EXPECT_EQ(t.weight_bytes_per_param(), 1.0);
+  t.grad_reduce_in_bf16 = true;
+  EXPECT_EQ(t.grad_bytes_per_param(), 2.0);
 }
 
 TEST(StageParams, MiddleStageHoldsItsLayersOverTp) {

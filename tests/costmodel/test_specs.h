@@ -20,6 +20,7 @@ inline search_spaces::ClusterSpec A100Cluster() {
   c.gpu.peak_bf16_tflops = 312;
   c.gpu.peak_fp8_tflops = 0;
   c.gpu.hbm_gb = 80;
+  c.gpu.hbm_capacity_gib = 80.0;  // nvidia-smi 81920 MiB
   c.gpu.hbm_gbps = 2039;
   c.gpu.gemm_max_efficiency_bf16 = 271.2 / 312;
   c.gpu.hbm_efficiency = 0.9;
@@ -42,6 +43,7 @@ inline search_spaces::ClusterSpec H100Cluster() {
   c.gpu.peak_bf16_tflops = 989;
   c.gpu.peak_fp8_tflops = 1979;
   c.gpu.hbm_gb = 80;
+  c.gpu.hbm_capacity_gib = 79.65;  // nvidia-smi 81559 MiB
   c.gpu.hbm_gbps = 3350;
   c.gpu.gemm_max_efficiency_bf16 = 794.5 / 989;
   c.gpu.gemm_max_efficiency_fp8 = 1402.6 / 1979;

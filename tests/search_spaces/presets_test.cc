@@ -376,9 +376,8 @@ TEST(ClusterPresetsTest, EveryPresetParsesAndValidates) {
 TEST(ClusterPresetsTest, HandComputedNumbers) {
   constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
   const ClusterSpec a100 = ResolveCluster("a100-80g").value();
-  // 80e9 / 2^30 = 74.5058 GiB, minus the 3 GiB reserve.
-  EXPECT_NEAR(a100.UsableMemoryGib(), 71.506, 5e-4);
-  EXPECT_NEAR(a100.UsableMemoryGib(), 80e9 / kGib - 3.0, 1e-12);
+  // The driver exposes 81920 MiB = 80 GiB; minus the 3 GiB reserve.
+  EXPECT_NEAR(a100.UsableMemoryGib(), 77.0, 1e-12);
   EXPECT_EQ(a100.gpu.PeakTflops(Precision::kBf16), 312);
   EXPECT_EQ(a100.gpu.PeakTflops(Precision::kFp8), 0);
   EXPECT_NEAR(a100.gpu.GemmMaxEfficiency(Precision::kBf16) * 312, 271.2, 0.1);
@@ -386,11 +385,14 @@ TEST(ClusterPresetsTest, HandComputedNumbers) {
   EXPECT_EQ(a100.nic_gbps, 25);
 
   const ClusterSpec h200 = ResolveCluster("H200-141G").value();
-  EXPECT_NEAR(h200.UsableMemoryGib(), 141e9 / kGib - 3.0, 1e-12);  // 128.316
+  // 143771 MiB = 140.4 GiB exposed, minus 3.
+  EXPECT_NEAR(h200.UsableMemoryGib(), 137.4, 1e-9);
   EXPECT_EQ(h200.nvls_allreduce_busbw_gbps, 480);
   EXPECT_NEAR(h200.gpu.GemmMaxEfficiency(Precision::kFp8) * 1979, 1453.4, 1);
 
   const ClusterSpec gb200 = ResolveCluster("gb200-nvl72").value();
+  // No driver-reported total: the vendor's 186 GB is taken as 186e9 bytes.
+  EXPECT_NEAR(gb200.UsableMemoryGib(), 186e9 / kGib - 3.0, 1e-12);
   EXPECT_EQ(gb200.gpus_per_node, 4);
   EXPECT_EQ(gb200.nvlink_domain_gpus, 72);
   EXPECT_EQ(gb200.gpu.PeakTflops(Precision::kFp8), 5000);
