@@ -139,6 +139,12 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
       "--no-dist-opt", [f] { f->dist_opt = false; },
       "distributed optimizer off");
   dist->excludes(no_dist);
+  app->add_flag("--grad-reduce-in-bf16", f->grad_reduce_in_bf16,
+                "main gradients in bf16 (2 bytes per parameter, reduced in "
+                "bf16) instead of fp32");
+  app->add_flag("--fp8-param-gather", f->fp8_param_gather,
+                "keep weights in fp8 and all-gather them in fp8 (needs "
+                "--precision fp8)");
 }
 
 StatusOr<int64_t> ParsePositiveInt(const std::string& text,
@@ -358,6 +364,14 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
             in.cluster.gpu.display_name + ") has no FP8 tensor cores",
         "use --precision bf16, or a GPU with FP8 (tune gpus lists peak fp8)");
   }
+  if (f.fp8_param_gather && in.training.precision != Precision::kFp8) {
+    return Status::InvalidArgument(
+        "--fp8-param-gather needs --precision fp8, got --precision " +
+            std::string(search_spaces::ToString(in.training.precision)),
+        "add --precision fp8 or drop --fp8-param-gather");
+  }
+  in.training.fp8_param_gather = f.fp8_param_gather;
+  in.training.grad_reduce_in_bf16 = f.grad_reduce_in_bf16;
   auto tokens = ParseTokenCount(f.tokens);
   if (!tokens.ok()) return tokens.status();
   in.training.train_tokens = tokens.value();

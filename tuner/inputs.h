@@ -47,6 +47,10 @@ struct InputFlags {
   std::string tp, pp, vpp, cp, ep, dp, mbs, recompute;
   std::optional<bool> sp;        // --sp / --no-sp
   std::optional<bool> dist_opt;  // --dist-opt / --no-dist-opt
+
+  // Megatron --grad-reduce-in-bf16 and --fp8-param-gather (fp8 only).
+  bool grad_reduce_in_bf16 = false;
+  bool fp8_param_gather = false;
 };
 
 // Registers the flags above on `app` (a CLI11 subcommand). `pins_are_lists`

@@ -102,6 +102,8 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
       a.push_back("--fp8-format hybrid");
       break;
   }
+  if (t.fp8_param_gather) a.push_back("--fp8-param-gather");
+  if (t.grad_reduce_in_bf16) a.push_back("--grad-reduce-in-bf16");
   return a;
 }
 

@@ -74,6 +74,12 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
       FormatTokenCount(static_cast<double>(t.tokens_per_step())).c_str(),
       search_spaces::ToString(t.precision),
       FormatTokenCount(t.train_tokens).c_str());
+  if (t.grad_reduce_in_bf16 || t.fp8_param_gather) {
+    out << "state bytes  weights " << t.weight_bytes_per_param()
+        << " B/param, main grads " << t.grad_bytes_per_param() << " B/param ("
+        << (t.fp8_param_gather ? "--fp8-param-gather " : "")
+        << (t.grad_reduce_in_bf16 ? "--grad-reduce-in-bf16" : "") << ")\n";
+  }
   out << "calibration  " << calibration << "\n";
 }
 

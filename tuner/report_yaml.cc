@@ -112,6 +112,10 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
   y << "  global_batch_size: " << t.global_batch_size << "\n";
   y << "  seq_length: " << t.seq_length << "\n";
   y << "  precision: " << search_spaces::ToString(t.precision) << "\n";
+  y << "  grad_reduce_in_bf16: " << (t.grad_reduce_in_bf16 ? "true" : "false")
+    << "\n";
+  y << "  fp8_param_gather: " << (t.fp8_param_gather ? "true" : "false")
+    << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";

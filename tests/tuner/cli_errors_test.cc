@@ -121,6 +121,34 @@ TEST(CliErrors, Fp8OnGpuWithoutFp8) {
               "fp8)");
 }
 
+TEST(CliErrors, Fp8ParamGatherNeedsFp8) {
+  ExpectError(RunTune("--model llama3-8b --gpus 8 --gpu h100 "
+                      "--fp8-param-gather"),
+              2,
+              "--fp8-param-gather needs --precision fp8, got --precision bf16",
+              "add --precision fp8 or drop --fp8-param-gather");
+}
+
+TEST(Cli, StateByteFlagsShrinkMemory) {
+  const std::string base =
+      "estimate --model llama3-70b --gpus 64 --gpu h100 --tp 4 --pp 4 --vpp 5 "
+      "--cp 2 --sp --dist-opt --precision fp8 --json";
+  const TuneRun plain = RunTune(base);
+  const TuneRun lean =
+      RunTune(base + " --fp8-param-gather --grad-reduce-in-bf16");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(lean.exit_code, 0) << lean.err;
+  const auto gib = [](const std::string& json, const std::string& key) {
+    const size_t at = json.find("\"" + key + "\":");
+    EXPECT_NE(at, std::string::npos) << key;
+    return std::stod(json.substr(json.find(':', at) + 1));
+  };
+  // 1 instead of 2 bytes of weights and 2 instead of 4 of main grads.
+  EXPECT_NEAR(gib(lean.out, "weights"), gib(plain.out, "weights") / 2, 1e-6);
+  EXPECT_NEAR(gib(lean.out, "gradients"), gib(plain.out, "gradients") / 2,
+              1e-6);
+}
+
 TEST(CliErrors, BadTokensAndFormat) {
   ExpectError(RunTune("--model 175b --gpus 1024 --tokens 3X"), 2,
               "--tokens must be a positive token count, got '3X'",

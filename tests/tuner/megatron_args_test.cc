@@ -117,6 +117,14 @@ TEST(MegatronArgs, LlamaGqaFullRecomputeFp8) {
   EXPECT_TRUE(Has(a, "--bf16"));
   EXPECT_TRUE(Has(a, "--fp8-format hybrid"));
   EXPECT_FALSE(Has(a, "--sequence-parallel"));
+  EXPECT_FALSE(Has(a, "--fp8-param-gather"));
+  EXPECT_FALSE(Has(a, "--grad-reduce-in-bf16"));
+
+  t.fp8_param_gather = true;
+  t.grad_reduce_in_bf16 = true;
+  const auto b = MegatronArgs(Llama70b(), t, c);
+  EXPECT_TRUE(Has(b, "--fp8-param-gather"));
+  EXPECT_TRUE(Has(b, "--grad-reduce-in-bf16"));
 }
 
 TEST(MegatronArgs, MoeFlags) {
