@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "costmodel/model_options.h"
 #include "search_spaces/cluster_spec.h"
 
 namespace meshtune::costmodel {
@@ -30,6 +31,9 @@ struct CommGroup {
   int64_t ranks_per_node = 1;  // members per node
 };
 
+// Every timing method takes the ModelOptions of the estimate, so refinements
+// that live in the calibration (GEMM curve, kernel efficiency, collective
+// ramp, hierarchy, NVLS) can be switched off per call for ablation.
 class Calibration {
  public:
   virtual ~Calibration() = default;
@@ -37,31 +41,36 @@ class Calibration {
   virtual std::string Name() const = 0;
   // Seconds for one dense GEMM [m, k] x [k, n] in `precision`.
   virtual double GemmTime_s(int64_t m, int64_t n, int64_t k,
-                            search_spaces::Precision precision) const = 0;
+                            search_spaces::Precision precision,
+                            const ModelOptions& options) const = 0;
   // Seconds for one flash-attention forward: `batch_heads` independent
   // heads (micro-batch × local heads) of `q_len` queries against `kv_len`
   // keys of dimension `head_dim`; `causal` halves the (query, key) pairs.
   // FLOPs = 4·batch_heads·q_len·kv_len·head_dim (×½ causal with flash).
   virtual double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
                                         int64_t kv_len, int64_t head_dim,
-                                        bool causal) const = 0;
+                                        bool causal,
+                                        const ModelOptions& options) const = 0;
   // The matching backward (flash: 2.5× the forward FLOPs, since it
   // recomputes QKᵀ; unfused: 2× the GEMMs plus the score-gradient traffic).
   virtual double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
                                          int64_t kv_len, int64_t head_dim,
-                                         bool causal) const = 0;
+                                         bool causal,
+                                         const ModelOptions& options) const = 0;
   // True when core attention is a fused flash-attention kernel (current
   // Megatron/TE); false for the unfused baddbmm + softmax + dropout + bmm
   // path of Megatron 2021-22, which also stores the 5·a·s²·b softmax
   // activations without recompute. AttentionForwardTime_s covers both.
   virtual bool UsesFlashAttention() const { return true; }
   // Seconds to stream `bytes` through HBM (read + write counted by caller).
-  virtual double MemoryTime_s(double bytes) const = 0;
+  virtual double MemoryTime_s(double bytes,
+                              const ModelOptions& options) const = 0;
   // Seconds for one collective over `group`; `bytes` is the full buffer size
   // in nccl-tests convention (all-reduce: the array; all-gather: the output;
   // reduce-scatter: the input; send/recv: the message).
   virtual double CollectiveTime_s(Collective op, double bytes,
-                                  const CommGroup& group) const = 0;
+                                  const CommGroup& group,
+                                  const ModelOptions& options) const = 0;
 };
 
 }  // namespace meshtune::costmodel

@@ -16,19 +16,19 @@ namespace {
 // input casts (3 bytes per element: read 16-bit, write 8-bit).
 void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
              const Calibration& cal, LayerCompute* lc, double* dgrad_s,
-             double* wgrad_s) {
+             double* wgrad_s, const ModelOptions& o) {
   if (m <= 0 || n <= 0 || k <= 0 || multiplicity <= 0) return;
-  const double fwd = cal.GemmTime_s(m, n, k, p);
-  const double dgrad = cal.GemmTime_s(m, k, n, p);
-  const double wgrad = cal.GemmTime_s(k, n, m, p);
+  const double fwd = cal.GemmTime_s(m, n, k, p, o);
+  const double dgrad = cal.GemmTime_s(m, k, n, p, o);
+  const double wgrad = cal.GemmTime_s(k, n, m, p, o);
   lc->gemm_fwd_s += multiplicity * fwd;
   lc->gemm_bwd_s += multiplicity * (dgrad + wgrad);
-  if (p == Precision::kFp8) {
+  if (p == Precision::kFp8 && o.enabled(Refinement::kFp8CastOverhead)) {
     // Transformer Engine cast-transpose: read 16-bit, write the fp8 tensor
     // and its transpose (for wgrad / dgrad): 4 B per element, for the
     // input in forward and the output gradient in backward.
-    lc->elem_fwd_s += multiplicity * cal.MemoryTime_s(4.0 * m * k);
-    lc->elem_bwd_s += multiplicity * cal.MemoryTime_s(4.0 * m * n);
+    lc->elem_fwd_s += multiplicity * cal.MemoryTime_s(4.0 * m * k, o);
+    lc->elem_bwd_s += multiplicity * cal.MemoryTime_s(4.0 * m * n, o);
   }
   if (dgrad_s != nullptr) *dgrad_s += multiplicity * dgrad;
   if (wgrad_s != nullptr) *wgrad_s += multiplicity * wgrad;
@@ -43,7 +43,7 @@ int64_t HeadDim(const ModelSpec& m) {
 
 LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
                               int64_t seq, Precision p, bool moe_layer,
-                              const Calibration& cal) {
+                              const Calibration& cal, const ModelOptions& o) {
   LayerCompute lc;
   const int64_t t = c.tp;
   const int64_t T = c.mbs * seq / c.cp;  // tokens per GPU in the GEMMs
@@ -56,14 +56,14 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
 
   // Attention linears.
   AddGemm(T, (q + 2 * kv) / t, h, p, 1, cal, &lc, &lc.column_dgrad_s,
-          &lc.column_wgrad_s);
-  AddGemm(T, h, q / t, p, 1, cal, &lc, nullptr, nullptr);
+          &lc.column_wgrad_s, o);
+  AddGemm(T, h, q / t, p, 1, cal, &lc, nullptr, nullptr, o);
   // Core attention: local heads a/t, local queries s/cp against all s keys
   // (CP ring attention visits every KV chunk; causal balancing halves it).
   lc.attn_fwd_s = cal.AttentionForwardTime_s(
-      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true);
+      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true, o);
   lc.attn_bwd_s = cal.AttentionBackwardTime_s(
-      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true);
+      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true, o);
 
   // Elementwise, forward bytes.
   const double tsp = c.sp ? static_cast<double>(t) : 1.0;
@@ -77,8 +77,8 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
   if (!moe_layer) {
     const int64_t f = m.ffn_hidden_size;
     AddGemm(T, (swiglu ? 2 : 1) * f / t, h, p, 1, cal, &lc, &lc.column_dgrad_s,
-            &lc.column_wgrad_s);
-    AddGemm(T, h, f / t, p, 1, cal, &lc, nullptr, nullptr);
+            &lc.column_wgrad_s, o);
+    AddGemm(T, h, f / t, p, 1, cal, &lc, nullptr, nullptr, o);
     bytes += (swiglu ? 6.0 : 4.0) * T * static_cast<double>(f) / t;
   } else {
     const int64_t fe = m.expert_ffn_hidden_size();
@@ -86,48 +86,53 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
     const int64_t k = m.moe_router_topk;
     const int64_t local_experts = E / c.ep;
     const int64_t tokens_per_expert = k * T * c.ep / E;
-    AddGemm(T, E, h, p, 1, cal, &lc, nullptr, nullptr);  // router
+    AddGemm(T, E, h, p, 1, cal, &lc, nullptr, nullptr, o);  // router
     AddGemm(tokens_per_expert, (swiglu ? 2 : 1) * fe / t, h, p,
-            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr);
+            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
     AddGemm(tokens_per_expert, h, fe / t, p, static_cast<double>(local_experts),
-            cal, &lc, nullptr, nullptr);
+            cal, &lc, nullptr, nullptr, o);
     const double routed = static_cast<double>(k) * T;
     bytes += (swiglu ? 6.0 : 4.0) * routed * static_cast<double>(fe) / t;
     bytes += 8.0 * routed * h / tsp;  // permute + unpermute
   }
-  lc.elem_fwd_s += cal.MemoryTime_s(bytes);
-  lc.elem_bwd_s += cal.MemoryTime_s(2.0 * bytes);
+  if (o.enabled(Refinement::kElementwise)) {
+    lc.elem_fwd_s += cal.MemoryTime_s(bytes, o);
+    lc.elem_bwd_s += cal.MemoryTime_s(2.0 * bytes, o);
+  }
   return lc;
 }
 
 LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
                                int64_t seq, int64_t padded_vocab, Precision p,
-                               const Calibration& cal) {
+                               const Calibration& cal, const ModelOptions& o) {
   LayerCompute lc;
+  if (!o.enabled(Refinement::kOutputLayer)) return lc;
   const int64_t T = c.mbs * seq / c.cp;
   const int64_t v_local = padded_vocab / c.tp;
   // Megatron keeps the output layer in 16-bit even in fp8 recipes.
   const Precision out_p = p == Precision::kFp8 ? Precision::kBf16 : p;
-  AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr);
+  AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr, o);
   // Final norm (4 B/elem) + vocab-parallel cross-entropy in fp32: upcast,
   // max, exp, sum, normalise (~10 B per logit forward, 10 backward).
   const double tsp = c.sp ? static_cast<double>(c.tp) : 1.0;
   const double logits = static_cast<double>(T) * v_local;
   lc.elem_fwd_s +=
-      cal.MemoryTime_s(10.0 * logits + 4.0 * T * m.hidden_size / tsp);
+      cal.MemoryTime_s(10.0 * logits + 4.0 * T * m.hidden_size / tsp, o);
   lc.elem_bwd_s +=
-      cal.MemoryTime_s(10.0 * logits + 8.0 * T * m.hidden_size / tsp);
+      cal.MemoryTime_s(10.0 * logits + 8.0 * T * m.hidden_size / tsp, o);
   return lc;
 }
 
 LayerCompute EmbeddingComputeTime(const ModelSpec& m, const ParallelConfig& c,
-                                  int64_t seq, const Calibration& cal) {
+                                  int64_t seq, const Calibration& cal,
+                                  const ModelOptions& o) {
   LayerCompute lc;
+  if (!o.enabled(Refinement::kElementwise)) return lc;
   const double tokens = static_cast<double>(c.mbs) * seq / c.cp;
   // Gather rows (+ positions, dropout) forward; scatter-add of the gradient
   // into the embedding table backward.
-  lc.elem_fwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size);
-  lc.elem_bwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size);
+  lc.elem_fwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size, o);
+  lc.elem_bwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size, o);
   return lc;
 }
 

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "costmodel/calibration.h"
+#include "costmodel/model_options.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
@@ -55,7 +56,8 @@ struct LayerCompute {
 LayerCompute LayerComputeTime(const search_spaces::ModelSpec& model,
                               const search_spaces::ParallelConfig& config,
                               int64_t seq, search_spaces::Precision precision,
-                              bool moe_layer, const Calibration& calibration);
+                              bool moe_layer, const Calibration& calibration,
+                              const ModelOptions& options);
 
 // Output layer + vocab-parallel cross-entropy (last stage), with
 // `padded_vocab` rows, and the embedding lookup (first stage).
@@ -63,10 +65,12 @@ LayerCompute LogitsComputeTime(const search_spaces::ModelSpec& model,
                                const search_spaces::ParallelConfig& config,
                                int64_t seq, int64_t padded_vocab,
                                search_spaces::Precision precision,
-                               const Calibration& calibration);
+                               const Calibration& calibration,
+                               const ModelOptions& options);
 LayerCompute EmbeddingComputeTime(const search_spaces::ModelSpec& model,
                                   const search_spaces::ParallelConfig& config,
-                                  int64_t seq, const Calibration& calibration);
+                                  int64_t seq, const Calibration& calibration,
+                                  const ModelOptions& options);
 
 }  // namespace meshtune::costmodel
 

@@ -47,7 +47,8 @@ struct LayerComm {
 LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
                         int64_t seq, bool moe_layer, const LayerCompute& lc,
                         const CommGroup& tp_group, const CommGroup& cp_group,
-                        const CommGroup& ep_group, const Calibration& cal) {
+                        const CommGroup& ep_group, const Calibration& cal,
+                        const ModelOptions& options) {
   LayerComm out;
   const double T = static_cast<double>(c.mbs) * seq / c.cp;
   const double act_bytes = 2.0 * T * m.hidden_size;  // [T, h] in 16-bit
@@ -57,20 +58,24 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
       // AG of the grad before each row-parallel dgrad (exposed), the input
       // re-gather for wgrad during the column dgrad, the grad-input RS
       // during the column wgrad (tensor_parallel/layers.py).
-      const double ag =
-          cal.CollectiveTime_s(Collective::kAllGather, act_bytes, tp_group);
-      const double rs =
-          cal.CollectiveTime_s(Collective::kReduceScatter, act_bytes, tp_group);
+      const double ag = cal.CollectiveTime_s(Collective::kAllGather, act_bytes,
+                                             tp_group, options);
+      const double rs = cal.CollectiveTime_s(Collective::kReduceScatter,
+                                             act_bytes, tp_group, options);
       out.tp_fwd_s = 2 * (ag + rs);
-      out.tp_bwd_s = 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
-                     Exposed(2 * rs, lc.column_wgrad_s);
+      out.tp_bwd_s = options.enabled(Refinement::kTpOverlap)
+                         ? 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
+                               Exposed(2 * rs, lc.column_wgrad_s)
+                         : 4 * ag + 2 * rs;
     } else {
       // Forward: AR after out-proj and fc2. Backward: async AR of the
       // grad input of QKV and fc1 during their wgrad.
-      const double ar =
-          cal.CollectiveTime_s(Collective::kAllReduce, act_bytes, tp_group);
+      const double ar = cal.CollectiveTime_s(Collective::kAllReduce, act_bytes,
+                                             tp_group, options);
       out.tp_fwd_s = 2 * ar;
-      out.tp_bwd_s = Exposed(2 * ar, lc.column_wgrad_s);
+      out.tp_bwd_s = options.enabled(Refinement::kTpOverlap)
+                         ? Exposed(2 * ar, lc.column_wgrad_s)
+                         : 2 * ar;
     }
   }
   if (c.cp > 1) {
@@ -82,11 +87,12 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
                            : m.hidden_size / m.num_attention_heads;
     const double kv_bytes =
         2.0 * 2.0 * T * m.num_query_groups * dh / static_cast<double>(c.tp);
-    const double step =
-        cal.CollectiveTime_s(Collective::kSendRecv, kv_bytes, cp_group);
+    const double step = cal.CollectiveTime_s(Collective::kSendRecv, kv_bytes,
+                                             cp_group, options);
     const double fwd = (c.cp - 1) * step;
-    out.cp_fwd_s = Exposed(fwd, lc.attn_fwd_s);
-    out.cp_bwd_s = Exposed(2 * fwd, lc.attn_bwd_s);
+    const bool overlap = options.enabled(Refinement::kCpOverlap);
+    out.cp_fwd_s = overlap ? Exposed(fwd, lc.attn_fwd_s) : fwd;
+    out.cp_bwd_s = overlap ? Exposed(2 * fwd, lc.attn_bwd_s) : 2 * fwd;
   }
   if (moe_layer && (c.ep > 1 || c.tp > 1)) {
     // alltoall dispatcher: A2A(EP) dispatch and combine of the k routed
@@ -94,14 +100,14 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     // k·T routed tokens; backward repeats both. Not overlapped (Megatron
     // default; --overlap-moe-expert-parallel-comm is not modelled).
     const double k = static_cast<double>(m.moe_router_topk);
-    const double a2a = cal.CollectiveTime_s(Collective::kAllToAll,
-                                            k * act_bytes / c.tp, ep_group);
+    const double a2a = cal.CollectiveTime_s(
+        Collective::kAllToAll, k * act_bytes / c.tp, ep_group, options);
     double etp = 0;
     if (c.tp > 1) {
       etp = cal.CollectiveTime_s(Collective::kAllGather, k * act_bytes,
-                                 tp_group) +
+                                 tp_group, options) +
             cal.CollectiveTime_s(Collective::kReduceScatter, k * act_bytes,
-                                 tp_group);
+                                 tp_group, options);
     }
     out.ep_fwd_s = 2 * a2a + etp;
     out.ep_bwd_s = 2 * a2a + etp;
@@ -113,13 +119,16 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
 // everything but the last bucket can hide behind the window.
 double BucketedExposed(Collective op, double params, double bytes_per_param,
                        int64_t group_size, const CommGroup& group,
-                       double window, const Calibration& cal) {
+                       double window, const Calibration& cal,
+                       const ModelOptions& options) {
   if (group.size <= 1 || params <= 0) return 0.0;
   const double bucket =
       std::min(params, std::max(kBucketParams, 1e6 * group_size));
   const double buckets = std::ceil(params / bucket);
-  const double one = cal.CollectiveTime_s(op, bucket * bytes_per_param, group);
+  const double one =
+      cal.CollectiveTime_s(op, bucket * bytes_per_param, group, options);
   const double total = buckets * one;
+  if (!options.enabled(Refinement::kDpOverlap)) return total;
   return one + Exposed(total - one, window);
 }
 
@@ -128,6 +137,14 @@ double BucketedExposed(Collective op, double params, double bytes_per_param,
 Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const ParallelConfig& c,
                         const Calibration& calibration) {
+  return EstimateConfig(model, cluster, training, c, calibration,
+                        ModelOptions());
+}
+
+Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
+                        const TrainingSpec& training, const ParallelConfig& c,
+                        const Calibration& calibration,
+                        const ModelOptions& options) {
   Estimate est;
   est.config = c;
   est.calibration = calibration.Name();
@@ -176,29 +193,31 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const double moe_layers = model.num_moe_layers() / p;
   const double dense_layers = model.num_layers / p - moe_layers;
   const LayerCompute dense_c =
-      LayerComputeTime(model, c, seq, prec, false, calibration);
-  const LayerComm dense_x = LayerCommTime(
-      model, c, seq, false, dense_c, tp_group, cp_group, ep_group, calibration);
+      LayerComputeTime(model, c, seq, prec, false, calibration, options);
+  const LayerComm dense_x =
+      LayerCommTime(model, c, seq, false, dense_c, tp_group, cp_group, ep_group,
+                    calibration, options);
   LayerCompute moe_c;
   LayerComm moe_x;
   if (moe_layers > 0) {
-    moe_c = LayerComputeTime(model, c, seq, prec, true, calibration);
+    moe_c = LayerComputeTime(model, c, seq, prec, true, calibration, options);
     moe_x = LayerCommTime(model, c, seq, true, moe_c, tp_group, cp_group,
-                          ep_group, calibration);
+                          ep_group, calibration, options);
   }
   // Logits on the last stage, embedding on the first; with pp == 1 both.
-  const LayerCompute logits =
-      LogitsComputeTime(model, c, seq, padded_vocab, prec, calibration);
-  const LayerCompute embed = EmbeddingComputeTime(model, c, seq, calibration);
+  const LayerCompute logits = LogitsComputeTime(model, c, seq, padded_vocab,
+                                                prec, calibration, options);
+  const LayerCompute embed =
+      EmbeddingComputeTime(model, c, seq, calibration, options);
   const double edge_fwd = c.pp == 1 ? logits.fwd_s() + embed.fwd_s()
                                     : std::max(logits.fwd_s(), embed.fwd_s());
   const double edge_bwd = c.pp == 1 ? logits.bwd_s() + embed.bwd_s()
                                     : std::max(logits.bwd_s(), embed.bwd_s());
   double logits_tp = 0;  // vocab-parallel CE: 3 small all-reduces of [T]
-  if (c.tp > 1) {
+  if (c.tp > 1 && options.enabled(Refinement::kOutputLayer)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
     logits_tp = 3 * calibration.CollectiveTime_s(Collective::kAllReduce,
-                                                 4.0 * T, tp_group);
+                                                 4.0 * T, tp_group, options);
   }
 
   // ---- Recompute: which fraction of the layers re-runs its forward.
@@ -241,14 +260,14 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   // chunk boundary and micro-batch. Without SP, Megatron's scatter-gather
   // sends 1/t of the tensor across nodes and all-gathers it over NVLink.
   double pp_mb = 0;
-  if (c.pp > 1) {
+  if (c.pp > 1 && options.enabled(Refinement::kPipelineP2p)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
     const double full = 2.0 * T * model.hidden_size;
     double msg = calibration.CollectiveTime_s(Collective::kSendRecv,
-                                              full / c.tp, pp_group);
+                                              full / c.tp, pp_group, options);
     if (!c.sp && c.tp > 1) {
-      msg +=
-          calibration.CollectiveTime_s(Collective::kAllGather, full, tp_group);
+      msg += calibration.CollectiveTime_s(Collective::kAllGather, full,
+                                          tp_group, options);
     }
     pp_mb = 2.0 * c.vpp * msg;
   }
@@ -285,25 +304,26 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   double dp_s = 0;
   if (c.dist_opt) {
     dp_s += BucketedExposed(Collective::kReduceScatter, lp.dense, grad_b, dpcp,
-                            dpcp_group, bwd_window, calibration);
+                            dpcp_group, bwd_window, calibration, options);
     dp_s += BucketedExposed(Collective::kAllGather, lp.dense, weight_b, dpcp,
-                            dpcp_group, fwd_window, calibration);
+                            dpcp_group, fwd_window, calibration, options);
     dp_s += BucketedExposed(Collective::kReduceScatter, lp.expert, grad_b, edp,
-                            edp_group, bwd_window, calibration);
+                            edp_group, bwd_window, calibration, options);
     dp_s += BucketedExposed(Collective::kAllGather, lp.expert, weight_b, edp,
-                            edp_group, fwd_window, calibration);
+                            edp_group, fwd_window, calibration, options);
   } else {
     dp_s += BucketedExposed(Collective::kAllReduce, lp.dense, grad_b, dpcp,
-                            dpcp_group, bwd_window, calibration);
+                            dpcp_group, bwd_window, calibration, options);
     dp_s += BucketedExposed(Collective::kAllReduce, lp.expert, grad_b, edp,
-                            edp_group, bwd_window, calibration);
+                            edp_group, bwd_window, calibration, options);
   }
   // Tied embeddings with pp > 1: the embedding gradient all-reduce between
   // the first and last stage after the pipeline drains (not overlapped).
   if (c.pp > 1 && !model.untie_embeddings_and_output_weights) {
     CommGroup pair = AxisGroup(c.tp * c.cp * c.dp * (c.pp - 1), 2, domain);
     dp_s += calibration.CollectiveTime_s(
-        Collective::kAllReduce, 4.0 * stats.word_embedding_params / c.tp, pair);
+        Collective::kAllReduce, 4.0 * stats.word_embedding_params / c.tp, pair,
+        options);
   }
   tb.dp_comm_s = dp_s;
 
@@ -314,8 +334,11 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const double opt_params =
       lp.dense / (c.dist_opt ? dpcp : 1) + lp.expert / (c.dist_opt ? edp : 1);
   tb.optimizer_s =
-      calibration.MemoryTime_s((24.0 + grad_b + weight_b) * opt_params +
-                               grad_b * (lp.dense + lp.expert));
+      !options.enabled(Refinement::kOptimizerStep)
+          ? 0.0
+          : calibration.MemoryTime_s((24.0 + grad_b + weight_b) * opt_params +
+                                         grad_b * (lp.dense + lp.expert),
+                                     options);
 
   // ---- Totals.
   est.step_time_s = tb.total_s();

@@ -9,6 +9,7 @@
 
 #include "costmodel/calibration.h"
 #include "costmodel/estimate.h"
+#include "costmodel/model_options.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
@@ -22,6 +23,15 @@ Estimate EstimateConfig(const search_spaces::ModelSpec& model,
                         const search_spaces::TrainingSpec& training,
                         const search_spaces::ParallelConfig& config,
                         const Calibration& calibration);
+
+// The same with refinements switched off by `options` (ablation; see
+// model_options.h). The 5-argument form is this with ModelOptions().
+Estimate EstimateConfig(const search_spaces::ModelSpec& model,
+                        const search_spaces::ClusterSpec& cluster,
+                        const search_spaces::TrainingSpec& training,
+                        const search_spaces::ParallelConfig& config,
+                        const Calibration& calibration,
+                        const ModelOptions& options);
 
 }  // namespace meshtune::costmodel
 

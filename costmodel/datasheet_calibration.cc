@@ -10,12 +10,12 @@ using search_spaces::Precision;
 DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
                                            AttentionKernel attention)
     : attention_(attention) {
-  const double eta = TrainingKernelEfficiency(c.gpu);
-  peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12 * eta;
-  peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12 * eta;
+  kernel_efficiency_ = TrainingKernelEfficiency(c.gpu);
+  peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12;
+  peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
   ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
-  hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency * eta;
+  hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency;
   nvlink_.busbw_Bps = c.nvlink_busbw_gbps * 1e9;
   nvlink_.latency_s = c.nvlink_latency_us * 1e-6;
   nvlink_.ramp_s = kRampSeconds;
@@ -25,22 +25,39 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   network_.ramp_s = kRampSeconds;
 }
 
+double DatasheetCalibration::KernelEfficiency(const ModelOptions& o) const {
+  return o.enabled(Refinement::kTrainingKernelEfficiency) ? kernel_efficiency_
+                                                          : 1.0;
+}
+
+double DatasheetCalibration::SizeFactor(double flops,
+                                        const ModelOptions& o) const {
+  return o.enabled(Refinement::kGemmSizeEfficiency)
+             ? flops / (flops + kGemmHalfSizeFlops)
+             : 1.0;
+}
+
 double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
-                                            Precision precision) const {
+                                            Precision precision,
+                                            const ModelOptions& o) const {
   if (m <= 0 || n <= 0 || k <= 0) return 1.0;
   const double ceiling =
       precision == Precision::kFp8 ? ceiling_fp8_ : ceiling_bf16_;
   const double flops = 2.0 * static_cast<double>(m) * n * k;
-  const double size = flops / (flops + kGemmHalfSizeFlops);
-  const double dm = static_cast<double>(m), dn = static_cast<double>(n),
-               dk = static_cast<double>(k);
-  const double shape = dm / (dm + kGemmHalfDim) * dn / (dn + kGemmHalfDim) *
-                       dk / (dk + kGemmHalfDim);
+  const double size = SizeFactor(flops, o);
+  double shape = 1.0;
+  if (o.enabled(Refinement::kGemmShapeEfficiency)) {
+    const double dm = static_cast<double>(m), dn = static_cast<double>(n),
+                 dk = static_cast<double>(k);
+    shape = dm / (dm + kGemmHalfDim) * dn / (dn + kGemmHalfDim) * dk /
+            (dk + kGemmHalfDim);
+  }
   return ceiling * size * shape;
 }
 
 double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
-                                        Precision precision) const {
+                                        Precision precision,
+                                        const ModelOptions& o) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0.0;
   // fp8 on a GPU without fp8 tensor cores: the caller should have rejected
   // the config (CheckConfig); fall back to the 16-bit rate rather than
@@ -48,20 +65,22 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
   const bool fp8 = precision == Precision::kFp8 && peak_fp8_flops_ > 0;
   const double peak = fp8 ? peak_fp8_flops_ : peak_bf16_flops_;
   const double eff =
-      GemmEfficiency(m, n, k, fp8 ? Precision::kFp8 : Precision::kBf16);
-  return 2.0 * static_cast<double>(m) * n * k / (peak * eff);
+      GemmEfficiency(m, n, k, fp8 ? Precision::kFp8 : Precision::kBf16, o);
+  return 2.0 * static_cast<double>(m) * n * k /
+         (peak * KernelEfficiency(o) * eff);
 }
 
 double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
                                              int64_t kv_len, int64_t head_dim,
-                                             bool causal, bool backward) const {
+                                             bool causal, bool backward,
+                                             const ModelOptions& o) const {
   const double pairs = static_cast<double>(batch_heads) * q_len * kv_len;
   if (pairs <= 0) return 0.0;
   if (attention_ == AttentionKernel::kFlash) {
     const double flops =
         4.0 * pairs * head_dim * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
-    const double eff = ceiling_bf16_ * kAttentionRelativeEfficiency * flops /
-                       (flops + kGemmHalfSizeFlops);
+    const double eff = ceiling_bf16_ * kAttentionRelativeEfficiency *
+                       SizeFactor(flops, o) * KernelEfficiency(o);
     return flops / (peak_bf16_flops_ * eff);
   }
   // Unfused: two batched GEMMs over the full score matrix, one kernel each
@@ -70,29 +89,28 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
   const double dq = static_cast<double>(q_len),
                dk = static_cast<double>(kv_len),
                dd = static_cast<double>(head_dim);
-  const double shape = dq / (dq + kGemmHalfDim) * dk / (dk + kGemmHalfDim) *
-                       dd / (dd + kGemmHalfDim);
+  const double shape = o.enabled(Refinement::kGemmShapeEfficiency)
+                           ? dq / (dq + kGemmHalfDim) * dk /
+                                 (dk + kGemmHalfDim) * dd / (dd + kGemmHalfDim)
+                           : 1.0;
   const double eff =
-      ceiling_bf16_ * shape * flops / (flops + kGemmHalfSizeFlops);
+      ceiling_bf16_ * shape * SizeFactor(flops, o) * KernelEfficiency(o);
   const double bytes =
       pairs * (backward ? kUnfusedScoreBytesBwd : kUnfusedScoreBytesFwd);
-  return flops / (peak_bf16_flops_ * eff) + MemoryTime_s(bytes);
+  return flops / (peak_bf16_flops_ * eff) + MemoryTime_s(bytes, o);
 }
 
-double DatasheetCalibration::AttentionForwardTime_s(int64_t batch_heads,
-                                                    int64_t q_len,
-                                                    int64_t kv_len,
-                                                    int64_t head_dim,
-                                                    bool causal) const {
-  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, false);
+double DatasheetCalibration::AttentionForwardTime_s(
+    int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+    bool causal, const ModelOptions& o) const {
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, false,
+                         o);
 }
 
-double DatasheetCalibration::AttentionBackwardTime_s(int64_t batch_heads,
-                                                     int64_t q_len,
-                                                     int64_t kv_len,
-                                                     int64_t head_dim,
-                                                     bool causal) const {
-  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, true);
+double DatasheetCalibration::AttentionBackwardTime_s(
+    int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+    bool causal, const ModelOptions& o) const {
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, true, o);
 }
 
 double DatasheetCalibration::TrainingKernelEfficiency(
@@ -102,51 +120,61 @@ double DatasheetCalibration::TrainingKernelEfficiency(
   return kHopperKernelEfficiency;  // Blackwell: no published runs yet
 }
 
-double DatasheetCalibration::MemoryTime_s(double bytes) const {
-  return bytes > 0 ? bytes / hbm_Bps_ : 0.0;
+double DatasheetCalibration::MemoryTime_s(double bytes,
+                                          const ModelOptions& o) const {
+  return bytes > 0 ? bytes / (hbm_Bps_ * KernelEfficiency(o)) : 0.0;
 }
 
 double DatasheetCalibration::CollectiveTime_s(Collective op, double bytes,
-                                              const CommGroup& g) const {
+                                              const CommGroup& g,
+                                              const ModelOptions& o) const {
   if (g.size <= 1 || bytes <= 0) return 0.0;
+  LinkTier nvlink = nvlink_;
+  LinkTier network = network_;
+  if (!o.enabled(Refinement::kCollectiveRamp)) {
+    nvlink.latency_s = nvlink.ramp_s = 0;
+    network.latency_s = network.ramp_s = 0;
+  }
   if (g.nodes <= 1) {
-    LinkTier tier = nvlink_;
-    if (op == Collective::kAllReduce && nvls_allreduce_Bps_ > 0 && g.size > 2) {
-      tier.busbw_Bps = nvls_allreduce_Bps_;
+    if (op == Collective::kAllReduce && nvls_allreduce_Bps_ > 0 && g.size > 2 &&
+        o.enabled(Refinement::kNvls)) {
+      nvlink.busbw_Bps = nvls_allreduce_Bps_;
     }
-    return FlatCollectiveTime_s(op, bytes, g.size, tier);
+    return FlatCollectiveTime_s(op, bytes, g.size, nvlink);
   }
   if (op == Collective::kSendRecv) {
-    return FlatCollectiveTime_s(op, bytes, 2, network_);
+    return FlatCollectiveTime_s(op, bytes, 2, network);
   }
   const int64_t r = std::max<int64_t>(1, g.ranks_per_node);
-  if (r == 1) return FlatCollectiveTime_s(op, bytes, g.size, network_);
+  if (r == 1 || !o.enabled(Refinement::kHierarchicalCollectives)) {
+    return FlatCollectiveTime_s(op, bytes, g.size, network);
+  }
   const double shard = bytes / static_cast<double>(r);
   switch (op) {
     case Collective::kAllReduce:
       // Intra RS, inter AR of S/r on each of the r NICs, intra AG
       // (ml-engineering network/README "hierarchical all-reduce").
       return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
-                                  nvlink_) +
+                                  nvlink) +
              FlatCollectiveTime_s(Collective::kAllReduce, shard, g.nodes,
-                                  network_) +
-             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink_);
+                                  network) +
+             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink);
     case Collective::kAllGather:
       return FlatCollectiveTime_s(Collective::kAllGather, shard, g.nodes,
-                                  network_) +
-             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink_);
+                                  network) +
+             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink);
     case Collective::kReduceScatter:
       return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
-                                  nvlink_) +
+                                  nvlink) +
              FlatCollectiveTime_s(Collective::kReduceScatter, shard, g.nodes,
-                                  network_);
+                                  network);
     case Collective::kAllToAll: {
       // Per rank: (r−1)/n of the buffer stays on NVLink, (n−r)/n leaves the
       // domain through the rank's NIC; the two proceed concurrently.
       const double n = static_cast<double>(g.size);
-      const double intra = bytes * (r - 1) / n / nvlink_.busbw_Bps;
-      const double inter = bytes * (n - r) / n / network_.busbw_Bps;
-      return (g.size - 1) * network_.latency_s + network_.ramp_s +
+      const double intra = bytes * (r - 1) / n / nvlink.busbw_Bps;
+      const double inter = bytes * (n - r) / n / network.busbw_Bps;
+      return (g.size - 1) * network.latency_s + network.ramp_s +
              std::max(intra, inter);
     }
     case Collective::kSendRecv:

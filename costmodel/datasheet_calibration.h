@@ -52,23 +52,25 @@ class DatasheetCalibration : public Calibration {
 
   std::string Name() const override { return "datasheet"; }
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
-                    search_spaces::Precision precision) const override;
+                    search_spaces::Precision precision,
+                    const ModelOptions& options) const override;
   double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
-                                int64_t kv_len, int64_t head_dim,
-                                bool causal) const override;
+                                int64_t kv_len, int64_t head_dim, bool causal,
+                                const ModelOptions& options) const override;
   double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
-                                 int64_t kv_len, int64_t head_dim,
-                                 bool causal) const override;
+                                 int64_t kv_len, int64_t head_dim, bool causal,
+                                 const ModelOptions& options) const override;
   bool UsesFlashAttention() const override {
     return attention_ == AttentionKernel::kFlash;
   }
-  double MemoryTime_s(double bytes) const override;
-  double CollectiveTime_s(Collective op, double bytes,
-                          const CommGroup& group) const override;
+  double MemoryTime_s(double bytes, const ModelOptions& options) const override;
+  double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
+                          const ModelOptions& options) const override;
 
   // Fraction of the precision's peak a GEMM of this shape reaches.
   double GemmEfficiency(int64_t m, int64_t n, int64_t k,
-                        search_spaces::Precision precision) const;
+                        search_spaces::Precision precision,
+                        const ModelOptions& options = ModelOptions()) const;
 
   // Curve constants (see the file comment and docs/costmodel.md).
   static constexpr double kGemmHalfSizeFlops = 2e9;  // F0
@@ -99,14 +101,21 @@ class DatasheetCalibration : public Calibration {
 
  private:
   double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,
-                         int64_t head_dim, bool causal, bool backward) const;
+                         int64_t head_dim, bool causal, bool backward,
+                         const ModelOptions& options) const;
+
+  // TrainingKernelEfficiency, or 1 when the refinement is off.
+  double KernelEfficiency(const ModelOptions& options) const;
+  // F/(F + F0), or 1 when kGemmSizeEfficiency is off.
+  double SizeFactor(double flops, const ModelOptions& options) const;
 
   AttentionKernel attention_ = AttentionKernel::kFlash;
-  double peak_bf16_flops_ = 0;  // FLOP/s, × TrainingKernelEfficiency
+  double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)
+  double peak_bf16_flops_ = 0;      // FLOP/s, datasheet
   double peak_fp8_flops_ = 0;
   double ceiling_bf16_ = 0;
   double ceiling_fp8_ = 0;
-  double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s, × kernel efficiency
+  double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s (× hbm_efficiency)
   LinkTier nvlink_;
   double nvls_allreduce_Bps_ = 0;
   LinkTier network_;

@@ -87,8 +87,8 @@ TEST(Collectives, A100AllReduceBusbwFollowsMeasuredCurve) {
                 {256 << 20, 194},
                 {1024.0 * (1 << 20), 229}};
   for (const auto& p : points) {
-    const double t =
-        cal.CollectiveTime_s(Collective::kAllReduce, p.bytes, node);
+    const double t = cal.CollectiveTime_s(Collective::kAllReduce, p.bytes, node,
+                                          ModelOptions());
     const double busbw = p.bytes * BusFactor(Collective::kAllReduce, 8) / t;
     std::printf("all_reduce %8.0f KiB: busbw %6.1f GB/s (measured %5.1f)\n",
                 p.bytes / 1024, busbw / 1e9, p.measured_gbps);
@@ -99,12 +99,12 @@ TEST(Collectives, A100AllReduceBusbwFollowsMeasuredCurve) {
 TEST(Collectives, HierarchicalBetweenNvlinkAndFlatNetwork) {
   const DatasheetCalibration cal(testing::A100Cluster());
   const double bytes = 1e9;
-  const double intra =
-      cal.CollectiveTime_s(Collective::kAllReduce, bytes, CommGroup{8, 1, 8});
-  const double hier =
-      cal.CollectiveTime_s(Collective::kAllReduce, bytes, CommGroup{16, 2, 8});
-  const double flat =
-      cal.CollectiveTime_s(Collective::kAllReduce, bytes, CommGroup{16, 16, 1});
+  const double intra = cal.CollectiveTime_s(Collective::kAllReduce, bytes,
+                                            CommGroup{8, 1, 8}, ModelOptions());
+  const double hier = cal.CollectiveTime_s(Collective::kAllReduce, bytes,
+                                           CommGroup{16, 2, 8}, ModelOptions());
+  const double flat = cal.CollectiveTime_s(
+      Collective::kAllReduce, bytes, CommGroup{16, 16, 1}, ModelOptions());
   EXPECT_LT(intra, hier);
   EXPECT_LT(hier, flat);
   // The inter-node leg moves S/8 per NIC: 2·(1/2)·S/8 at 24 GB/s ≈ 5.2 ms,
@@ -118,17 +118,23 @@ TEST(Collectives, NvlsSpeedsUpIntraNodeAllReduceOnly) {
   h100.nvls_allreduce_busbw_gbps = 0;
   const DatasheetCalibration without(h100);
   const CommGroup node{8, 1, 8};
-  EXPECT_LT(with.CollectiveTime_s(Collective::kAllReduce, 1e9, node),
-            without.CollectiveTime_s(Collective::kAllReduce, 1e9, node));
-  EXPECT_DOUBLE_EQ(with.CollectiveTime_s(Collective::kAllGather, 1e9, node),
-                   without.CollectiveTime_s(Collective::kAllGather, 1e9, node));
+  EXPECT_LT(
+      with.CollectiveTime_s(Collective::kAllReduce, 1e9, node, ModelOptions()),
+      without.CollectiveTime_s(Collective::kAllReduce, 1e9, node,
+                               ModelOptions()));
+  EXPECT_DOUBLE_EQ(
+      with.CollectiveTime_s(Collective::kAllGather, 1e9, node, ModelOptions()),
+      without.CollectiveTime_s(Collective::kAllGather, 1e9, node,
+                               ModelOptions()));
 }
 
 TEST(Collectives, TrivialGroupsCostNothing) {
   const DatasheetCalibration cal(testing::A100Cluster());
-  EXPECT_EQ(cal.CollectiveTime_s(Collective::kAllReduce, 1e9, CommGroup{}),
+  EXPECT_EQ(cal.CollectiveTime_s(Collective::kAllReduce, 1e9, CommGroup{},
+                                 ModelOptions()),
             0.0);
-  EXPECT_EQ(cal.CollectiveTime_s(Collective::kAllGather, 0, CommGroup{8, 1, 8}),
+  EXPECT_EQ(cal.CollectiveTime_s(Collective::kAllGather, 0, CommGroup{8, 1, 8},
+                                 ModelOptions()),
             0.0);
 }
 
@@ -143,7 +149,7 @@ TEST(Gemm, EfficiencySaturatesAtTheCeilingAndFallsForSkinnyShapes) {
   EXPECT_LT(cal.GemmEfficiency(512, 512, 512, bf16), 0.2 * big);
   // Time uses the efficiency (and the per-generation kernel efficiency).
   const double eta = DatasheetCalibration::TrainingKernelEfficiency(a100.gpu);
-  EXPECT_NEAR(cal.GemmTime_s(8192, 8192, 8192, bf16),
+  EXPECT_NEAR(cal.GemmTime_s(8192, 8192, 8192, bf16, ModelOptions()),
               2.0 * 8192 * 8192 * 8192 / (312e12 * eta * big), 1e-12);
 }
 

@@ -1,0 +1,53 @@
+#include "costmodel/model_options.h"
+
+namespace meshtune::costmodel {
+
+const std::vector<RefinementInfo>& AllRefinements() {
+  static const std::vector<RefinementInfo>* const kAll =
+      new std::vector<RefinementInfo>{
+          {Refinement::kGemmSizeEfficiency, "gemm_size",
+           "GEMM efficiency falls off for small problems (F/(F+F0))"},
+          {Refinement::kGemmShapeEfficiency, "gemm_shape",
+           "GEMM efficiency falls off for skinny dimensions (tile "
+           "quantisation)"},
+          {Refinement::kTrainingKernelEfficiency, "kernel_efficiency",
+           "kernels in a training step reach a per-generation fraction of "
+           "the microbenchmark ceilings"},
+          {Refinement::kCollectiveRamp, "collective_ramp",
+           "per-step latency and small-message bus-bandwidth ramp"},
+          {Refinement::kHierarchicalCollectives, "hierarchical",
+           "multi-domain collectives run NVLink + network hierarchically"},
+          {Refinement::kNvls, "nvls",
+           "intra-domain all-reduce at NVLink SHARP bus bandwidth"},
+          {Refinement::kTpOverlap, "tp_overlap",
+           "backward TP collectives overlapped with column-parallel "
+           "wgrad/dgrad"},
+          {Refinement::kDpOverlap, "dp_overlap",
+           "DP reduce/gather overlapped except the last bucket"},
+          {Refinement::kCpOverlap, "cp_overlap",
+           "CP ring K/V exchange overlapped with attention"},
+          {Refinement::kFp8CastOverhead, "fp8_cast",
+           "fp8 cast-transpose of GEMM inputs and output gradients"},
+          {Refinement::kElementwise, "elementwise",
+           "memory-bound norms, activations, residuals, RoPE, permutes"},
+          {Refinement::kOutputLayer, "output_layer",
+           "output-layer GEMM and fp32 cross-entropy on the last stage"},
+          {Refinement::kOptimizerStep, "optimizer_step",
+           "memory-bound Adam step"},
+          {Refinement::kPipelineP2p, "pipeline_p2p",
+           "pipeline point-to-point sends (x vpp interleaved)"},
+      };
+  return *kAll;
+}
+
+bool FindRefinement(std::string_view name, Refinement* out) {
+  for (const RefinementInfo& r : AllRefinements()) {
+    if (name == r.name) {
+      if (out != nullptr) *out = r.id;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace meshtune::costmodel

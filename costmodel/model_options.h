@@ -1,0 +1,97 @@
+// ModelOptions: switches for the cost model's refinements, for ablation.
+//
+// Every refinement the estimator applies on top of the plain roofline (FLOPs
+// at the datasheet GEMM ceiling, bytes at link bandwidth, nothing
+// overlapped) can be switched off one at a time, so `tune accuracy
+// --ablation` can show what each one buys on the published calibration set
+// (docs/costmodel.md §Ablation). The default (disabled_mask == 0) is the full
+// model; the 5-argument EstimateConfig uses it.
+//
+// Cost: enabled() is one AND on a 64-bit mask, so threading the options
+// through the hot path is free.
+#ifndef MESHTUNE_COSTMODEL_MODEL_OPTIONS_H_
+#define MESHTUNE_COSTMODEL_MODEL_OPTIONS_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace meshtune::costmodel {
+
+// Values are bit positions in ModelOptions::disabled_mask; append only (tools
+// may store masks), never renumber.
+enum class Refinement : uint8_t {
+  // GEMM efficiency falls off for small problems, F/(F + F0) (wave and
+  // launch quantisation). Off: every GEMM at the ceiling × shape factor.
+  kGemmSizeEfficiency = 0,
+  // GEMM efficiency falls off for skinny dimensions, Π d/(d + 48) (tile
+  // quantisation). Off: no shape factor.
+  kGemmShapeEfficiency = 1,
+  // Kernels inside a training step reach a per-generation fraction of the
+  // microbenchmark ceilings (launch gaps, clocks under load). Off: 1.0.
+  kTrainingKernelEfficiency = 2,
+  // Collectives pay per-ring-step latency and the small-message busbw ramp.
+  // Off: bytes / busbw only.
+  kCollectiveRamp = 3,
+  // Groups spanning NVLink domains run hierarchically (NVLink RS, network
+  // collective on S/r with all NICs, NVLink AG). Off: flat ring at NIC speed.
+  kHierarchicalCollectives = 4,
+  // All-reduce inside an NVLink domain uses NVLink SHARP busbw (H100+).
+  // Off: ring busbw.
+  kNvls = 5,
+  // Megatron overlaps the backward TP collectives (grad-input all-reduce /
+  // reduce-scatter, SP input re-gather) with the column-parallel wgrad and
+  // dgrad GEMMs. Off: exposed.
+  kTpOverlap = 6,
+  // DP gradient reduce / parameter gather overlapped with backward / forward
+  // except the last bucket. Off: exposed.
+  kDpOverlap = 7,
+  // CP ring K/V exchange overlapped with the attention of the chunk in hand.
+  // Off: exposed.
+  kCpOverlap = 8,
+  // fp8: Transformer Engine cast-transpose of GEMM inputs and output
+  // gradients. Off: free casts.
+  kFp8CastOverhead = 9,
+  // Memory-bound elementwise work (norms, activations, residual adds, RoPE,
+  // MoE permutes, embedding). Off: free.
+  kElementwise = 10,
+  // Output layer GEMM and the fp32 vocab-parallel cross-entropy on the last
+  // stage. Off: free.
+  kOutputLayer = 11,
+  // Adam step streamed through HBM. Off: free.
+  kOptimizerStep = 12,
+  // Pipeline point-to-point sends (×vpp when interleaved). Off: free.
+  kPipelineP2p = 13,
+  kCount  // not a refinement
+};
+
+struct RefinementInfo {
+  Refinement id;
+  const char* name;         // snake_case, stable (CLI and JSON key)
+  const char* description;  // one line
+};
+
+// Every refinement, in enum order (kCount entries).
+const std::vector<RefinementInfo>& AllRefinements();
+
+// The refinement called `name` (AllRefinements()[i].name); false if none.
+bool FindRefinement(std::string_view name, Refinement* out);
+
+struct ModelOptions {
+  // Bit (1 << Refinement) set = that refinement switched off.
+  uint64_t disabled_mask = 0;
+
+  bool enabled(Refinement r) const {
+    return (disabled_mask & (uint64_t{1} << static_cast<unsigned>(r))) == 0;
+  }
+  void Disable(Refinement r) {
+    disabled_mask |= uint64_t{1} << static_cast<unsigned>(r);
+  }
+  void Enable(Refinement r) {
+    disabled_mask &= ~(uint64_t{1} << static_cast<unsigned>(r));
+  }
+};
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_MODEL_OPTIONS_H_
