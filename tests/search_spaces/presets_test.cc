@@ -370,11 +370,11 @@ TEST(ClusterPresetsTest, EveryPresetParsesAndValidates) {
     EXPECT_LT(c.gpu.gemm_max_efficiency_bf16, 0.9);
   }
   EXPECT_EQ(names, std::vector<std::string>({"a100-40g", "a100-80g", "h100",
-                                             "h200", "b200", "gb200"}));
+                                             "h200", "b200", "b300", "gb200",
+                                             "gb300"}));
 }
 
 TEST(ClusterPresetsTest, HandComputedNumbers) {
-  constexpr double kGib = 1024.0 * 1024.0 * 1024.0;
   const ClusterSpec a100 = ResolveCluster("a100-80g").value();
   // The driver exposes 81920 MiB = 80 GiB; minus the 3 GiB reserve.
   EXPECT_NEAR(a100.UsableMemoryGib(), 77.0, 1e-12);
@@ -391,8 +391,8 @@ TEST(ClusterPresetsTest, HandComputedNumbers) {
   EXPECT_NEAR(h200.gpu.GemmMaxEfficiency(Precision::kFp8) * 1979, 1453.4, 1);
 
   const ClusterSpec gb200 = ResolveCluster("gb200-nvl72").value();
-  // No driver-reported total: the vendor's 186 GB is taken as 186e9 bytes.
-  EXPECT_NEAR(gb200.UsableMemoryGib(), 186e9 / kGib - 3.0, 1e-12);
+  // nvidia-smi reports 189471 MiB = 185.03 GiB; minus 3.
+  EXPECT_NEAR(gb200.UsableMemoryGib(), 182.03, 1e-9);
   EXPECT_EQ(gb200.gpus_per_node, 4);
   EXPECT_EQ(gb200.nvlink_domain_gpus, 72);
   EXPECT_EQ(gb200.gpu.PeakTflops(Precision::kFp8), 5000);
@@ -407,7 +407,7 @@ TEST(ClusterPresetsTest, AliasesAndSuggestions) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(), "unknown cluster preset 'h300'");
   EXPECT_EQ(c.status().hint(),
-            "did you mean: h100, h200, a100-80g? run 'tune gpus' for the list");
+            "did you mean: h100, h200, b300? run 'tune gpus' for the list");
 }
 
 TEST(SearchSpacePresetsTest, BuiltInSpaces) {
