@@ -15,6 +15,7 @@ constexpr const char* kTopExamples = R"(Examples:
   tune estimate --model 175b --gpus 1024 --tp 8 --pp 8 --sp --recompute selective
   tune models                                    list model presets
   tune gpus                                      list GPU presets
+  tune accuracy --csv tests/data/published_calibration.csv   predicted vs published runs
   tune search --help                             all search flags)";
 
 // One line: CLI11 messages occasionally span lines.
@@ -90,6 +91,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddEstimateCommand(&app));
   commands.push_back(AddModelsCommand(&app));
   commands.push_back(AddGpusCommand(&app));
+  commands.push_back(AddAccuracyCommand(&app));
   for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 

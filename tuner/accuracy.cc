@@ -1,0 +1,573 @@
+#include "tuner/accuracy.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "costmodel/cost_model.h"
+#include "costmodel/model_stats.h"
+#include "search_spaces/enumerate.h"
+#include "search_spaces/presets.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::ClusterSpec;
+using search_spaces::ModelSpec;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string Lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(ch));
+  return s;
+}
+std::string Upper(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::toupper(ch));
+  return s;
+}
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+std::string Trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Reads the cells of one record with `file:line:` errors.
+class RowReader {
+ public:
+  RowReader(const CsvTable& table, const CsvRecord& record)
+      : table_(table), record_(record) {}
+
+  std::string Text(const std::string& column) const {
+    return Trim(table_.Cell(record_, column));
+  }
+  // A positive integer, or nullopt when the cell is blank.
+  StatusOr<std::optional<int64_t>> Int(const std::string& column) const {
+    const std::string text = Text(column);
+    if (text.empty()) return std::optional<int64_t>();
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (*end != '\0' || v < 1) {
+      return Bad(column, text, "a positive integer");
+    }
+    return std::optional<int64_t>(v);
+  }
+  StatusOr<double> PositiveNumber(const std::string& column) const {
+    const std::string text = Text(column);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+      return Bad(column, text, "a positive number");
+    }
+    return v;
+  }
+  Status Bad(const std::string& column, const std::string& text,
+             const std::string& what) const {
+    return Status::InvalidArgument(table_.Where(record_) + ": column '" +
+                                       column + "' is '" + text + "', not " +
+                                       what,
+                                   "fix the cell in the CSV");
+  }
+
+ private:
+  const CsvTable& table_;
+  const CsvRecord& record_;
+};
+
+// The first 4-digit year (19xx/20xx, not part of a longer number) in `s`.
+std::optional<int> YearIn(const std::string& s) {
+  for (size_t i = 0; i + 4 <= s.size(); ++i) {
+    bool digits = true;
+    for (size_t k = i; k < i + 4; ++k) {
+      digits = digits && std::isdigit(static_cast<unsigned char>(s[k]));
+    }
+    if (!digits) continue;
+    const bool before =
+        i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1]));
+    const bool after =
+        i + 4 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 4]));
+    const int year = std::atoi(s.substr(i, 4).c_str());
+    if (!before && !after && year >= 1990 && year <= 2099) return year;
+  }
+  return std::nullopt;
+}
+
+// Model family for rows with no preset, from the model's name.
+ModelSpec FamilyDefaults(const std::string& name) {
+  const std::string n = NormalizeModelName(name);
+  ModelSpec m;
+  m.name = name;
+  m.display_name = name;
+  if (StartsWith(n, "llama")) {
+    m.normalization = search_spaces::Normalization::kRMSNorm;
+    m.activation = search_spaces::Activation::kSwiglu;
+    m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
+    m.untie_embeddings_and_output_weights = true;
+  } else if (StartsWith(n, "nemotron")) {
+    // Squared-ReLU MLP: GELU's GEMM shapes (see the nemotron presets).
+    m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
+    m.untie_embeddings_and_output_weights = true;
+  }
+  return m;
+}
+
+// Model of a row: the matching preset, overridden by the row's own dims.
+StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
+                                std::string* reason) {
+  const std::optional<ModelSpec> preset = FindModelPreset(name);
+  ModelSpec m = preset ? *preset : FamilyDefaults(name);
+  struct Dim {
+    const char* column;
+    int64_t* field;
+  };
+  const Dim dims[] = {
+      {"layers", &m.num_layers},          {"hidden", &m.hidden_size},
+      {"heads", &m.num_attention_heads},  {"kv_heads", &m.num_query_groups},
+      {"ffn_hidden", &m.ffn_hidden_size}, {"vocab", &m.vocab_size},
+      {"seq_len", &m.seq_length}};
+  bool head_shape_changed = !preset.has_value();
+  for (const Dim& d : dims) {
+    auto v = r.Int(d.column);
+    if (!v.ok()) return v.status();
+    if (!v.value()) continue;
+    if ((d.field == &m.hidden_size || d.field == &m.num_attention_heads) &&
+        *d.field != *v.value()) {
+      head_shape_changed = true;
+    }
+    *d.field = *v.value();
+  }
+  if (!preset) {
+    if (m.num_layers == 0 || m.hidden_size == 0 || m.num_attention_heads == 0) {
+      *reason = "no model preset matches '" + name +
+                "' and the row does not give layers, hidden and heads";
+      return m;
+    }
+    const bool gpt = m.activation == search_spaces::Activation::kGelu &&
+                     !StartsWith(NormalizeModelName(name), "nemotron");
+    if (m.num_query_groups == 0) m.num_query_groups = m.num_attention_heads;
+    if (m.ffn_hidden_size == 0 && gpt) m.ffn_hidden_size = 4 * m.hidden_size;
+    if (m.vocab_size == 0 && gpt) m.vocab_size = 51200;  // GPT-3's, padded
+    if (m.ffn_hidden_size == 0 || m.vocab_size == 0 || m.seq_length == 0) {
+      *reason = "no model preset matches '" + name +
+                "' and the row leaves ffn_hidden, vocab or seq_len blank";
+      return m;
+    }
+  }
+  if (head_shape_changed && m.num_attention_heads > 0) {
+    m.kv_channels = m.hidden_size / m.num_attention_heads;
+  }
+  const Status valid = m.Validate();
+  if (!valid.ok()) *reason = "model: " + valid.message();
+  return m;
+}
+
+// Recompute column: blank or "none" -> none; "full..." -> full, uniform,
+// every layer (Megatron --recompute-method uniform --recompute-num-layers
+// 1, as the published scripts set); "selective..." -> selective (also the
+// App. C microbatch-level variant, which we model as plain selective).
+std::optional<search_spaces::Recompute> RecomputeFromText(
+    const std::string& text) {
+  search_spaces::Recompute r;
+  const std::string t = Lower(text);
+  if (t.empty() || t == "none") return r;
+  if (StartsWith(t, "full")) {
+    r.granularity = RecomputeGranularity::kFull;
+    return r;
+  }
+  if (StartsWith(t, "selective")) {
+    r.granularity = RecomputeGranularity::kSelective;
+    return r;
+  }
+  return std::nullopt;
+}
+
+// Korthikanti et al. 2022 (arXiv:2205.05198) eq. 7 (model FLOPs) and eq. 8
+// (hardware FLOPs with selective recompute); with full recompute the
+// hardware FLOPs are 4 passes, SC21 eq. 3. V is the unpadded vocabulary.
+double KorthikantiFlops(const AccuracyCase& c, bool hardware) {
+  const double B = static_cast<double>(c.training.global_batch_size);
+  const double s = static_cast<double>(c.training.seq_length);
+  const double L = static_cast<double>(c.model.num_layers);
+  const double h = static_cast<double>(c.model.hidden_size);
+  const double V = static_cast<double>(c.model.vocab_size);
+  const RecomputeGranularity g = c.config.recompute.granularity;
+  if (hardware && g == RecomputeGranularity::kFull) {
+    return 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+  }
+  const double attention = hardware && g == RecomputeGranularity::kSelective
+                               ? s / (3 * h)
+                               : s / (6 * h);
+  return 72 * B * L * s * h * h * (1 + attention + V / (12 * h * L));
+}
+
+// Our Megatron model FLOPs (costmodel::ModelFlopsPerStep, padded vocab) and
+// hardware FLOPs (plus the recompute forward).
+double OurFlops(const AccuracyCase& c, bool hardware) {
+  const int64_t B = c.training.global_batch_size;
+  const int64_t s = c.training.seq_length;
+  double flops = costmodel::ModelFlopsPerStep(
+      c.model, B, s,
+      costmodel::PaddedVocabSize(c.model.vocab_size, c.config.tp));
+  if (!hardware) return flops;
+  const RecomputeGranularity g = c.config.recompute.granularity;
+  if (g == RecomputeGranularity::kSelective) {
+    flops += costmodel::SelectiveRecomputeFlopsPerStep(c.model, B, s);
+  } else if (g == RecomputeGranularity::kFull) {
+    flops += costmodel::FullRecomputeFlopsPerStep(c.model, B, s, 1.0);
+  }
+  return flops;
+}
+
+}  // namespace
+
+const std::vector<std::string>& RequiredAccuracyColumns() {
+  static const std::vector<std::string>* const kColumns =
+      new std::vector<std::string>{
+          "source", "model", "gpu",       "num_gpus",        "tp",
+          "pp",     "gbs",   "precision", "measured_metric", "measured_value"};
+  return *kColumns;
+}
+
+std::string NormalizeModelName(const std::string& name) {
+  std::string out;
+  for (const char ch : name) {
+    if (ch == ' ' || ch == '.' || ch == '-' || ch == '_') continue;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  return out;
+}
+
+std::optional<ModelSpec> FindModelPreset(const std::string& name) {
+  const std::string wanted = NormalizeModelName(name);
+  if (wanted.empty()) return std::nullopt;
+  for (const ModelSpec& m : search_spaces::ModelPresets()) {
+    if (NormalizeModelName(m.name) == wanted) return m;
+    for (const std::string& alias : m.aliases) {
+      if (NormalizeModelName(alias) == wanted) return m;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string ClusterPresetForGpu(const std::string& gpu) {
+  const std::string g = Upper(gpu);
+  for (const char* kind : {"GB300", "GB200", "B300", "B200", "H200", "H100"}) {
+    if (Contains(g, kind)) return Lower(kind);
+  }
+  if (Contains(g, "A100")) {
+    if (Contains(g, "40GB") || Contains(g, "40G")) return "a100-40g";
+    if (Contains(g, "80GB") || Contains(g, "80G")) return "a100-80g";
+  }
+  return "";
+}
+
+std::optional<Precision> PrecisionFromText(const std::string& text) {
+  const std::string t = Lower(text);
+  // fp8 first: "fp8 with bf16 master weights" is an fp8 run.
+  if (Contains(t, "fp8")) return Precision::kFp8;  // fp8, FP8-CS, MXFP8
+  if (Contains(t, "bf16")) return Precision::kBf16;
+  if (Contains(t, "fp16")) return Precision::kFp16;  // "fp16 mixed (--fp16)"
+  // "mixed (16-bit)": bf16 and fp16 run at the same tensor-core rate.
+  if (Contains(t, "16-bit") || Contains(t, "16 bit")) return Precision::kBf16;
+  return std::nullopt;
+}
+
+costmodel::AttentionKernel AttentionKernelForSource(const std::string& source) {
+  const std::optional<int> year = YearIn(source);
+  return year && *year <= 2022 ? costmodel::AttentionKernel::kUnfused
+                               : costmodel::AttentionKernel::kFlash;
+}
+
+bool IsNemoSource(const std::string& source) {
+  return StartsWith(Lower(source), "nemo");
+}
+
+std::optional<double> PublishedStepTime(const AccuracyCase& c,
+                                        std::string* reason) {
+  const double v = c.published_value;
+  const double n = static_cast<double>(c.num_gpus);
+  const double tokens = static_cast<double>(c.training.global_batch_size) *
+                        static_cast<double>(c.training.seq_length);
+  const std::string& m = c.metric;
+  if (m == "iteration_time_s" || m == "step_time_s") return v;
+  if (m == "tokens_per_sec_per_gpu") return tokens / (v * n);
+  if (m == "tflops_per_gpu") {
+    // Achieved TFLOP/s in the source's own FLOP count. Narayanan et al. 2021
+    // (SC21, arXiv:2104.04473) eq. 3 counts the recompute forward:
+    // F = 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)). No other source's
+    // convention is known, so their rows are skipped rather than guessed.
+    if (!StartsWith(c.source, "Narayanan2021")) {
+      *reason = "tflops_per_gpu: FLOP convention of source '" + c.source +
+                "' unknown (known: Narayanan2021 SC21 eq. 3)";
+      return std::nullopt;
+    }
+    const double B = static_cast<double>(c.training.global_batch_size);
+    const double s = static_cast<double>(c.training.seq_length);
+    const double l = static_cast<double>(c.model.num_layers);
+    const double h = static_cast<double>(c.model.hidden_size);
+    const double V = static_cast<double>(c.model.vocab_size);
+    const double flops =
+        96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+    return flops / (v * 1e12 * n);
+  }
+  if (m == "model_tflops_per_gpu") {
+    // Model FLOPs: Megatron's num_floating_point_operations (DESIGN §5),
+    // except NeMo sources: NeMo 24.07's performance table counts causal core
+    // attention in full (no ½ for the mask). With that count the TFLOP/s
+    // row and the tokens/s row of the same run give the same step time
+    // within 0.1 % on all 12 NeMo 24.07 pairs of published_calibration.csv;
+    // with Megatron's count they differ by 1-11 % (LLaMA-3 8B, seq 8192).
+    // The masked half is 3 (fwd + bwd) × the causal forward core attention.
+    double flops = OurFlops(c, /*hardware=*/false);
+    if (IsNemoSource(c.source)) {
+      flops +=
+          3 * costmodel::SelectiveRecomputeFlopsPerStep(
+                  c.model, c.training.global_batch_size, c.training.seq_length);
+    }
+    return flops / (v * 1e12 * n);
+  }
+  if (m == "mfu_pct" || m == "hfu_pct") {
+    // Fraction of the dense bf16 peak (also for fp8 runs, as Megatron and
+    // NeMo report it). Korthikanti rows use the paper's eq. 7/8; others our
+    // model FLOPs (+ recompute for HFU).
+    const bool hardware = m == "hfu_pct";
+    const double flops = StartsWith(c.source, "Korthikanti2022")
+                             ? KorthikantiFlops(c, hardware)
+                             : OurFlops(c, hardware);
+    const double peak = c.cluster.gpu.peak_bf16_tflops * 1e12;
+    return flops / (n * peak * v / 100);
+  }
+  *reason = "metric '" + m +
+            "' is not convertible to a step time (known: iteration_time_s, "
+            "step_time_s, tokens_per_sec_per_gpu, tflops_per_gpu, "
+            "model_tflops_per_gpu, mfu_pct, hfu_pct)";
+  return std::nullopt;
+}
+
+StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
+  for (const std::string& column : RequiredAccuracyColumns()) {
+    if (table.Column(column) < 0) {
+      return Status::InvalidArgument(
+          table.source() + ":1: missing required column '" + column + "'",
+          "the header needs the columns of tests/data/"
+          "published_calibration.csv (at least source, model, gpu, "
+          "num_gpus, tp, pp, gbs, precision, measured_metric, "
+          "measured_value)");
+    }
+  }
+  std::map<std::string, StatusOr<ClusterSpec>> clusters;
+  std::vector<AccuracyCase> cases;
+  for (const CsvRecord& record : table.records()) {
+    const RowReader r(table, record);
+    AccuracyCase c;
+    c.line = record.line;
+    c.source = r.Text("source");
+    c.model_name = r.Text("model");
+    c.gpu_name = r.Text("gpu");
+    c.metric = r.Text("measured_metric");
+    // Numbers first: a malformed cell is an error for the whole file.
+    int64_t ints[4] = {0, 0, 0, 0};
+    const char* const int_columns[4] = {"num_gpus", "tp", "pp", "gbs"};
+    for (int k = 0; k < 4; ++k) {
+      auto v = r.Int(int_columns[k]);
+      if (!v.ok()) return v.status();
+      if (!v.value()) {
+        return Status::InvalidArgument(table.Where(record) + ": column '" +
+                                           int_columns[k] +
+                                           "' is blank; it is required",
+                                       "fill in the cell in the CSV");
+      }
+      ints[k] = *v.value();
+    }
+    c.num_gpus = ints[0];
+    c.config.tp = ints[1];
+    c.config.pp = ints[2];
+    c.training.num_gpus = c.num_gpus;
+    c.training.global_batch_size = ints[3];
+    struct Optional {
+      const char* column;
+      int64_t* field;
+    };
+    int64_t dp = 0;
+    for (const Optional& o :
+         {Optional{"cp", &c.config.cp}, Optional{"ep", &c.config.ep},
+          Optional{"vp", &c.config.vpp}, Optional{"mbs", &c.config.mbs},
+          Optional{"dp", &dp}}) {
+      auto v = r.Int(o.column);
+      if (!v.ok()) return v.status();
+      if (v.value()) *o.field = *v.value();
+    }
+    const std::string sp = Lower(r.Text("sp"));
+    if (sp.empty()) {
+      c.config.sp = c.config.tp > 1;
+    } else if (sp == "1" || sp == "true" || sp == "on" || sp == "yes") {
+      c.config.sp = true;
+    } else if (sp == "0" || sp == "false" || sp == "off" || sp == "no") {
+      c.config.sp = false;
+    } else {
+      return r.Bad("sp", sp, "0/1 (or blank: on when tp > 1)");
+    }
+    auto value = r.PositiveNumber("measured_value");
+    if (!value.ok()) return value.status();
+    c.published_value = value.value();
+
+    std::string reason;
+    auto model = ModelForRow(r, c.model_name, &reason);
+    if (!model.ok()) return model.status();
+    c.model = std::move(model).value();
+    c.training.seq_length = c.model.seq_length;
+
+    const std::string cluster_name = ClusterPresetForGpu(c.gpu_name);
+    const std::optional<Precision> precision =
+        PrecisionFromText(r.Text("precision"));
+    const auto recompute = RecomputeFromText(r.Text("recompute"));
+    if (reason.empty() && cluster_name.empty()) {
+      reason = "no cluster preset for GPU '" + c.gpu_name +
+               "' (known: GB300, GB200, B300, B200, H200, H100, "
+               "A100 40GB/80GB)";
+    }
+    if (reason.empty()) {
+      auto it = clusters.find(cluster_name);
+      if (it == clusters.end()) {
+        it = clusters
+                 .emplace(cluster_name,
+                          search_spaces::ResolveCluster(cluster_name))
+                 .first;
+      }
+      if (it->second.ok()) {
+        c.cluster = it->second.value();
+      } else {
+        reason = "GPU '" + c.gpu_name + "' needs cluster preset '" +
+                 cluster_name + "', which is not built in";
+      }
+    }
+    if (reason.empty() && !precision) {
+      reason = "unknown precision '" + r.Text("precision") +
+               "' (known: bf16, fp16, mixed 16-bit, fp8 variants)";
+    }
+    if (reason.empty() && !recompute) {
+      reason = "unknown recompute '" + r.Text("recompute") +
+               "' (known: none, selective, full)";
+    }
+    if (reason.empty()) {
+      c.training.precision = *precision;
+      c.config.recompute = *recompute;
+      // NeMo recipes: distributed optimizer; fp8 recipes keep fp8 weights
+      // and reduce gradients in bf16 (NeMo `fp8_params: true`,
+      // `optim.grad_sync_dtype: bf16`; Megatron --fp8-param-gather
+      // --grad-reduce-in-bf16). Megatron 2021-22 had no distributed
+      // optimizer.
+      const bool nemo = IsNemoSource(c.source);
+      c.config.dist_opt = nemo;
+      c.training.fp8_param_gather = nemo && *precision == Precision::kFp8;
+      c.training.grad_reduce_in_bf16 = nemo && *precision == Precision::kFp8;
+      c.attention = AttentionKernelForSource(c.source);
+      const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
+      c.config.dp = dp > 0 ? dp : c.num_gpus / model_parallel;
+      if (c.config.world() != c.num_gpus) {
+        reason = "tp·pp·cp·dp = " + std::to_string(c.config.world()) +
+                 " but num_gpus = " + std::to_string(c.num_gpus);
+      }
+    }
+    if (reason.empty()) {
+      std::string detail;
+      const std::string code = search_spaces::CheckConfig(
+          c.model, c.training, c.cluster, c.config, &detail);
+      if (!code.empty()) {
+        reason = "invalid configuration: " + (detail.empty() ? code : detail);
+      }
+    }
+    if (reason.empty()) {
+      const std::optional<double> step = PublishedStepTime(c, &reason);
+      if (step) c.published_step_s = *step;
+    }
+    c.skipped_reason = reason;
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+Estimator DefaultEstimator() {
+  return [](const ModelSpec& model, const ClusterSpec& cluster,
+            const search_spaces::TrainingSpec& training,
+            const search_spaces::ParallelConfig& config,
+            const costmodel::Calibration& calibration) {
+    return costmodel::EstimateConfig(model, cluster, training, config,
+                                     calibration);
+  };
+}
+
+AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator) {
+  MESHTUNE_CHECK(c.skipped_reason.empty());
+  const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
+  const costmodel::Estimate e =
+      estimator(c.model, c.cluster, c.training, c.config, calibration);
+  AccuracyPrediction p;
+  p.predicted_step_s = e.step_time_s;
+  p.error_pct =
+      100.0 * (e.step_time_s - c.published_step_s) / c.published_step_s;
+  p.fits = e.fits;
+  p.memory_gib = e.memory.total_bytes() / kGiB;
+  p.capacity_gib = e.memory_capacity_bytes / kGiB;
+  return p;
+}
+
+std::vector<AccuracyResult> PredictAll(const std::vector<AccuracyCase>& cases,
+                                       const Estimator& estimator) {
+  std::vector<AccuracyResult> results;
+  results.reserve(cases.size());
+  for (const AccuracyCase& c : cases) {
+    AccuracyResult r{c, std::nullopt};
+    if (c.skipped_reason.empty()) r.prediction = Predict(c, estimator);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+AccuracySummary Summarize(const std::vector<AccuracyResult>& results) {
+  AccuracySummary summary;
+  std::map<std::string, size_t> index;
+  auto add = [](ErrorStats* s, double error_pct, int64_t line) {
+    ++s->n;
+    s->mape_pct += std::fabs(error_pct);  // a sum until the end
+    if (std::fabs(error_pct) > s->max_abs_pct || s->n == 1) {
+      s->max_abs_pct = std::fabs(error_pct);
+      s->worst_pct = error_pct;
+      s->worst_line = line;
+    }
+  };
+  for (const AccuracyResult& r : results) {
+    auto it = index.find(r.row.source);
+    if (it == index.end()) {
+      it = index.emplace(r.row.source, summary.per_source.size()).first;
+      summary.per_source.push_back(SourceStats{r.row.source, {}});
+    }
+    if (!r.prediction) {
+      ++summary.skipped;
+      continue;
+    }
+    if (!r.prediction->fits) ++summary.out_of_memory;
+    add(&summary.per_source[it->second].stats, r.prediction->error_pct,
+        r.row.line);
+    add(&summary.all, r.prediction->error_pct, r.row.line);
+  }
+  for (SourceStats& s : summary.per_source) {
+    if (s.stats.n > 0) s.stats.mape_pct /= static_cast<double>(s.stats.n);
+  }
+  if (summary.all.n > 0) {
+    summary.all.mape_pct /= static_cast<double>(summary.all.n);
+  }
+  return summary;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,174 @@
+#include "tuner/accuracy_report.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/parallel_config.h"
+
+namespace meshtune::tuner {
+namespace {
+
+std::string Format(const char* format, ...)
+    __attribute__((format(printf, 1, 2)));
+std::string Format(const char* format, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof(buf), format, args);
+  va_end(args);
+  return buf;
+}
+
+nlohmann::ordered_json StatsToJson(const ErrorStats& s) {
+  nlohmann::ordered_json j;
+  j["n"] = s.n;
+  if (s.n > 0) {
+    j["mape_pct"] = s.mape_pct;
+    j["max_abs_pct"] = s.max_abs_pct;
+  } else {
+    j["mape_pct"] = nullptr;
+    j["max_abs_pct"] = nullptr;
+  }
+  return j;
+}
+
+// "Korthikanti2022_Table5" fits the column; longer names are cut.
+std::string Fit(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 1) + "~";
+}
+
+std::string ErrorCell(const ErrorStats& s, double value) {
+  return s.n > 0 ? Format("%+.1f %%", value) : "-";
+}
+
+}  // namespace
+
+nlohmann::ordered_json AccuracyToJson(
+    const std::vector<AccuracyResult>& results,
+    const AccuracySummary& summary) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const AccuracyResult& r : results) {
+    nlohmann::ordered_json j;
+    j["source"] = r.row.source;
+    j["model"] = r.row.model_name;
+    j["num_gpus"] = r.row.num_gpus;
+    j["metric"] = r.row.metric;
+    j["published"] = r.row.published_value;
+    if (r.prediction) {
+      j["predicted_step_s"] = r.prediction->predicted_step_s;
+      j["published_step_s"] = r.row.published_step_s;
+      j["error_pct"] = r.prediction->error_pct;
+      j["skipped_reason"] = nullptr;
+    } else {
+      j["predicted_step_s"] = nullptr;
+      j["published_step_s"] = nullptr;
+      j["error_pct"] = nullptr;
+      j["skipped_reason"] = r.row.skipped_reason;
+    }
+    rows.push_back(std::move(j));
+  }
+  nlohmann::ordered_json per_source;
+  for (const SourceStats& s : summary.per_source) {
+    per_source[s.source] = StatsToJson(s.stats);
+  }
+  per_source["all"] = StatsToJson(summary.all);
+  nlohmann::ordered_json doc;
+  doc["rows"] = std::move(rows);
+  doc["summary"] = std::move(per_source);
+  return doc;
+}
+
+void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
+                        const std::vector<AccuracyResult>& results,
+                        const AccuracySummary& summary) {
+  out << "# tune accuracy: " << csv_path << "\n";
+  out << "# published step time from the row's metric; predicted by the cost "
+         "model (datasheet calibration); error = (predicted - published) / "
+         "published\n#\n";
+  out << Format(
+      "%5s  %-25s %-14s %5s %-9s %-4s %-50s %-22s %10s %9s %9s %8s "
+      "%13s\n",
+      "line", "source", "model", "gpus", "cluster", "prec", "config", "metric",
+      "published", "publ_s", "pred_s", "error", "mem_GiB/cap");
+  for (const AccuracyResult& r : results) {
+    const AccuracyCase& c = r.row;
+    const std::string lead =
+        Format("%5lld  %-25s %-14s %5lld ", static_cast<long long>(c.line),
+               Fit(c.source, 25).c_str(), Fit(c.model_name, 14).c_str(),
+               static_cast<long long>(c.num_gpus));
+    if (!r.prediction) {
+      out << lead
+          << Format("%-9s %-4s %-50s %-22s %10g  skipped: %s\n", "-", "-", "-",
+                    Fit(c.metric, 22).c_str(), c.published_value,
+                    c.skipped_reason.c_str());
+      continue;
+    }
+    const AccuracyPrediction& p = *r.prediction;
+    out << lead
+        << Format(
+               "%-9s %-4s %-50s %-22s %10g %9.3f %9.3f %+7.1f%% "
+               "%6.1f/%-4.1f%s\n",
+               c.cluster.name.c_str(),
+               search_spaces::ToString(c.training.precision),
+               Fit(search_spaces::ToString(c.config), 50).c_str(),
+               Fit(c.metric, 22).c_str(), c.published_value, c.published_step_s,
+               p.predicted_step_s, p.error_pct, p.memory_gib, p.capacity_gib,
+               p.fits ? "" : " OOM");
+  }
+  out << "#\n";
+  out << Format("# %-28s %5s %12s %16s\n", "source", "rows", "mean |err|",
+                "worst (line)");
+  auto stats_line = [&](const std::string& name, const ErrorStats& s) {
+    const std::string worst = s.n > 0
+                                  ? Format("%+.1f %% (%lld)", s.worst_pct,
+                                           static_cast<long long>(s.worst_line))
+                                  : "-";
+    out << Format("# %-28s %5lld %12s %16s\n", Fit(name, 28).c_str(),
+                  static_cast<long long>(s.n),
+                  s.n > 0 ? Format("%.1f %%", s.mape_pct).c_str() : "-",
+                  worst.c_str());
+  };
+  for (const SourceStats& s : summary.per_source) stats_line(s.source, s.stats);
+  stats_line("all", summary.all);
+  out << "#\n";
+  out << Format("# Rows predicted      : %lld of %zu\n",
+                static_cast<long long>(summary.all.n), results.size());
+  out << Format("# Rows skipped        : %lld%s\n",
+                static_cast<long long>(summary.skipped),
+                summary.skipped > 0 ? " (reasons listed above)" : "");
+  out << Format("# Out of memory rows  : %lld %s\n",
+                static_cast<long long>(summary.out_of_memory),
+                summary.out_of_memory == 0 ? "OK" : "FAILED");
+  out << "# Mean abs error      : "
+      << (summary.all.n > 0 ? Format("%.2f %%", summary.all.mape_pct) : "-")
+      << "\n";
+  out << "# Worst error         : "
+      << (summary.all.n > 0
+              ? Format("%s (line %lld)",
+                       ErrorCell(summary.all, summary.all.worst_pct).c_str(),
+                       static_cast<long long>(summary.all.worst_line))
+              : "-")
+      << "\n";
+}
+
+void PrintAblationTable(std::ostream& out, const std::string& csv_path,
+                        const std::vector<AblationLine>& lines) {
+  out << "# tune accuracy --ablation: " << csv_path << "\n";
+  out << "# each line switches one cost-model refinement off; MAPE and worst "
+         "error over the predicted rows, change of MAPE vs all on\n#\n";
+  out << Format("%-28s %5s %9s %9s %9s  %s\n", "refinement off", "rows", "MAPE",
+                "worst", "dMAPE", "description");
+  const double base = lines.empty() ? 0 : lines.front().summary.all.mape_pct;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const ErrorStats& s = lines[i].summary.all;
+    const std::string delta = i == 0 ? "-" : Format("%+.2f", s.mape_pct - base);
+    out << Format("%-28s %5lld %8.2f%% %+8.1f%% %9s  %s\n",
+                  Fit(lines[i].name, 28).c_str(), static_cast<long long>(s.n),
+                  s.mape_pct, s.worst_pct, delta.c_str(),
+                  lines[i].description.c_str());
+  }
+}
+
+}  // namespace meshtune::tuner
