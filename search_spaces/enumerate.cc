@@ -4,8 +4,9 @@
 //  - tp divides num_attention_heads; num_query_groups is a multiple or a
 //    divisor of tp (megatron/core/transformer/transformer_config.py,
 //    __post_init__).
-//  - num_layers % pp == 0 and, interleaved, layers per stage % layers per
-//    virtual stage == 0, i.e. num_layers % (pp·vpp) == 0
+//  - num_layers % (pp·vpp) == 0, or (num_layers + 2) % (pp·vpp) == 0 with
+//    the embedding and loss counted as layers (PipelineLayout;
+//    --account-for-{embedding,loss}-in-pipeline-split)
 //    (megatron/training/arguments.py, validate_args).
 //  - Interleaving needs pp > 1 with --overlap-p2p-communication (the default)
 //    and pp > 2 without it (arguments.py); we assume the default.
@@ -35,6 +36,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "search_spaces/pipeline_layout.h"
 
 namespace meshtune::search_spaces {
 namespace {
@@ -131,10 +134,12 @@ Reason CheckPp(const ModelSpec& model, int64_t rest, int64_t pp,
     }
     return kWorldNotDivisible;
   }
-  if (model.num_layers % pp != 0) {
+  if (!PipelineLayout::Valid(model.num_layers, pp, 1)) {
     if (detail) {
       *detail = "num_layers " + to_string(model.num_layers) +
-                " is not divisible by pp " + to_string(pp);
+                " is not divisible by pp " + to_string(pp) +
+                ", even counting the embedding and loss as layers (" +
+                to_string(model.num_layers + 2) + ")";
     }
     return kLayersNotDivisibleByPp;
   }
@@ -231,10 +236,12 @@ Reason CheckVpp(const ModelSpec& model, int64_t pp, int64_t vpp, int64_t m,
     }
     return kVppRequiresPp;
   }
-  if (model.num_layers % (pp * vpp) != 0) {
+  if (!PipelineLayout::Valid(model.num_layers, pp, vpp)) {
     if (detail) {
       *detail = "num_layers " + to_string(model.num_layers) +
-                " is not divisible by pp·vpp = " + to_string(pp * vpp);
+                " is not divisible by pp·vpp = " + to_string(pp * vpp) +
+                ", even counting the embedding and loss as layers (" +
+                to_string(model.num_layers + 2) + ")";
     }
     return kLayersNotDivisibleByPpVpp;
   }
@@ -305,7 +312,9 @@ Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
     return r;
   }
   if ((r = CheckSp(c.tp, c.sp, detail)) != kOk) return r;
-  return CheckRecompute(c.recompute, model.num_layers / (c.pp * c.vpp), detail);
+  return CheckRecompute(
+      c.recompute,
+      PipelineLayout(model.num_layers, c.pp, c.vpp).units_per_chunk(), detail);
 }
 
 // ---- Axis domains. ----
@@ -463,8 +472,8 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
       mbs_all.push_back(mbs);
     }
     // Recompute domains depend only on layers per virtual stage.
-    std::vector<RecomputeDomain> recompute_by_chunk(layers + 1);
-    std::vector<bool> recompute_ready(layers + 1, false);
+    std::vector<RecomputeDomain> recompute_by_chunk(layers + 3);
+    std::vector<bool> recompute_ready(layers + 3, false);
 
     const bool tp_pinned = !space.tp.empty();
     const std::vector<int64_t> tps =
@@ -492,7 +501,18 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
             space.cp.empty() ? Divisors(n / (tp * pp)) : SortedUnique(space.cp);
         std::vector<int64_t> vpps = vpp_pins;
         if (vpps.empty()) {
-          vpps = pp >= 2 ? Divisors(layers / pp) : std::vector<int64_t>{1};
+          // Even splits, and splits that count the embedding and the loss
+          // as layers (PipelineLayout); CheckVpp keeps the valid ones.
+          vpps = {1};
+          if (pp >= 2) {
+            std::vector<int64_t> all = Divisors(layers);
+            const std::vector<int64_t> more = Divisors(layers + 2);
+            all.insert(all.end(), more.begin(), more.end());
+            vpps.clear();
+            for (int64_t v : SortedUnique(all)) {
+              if (PipelineLayout::Valid(layers, pp, v)) vpps.push_back(v);
+            }
+          }
         }
         for (int64_t cp : cps) {
           if (Reason r =
@@ -529,7 +549,8 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
                   ++pruned[r];
                   continue;
                 }
-                const int64_t chunk_layers = layers / (pp * vpp);
+                const int64_t chunk_layers =
+                    PipelineLayout(layers, pp, vpp).units_per_chunk();
                 if (!recompute_ready[chunk_layers]) {
                   recompute_by_chunk[chunk_layers] =
                       MakeRecomputeDomain(space.recompute, chunk_layers);

@@ -16,7 +16,9 @@
 //   tp_not_dividing_heads             num_attention_heads % tp != 0
 //   tp_not_dividing_query_groups      num_query_groups neither a multiple
 //                                     nor a divisor of tp
-//   layers_not_divisible_by_pp        num_layers % pp != 0
+//   layers_not_divisible_by_pp        neither num_layers nor num_layers + 2
+//                                     (embedding and loss as layers) divide by
+//                                     pp
 //   seq_not_divisible_by_cp           cp > 1 and seq_length % (2·cp) != 0
 //   gbs_not_divisible_by_mbs_dp       gbs % (mbs·dp) != 0 (or gbs % dp != 0,
 //                                     when no mbs can work)
@@ -25,7 +27,7 @@
 //   ep_not_dividing_dp_cp             (dp·cp) % ep != 0 (expert grid with
 //                                     etp = tp)
 //   vpp_requires_pp                   vpp > 1 with pp < 2
-//   layers_not_divisible_by_pp_vpp    num_layers % (pp·vpp) != 0
+//   layers_not_divisible_by_pp_vpp    the same for pp·vpp (PipelineLayout)
 //   microbatches_vs_pp                vpp > 1 and micro-batches % pp != 0
 //   sp_requires_tp                    sequence parallel with tp == 1
 //   recompute_num_layers_out_of_range full recompute with num_layers outside

@@ -132,8 +132,8 @@ TEST(EnumerateTest, EachRuleHasItsReasonCode) {
        Config(8, 1, 1, 1), "tp 8 does not divide num_attention_heads 12"},
       {"tp_not_dividing_query_groups", Dense(8, 24, 6), Training(8, 16),
        Config(4, 1, 1, 2), "num_query_groups 6"},
-      {"layers_not_divisible_by_pp", Dense(6, 8), Training(8, 16),
-       Config(1, 4, 1, 2), "num_layers 6 is not divisible by pp 4"},
+      {"layers_not_divisible_by_pp", Dense(7, 8), Training(8, 16),
+       Config(1, 4, 1, 2), "num_layers 7 is not divisible by pp 4"},
       {"seq_not_divisible_by_cp", Dense(8, 8), Training(8, 16, 2052),
        Config(1, 1, 4, 2), "2·cp = 8"},
       {"gbs_not_divisible_by_mbs_dp", Dense(8, 8), Training(8, 12),
@@ -432,6 +432,40 @@ TEST(EnumerateTest, Gpt3SpaceContainsPublishedRecipe) {
   EXPECT_TRUE(found);
   EXPECT_GT(e.configs.size(), 1000u);
   EXPECT_EQ(e.pruned.at("tp_exceeds_nvlink_domain"), 7);  // 16 ... 1024
+}
+
+}  // namespace
+}  // namespace meshtune::search_spaces
+
+namespace meshtune::search_spaces {
+namespace {
+
+TEST(EnumerateTest, UnevenLayerCountsUseEmbeddingAndLossAccounting) {
+  // LLaMA-3 405B has 126 layers: pp 16 only exists with the embedding and
+  // the loss counted as layers (128 units), as NeMo's recipe runs it.
+  const ModelSpec m = Dense(126, 16);
+  const TrainingSpec t = Training(256, 256);
+  SearchSpace space;
+  space.tp = {8};
+  space.pp = {16};
+  const Enumeration e = EnumerateConfigs(m, t, Cluster(), space);
+  ASSERT_FALSE(e.configs.empty());
+  std::set<int64_t> vpps;
+  for (const ParallelConfig& c : e.configs) {
+    EXPECT_EQ(c.pp, 16);
+    EXPECT_EQ(CheckConfig(m, t, Cluster(), c), "");
+    vpps.insert(c.vpp);
+  }
+  // 128 units over 16 stages: 8 per stage, so vpp 1, 2, 4 (8 would leave a
+  // chunk of 1 unit, whose first/last chunks would hold no layer).
+  EXPECT_EQ(vpps, (std::set<int64_t>{1, 2, 4}));
+  std::string detail;
+  EXPECT_EQ(
+      CheckConfig(m, Training(40, 8), Cluster(), Config(8, 5, 1, 1), &detail),
+      "layers_not_divisible_by_pp");
+  EXPECT_EQ(detail,
+            "num_layers 126 is not divisible by pp 5, even counting the "
+            "embedding and loss as layers (128)");
 }
 
 }  // namespace
