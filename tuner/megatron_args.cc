@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "search_spaces/pipeline_layout.h"
+
 namespace meshtune::tuner {
 namespace {
 
@@ -50,7 +52,15 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
 
   a.push_back(Arg("--tensor-model-parallel-size", c.tp));
   a.push_back(Arg("--pipeline-model-parallel-size", c.pp));
-  if (c.vpp > 1) {
+  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(m.num_layers,
+                                                              c.pp, c.vpp)) {
+    // num_layers + 2 units split evenly (search_spaces/pipeline_layout.h).
+    a.push_back("--account-for-embedding-in-pipeline-split");
+    a.push_back("--account-for-loss-in-pipeline-split");
+    if (c.vpp > 1) {
+      a.push_back(Arg("--virtual-pipeline-model-parallel-size", c.vpp));
+    }
+  } else if (c.vpp > 1) {
     a.push_back(Arg("--num-layers-per-virtual-pipeline-stage",
                     m.num_layers / (c.pp * c.vpp)));
   }

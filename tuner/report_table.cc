@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "search_spaces/pipeline_layout.h"
+#include "search_spaces/pipeline_layout.h"
 #include "tuner/model_facts.h"
 
 namespace meshtune::tuner {
@@ -93,6 +95,21 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
       {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
       {"optimizer", t.optimizer_s},
   };
+  const search_spaces::ParallelConfig& c = e.config;
+  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+          in.model.num_layers, c.pp, c.vpp)) {
+    const search_spaces::PipelineLayout layout(in.model.num_layers, c.pp,
+                                               c.vpp);
+    out << Fmt(
+        "  pipeline split: %lld layers + embedding + loss = %lld units over "
+        "pp %lld x vpp %lld; the first and last stage hold %lld layers, the "
+        "others %lld\n",
+        static_cast<long long>(in.model.num_layers),
+        static_cast<long long>(in.model.num_layers + 2),
+        static_cast<long long>(c.pp), static_cast<long long>(c.vpp),
+        static_cast<long long>(layout.LayersOnStage(0)),
+        static_cast<long long>(layout.MaxLayersOnStage()));
+  }
   out << Fmt("  %-22s %12s %10s\n", "time per step (exposed)", "s",
              "% of step");
   for (const auto& [name, s] : time_parts) {

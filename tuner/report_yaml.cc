@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "search_spaces/pipeline_layout.h"
 #include "tuner/version.h"
 
 namespace meshtune::tuner {
@@ -88,6 +89,12 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
   } else {
     y << "null\n";
   }
+  // Uneven layer counts: the embedding and the loss count as pipeline
+  // layers (Megatron --account-for-{embedding,loss}-in-pipeline-split).
+  const bool accounts = search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+      m.num_layers, c.pp, c.vpp);
+  y << "  account_for_embedding_in_pipeline_split: " << Bool(accounts) << "\n";
+  y << "  account_for_loss_in_pipeline_split: " << Bool(accounts) << "\n";
   y << "  context_parallel_size: " << c.cp << "\n";
   y << "  expert_model_parallel_size: " << c.ep << "\n";
   y << "  data_parallel_size: " << c.dp << "\n";

@@ -177,8 +177,8 @@ TEST(CliErrors, ParseErrorsUseTheSameFormat) {
 TEST(CliErrors, EstimateRuleViolationGivesDetail) {
   ExpectError(
       RunTune("estimate --model 175b --gpus 1024 --tp 8 --pp 16 --vpp 4"), 2,
-      "num_layers 96 is not divisible by pp·vpp = 64 "
-      "(layers_not_divisible_by_pp_vpp)",
+      "num_layers 96 is not divisible by pp·vpp = 64, even counting the "
+      "embedding and loss as layers (98) (layers_not_divisible_by_pp_vpp)",
       "change the sizes; 'tune search' with the same flags lists the valid "
       "configurations");
   ExpectError(RunTune("estimate --model 175b --gpus 1024 --tp 8,4"), 2,

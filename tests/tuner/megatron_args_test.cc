@@ -157,3 +157,30 @@ TEST(FormatMegatronArgs, TrailingBackslashesExceptLast) {
 
 }  // namespace
 }  // namespace meshtune::tuner
+
+namespace meshtune::tuner {
+namespace {
+
+TEST(MegatronArgs, UnevenLayersCountEmbeddingAndLoss) {
+  ModelSpec m = Llama70b();
+  m.num_layers = 126;  // LLaMA-3 405B depth
+  TrainingSpec t;
+  t.global_batch_size = 2048;
+  t.seq_length = 8192;
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 16;
+  c.vpp = 2;
+  c.dp = 16;
+  const auto a = MegatronArgs(m, t, c);
+  EXPECT_TRUE(Has(a, "--account-for-embedding-in-pipeline-split"));
+  EXPECT_TRUE(Has(a, "--account-for-loss-in-pipeline-split"));
+  EXPECT_TRUE(Has(a, "--virtual-pipeline-model-parallel-size 2"));
+  c.pp = 2;  // 126 = 2 x 63: even
+  c.vpp = 1;
+  const auto b = MegatronArgs(m, t, c);
+  EXPECT_FALSE(Has(b, "--account-for-embedding-in-pipeline-split"));
+}
+
+}  // namespace
+}  // namespace meshtune::tuner
