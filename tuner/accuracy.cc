@@ -136,6 +136,10 @@ StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
       {"ffn_hidden", &m.ffn_hidden_size}, {"vocab", &m.vocab_size},
       {"seq_len", &m.seq_length}};
   bool head_shape_changed = !preset.has_value();
+  // A multi-head preset stays multi-head when the row changes the heads
+  // but leaves kv_heads blank.
+  const bool preset_mha =
+      preset && preset->num_query_groups == preset->num_attention_heads;
   for (const Dim& d : dims) {
     auto v = r.Int(d.column);
     if (!v.ok()) return v.status();
@@ -145,6 +149,11 @@ StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
       head_shape_changed = true;
     }
     *d.field = *v.value();
+  }
+  auto kv_heads = r.Int("kv_heads");
+  if (!kv_heads.ok()) return kv_heads.status();
+  if (preset_mha && !kv_heads.value()) {
+    m.num_query_groups = m.num_attention_heads;
   }
   if (!preset) {
     if (m.num_layers == 0 || m.hidden_size == 0 || m.num_attention_heads == 0) {
@@ -454,6 +463,11 @@ StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
     if (reason.empty() && !precision) {
       reason = "unknown precision '" + r.Text("precision") +
                "' (known: bf16, fp16, mixed 16-bit, fp8 variants)";
+    }
+    if (reason.empty() && *precision == Precision::kFp8 &&
+        c.cluster.gpu.peak_fp8_tflops <= 0) {
+      reason =
+          "fp8 run on " + c.cluster.name + ", which has no FP8 tensor cores";
     }
     if (reason.empty() && !recompute) {
       reason = "unknown recompute '" + r.Text("recompute") +
