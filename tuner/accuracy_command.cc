@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/cost_model.h"
+#include "costmodel/model_options.h"
 #include "tuner/accuracy.h"
 #include "tuner/accuracy_report.h"
 #include "tuner/command.h"
@@ -18,12 +20,14 @@ constexpr const char* kAccuracyExamples = R"(Examples:
   tune accuracy --csv tests/data/published_calibration.csv
   tune accuracy --csv tests/data/published_calibration.csv --json
   tune accuracy --csv tests/data/published_calibration.csv --source Korthikanti
+  tune accuracy --csv tests/data/published_calibration.csv --ablation
 The CSV has the columns of tests/data/published_calibration.csv. Step times
 are compared: tokens_per_sec_per_gpu -> gbs*seq/(value*gpus); tflops_per_gpu
 in the source's FLOP convention (SC21 eq. 3); model_tflops_per_gpu, mfu_pct
 and hfu_pct through model/hardware FLOPs; iteration_time_s and step_time_s
 directly. Other metrics, GPUs without a preset and unknown precisions are
-listed as skipped with the reason.)";
+listed as skipped with the reason. --ablation prints one line per cost-model
+refinement with it switched off: MAPE, worst error and the change of MAPE.)";
 
 class AccuracyCommand : public Command {
  public:
@@ -37,6 +41,9 @@ class AccuracyCommand : public Command {
                   "print {\"rows\":[...],\"summary\":{...}} on stdout");
     sub->add_option("--source", source_prefix_,
                     "only rows whose source starts with this prefix");
+    sub->add_flag("--ablation", ablation_,
+                  "switch each cost-model refinement off in turn and print "
+                  "the error of each (with --json: {\"ablation\":[...]})");
     sub->footer(kAccuracyExamples);
   }
 
@@ -62,6 +69,7 @@ class AccuracyCommand : public Command {
                     source_prefix_ + "'",
           known.empty() ? "add rows to the CSV" : "sources: " + known);
     }
+    if (ablation_) return RunAblation(cases, out);
     const std::vector<AccuracyResult> results =
         PredictAll(cases, DefaultEstimator());
     const AccuracySummary summary = Summarize(results);
@@ -74,9 +82,42 @@ class AccuracyCommand : public Command {
   }
 
  private:
+  // The full model, then each refinement of costmodel::AllRefinements()
+  // switched off alone.
+  Status RunAblation(const std::vector<AccuracyCase>& cases,
+                     std::ostream& out) const {
+    std::vector<AblationLine> lines;
+    auto run = [&](const costmodel::ModelOptions& options) {
+      const Estimator estimator =
+          [&options](const search_spaces::ModelSpec& model,
+                     const search_spaces::ClusterSpec& cluster,
+                     const search_spaces::TrainingSpec& training,
+                     const search_spaces::ParallelConfig& config,
+                     const costmodel::Calibration& calibration) {
+            return costmodel::EstimateConfig(model, cluster, training, config,
+                                             calibration, options);
+          };
+      return Summarize(PredictAll(cases, estimator));
+    };
+    lines.push_back({"none (all on)", "the full cost model",
+                     run(costmodel::ModelOptions())});
+    for (const costmodel::RefinementInfo& r : costmodel::AllRefinements()) {
+      costmodel::ModelOptions options;
+      options.Disable(r.id);
+      lines.push_back({r.name, r.description, run(options)});
+    }
+    if (json_) {
+      out << AblationToJson(lines).dump(2) << "\n";
+    } else {
+      PrintAblationTable(out, csv_, lines);
+    }
+    return Status::Ok();
+  }
+
   std::string csv_;
   std::string source_prefix_;
   bool json_ = false;
+  bool ablation_ = false;
 };
 
 }  // namespace

@@ -171,4 +171,20 @@ void PrintAblationTable(std::ostream& out, const std::string& csv_path,
   }
 }
 
+nlohmann::ordered_json AblationToJson(const std::vector<AblationLine>& lines) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  const double base = lines.empty() ? 0 : lines.front().summary.all.mape_pct;
+  for (const AblationLine& line : lines) {
+    nlohmann::ordered_json j = StatsToJson(line.summary.all);
+    j["delta_mape_pct"] = line.summary.all.mape_pct - base;
+    nlohmann::ordered_json entry;
+    entry["refinement_off"] = line.name;
+    for (auto it = j.begin(); it != j.end(); ++it) entry[it.key()] = it.value();
+    list.push_back(std::move(entry));
+  }
+  nlohmann::ordered_json doc;
+  doc["ablation"] = std::move(list);
+  return doc;
+}
+
 }  // namespace meshtune::tuner

@@ -39,6 +39,9 @@ struct AblationLine {
 // MAPE against the first line (everything on).
 void PrintAblationTable(std::ostream& out, const std::string& csv_path,
                         const std::vector<AblationLine>& lines);
+// {"ablation":[{"refinement_off","n","mape_pct","max_abs_pct",
+// "delta_mape_pct"}...]}; the first entry is "none (all on)" with delta 0.
+nlohmann::ordered_json AblationToJson(const std::vector<AblationLine>& lines);
 
 }  // namespace meshtune::tuner
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/model_options.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/csv_reader.h"
 
@@ -548,6 +549,36 @@ TEST(AccuracyCommand, ExactErrorMessages) {
   EXPECT_NE(run.err.find("has a source starting with 'Nobody'"),
             std::string::npos);
   EXPECT_EQ(run.out, "");
+}
+
+TEST(AccuracyCommand, AblationSwitchesEachRefinementOffInTurn) {
+  const auto run = testing::RunTune("accuracy --csv '" + kCalibrationCsv +
+                                    "' --source Korthikanti2022_Table5 "
+                                    "--ablation --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json lines = nlohmann::json::parse(run.out)["ablation"];
+  const auto& refinements = costmodel::AllRefinements();
+  ASSERT_EQ(lines.size(), refinements.size() + 1);
+  EXPECT_EQ(lines[0]["refinement_off"], "none (all on)");
+  EXPECT_DOUBLE_EQ(lines[0]["delta_mape_pct"].get<double>(), 0.0);
+  const double base = lines[0]["mape_pct"].get<double>();
+  bool some_change = false;
+  for (size_t i = 0; i < refinements.size(); ++i) {
+    const nlohmann::json& line = lines[i + 1];
+    EXPECT_EQ(line["refinement_off"], refinements[i].name);
+    EXPECT_EQ(line["n"], 16);  // every Table 5 row, whatever is switched off
+    EXPECT_NEAR(line["delta_mape_pct"].get<double>(),
+                line["mape_pct"].get<double>() - base, 1e-9);
+    some_change = some_change || line["delta_mape_pct"] != 0.0;
+  }
+  // The A100 rows depend on at least the kernel-efficiency fit.
+  EXPECT_TRUE(some_change);
+
+  const auto table =
+      testing::RunTune("accuracy --csv '" + kCalibrationCsv + "' --ablation");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("none (all on)"), std::string::npos);
+  EXPECT_NE(table.out.find(refinements.front().name), std::string::npos);
 }
 
 }  // namespace
