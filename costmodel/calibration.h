@@ -62,6 +62,14 @@ class Calibration {
   // path of Megatron 2021-22, which also stores the 5·a·s²·b softmax
   // activations without recompute. AttentionForwardTime_s covers both.
   virtual bool UsesFlashAttention() const { return true; }
+  // Time multiplier of an fp8 backward (dgrad/wgrad) GEMM relative to the
+  // forward at the same shape: Transformer Engine runs them with the split
+  // accumulator (CUBLASLT_MATMUL_DESC_FAST_ACCUM off), which costs extra
+  // promotion instructions on Hopper. 1 where there is no such mode.
+  virtual double Fp8BackwardGemmSlowdown(const ModelOptions& options) const {
+    (void)options;
+    return 1.0;
+  }
   // Seconds to stream `bytes` through HBM (read + write counted by caller).
   virtual double MemoryTime_s(double bytes,
                               const ModelOptions& options) const = 0;

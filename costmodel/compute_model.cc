@@ -1,5 +1,7 @@
 #include "costmodel/compute_model.h"
 
+#include <cmath>
+
 namespace meshtune::costmodel {
 
 using search_spaces::Activation;
@@ -11,6 +13,11 @@ using search_spaces::Precision;
 
 namespace {
 
+// HBM bytes per logit of the fp32 vocab-parallel cross-entropy (see
+// LogitsComputeTime).
+constexpr double kCrossEntropyBytesFwd = 38;
+constexpr double kCrossEntropyBytesBwd = 14;
+
 // Adds fwd, dgrad and wgrad of [m, k]·[k, n] to `lc`; returns (dgrad, wgrad)
 // through the out-parameters for the overlap bookkeeping. fp8 adds the
 // input casts (3 bytes per element: read 16-bit, write 8-bit).
@@ -18,9 +25,12 @@ void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
              const Calibration& cal, LayerCompute* lc, double* dgrad_s,
              double* wgrad_s, const ModelOptions& o) {
   if (m <= 0 || n <= 0 || k <= 0 || multiplicity <= 0) return;
+  // fp8 backward GEMMs run with TE's split accumulator (slower on Hopper).
+  const double bwd_x =
+      p == Precision::kFp8 ? cal.Fp8BackwardGemmSlowdown(o) : 1.0;
   const double fwd = cal.GemmTime_s(m, n, k, p, o);
-  const double dgrad = cal.GemmTime_s(m, k, n, p, o);
-  const double wgrad = cal.GemmTime_s(k, n, m, p, o);
+  const double dgrad = bwd_x * cal.GemmTime_s(m, k, n, p, o);
+  const double wgrad = bwd_x * cal.GemmTime_s(k, n, m, p, o);
   lc->gemm_fwd_s += multiplicity * fwd;
   lc->gemm_bwd_s += multiplicity * (dgrad + wgrad);
   if (p == Precision::kFp8 && o.enabled(Refinement::kFp8CastOverhead)) {
@@ -85,7 +95,10 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
     const int64_t E = m.num_experts;
     const int64_t k = m.moe_router_topk;
     const int64_t local_experts = E / c.ep;
-    const int64_t tokens_per_expert = k * T * c.ep / E;
+    const double imbalance =
+        o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
+    const int64_t tokens_per_expert = static_cast<int64_t>(
+        std::ceil(imbalance * static_cast<double>(k * T * c.ep) / E));
     AddGemm(T, E, h, p, 1, cal, &lc, nullptr, nullptr, o);  // router
     AddGemm(tokens_per_expert, (swiglu ? 2 : 1) * fe / t, h, p,
             static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
@@ -112,14 +125,18 @@ LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
   // Megatron keeps the output layer in 16-bit even in fp8 recipes.
   const Precision out_p = p == Precision::kFp8 ? Precision::kBf16 : p;
   AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr, o);
-  // Final norm (4 B/elem) + vocab-parallel cross-entropy in fp32: upcast,
-  // max, exp, sum, normalise (~10 B per logit forward, 10 backward).
+  // Final norm (4 B/elem) + Megatron's vocab-parallel cross-entropy in fp32
+  // (tensor_parallel/cross_entropy.py), per logit forward: upcast (read 2,
+  // write 4), max (4), subtract max (4 + 4), exp in place (4 + 4), sum (4),
+  // divide in place, kept for backward (4 + 4) = 38 B; backward: softmax
+  // minus one-hot times the loss gradient in place (4 + 4), cast to the
+  // 16-bit logits gradient (4 + 2) = 14 B.
   const double tsp = c.sp ? static_cast<double>(c.tp) : 1.0;
   const double logits = static_cast<double>(T) * v_local;
-  lc.elem_fwd_s +=
-      cal.MemoryTime_s(10.0 * logits + 4.0 * T * m.hidden_size / tsp, o);
-  lc.elem_bwd_s +=
-      cal.MemoryTime_s(10.0 * logits + 8.0 * T * m.hidden_size / tsp, o);
+  lc.elem_fwd_s += cal.MemoryTime_s(
+      kCrossEntropyBytesFwd * logits + 4.0 * T * m.hidden_size / tsp, o);
+  lc.elem_bwd_s += cal.MemoryTime_s(
+      kCrossEntropyBytesBwd * logits + 8.0 * T * m.hidden_size / tsp, o);
   return lc;
 }
 

@@ -9,7 +9,9 @@
 //   QKV [T,h]·[h,(a+2g)·d_h/t], out-proj [T,a·d_h/t]·[a·d_h/t,h],
 //   fc1 [T,h]·[h,(F−1)·f/t] (F−1 = 2 for SwiGLU gate+up), fc2 [T,f/t]·[f/t,h].
 // MoE layers: router [T,h]·[h,E], then each of the E/ep local experts gets
-// k·T·ep/E tokens (balanced routing; expert-TP = tp) for fc1/fc2 of size f_e.
+// ι·k·T·ep/E tokens (expert-TP = tp) for fc1/fc2 of size f_e, where ι =
+// kMoeLoadImbalance is the busiest expert's load over the mean (the step
+// waits for it; Refinement::kMoeImbalance).
 // Core attention: Calibration::Attention{Forward,Backward}Time_s (flash or
 // the unfused 2021-22 path). Memory-bound elementwise work streams bytes
 // through HBM (backward = 2× forward bytes):
@@ -51,6 +53,12 @@ struct LayerCompute {
   double fwd_s() const { return gemm_fwd_s + attn_fwd_s + elem_fwd_s; }
   double bwd_s() const { return gemm_bwd_s + attn_bwd_s + elem_bwd_s; }
 };
+
+// Busiest expert's token load over the mean k·T/E under Megatron's aux-loss
+// balanced dropless routing. Switch Transformer (Fedus et al. 2021, §2.2)
+// trains at capacity factor 1.25 and drops < 1 % of tokens, so the busiest
+// expert stays just under 1.25× the mean; we take 1.2.
+inline constexpr double kMoeLoadImbalance = 1.2;
 
 // One transformer layer (dense MLP or MoE MLP).
 LayerCompute LayerComputeTime(const search_spaces::ModelSpec& model,

@@ -45,10 +45,10 @@ struct LayerComm {
 };
 
 LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
-                        int64_t seq, bool moe_layer, const LayerCompute& lc,
-                        const CommGroup& tp_group, const CommGroup& cp_group,
-                        const CommGroup& ep_group, const Calibration& cal,
-                        const ModelOptions& options) {
+                        int64_t seq, bool moe_layer, bool tp_comm_overlap,
+                        const LayerCompute& lc, const CommGroup& tp_group,
+                        const CommGroup& cp_group, const CommGroup& ep_group,
+                        const Calibration& cal, const ModelOptions& options) {
   LayerComm out;
   const double T = static_cast<double>(c.mbs) * seq / c.cp;
   const double act_bytes = 2.0 * T * m.hidden_size;  // [T, h] in 16-bit
@@ -67,6 +67,20 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
                          ? 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
                                Exposed(2 * rs, lc.column_wgrad_s)
                          : 4 * ag + 2 * rs;
+      if (tp_comm_overlap &&
+          options.enabled(Refinement::kTpCommOverlapUserbuffers)) {
+        // TE userbuffers split each AG/RS into t chunks pipelined with the
+        // matching GEMM chunks (ring exchange on copy engines): only the
+        // first (AG) or last (RS) chunk, 1/t of the collective, stays
+        // exposed unless the collective outlasts its GEMMs. Backward:
+        // the dgrad AG/RS pipeline with the dgrad GEMMs, the input
+        // re-gather and grad RS run in bulk during dgrad/wgrad.
+        const double fwd = 2 * (ag + rs);
+        const double bwd = 4 * ag + 2 * rs;
+        const double t = static_cast<double>(c.tp);
+        out.tp_fwd_s = std::max(fwd / t, fwd - lc.gemm_fwd_s);
+        out.tp_bwd_s = std::max(bwd / t, bwd - lc.gemm_bwd_s);
+      }
     } else {
       // Forward: AR after out-proj and fc2. Backward: async AR of the
       // grad input of QKV and fc1 during their wgrad.
@@ -99,7 +113,10 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     // copies of this rank's T/t tokens, and the expert-TP AG/RS of the
     // k·T routed tokens; backward repeats both. Not overlapped (Megatron
     // default; --overlap-moe-expert-parallel-comm is not modelled).
-    const double k = static_cast<double>(m.moe_router_topk);
+    // The busiest EP rank receives ι× the mean (kMoeLoadImbalance).
+    const double k =
+        static_cast<double>(m.moe_router_topk) *
+        (options.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0);
     const double a2a = cal.CollectiveTime_s(
         Collective::kAllToAll, k * act_bytes / c.tp, ep_group, options);
     double etp = 0;
@@ -195,14 +212,14 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const LayerCompute dense_c =
       LayerComputeTime(model, c, seq, prec, false, calibration, options);
   const LayerComm dense_x =
-      LayerCommTime(model, c, seq, false, dense_c, tp_group, cp_group, ep_group,
-                    calibration, options);
+      LayerCommTime(model, c, seq, false, training.tp_comm_overlap, dense_c,
+                    tp_group, cp_group, ep_group, calibration, options);
   LayerCompute moe_c;
   LayerComm moe_x;
   if (moe_layers > 0) {
     moe_c = LayerComputeTime(model, c, seq, prec, true, calibration, options);
-    moe_x = LayerCommTime(model, c, seq, true, moe_c, tp_group, cp_group,
-                          ep_group, calibration, options);
+    moe_x = LayerCommTime(model, c, seq, true, training.tp_comm_overlap, moe_c,
+                          tp_group, cp_group, ep_group, calibration, options);
   }
   // Logits on the last stage, embedding on the first; with pp == 1 both.
   const LayerCompute logits = LogitsComputeTime(model, c, seq, padded_vocab,
@@ -259,6 +276,9 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   // Pipeline p2p: one activation forward and one gradient backward per
   // chunk boundary and micro-batch. Without SP, Megatron's scatter-gather
   // sends 1/t of the tensor across nodes and all-gathers it over NVLink.
+  const double chunk_fwd_s =
+      sum_layers(dense_c.fwd_s(), moe_c.fwd_s());  // all chunks of a stage
+  const double chunk_bwd_s = sum_layers(dense_c.bwd_s(), moe_c.bwd_s());
   double pp_mb = 0;
   if (c.pp > 1 && options.enabled(Refinement::kPipelineP2p)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
@@ -269,7 +289,18 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
       msg += calibration.CollectiveTime_s(Collective::kAllGather, full,
                                           tp_group, options);
     }
-    pp_mb = 2.0 * c.vpp * msg;
+    // Interleaved 1F1B (Megatron overlap_p2p_comm, on by default with
+    // virtual stages) posts the sends and receives of the next chunk
+    // before computing this one: each transfer hides behind one chunk's
+    // forward (or backward) and only the excess is exposed. 1F1B without
+    // interleaving waits for its batched send/recv.
+    if (c.vpp > 1 && options.enabled(Refinement::kPipelineP2pOverlap)) {
+      const double chunk_fwd = chunk_fwd_s / c.vpp;
+      const double chunk_bwd = chunk_bwd_s / c.vpp;
+      pp_mb = c.vpp * (Exposed(msg, chunk_fwd) + Exposed(msg, chunk_bwd));
+    } else {
+      pp_mb = 2.0 * c.vpp * msg;
+    }
   }
 
   TimeBreakdown& tb = est.time;

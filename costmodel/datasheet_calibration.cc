@@ -11,6 +11,10 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
                                            AttentionKernel attention)
     : attention_(attention) {
   kernel_efficiency_ = TrainingKernelEfficiency(c.gpu);
+  // Hopper: fp8 tensor cores and a bf16 peak below Blackwell's.
+  if (c.gpu.peak_fp8_tflops > 0 && c.gpu.peak_bf16_tflops < 1500) {
+    fp8_bwd_slowdown_ = kHopperFp8SplitAccumulatorSlowdown;
+  }
   peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12;
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
@@ -79,8 +83,11 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
   if (attention_ == AttentionKernel::kFlash) {
     const double flops =
         4.0 * pairs * head_dim * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
-    const double eff = ceiling_bf16_ * kAttentionRelativeEfficiency *
-                       SizeFactor(flops, o) * KernelEfficiency(o);
+    double eff = ceiling_bf16_ * kAttentionRelativeEfficiency *
+                 SizeFactor(flops, o) * KernelEfficiency(o);
+    if (backward && o.enabled(Refinement::kAttentionBackwardEfficiency)) {
+      eff *= kAttentionBackwardRelative;
+    }
     return flops / (peak_bf16_flops_ * eff);
   }
   // Unfused: two batched GEMMs over the full score matrix, one kernel each
@@ -118,6 +125,11 @@ double DatasheetCalibration::TrainingKernelEfficiency(
   if (gpu.peak_fp8_tflops <= 0) return kAmpereKernelEfficiency;
   if (gpu.peak_bf16_tflops < 1500) return kHopperKernelEfficiency;
   return kHopperKernelEfficiency;  // Blackwell: no published runs yet
+}
+
+double DatasheetCalibration::Fp8BackwardGemmSlowdown(
+    const ModelOptions& o) const {
+  return o.enabled(Refinement::kFp8SplitAccumulator) ? fp8_bwd_slowdown_ : 1.0;
 }
 
 double DatasheetCalibration::MemoryTime_s(double bytes,

@@ -36,6 +36,16 @@ const std::vector<RefinementInfo>& AllRefinements() {
            "memory-bound Adam step"},
           {Refinement::kPipelineP2p, "pipeline_p2p",
            "pipeline point-to-point sends (x vpp interleaved)"},
+          {Refinement::kFp8SplitAccumulator, "fp8_split_accumulator",
+           "fp8 dgrad/wgrad GEMMs use the slower split accumulator (Hopper)"},
+          {Refinement::kAttentionBackwardEfficiency, "attention_backward",
+           "flash-attention backward at a lower efficiency than forward"},
+          {Refinement::kPipelineP2pOverlap, "pipeline_p2p_overlap",
+           "interleaved schedule overlaps p2p with the next chunk"},
+          {Refinement::kTpCommOverlapUserbuffers, "tp_comm_overlap",
+           "--tp-comm-overlap pipelines SP collectives with their GEMMs"},
+          {Refinement::kMoeImbalance, "moe_imbalance",
+           "the busiest expert gets more than the mean k*T/E tokens"},
       };
   return *kAll;
 }

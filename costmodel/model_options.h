@@ -62,6 +62,23 @@ enum class Refinement : uint8_t {
   kOptimizerStep = 12,
   // Pipeline point-to-point sends (×vpp when interleaved). Off: free.
   kPipelineP2p = 13,
+  // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with the split
+  // (periodically fp32-promoted) accumulator, slower than the fast-accum
+  // forward, on Hopper. Off: backward at the forward rate.
+  kFp8SplitAccumulator = 14,
+  // Flash-attention backward reaches a lower fraction of peak than the
+  // forward (FlashAttention-2). Off: backward at the forward efficiency.
+  kAttentionBackwardEfficiency = 15,
+  // Megatron's interleaved schedule overlaps pipeline p2p with the next
+  // chunk's compute (overlap_p2p_comm). Off: exposed.
+  kPipelineP2pOverlap = 16,
+  // With TrainingSpec::tp_comm_overlap (Megatron --tp-comm-overlap, TE
+  // userbuffers) the SP all-gathers / reduce-scatters pipeline with their
+  // GEMMs, leaving 1/t exposed. Off: the flag is ignored.
+  kTpCommOverlapUserbuffers = 17,
+  // MoE: the busiest expert (and EP rank) gets more than the mean k·T/E
+  // tokens; the step waits for it. Off: perfectly balanced routing.
+  kMoeImbalance = 18,
   kCount  // not a refinement
 };
 

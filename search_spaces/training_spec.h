@@ -23,6 +23,12 @@ struct TrainingSpec {
   // NVIDIA's fp8 recipes set both (NeMo `fp8_params: true`,
   // `optim.grad_sync_dtype: bf16`).
   bool fp8_param_gather = false;
+  // Megatron --tp-comm-overlap (Transformer Engine userbuffers; needs
+  // sequence parallelism): the TP all-gathers and reduce-scatters are split
+  // into chunks pipelined with their GEMMs. NeMo's H100 fp8 performance
+  // recipes enable it for every tp > 1 configuration (tp_comm_overlap: true
+  // with the ub_cfg_h100_* tables).
+  bool tp_comm_overlap = false;
 
   // Bytes per parameter of the model weights and of the main-grad buffer.
   double weight_bytes_per_param() const {

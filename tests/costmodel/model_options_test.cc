@@ -45,8 +45,9 @@ TEST(ModelOptions, MaskBitsToggleOneRefinementEach) {
   EXPECT_EQ(o.disabled_mask, 0u);
 }
 
-// GPT-3 175B on 16 nodes of 8 H100, fp8, tp8 pp4 dp4 cp1 with SP: every
-// refinement except those for CP/MoE applies.
+// GPT-3 175B on 16 nodes of 8 H100, fp8, tp8 pp4 dp4 with SP and TP comm
+// overlap: every refinement except those for CP, MoE and interleaving
+// applies (kTpOverlap is superseded by the userbuffers overlap).
 struct Gpt175bFp8 {
   search_spaces::ModelSpec model = testing::Gpt(96, 12288, 96);
   search_spaces::ClusterSpec cluster = testing::H100Cluster();
@@ -59,7 +60,8 @@ struct Gpt175bFp8 {
     training.precision = Precision::kFp8;
     config.tp = 8;
     config.pp = 4;
-    config.vpp = 2;
+    config.vpp = 1;
+    training.tp_comm_overlap = true;
     config.dp = 4;
     config.sp = true;
     config.dist_opt = true;
@@ -97,7 +99,8 @@ TEST(ModelOptions, SwitchingOffMovesTheEstimateTheExpectedWay) {
       Refinement::kGemmShapeEfficiency,
       Refinement::kTrainingKernelEfficiency};
   const std::set<Refinement> adds_speed = {
-      Refinement::kTpOverlap, Refinement::kDpOverlap, Refinement::kNvls};
+      Refinement::kDpOverlap, Refinement::kNvls,
+      Refinement::kTpCommOverlapUserbuffers};
   for (const RefinementInfo& r : AllRefinements()) {
     ModelOptions o;
     o.Disable(r.id);
