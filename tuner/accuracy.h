@@ -17,6 +17,7 @@
 //   software   NeMo sources use the distributed optimizer, and in fp8 the
 //              fp8 weights and bf16 gradient reduction of NVIDIA's recipes;
 //              sources dated 2022 or earlier ran unfused attention
+// (the per-cell rules and the metric conversions: tuner/accuracy_rules.h).
 // Units: times in seconds, errors in percent (signed: predicted − published
 // over published), memory in GiB.
 #ifndef MESHTUNE_TUNER_ACCURACY_H_
@@ -36,6 +37,7 @@
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/status.h"
 #include "search_spaces/training_spec.h"
+#include "tuner/accuracy_rules.h"
 #include "tuner/csv_reader.h"
 
 namespace meshtune::tuner {
@@ -115,34 +117,6 @@ struct AccuracySummary {
   int64_t out_of_memory = 0;  // predicted rows that do not fit
 };
 AccuracySummary Summarize(const std::vector<AccuracyResult>& results);
-
-// ---- Mapping rules, exposed for tests. ----
-
-// Lower case without spaces, dots, dashes and underscores: "LLAMA3-70B" and
-// "llama3 70b" -> "llama370b".
-std::string NormalizeModelName(const std::string& name);
-// The model preset whose name or an alias normalises like `name`.
-std::optional<search_spaces::ModelSpec> FindModelPreset(
-    const std::string& name);
-// Cluster preset name for a GPU description ("A100-SXM4-80GB (Selene)" ->
-// "a100-80g"); "" when no known GPU is named. Substrings are tried in the
-// order GB300, GB200, B300, B200, H200, H100, A100 (so "GB200" is not a
-// B200); an A100 needs 40GB or 80GB to pick its preset.
-std::string ClusterPresetForGpu(const std::string& gpu);
-// "bf16", "fp16 mixed (--fp16)", "mixed (16-bit)", "fp8", "FP8-CS",
-// "MXFP8", ...; nullopt when the text names no precision we model.
-std::optional<search_spaces::Precision> PrecisionFromText(
-    const std::string& text);
-// Megatron-LM 2021-22 (sources dated up to 2022, e.g. Narayanan2021,
-// Korthikanti2022) ran the unfused softmax attention; later sources and
-// undated ones (NeMo containers) run flash attention.
-costmodel::AttentionKernel AttentionKernelForSource(const std::string& source);
-// Sources whose runs used NeMo recipes (distributed optimizer).
-bool IsNemoSource(const std::string& source);
-// Seconds per step from a published metric, or nullopt with `reason` set.
-// See accuracy.cc for each metric's FLOP convention.
-std::optional<double> PublishedStepTime(const AccuracyCase& c,
-                                        std::string* reason);
 
 }  // namespace meshtune::tuner
 

@@ -127,6 +127,15 @@ TEST(AccuracyMapping, GpuNamesMapBySubstring) {
   EXPECT_EQ(ClusterPresetForGpu("MI300X"), "");
 }
 
+TEST(AccuracyMapping, BlackwellUltraRowsResolveTheirPresets) {
+  const AccuracyCase b300 = MapOne({{"gpu", "HGX B300"}});
+  ASSERT_EQ(b300.skipped_reason, "");
+  EXPECT_EQ(b300.cluster.name, "b300");
+  const AccuracyCase gb300 = MapOne({{"gpu", "GB300 NVL72"}});
+  ASSERT_EQ(gb300.skipped_reason, "");
+  EXPECT_EQ(gb300.cluster.name, "gb300");
+}
+
 TEST(AccuracyMapping, PrecisionSpellings) {
   EXPECT_EQ(PrecisionFromText("bf16"), Precision::kBf16);
   EXPECT_EQ(PrecisionFromText("BF16 mixed"), Precision::kBf16);
