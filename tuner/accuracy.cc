@@ -286,6 +286,10 @@ StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
       c.config.dist_opt = nemo;
       c.training.fp8_param_gather = nemo && *precision == Precision::kFp8;
       c.training.grad_reduce_in_bf16 = nemo && *precision == Precision::kFp8;
+      // ... and overlap TP communication with userbuffers (NeMo launcher
+      // ub_cfg_h100_* tables, tp_comm_overlap: true; the cost model applies
+      // it only with sequence parallelism, tp > 1).
+      c.training.tp_comm_overlap = nemo && *precision == Precision::kFp8;
       c.attention = AttentionKernelForSource(c.source);
       const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
       c.config.dp = dp > 0 ? dp : c.num_gpus / model_parallel;

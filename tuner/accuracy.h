@@ -15,7 +15,8 @@
 //   blanks     sp = on when tp > 1; recompute none; vp 1; mbs 1; cp, ep 1;
 //              dp = num_gpus / (tp·pp·cp)
 //   software   NeMo sources use the distributed optimizer, and in fp8 the
-//              fp8 weights and bf16 gradient reduction of NVIDIA's recipes;
+//              fp8 weights, bf16 gradient reduction and TP comm overlap of
+//              NVIDIA's recipes;
 //              sources dated 2022 or earlier ran unfused attention
 // (the per-cell rules and the metric conversions: tuner/accuracy_rules.h).
 // Units: times in seconds, errors in percent (signed: predicted − published

@@ -198,6 +198,7 @@ TEST(AccuracyMapping, BlankCellsTakeTheDocumentedDefaults) {
   EXPECT_TRUE(c.config.dist_opt);
   EXPECT_TRUE(c.training.fp8_param_gather);
   EXPECT_TRUE(c.training.grad_reduce_in_bf16);
+  EXPECT_TRUE(c.training.tp_comm_overlap);
   EXPECT_EQ(c.attention, AttentionKernel::kFlash);
 
   const AccuracyCase tp1 = MapOne(
@@ -210,6 +211,7 @@ TEST(AccuracyMapping, BlankCellsTakeTheDocumentedDefaults) {
   ASSERT_EQ(k.skipped_reason, "");
   EXPECT_FALSE(k.config.dist_opt);
   EXPECT_FALSE(k.training.fp8_param_gather);
+  EXPECT_FALSE(k.training.tp_comm_overlap);
   EXPECT_EQ(k.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(k.config.recompute.granularity, RecomputeGranularity::kFull);
   EXPECT_EQ(k.cluster.name, "a100-80g");
