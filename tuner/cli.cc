@@ -15,7 +15,7 @@ constexpr const char* kTopExamples = R"(Examples:
   tune estimate --model 175b --gpus 1024 --tp 8 --pp 8 --sp --recompute selective
   tune models                                    list model presets
   tune gpus                                      list GPU presets
-  tune accuracy --csv tests/data/published_calibration.csv   predicted vs published runs
+  tune accuracy --csv runs.csv                   published runs vs predictions
   tune search --help                             all search flags)";
 
 // One line: CLI11 messages occasionally span lines.
