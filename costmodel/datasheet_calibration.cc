@@ -162,24 +162,35 @@ double DatasheetCalibration::CollectiveTime_s(Collective op, double bytes,
     return FlatCollectiveTime_s(op, bytes, g.size, network);
   }
   const double shard = bytes / static_cast<double>(r);
+  // The alternative NCCL also has: one flat ring whose r channels leave
+  // each domain through the members' r rail NICs, so every ring edge moves
+  // at min(NVLink, r·NIC) busbw (nccl-tests multi-node busbw on 8-NIC
+  // DGX nodes ≈ 8 × the NIC rate, capped by NVLink). NCCL's tuner picks
+  // the faster of the two.
+  LinkTier rail = network;
+  rail.busbw_Bps = std::min(nvlink.busbw_Bps, r * network.busbw_Bps);
   switch (op) {
     case Collective::kAllReduce:
       // Intra RS, inter AR of S/r on each of the r NICs, intra AG
       // (ml-engineering network/README "hierarchical all-reduce").
-      return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
-                                  nvlink) +
-             FlatCollectiveTime_s(Collective::kAllReduce, shard, g.nodes,
-                                  network) +
-             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink);
+      return std::min(
+          FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r, nvlink) +
+              FlatCollectiveTime_s(Collective::kAllReduce, shard, g.nodes,
+                                   network) +
+              FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink),
+          FlatCollectiveTime_s(op, bytes, g.size, rail));
     case Collective::kAllGather:
-      return FlatCollectiveTime_s(Collective::kAllGather, shard, g.nodes,
-                                  network) +
-             FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink);
+      return std::min(
+          FlatCollectiveTime_s(Collective::kAllGather, shard, g.nodes,
+                               network) +
+              FlatCollectiveTime_s(Collective::kAllGather, bytes, r, nvlink),
+          FlatCollectiveTime_s(op, bytes, g.size, rail));
     case Collective::kReduceScatter:
-      return FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r,
-                                  nvlink) +
-             FlatCollectiveTime_s(Collective::kReduceScatter, shard, g.nodes,
-                                  network);
+      return std::min(
+          FlatCollectiveTime_s(Collective::kReduceScatter, bytes, r, nvlink) +
+              FlatCollectiveTime_s(Collective::kReduceScatter, shard, g.nodes,
+                                   network),
+          FlatCollectiveTime_s(op, bytes, g.size, rail));
     case Collective::kAllToAll: {
       // Per rank: (r−1)/n of the buffer stays on NVLink, (n−r)/n leaves the
       // domain through the rank's NIC; the two proceed concurrently.

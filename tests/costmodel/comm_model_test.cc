@@ -96,7 +96,7 @@ TEST(Collectives, A100AllReduceBusbwFollowsMeasuredCurve) {
   }
 }
 
-TEST(Collectives, HierarchicalBetweenNvlinkAndFlatNetwork) {
+TEST(Collectives, MultiNodeTakesTheFasterOfHierarchicalAndRailRing) {
   const DatasheetCalibration cal(testing::A100Cluster());
   const double bytes = 1e9;
   const double intra = cal.CollectiveTime_s(Collective::kAllReduce, bytes,
@@ -107,9 +107,27 @@ TEST(Collectives, HierarchicalBetweenNvlinkAndFlatNetwork) {
       Collective::kAllReduce, bytes, CommGroup{16, 16, 1}, ModelOptions());
   EXPECT_LT(intra, hier);
   EXPECT_LT(hier, flat);
-  // The inter-node leg moves S/8 per NIC: 2·(1/2)·S/8 at 24 GB/s ≈ 5.2 ms,
-  // plus two NVLink legs of 7/8·S at 230 GB/s ≈ 7.6 ms.
-  EXPECT_NEAR(hier, 0.0052 + 0.0076, 0.002);
+  // Hierarchical: the inter-node leg moves S/8 per NIC, 2·(1/2)·S/8 at
+  // 24 GB/s ≈ 5.2 ms, plus two NVLink legs of 7/8·S at 230 GB/s ≈ 7.6 ms:
+  // 12.8 ms. The rail ring is faster and NCCL takes it: 30 steps of 14 µs
+  // + 2·15/16·(50 µs + S / min(230, 8·24 GB/s)) ≈ 10.3 ms.
+  EXPECT_NEAR(hier, 30 * 14e-6 + 30.0 / 16 * (50e-6 + bytes / 192e9), 1e-6);
+  ModelOptions no_hier;
+  no_hier.Disable(Refinement::kHierarchicalCollectives);
+  EXPECT_NEAR(cal.CollectiveTime_s(Collective::kAllReduce, bytes,
+                                   CommGroup{16, 2, 8}, no_hier),
+              30 * 14e-6 + 30.0 / 16 * (50e-6 + bytes / 24e9), 1e-6);
+  // All-gather: hierarchical = network AG of S/8 (2.64 ms) + NVLink AG of
+  // S (3.87 ms) = 6.5 ms; the rail ring's 15/16·S/192 GB/s is faster.
+  const double ag = cal.CollectiveTime_s(Collective::kAllGather, bytes,
+                                         CommGroup{16, 2, 8}, ModelOptions());
+  EXPECT_NEAR(ag, 15 * 14e-6 + 15.0 / 16 * (50e-6 + bytes / 192e9), 1e-6);
+  // Never slower than either form: r = 2 per node over 8 nodes.
+  const double ag2 = cal.CollectiveTime_s(Collective::kAllGather, bytes,
+                                          CommGroup{16, 8, 2}, ModelOptions());
+  EXPECT_LE(ag2, 15 * 14e-6 + 15.0 / 16 * (50e-6 + bytes / 48e9) + 1e-12);
+  EXPECT_LE(ag2, 7 * 14e-6 + 7.0 / 8 * (50e-6 + bytes / 2 / 24e9) + 3.4e-6 +
+                     0.5 * (50e-6 + bytes / 230e9) + 1e-12);
 }
 
 TEST(Collectives, NvlsSpeedsUpIntraNodeAllReduceOnly) {
