@@ -30,6 +30,17 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // (distributed_data_parallel_config.py).
 constexpr double kBucketParams = 40e6;
 
+// TE userbuffers registered by --tp-comm-overlap (see EstimateConfig).
+constexpr double kUserbufferCount = 10;
+
+// --tp-comm-overlap takes effect only with SP and tp > 1 (TE userbuffers
+// overlap the SP all-gathers / reduce-scatters).
+bool UsesTpCommOverlap(const TrainingSpec& training, const ParallelConfig& c,
+                       const ModelOptions& options) {
+  return training.tp_comm_overlap && c.sp && c.tp > 1 &&
+         options.enabled(Refinement::kTpCommOverlapUserbuffers);
+}
+
 // Exposed part of `comm` running concurrently with `compute`.
 double Exposed(double comm, double compute) {
   return std::max(0.0, comm - compute);
@@ -189,6 +200,15 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
     if (mem_last.total_bytes() > mem0.total_bytes()) mem0 = mem_last;
   }
   est.memory = mem0;
+  if (UsesTpCommOverlap(training, c, options)) {
+    // Userbuffers: Transformer Engine's initialize_ub registers one
+    // [T, h] 16-bit buffer per overlapped GEMM (qkv/fc1 fprop, proj/fc2
+    // dgrad ring-exchange; proj/fc2 fprop pipelined; qkv/fc1 dgrad and
+    // wgrad bulk): 10 of them, T = mbs·seq/cp.
+    est.memory.other_bytes += kUserbufferCount * 2.0 * c.mbs *
+                              static_cast<double>(seq) / c.cp *
+                              model.hidden_size;
+  }
   est.memory_capacity_bytes = cluster.UsableMemoryGib() * kGiB;
   est.fits = est.memory.total_bytes() <= est.memory_capacity_bytes;
   if (!est.fits) est.infeasible_reason = "out_of_memory";

@@ -139,7 +139,7 @@ TEST(PipelineP2p, InterleavedTransfersHideBehindTheNextChunk) {
   EXPECT_NEAR(plain.time.pp_comm_s, 64 * 2 * msg, 1e-9);
 }
 
-TEST(TpCommOverlap, LeavesOneTpthOfTheSpCollectivesExposed) {
+TEST(TpCommOverlap, LeavesOneTpthOfTheSpCollectivesExposedAndAddsBuffers) {
   Pipeline p;
   const DatasheetCalibration cal(p.cluster);
   const Estimate plain =
@@ -164,6 +164,10 @@ TEST(TpCommOverlap, LeavesOneTpthOfTheSpCollectivesExposed) {
       3 * cal.CollectiveTime_s(Collective::kAllReduce, 4.0 * 2048, tp, {});
   const double per_mb = 12 * (6 * ag + 4 * rs) / 8 + logits;
   EXPECT_NEAR(ub.time.tp_comm_s, 64 * per_mb, 1e-9);
+  // ... and registers ten [T, h] 16-bit userbuffers.
+  EXPECT_DOUBLE_EQ(ub.memory.other_bytes - plain.memory.other_bytes,
+                   10 * 2.0 * 2048 * 12288);
+  EXPECT_DOUBLE_EQ(ignored.memory.other_bytes, plain.memory.other_bytes);
   // Without SP there is nothing for userbuffers to pipeline.
   p.config.sp = false;
   p.config.recompute.granularity = search_spaces::RecomputeGranularity::kFull;
