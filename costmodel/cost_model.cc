@@ -10,6 +10,7 @@
 #include "costmodel/compute_model.h"
 #include "costmodel/memory_model.h"
 #include "costmodel/model_stats.h"
+#include "search_spaces/pipeline_layout.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::costmodel {
@@ -185,6 +186,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const int64_t m =
       std::max<int64_t>(1, c.num_microbatches(training.global_batch_size));
   const PipelineSchedule schedule(c.pp, c.vpp, m);
+  const search_spaces::PipelineLayout layout(model.num_layers, c.pp, c.vpp);
 
   // ---- Memory: stage 0 (most in-flight micro-batches) or the last stage
   // (logits, tied output copy), whichever is larger.
@@ -198,6 +200,14 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
         StageMemory(model, stats, c, seq, prec, schedule, c.pp - 1,
                     calibration.UsesFlashAttention(), state_bytes);
     if (mem_last.total_bytes() > mem0.total_bytes()) mem0 = mem_last;
+  }
+  if (c.pp > 2 && layout.accounts_embedding_and_loss()) {
+    // Stage 1 holds one layer more than stage 0 and only one in-flight
+    // micro-batch fewer, so it can be the most loaded.
+    const MemoryBreakdown mem1 =
+        StageMemory(model, stats, c, seq, prec, schedule, 1,
+                    calibration.UsesFlashAttention(), state_bytes);
+    if (mem1.total_bytes() > mem0.total_bytes()) mem0 = mem1;
   }
   est.memory = mem0;
   if (UsesTpCommOverlap(training, c, options)) {
@@ -227,8 +237,12 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
 
   // ---- One layer of each kind, one micro-batch.
   const double p = static_cast<double>(c.pp);
-  const double moe_layers = model.num_moe_layers() / p;
-  const double dense_layers = model.num_layers / p - moe_layers;
+  const double moe_share =
+      static_cast<double>(model.num_moe_layers()) / model.num_layers;
+  // Layers on the stage that sets the pace (chosen below, once the edge
+  // stages' embedding/logits time is known).
+  double moe_layers = moe_share * model.num_layers / p;
+  double dense_layers = model.num_layers / p - moe_layers;
   const LayerCompute dense_c =
       LayerComputeTime(model, c, seq, prec, false, calibration, options);
   const LayerComm dense_x =
@@ -257,12 +271,30 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                                                  4.0 * T, tp_group, options);
   }
 
+  // With the embedding and loss counted as layers (PipelineLayout), the
+  // first and last stage hold one layer fewer plus their edge work and the
+  // middle stages one layer more; the slower of the two sets the pace.
+  double edge_scale = 1.0;
+  if (layout.accounts_embedding_and_loss()) {
+    const double layer_s =
+        (1 - moe_share) * (dense_c.fwd_s() + dense_c.bwd_s()) +
+        moe_share * (moe_c.fwd_s() + moe_c.bwd_s());
+    const double mid = static_cast<double>(layout.MaxLayersOnStage());
+    const double edge = static_cast<double>(layout.LayersOnStage(c.pp - 1));
+    const bool middle_slower =
+        mid * layer_s > edge * layer_s + edge_fwd + edge_bwd;
+    const double stage_layers = middle_slower ? mid : edge;
+    if (middle_slower) edge_scale = 0.0;
+    moe_layers = moe_share * stage_layers;
+    dense_layers = stage_layers - moe_layers;
+  }
+
   // ---- Recompute: which fraction of the layers re-runs its forward.
   double full_fraction = 0;
   if (c.recompute.granularity == RecomputeGranularity::kFull) {
     full_fraction = 1.0;
     if (c.recompute.method == RecomputeMethod::kBlock) {
-      const double per_chunk = model.num_layers / (p * c.vpp);
+      const double per_chunk = static_cast<double>(layout.units_per_chunk());
       full_fraction = std::min(
           1.0, static_cast<double>(c.recompute.num_layers) / per_chunk);
     }
@@ -276,7 +308,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   };
   const double compute_mb = sum_layers(dense_c.fwd_s() + dense_c.bwd_s(),
                                        moe_c.fwd_s() + moe_c.bwd_s()) +
-                            edge_fwd + edge_bwd;
+                            edge_scale * (edge_fwd + edge_bwd);
   double recompute_mb = 0;
   if (selective) {
     recompute_mb = sum_layers(dense_c.attn_fwd_s, moe_c.attn_fwd_s);
@@ -286,7 +318,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const double tp_mb =
       sum_layers(dense_x.tp_fwd_s * (1 + full_fraction) + dense_x.tp_bwd_s,
                  moe_x.tp_fwd_s * (1 + full_fraction) + moe_x.tp_bwd_s) +
-      logits_tp;
+      edge_scale * logits_tp;
   const double cp_mb =
       sum_layers(dense_x.cp_fwd_s * (1 + full_fraction) + dense_x.cp_bwd_s,
                  moe_x.cp_fwd_s * (1 + full_fraction) + moe_x.cp_bwd_s);

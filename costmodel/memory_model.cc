@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "search_spaces/pipeline_layout.h"
+
 namespace meshtune::costmodel {
 
 using search_spaces::Activation;
@@ -29,12 +31,23 @@ bool HasDropout(const ModelSpec& m) {
 
 }  // namespace
 
+StageLayers LayersOnStage(const ModelSpec& m, const ParallelConfig& c,
+                          int64_t stage) {
+  const search_spaces::PipelineLayout layout(m.num_layers, c.pp, c.vpp);
+  StageLayers sl;
+  sl.layers = static_cast<double>(layout.LayersOnStage(stage));
+  // MoE layers are spread evenly (moe_layer_freq), so each stage holds its
+  // share of them.
+  sl.moe = sl.layers * static_cast<double>(m.num_moe_layers()) / m.num_layers;
+  return sl;
+}
+
 LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
                              const ParallelConfig& c, int64_t stage) {
   const double t = static_cast<double>(c.tp);
-  const double p = static_cast<double>(c.pp);
-  const double layers = m.num_layers / p;
-  const double moe_layers = m.num_moe_layers() / p;
+  const StageLayers sl = LayersOnStage(m, c, stage);
+  const double layers = sl.layers;
+  const double moe_layers = sl.moe;
   const double dense_layers = layers - moe_layers;
   LocalParams lp;
   lp.dense =
@@ -130,9 +143,9 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const ModelStats& st,
                         lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
 
   // Activations of one micro-batch through all of this stage's layers.
-  const double p = static_cast<double>(c.pp);
-  const double layers = m.num_layers / p;
-  const double moe_layers = m.num_moe_layers() / p;
+  const StageLayers sl = LayersOnStage(m, c, stage);
+  const double layers = sl.layers;
+  const double moe_layers = sl.moe;
   const double dense_layers = layers - moe_layers;
   const double a_dense =
       LayerActivationBytes(m, c, seq, precision, false, flash_attention);

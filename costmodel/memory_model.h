@@ -54,6 +54,17 @@ namespace meshtune::costmodel {
 
 // Parameters held by one GPU of pipeline stage `stage` (counts, not bytes):
 // dense ones (reduced over dp·cp) and expert ones (reduced over edp).
+// Transformer layers on pipeline stage `stage` (search_spaces::
+// PipelineLayout: with the embedding and loss counted as layers the first
+// and last stage hold one fewer) and how many of them are MoE layers.
+struct StageLayers {
+  double layers = 0;
+  double moe = 0;
+};
+StageLayers LayersOnStage(const search_spaces::ModelSpec& model,
+                          const search_spaces::ParallelConfig& config,
+                          int64_t stage);
+
 struct LocalParams {
   double dense = 0;
   double expert = 0;

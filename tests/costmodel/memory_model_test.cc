@@ -216,3 +216,39 @@ TEST(InFlight, FullRecomputeKeepsCheckpointsPlusOneChunk) {
 
 }  // namespace
 }  // namespace meshtune::costmodel
+
+namespace meshtune::costmodel {
+namespace {
+
+// LLaMA-3 405B: 126 layers only split over pp 16 with the embedding and
+// the loss counted as layers (search_spaces::PipelineLayout).
+TEST(UnevenPipeline, EdgeStagesHoldOneLayerFewer) {
+  const ModelSpec m = testing::Llama(126, 16384, 128, 8, 53248, 128256, 8192);
+  const ModelStats st = ComputeModelStats(m, 128256, 8192);
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 16;
+  c.dp = 16;
+  c.sp = true;
+  EXPECT_EQ(LayersOnStage(m, c, 0).layers, 7);
+  EXPECT_EQ(LayersOnStage(m, c, 1).layers, 8);
+  EXPECT_EQ(LayersOnStage(m, c, 15).layers, 7);
+  // Stage 1 holds one more layer's parameters than stage 0, which holds
+  // the word embeddings instead.
+  const double one_layer =
+      (st.attention_params + st.dense_mlp_params) / c.tp + st.norm_params;
+  EXPECT_NEAR(StageLocalParams(m, st, c, 1).dense -
+                  (StageLocalParams(m, st, c, 0).dense -
+                   st.word_embedding_params / c.tp - st.position_params),
+              one_layer, 1.0);
+  // Parameters over all stages add up to the model (per tp rank).
+  double total = 0;
+  for (int64_t s = 0; s < c.pp; ++s)
+    total += StageLocalParams(m, st, c, s).dense;
+  const double untied_embeddings = 2 * st.word_embedding_params / c.tp;
+  EXPECT_NEAR(total, 126 * one_layer + untied_embeddings + st.final_norm_params,
+              1e3);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel

@@ -30,6 +30,22 @@ TEST(EndToEnd, Gpt3_175bOn1024A100TrainsIn18To27Days) {
   EXPECT_LE(days, 27.0) << best.dump();
 }
 
+// LLaMA-3 405B (126 layers) on 2048 H100s: the only deep pipelines count the
+// embedding and loss as layers (128 units), as NeMo's recipe does; before
+// that layout was modelled no configuration was valid beyond pp 2.
+TEST(EndToEnd, Llama3_405bOn2048H100UsesUnevenPipelineSplit) {
+  const auto run =
+      RunTune("--model llama3-405b --gpus 2048 --gpu h100 --json --top 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json best = json::parse(run.out)["candidates"][0];
+  const int64_t pp = best["config"]["pp"].get<int64_t>();
+  const int64_t vpp = best["config"]["vpp"].get<int64_t>();
+  EXPECT_GE(pp, 4) << best.dump();
+  EXPECT_EQ(126 % (pp * vpp) != 0, true) << best.dump();
+  EXPECT_EQ(128 % (pp * vpp), 0) << best.dump();
+  EXPECT_TRUE(best["fits"].get<bool>());
+}
+
 TEST(EndToEnd, FullRecomputeWithoutSpIsSlowerThanSpSelective) {
   const std::string base =
       "estimate --model 175b --gpus 1024 --gpu a100-80g --tp 8 --pp 8 --mbs 1 "
