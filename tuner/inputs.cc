@@ -142,6 +142,9 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
   app->add_flag("--grad-reduce-in-bf16", f->grad_reduce_in_bf16,
                 "main gradients in bf16 (2 bytes per parameter, reduced in "
                 "bf16) instead of fp32");
+  app->add_flag("--tp-comm-overlap", f->tp_comm_overlap,
+                "overlap TP all-gather/reduce-scatter with GEMMs (Transformer "
+                "Engine userbuffers; configurations with --sp and tp > 1)");
   app->add_flag("--fp8-param-gather", f->fp8_param_gather,
                 "keep weights in fp8 and all-gather them in fp8 (needs "
                 "--precision fp8)");
@@ -372,6 +375,7 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   }
   in.training.fp8_param_gather = f.fp8_param_gather;
   in.training.grad_reduce_in_bf16 = f.grad_reduce_in_bf16;
+  in.training.tp_comm_overlap = f.tp_comm_overlap;
   auto tokens = ParseTokenCount(f.tokens);
   if (!tokens.ok()) return tokens.status();
   in.training.train_tokens = tokens.value();

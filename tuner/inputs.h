@@ -51,6 +51,9 @@ struct InputFlags {
   // Megatron --grad-reduce-in-bf16 and --fp8-param-gather (fp8 only).
   bool grad_reduce_in_bf16 = false;
   bool fp8_param_gather = false;
+  // Megatron --tp-comm-overlap (Transformer Engine userbuffers; applies to
+  // configurations with sequence parallelism and tp > 1).
+  bool tp_comm_overlap = false;
 };
 
 // Registers the flags above on `app` (a CLI11 subcommand). `pins_are_lists`

@@ -114,6 +114,8 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   }
   if (t.fp8_param_gather) a.push_back("--fp8-param-gather");
   if (t.grad_reduce_in_bf16) a.push_back("--grad-reduce-in-bf16");
+  // Megatron requires sequence parallelism for --tp-comm-overlap.
+  if (t.tp_comm_overlap && c.sp && c.tp > 1) a.push_back("--tp-comm-overlap");
   return a;
 }
 

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "search_spaces/pipeline_layout.h"
-#include "search_spaces/pipeline_layout.h"
 #include "tuner/model_facts.h"
 
 namespace meshtune::tuner {
@@ -81,6 +80,10 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
         << " B/param, main grads " << t.grad_bytes_per_param() << " B/param ("
         << (t.fp8_param_gather ? "--fp8-param-gather " : "")
         << (t.grad_reduce_in_bf16 ? "--grad-reduce-in-bf16" : "") << ")\n";
+  }
+  if (t.tp_comm_overlap) {
+    out << "tp overlap   --tp-comm-overlap: TP collectives overlap GEMMs in "
+           "configurations with sequence parallelism\n";
   }
   out << "calibration  " << calibration << "\n";
 }

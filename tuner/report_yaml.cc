@@ -123,6 +123,8 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
     << "\n";
   y << "  fp8_param_gather: " << (t.fp8_param_gather ? "true" : "false")
     << "\n";
+  y << "  tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
+    << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";

@@ -149,6 +149,22 @@ TEST(Cli, StateByteFlagsShrinkMemory) {
               1e-6);
 }
 
+TEST(Cli, TpCommOverlapHidesTpCommunication) {
+  const std::string base =
+      "estimate --model llama3-70b --gpus 64 --gpu h100 --tp 8 --pp 2 --sp "
+      "--dist-opt --json";
+  const TuneRun plain = RunTune(base);
+  const TuneRun overlap = RunTune(base + " --tp-comm-overlap");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(overlap.exit_code, 0) << overlap.err;
+  const auto seconds = [](const std::string& json) {
+    const size_t at = json.find("\"tp_comm\":");
+    EXPECT_NE(at, std::string::npos);
+    return std::stod(json.substr(json.find(':', at) + 1));
+  };
+  EXPECT_LT(seconds(overlap.out), 0.5 * seconds(plain.out));
+}
+
 TEST(CliErrors, BadTokensAndFormat) {
   ExpectError(RunTune("--model 175b --gpus 1024 --tokens 3X"), 2,
               "--tokens must be a positive token count, got '3X'",

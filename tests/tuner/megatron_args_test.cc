@@ -125,6 +125,12 @@ TEST(MegatronArgs, LlamaGqaFullRecomputeFp8) {
   const auto b = MegatronArgs(Llama70b(), t, c);
   EXPECT_TRUE(Has(b, "--fp8-param-gather"));
   EXPECT_TRUE(Has(b, "--grad-reduce-in-bf16"));
+  EXPECT_FALSE(Has(b, "--tp-comm-overlap"));  // not asked for
+  t.tp_comm_overlap = true;
+  EXPECT_FALSE(Has(MegatronArgs(Llama70b(), t, c), "--tp-comm-overlap"))
+      << "Megatron needs --sequence-parallel for it";
+  c.sp = true;
+  EXPECT_TRUE(Has(MegatronArgs(Llama70b(), t, c), "--tp-comm-overlap"));
 }
 
 TEST(MegatronArgs, MoeFlags) {
