@@ -1,0 +1,238 @@
+// Store: the SQLite results database (DESIGN.md §7, issue 4).
+//
+// One SQLite file (or ":memory:" in tests) in WAL mode with a busy timeout,
+// foreign keys on, a schema version kept in `PRAGMA user_version` and
+// upgraded by in-code migrations, and only prepared statements. The file is
+// marked as ours with `PRAGMA application_id`; a file that is not SQLite, or
+// an SQLite file that belongs to something else, is refused without writing a
+// byte. A file written by a newer schema is refused with both versions named.
+// Tables (schema in docs/results.md):
+//   hardware      one row per machine fingerprint
+//   measurements  microbenchmark results (profiler), per hardware id
+//   searches      one row per `tune search` run
+//   candidates    ranked candidates of a search with their predictions
+//   training_runs measured step statistics (engine), joined to candidates
+// Every row carries provenance: tool version, git revision and a timestamp.
+//
+// Ownership: a Store owns its sqlite3 connection; it is not thread-safe (use
+// one Store per thread or process; SQLite serialises writers across
+// processes). Units are in the field names: seconds (_s), bytes, GiB.
+#ifndef MESHTUNE_RESULTS_STORE_H_
+#define MESHTUNE_RESULTS_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "search_spaces/parallel_config.h"
+#include "search_spaces/status.h"
+
+struct sqlite3;
+
+namespace meshtune::results {
+
+// The schema version this build writes (PRAGMA user_version).
+inline constexpr int kSchemaVersion = 1;
+// PRAGMA application_id marking a meshtune database ("MSHT").
+inline constexpr int32_t kApplicationId = 0x4D534854;
+
+// Who wrote a row and when. Filled by the caller (results/ does not depend on
+// tuner/, which owns the generated version header).
+struct Provenance {
+  std::string tool_version;    // e.g. "0.1.0"
+  std::string git_revision;    // e.g. "fabd115a1b2c" or "unknown"
+  int64_t created_unix_s = 0;  // seconds since the Unix epoch (UTC)
+};
+
+// Provenance with created_unix_s set to the current time.
+Provenance MakeProvenance(std::string tool_version, std::string git_revision);
+
+// The identity of the machine measurements were taken on.
+struct HardwareFingerprint {
+  std::string id;       // stable hash of the fields below (ComputeHardwareId)
+  std::string backend;  // "cpu" | "cuda"
+  std::string cpu_model;
+  int64_t cpu_cores = 0;
+  double memory_gib = 0;  // host memory
+  std::string gpu_model;  // "" on CPU-only machines
+  int64_t gpu_count = 0;
+  std::string driver_version;    // "" when there is no driver
+  std::string library_versions;  // e.g. "cuda=12.4 nccl=2.21 cublas=12.4"
+};
+
+// A stable identifier for `hw`: "<backend>-" followed by 16 hex digits of the
+// 64-bit FNV-1a hash of the identifying fields (backend, cpu_model, cpu_cores,
+// memory rounded to whole GiB, gpu_model, gpu_count, driver_version,
+// library_versions). The same machine and software always map to the same
+// id; `hw.id` itself is ignored.
+std::string ComputeHardwareId(const HardwareFingerprint& hw);
+
+// One microbenchmark result (many samples summarised).
+struct Measurement {
+  std::string hardware_id;  // must exist in `hardware` (PutHardware first)
+  // "gemm", "attention", "stream", "all_reduce", "all_gather",
+  // "reduce_scatter", "all_to_all", "send_recv".
+  std::string op;
+  std::string dtype;            // "bf16", "fp16", "fp8", "fp32", ...
+  int64_t m = 0, n = 0, k = 0;  // GEMM shape [m,k]x[k,n]; 0 for other ops
+  double bytes = 0;             // message / stream size in bytes; 0 for GEMM
+  int64_t group_size = 1;       // ranks in the collective group
+  int64_t nodes = 1;            // nodes the group spans
+  int64_t ranks_per_node = 1;
+  int64_t samples = 0;  // timed repetitions (after warm-up)
+  double median_s = 0, min_s = 0, p99_s = 0;
+  double cv = 0;          // coefficient of variation (stddev / mean)
+  std::string timer;      // "cupti", "cuda_event", "steady_clock", "mpi_wtime"
+  Provenance provenance;  // filled on read; ignored on write
+};
+
+// One `tune search` run: what was asked and how the search went.
+struct SearchRecord {
+  int64_t id = 0;     // assigned by PutSearch; ignored on write
+  std::string model;  // preset name or YAML path
+  std::string gpu;    // cluster preset / GPU kind
+  int64_t gpus = 0;
+  int64_t gpus_per_node = 0;
+  int64_t gbs = 0;
+  int64_t seq_length = 0;
+  std::string precision;
+  std::string hardware_id;  // "" unless calibrated by measurements
+  std::string arguments;    // the command line, for humans
+  int64_t evaluated = 0;
+  int64_t feasible = 0;
+  double elapsed_s = 0;
+  Provenance provenance;  // filled on read; ignored on write
+};
+
+// A ranked candidate of a search and the cost model's prediction for it.
+struct CandidateRecord {
+  int64_t id = 0;         // assigned by PutSearch; ignored on write
+  int64_t search_id = 0;  // filled on read; ignored on write
+  int64_t rank = 0;       // 1 = best
+  search_spaces::ParallelConfig config;
+  std::string config_text;  // search_spaces::ToString(config); set on write
+  bool fits = true;
+  std::string infeasible_reason;  // "" when feasible
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double memory_gib = 0;      // total per GPU on the most loaded rank
+  std::string calibration;    // "datasheet" | "measured:<hardware id>"
+  std::string estimate_json;  // the full estimate (DESIGN §5), may be ""
+};
+
+// A measured training run (written by `tune train` / `tune validate`).
+struct TrainingRun {
+  int64_t id = 0;            // assigned by PutTrainingRun; ignored on write
+  int64_t candidate_id = 0;  // 0 = not from a search
+  std::string hardware_id;   // "" when unknown; else must exist
+  std::string model;
+  search_spaces::ParallelConfig config;
+  std::string config_text;  // set on write from config
+  int64_t gbs = 0;
+  int64_t seq_length = 0;
+  int64_t steps = 0;  // measured steps (after warm-up)
+  double step_time_median_s = 0, step_time_min_s = 0, step_time_p99_s = 0;
+  double step_time_cv = 0;
+  double tokens_per_s = 0;
+  double final_loss = 0;
+  Provenance provenance;  // filled on read; ignored on write
+};
+
+// "Predicted vs measured": a candidate joined with a training run of it.
+struct PredictedVsMeasured {
+  int64_t search_id = 0;
+  int64_t candidate_id = 0;
+  int64_t rank = 0;
+  std::string config_text;
+  int64_t training_run_id = 0;
+  double predicted_step_time_s = 0;
+  double measured_step_time_s = 0;  // median
+  double relative_error = 0;        // (predicted - measured) / measured
+};
+
+// One schema upgrade: from version `to_version - 1` to `to_version`, as SQL
+// run inside the upgrade transaction.
+struct Migration {
+  int to_version = 0;
+  std::string description;
+  std::string sql;
+};
+
+// The migrations of this build, ending at kSchemaVersion.
+const std::vector<Migration>& BuiltinMigrations();
+
+struct OpenOptions {
+  bool read_only = false;      // never create or modify (for `tune db` reads)
+  int busy_timeout_ms = 5000;  // wait this long for another writer
+  // Migrations to run (tests inject fake steps); null = BuiltinMigrations().
+  // The target version is the last entry's to_version.
+  const std::vector<Migration>* migrations = nullptr;
+};
+
+class Store {
+ public:
+  // Opens or creates `path` (":memory:" for a private in-memory database) and
+  // brings its schema up to date. Errors (one line, naming the file, with a
+  // hint): not an SQLite file, an SQLite file that is not a meshtune
+  // database, a schema newer than this build, missing file in read-only
+  // mode, a locked or read-only database. A refused file is not modified.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
+                                               const OpenOptions& options = {});
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const { return path_; }
+  // PRAGMA user_version after migrations.
+  StatusOr<int> SchemaVersion() const;
+
+  // Inserts or updates (by id) a fingerprint; fills `hw.id` if empty.
+  Status PutHardware(const HardwareFingerprint& hw, const Provenance& prov);
+  StatusOr<std::vector<HardwareFingerprint>> ListHardware() const;
+
+  // All rows in one transaction: either all are stored or none.
+  Status PutMeasurements(const std::vector<Measurement>& rows,
+                         const Provenance& prov);
+  // Rows for `hardware_id` ("" = all), optionally only one `op`, in insertion
+  // order.
+  StatusOr<std::vector<Measurement>> GetMeasurements(
+      const std::string& hardware_id, const std::string& op = "") const;
+
+  // Stores a search and its candidates in one transaction; returns its id.
+  StatusOr<int64_t> PutSearch(const SearchRecord& search,
+                              const std::vector<CandidateRecord>& candidates,
+                              const Provenance& prov);
+  StatusOr<std::vector<SearchRecord>> ListSearches() const;
+  // Candidates of a search by rank.
+  StatusOr<std::vector<CandidateRecord>> GetCandidates(int64_t search_id) const;
+
+  StatusOr<int64_t> PutTrainingRun(const TrainingRun& run,
+                                   const Provenance& prov);
+  // Runs of a candidate (0 = all runs), in insertion order.
+  StatusOr<std::vector<TrainingRun>> GetTrainingRuns(
+      int64_t candidate_id = 0) const;
+
+  // Candidates with a measured run (search_id 0 = all searches), ordered by
+  // search, rank, run (view `predicted_vs_measured`).
+  StatusOr<std::vector<PredictedVsMeasured>> GetPredictedVsMeasured(
+      int64_t search_id = 0) const;
+
+  // Writes table or view `table` as CSV (RFC 4180 quoting, header row).
+  // Unknown names are InvalidArgument listing the known ones.
+  Status ExportCsv(const std::string& table, std::ostream& out) const;
+  // Tables and views ExportCsv accepts.
+  static const std::vector<std::string>& ExportableTables();
+
+ private:
+  Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status Exec(const char* sql);
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace meshtune::results
+
+#endif  // MESHTUNE_RESULTS_STORE_H_
