@@ -1,0 +1,105 @@
+// MeasuredCalibration: the cost model's hardware numbers from measurements
+// (`tune profile`), with the datasheet curves where nothing was measured.
+//
+// The tables are plain values so costmodel does not depend on the results
+// store; the tuner reads them from SQLite and fills a MeasuredTables.
+//  - GEMMs: a measured shape answers for itself; any other shape takes the
+//    datasheet curve's time scaled by measured/datasheet at the nearest
+//    measured shape of the same precision (distance in log m, log n, log k),
+//    so the curve supplies the shape dependence and the measurement the level.
+//  - Collectives: per (op, group size) a curve of time over message size,
+//    interpolated linearly in (log bytes, log time) and extended beyond the
+//    measured range at the end points' bandwidth (time ∝ bytes). Other group
+//    sizes or placements fall back to the datasheet.
+//  - Memory-bound work: the best measured streaming bandwidth.
+// Name() is "measured:<hardware id>".
+#ifndef MESHTUNE_COSTMODEL_MEASURED_CALIBRATION_H_
+#define MESHTUNE_COSTMODEL_MEASURED_CALIBRATION_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodel/calibration.h"
+#include "costmodel/datasheet_calibration.h"
+#include "search_spaces/cluster_spec.h"
+
+namespace meshtune::costmodel {
+
+struct MeasuredGemm {
+  int64_t m = 0, n = 0, k = 0;
+  search_spaces::Precision precision = search_spaces::Precision::kBf16;
+  double time_s = 0;  // median
+};
+
+struct MeasuredCollective {
+  Collective op = Collective::kAllReduce;
+  int64_t group_size = 1;
+  int64_t nodes = 1;
+  double bytes = 0;   // nccl-tests convention (see Calibration)
+  double time_s = 0;  // median
+};
+
+struct MeasuredTables {
+  std::string hardware_id;
+  std::vector<MeasuredGemm> gemms;
+  std::vector<MeasuredCollective> collectives;
+  double stream_gbps = 0;  // best measured streaming bandwidth; 0 = none
+  bool empty() const {
+    return gemms.empty() && collectives.empty() && stream_gbps <= 0;
+  }
+};
+
+class MeasuredCalibration : public Calibration {
+ public:
+  // REQUIRES: !tables.hardware_id.empty(). `cluster` supplies the datasheet
+  // fallback; neither argument need outlive this object.
+  MeasuredCalibration(const search_spaces::ClusterSpec& cluster,
+                      MeasuredTables tables);
+
+  std::string Name() const override {
+    return "measured:" + tables_.hardware_id;
+  }
+  double GemmTime_s(int64_t m, int64_t n, int64_t k,
+                    search_spaces::Precision precision,
+                    const ModelOptions& options) const override;
+  double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
+                                int64_t kv_len, int64_t head_dim, bool causal,
+                                const ModelOptions& options) const override;
+  double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
+                                 int64_t kv_len, int64_t head_dim, bool causal,
+                                 const ModelOptions& options) const override;
+  bool UsesFlashAttention() const override {
+    return datasheet_.UsesFlashAttention();
+  }
+  double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override {
+    return datasheet_.Fp8BackwardGemmSlowdown(options);
+  }
+  double MemoryTime_s(double bytes, const ModelOptions& options) const override;
+  double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
+                          const ModelOptions& options) const override;
+
+  // Measured/datasheet time ratio at the GEMM nearest to (m, n, k) in
+  // `precision`; 1 when no GEMM of that precision was measured. Exposed for
+  // tests and reports.
+  double GemmScale(int64_t m, int64_t n, int64_t k,
+                   search_spaces::Precision precision,
+                   const ModelOptions& options) const;
+
+ private:
+  DatasheetCalibration datasheet_;
+  MeasuredTables tables_;
+  // Collective curves, each sorted by bytes: index into tables_.collectives.
+  struct Curve {
+    Collective op;
+    int64_t group_size;
+    int64_t nodes;
+    std::vector<std::pair<double, double>> points;  // (bytes, time_s)
+  };
+  std::vector<Curve> curves_;
+};
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_MEASURED_CALIBRATION_H_
