@@ -130,7 +130,7 @@ StatusOr<int64_t> QueryInt(sqlite3* db, const std::string& path,
     return SqliteError(path, db, sqlite3_errcode(db), what);
   }
   StatusOr<bool> row = st.Step();
-  if (!row.ok()) return row.status();
+  if (!row.ok()) return SqliteError(path, db, sqlite3_errcode(db), what);
   return *row ? st.Int(0) : 0;
 }
 
