@@ -1,0 +1,155 @@
+#include "tuner/calibration_source.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "costmodel/datasheet_calibration.h"
+#include "tuner/accuracy_rules.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using costmodel::Collective;
+using search_spaces::Precision;
+
+bool CollectiveFromOp(const std::string& op, Collective* out) {
+  static const std::map<std::string, Collective> kOps = {
+      {"all_reduce", Collective::kAllReduce},
+      {"all_gather", Collective::kAllGather},
+      {"reduce_scatter", Collective::kReduceScatter},
+      {"all_to_all", Collective::kAllToAll},
+      {"send_recv", Collective::kSendRecv},
+  };
+  auto it = kOps.find(op);
+  if (it == kOps.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+}  // namespace
+
+costmodel::MeasuredTables TablesFromMeasurements(
+    const std::string& hardware_id,
+    const std::vector<results::Measurement>& rows) {
+  costmodel::MeasuredTables t;
+  t.hardware_id = hardware_id;
+  bool has_16bit_gemm = false;
+  for (const results::Measurement& r : rows) {
+    if (r.op == "gemm" && (r.dtype == "bf16" || r.dtype == "fp16")) {
+      has_16bit_gemm = true;
+    }
+  }
+  for (const results::Measurement& r : rows) {
+    if (r.median_s <= 0) continue;
+    if (r.op == "gemm" && r.m > 0 && r.n > 0 && r.k > 0) {
+      Precision p;
+      if (r.dtype == "bf16") {
+        p = Precision::kBf16;
+      } else if (r.dtype == "fp16") {
+        p = Precision::kFp16;
+      } else if (r.dtype == "fp8") {
+        p = Precision::kFp8;
+      } else if (r.dtype == "fp32" && !has_16bit_gemm) {
+        p = Precision::kBf16;  // the CPU engine trains in fp32
+      } else {
+        continue;
+      }
+      t.gemms.push_back({r.m, r.n, r.k, p, r.median_s});
+      if (p == Precision::kBf16 && !has_16bit_gemm) {
+        t.gemms.push_back({r.m, r.n, r.k, Precision::kFp16, r.median_s});
+      }
+    } else if (r.op == "stream" && r.bytes > 0) {
+      t.stream_gbps = std::max(t.stream_gbps, r.bytes / r.median_s / 1e9);
+    } else {
+      Collective op;
+      if (CollectiveFromOp(r.op, &op) && r.bytes > 0) {
+        t.collectives.push_back(
+            {op, r.group_size, r.nodes, r.bytes, r.median_s});
+      }
+    }
+  }
+  return t;
+}
+
+std::string MatchingHardwareId(
+    const std::vector<results::HardwareFingerprint>& machines,
+    const search_spaces::ClusterSpec& cluster, const std::string& local_id) {
+  if (cluster.name == kLocalCluster) {
+    for (const auto& hw : machines) {
+      if (hw.id == local_id) return hw.id;
+    }
+    return "";
+  }
+  // The newest matching machine wins: ListHardware is in insertion order.
+  std::string id;
+  for (const auto& hw : machines) {
+    if (hw.backend == "cuda" && !hw.gpu_model.empty() &&
+        ClusterPresetForGpu(hw.gpu_model) == cluster.name) {
+      id = hw.id;
+    }
+  }
+  return id;
+}
+
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster,
+    const std::string& local_id) {
+  if (store != nullptr) {
+    auto machines = store->ListHardware();
+    if (!machines.ok()) return machines.status();
+    const std::string id =
+        MatchingHardwareId(machines.value(), cluster, local_id);
+    if (!id.empty()) {
+      auto rows = store->GetMeasurements(id);
+      if (!rows.ok()) return rows.status();
+      costmodel::MeasuredTables tables =
+          TablesFromMeasurements(id, rows.value());
+      if (!tables.empty()) {
+        return std::unique_ptr<costmodel::Calibration>(
+            std::make_unique<costmodel::MeasuredCalibration>(
+                cluster, std::move(tables)));
+      }
+    }
+  }
+  return std::unique_ptr<costmodel::Calibration>(
+      std::make_unique<costmodel::DatasheetCalibration>(cluster));
+}
+
+search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
+  search_spaces::ClusterSpec c;
+  c.name = kLocalCluster;
+  const int64_t cores = std::max<int64_t>(1, info.logical_cpus);
+  // Nominal fp32 peak of one core; 2 GHz when /proc gives no clock.
+  const double ghz = info.mhz > 0 ? info.mhz / 1e3 : 2.0;
+  const double core_tflops =
+      profiler::NominalFp32FlopsPerCycle(info) * ghz * 1e9 / 1e12;
+  c.gpu.display_name = info.model + " (one core per rank)";
+  c.gpu.peak_bf16_tflops = core_tflops;
+  c.gpu.peak_tf32_tflops = core_tflops;
+  c.gpu.peak_fp32_tflops = core_tflops;
+  // Host memory shared by the ranks; the reserve below is per rank.
+  const double mem_gib = std::max(1.0, info.memory_gib);
+  c.gpu.hbm_capacity_gib = mem_gib / static_cast<double>(cores);
+  c.gpu.hbm_gb = c.gpu.hbm_capacity_gib * 1.073741824;
+  // Nominal DRAM share per core (a DDR4/DDR5 channel feeds a few cores);
+  // replaced by the measured STREAM bandwidth once profiled.
+  c.gpu.hbm_gbps = 10.0;
+  c.gpu.gemm_max_efficiency_bf16 = 0.8;
+  c.gpu.hbm_efficiency = 0.9;
+  c.gpus_per_node = static_cast<int>(cores);
+  c.nvlink_domain_gpus = static_cast<int>(cores);
+  // Ranks talk through shared memory: nominal until MPI collectives are
+  // measured. One node, so the network is never used.
+  c.nvlink_gbps = 10.0;
+  c.nvlink_busbw_gbps = 5.0;
+  c.nvlink_latency_us = 2.0;
+  c.nic_gbps = 1.0;
+  c.nic_busbw_gbps = 1.0;
+  c.network_latency_us = 50.0;
+  c.memory_reserve_gib = std::min(0.5, 0.1 * c.gpu.hbm_capacity_gib);
+  return c;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,54 @@
+// Where an estimate's hardware numbers come from: measurements of a matching
+// machine in the results store (`tune profile`), else the datasheet.
+//
+// A cluster preset is matched to stored machines by what they are: the
+// `local` preset to this machine's own fingerprint; a GPU preset (h200, ...)
+// to a "cuda" fingerprint whose GPU model names the same GPU.
+#ifndef MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
+#define MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodel/calibration.h"
+#include "costmodel/measured_calibration.h"
+#include "profiler/cpu_backend.h"
+#include "results/store.h"
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::tuner {
+
+// Name of the cluster preset that describes the machine tune runs on.
+inline constexpr char kLocalCluster[] = "local";
+
+// Stored rows of one machine as the cost model's tables: GEMM medians by
+// shape and precision, collective medians by (op, group size, nodes) and
+// size, and the best streaming bandwidth. fp32 GEMMs (the CPU backend's)
+// stand for the training precision when no 16-bit GEMM was measured.
+costmodel::MeasuredTables TablesFromMeasurements(
+    const std::string& hardware_id,
+    const std::vector<results::Measurement>& rows);
+
+// The id of the stored machine that calibrates `cluster` ("" if none).
+std::string MatchingHardwareId(
+    const std::vector<results::HardwareFingerprint>& machines,
+    const search_spaces::ClusterSpec& cluster, const std::string& local_id);
+
+// The calibration for `cluster`: measured when `store` (may be null) holds
+// measurements of a matching machine, else the datasheet. Store errors are
+// returned, not hidden.
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster,
+    const std::string& local_id);
+
+// The `local` preset: this machine as one node whose "GPUs" are its CPU
+// cores (the CPU training engine runs one rank per core). Peak and memory
+// per rank come from /proc; bandwidths are nominal until `tune profile`
+// measures them (then MeasuredCalibration replaces them).
+search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
