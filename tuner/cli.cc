@@ -92,6 +92,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddModelsCommand(&app));
   commands.push_back(AddGpusCommand(&app));
   commands.push_back(AddAccuracyCommand(&app));
+  commands.push_back(AddProfileCommand(&app));
   for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 

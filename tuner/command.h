@@ -34,8 +34,10 @@ std::unique_ptr<Command> AddModelsCommand(CLI::App* app);  // list_commands.cc
 std::unique_ptr<Command> AddGpusCommand(CLI::App* app);    // list_commands.cc
 // Published runs vs predictions (accuracy_command.cc).
 std::unique_ptr<Command> AddAccuracyCommand(CLI::App* app);
-// profile, train, validate, regress: listed in --help, refuse to run until
-// the issues that build them land (unbuilt_commands.cc).
+// Microbenchmarks into the results store (profile_command.cc).
+std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
+// train, validate, regress: listed in --help, refuse to run until the issues
+// that build them land (unbuilt_commands.cc).
 std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app);
 
 }  // namespace meshtune::tuner
