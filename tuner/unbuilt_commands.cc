@@ -1,4 +1,4 @@
-// `tune profile|train|validate|regress`: part of the command line contract
+// `tune train|validate|regress`: part of the command line contract
 // (DESIGN.md §4) and listed in --help, but their libraries (results/,
 // profiler/, engine/) are built by later issues. Until then they refuse to
 // run with one line naming that issue, rather than printing fake output.
@@ -38,9 +38,6 @@ class UnbuiltCommand : public Command {
 
 std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app) {
   std::vector<std::unique_ptr<Command>> out;
-  out.push_back(std::make_unique<UnbuiltCommand>(
-      app, "profile", "microbenchmarks into the results store",
-      "measurements"));
   out.push_back(std::make_unique<UnbuiltCommand>(
       app, "train", "run the training engine with a config",
       "training-engine"));

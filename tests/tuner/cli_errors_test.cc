@@ -221,9 +221,9 @@ TEST(CliErrors, UnbuiltSubcommandsRefuseWithoutFakeOutput) {
               "'tune validate' is not built yet (see the training-engine "
               "issue)",
               "");
-  ExpectError(RunTune("profile"), 1,
-              "'tune profile' is not built yet (see the measurements issue)",
-              "");
+  // profile is built (issue 4): its errors are tested in tests/profiler/.
+  ExpectError(RunTune("profile --no-db --dtype fp64"), 2,
+              "--dtype: unknown dtype 'fp64'", "use one of: fp32, bf16, fp8");
   ExpectError(RunTune("regress"), 1,
               "'tune regress' is not built yet (see the measurements issue)",
               "");

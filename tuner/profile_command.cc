@@ -1,0 +1,356 @@
+// `tune profile`: microbenchmarks of this machine into the results store
+// (issue 4). GEMMs (at a model's transformer shapes per tensor-parallel size,
+// or a standard sweep) and a STREAM triad run in-process on the chosen
+// backend; collectives run on the backend when it can form groups (cuda), and
+// for the cpu backend in meshtune_mpi_bench started with mpirun.
+// Output follows nccl-tests: a `#` header, then fixed-width tables.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "profiler/backend.h"
+#include "profiler/report.h"
+#include "profiler/stats.h"
+#include "profiler/sweep.h"
+#include "results/store.h"
+#include "search_spaces/presets.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+
+namespace meshtune::tuner {
+namespace {
+
+// Discards what is written (progress when stderr is not a terminal).
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+
+std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The directory of the running executable ("" if unknown).
+std::string ExecutableDir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string path(buf, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+bool IsExecutable(const std::string& path) {
+  return access(path.c_str(), X_OK) == 0;
+}
+
+// `name` on $PATH, or "".
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + name;
+    if (end > start && IsExecutable(candidate)) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
+class ProfileCommand : public Command {
+ public:
+  explicit ProfileCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "profile", "microbenchmarks of this machine into the results store");
+    sub->add_option("--backend", backend_, "cpu (always built) or cuda")
+        ->capture_default_str();
+    sub->add_flag("--quick", quick_,
+                  "small shapes and sizes: seconds, for tests and smoke runs");
+    sub->add_option("--model", model_,
+                    "measure this model's transformer GEMM shapes (preset or "
+                    "YAML); default: a standard sweep");
+    sub->add_option("--tp", tp_,
+                    "tensor-parallel sizes for --model shapes, e.g. 1,2,4")
+        ->capture_default_str();
+    sub->add_option("--tokens", tokens_,
+                    "tokens per micro-batch (rows of the GEMMs) for --model; "
+                    "default: the model's sequence length");
+    sub->add_option("--dtype", dtypes_, "GEMM dtypes, e.g. fp32,bf16")
+        ->capture_default_str();
+    sub->add_option("--warmup", warmup_, "untimed runs before timing")
+        ->capture_default_str();
+    sub->add_option("--reps", reps_, "timed repetitions per measurement")
+        ->capture_default_str();
+    sub->add_option("--mpi-ranks", mpi_ranks_,
+                    "ranks for the cpu collectives under mpirun (0 skips them)")
+        ->capture_default_str();
+    sub->add_option("--max-bytes", max_bytes_,
+                    "largest collective message in bytes (default 64 MiB on "
+                    "cpu, 64 KiB with --quick)");
+    sub->add_option("--db", db_,
+                    "results database (default: $TUNE_DB, else ./tune.db)");
+    sub->add_flag("--no-db", no_db_, "print only; store nothing");
+    sub->footer(
+        "Examples:\n  tune profile --backend cpu\n"
+        "  tune profile --backend cpu --quick --db /tmp/t.db\n"
+        "  tune profile --backend cpu --model gpt3-1.3b --tp 1,2 --dtype fp32\n"
+        "Rows go to the results store with the machine's fingerprint; "
+        "'tune db measurements' lists them.");
+  }
+
+  Status Run(std::ostream& out, std::ostream& err) override {
+    StatusOr<std::unique_ptr<profiler::ProfilerBackend>> made =
+        profiler::MakeBackend(backend_);
+    if (!made.ok()) return made.status();
+    std::unique_ptr<profiler::ProfilerBackend> backend =
+        std::move(made).value();
+    if (warmup_ < 0 || reps_ < 1) {
+      return Status::InvalidArgument("--warmup must be >= 0 and --reps >= 1",
+                                     "e.g. --warmup 2 --reps 10");
+    }
+    std::vector<profiler::DType> dtypes;
+    {
+      std::string list = dtypes_.empty() ? DefaultDtypes() : dtypes_;
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        StatusOr<profiler::DType> d =
+            profiler::ParseDType(list.substr(start, end - start));
+        if (!d.ok()) {
+          return Status::InvalidArgument("--dtype: " + d.status().message(),
+                                         d.status().hint());
+        }
+        dtypes.push_back(*d);
+        start = end + 1;
+      }
+    }
+    std::vector<profiler::GemmShape> shapes;
+    std::string shape_note = "gemm shapes: standard sweep";
+    if (!model_.empty()) {
+      StatusOr<search_spaces::ModelSpec> model =
+          search_spaces::ResolveModel(model_);
+      if (!model.ok()) return model.status();
+      StatusOr<std::vector<int64_t>> tps = ParseIntList(tp_, "--tp");
+      if (!tps.ok()) return tps.status();
+      const int64_t tokens = tokens_ > 0 ? tokens_ : model->seq_length;
+      if (tokens < 1) {
+        return Status::InvalidArgument(
+            "--tokens is needed: model '" + model_ + "' has no sequence length",
+            "pass --tokens, e.g. --tokens 2048");
+      }
+      for (int64_t tp : *tps) {
+        for (profiler::GemmShape s :
+             profiler::TransformerGemmShapes(*model, tp, tokens)) {
+          s.name = "tp" + std::to_string(tp) + "." + s.name;
+          shapes.push_back(s);
+        }
+      }
+      shape_note = "gemm shapes: " + model->name + " per tp rank, tp " + tp_ +
+                   ", " + std::to_string(tokens) + " tokens";
+    } else {
+      shapes = profiler::StandardGemmShapes(quick_);
+    }
+
+    StatusOr<results::HardwareFingerprint> fp = backend->Fingerprint();
+    if (!fp.ok()) return fp.status();
+    results::HardwareFingerprint hw = *fp;
+    if (hw.id.empty()) hw.id = results::ComputeHardwareId(hw);
+
+    std::unique_ptr<results::Store> store;
+    const std::string db_path = DbPath();
+    if (!no_db_) {
+      StatusOr<std::unique_ptr<results::Store>> opened =
+          results::Store::Open(db_path);
+      if (!opened.ok()) return opened.status();
+      store = std::move(opened).value();
+      MESHTUNE_RETURN_IF_ERROR(
+          store->PutHardware(hw, profiler::BuildProvenance()));
+    }
+
+    NullBuffer null_buffer;
+    std::ostream null_stream(&null_buffer);
+    // Progress only when it would not interleave with piped rows.
+    std::ostream& progress =
+        isatty(STDERR_FILENO) && &err == &std::cerr ? err : null_stream;
+    profiler::SweepOptions options;
+    options.warmup = warmup_;
+    options.reps = reps_;
+
+    profiler::PrintHeader(out, profiler::GetBuildInfo(), hw,
+                          "backend " + backend->Name() + ", timer per row, " +
+                              "warmup " + std::to_string(warmup_) + ", reps " +
+                              std::to_string(reps_) + "\n" + shape_note);
+    std::vector<results::Measurement> rows;
+    profiler::PrintGemmTableHeader(out);
+    for (profiler::DType dtype : dtypes) {
+      auto gemm = profiler::RunGemmSweep(*backend, shapes, dtype, options,
+                                         hw.id, out, progress);
+      if (!gemm.ok()) return gemm.status();
+      rows.insert(rows.end(), gemm->begin(), gemm->end());
+    }
+    out << "#\n";
+    profiler::PrintStreamTableHeader(out);
+    auto stream = profiler::RunStreamSweep(
+        *backend, profiler::StandardStreamSizes(quick_), options, hw.id, out,
+        progress);
+    if (!stream.ok()) return stream.status();
+    rows.insert(rows.end(), stream->begin(), stream->end());
+    if (store != nullptr) {
+      MESHTUNE_RETURN_IF_ERROR(
+          store->PutMeasurements(rows, profiler::BuildProvenance()));
+    }
+    int64_t stored = store != nullptr ? static_cast<int64_t>(rows.size()) : 0;
+
+    out << "#\n";
+    if (backend->MaxGroupSize() > 1) {
+      StatusOr<int64_t> n = RunBackendCollectives(*backend, hw, store.get(),
+                                                  options, out, progress);
+      if (!n.ok()) return n.status();
+      stored += *n;
+    } else if (backend->Name() == "cpu") {
+      MESHTUNE_RETURN_IF_ERROR(RunMpiBench(db_path, out, err));
+    }
+    if (store != nullptr) {
+      out << "# stored " << stored << " rows from this process in "
+          << store->path() << " (hardware " << hw.id << ")\n";
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string DefaultDtypes() const {
+    return backend_ == "cpu" ? "fp32" : "bf16";
+  }
+
+  std::string DbPath() const {
+    if (!db_.empty()) return db_;
+    const char* env = std::getenv("TUNE_DB");
+    return env != nullptr && *env != '\0' ? env : "tune.db";
+  }
+
+  double MaxBytes() const {
+    if (max_bytes_ > 0) return max_bytes_;
+    return quick_ ? 64.0 * 1024 : 64.0 * 1024 * 1024;
+  }
+
+  // Collectives inside this process (cuda): group sizes 2, 4, .. up to the
+  // local device count, sizes 8 B .. MaxBytes().
+  StatusOr<int64_t> RunBackendCollectives(
+      profiler::ProfilerBackend& backend,
+      const results::HardwareFingerprint& hw, results::Store* store,
+      const profiler::SweepOptions& options, std::ostream& out,
+      std::ostream& progress) {
+    profiler::PrintCollectiveTableHeader(out);
+    std::vector<results::Measurement> rows;
+    const std::vector<double> sizes = profiler::DoublingSizes(8, MaxBytes());
+    for (int64_t group = 2; group <= backend.MaxGroupSize(); group *= 2) {
+      int64_t i = 0;
+      const int64_t total = static_cast<int64_t>(
+          sizes.size() * profiler::AllCollectiveOps().size());
+      for (profiler::CollectiveOp op : profiler::AllCollectiveOps()) {
+        for (double bytes : sizes) {
+          profiler::PrintProgress(progress, ++i, total,
+                                  std::string(profiler::CollectiveOpName(op)) +
+                                      " x" + std::to_string(group));
+          StatusOr<profiler::Sample> s = backend.TimeCollective(
+              op, bytes, group, options.warmup, options.reps);
+          if (!s.ok()) return s.status();
+          profiler::TimingStats stats = profiler::Summarize(s->times_s);
+          profiler::PrintCollectiveRow(out, op, bytes, group, stats);
+          rows.push_back(profiler::CollectiveMeasurement(
+              op, bytes, group, 1, stats, s->timer, hw.id));
+        }
+      }
+    }
+    if (store == nullptr) return int64_t{0};
+    MESHTUNE_RETURN_IF_ERROR(
+        store->PutMeasurements(rows, profiler::BuildProvenance()));
+    return static_cast<int64_t>(rows.size());
+  }
+
+  // The cpu collectives: meshtune_mpi_bench (next to this executable) under
+  // mpirun. Missing either is a note, not an error: GEMM and stream rows
+  // are useful alone.
+  Status RunMpiBench(const std::string& db_path, std::ostream& out,
+                     std::ostream& err) {
+    if (mpi_ranks_ == 0) {
+      out << "# collectives skipped (--mpi-ranks 0)\n";
+      return Status::Ok();
+    }
+    if (mpi_ranks_ < 2) {
+      return Status::InvalidArgument(
+          "--mpi-ranks must be 0 (skip) or at least 2, got " +
+              std::to_string(mpi_ranks_),
+          "e.g. --mpi-ranks 2");
+    }
+    const std::string bench = ExecutableDir() + "/meshtune_mpi_bench";
+    const std::string mpirun = FindOnPath("mpirun");
+    if (!IsExecutable(bench) || mpirun.empty()) {
+      out << "# collectives skipped: "
+          << (mpirun.empty() ? "mpirun is not on PATH"
+                             : "meshtune_mpi_bench was not built (configure "
+                               "found no MPI)")
+          << "\n";
+      return Status::Ok();
+    }
+    std::string cmd = ShellQuote(mpirun) + " -np " +
+                      std::to_string(mpi_ranks_) + " --oversubscribe";
+    if (geteuid() == 0) cmd += " --allow-run-as-root";
+    cmd += " " + ShellQuote(bench) + " --no-header --quiet --max-bytes " +
+           std::to_string(static_cast<int64_t>(MaxBytes()));
+    if (quick_) cmd += " --iters 5 --warmup 1";
+    cmd += no_db_ ? " --no-db" : " --db " + ShellQuote(db_path);
+    cmd += " 2>&1";
+    err << "tune: running " << cmd << "\n";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) {
+      return Status::IoError("cannot start mpirun: " + cmd,
+                             "check that OpenMPI is installed");
+    }
+    char line[1024];
+    while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+      out << line;
+      out.flush();
+    }
+    int rc = pclose(pipe);
+    if (rc != 0) {
+      return Status::IoError(
+          "meshtune_mpi_bench failed (status " + std::to_string(rc) +
+              "): " + cmd,
+          "run that command by hand to see the MPI error; --mpi-ranks 0 "
+          "skips collectives");
+    }
+    return Status::Ok();
+  }
+
+  std::string backend_ = "cpu";
+  bool quick_ = false;
+  std::string model_;
+  std::string tp_ = "1";
+  int64_t tokens_ = 0;
+  std::string dtypes_;
+  int warmup_ = 2;
+  int reps_ = 10;
+  int mpi_ranks_ = 2;
+  double max_bytes_ = 0;
+  std::string db_;
+  bool no_db_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddProfileCommand(CLI::App* app) {
+  return std::make_unique<ProfileCommand>(app);
+}
+
+}  // namespace meshtune::tuner
