@@ -5,6 +5,7 @@
 // CuptiActivityApi.cpp: register buffer callbacks, enable CONCURRENT_KERNEL,
 // run, cudaDeviceSynchronize, cuptiActivityFlushAll(0), walk each completed
 // buffer with cuptiActivityGetNextRecord until CUPTI_ERROR_MAX_LIMIT_REACHED.
+#include <cuda.h>  // CUDA_VERSION, which picks the record structs below
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +30,15 @@ using CuptiKernelRecord = CUpti_ActivityKernel11;
 using CuptiKernelRecord = CUpti_ActivityKernel10;
 #else
 using CuptiKernelRecord = CUpti_ActivityKernel9;
+#endif
+// Memory copies are recorded too: NCCL on a single-rank communicator may copy
+// with cudaMemcpyAsync instead of launching a kernel, and a collective's
+// repetition must still have a CUPTI interval. Same rule as above: the local
+// 13.0 header has Memcpy6 (Memcpy5 moved to cupti_activity_deprecated.h).
+#if CUDA_VERSION >= 13000
+using CuptiMemcpyRecord = CUpti_ActivityMemcpy6;
+#else
+using CuptiMemcpyRecord = CUpti_ActivityMemcpy5;
 #endif
 
 namespace meshtune::profiler::cuda {
@@ -83,18 +93,24 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id,
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) ==
          CUPTI_SUCCESS) {
-    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
-        record->kind != CUPTI_ACTIVITY_KIND_KERNEL) {
+    KernelInterval interval;
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+        record->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      const auto* kernel = reinterpret_cast<const CuptiKernelRecord*>(record);
+      interval = {kernel->deviceId, kernel->start, kernel->end};
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* copy = reinterpret_cast<const CuptiMemcpyRecord*>(record);
+      interval = {copy->deviceId, copy->start, copy->end};
+    } else {
       continue;
     }
-    const auto* kernel = reinterpret_cast<const CuptiKernelRecord*>(record);
-    // start == end == 0 when CUPTI could not time the kernel (TensorFlow
+    // start == end == 0 when CUPTI could not time the record (TensorFlow
     // issue #20750); such records are counted and dropped.
-    if (kernel->start == 0 || kernel->end < kernel->start) {
+    if (interval.start_ns == 0 || interval.end_ns < interval.start_ns) {
       ++untimed;
       continue;
     }
-    parsed.push_back({kernel->deviceId, kernel->start, kernel->end});
+    parsed.push_back(interval);
   }
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) !=
@@ -126,8 +142,13 @@ Status CuptiTracer::Enable() {
     }
     c.callbacks_registered = true;
   }
-  const CUptiResult r =
-      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (r == CUPTI_SUCCESS) {
+    r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    if (r != CUPTI_SUCCESS) {
+      (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
+  }
   if (r != CUPTI_SUCCESS) {
     return Status::Unimplemented(
         std::string("CUPTI kernel tracing unavailable: ") + CuptiMessage(r),
@@ -146,6 +167,7 @@ void CuptiTracer::Disable() {
     c.enabled = false;
   }
   CUPTI_CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+  CUPTI_CHECK(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY));
   // Forced flush hands back incomplete buffers too; their records are
   // dropped since nothing waits for them any more.
   CUPTI_CHECK(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));

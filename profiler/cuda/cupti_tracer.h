@@ -5,7 +5,8 @@
 //   Enable()  registers the buffer-request/buffer-complete callbacks and
 //             enables CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, which records the
 //             start and end of every kernel on every device without
-//             serializing them (KIND_KERNEL would).
+//             serializing them (KIND_KERNEL would), and KIND_MEMCPY (a
+//             one-GPU NCCL collective may be a copy, not a kernel).
 //   NowNs()   reads CUPTI's clock, the one kernel records are stamped with,
 //             so the caller can bracket each repetition (kernel_timing.h).
 //   Drain()   flushes every completed buffer (cuptiActivityFlushAll; it does
