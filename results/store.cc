@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "results/sqlite_statement.h"
 
@@ -201,6 +202,32 @@ StatusOr<int64_t> CheckOwnership(sqlite3* db, const std::string& path,
   return *version;
 }
 
+// Switches to WAL unless the file is already in it. The switch needs an
+// exclusive lock and SQLite does not always call the busy handler for it
+// (another process creating the same file at the same moment), so BUSY is
+// retried here until the busy timeout.
+Status SetWalMode(sqlite3* db, const std::string& path, int busy_timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(busy_timeout_ms);
+  for (;;) {
+    Statement st(db, path);
+    MESHTUNE_RETURN_IF_ERROR(st.Prepare("PRAGMA journal_mode = WAL"));
+    StatusOr<bool> row = st.Step();
+    if (row.ok() && *row && st.Text(0) == "wal") return Status::Ok();
+    if (row.ok()) {
+      return Status::IoError(path + ": cannot switch to WAL journal mode",
+                             "put the database on a local file system");
+    }
+    const int rc = sqlite3_errcode(db) & 0xff;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return SqliteError(path, db, sqlite3_errcode(db),
+                         "cannot switch to WAL journal mode");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 // Brings the schema from its current version to the last migration's, in one
 // IMMEDIATE transaction (so two processes opening a new file at once do not
 // both create tables: the second sees the first's version after waiting).
@@ -311,8 +338,13 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   }
   std::unique_ptr<Store> store(new Store(db, path));
   sqlite3_busy_timeout(db, options.busy_timeout_ms);
-  // Validate before anything writes (journal mode, schema).
+  // Validate before anything writes (journal mode, schema). One read
+  // transaction, so the three header reads see one snapshot even while
+  // another process is creating the schema.
+  MESHTUNE_RETURN_IF_ERROR(
+      ExecScript(db, path, "BEGIN", "cannot start a read transaction"));
   StatusOr<int64_t> version = CheckOwnership(db, path, target);
+  ExecScript(db, path, "ROLLBACK", "cannot end a read transaction");
   if (!version.ok()) return version.status();
   if (options.read_only) {
     if (*version < target) {
@@ -333,14 +365,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   if (!in_memory) {
     // WAL: readers never block the writer, and a crash mid-transaction
     // leaves the last committed state (https://sqlite.org/wal.html).
-    Statement st(db, path);
-    MESHTUNE_RETURN_IF_ERROR(st.Prepare("PRAGMA journal_mode = WAL"));
-    StatusOr<bool> row = st.Step();
-    if (!row.ok()) return row.status();
-    if (!*row || st.Text(0) != "wal") {
-      return Status::IoError(path + ": cannot switch to WAL journal mode",
-                             "put the database on a local file system");
-    }
+    MESHTUNE_RETURN_IF_ERROR(SetWalMode(db, path, options.busy_timeout_ms));
   }
   MESHTUNE_RETURN_IF_ERROR(ExecScript(db, path, "PRAGMA foreign_keys = ON",
                                       "cannot enable foreign keys"));
