@@ -16,6 +16,7 @@ constexpr const char* kTopExamples = R"(Examples:
   tune models                                    list model presets
   tune gpus                                      list GPU presets
   tune accuracy --csv runs.csv                   published runs vs predictions
+  tune db measurements                           stored microbenchmarks
   tune search --help                             all search flags)";
 
 // One line: CLI11 messages occasionally span lines.
@@ -92,6 +93,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddModelsCommand(&app));
   commands.push_back(AddGpusCommand(&app));
   commands.push_back(AddAccuracyCommand(&app));
+  commands.push_back(AddDbCommand(&app));
   commands.push_back(AddProfileCommand(&app));
   for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
   const std::vector<CLI::App*> subs = app.get_subcommands({});

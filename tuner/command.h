@@ -34,6 +34,8 @@ std::unique_ptr<Command> AddModelsCommand(CLI::App* app);  // list_commands.cc
 std::unique_ptr<Command> AddGpusCommand(CLI::App* app);    // list_commands.cc
 // Published runs vs predictions (accuracy_command.cc).
 std::unique_ptr<Command> AddAccuracyCommand(CLI::App* app);
+// List and export the results database (db_command.cc).
+std::unique_ptr<Command> AddDbCommand(CLI::App* app);
 // Microbenchmarks into the results store (profile_command.cc).
 std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
 // train, validate, regress: listed in --help, refuse to run until the issues

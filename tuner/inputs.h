@@ -54,6 +54,11 @@ struct InputFlags {
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers; applies to
   // configurations with sequence parallelism and tp > 1).
   bool tp_comm_overlap = false;
+
+  // Results database (tuner/results_db.h): --db PATH, --no-db. Registered
+  // by the commands that use a database, not by AddInputFlags.
+  std::string db;
+  bool no_db = false;
 };
 
 // Registers the flags above on `app` (a CLI11 subcommand). `pins_are_lists`

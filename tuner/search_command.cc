@@ -10,6 +10,7 @@
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
 #include "tuner/report_yaml.h"
+#include "tuner/results_db.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {
@@ -21,7 +22,8 @@ constexpr const char* kSearchExamples = R"(Examples:
   tune --model 175b --gpus 1024 --tp 8 --pp 8,16 --recompute selective,full
   tune --model 175b --gpus 1024 --json > result.json
   tune --model 175b --gpus 1024 --out best.yaml --format megatron
-  tune --model my_model.yaml --gpus 64 --space my_space.yaml)";
+  tune --model my_model.yaml --gpus 64 --space my_space.yaml
+  tune --model 175b --gpus 1024 --db runs.db          record into runs.db (default ./tune.db))";
 
 class SearchCommand : public Command {
  public:
@@ -41,6 +43,11 @@ class SearchCommand : public Command {
     sub->add_option("--format", format_,
                     "table (default) or megatron (pretrain_gpt.py arguments)")
         ->type_name("FMT");
+    sub->add_option("--db", flags_.db,
+                    "results database recording this search (default: "
+                    "$TUNE_DB, else ./tune.db)")
+        ->type_name("PATH");
+    sub->add_flag("--no-db", flags_.no_db, "record nothing");
     sub->footer(kSearchExamples);
   }
 
@@ -60,6 +67,9 @@ class SearchCommand : public Command {
     auto inputs = ResolveInputs(flags_);
     if (!inputs.ok()) return inputs.status();
     const Inputs& in = inputs.value();
+    // Opened before searching so that a bad --db fails without output.
+    auto db = OpenSearchDb(flags_, err);
+    if (!db.ok()) return db.status();
 
     const costmodel::DatasheetCalibration calibration(in.cluster);
     const SearchResult result =
@@ -79,6 +89,14 @@ class SearchCommand : public Command {
           MegatronArgs(in.model, in.training, best.config));
     } else {
       PrintSearchReport(out, in, result, top.value());
+    }
+    if (*db != nullptr) {
+      // The report is already out: a failed write is a warning only.
+      auto id = RecordSearch(db->get(), flags_, in, result, top.value());
+      if (!id.ok()) {
+        err << "tune: warning: search not recorded: " << id.status().message()
+            << "\n";
+      }
     }
     return Status::Ok();
   }

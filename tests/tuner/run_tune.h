@@ -27,14 +27,36 @@ inline std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// A results database private to this test process (removed at exit), so
+// that `tune search` runs record into it rather than into ./tune.db of the
+// directory ctest runs in, and parallel test processes do not share one.
+inline const std::string& TestDbPath() {
+  static const std::string path = [] {
+    static char dir[] = "/tmp/tune_test_db_XXXXXX";
+    const char* made = mkdtemp(dir);
+    std::atexit([] {
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        std::remove((std::string(dir) + "/tune.db" + suffix).c_str());
+      }
+      rmdir(dir);
+    });
+    return std::string(made ? made : "/tmp") + "/tune.db";
+  }();
+  return path;
+}
+
 // `args` is appended to the binary path verbatim (shell syntax); `cwd`, when
-// given, is the working directory of the run.
-inline TuneRun RunTune(const std::string& args, const std::string& cwd = "") {
+// given, is the working directory of the run. `env` is a shell variable
+// assignment prefix ("TUNE_DB=x.db"); when empty, TUNE_DB is set to
+// TestDbPath() (pass "TUNE_DB=" to test the ./tune.db default).
+inline TuneRun RunTune(const std::string& args, const std::string& cwd = "",
+                       const std::string& env = "") {
   char err_path[] = "/tmp/tune_test_stderr_XXXXXX";
   const int fd = mkstemp(err_path);
   if (fd >= 0) close(fd);
   std::string cmd;
   if (!cwd.empty()) cmd = "cd '" + cwd + "' && ";
+  cmd += (env.empty() ? "TUNE_DB='" + TestDbPath() + "'" : env) + " ";
   cmd += std::string("'") + MESHTUNE_TUNE_BINARY + "' " + args + " 2>'" +
          err_path + "'";
   TuneRun run;

@@ -1,0 +1,112 @@
+#include "tuner/results_db.h"
+
+#include <cstdlib>
+#include <ostream>
+
+#include "tuner/report_json.h"
+#include "tuner/version.h"
+
+namespace meshtune::tuner {
+namespace {
+
+// The flags as a command line, for the searches.arguments column.
+std::string DescribeFlags(const InputFlags& f) {
+  std::string s = "tune search";
+  auto add = [&s](const char* name, const std::string& value) {
+    if (!value.empty()) s += std::string(" ") + name + " " + value;
+  };
+  add("--model", f.model);
+  add("--gpus", f.gpus);
+  add("--gpu", f.gpu);
+  add("--gpus-per-node", f.gpus_per_node);
+  add("--gbs", f.gbs);
+  add("--seq-len", f.seq_len);
+  add("--precision", f.precision);
+  add("--tokens", f.tokens);
+  add("--space", f.space_file);
+  add("--tp", f.tp);
+  add("--pp", f.pp);
+  add("--vpp", f.vpp);
+  add("--cp", f.cp);
+  add("--ep", f.ep);
+  add("--dp", f.dp);
+  add("--mbs", f.mbs);
+  add("--recompute", f.recompute);
+  if (f.sp) s += *f.sp ? " --sp" : " --no-sp";
+  if (f.dist_opt) s += *f.dist_opt ? " --dist-opt" : " --no-dist-opt";
+  if (f.grad_reduce_in_bf16) s += " --grad-reduce-in-bf16";
+  if (f.fp8_param_gather) s += " --fp8-param-gather";
+  if (f.tp_comm_overlap) s += " --tp-comm-overlap";
+  return s;
+}
+
+}  // namespace
+
+std::string ResolveDbPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("TUNE_DB");
+  return env != nullptr && *env != '\0' ? env : kDefaultDbPath;
+}
+
+results::Provenance ToolProvenance() {
+  return results::MakeProvenance(MESHTUNE_VERSION, MESHTUNE_GIT_REVISION);
+}
+
+StatusOr<std::unique_ptr<results::Store>> OpenSearchDb(const InputFlags& flags,
+                                                       std::ostream& err) {
+  if (flags.no_db) {
+    if (!flags.db.empty()) {
+      return Status::InvalidArgument("--db and --no-db contradict each other",
+                                     "pass one of them");
+    }
+    return std::unique_ptr<results::Store>();
+  }
+  const std::string path = ResolveDbPath(flags.db);
+  StatusOr<std::unique_ptr<results::Store>> store = results::Store::Open(path);
+  if (store.ok() || !flags.db.empty()) return store;
+  err << "tune: warning: not recording this search: "
+      << store.status().message() << "\n";
+  return std::unique_ptr<results::Store>();
+}
+
+StatusOr<int64_t> RecordSearch(results::Store* store, const InputFlags& flags,
+                               const Inputs& inputs, const SearchResult& result,
+                               int64_t top_k) {
+  results::SearchRecord search;
+  search.model = inputs.model.name;
+  search.gpu = inputs.cluster.name;
+  search.gpus = inputs.training.num_gpus;
+  search.gpus_per_node = inputs.cluster.gpus_per_node;
+  search.gbs = inputs.training.global_batch_size;
+  search.seq_length = inputs.training.seq_length;
+  search.precision = search_spaces::ToString(inputs.training.precision);
+  search.arguments = DescribeFlags(flags);
+  search.evaluated = result.evaluated;
+  search.feasible = result.feasible;
+  search.elapsed_s = result.elapsed_s;
+  const std::string measured = "measured:";
+  std::vector<results::CandidateRecord> candidates;
+  for (size_t i = 0;
+       i < result.ranked.size() && static_cast<int64_t>(i) < top_k; ++i) {
+    const costmodel::Estimate& e = result.ranked[i];
+    results::CandidateRecord c;
+    c.rank = static_cast<int64_t>(i) + 1;
+    c.config = e.config;
+    c.fits = e.fits;
+    c.infeasible_reason = e.infeasible_reason;
+    c.step_time_s = e.step_time_s;
+    c.tokens_per_s = e.tokens_per_s;
+    c.mfu = e.mfu;
+    c.memory_gib = e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0);
+    c.calibration = e.calibration;
+    c.estimate_json = EstimateToJson(e, inputs.training).dump();
+    // A search calibrated by measurements is tied to that machine.
+    if (search.hardware_id.empty() && e.calibration.rfind(measured, 0) == 0) {
+      search.hardware_id = e.calibration.substr(measured.size());
+    }
+    candidates.push_back(std::move(c));
+  }
+  return store->PutSearch(search, candidates, ToolProvenance());
+}
+
+}  // namespace meshtune::tuner
