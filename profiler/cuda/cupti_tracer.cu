@@ -156,6 +156,9 @@ Status CuptiTracer::Enable() {
         "timings fall back to CUDA events");
   }
   c.enabled = true;
+  c.kernels.clear();
+  c.dropped = 0;
+  c.untimed = 0;
   return Status::Ok();
 }
 
