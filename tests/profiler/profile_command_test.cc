@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -73,6 +74,8 @@ TEST(ProfileCommandTest, QuickCpuProfileWritesMeasurements) {
     EXPECT_EQ(ar->front().timer, "mpi_wtime");
     EXPECT_NE(run.out.find("busbw_gbps"), std::string::npos);
   }
+  store->reset();
+  std::filesystem::remove_all(std::filesystem::path(db).parent_path());
 }
 
 TEST(ProfileCommandTest, ModelShapesWithoutDb) {
