@@ -189,7 +189,8 @@ class Store {
   // PRAGMA user_version after migrations.
   StatusOr<int> SchemaVersion() const;
 
-  // Inserts or updates (by id) a fingerprint; fills `hw.id` if empty.
+  // Stores a fingerprint under `hw.id` (ComputeHardwareId(hw) when empty).
+  // Storing an id again keeps the first row and refreshes its memory_gib.
   Status PutHardware(const HardwareFingerprint& hw, const Provenance& prov);
   StatusOr<std::vector<HardwareFingerprint>> ListHardware() const;
 
