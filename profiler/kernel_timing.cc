@@ -11,35 +11,29 @@ namespace meshtune::profiler {
 
 std::vector<double> PerRepetitionKernelTimes_s(
     const std::vector<KernelInterval>& kernels,
-    const std::vector<RepWindow>& windows) {
-  // Sort once by start so each window is a contiguous range: O((K + W) log K)
-  // instead of K·W for sweeps with thousands of repetitions.
-  std::vector<KernelInterval> sorted;
-  sorted.reserve(kernels.size());
+    const std::vector<uint64_t>& rep_begin_ns) {
+  const size_t reps = rep_begin_ns.size();
+  // Per repetition: device -> (earliest start, latest end).
+  std::vector<std::map<uint32_t, std::pair<uint64_t, uint64_t>>> envelopes(
+      reps);
   for (const KernelInterval& k : kernels) {
-    if (k.start_ns != 0 && k.end_ns >= k.start_ns) sorted.push_back(k);
-  }
-  std::sort(sorted.begin(), sorted.end(),
-            [](const KernelInterval& a, const KernelInterval& b) {
-              return a.start_ns < b.start_ns;
-            });
-  std::vector<double> times_s;
-  times_s.reserve(windows.size());
-  for (const RepWindow& w : windows) {
-    auto it = std::lower_bound(
-        sorted.begin(), sorted.end(), w.begin_ns,
-        [](const KernelInterval& k, uint64_t t) { return k.start_ns < t; });
-    // device -> (earliest start, latest end)
-    std::map<uint32_t, std::pair<uint64_t, uint64_t>> envelope;
-    for (; it != sorted.end() && it->start_ns <= w.end_ns; ++it) {
-      if (it->end_ns > w.end_ns) continue;
-      auto [pos, inserted] = envelope.emplace(
-          it->device_id, std::make_pair(it->start_ns, it->end_ns));
-      if (!inserted) {
-        pos->second.first = std::min(pos->second.first, it->start_ns);
-        pos->second.second = std::max(pos->second.second, it->end_ns);
-      }
+    if (k.start_ns == 0 || k.end_ns < k.start_ns) continue;
+    // The last repetition that began at or before the kernel's start:
+    // O(log R) per record.
+    auto after =
+        std::upper_bound(rep_begin_ns.begin(), rep_begin_ns.end(), k.start_ns);
+    if (after == rep_begin_ns.begin()) continue;  // before the first one
+    const size_t rep = static_cast<size_t>(after - rep_begin_ns.begin()) - 1;
+    auto [pos, inserted] = envelopes[rep].emplace(
+        k.device_id, std::make_pair(k.start_ns, k.end_ns));
+    if (!inserted) {
+      pos->second.first = std::min(pos->second.first, k.start_ns);
+      pos->second.second = std::max(pos->second.second, k.end_ns);
     }
+  }
+  std::vector<double> times_s;
+  times_s.reserve(reps);
+  for (const auto& envelope : envelopes) {
     if (envelope.empty()) {
       times_s.push_back(-1.0);
       continue;

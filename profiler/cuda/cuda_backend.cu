@@ -200,13 +200,12 @@ Sample CudaBackend::Impl::TimeRepetitions(int devices,
   // Discard the warm-up's and the input fills' kernel records.
   if (cupti) (void)CuptiTracer::Drain();
 
-  std::vector<RepWindow> windows;
+  std::vector<uint64_t> rep_begin_ns;
   std::vector<double> event_s;
-  windows.reserve(reps);
+  rep_begin_ns.reserve(reps);
   event_s.reserve(reps);
   for (int r = 0; r < reps; ++r) {
-    RepWindow w;
-    if (cupti) w.begin_ns = CuptiTracer::NowNs();
+    if (cupti) rep_begin_ns.push_back(CuptiTracer::NowNs());
     for (int d = 0; d < devices; ++d) {
       CUDA_CHECK(cudaSetDevice(d));
       CUDA_CHECK(cudaEventRecord(start_events[d], streams[d]));
@@ -224,15 +223,13 @@ Sample CudaBackend::Impl::TimeRepetitions(int devices,
       CUDA_CHECK(cudaEventElapsedTime(&ms, start_events[d], stop_events[d]));
       longest_ms = std::max(longest_ms, static_cast<double>(ms));
     }
-    if (cupti) w.end_ns = CuptiTracer::NowNs();
-    windows.push_back(w);
     event_s.push_back(longest_ms * 1e-3);
   }
   Sample sample;
   if (cupti) {
     sync_all();
     std::vector<double> cupti_s =
-        PerRepetitionKernelTimes_s(CuptiTracer::Drain(), windows);
+        PerRepetitionKernelTimes_s(CuptiTracer::Drain(), rep_begin_ns);
     const int64_t missed = std::count_if(cupti_s.begin(), cupti_s.end(),
                                          [](double t) { return t < 0; });
     if (missed == 0) {

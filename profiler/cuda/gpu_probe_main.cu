@@ -173,6 +173,8 @@ int RunCollectives(CudaBackend& backend, const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line-buffered, so rows measured before a timeout kill are kept.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
   if (!ParseArgs(argc, argv, &o)) {
     std::fprintf(stderr,
