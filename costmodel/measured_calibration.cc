@@ -60,9 +60,8 @@ MeasuredCalibration::MeasuredCalibration(
   }
 }
 
-double MeasuredCalibration::GemmScale(int64_t m, int64_t n, int64_t k,
-                                      search_spaces::Precision precision,
-                                      const ModelOptions& options) const {
+const MeasuredGemm* MeasuredCalibration::NearestGemm(
+    int64_t m, int64_t n, int64_t k, search_spaces::Precision precision) const {
   const MeasuredGemm* nearest = nullptr;
   double best = std::numeric_limits<double>::infinity();
   for (const MeasuredGemm& g : tables_.gemms) {
@@ -75,38 +74,34 @@ double MeasuredCalibration::GemmScale(int64_t m, int64_t n, int64_t k,
       nearest = &g;
     }
   }
-  if (nearest == nullptr) return 1.0;
-  const double sheet = datasheet_.GemmTime_s(nearest->m, nearest->n, nearest->k,
-                                             precision, options);
-  return sheet > 0 ? nearest->time_s / sheet : 1.0;
+  return nearest;
 }
 
 double MeasuredCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
                                        search_spaces::Precision precision,
                                        const ModelOptions& options) const {
-  return datasheet_.GemmTime_s(m, n, k, precision, options) *
-         GemmScale(m, n, k, precision, options);
+  const MeasuredGemm* g = NearestGemm(m, n, k, precision);
+  if (g == nullptr) return datasheet_.GemmTime_s(m, n, k, precision, options);
+  // The nearest measured shape's throughput (its "shape class").
+  const double flops = static_cast<double>(m) * n * k;
+  const double measured_flops = static_cast<double>(g->m) * g->n * g->k;
+  return g->time_s * flops / measured_flops;
 }
 
-// Attention runs on the same tensor cores as the GEMMs: scale the datasheet
-// attention time by the GEMM calibration at a comparable shape (queries ×
-// keys × head dim), until `tune profile` measures the attention kernel.
+// Attention kernels are not measured yet (the engine's own kernel comes with
+// the training engine): the datasheet answers.
 double MeasuredCalibration::AttentionForwardTime_s(
     int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
     bool causal, const ModelOptions& options) const {
   return datasheet_.AttentionForwardTime_s(batch_heads, q_len, kv_len, head_dim,
-                                           causal, options) *
-         GemmScale(q_len, kv_len, head_dim, search_spaces::Precision::kBf16,
-                   options);
+                                           causal, options);
 }
 
 double MeasuredCalibration::AttentionBackwardTime_s(
     int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
     bool causal, const ModelOptions& options) const {
   return datasheet_.AttentionBackwardTime_s(batch_heads, q_len, kv_len,
-                                            head_dim, causal, options) *
-         GemmScale(q_len, kv_len, head_dim, search_spaces::Precision::kBf16,
-                   options);
+                                            head_dim, causal, options);
 }
 
 double MeasuredCalibration::MemoryTime_s(double bytes,

@@ -3,10 +3,11 @@
 //
 // The tables are plain values so costmodel does not depend on the results
 // store; the tuner reads them from SQLite and fills a MeasuredTables.
-//  - GEMMs: a measured shape answers for itself; any other shape takes the
-//    datasheet curve's time scaled by measured/datasheet at the nearest
-//    measured shape of the same precision (distance in log m, log n, log k),
-//    so the curve supplies the shape dependence and the measurement the level.
+//  - GEMMs: a measured shape answers for itself; any other shape runs at the
+//    throughput (FLOP/s) of the nearest measured shape of the same precision
+//    (distance in log m, log n, log k): its shape class. Scaling the datasheet
+//    curve instead would carry a GPU's size dependence onto a CPU.
+//  - Attention: not measured yet, so the datasheet answers.
 //  - Collectives: per (op, group size) a curve of time over message size,
 //    interpolated linearly in (log bytes, log time) and extended beyond the
 //    measured range at the end points' bandwidth (time ∝ bytes). Other group
@@ -80,12 +81,10 @@ class MeasuredCalibration : public Calibration {
   double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
                           const ModelOptions& options) const override;
 
-  // Measured/datasheet time ratio at the GEMM nearest to (m, n, k) in
-  // `precision`; 1 when no GEMM of that precision was measured. Exposed for
-  // tests and reports.
-  double GemmScale(int64_t m, int64_t n, int64_t k,
-                   search_spaces::Precision precision,
-                   const ModelOptions& options) const;
+  // The measured GEMM of `precision` nearest to (m, n, k) in log space, or
+  // null when none was measured in that precision.
+  const MeasuredGemm* NearestGemm(int64_t m, int64_t n, int64_t k,
+                                  search_spaces::Precision precision) const;
 
  private:
   DatasheetCalibration datasheet_;

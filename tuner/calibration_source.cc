@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <tuple>
 
 #include "costmodel/datasheet_calibration.h"
 #include "tuner/accuracy_rules.h"
+#include "tuner/results_db.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -115,6 +117,30 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
   }
   return std::unique_ptr<costmodel::Calibration>(
       std::make_unique<costmodel::DatasheetCalibration>(cluster));
+}
+
+std::string LocalHardwareId() {
+  return profiler::CpuFingerprint(profiler::ReadCpuInfo()).id;
+}
+
+StatusOr<std::unique_ptr<costmodel::Calibration>> CalibrationFor(
+    const search_spaces::ClusterSpec& cluster, const std::string& db_flag,
+    bool no_db) {
+  std::unique_ptr<results::Store> store;
+  const std::string path = ResolveDbPath(db_flag);
+  if (!no_db && std::ifstream(path).good()) {
+    results::OpenOptions options;
+    options.read_only = true;
+    auto opened = results::Store::Open(path, options);
+    if (opened.ok()) {
+      store = std::move(opened).value();
+    } else if (!db_flag.empty()) {
+      return opened.status();  // named explicitly: it must open
+    }  // the implicit default never breaks a command: datasheet numbers
+  }
+  return ChooseCalibration(
+      store.get(), cluster,
+      cluster.name == kLocalCluster ? LocalHardwareId() : "");
 }
 
 search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {

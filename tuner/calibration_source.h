@@ -43,6 +43,19 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
     const results::Store* store, const search_spaces::ClusterSpec& cluster,
     const std::string& local_id);
 
+// This machine's fingerprint id (the cpu backend's), for matching `local`.
+std::string LocalHardwareId();
+
+// The calibration for a command's inputs: opens the results database named
+// by `db_flag` ($TUNE_DB, ./tune.db when empty) read-only if it exists, and
+// picks measured or datasheet numbers for `cluster`. `no_db` skips it. A
+// database named with --db that cannot be read is an error; the implicit
+// default ($TUNE_DB, ./tune.db) never is (same policy as results_db.h), and a
+// missing file means the datasheet.
+StatusOr<std::unique_ptr<costmodel::Calibration>> CalibrationFor(
+    const search_spaces::ClusterSpec& cluster, const std::string& db_flag,
+    bool no_db);
+
 // The `local` preset: this machine as one node whose "GPUs" are its CPU
 // cores (the CPU training engine runs one rank per core). Peak and memory
 // per rank come from /proc; bandwidths are nominal until `tune profile`

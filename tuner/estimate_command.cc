@@ -4,8 +4,8 @@
 #include <string>
 
 #include "costmodel/cost_model.h"
-#include "costmodel/datasheet_calibration.h"
 #include "search_spaces/enumerate.h"
+#include "tuner/calibration_source.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"
@@ -28,6 +28,12 @@ class EstimateCommand : public Command {
         "estimate", "predict time and memory of one fully given configuration");
     AddInputFlags(sub, &flags_, /*pins_are_lists=*/false);
     sub->add_flag("--json", json_, "print one DESIGN §5 JSON object on stdout");
+    sub->add_option("--db", flags_.db,
+                    "results database whose measurements calibrate the "
+                    "estimate (default $TUNE_DB, else ./tune.db if present)")
+        ->type_name("PATH");
+    sub->add_flag("--no-db", flags_.no_db,
+                  "use datasheet numbers, ignore any database");
     sub->footer(kEstimateExamples);
   }
 
@@ -47,9 +53,11 @@ class EstimateCommand : public Command {
           "change the sizes; 'tune search' with the same flags lists the "
           "valid configurations");
     }
-    const costmodel::DatasheetCalibration calibration(in.cluster);
-    const costmodel::Estimate e = costmodel::EstimateConfig(
-        in.model, in.cluster, in.training, config.value(), calibration);
+    auto calibration = CalibrationFor(in.cluster, flags_.db, flags_.no_db);
+    if (!calibration.ok()) return calibration.status();
+    const costmodel::Estimate e =
+        costmodel::EstimateConfig(in.model, in.cluster, in.training,
+                                  config.value(), *calibration.value());
     if (json_) {
       out << EstimateToJson(e, in.training).dump(2) << "\n";
     } else {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "search_spaces/presets.h"
+#include "tuner/calibration_source.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -308,10 +309,15 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   in.model = model.value();
 
   in.gpu_defaulted = f.gpu.empty();
-  auto cluster =
-      search_spaces::ResolveCluster(in.gpu_defaulted ? kDefaultGpu : f.gpu);
-  if (!cluster.ok()) return cluster.status();
-  in.cluster = cluster.value();
+  if (f.gpu == kLocalCluster) {
+    // This machine, described from /proc (tuner/calibration_source.h).
+    in.cluster = LocalCluster(profiler::ReadCpuInfo());
+  } else {
+    auto cluster =
+        search_spaces::ResolveCluster(in.gpu_defaulted ? kDefaultGpu : f.gpu);
+    if (!cluster.ok()) return cluster.status();
+    in.cluster = cluster.value();
+  }
 
   auto gpus = ParsePositiveInt(f.gpus, "--gpus");
   if (!gpus.ok()) return gpus.status();

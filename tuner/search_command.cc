@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "costmodel/datasheet_calibration.h"
+#include "tuner/calibration_source.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
 #include "tuner/megatron_args.h"
@@ -71,9 +71,13 @@ class SearchCommand : public Command {
     auto db = OpenSearchDb(flags_, err);
     if (!db.ok()) return db.status();
 
-    const costmodel::DatasheetCalibration calibration(in.cluster);
-    const SearchResult result =
-        RunSearch(in.model, in.cluster, in.training, in.space, calibration);
+    // Measurements in the database just opened calibrate the search.
+    auto calibration = ChooseCalibration(
+        db->get(), in.cluster,
+        in.cluster.name == kLocalCluster ? LocalHardwareId() : "");
+    if (!calibration.ok()) return calibration.status();
+    const SearchResult result = RunSearch(in.model, in.cluster, in.training,
+                                          in.space, *calibration.value());
     if (result.feasible == 0) {
       return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
     }

@@ -39,21 +39,21 @@ TEST(MeasuredCalibration, MeasuredShapesAnswerForThemselves) {
               4.0e-5, 1e-15);
 }
 
-TEST(MeasuredCalibration, OtherShapesScaleTheCurveByTheNearestMeasurement) {
+TEST(MeasuredCalibration, OtherShapesRunAtTheNearestShapesThroughput) {
   const ModelOptions all_on;
   const search_spaces::ClusterSpec cluster = testing::A100Cluster();
   const DatasheetCalibration sheet(cluster);
   const MeasuredCalibration cal(cluster, Tables());
-  // (8192, 4096, 2048) is nearest to 4096³ in log space.
-  const double ratio =
-      1.0e-3 / sheet.GemmTime_s(4096, 4096, 4096, Precision::kBf16, all_on);
-  EXPECT_NEAR(
-      cal.GemmTime_s(8192, 4096, 2048, Precision::kBf16, all_on),
-      ratio * sheet.GemmTime_s(8192, 4096, 2048, Precision::kBf16, all_on),
-      1e-12);
+  // (8192, 4096, 2048) is nearest to 4096³ in log space and has as many
+  // FLOPs, so it takes the same 1 ms; twice the FLOPs take twice as long.
+  EXPECT_NEAR(cal.GemmTime_s(8192, 4096, 2048, Precision::kBf16, all_on),
+              1.0e-3, 1e-12);
+  EXPECT_NEAR(cal.GemmTime_s(8192, 8192, 2048, Precision::kBf16, all_on),
+              2.0e-3, 1e-12);
   // Nothing measured in fp16: the datasheet answers.
   EXPECT_EQ(cal.GemmTime_s(8192, 4096, 2048, Precision::kFp16, all_on),
             sheet.GemmTime_s(8192, 4096, 2048, Precision::kFp16, all_on));
+  EXPECT_EQ(cal.NearestGemm(8192, 4096, 2048, Precision::kFp16), nullptr);
 }
 
 TEST(MeasuredCalibration, CollectivesInterpolateInLogSize) {
