@@ -6,6 +6,7 @@
 #include <string>
 
 #include "search_spaces/presets.h"
+#include "tuner/calibration_source.h"
 #include "tuner/command.h"
 #include "tuner/model_facts.h"
 
@@ -83,6 +84,12 @@ class GpusCommand : public Command {
                   fp8.c_str(), g.hbm_gb, g.hbm_gbps / 1000.0, c.gpus_per_node,
                   c.nvlink_domain_gpus, c.nvlink_gbps, c.nic_gbps);
     }
+    const profiler::CpuInfo cpu = profiler::ReadCpuInfo();
+    out << Line(
+        "%-12s this machine: %lld cores of %s as ranks (numbers from "
+        "/proc; `tune profile` measures them)",
+        kLocalCluster, static_cast<long long>(cpu.logical_cpus),
+        cpu.model.c_str());
     return Status::Ok();
   }
 };
