@@ -37,6 +37,10 @@ MeasuredCalibration::MeasuredCalibration(
     const search_spaces::ClusterSpec& cluster, MeasuredTables tables)
     : datasheet_(cluster), tables_(std::move(tables)) {
   MESHTUNE_CHECK(!tables_.hardware_id.empty());
+  gemm_logs_.reserve(tables_.gemms.size());
+  for (const MeasuredGemm& g : tables_.gemms) {
+    gemm_logs_.push_back({Log(g.m), Log(g.n), Log(g.k)});
+  }
   for (const MeasuredCollective& mc : tables_.collectives) {
     if (mc.bytes <= 0 || mc.time_s <= 0) continue;
     auto it = std::find_if(curves_.begin(), curves_.end(), [&](const Curve& c) {
@@ -62,13 +66,15 @@ MeasuredCalibration::MeasuredCalibration(
 
 const MeasuredGemm* MeasuredCalibration::NearestGemm(
     int64_t m, int64_t n, int64_t k, search_spaces::Precision precision) const {
+  const double lm = Log(m), ln = Log(n), lk = Log(k);
   const MeasuredGemm* nearest = nullptr;
   double best = std::numeric_limits<double>::infinity();
-  for (const MeasuredGemm& g : tables_.gemms) {
+  for (size_t i = 0; i < tables_.gemms.size(); ++i) {
+    const MeasuredGemm& g = tables_.gemms[i];
     if (g.precision != precision || g.time_s <= 0) continue;
-    const double d = std::pow(Log(g.m) - Log(m), 2) +
-                     std::pow(Log(g.n) - Log(n), 2) +
-                     std::pow(Log(g.k) - Log(k), 2);
+    const LogShape& l = gemm_logs_[i];
+    const double d = (l.m - lm) * (l.m - lm) + (l.n - ln) * (l.n - ln) +
+                     (l.k - lk) * (l.k - lk);
     if (d < best) {
       best = d;
       nearest = &g;

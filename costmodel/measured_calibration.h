@@ -89,7 +89,13 @@ class MeasuredCalibration : public Calibration {
  private:
   DatasheetCalibration datasheet_;
   MeasuredTables tables_;
-  // Collective curves, each sorted by bytes: index into tables_.collectives.
+  // log m, log n, log k of tables_.gemms[i], computed once: the nearest-shape
+  // lookup runs for every GEMM of every candidate of a search.
+  struct LogShape {
+    double m, n, k;
+  };
+  std::vector<LogShape> gemm_logs_;
+  // Collective curves, each sorted by bytes.
   struct Curve {
     Collective op;
     int64_t group_size;
