@@ -95,6 +95,8 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddAccuracyCommand(&app));
   commands.push_back(AddDbCommand(&app));
   commands.push_back(AddProfileCommand(&app));
+  commands.push_back(AddTrainCommand(&app));
+  commands.push_back(AddDataCommand(&app));
   for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 

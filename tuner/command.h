@@ -38,8 +38,12 @@ std::unique_ptr<Command> AddAccuracyCommand(CLI::App* app);
 std::unique_ptr<Command> AddDbCommand(CLI::App* app);
 // Microbenchmarks into the results store (profile_command.cc).
 std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
-// train, validate, regress: listed in --help, refuse to run until the issues
-// that build them land (unbuilt_commands.cc).
+// Train with the engine (train_command.cc).
+std::unique_ptr<Command> AddTrainCommand(CLI::App* app);
+// Text/JSONL to Megatron indexed datasets (data_command.cc).
+std::unique_ptr<Command> AddDataCommand(CLI::App* app);
+// validate, regress: listed in --help, refuse to run until the issues that
+// build them land (unbuilt_commands.cc).
 std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app);
 
 }  // namespace meshtune::tuner

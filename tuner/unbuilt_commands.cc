@@ -1,4 +1,4 @@
-// `tune train|validate|regress`: part of the command line contract
+// `tune validate|regress`: part of the command line contract
 // (DESIGN.md §4) and listed in --help, but their libraries (results/,
 // profiler/, engine/) are built by later issues. Until then they refuse to
 // run with one line naming that issue, rather than printing fake output.
@@ -38,9 +38,6 @@ class UnbuiltCommand : public Command {
 
 std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app) {
   std::vector<std::unique_ptr<Command>> out;
-  out.push_back(std::make_unique<UnbuiltCommand>(
-      app, "train", "run the training engine with a config",
-      "training-engine"));
   out.push_back(std::make_unique<UnbuiltCommand>(
       app, "validate",
       "short real runs of the top candidates; predicted vs measured",

@@ -1,0 +1,97 @@
+#include "engine/communicator.h"
+
+#include <utility>
+
+namespace meshtune::engine {
+
+const char* ToString(CommKind kind) {
+  switch (kind) {
+    case CommKind::kAllReduce:
+      return "all_reduce";
+    case CommKind::kAllGather:
+      return "all_gather";
+    case CommKind::kReduceScatter:
+      return "reduce_scatter";
+    case CommKind::kBroadcast:
+      return "broadcast";
+    case CommKind::kSend:
+      return "send";
+    case CommKind::kRecv:
+      return "recv";
+    case CommKind::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+void CommLog::Add(CommRecord r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.push_back(std::move(r));
+}
+void CommLog::set_label(std::string label) {
+  std::lock_guard<std::mutex> lock(mu_);
+  label_ = std::move(label);
+}
+std::string CommLog::label() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return label_;
+}
+std::vector<CommRecord> CommLog::records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_;
+}
+void CommLog::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  records_.clear();
+}
+
+void Communicator::Record(CommKind kind, int64_t bytes) {
+  if (log_ == nullptr || size_ == 1) return;  // size-1 groups move nothing
+  log_->Add(CommRecord{kind, name_, size_, bytes, log_->label()});
+}
+
+void Communicator::AllReduceSum(float* data, int64_t count) {
+  Record(CommKind::kAllReduce, count * 4);
+  if (size_ > 1) DoAllReduceSum(data, count);
+}
+void Communicator::AllReduceSum(double* data, int64_t count) {
+  Record(CommKind::kAllReduce, count * 8);
+  if (size_ > 1) DoAllReduceSum(data, count);
+}
+void Communicator::AllReduceMax(float* data, int64_t count) {
+  Record(CommKind::kAllReduce, count * 4);
+  if (size_ > 1) DoAllReduceMax(data, count);
+}
+void Communicator::AllGather(const float* in, float* out, int64_t count) {
+  Record(CommKind::kAllGather, count * size_ * 4);
+  DoAllGather(in, out, count);
+}
+void Communicator::ReduceScatterSum(const float* in, float* out,
+                                    int64_t count) {
+  Record(CommKind::kReduceScatter, count * size_ * 4);
+  DoReduceScatterSum(in, out, count);
+}
+void Communicator::Broadcast(float* data, int64_t count, int root) {
+  Record(CommKind::kBroadcast, count * 4);
+  if (size_ > 1) DoBroadcast(data, count, root);
+}
+void Communicator::Send(const float* data, int64_t count, int peer) {
+  Record(CommKind::kSend, count * 4);
+  DoSend(data, count, peer);
+}
+void Communicator::Recv(float* data, int64_t count, int peer) {
+  Record(CommKind::kRecv, count * 4);
+  DoRecv(data, count, peer);
+}
+void Communicator::Barrier() {
+  Record(CommKind::kBarrier, 0);
+  if (size_ > 1) DoBarrier();
+}
+std::unique_ptr<Communicator> Communicator::Split(int color, int key,
+                                                  const std::string& name) {
+  std::unique_ptr<Communicator> child = DoSplit(color, key, name);
+  child->set_log(log_);
+  return child;
+}
+
+}  // namespace meshtune::engine

@@ -1,0 +1,131 @@
+// Communicator: the collectives and point-to-point transfers the engine
+// issues, behind one small interface (DESIGN §8). Implementations: MPI
+// (engine/mpi_communicator.h, real runs) and in-process threads
+// (engine/local_communicator.h, fast unit tests only). The NCCL one arrives
+// with the CUDA backend.
+//
+// Semantics (all float32 element counts, blocking unless noted):
+// - Collectives are deterministic: every member receives bit-identical
+//   results, reductions sum in rank order 0, 1, ..., size−1. That keeps the
+//   replicated weights of tensor-parallel ranks identical step after step.
+// - Send is buffered: it returns once the data is copied and never waits for
+//   the receiver, so any pipeline schedule whose receives match its sends in
+//   order cannot deadlock. Messages between one pair arrive in send order.
+// - Every call is recorded in the CommLog when one is attached (bytes in the
+//   nccl-tests convention: all-reduce and broadcast the buffer, all-gather
+//   the gathered output, reduce-scatter the full input, send/recv the
+//   message). The engine test compares that log with the list the cost model
+//   assumes (search_spaces/comm_ops.h).
+//
+// Public methods are non-virtual wrappers (record, then Do*); a
+// communicator is used by one thread at a time.
+#ifndef MESHTUNE_ENGINE_COMMUNICATOR_H_
+#define MESHTUNE_ENGINE_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace meshtune::engine {
+
+enum class CommKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+const char* ToString(CommKind kind);
+
+// One recorded call.
+struct CommRecord {
+  CommKind kind;
+  std::string group;  // communicator name ("tp", "dp", "pp", "world", ...)
+  int64_t group_size;
+  int64_t bytes;      // nccl-tests convention (see above)
+  std::string label;  // what the engine was doing ("layer0.fwd", ...)
+};
+
+// Shared, thread-safe list of calls. The engine sets `label` around each
+// phase; tests read `records()`.
+class CommLog {
+ public:
+  void Add(CommRecord r);
+  void set_label(std::string label);
+  std::string label() const;
+  std::vector<CommRecord> records() const;
+  void Clear();
+
+ private:
+  mutable std::mutex mu_;
+  std::string label_;
+  std::vector<CommRecord> records_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return name_; }
+
+  // In place: data[count] = Σ_ranks data[count] (sum in rank order).
+  void AllReduceSum(float* data, int64_t count);
+  // In place, float64 (loss sums, squared gradient norms).
+  void AllReduceSum(double* data, int64_t count);
+  void AllReduceMax(float* data, int64_t count);
+  // out[size·count], rank-major: out[r·count .. (r+1)·count) = in of rank r.
+  void AllGather(const float* in, float* out, int64_t count);
+  // in[size·count]; out[count] = Σ_ranks in[rank()·count ..]. `in` and `out`
+  // must not overlap.
+  void ReduceScatterSum(const float* in, float* out, int64_t count);
+  void Broadcast(float* data, int64_t count, int root);
+  // Buffered send (see above) and blocking receive; `peer` is a rank of
+  // this communicator.
+  void Send(const float* data, int64_t count, int peer);
+  void Recv(float* data, int64_t count, int peer);
+  void Barrier();
+
+  // A new communicator over the members that pass the same `color`, ranked
+  // by `key` (MPI_Comm_split). Collective: every member calls it. The child
+  // shares this communicator's log.
+  std::unique_ptr<Communicator> Split(int color, int key,
+                                      const std::string& name);
+
+  // Attach a log (not owned; may be null). Children made later inherit it.
+  void set_log(CommLog* log) { log_ = log; }
+  CommLog* log() const { return log_; }
+
+ protected:
+  Communicator(int rank, int size, std::string name)
+      : rank_(rank), size_(size), name_(std::move(name)) {}
+
+  virtual void DoAllReduceSum(float* data, int64_t count) = 0;
+  virtual void DoAllReduceSum(double* data, int64_t count) = 0;
+  virtual void DoAllReduceMax(float* data, int64_t count) = 0;
+  virtual void DoAllGather(const float* in, float* out, int64_t count) = 0;
+  virtual void DoReduceScatterSum(const float* in, float* out,
+                                  int64_t count) = 0;
+  virtual void DoBroadcast(float* data, int64_t count, int root) = 0;
+  virtual void DoSend(const float* data, int64_t count, int peer) = 0;
+  virtual void DoRecv(float* data, int64_t count, int peer) = 0;
+  virtual void DoBarrier() = 0;
+  virtual std::unique_ptr<Communicator> DoSplit(int color, int key,
+                                                const std::string& name) = 0;
+
+ private:
+  void Record(CommKind kind, int64_t bytes);
+  int rank_;
+  int size_;
+  std::string name_;
+  CommLog* log_ = nullptr;
+};
+
+}  // namespace meshtune::engine
+
+#endif  // MESHTUNE_ENGINE_COMMUNICATOR_H_

@@ -1,0 +1,80 @@
+// Optimizer: data-parallel gradient reduction, global-norm clipping and
+// AdamW over a rank's ParamStore, with or without Megatron's distributed
+// optimizer.
+//
+// Without it, every dp rank all-reduces (averages) the flat gradient buffer
+// in buckets of ddp_bucket_size elements and keeps full AdamW state (m, v:
+// 2 floats per local parameter). With it (ZeRO-1), the flat buffer is
+// padded to a multiple of dp, gradients are reduce-scattered (averaged) so
+// dp rank r owns the contiguous range [r·N/dp, (r+1)·N/dp), AdamW updates
+// only that range with m, v of N/dp floats each, and the updated parameters
+// are all-gathered. Either way the result is the same parameters.
+//
+// Gradient norm: Σ g² over elements with norm_mask = 1, summed over the
+// model-parallel group (tp × pp), and over dp too when the state is sharded
+// (each dp rank holds a different range), then √. Clipping multiplies all
+// gradients by clip/(norm + 1e-6) when norm > clip (Megatron clip_grads).
+#ifndef MESHTUNE_ENGINE_OPTIMIZER_H_
+#define MESHTUNE_ENGINE_OPTIMIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/param_store.h"
+#include "engine/process_groups.h"
+#include "engine/train_config.h"
+
+namespace meshtune::engine {
+
+struct StepResult {
+  float lr = 0;
+  double grad_norm = 0;  // before clipping
+  bool finite = true;    // false if the norm is NaN/Inf (step skipped)
+};
+
+class Optimizer {
+ public:
+  // `store` must be finalized; groups outlive the optimizer.
+  Optimizer(const OptimizerConfig& config, bool distributed,
+            int64_t train_iters, const ParamStore& store,
+            ProcessGroups* groups);
+
+  // One optimizer step for `iteration` (1-based). Expects the flat gradient
+  // buffer to hold this rank's summed micro-batch gradients, already
+  // finalized across tp (sequence-parallel params) and the embedding group.
+  // Reduces over dp, clips, updates, and (distributed) all-gathers params.
+  // A non-finite norm leaves parameters and state untouched.
+  StepResult Step(ParamStore& store, int64_t iteration);
+
+  bool distributed() const { return distributed_; }
+  int64_t steps_taken() const { return steps_; }
+  // The flat range [shard_begin, shard_end) of the parameter buffer whose
+  // AdamW state this rank holds ([0, numel) when not distributed), and that
+  // state: exp_avg (m) and exp_avg_sq (v), each shard_end − shard_begin
+  // floats (elements past numel are padding and stay 0).
+  int64_t shard_begin() const { return shard_begin_; }
+  int64_t shard_end() const { return shard_end_; }
+  std::vector<float>& exp_avg() { return m_; }
+  std::vector<float>& exp_avg_sq() { return v_; }
+  const std::vector<float>& exp_avg() const { return m_; }
+  const std::vector<float>& exp_avg_sq() const { return v_; }
+  void set_steps_taken(int64_t s) { steps_ = s; }
+
+  // Bytes of optimizer state this rank holds (m and v, fp32).
+  int64_t state_bytes() const;
+
+ private:
+  OptimizerConfig config_;
+  bool distributed_;
+  int64_t train_iters_;
+  ProcessGroups* groups_;
+  int64_t padded_numel_ = 0;
+  int64_t shard_begin_ = 0, shard_end_ = 0;
+  int64_t steps_ = 0;
+  std::vector<float> m_, v_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace meshtune::engine
+
+#endif  // MESHTUNE_ENGINE_OPTIMIZER_H_

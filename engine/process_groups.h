@@ -1,0 +1,38 @@
+// ProcessGroups: the communicators of one rank, split from the world in
+// Megatron's rank order tp-cp-ep-dp-pp (search_spaces::RankGrid is the
+// source of truth for membership).
+#ifndef MESHTUNE_ENGINE_PROCESS_GROUPS_H_
+#define MESHTUNE_ENGINE_PROCESS_GROUPS_H_
+
+#include <memory>
+
+#include "engine/communicator.h"
+#include "search_spaces/parallel_config.h"
+
+namespace meshtune::engine {
+
+struct ProcessGroups {
+  Communicator* world = nullptr;     // not owned
+  std::unique_ptr<Communicator> tp;  // "tp"
+  std::unique_ptr<Communicator> pp;  // "pp"
+  std::unique_ptr<Communicator> dp;  // "dp" (dp·cp when cp > 1: "dp_cp")
+  std::unique_ptr<Communicator> mp;  // "mp": tp × pp (grad-norm reduction)
+  // "embd": first and last pipeline stage of this rank's (tp, dp) position
+  // (tied word-embedding gradient); null on middle stages and when pp == 1.
+  std::unique_ptr<Communicator> embd;
+
+  int tp_rank() const { return tp->rank(); }
+  int pp_rank() const { return pp->rank(); }
+  int dp_rank() const { return dp->rank(); }
+  bool first_stage() const { return pp->rank() == 0; }
+  bool last_stage() const { return pp->rank() == pp->size() - 1; }
+};
+
+// Splits `world` (size == config.world()) into the groups above.
+// Collective over `world`. REQUIRES: world->size() == config.world().
+ProcessGroups MakeProcessGroups(Communicator* world,
+                                const search_spaces::ParallelConfig& config);
+
+}  // namespace meshtune::engine
+
+#endif  // MESHTUNE_ENGINE_PROCESS_GROUPS_H_

@@ -1,0 +1,110 @@
+#include "engine/train_config.h"
+
+#include <string>
+
+#include "search_spaces/pipeline_layout.h"
+
+namespace meshtune::engine {
+
+int64_t TrainConfig::padded_vocab_size() const {
+  // Megatron _vocab_size_with_padding: round up to a multiple of
+  // make_vocab_size_divisible_by · tp so every tp rank gets equal rows.
+  const int64_t multiple = make_vocab_size_divisible_by * parallel.tp;
+  return (model.vocab_size + multiple - 1) / multiple * multiple;
+}
+
+Status TrainConfig::Validate() const {
+  const auto& p = parallel;
+  const auto& m = model;
+  auto bad = [](const std::string& msg, const std::string& hint) {
+    return Status::InvalidArgument(msg, hint);
+  };
+  if (m.is_moe()) {
+    return Status::Unimplemented(
+        "the training engine does not support MoE models yet (" + m.name +
+            " has " + std::to_string(m.num_experts) + " experts)",
+        "train a dense model; MoE is planned with expert parallelism");
+  }
+  if (p.cp != 1) {
+    return Status::Unimplemented(
+        "the training engine does not support context parallelism yet (cp=" +
+            std::to_string(p.cp) + ")",
+        "use --cp 1");
+  }
+  if (p.ep != 1) {
+    return Status::Unimplemented(
+        "the training engine does not support expert parallelism yet (ep=" +
+            std::to_string(p.ep) + ")",
+        "use --ep 1");
+  }
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.vpp < 1 || p.mbs < 1) {
+    return bad("tp, pp, dp, vpp and mbs must be >= 1", "");
+  }
+  if (train_iters < 1) {
+    return bad("--steps must be >= 1 (got " + std::to_string(train_iters) + ")",
+               "");
+  }
+  const int64_t s = seq();
+  if (s < 1) return bad("seq_length must be >= 1", "");
+  if (global_batch_size < 1 || global_batch_size % (p.mbs * p.dp) != 0) {
+    return bad(
+        "global batch size " + std::to_string(global_batch_size) +
+            " is not a multiple of mbs·dp = " + std::to_string(p.mbs * p.dp),
+        "pick --gbs as a multiple of " + std::to_string(p.mbs * p.dp));
+  }
+  // Even split, or Megatron's embedding/loss accounting (num_layers + 2
+  // units), exactly as the tuner enumerates (search_spaces/pipeline_layout.h).
+  if (!search_spaces::PipelineLayout::Valid(m.num_layers, p.pp, p.vpp)) {
+    return bad(std::to_string(m.num_layers) +
+                   " layers do not split over pp·vpp = " +
+                   std::to_string(p.pp * p.vpp) +
+                   " virtual stages (neither evenly nor with the embedding "
+                   "and loss counted as layers)",
+               "choose pp and vpp whose product divides num_layers");
+  }
+  if (p.vpp > 1 && num_microbatches() % p.pp != 0) {
+    return bad("the interleaved schedule needs the number of micro-batches (" +
+                   std::to_string(num_microbatches()) +
+                   ") to be a multiple of pp (" + std::to_string(p.pp) + ")",
+               "adjust --gbs or --mbs");
+  }
+  if (m.num_attention_heads % p.tp != 0 || m.num_query_groups % p.tp != 0) {
+    return bad("tp=" + std::to_string(p.tp) +
+                   " does not divide the attention heads (" +
+                   std::to_string(m.num_attention_heads) +
+                   ") and query groups (" + std::to_string(m.num_query_groups) +
+                   ")",
+               "choose tp dividing num_query_groups");
+  }
+  if (m.ffn_hidden_size % p.tp != 0) {
+    return bad("tp=" + std::to_string(p.tp) +
+                   " does not divide ffn_hidden_size " +
+                   std::to_string(m.ffn_hidden_size),
+               "");
+  }
+  if (p.sp && p.tp > 1 && s % p.tp != 0) {
+    return bad("sequence parallelism needs seq_length (" + std::to_string(s) +
+                   ") divisible by tp (" + std::to_string(p.tp) + ")",
+               "");
+  }
+  if (m.position_embedding_type ==
+          search_spaces::PositionEmbedding::kLearnedAbsolute &&
+      s > m.seq_length) {
+    return bad("seq_length " + std::to_string(s) +
+                   " exceeds the learned position table (" +
+                   std::to_string(m.seq_length) + " positions)",
+               "use --seq-len <= " + std::to_string(m.seq_length));
+  }
+  if (p.recompute.granularity == search_spaces::RecomputeGranularity::kFull &&
+      p.recompute.num_layers < 1) {
+    return bad("recompute num_layers must be >= 1", "");
+  }
+  if (attention_dropout != 0.0f || hidden_dropout != 0.0f) {
+    return Status::Unimplemented(
+        "dropout is not supported by the training engine yet",
+        "use dropout 0 (the default)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace meshtune::engine

@@ -1,0 +1,76 @@
+// Trainer: one rank's training loop. Builds the process groups, the model
+// chunks this rank holds, the optimizer and the data order, then runs
+// `train_iters` steps of the pipeline schedule (search_spaces::
+// PipelineSchedule, the same object the cost model reads) with gradient
+// accumulation, finalizes gradients (sequence-parallel norms over tp, tied
+// embeddings over first/last stage), steps the optimizer and saves
+// checkpoints.
+//
+// Every rank of the world constructs a Trainer with the same config and
+// calls Run; rank 0 of the world receives the iteration logs.
+#ifndef MESHTUNE_ENGINE_TRAINER_H_
+#define MESHTUNE_ENGINE_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/data/dataset.h"
+#include "engine/train_config.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::engine {
+
+// One line of Megatron's training log.
+struct IterationLog {
+  int64_t iteration = 0;  // 1-based
+  float lr = 0;
+  double loss = 0;  // mean LM loss over the global batch
+  double grad_norm = 0;
+  double step_s = 0;           // wall time of the whole step on this rank
+  double tokens_per_s = 0;     // global tokens / step_s
+  double tflops_per_rank = 0;  // model FLOPs (Megatron formula) / s / rank
+  int64_t consumed_samples = 0;
+};
+
+// What this rank holds, reported at start-up (bytes, fp32).
+struct RankMemory {
+  int rank = 0, tp_rank = 0, pp_rank = 0, dp_rank = 0;
+  int64_t num_params = 0;  // local parameter elements
+  int64_t param_bytes = 0;
+  int64_t grad_bytes = 0;
+  int64_t optimizer_bytes = 0;  // AdamW m and v
+};
+
+class Trainer {
+ public:
+  // Collective over `world` (size == config.parallel.world()). `dataset`
+  // and `world` are not owned and must outlive the trainer.
+  static StatusOr<std::unique_ptr<Trainer>> Create(
+      const TrainConfig& config, const data::TokenDataset* dataset,
+      Communicator* world);
+  virtual ~Trainer() = default;
+
+  // Runs from the current iteration (0, or the loaded checkpoint's) up to
+  // config.train_iters. on_log is called on world rank 0 after every
+  // iteration (may be empty). A non-finite loss stops the run with an
+  // error naming the iteration; the last saved checkpoint stays valid.
+  virtual Status Run(
+      const std::function<void(const IterationLog&)>& on_log) = 0;
+
+  // Iterations completed so far and their logs (world rank 0 has the loss;
+  // every rank has timings).
+  virtual const std::vector<IterationLog>& history() const = 0;
+  // This rank's memory report, and all ranks' (gathered; world rank 0).
+  virtual RankMemory memory() const = 0;
+  virtual std::vector<RankMemory> all_memory() = 0;
+
+  // Access for tests: flat parameters of this rank with their names.
+  virtual const class ParamStore& params() const = 0;
+};
+
+}  // namespace meshtune::engine
+
+#endif  // MESHTUNE_ENGINE_TRAINER_H_
