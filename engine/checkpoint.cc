@@ -1,0 +1,674 @@
+#include "engine/checkpoint.h"
+
+#include <fcntl.h>  // AT_FDCWD
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc ≥ 2.28)
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "engine/checkpoint_format.h"
+
+namespace meshtune::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kMetadataVersion = 1;
+constexpr char kFormatName[] = "meshtune-checkpoint";
+// Megatron's tracker file (megatron/training/checkpointing.py
+// get_checkpoint_tracker_filename).
+constexpr char kTrackerName[] = "latest_checkpointed_iteration.txt";
+constexpr char kMetadataName[] = "metadata.json";
+// Floats of the buffer that carries a failing rank's Status to all ranks:
+// code, message length, hint length, then the characters.
+constexpr int64_t kStatusChars = 2048;
+
+const char kCorruptHint[] = "load an older checkpoint or save again";
+
+// Megatron's directory name: iter_%07d (get_checkpoint_name).
+std::string IterDirName(int64_t iteration) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "iter_%07" PRId64, iteration);
+  return buf;
+}
+
+std::string ShardFileName(int tp_rank, int pp_rank) {
+  return "shard_tp" + std::to_string(tp_rank) + "_pp" +
+         std::to_string(pp_rank) + ".bin";
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Status MakeStatus(Status::Code code, std::string msg, std::string hint) {
+  switch (code) {
+    case Status::Code::kInvalidArgument:
+      return Status::InvalidArgument(std::move(msg), std::move(hint));
+    case Status::Code::kNotFound:
+      return Status::NotFound(std::move(msg), std::move(hint));
+    case Status::Code::kInfeasible:
+      return Status::Infeasible(std::move(msg), std::move(hint));
+    case Status::Code::kIoError:
+      return Status::IoError(std::move(msg), std::move(hint));
+    case Status::Code::kUnimplemented:
+      return Status::Unimplemented(std::move(msg), std::move(hint));
+    case Status::Code::kOk:
+    case Status::Code::kInternal:
+      break;
+  }
+  return Status::Internal(std::move(msg));
+}
+
+// Collective over `world`: OK when every rank's `local` is OK, otherwise the
+// Status of the lowest failing rank on every rank. Without this a rank that
+// fails (say, cannot read a shard) would return while the others wait in the
+// next collective forever.
+Status AgreeOnStatus(const Status& local, Communicator& world) {
+  // Ranks are small integers, exact in float32.
+  float failing =
+      local.ok() ? 0.0f : static_cast<float>(world.size() - world.rank());
+  world.AllReduceMax(&failing, 1);
+  if (failing == 0.0f) return Status::Ok();
+  const int root = world.size() - static_cast<int>(failing);
+  std::vector<float> buf(3 + kStatusChars, 0.0f);
+  if (world.rank() == root) {
+    const std::string msg = local.message().substr(0, kStatusChars);
+    const std::string hint = local.hint().substr(0, kStatusChars - msg.size());
+    buf[0] = static_cast<float>(static_cast<int>(local.code()));
+    buf[1] = static_cast<float>(msg.size());
+    buf[2] = static_cast<float>(hint.size());
+    const std::string both = msg + hint;
+    for (size_t i = 0; i < both.size(); ++i) {
+      buf[3 + i] = static_cast<unsigned char>(both[i]);
+    }
+  }
+  world.Broadcast(buf.data(), static_cast<int64_t>(buf.size()), root);
+  const auto msg_len = static_cast<size_t>(buf[1]);
+  const auto hint_len = static_cast<size_t>(buf[2]);
+  std::string both(msg_len + hint_len, '\0');
+  for (size_t i = 0; i < both.size(); ++i) {
+    both[i] = static_cast<char>(static_cast<unsigned char>(buf[3 + i]));
+  }
+  return MakeStatus(static_cast<Status::Code>(static_cast<int>(buf[0])),
+                    both.substr(0, msg_len), both.substr(msg_len));
+}
+
+// Local row stride of a parameter (1 for 1-D tensors).
+int64_t LocalCols(const ParamInfo& info) {
+  return info.local_shape.size() > 1 ? info.local_shape[1] : 1;
+}
+
+// ---------------------------------------------------------------- saving
+
+// Copies the elements of this rank's blocks of parameter `info` out of a
+// flat buffer (indexed like the ParamStore's), blocks in order, row-major.
+void GatherBlocks(const ParamInfo& info, const float* flat,
+                  std::vector<float>* out) {
+  const int64_t stride = LocalCols(info);
+  out->clear();
+  for (const ParamInfo::Block& b : info.Blocks()) {
+    for (int64_t r = 0; r < b.rows; ++r) {
+      const float* src =
+          flat + info.offset + (b.local_row0 + r) * stride + b.local_col0;
+      out->insert(out->end(), src, src + b.cols);
+    }
+  }
+}
+
+// Writes this rank's shard: every local parameter with its AdamW state.
+// `m` and `v` are indexed like the flat parameter buffer.
+Status WriteShard(const std::string& path, const ParamStore& store,
+                  const float* m, const float* v) {
+  ShardWriter writer;
+  MESHTUNE_RETURN_IF_ERROR(
+      writer.Open(path, static_cast<uint32_t>(store.size())));
+  std::vector<float> p_data, m_data, v_data;
+  for (const ParamInfo& info : store.infos()) {
+    TensorRecord record;
+    record.name = info.name;
+    record.global_shape = info.global_shape;
+    record.tied_embedding = info.tied_embedding;
+    for (const ParamInfo::Block& b : info.Blocks()) {
+      record.blocks.push_back({b.global_row0, b.rows, b.global_col0, b.cols});
+      record.numel += b.rows * b.cols;
+    }
+    GatherBlocks(info, store.flat_params().data(), &p_data);
+    GatherBlocks(info, m, &m_data);
+    GatherBlocks(info, v, &v_data);
+    MESHTUNE_RETURN_IF_ERROR(
+        writer.Append(&record, p_data.data(), m_data.data(), v_data.data()));
+  }
+  return writer.Finish();
+}
+
+json RecordJson(const TensorRecord& r) {
+  json blocks = json::array();
+  for (const SavedBlock& b : r.blocks) {
+    blocks.push_back({b.global_row0, b.rows, b.global_col0, b.cols});
+  }
+  char checksum[24];
+  std::snprintf(checksum, sizeof(checksum), "%016" PRIx64, r.checksum);
+  return {{"name", r.name},
+          {"global_shape", r.global_shape},
+          {"tied_embedding", r.tied_embedding},
+          {"blocks", blocks},
+          {"numel", r.numel},
+          {"offset", r.offset},
+          {"bytes", r.bytes},
+          {"fnv1a64", checksum}};
+}
+
+// World rank 0, after every shard is on disk: indexes the shards and writes
+// metadata.json into `tmp_dir`.
+Status WriteMetadata(const std::string& tmp_dir, const TrainConfig& config,
+                     const CheckpointState& state, const Optimizer& optimizer,
+                     const ProcessGroups& groups) {
+  const search_spaces::ModelSpec& m = config.model;
+  json meta = {
+      {"format", kFormatName},
+      {"format_version", kMetadataVersion},
+      {"iteration", state.iteration},
+      {"consumed_samples", state.consumed_samples},
+      {"model",
+       {{"name", m.name},
+        {"num_layers", m.num_layers},
+        {"hidden_size", m.hidden_size},
+        {"num_attention_heads", m.num_attention_heads},
+        {"num_query_groups", m.num_query_groups},
+        {"ffn_hidden_size", m.ffn_hidden_size},
+        {"vocab_size", m.vocab_size}}},
+      {"parallel",
+       {{"tp", groups.tp->size()},
+        {"pp", groups.pp->size()},
+        {"vpp", config.parallel.vpp},
+        {"dp", groups.dp->size()},
+        {"dist_opt", optimizer.distributed()}}},
+      {"optimizer", {{"steps_taken", optimizer.steps_taken()}}},
+  };
+  json shards = json::array();
+  for (int p = 0; p < groups.pp->size(); ++p) {
+    for (int t = 0; t < groups.tp->size(); ++t) {
+      const std::string file = ShardFileName(t, p);
+      StatusOr<std::vector<TensorRecord>> index =
+          ReadShardIndex(tmp_dir + "/" + file);
+      if (!index.ok()) return index.status();
+      json tensors = json::array();
+      for (const TensorRecord& r : *index) tensors.push_back(RecordJson(r));
+      shards.push_back(
+          {{"file", file}, {"tp", t}, {"pp", p}, {"tensors", tensors}});
+    }
+  }
+  meta["shards"] = shards;
+  return WriteFileDurably(tmp_dir + "/" + kMetadataName, meta.dump(1) + "\n");
+}
+
+Status RenameError(const std::string& from, const std::string& to) {
+  return Status::IoError(
+      "cannot rename " + from + " to " + to + ": " + std::strerror(errno),
+      "check permissions of the checkpoint directory");
+}
+
+// World rank 0: moves the finished `tmp_dir` to `final_dir`, replacing an
+// older checkpoint of the same iteration without ever leaving the name
+// empty where the file system allows (renameat2 RENAME_EXCHANGE).
+Status MoveIntoPlace(const std::string& tmp_dir, const std::string& final_dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(final_dir, ec);
+  if (!fs::exists(st)) {
+    if (std::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
+      return RenameError(tmp_dir, final_dir);
+    }
+    return Status::Ok();
+  }
+  if (!fs::is_directory(st)) {
+    return Status::IoError(final_dir + " exists and is not a directory",
+                           "remove or rename it, then save again");
+  }
+  if (renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
+                RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS) {
+      return RenameError(tmp_dir, final_dir);
+    }
+    // No atomic exchange on this file system: move the old one aside under
+    // a *.tmp-* name (cleaned up like any stale save) and move ours in.
+    const std::string aside = tmp_dir + "-old";
+    if (std::rename(final_dir.c_str(), aside.c_str()) != 0) {
+      return RenameError(final_dir, aside);
+    }
+    if (std::rename(tmp_dir.c_str(), final_dir.c_str()) != 0) {
+      return RenameError(tmp_dir, final_dir);
+    }
+    fs::remove_all(aside, ec);
+    return Status::Ok();
+  }
+  fs::remove_all(tmp_dir, ec);  // now holds the replaced checkpoint
+  return Status::Ok();
+}
+
+// World rank 0: removes what interrupted saves left behind (iter_*.tmp-*
+// directories and tracker temp files). Best effort: a leftover is harmless.
+void RemoveStaleTemps(const std::string& dir) {
+  std::error_code ec;
+  const std::string tracker_tmp = std::string(kTrackerName) + ".tmp-";
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if ((name.rfind("iter_", 0) == 0 &&
+         name.find(".tmp-") != std::string::npos) ||
+        name.rfind(tracker_tmp, 0) == 0) {
+      std::error_code ignored;
+      fs::remove_all(e.path(), ignored);
+    }
+  }
+}
+
+// World rank 0: renames the checkpoint into place, then points the tracker
+// at it (temp file + rename), fsyncing the directory after each step.
+Status Publish(const std::string& dir, const std::string& tmp_dir,
+               int64_t iteration, long pid) {
+  const std::string final_dir = dir + "/" + IterDirName(iteration);
+  MESHTUNE_RETURN_IF_ERROR(SyncDirectory(tmp_dir));
+  MESHTUNE_RETURN_IF_ERROR(MoveIntoPlace(tmp_dir, final_dir));
+  MESHTUNE_RETURN_IF_ERROR(SyncDirectory(dir));
+  const std::string tracker = dir + "/" + kTrackerName;
+  const std::string tracker_tmp = tracker + ".tmp-" + std::to_string(pid);
+  MESHTUNE_RETURN_IF_ERROR(
+      WriteFileDurably(tracker_tmp, std::to_string(iteration) + "\n"));
+  if (std::rename(tracker_tmp.c_str(), tracker.c_str()) != 0) {
+    return RenameError(tracker_tmp, tracker);
+  }
+  MESHTUNE_RETURN_IF_ERROR(SyncDirectory(dir));
+  RemoveStaleTemps(dir);
+  return Status::Ok();
+}
+
+// World rank 0: creates an empty dir/iter_N.tmp-<pid>.
+Status MakeTempDir(const std::string& dir, const std::string& tmp_dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return Status::IoError(
+        "cannot create checkpoint directory " + dir + ": " + ec.message(),
+        "choose a writable --save directory");
+  }
+  // A directory of the same name is left by an earlier process with the
+  // same pid (common in containers) that was killed while saving.
+  fs::remove_all(tmp_dir, ec);
+  if (!fs::create_directory(tmp_dir, ec) || ec) {
+    return Status::IoError("cannot create " + tmp_dir + ": " +
+                               (ec ? ec.message() : "it already exists"),
+                           "choose a writable --save directory");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SaveCheckpoint(const std::string& dir, const TrainConfig& config,
+                      const CheckpointState& state, const ParamStore& store,
+                      const Optimizer& optimizer, ProcessGroups& groups) {
+  Communicator& world = *groups.world;
+  if (state.iteration < 0) {
+    return Status::InvalidArgument(
+        "cannot save a checkpoint for negative iteration " +
+            std::to_string(state.iteration),
+        "pass the number of completed steps");
+  }
+  const std::string name = IterDirName(state.iteration);
+
+  // 1. World rank 0 makes the temp directory; its pid names it on all ranks
+  // (pids are < 2^22 on Linux, exact in float32).
+  float pid_f = 0;
+  Status local;
+  if (world.rank() == 0) {
+    pid_f = static_cast<float>(::getpid());
+    local = MakeTempDir(dir, dir + "/" + name + ".tmp-" +
+                                 std::to_string(static_cast<long>(pid_f)));
+  }
+  MESHTUNE_RETURN_IF_ERROR(AgreeOnStatus(local, world));
+  world.Broadcast(&pid_f, 1, 0);
+  const long pid = static_cast<long>(pid_f);
+  const std::string tmp_dir = dir + "/" + name + ".tmp-" + std::to_string(pid);
+
+  // 2. Full per-parameter m, v on dp rank 0. With the distributed optimizer
+  // each dp rank holds a 1/dp slice of the (padded) flat state: gather.
+  const std::vector<float>* m = &optimizer.exp_avg();
+  const std::vector<float>* v = &optimizer.exp_avg_sq();
+  std::vector<float> full_m, full_v;
+  if (optimizer.distributed()) {
+    const int64_t shard = optimizer.shard_end() - optimizer.shard_begin();
+    MESHTUNE_CHECK(shard * groups.dp->size() >= store.numel());
+    full_m.resize(shard * groups.dp->size());
+    full_v.resize(full_m.size());
+    groups.dp->AllGather(optimizer.exp_avg().data(), full_m.data(), shard);
+    groups.dp->AllGather(optimizer.exp_avg_sq().data(), full_v.data(), shard);
+    m = &full_m;
+    v = &full_v;
+  }
+  MESHTUNE_CHECK(static_cast<int64_t>(m->size()) >= store.numel() &&
+                 static_cast<int64_t>(v->size()) >= store.numel());
+
+  // 3. One shard per model-parallel position.
+  local = Status::Ok();
+  if (groups.dp_rank() == 0) {
+    local = WriteShard(
+        tmp_dir + "/" + ShardFileName(groups.tp_rank(), groups.pp_rank()),
+        store, m->data(), v->data());
+  }
+  Status st = AgreeOnStatus(local, world);
+
+  // 4. Metadata, rename into place, tracker.
+  if (st.ok() && world.rank() == 0) {
+    local = WriteMetadata(tmp_dir, config, state, optimizer, groups);
+    if (local.ok()) local = Publish(dir, tmp_dir, state.iteration, pid);
+  }
+  if (st.ok()) st = AgreeOnStatus(local, world);
+  if (!st.ok() && world.rank() == 0) {
+    // The previous checkpoint and tracker are untouched; drop the partial
+    // one (a kill before this point leaves it for the next save to remove).
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);
+  }
+  return st;
+}
+
+namespace {
+
+// ---------------------------------------------------------------- loading
+
+struct SavedTensor {
+  std::string path;  // shard file
+  TensorRecord record;
+};
+
+struct Metadata {
+  int64_t iteration = 0, consumed_samples = 0, steps_taken = 0;
+  std::map<std::string, std::vector<SavedTensor>> by_name;
+};
+
+StatusOr<int64_t> ReadTracker(const std::string& dir) {
+  const std::string path = dir + "/" + kTrackerName;
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(
+        "no checkpoint in " + dir + " (" + kTrackerName + " is missing)",
+        "save a checkpoint there first, or drop --load");
+  }
+  std::string text;
+  std::getline(in, text);
+  char* end = nullptr;
+  errno = 0;
+  const long long it = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || it < 0 ||
+      (*end != '\0' && *end != '\r' && *end != ' ')) {
+    return Status::InvalidArgument(
+        path + ": expected an iteration number, found '" + text + "'",
+        "write the iteration of an existing iter_NNNNNNN directory into it");
+  }
+  return static_cast<int64_t>(it);
+}
+
+StatusOr<Metadata> ReadMetadata(const std::string& iter_dir,
+                                int64_t iteration) {
+  const std::string path = iter_dir + "/" + kMetadataName;
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(
+        path + " is missing although the tracker names iteration " +
+            std::to_string(iteration),
+        "restore the checkpoint directory or point the tracker at an older "
+        "iteration");
+  }
+  Metadata meta;
+  try {
+    const json j = json::parse(in);
+    if (j.at("format").get<std::string>() != kFormatName ||
+        j.at("format_version").get<int>() != kMetadataVersion) {
+      return Status::InvalidArgument(
+          path + ": not a meshtune checkpoint of format version " +
+              std::to_string(kMetadataVersion),
+          "load it with the tool that wrote it");
+    }
+    meta.iteration = j.at("iteration").get<int64_t>();
+    meta.consumed_samples = j.at("consumed_samples").get<int64_t>();
+    meta.steps_taken = j.at("optimizer").at("steps_taken").get<int64_t>();
+    for (const json& shard : j.at("shards")) {
+      const std::string file =
+          iter_dir + "/" + shard.at("file").get<std::string>();
+      for (const json& t : shard.at("tensors")) {
+        SavedTensor s;
+        s.path = file;
+        TensorRecord& r = s.record;
+        r.name = t.at("name").get<std::string>();
+        r.global_shape = t.at("global_shape").get<std::vector<int64_t>>();
+        r.tied_embedding = t.at("tied_embedding").get<bool>();
+        for (const json& b : t.at("blocks")) {
+          r.blocks.push_back({b.at(0).get<int64_t>(), b.at(1).get<int64_t>(),
+                              b.at(2).get<int64_t>(), b.at(3).get<int64_t>()});
+        }
+        r.numel = t.at("numel").get<int64_t>();
+        r.offset = t.at("offset").get<int64_t>();
+        r.bytes = t.at("bytes").get<int64_t>();
+        r.checksum =
+            std::stoull(t.at("fnv1a64").get<std::string>(), nullptr, 16);
+        meta.by_name[r.name].push_back(std::move(s));
+      }
+    }
+  } catch (const std::exception& e) {
+    return Status::IoError(path + ": malformed metadata (" + e.what() +
+                               "); the checkpoint is corrupt",
+                           kCorruptHint);
+  }
+  if (meta.iteration != iteration) {
+    return Status::IoError(path + " is for iteration " +
+                               std::to_string(meta.iteration) +
+                               " but lies in " + iter_dir,
+                           kCorruptHint);
+  }
+  return meta;
+}
+
+// New contents of the flat parameters and of the rank's AdamW state range,
+// built aside so that a failed load leaves store and optimizer untouched.
+struct LoadBuffers {
+  std::vector<float> params, m, v;  // params: numel; m, v: the shard range
+  std::vector<uint8_t> covered;     // per flat parameter element
+  int64_t shard_begin = 0;
+};
+
+// Calls fn(dst, src, count) for every run of `count` elements where a local
+// block of `info` overlaps a saved block: dst indexes the flat parameter
+// buffer, src the saved tensor's data.
+template <typename Fn>
+void ForEachOverlap(const ParamInfo& info, const std::vector<SavedBlock>& saved,
+                    Fn fn) {
+  const int64_t stride = LocalCols(info);
+  for (const ParamInfo::Block& b : info.Blocks()) {
+    int64_t src_base = 0;
+    for (const SavedBlock& s : saved) {
+      const int64_t r0 = std::max(b.global_row0, s.global_row0);
+      const int64_t r1 =
+          std::min(b.global_row0 + b.rows, s.global_row0 + s.rows);
+      const int64_t c0 = std::max(b.global_col0, s.global_col0);
+      const int64_t c1 =
+          std::min(b.global_col0 + b.cols, s.global_col0 + s.cols);
+      for (int64_t r = r0; r < r1 && c0 < c1; ++r) {
+        const int64_t dst = info.offset +
+                            (b.local_row0 + r - b.global_row0) * stride +
+                            b.local_col0 + (c0 - b.global_col0);
+        const int64_t src =
+            src_base + (r - s.global_row0) * s.cols + (c0 - s.global_col0);
+        fn(dst, src, c1 - c0);
+      }
+      src_base += s.rows * s.cols;
+    }
+  }
+}
+
+// Fills the elements of parameter `info` from the saved tensors `saved`
+// (all copies of it in the checkpoint), reading only those that add
+// elements not yet covered.
+Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
+                 LoadBuffers* out) {
+  for (const SavedTensor& s : saved) {
+    bool adds = false;
+    ForEachOverlap(info, s.record.blocks, [&](int64_t dst, int64_t, int64_t n) {
+      for (int64_t k = 0; k < n && !adds; ++k) {
+        adds = !out->covered[dst + k];
+      }
+    });
+    if (!adds) continue;
+    StatusOr<TensorData> data =
+        ReadTensor(s.path, s.record.offset, s.record.bytes, info.name);
+    if (!data.ok()) return data.status();
+    const TensorRecord& r = data->record;
+    bool same = r.name == s.record.name &&
+                r.global_shape == s.record.global_shape &&
+                r.checksum == s.record.checksum &&
+                r.blocks.size() == s.record.blocks.size();
+    for (size_t k = 0; same && k < r.blocks.size(); ++k) {
+      const SavedBlock &a = r.blocks[k], &b = s.record.blocks[k];
+      same = a.global_row0 == b.global_row0 && a.rows == b.rows &&
+             a.global_col0 == b.global_col0 && a.cols == b.cols;
+    }
+    if (!same) {
+      return Status::IoError(s.path + ": tensor " + info.name +
+                                 " does not match metadata.json; the "
+                                 "checkpoint is corrupt",
+                             kCorruptHint);
+    }
+    const int64_t state_size = static_cast<int64_t>(out->m.size());
+    ForEachOverlap(info, r.blocks, [&](int64_t dst, int64_t src, int64_t n) {
+      std::copy_n(data->param.begin() + src, n, out->params.begin() + dst);
+      std::fill_n(out->covered.begin() + dst, n, uint8_t{1});
+      // AdamW state exists only for this rank's optimizer range.
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t o = dst + k - out->shard_begin;
+        if (o >= 0 && o < state_size) {
+          out->m[o] = data->exp_avg[src + k];
+          out->v[o] = data->exp_avg_sq[src + k];
+        }
+      }
+    });
+  }
+  // Every element of every block must have come from somewhere; kVocab
+  // padding rows lie outside the blocks and stay 0.
+  const int64_t stride = LocalCols(info);
+  for (const ParamInfo::Block& b : info.Blocks()) {
+    for (int64_t r = 0; r < b.rows; ++r) {
+      const int64_t at =
+          info.offset + (b.local_row0 + r) * stride + b.local_col0;
+      for (int64_t c = 0; c < b.cols; ++c) {
+        if (!out->covered[at + c]) {
+          return Status::InvalidArgument(
+              "the checkpoint lacks element (" +
+                  std::to_string(b.global_row0 + r) + ", " +
+                  std::to_string(b.global_col0 + c) + ") of tensor " +
+                  info.name,
+              "the checkpoint was saved from a different model; check "
+              "--model and its sizes");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Loads every local parameter into `out`.
+Status LoadAll(const std::string& iter_dir, const Metadata& meta,
+               const ParamStore& store, LoadBuffers* out) {
+  for (const ParamInfo& info : store.infos()) {
+    auto it = meta.by_name.find(info.name);
+    std::vector<SavedTensor> candidates;
+    if (it != meta.by_name.end()) {
+      candidates = it->second;
+    } else if (info.tied_embedding) {
+      // The output-layer copy of a tied word embedding exists under its own
+      // name only when the saving run had pp > 1; it always equals the word
+      // embedding (Megatron initializes it from the first stage's copy,
+      // megatron/core/models/common/language_module.py), so load that.
+      for (const auto& [name, saved] : meta.by_name) {
+        for (const SavedTensor& s : saved) {
+          if (s.record.tied_embedding &&
+              s.record.global_shape == info.global_shape) {
+            candidates.push_back(s);
+          }
+        }
+      }
+    }
+    if (candidates.empty()) {
+      return Status::InvalidArgument(
+          "tensor " + info.name + " is missing from checkpoint " + iter_dir,
+          "the checkpoint was saved from a different model; check --model");
+    }
+    for (const SavedTensor& s : candidates) {
+      if (s.record.global_shape != info.global_shape) {
+        return Status::InvalidArgument(
+            "tensor " + info.name + " has shape " +
+                ShapeText(s.record.global_shape) + " in checkpoint " +
+                iter_dir + " but " + ShapeText(info.global_shape) +
+                " in the model",
+            "the checkpoint was saved from a different model; check --model "
+            "and its sizes");
+      }
+    }
+    MESHTUNE_RETURN_IF_ERROR(LoadParam(info, candidates, out));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
+                      CheckpointState* state, ParamStore& store,
+                      Optimizer& optimizer, ProcessGroups& groups) {
+  (void)config;  // the checkpoint is matched by tensor names and shapes
+  Communicator& world = *groups.world;
+  const int64_t state_size = optimizer.shard_end() - optimizer.shard_begin();
+  MESHTUNE_CHECK(
+      static_cast<int64_t>(optimizer.exp_avg().size()) == state_size &&
+      static_cast<int64_t>(optimizer.exp_avg_sq().size()) == state_size);
+  LoadBuffers buffers;
+  Metadata meta;
+  Status local = [&]() -> Status {
+    StatusOr<int64_t> iteration = ReadTracker(dir);
+    if (!iteration.ok()) return iteration.status();
+    const std::string iter_dir = dir + "/" + IterDirName(*iteration);
+    StatusOr<Metadata> m = ReadMetadata(iter_dir, *iteration);
+    if (!m.ok()) return m.status();
+    meta = std::move(m.value());
+    buffers.params.assign(store.numel(), 0.0f);
+    buffers.covered.assign(store.numel(), 0);
+    buffers.m.assign(state_size, 0.0f);
+    buffers.v.assign(state_size, 0.0f);
+    buffers.shard_begin = optimizer.shard_begin();
+    return LoadAll(iter_dir, meta, store, &buffers);
+  }();
+  MESHTUNE_RETURN_IF_ERROR(AgreeOnStatus(local, world));
+  // Copy into the existing buffers: the model keeps pointers into them.
+  std::copy(buffers.params.begin(), buffers.params.end(),
+            store.flat_params().begin());
+  std::copy(buffers.m.begin(), buffers.m.end(), optimizer.exp_avg().begin());
+  std::copy(buffers.v.begin(), buffers.v.end(), optimizer.exp_avg_sq().begin());
+  optimizer.set_steps_taken(meta.steps_taken);
+  state->iteration = meta.iteration;
+  state->consumed_samples = meta.consumed_samples;
+  return Status::Ok();
+}
+
+}  // namespace meshtune::engine
