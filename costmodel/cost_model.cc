@@ -10,6 +10,7 @@
 #include "costmodel/compute_model.h"
 #include "costmodel/memory_model.h"
 #include "costmodel/model_stats.h"
+#include "search_spaces/comm_ops.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/pipeline_schedule.h"
 
@@ -22,9 +23,24 @@ using search_spaces::PipelineSchedule;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
+using search_spaces::TpCommKind;
+using search_spaces::TpCommOp;
 using search_spaces::TrainingSpec;
+using search_spaces::TransformerLayerTpCommOps;
 
 namespace {
+
+Collective ToCollective(TpCommKind k) {
+  switch (k) {
+    case TpCommKind::kAllReduce:
+      return Collective::kAllReduce;
+    case TpCommKind::kAllGather:
+      return Collective::kAllGather;
+    case TpCommKind::kReduceScatter:
+      return Collective::kReduceScatter;
+  }
+  return Collective::kAllReduce;
+}
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Megatron DDP bucket: max(40M, 1M·dp) parameters
@@ -65,20 +81,30 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
   const double T = static_cast<double>(c.mbs) * seq / c.cp;
   const double act_bytes = 2.0 * T * m.hidden_size;  // [T, h] in 16-bit
   if (c.tp > 1) {
+    // The collectives themselves come from the list the engine also issues
+    // (search_spaces/comm_ops.h); overlap is this model's business.
+    double fwd = 0, bwd = 0;
+    for (const TpCommOp& op :
+         TransformerLayerTpCommOps(c, seq / c.cp, m.hidden_size, false)) {
+      const double t = cal.CollectiveTime_s(
+          ToCollective(op.kind), 2.0 * op.elements, tp_group, options);
+      (op.phase == TpCommOp::Phase::kBackward ? bwd : fwd) += t;
+    }
+    out.tp_fwd_s = fwd;
+    out.tp_bwd_s = bwd;
     if (c.sp) {
-      // Forward: AG before QKV and fc1, RS after out-proj and fc2. Backward:
-      // AG of the grad before each row-parallel dgrad (exposed), the input
-      // re-gather for wgrad during the column dgrad, the grad-input RS
-      // during the column wgrad (tensor_parallel/layers.py).
+      // Backward: the AG of the grad before each row-parallel dgrad stays
+      // exposed, the input re-gather for wgrad hides behind the column
+      // dgrad, the grad-input RS behind the column wgrad
+      // (tensor_parallel/layers.py).
       const double ag = cal.CollectiveTime_s(Collective::kAllGather, act_bytes,
                                              tp_group, options);
       const double rs = cal.CollectiveTime_s(Collective::kReduceScatter,
                                              act_bytes, tp_group, options);
-      out.tp_fwd_s = 2 * (ag + rs);
-      out.tp_bwd_s = options.enabled(Refinement::kTpOverlap)
-                         ? 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
-                               Exposed(2 * rs, lc.column_wgrad_s)
-                         : 4 * ag + 2 * rs;
+      if (options.enabled(Refinement::kTpOverlap)) {
+        out.tp_bwd_s = 2 * ag + Exposed(2 * ag, lc.column_dgrad_s) +
+                       Exposed(2 * rs, lc.column_wgrad_s);
+      }
       if (tp_comm_overlap &&
           options.enabled(Refinement::kTpCommOverlapUserbuffers)) {
         // TE userbuffers split each AG/RS into t chunks pipelined with the
@@ -87,21 +113,14 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
         // exposed unless the collective outlasts its GEMMs. Backward:
         // the dgrad AG/RS pipeline with the dgrad GEMMs, the input
         // re-gather and grad RS run in bulk during dgrad/wgrad.
-        const double fwd = 2 * (ag + rs);
-        const double bwd = 4 * ag + 2 * rs;
         const double t = static_cast<double>(c.tp);
         out.tp_fwd_s = std::max(fwd / t, fwd - lc.gemm_fwd_s);
         out.tp_bwd_s = std::max(bwd / t, bwd - lc.gemm_bwd_s);
       }
-    } else {
-      // Forward: AR after out-proj and fc2. Backward: async AR of the
-      // grad input of QKV and fc1 during their wgrad.
-      const double ar = cal.CollectiveTime_s(Collective::kAllReduce, act_bytes,
-                                             tp_group, options);
-      out.tp_fwd_s = 2 * ar;
-      out.tp_bwd_s = options.enabled(Refinement::kTpOverlap)
-                         ? Exposed(2 * ar, lc.column_wgrad_s)
-                         : 2 * ar;
+    } else if (options.enabled(Refinement::kTpOverlap)) {
+      // Backward: the async AR of the grad input of QKV and fc1 runs during
+      // their wgrad.
+      out.tp_bwd_s = Exposed(bwd, lc.column_wgrad_s);
     }
   }
   if (c.cp > 1) {

@@ -62,7 +62,7 @@ double ApproxParamsB(const ModelSpec& m) {
 
 TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
   const auto& models = ModelPresets();
-  ASSERT_EQ(models.size(), 32u);
+  ASSERT_EQ(models.size(), 33u);
   size_t yaml_files = 0;
   for (const EmbeddedFile& f : EmbeddedPresetFiles()) {
     if (f.path.rfind("models/", 0) == 0) ++yaml_files;
@@ -83,14 +83,15 @@ TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
 
 TEST(ModelPresetsTest, RequiredModelsExistInFamilySizeOrder) {
   const std::vector<std::string> expected = {
-      "gpt-tiny",    "gpt-1.7b",     "gpt-3.6b",      "gpt-7.5b",
-      "gpt-18.4b",   "gpt-22b",      "gpt-39.1b",     "gpt-76.1b",
-      "gpt-145.6b",  "gpt-310.1b",   "gpt-529.6b",    "gpt-530b",
-      "gpt-1t",      "gpt3-1.3b",    "gpt3-5b",       "gpt3-7b",
-      "gpt3-13b",    "gpt3-20b",     "gpt3-70b",      "gpt3-175b",
-      "llama2-7b",   "llama2-13b",   "llama2-70b",    "llama3-8b",
-      "llama3-70b",  "llama3-405b",  "mixtral-8x7b",  "mixtral-8x22b",
-      "nemotron-8b", "nemotron-22b", "nemotron4-15b", "nemotron4-340b"};
+      "gpt-tiny",      "gpt-1.7b",    "gpt-3.6b",     "gpt-7.5b",
+      "gpt-18.4b",     "gpt-22b",     "gpt-39.1b",    "gpt-76.1b",
+      "gpt-145.6b",    "gpt-310.1b",  "gpt-529.6b",   "gpt-530b",
+      "gpt-1t",        "gpt3-1.3b",   "gpt3-5b",      "gpt3-7b",
+      "gpt3-13b",      "gpt3-20b",    "gpt3-70b",     "gpt3-175b",
+      "llama-tiny",    "llama2-7b",   "llama2-13b",   "llama2-70b",
+      "llama3-8b",     "llama3-70b",  "llama3-405b",  "mixtral-8x7b",
+      "mixtral-8x22b", "nemotron-8b", "nemotron-22b", "nemotron4-15b",
+      "nemotron4-340b"};
   EXPECT_EQ(Names(ModelPresets()), expected);
 }
 
