@@ -37,7 +37,8 @@ BlendedDataset::BlendedDataset(
   dataset_index_.resize(static_cast<size_t>(num_samples));
   dataset_sample_index_.resize(static_cast<size_t>(num_samples));
   for (int64_t i = 0; i < num_samples; ++i) {
-    // max(i, 1): at i = 0 every lag is 0 and the weights alone decide.
+    // max(i, 1) as in Megatron: at i = 0 the lags are the weights, so the
+    // heaviest dataset goes first.
     const double so_far = static_cast<double>(std::max<int64_t>(i, 1));
     size_t best = 0;
     double best_lag = weights_[0] * so_far - static_cast<double>(taken[0]);

@@ -16,7 +16,7 @@ StatusOr<std::unique_ptr<IndexedDataset>> LoadBuiltinCorpus(
   namespace fs = std::filesystem;
   const char* hint =
       "install Debian's base-files package, or give training data with "
-      "--data-path (make it with 'tune data')";
+      "--data (make it with 'tune data')";
   std::error_code ec;
   std::vector<std::string> names;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end;

@@ -1,4 +1,4 @@
-// The built-in training corpus, used when no --data-path is given: the
+// The built-in training corpus, used when `tune train` gets no --data: the
 // license texts Debian's base-files package installs under
 // /usr/share/common-licenses/ (GPL-3, Apache-2.0, ...), which every Debian
 // and Ubuntu system has. About 250 KB of English prose: enough for a small

@@ -1,6 +1,6 @@
-// OpenTrainingData: from a Megatron-style --data-path value to one
-// TokenDataset (Megatron-LM megatron/training/utils.py get_blend_from_list
-// parses the same "PREFIX" / "W1 P1 W2 P2 ..." forms).
+// OpenTrainingData: from a Megatron-style --data value (Megatron --data-path)
+// to one TokenDataset (Megatron-LM megatron/training/utils.py
+// get_blend_from_list parses the same "PREFIX" / "W1 P1 W2 P2 ..." forms).
 #include "engine/data/dataset.h"
 
 #include <unistd.h>
