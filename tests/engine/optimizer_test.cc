@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/local_communicator.h"
@@ -264,6 +266,106 @@ TEST(OptimizerTest, DistributedBucketsReduceScatterAndGather) {
   // The only dp all-reduce is the float64 squared norm, once per step.
   EXPECT_EQ(DpBytes(log, CommKind::kAllReduce),
             std::vector<int64_t>(2 * kSteps, 8));
+}
+
+// Wraps a group and remembers where each all-reduce started (offset into
+// `base`) and what each reduce-scatter was handed, forwarding the call.
+class SpyCommunicator : public Communicator {
+ public:
+  SpyCommunicator(std::unique_ptr<Communicator> inner, const float* base)
+      : Communicator(inner->rank(), inner->size(), inner->name()),
+        inner_(std::move(inner)),
+        base_(base) {}
+  std::vector<int64_t> all_reduce_offsets;
+  std::vector<std::vector<float>> reduce_scatter_inputs;
+
+ protected:
+  void DoAllReduceSum(float* data, int64_t count) override {
+    all_reduce_offsets.push_back(data - base_);
+    inner_->AllReduceSum(data, count);
+  }
+  void DoAllReduceSum(double* data, int64_t count) override {
+    inner_->AllReduceSum(data, count);
+  }
+  void DoAllReduceMax(float* data, int64_t count) override {
+    inner_->AllReduceMax(data, count);
+  }
+  void DoAllGather(const float* in, float* out, int64_t count) override {
+    inner_->AllGather(in, out, count);
+  }
+  void DoReduceScatterSum(const float* in, float* out, int64_t count) override {
+    reduce_scatter_inputs.emplace_back(in, in + count * size());
+    inner_->ReduceScatterSum(in, out, count);
+  }
+  void DoBroadcast(float* data, int64_t count, int root) override {
+    inner_->Broadcast(data, count, root);
+  }
+  void DoSend(const float* data, int64_t count, int peer) override {
+    inner_->Send(data, count, peer);
+  }
+  void DoRecv(float* data, int64_t count, int peer) override {
+    inner_->Recv(data, count, peer);
+  }
+  void DoBarrier() override { inner_->Barrier(); }
+  std::unique_ptr<Communicator> DoSplit(int color, int key,
+                                        const std::string& name) override {
+    return inner_->Split(color, key, name);
+  }
+
+ private:
+  std::unique_ptr<Communicator> inner_;
+  const float* base_;
+};
+
+// Which elements each bucket holds: buckets start at the END of the buffer
+// (plain), and each distributed bucket is the same window of every rank's
+// shard, the last window first.
+TEST(OptimizerTest, BucketsStartAtTheEndOfTheBuffer) {
+  std::vector<std::vector<int64_t>> offsets(2);
+  std::vector<std::vector<std::vector<float>>> rs_inputs(2);
+  std::vector<std::vector<float>> grads(2);
+  for (bool distributed : {false, true}) {
+    RunLocalRanks(2, [&](Communicator& world) {
+      search_spaces::ParallelConfig pc;
+      pc.dp = 2;
+      ProcessGroups groups = MakeProcessGroups(&world, pc);
+      ParamStore store = MakeStore();
+      auto spy = std::make_unique<SpyCommunicator>(std::move(groups.dp),
+                                                   store.flat_grads().data());
+      SpyCommunicator* seen = spy.get();
+      groups.dp = std::move(spy);
+      OptimizerConfig config = TestConfig();
+      config.ddp_bucket_size = 10;
+      Optimizer opt(config, distributed, kSteps, store, &groups);
+      for (int64_t i = 0; i < store.numel(); ++i) {
+        store.flat_grads()[i] = Grad(world.rank(), 1, i);
+      }
+      grads[world.rank()] = store.flat_grads();
+      opt.Step(store, 1);
+      if (distributed) {
+        rs_inputs[world.rank()] = seen->reduce_scatter_inputs;
+      } else {
+        offsets[world.rank()] = seen->all_reduce_offsets;
+      }
+    });
+  }
+  // Plain, 27 elements in buckets of 10: [17, 27), [7, 17), [0, 7).
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(offsets[r], (std::vector<int64_t>{17, 7, 0}));
+  }
+  // Distributed, shards [0, 14) and [14, 28) (27 is padding), 5 elements of
+  // each per bucket: windows [9, 14), [4, 9), [0, 4) of both shards.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(rs_inputs[r].size(), 3u);
+    const std::vector<float>& g = grads[r];
+    std::vector<float> first(g.begin() + 9, g.begin() + 14);
+    first.insert(first.end(), g.begin() + 23, g.begin() + 27);
+    first.push_back(0.0f);  // padding
+    EXPECT_EQ(rs_inputs[r][0], first) << "rank " << r;
+    std::vector<float> last(g.begin(), g.begin() + 4);
+    last.insert(last.end(), g.begin() + 14, g.begin() + 18);
+    EXPECT_EQ(rs_inputs[r][2], last) << "rank " << r;
+  }
 }
 
 // One parameter [2] with gradient (3, 4): norm 5.
