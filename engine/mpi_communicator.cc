@@ -243,6 +243,10 @@ class MpiCommunicator : public Communicator {
     Reap();
     // Own a copy so the caller may reuse `data` at once (buffered send);
     // MPI_Isend never blocks, whatever protocol the message size picks.
+    // Limit: Open MPI's ob1 numbers messages per peer with 16 bits, and with
+    // more than 65535 sends to one peer still unmatched we saw a later
+    // message overtake (found with 7-element chunks); the engine's
+    // schedules keep a handful in flight.
     PendingSend& p = pending_.emplace_back();
     p.buffer.assign(data, data + count);
     // One Isend per chunk; a zero-count message is still one (empty) send.
