@@ -398,6 +398,7 @@ struct SavedTensor {
 
 struct Metadata {
   int64_t iteration = 0, consumed_samples = 0, steps_taken = 0;
+  std::string model_name;
   std::map<std::string, std::vector<SavedTensor>> by_name;
 };
 
@@ -447,6 +448,7 @@ StatusOr<Metadata> ReadMetadata(const std::string& iter_dir,
     meta.iteration = j.at("iteration").get<int64_t>();
     meta.consumed_samples = j.at("consumed_samples").get<int64_t>();
     meta.steps_taken = j.at("optimizer").at("steps_taken").get<int64_t>();
+    meta.model_name = j.at("model").at("name").get<std::string>();
     for (const json& shard : j.at("shards")) {
       const std::string file =
           iter_dir + "/" + shard.at("file").get<std::string>();
@@ -523,8 +525,9 @@ void ForEachOverlap(const ParamInfo& info, const std::vector<SavedBlock>& saved,
 // Fills the elements of parameter `info` from the saved tensors `saved`
 // (all copies of it in the checkpoint), reading only those that add
 // elements not yet covered.
+// `hint` explains a tensor the checkpoint lacks or shapes differently.
 Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
-                 LoadBuffers* out) {
+                 const std::string& hint, LoadBuffers* out) {
   for (const SavedTensor& s : saved) {
     bool adds = false;
     ForEachOverlap(info, s.record.blocks, [&](int64_t dst, int64_t, int64_t n) {
@@ -575,13 +578,12 @@ Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
           info.offset + (b.local_row0 + r) * stride + b.local_col0;
       for (int64_t c = 0; c < b.cols; ++c) {
         if (!out->covered[at + c]) {
-          return Status::InvalidArgument(
-              "the checkpoint lacks element (" +
-                  std::to_string(b.global_row0 + r) + ", " +
-                  std::to_string(b.global_col0 + c) + ") of tensor " +
-                  info.name,
-              "the checkpoint was saved from a different model; check "
-              "--model and its sizes");
+          return Status::InvalidArgument("the checkpoint lacks element (" +
+                                             std::to_string(b.global_row0 + r) +
+                                             ", " +
+                                             std::to_string(b.global_col0 + c) +
+                                             ") of tensor " + info.name,
+                                         hint);
         }
       }
     }
@@ -589,9 +591,13 @@ Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
   return Status::Ok();
 }
 
-// Loads every local parameter into `out`.
+// Loads every local parameter into `out`. `model_name` is this run's.
 Status LoadAll(const std::string& iter_dir, const Metadata& meta,
-               const ParamStore& store, LoadBuffers* out) {
+               const std::string& model_name, const ParamStore& store,
+               LoadBuffers* out) {
+  const std::string hint = "the checkpoint was saved from model '" +
+                           meta.model_name + "' (this run: '" + model_name +
+                           "'); load it with the same model and sizes";
   for (const ParamInfo& info : store.infos()) {
     auto it = meta.by_name.find(info.name);
     std::vector<SavedTensor> candidates;
@@ -614,7 +620,7 @@ Status LoadAll(const std::string& iter_dir, const Metadata& meta,
     if (candidates.empty()) {
       return Status::InvalidArgument(
           "tensor " + info.name + " is missing from checkpoint " + iter_dir,
-          "the checkpoint was saved from a different model; check --model");
+          hint);
     }
     for (const SavedTensor& s : candidates) {
       if (s.record.global_shape != info.global_shape) {
@@ -623,11 +629,10 @@ Status LoadAll(const std::string& iter_dir, const Metadata& meta,
                 ShapeText(s.record.global_shape) + " in checkpoint " +
                 iter_dir + " but " + ShapeText(info.global_shape) +
                 " in the model",
-            "the checkpoint was saved from a different model; check --model "
-            "and its sizes");
+            hint);
       }
     }
-    MESHTUNE_RETURN_IF_ERROR(LoadParam(info, candidates, out));
+    MESHTUNE_RETURN_IF_ERROR(LoadParam(info, candidates, hint, out));
   }
   return Status::Ok();
 }
@@ -637,7 +642,6 @@ Status LoadAll(const std::string& iter_dir, const Metadata& meta,
 Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
                       CheckpointState* state, ParamStore& store,
                       Optimizer& optimizer, ProcessGroups& groups) {
-  (void)config;  // the checkpoint is matched by tensor names and shapes
   Communicator& world = *groups.world;
   const int64_t state_size = optimizer.shard_end() - optimizer.shard_begin();
   MESHTUNE_CHECK(
@@ -657,7 +661,9 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
     buffers.m.assign(state_size, 0.0f);
     buffers.v.assign(state_size, 0.0f);
     buffers.shard_begin = optimizer.shard_begin();
-    return LoadAll(iter_dir, meta, store, &buffers);
+    // Tensors are matched by name and shape; the model name only helps
+    // explain a mismatch.
+    return LoadAll(iter_dir, meta, config.model.name, store, &buffers);
   }();
   MESHTUNE_RETURN_IF_ERROR(AgreeOnStatus(local, world));
   // Copy into the existing buffers: the model keeps pointers into them.
