@@ -6,13 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -22,31 +18,12 @@ namespace meshtune::engine {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
-constexpr int kMetadataVersion = 1;
-constexpr char kFormatName[] = "meshtune-checkpoint";
-// Megatron's tracker file (megatron/training/checkpointing.py
-// get_checkpoint_tracker_filename).
-constexpr char kTrackerName[] = "latest_checkpointed_iteration.txt";
-constexpr char kMetadataName[] = "metadata.json";
 // Floats of the buffer that carries a failing rank's Status to all ranks:
 // code, message length, hint length, then the characters.
 constexpr int64_t kStatusChars = 2048;
 
 const char kCorruptHint[] = "load an older checkpoint or save again";
-
-// Megatron's directory name: iter_%07d (get_checkpoint_name).
-std::string IterDirName(int64_t iteration) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "iter_%07" PRId64, iteration);
-  return buf;
-}
-
-std::string ShardFileName(int tp_rank, int pp_rank) {
-  return "shard_tp" + std::to_string(tp_rank) + "_pp" +
-         std::to_string(pp_rank) + ".bin";
-}
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -157,65 +134,42 @@ Status WriteShard(const std::string& path, const ParamStore& store,
   return writer.Finish();
 }
 
-json RecordJson(const TensorRecord& r) {
-  json blocks = json::array();
-  for (const SavedBlock& b : r.blocks) {
-    blocks.push_back({b.global_row0, b.rows, b.global_col0, b.cols});
-  }
-  char checksum[24];
-  std::snprintf(checksum, sizeof(checksum), "%016" PRIx64, r.checksum);
-  return {{"name", r.name},
-          {"global_shape", r.global_shape},
-          {"tied_embedding", r.tied_embedding},
-          {"blocks", blocks},
-          {"numel", r.numel},
-          {"offset", r.offset},
-          {"bytes", r.bytes},
-          {"fnv1a64", checksum}};
-}
-
 // World rank 0, after every shard is on disk: indexes the shards and writes
 // metadata.json into `tmp_dir`.
 Status WriteMetadata(const std::string& tmp_dir, const TrainConfig& config,
                      const CheckpointState& state, const Optimizer& optimizer,
                      const ProcessGroups& groups) {
-  const search_spaces::ModelSpec& m = config.model;
-  json meta = {
-      {"format", kFormatName},
-      {"format_version", kMetadataVersion},
-      {"iteration", state.iteration},
-      {"consumed_samples", state.consumed_samples},
-      {"model",
-       {{"name", m.name},
-        {"num_layers", m.num_layers},
-        {"hidden_size", m.hidden_size},
-        {"num_attention_heads", m.num_attention_heads},
-        {"num_query_groups", m.num_query_groups},
-        {"ffn_hidden_size", m.ffn_hidden_size},
-        {"vocab_size", m.vocab_size}}},
-      {"parallel",
-       {{"tp", groups.tp->size()},
-        {"pp", groups.pp->size()},
-        {"vpp", config.parallel.vpp},
-        {"dp", groups.dp->size()},
-        {"dist_opt", optimizer.distributed()}}},
-      {"optimizer", {{"steps_taken", optimizer.steps_taken()}}},
-  };
-  json shards = json::array();
+  const search_spaces::ModelSpec& model = config.model;
+  CheckpointMetadata m;
+  m.iteration = state.iteration;
+  m.consumed_samples = state.consumed_samples;
+  m.steps_taken = optimizer.steps_taken();
+  m.model_name = model.name;
+  m.num_layers = model.num_layers;
+  m.hidden_size = model.hidden_size;
+  m.num_attention_heads = model.num_attention_heads;
+  m.num_query_groups = model.num_query_groups;
+  m.ffn_hidden_size = model.ffn_hidden_size;
+  m.vocab_size = model.vocab_size;
+  m.tp = groups.tp->size();
+  m.pp = groups.pp->size();
+  m.vpp = config.parallel.vpp;
+  m.dp = groups.dp->size();
+  m.dist_opt = optimizer.distributed();
   for (int p = 0; p < groups.pp->size(); ++p) {
     for (int t = 0; t < groups.tp->size(); ++t) {
-      const std::string file = ShardFileName(t, p);
+      ShardIndex shard;
+      shard.file = ShardFileName(t, p);
+      shard.tp_rank = t;
+      shard.pp_rank = p;
       StatusOr<std::vector<TensorRecord>> index =
-          ReadShardIndex(tmp_dir + "/" + file);
+          ReadShardIndex(tmp_dir + "/" + shard.file);
       if (!index.ok()) return index.status();
-      json tensors = json::array();
-      for (const TensorRecord& r : *index) tensors.push_back(RecordJson(r));
-      shards.push_back(
-          {{"file", file}, {"tp", t}, {"pp", p}, {"tensors", tensors}});
+      shard.tensors = std::move(index.value());
+      m.shards.push_back(std::move(shard));
     }
   }
-  meta["shards"] = shards;
-  return WriteFileDurably(tmp_dir + "/" + kMetadataName, meta.dump(1) + "\n");
+  return WriteFileDurably(tmp_dir + "/" + kMetadataFileName, EncodeMetadata(m));
 }
 
 Status RenameError(const std::string& from, const std::string& to) {
@@ -265,7 +219,7 @@ Status MoveIntoPlace(const std::string& tmp_dir, const std::string& final_dir) {
 // directories and tracker temp files). Best effort: a leftover is harmless.
 void RemoveStaleTemps(const std::string& dir) {
   std::error_code ec;
-  const std::string tracker_tmp = std::string(kTrackerName) + ".tmp-";
+  const std::string tracker_tmp = std::string(kTrackerFileName) + ".tmp-";
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if ((name.rfind("iter_", 0) == 0 &&
@@ -285,7 +239,7 @@ Status Publish(const std::string& dir, const std::string& tmp_dir,
   MESHTUNE_RETURN_IF_ERROR(SyncDirectory(tmp_dir));
   MESHTUNE_RETURN_IF_ERROR(MoveIntoPlace(tmp_dir, final_dir));
   MESHTUNE_RETURN_IF_ERROR(SyncDirectory(dir));
-  const std::string tracker = dir + "/" + kTrackerName;
+  const std::string tracker = dir + "/" + kTrackerFileName;
   const std::string tracker_tmp = tracker + ".tmp-" + std::to_string(pid);
   MESHTUNE_RETURN_IF_ERROR(
       WriteFileDurably(tracker_tmp, std::to_string(iteration) + "\n"));
@@ -396,93 +350,18 @@ struct SavedTensor {
   TensorRecord record;
 };
 
-struct Metadata {
-  int64_t iteration = 0, consumed_samples = 0, steps_taken = 0;
-  std::string model_name;
-  std::map<std::string, std::vector<SavedTensor>> by_name;
-};
+// Every saved tensor by name.
+using SavedByName = std::map<std::string, std::vector<SavedTensor>>;
 
-StatusOr<int64_t> ReadTracker(const std::string& dir) {
-  const std::string path = dir + "/" + kTrackerName;
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound(
-        "no checkpoint in " + dir + " (" + kTrackerName + " is missing)",
-        "save a checkpoint there first, or drop --load");
-  }
-  std::string text;
-  std::getline(in, text);
-  char* end = nullptr;
-  errno = 0;
-  const long long it = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || it < 0 ||
-      (*end != '\0' && *end != '\r' && *end != ' ')) {
-    return Status::InvalidArgument(
-        path + ": expected an iteration number, found '" + text + "'",
-        "write the iteration of an existing iter_NNNNNNN directory into it");
-  }
-  return static_cast<int64_t>(it);
-}
-
-StatusOr<Metadata> ReadMetadata(const std::string& iter_dir,
-                                int64_t iteration) {
-  const std::string path = iter_dir + "/" + kMetadataName;
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound(
-        path + " is missing although the tracker names iteration " +
-            std::to_string(iteration),
-        "restore the checkpoint directory or point the tracker at an older "
-        "iteration");
-  }
-  Metadata meta;
-  try {
-    const json j = json::parse(in);
-    if (j.at("format").get<std::string>() != kFormatName ||
-        j.at("format_version").get<int>() != kMetadataVersion) {
-      return Status::InvalidArgument(
-          path + ": not a meshtune checkpoint of format version " +
-              std::to_string(kMetadataVersion),
-          "load it with the tool that wrote it");
+SavedByName IndexByName(const std::string& iter_dir,
+                        const CheckpointMetadata& meta) {
+  SavedByName out;
+  for (const ShardIndex& shard : meta.shards) {
+    for (const TensorRecord& r : shard.tensors) {
+      out[r.name].push_back({iter_dir + "/" + shard.file, r});
     }
-    meta.iteration = j.at("iteration").get<int64_t>();
-    meta.consumed_samples = j.at("consumed_samples").get<int64_t>();
-    meta.steps_taken = j.at("optimizer").at("steps_taken").get<int64_t>();
-    meta.model_name = j.at("model").at("name").get<std::string>();
-    for (const json& shard : j.at("shards")) {
-      const std::string file =
-          iter_dir + "/" + shard.at("file").get<std::string>();
-      for (const json& t : shard.at("tensors")) {
-        SavedTensor s;
-        s.path = file;
-        TensorRecord& r = s.record;
-        r.name = t.at("name").get<std::string>();
-        r.global_shape = t.at("global_shape").get<std::vector<int64_t>>();
-        r.tied_embedding = t.at("tied_embedding").get<bool>();
-        for (const json& b : t.at("blocks")) {
-          r.blocks.push_back({b.at(0).get<int64_t>(), b.at(1).get<int64_t>(),
-                              b.at(2).get<int64_t>(), b.at(3).get<int64_t>()});
-        }
-        r.numel = t.at("numel").get<int64_t>();
-        r.offset = t.at("offset").get<int64_t>();
-        r.bytes = t.at("bytes").get<int64_t>();
-        r.checksum =
-            std::stoull(t.at("fnv1a64").get<std::string>(), nullptr, 16);
-        meta.by_name[r.name].push_back(std::move(s));
-      }
-    }
-  } catch (const std::exception& e) {
-    return Status::IoError(path + ": malformed metadata (" + e.what() +
-                               "); the checkpoint is corrupt",
-                           kCorruptHint);
   }
-  if (meta.iteration != iteration) {
-    return Status::IoError(path + " is for iteration " +
-                               std::to_string(meta.iteration) +
-                               " but lies in " + iter_dir,
-                           kCorruptHint);
-  }
-  return meta;
+  return out;
 }
 
 // New contents of the flat parameters and of the rank's AdamW state range,
@@ -592,23 +471,24 @@ Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
 }
 
 // Loads every local parameter into `out`. `model_name` is this run's.
-Status LoadAll(const std::string& iter_dir, const Metadata& meta,
+Status LoadAll(const std::string& iter_dir, const CheckpointMetadata& meta,
                const std::string& model_name, const ParamStore& store,
                LoadBuffers* out) {
   const std::string hint = "the checkpoint was saved from model '" +
                            meta.model_name + "' (this run: '" + model_name +
                            "'); load it with the same model and sizes";
+  const SavedByName by_name = IndexByName(iter_dir, meta);
   for (const ParamInfo& info : store.infos()) {
-    auto it = meta.by_name.find(info.name);
+    auto it = by_name.find(info.name);
     std::vector<SavedTensor> candidates;
-    if (it != meta.by_name.end()) {
+    if (it != by_name.end()) {
       candidates = it->second;
     } else if (info.tied_embedding) {
       // The output-layer copy of a tied word embedding exists under its own
       // name only when the saving run had pp > 1; it always equals the word
       // embedding (Megatron initializes it from the first stage's copy,
       // megatron/core/models/common/language_module.py), so load that.
-      for (const auto& [name, saved] : meta.by_name) {
+      for (const auto& [name, saved] : by_name) {
         for (const SavedTensor& s : saved) {
           if (s.record.tied_embedding &&
               s.record.global_shape == info.global_shape) {
@@ -648,14 +528,21 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
       static_cast<int64_t>(optimizer.exp_avg().size()) == state_size &&
       static_cast<int64_t>(optimizer.exp_avg_sq().size()) == state_size);
   LoadBuffers buffers;
-  Metadata meta;
+  CheckpointMetadata meta;
   Status local = [&]() -> Status {
     StatusOr<int64_t> iteration = ReadTracker(dir);
     if (!iteration.ok()) return iteration.status();
     const std::string iter_dir = dir + "/" + IterDirName(*iteration);
-    StatusOr<Metadata> m = ReadMetadata(iter_dir, *iteration);
+    StatusOr<CheckpointMetadata> m =
+        ReadMetadata(iter_dir + "/" + kMetadataFileName);
     if (!m.ok()) return m.status();
     meta = std::move(m.value());
+    if (meta.iteration != *iteration) {
+      return Status::IoError(
+          iter_dir + "/" + kMetadataFileName + " is for iteration " +
+              std::to_string(meta.iteration) + "; the checkpoint is corrupt",
+          kCorruptHint);
+    }
     buffers.params.assign(store.numel(), 0.0f);
     buffers.covered.assign(store.numel(), 0);
     buffers.m.assign(state_size, 0.0f);

@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace meshtune::engine {
@@ -15,12 +19,17 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint shards are little-endian; add byte swapping to "
               "support this host");
 
+using nlohmann::json;
+
 constexpr char kMagic[8] = {'M', 'S', 'H', 'C', 'K', 'P', 'T', '\0'};
 constexpr uint32_t kRecordTag = 0x534e4554;  // "TENS" read little-endian
 constexpr uint32_t kFlagTiedEmbedding = 1u;
 // Sanity bounds for parsing files that may be corrupt or foreign.
 constexpr uint32_t kMaxNameBytes = 4096;
 constexpr uint32_t kMaxBlocks = 1u << 20;
+constexpr char kFormatName[] = "meshtune-checkpoint";
+constexpr int kMetadataVersion = 1;
+constexpr char kCorruptHint[] = "load an older checkpoint or save again";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -206,8 +215,7 @@ StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path) {
   }
   const int64_t file_bytes = static_cast<int64_t>(in.tellg());
   const Status corrupt = Status::IoError(
-      path + ": malformed shard file; the checkpoint is corrupt",
-      "load an older checkpoint or save again");
+      path + ": malformed shard file; the checkpoint is corrupt", kCorruptHint);
   std::string header;
   if (file_bytes < kShardHeaderBytes ||
       !ReadAt(in, 0, kShardHeaderBytes, &header) ||
@@ -290,14 +298,14 @@ StatusOr<TensorData> ReadTensor(const std::string& path, int64_t offset,
     return Status::IoError(path + ": tensor " + expected_name +
                                " lies past the end of the file; the "
                                "checkpoint is corrupt",
-                           "load an older checkpoint or save again");
+                           kCorruptHint);
   }
   uint64_t stored = 0;
   std::memcpy(&stored, buf.data() + buf.size() - 8, 8);
   if (Fnv1a64(buf.data(), buf.size() - 8) != stored) {
     return Status::IoError(path + ": checksum mismatch in tensor " +
                                expected_name + "; the checkpoint is corrupt",
-                           "load an older checkpoint or save again");
+                           kCorruptHint);
   }
   TensorData out;
   Cursor c(buf.data(), buf.size() - 8);
@@ -305,7 +313,7 @@ StatusOr<TensorData> ReadTensor(const std::string& path, int64_t offset,
       c.pos() + 3 * out.record.numel * sizeof(float) != buf.size() - 8) {
     return Status::IoError(path + ": malformed record for tensor " +
                                expected_name + "; the checkpoint is corrupt",
-                           "load an older checkpoint or save again");
+                           kCorruptHint);
   }
   out.record.offset = offset;
   out.record.bytes = bytes;
@@ -315,6 +323,155 @@ StatusOr<TensorData> ReadTensor(const std::string& path, int64_t offset,
     c.Read(dst->data(), dst->size() * sizeof(float));
   }
   return out;
+}
+
+std::string IterDirName(int64_t iteration) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "iter_%07" PRId64, iteration);
+  return buf;
+}
+
+std::string ShardFileName(int tp_rank, int pp_rank) {
+  return "shard_tp" + std::to_string(tp_rank) + "_pp" +
+         std::to_string(pp_rank) + ".bin";
+}
+
+StatusOr<int64_t> ReadTracker(const std::string& dir) {
+  const std::string path = dir + "/" + kTrackerFileName;
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(
+        "no checkpoint in " + dir + " (" + kTrackerFileName + " is missing)",
+        "save a checkpoint there first, or drop --load");
+  }
+  std::string text;
+  std::getline(in, text);
+  char* end = nullptr;
+  errno = 0;
+  const long long it = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || it < 0 ||
+      (*end != '\0' && *end != '\r' && *end != ' ')) {
+    return Status::InvalidArgument(
+        path + ": expected an iteration number, found '" + text + "'",
+        "write the iteration of an existing iter_NNNNNNN directory into it");
+  }
+  return static_cast<int64_t>(it);
+}
+
+std::string EncodeMetadata(const CheckpointMetadata& m) {
+  json shards = json::array();
+  for (const ShardIndex& shard : m.shards) {
+    json tensors = json::array();
+    for (const TensorRecord& r : shard.tensors) {
+      json blocks = json::array();
+      for (const SavedBlock& b : r.blocks) {
+        blocks.push_back({b.global_row0, b.rows, b.global_col0, b.cols});
+      }
+      // Hex text: JSON readers differ on integers above 2^53.
+      char checksum[24];
+      std::snprintf(checksum, sizeof(checksum), "%016" PRIx64, r.checksum);
+      tensors.push_back({{"name", r.name},
+                         {"global_shape", r.global_shape},
+                         {"tied_embedding", r.tied_embedding},
+                         {"blocks", blocks},
+                         {"numel", r.numel},
+                         {"offset", r.offset},
+                         {"bytes", r.bytes},
+                         {"fnv1a64", checksum}});
+    }
+    shards.push_back({{"file", shard.file},
+                      {"tp", shard.tp_rank},
+                      {"pp", shard.pp_rank},
+                      {"tensors", tensors}});
+  }
+  const json j = {
+      {"format", kFormatName},
+      {"format_version", kMetadataVersion},
+      {"iteration", m.iteration},
+      {"consumed_samples", m.consumed_samples},
+      {"model",
+       {{"name", m.model_name},
+        {"num_layers", m.num_layers},
+        {"hidden_size", m.hidden_size},
+        {"num_attention_heads", m.num_attention_heads},
+        {"num_query_groups", m.num_query_groups},
+        {"ffn_hidden_size", m.ffn_hidden_size},
+        {"vocab_size", m.vocab_size}}},
+      {"parallel",
+       {{"tp", m.tp},
+        {"pp", m.pp},
+        {"vpp", m.vpp},
+        {"dp", m.dp},
+        {"dist_opt", m.dist_opt}}},
+      {"optimizer", {{"steps_taken", m.steps_taken}}},
+      {"shards", shards},
+  };
+  return j.dump(1) + "\n";
+}
+
+StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(path + " is missing; the checkpoint is incomplete",
+                            "restore the checkpoint directory or point the "
+                            "tracker file at an older iteration");
+  }
+  CheckpointMetadata m;
+  try {
+    const json j = json::parse(in);
+    if (j.at("format").get<std::string>() != kFormatName ||
+        j.at("format_version").get<int>() != kMetadataVersion) {
+      return Status::InvalidArgument(
+          path + ": not a meshtune checkpoint of format version " +
+              std::to_string(kMetadataVersion),
+          "load it with the tool that wrote it");
+    }
+    m.iteration = j.at("iteration").get<int64_t>();
+    m.consumed_samples = j.at("consumed_samples").get<int64_t>();
+    m.steps_taken = j.at("optimizer").at("steps_taken").get<int64_t>();
+    const json& model = j.at("model");
+    m.model_name = model.at("name").get<std::string>();
+    m.num_layers = model.at("num_layers").get<int64_t>();
+    m.hidden_size = model.at("hidden_size").get<int64_t>();
+    m.num_attention_heads = model.at("num_attention_heads").get<int64_t>();
+    m.num_query_groups = model.at("num_query_groups").get<int64_t>();
+    m.ffn_hidden_size = model.at("ffn_hidden_size").get<int64_t>();
+    m.vocab_size = model.at("vocab_size").get<int64_t>();
+    const json& par = j.at("parallel");
+    m.tp = par.at("tp").get<int64_t>();
+    m.pp = par.at("pp").get<int64_t>();
+    m.vpp = par.at("vpp").get<int64_t>();
+    m.dp = par.at("dp").get<int64_t>();
+    m.dist_opt = par.at("dist_opt").get<bool>();
+    for (const json& s : j.at("shards")) {
+      ShardIndex shard;
+      shard.file = s.at("file").get<std::string>();
+      shard.tp_rank = s.at("tp").get<int>();
+      shard.pp_rank = s.at("pp").get<int>();
+      for (const json& t : s.at("tensors")) {
+        TensorRecord r;
+        r.name = t.at("name").get<std::string>();
+        r.global_shape = t.at("global_shape").get<std::vector<int64_t>>();
+        r.tied_embedding = t.at("tied_embedding").get<bool>();
+        for (const json& b : t.at("blocks")) {
+          r.blocks.push_back({b.at(0).get<int64_t>(), b.at(1).get<int64_t>(),
+                              b.at(2).get<int64_t>(), b.at(3).get<int64_t>()});
+        }
+        r.numel = t.at("numel").get<int64_t>();
+        r.offset = t.at("offset").get<int64_t>();
+        r.bytes = t.at("bytes").get<int64_t>();
+        r.checksum =
+            std::stoull(t.at("fnv1a64").get<std::string>(), nullptr, 16);
+        shard.tensors.push_back(std::move(r));
+      }
+      m.shards.push_back(std::move(shard));
+    }
+  } catch (const std::exception& e) {
+    return Status::IoError(path + ": malformed metadata (" + e.what() +
+                               "); the checkpoint is corrupt",
+                           kCorruptHint);
+  }
+  return m;
 }
 
 Status WriteFileDurably(const std::string& path, const std::string& contents) {

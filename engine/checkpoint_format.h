@@ -106,6 +106,52 @@ StatusOr<TensorData> ReadTensor(const std::string& path, int64_t offset,
                                 int64_t bytes,
                                 const std::string& expected_name);
 
+// ------------------------------------------------------- directory layout
+
+// Megatron's tracker file and directory names (megatron/training/
+// checkpointing.py: get_checkpoint_tracker_filename, iter_%07d).
+inline constexpr char kTrackerFileName[] = "latest_checkpointed_iteration.txt";
+inline constexpr char kMetadataFileName[] = "metadata.json";
+std::string IterDirName(int64_t iteration);           // "iter_0000050"
+std::string ShardFileName(int tp_rank, int pp_rank);  // "shard_tp0_pp1.bin"
+
+// The iteration named by dir/latest_checkpointed_iteration.txt; NotFound
+// when there is none, InvalidArgument when it holds no iteration number.
+StatusOr<int64_t> ReadTracker(const std::string& dir);
+
+// ---------------------------------------------------------- metadata.json
+
+// One shard file and the records in it.
+struct ShardIndex {
+  std::string file;  // name inside the iteration directory
+  int tp_rank = 0, pp_rank = 0;
+  std::vector<TensorRecord> tensors;
+};
+
+struct CheckpointMetadata {
+  int64_t iteration = 0;         // optimizer steps completed
+  int64_t consumed_samples = 0;  // Megatron consumed_train_samples
+  int64_t steps_taken = 0;       // Optimizer::steps_taken()
+  // The model, for people and messages: tensors are matched by name and
+  // global shape, never by these.
+  std::string model_name;
+  int64_t num_layers = 0, hidden_size = 0, num_attention_heads = 0;
+  int64_t num_query_groups = 0, ffn_hidden_size = 0, vocab_size = 0;
+  // The parallel layout of the run that saved it.
+  int64_t tp = 1, pp = 1, vpp = 1, dp = 1;
+  bool dist_opt = false;
+  std::vector<ShardIndex> shards;
+};
+
+// metadata.json text (format name, version, then the fields above).
+std::string EncodeMetadata(const CheckpointMetadata& meta);
+// Parses the metadata.json at `path`: NotFound when it is missing (an
+// incomplete checkpoint), IoError when it is malformed, InvalidArgument for
+// another format or version.
+StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path);
+
+// ------------------------------------------------------------ durable I/O
+
 // Writes `contents` to `path` (created or truncated) and fsyncs it.
 Status WriteFileDurably(const std::string& path, const std::string& contents);
 // fsync of a directory, so renames and new entries in it are durable.
