@@ -48,6 +48,13 @@ struct LocalFamily {
 
   void Register(const std::shared_ptr<LocalGroup>& g) {
     std::lock_guard<std::mutex> lock(mu);
+    // Drop groups whose communicators are gone, so repeated splits (one
+    // ProcessGroups per test case) do not grow the list.
+    groups.erase(std::remove_if(groups.begin(), groups.end(),
+                                [](const std::weak_ptr<LocalGroup>& w) {
+                                  return w.expired();
+                                }),
+                 groups.end());
     groups.push_back(g);
   }
   void Poison();
@@ -68,7 +75,8 @@ enum class Op {
 struct Slot {
   Op op = Op::kBarrier;
   const void* data = nullptr;  // the rank's input buffer
-  int64_t count = 0;           // elements (or root for broadcast)
+  int64_t count = 0;           // elements
+  int root = 0;                // Broadcast only
   int color = 0;               // Split only
   int key = 0;                 // Split only
 };
@@ -223,8 +231,7 @@ class LocalCommunicator : public Communicator {
 
   void DoBroadcast(float* data, int64_t count, int root) override {
     MESHTUNE_CHECK(root >= 0 && root < size());
-    Open(Op::kBroadcast, data, count);
-    MESHTUNE_CHECK(group_->slot(root).count == count);
+    Open(Op::kBroadcast, data, count, root);
     if (rank() != root) {
       std::memcpy(data, In<float>(root), sizeof(float) * count);
     }
@@ -287,18 +294,20 @@ class LocalCommunicator : public Communicator {
   }
 
  private:
-  // Posts (op, data, count), publishes the table and checks that every
-  // member called the same collective with the same count.
-  void Open(Op op, const void* data, int64_t count) {
+  // Posts (op, data, count, root), publishes the table and checks that
+  // every member called the same collective with the same count and root.
+  void Open(Op op, const void* data, int64_t count, int root = 0) {
     Slot slot;
     slot.op = op;
     slot.data = data;
     slot.count = count;
+    slot.root = root;
     group_->Post(rank(), slot);
     group_->Barrier();
     for (int r = 0; r < size(); ++r) {
       MESHTUNE_CHECK(group_->slot(r).op == op);
       MESHTUNE_CHECK(group_->slot(r).count == count);
+      MESHTUNE_CHECK(group_->slot(r).root == root);
     }
   }
 

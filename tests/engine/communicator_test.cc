@@ -387,5 +387,15 @@ TEST(LocalCommunicatorDeathTest, RecvOfTheWrongLengthAborts) {
                "check failed");
 }
 
+TEST(LocalCommunicatorDeathTest, CollectiveWithMismatchedCountsAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(RunLocalRanks(2,
+                             [](Communicator& world) {
+                               float buf[2] = {1, 2};
+                               world.AllReduceSum(buf, 1 + world.rank());
+                             }),
+               "check failed");
+}
+
 }  // namespace
 }  // namespace meshtune::engine
