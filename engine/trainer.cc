@@ -1,0 +1,273 @@
+#include "engine/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "engine/checkpoint.h"
+#include "engine/gpt_model.h"
+#include "engine/optimizer.h"
+#include "engine/param_store.h"
+#include "engine/process_groups.h"
+#include "search_spaces/pipeline_schedule.h"
+
+namespace meshtune::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class TrainerImpl : public Trainer {
+ public:
+  TrainerImpl(const TrainConfig& config, const data::TokenDataset* dataset,
+              Communicator* world)
+      : config_(config), dataset_(dataset), world_(world) {}
+
+  Status Init() {
+    groups_ = MakeProcessGroups(world_, config_.parallel);
+    // A second pipeline communicator carries gradients (backward) so they
+    // never queue behind activations (forward) between the same two ranks:
+    // with interleaving both directions of one pair carry both kinds, in
+    // orders that differ between sender and receiver.
+    pp_grad_ = groups_.pp->Split(0, groups_.pp->rank(), "pp");
+    model_ = std::make_unique<GptModel>(config_, &groups_, &store_);
+    store_.Finalize();
+    model_->Init();
+    optimizer_ = std::make_unique<Optimizer>(
+        config_.optimizer, config_.parallel.dist_opt, config_.train_iters,
+        store_, &groups_);
+    if (!config_.load_dir.empty()) {
+      CheckpointState state;
+      Status s = LoadCheckpoint(config_.load_dir, config_, &state, store_,
+                                *optimizer_, groups_);
+      if (!s.ok()) return s;
+      iteration_ = state.iteration;
+      consumed_samples_ = state.consumed_samples;
+    }
+    return Status::Ok();
+  }
+
+  Status Run(const std::function<void(const IterationLog&)>& on_log) override {
+    const auto& par = config_.parallel;
+    const int64_t m = config_.num_microbatches();
+    const search_spaces::PipelineSchedule schedule(par.pp, par.vpp, m);
+    const int pp_rank = groups_.pp_rank();
+    const int pp = static_cast<int>(par.pp);
+    const int next = (pp_rank + 1) % pp, prev = (pp_rank + pp - 1) % pp;
+    const int64_t s = config_.seq(), b = par.mbs, n = s * b;
+    const int64_t count = model_->ActivationCount();
+    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    const auto steps = schedule.StepsForRank(pp_rank);
+
+    while (iteration_ < config_.train_iters) {
+      const auto t0 = Clock::now();
+      store_.ZeroGrads();
+      std::vector<ChunkState> states(m * par.vpp);
+      std::vector<float> buf(count), dbuf(count);
+      std::vector<int32_t> tokens(n), targets(n);
+      double loss_sum = 0;
+      for (const auto& step : steps) {
+        const int c = static_cast<int>(step.chunk);
+        ChunkState& st = states[step.microbatch * par.vpp + c];
+        if (step.kind ==
+            search_spaces::PipelineSchedule::Step::Kind::kForward) {
+          const bool first = model_->HasEmbedding(c);
+          const bool last = model_->HasHead(c);
+          if (first || last) LoadMicroBatch(step.microbatch, &tokens, &targets);
+          if (!first) groups_.pp->Recv(buf.data(), count, prev);
+          model_->Forward(c, tokens.data(), targets.data(), buf.data(),
+                          dbuf.data(), &st, &loss_sum);
+          if (!last) groups_.pp->Send(dbuf.data(), count, next);
+        } else {
+          const bool first = model_->HasEmbedding(c);
+          if (!model_->HasHead(c)) pp_grad_->Recv(dbuf.data(), count, next);
+          model_->Backward(c, dbuf.data(), buf.data(), &st, loss_scale);
+          if (!first) pp_grad_->Send(buf.data(), count, prev);
+        }
+      }
+      FinalizeGrads();
+      const StepResult result = optimizer_->Step(store_, iteration_ + 1);
+
+      // Mean LM loss over the global batch: the last stage's tp-rank-0
+      // ranks hold the sums of their dp shards.
+      double totals[2] = {0, 0};
+      if (groups_.last_stage() && groups_.tp_rank() == 0) {
+        totals[0] = loss_sum;
+        totals[1] = static_cast<double>(n * m);
+      }
+      world_->AllReduceSum(totals, 2);
+      const double loss = totals[0] / totals[1];
+      ++iteration_;
+      consumed_samples_ += config_.global_batch_size;
+      const double step_s =
+          std::chrono::duration<double>(Clock::now() - t0).count();
+
+      IterationLog log;
+      log.iteration = iteration_;
+      log.lr = result.lr;
+      log.loss = loss;
+      log.grad_norm = result.grad_norm;
+      log.step_s = step_s;
+      log.tokens_per_s =
+          static_cast<double>(config_.global_batch_size * s) / step_s;
+      log.tflops_per_rank = config_.model_flops_per_iteration / step_s /
+                            static_cast<double>(world_->size()) / 1e12;
+      log.consumed_samples = consumed_samples_;
+      history_.push_back(log);
+      if (!std::isfinite(loss) || !result.finite) {
+        return Status::Internal(
+            "iteration " + std::to_string(iteration_) + ": " +
+            (!std::isfinite(loss)
+                 ? "loss is " + std::to_string(loss)
+                 : std::string("gradient norm is not finite")) +
+            "; training stopped (the last saved checkpoint is kept)");
+      }
+      if (world_->rank() == 0 && on_log) on_log(log);
+
+      const bool at_end = iteration_ == config_.train_iters;
+      const bool at_interval =
+          config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
+      if (!config_.save_dir.empty() && (at_end || at_interval)) {
+        CheckpointState state{iteration_, consumed_samples_};
+        Status st = SaveCheckpoint(config_.save_dir, config_, state, store_,
+                                   *optimizer_, groups_);
+        if (!st.ok()) return st;
+      }
+    }
+    return Status::Ok();
+  }
+
+  const std::vector<IterationLog>& history() const override { return history_; }
+
+  RankMemory memory() const override {
+    RankMemory r;
+    r.rank = world_->rank();
+    r.tp_rank = groups_.tp_rank();
+    r.pp_rank = groups_.pp_rank();
+    r.dp_rank = groups_.dp_rank();
+    r.num_params = store_.numel();
+    r.param_bytes = 4 * store_.numel();
+    r.grad_bytes = 4 * store_.numel();
+    r.optimizer_bytes = optimizer_->state_bytes();
+    return r;
+  }
+
+  std::vector<RankMemory> all_memory() override {
+    const int w = world_->size();
+    constexpr int kFields = 8;
+    std::vector<double> table(static_cast<size_t>(w) * kFields, 0.0);
+    const RankMemory me = memory();
+    double* row = table.data() + static_cast<size_t>(me.rank) * kFields;
+    row[0] = me.rank;
+    row[1] = me.tp_rank;
+    row[2] = me.pp_rank;
+    row[3] = me.dp_rank;
+    row[4] = static_cast<double>(me.num_params);
+    row[5] = static_cast<double>(me.param_bytes);
+    row[6] = static_cast<double>(me.grad_bytes);
+    row[7] = static_cast<double>(me.optimizer_bytes);
+    world_->AllReduceSum(table.data(), static_cast<int64_t>(table.size()));
+    std::vector<RankMemory> out(w);
+    for (int r = 0; r < w; ++r) {
+      const double* t = table.data() + static_cast<size_t>(r) * kFields;
+      out[r] =
+          RankMemory{static_cast<int>(t[0]),     static_cast<int>(t[1]),
+                     static_cast<int>(t[2]),     static_cast<int>(t[3]),
+                     static_cast<int64_t>(t[4]), static_cast<int64_t>(t[5]),
+                     static_cast<int64_t>(t[6]), static_cast<int64_t>(t[7])};
+    }
+    return out;
+  }
+
+  const ParamStore& params() const override { return store_; }
+
+ private:
+  // Megatron's pretraining sampler: micro-batch j of dp rank r in the
+  // current global batch is samples consumed + j·mbs·dp + r·mbs, +mbs.
+  // Tokens go sequence-major: row si·b + bi.
+  void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
+                      std::vector<int32_t>* targets) {
+    const auto& par = config_.parallel;
+    const int64_t s = config_.seq(), b = par.mbs;
+    std::vector<int32_t> sample(s + 1);
+    const int64_t first = consumed_samples_ + microbatch * b * par.dp +
+                          static_cast<int64_t>(groups_.dp_rank()) * b;
+    for (int64_t bi = 0; bi < b; ++bi) {
+      dataset_->GetSample(first + bi, sample.data());
+      for (int64_t si = 0; si < s; ++si) {
+        (*tokens)[si * b + bi] = sample[si];
+        (*targets)[si * b + bi] = sample[si + 1];
+      }
+    }
+  }
+
+  // Megatron finalize_model_grads: sum the per-rank partial gradients of
+  // sequence-parallel replicated params over tp, and the two copies of a
+  // tied embedding over the first/last-stage group.
+  void FinalizeGrads() {
+    if (config_.parallel.sp && config_.parallel.tp > 1) {
+      ReduceFlagged(groups_.tp.get(),
+                    [](const ParamInfo& p) { return p.sequence_parallel; });
+    }
+    if (groups_.embd) {
+      ReduceFlagged(groups_.embd.get(),
+                    [](const ParamInfo& p) { return p.tied_embedding; });
+    }
+  }
+
+  template <typename Pred>
+  void ReduceFlagged(Communicator* comm, Pred pred) {
+    std::vector<float> packed;
+    for (int i = 0; i < store_.size(); ++i) {
+      if (!pred(store_.info(i))) continue;
+      packed.insert(packed.end(), store_.grad(i),
+                    store_.grad(i) + store_.info(i).numel);
+    }
+    if (packed.empty()) return;
+    comm->AllReduceSum(packed.data(), static_cast<int64_t>(packed.size()));
+    size_t at = 0;
+    for (int i = 0; i < store_.size(); ++i) {
+      if (!pred(store_.info(i))) continue;
+      std::copy_n(packed.begin() + at, store_.info(i).numel, store_.grad(i));
+      at += store_.info(i).numel;
+    }
+  }
+
+  TrainConfig config_;
+  const data::TokenDataset* dataset_;
+  Communicator* world_;
+  ProcessGroups groups_;
+  std::unique_ptr<Communicator> pp_grad_;
+  ParamStore store_;
+  std::unique_ptr<GptModel> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  int64_t iteration_ = 0;
+  int64_t consumed_samples_ = 0;
+  std::vector<IterationLog> history_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    const TrainConfig& config, const data::TokenDataset* dataset,
+    Communicator* world) {
+  Status s = config.Validate();
+  if (!s.ok()) return s;
+  if (world->size() != config.parallel.world()) {
+    return Status::InvalidArgument(
+        "the configuration needs " + std::to_string(config.parallel.world()) +
+            " ranks (tp·pp·dp) but " + std::to_string(world->size()) +
+            " were started",
+        "start tp·pp·dp ranks (tune train --nproc N)");
+  }
+  if (dataset->seq_length() != config.seq()) {
+    return Status::Internal(
+        "dataset sequence length does not match the config");
+  }
+  auto trainer = std::make_unique<TrainerImpl>(config, dataset, world);
+  s = trainer->Init();
+  if (!s.ok()) return s;
+  return std::unique_ptr<Trainer>(std::move(trainer));
+}
+
+}  // namespace meshtune::engine

@@ -1,0 +1,350 @@
+#include "engine/transformer_layer.h"
+
+#include <cmath>
+#include <string>
+
+#include "engine/cpu/ops.h"
+#include "engine/param_init.h"
+
+namespace meshtune::engine {
+
+using search_spaces::Activation;
+using search_spaces::Normalization;
+using search_spaces::PositionEmbedding;
+
+namespace {
+
+// y[n, h] = a + b elementwise.
+void AddInto(const float* a, const float* b, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+}
+
+// dbias[h] += Σ_rows d[rows, h] in float64, fixed row order.
+void AccumulateBiasGrad(const float* d, float* dbias, int64_t rows, int64_t h) {
+  std::vector<double> acc(h, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < h; ++j) acc[j] += d[r * h + j];
+  }
+  for (int64_t j = 0; j < h; ++j) dbias[j] += static_cast<float>(acc[j]);
+}
+
+}  // namespace
+
+LayerShape MakeLayerShape(const TrainConfig& config) {
+  const auto& m = config.model;
+  const int tp = static_cast<int>(config.parallel.tp);
+  LayerShape sh;
+  sh.s = config.seq();
+  sh.b = config.parallel.mbs;
+  sh.h = m.hidden_size;
+  sh.head_dim =
+      m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
+  sh.heads = m.num_attention_heads / tp;
+  sh.groups = m.num_query_groups / tp;
+  sh.ffn = m.ffn_hidden_size / tp;
+  sh.swiglu = m.activation == Activation::kSwiglu;
+  sh.rmsnorm = m.normalization == Normalization::kRMSNorm;
+  sh.rope = m.position_embedding_type == PositionEmbedding::kRope;
+  // Megatron --add-bias-linear is on for GPT recipes and off for LLaMA
+  // (--disable-bias-linear); we follow the family (GELU = GPT).
+  sh.bias = m.activation == Activation::kGelu;
+  sh.eps = config.norm_epsilon;
+  sh.rope_base = config.rotary_base;
+  sh.tp = tp;
+  sh.sp = config.parallel.sp && tp > 1;
+  return sh;
+}
+
+LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
+                           int64_t global_layer, int tp_rank) {
+  const LayerShape sh = MakeLayerShape(config);
+  const auto& m = config.model;
+  const int tp = sh.tp;
+  const int64_t h = sh.h, d = sh.head_dim;
+  const int64_t q = m.num_attention_heads * d, kv = m.num_query_groups * d;
+  const int64_t f = m.ffn_hidden_size;
+  const std::string prefix =
+      "decoder.layers." + std::to_string(global_layer) + ".";
+  auto add = [&](const std::string& name, std::vector<int64_t> shape,
+                 TpSplit split, std::vector<int64_t> parts, bool decay) {
+    ParamInfo info;
+    info.name = prefix + name;
+    info.global_shape = std::move(shape);
+    info.split = split;
+    info.parts = std::move(parts);
+    info.tp_rank = tp_rank;
+    info.tp_size = tp;
+    info.weight_decay = decay;
+    if (split == TpSplit::kReplicated) {
+      // Identical on every tp rank: counted once in the gradient norm; its
+      // gradient differs per rank only under SP (sharded rows).
+      info.sequence_parallel = sh.sp;
+      info.counts_in_norm = tp_rank == 0;
+    }
+    return store.Add(std::move(info));
+  };
+  const std::vector<int64_t> qkv_parts = {q, kv, kv};
+  const std::vector<int64_t> fc1_parts =
+      sh.swiglu ? std::vector<int64_t>{f, f} : std::vector<int64_t>{f};
+  LayerParams p;
+  p.ln1_w = add("input_layernorm.weight", {h}, TpSplit::kReplicated, {}, false);
+  if (!sh.rmsnorm) {
+    p.ln1_b = add("input_layernorm.bias", {h}, TpSplit::kReplicated, {}, false);
+  }
+  p.qkv_w = add("self_attention.linear_qkv.weight", {q + 2 * kv, h},
+                TpSplit::kColumn, qkv_parts, true);
+  if (sh.bias) {
+    p.qkv_b = add("self_attention.linear_qkv.bias", {q + 2 * kv},
+                  TpSplit::kColumn, qkv_parts, false);
+  }
+  p.proj_w =
+      add("self_attention.linear_proj.weight", {h, q}, TpSplit::kRow, {}, true);
+  if (sh.bias) {
+    p.proj_b = add("self_attention.linear_proj.bias", {h}, TpSplit::kReplicated,
+                   {}, false);
+  }
+  p.ln2_w =
+      add("pre_mlp_layernorm.weight", {h}, TpSplit::kReplicated, {}, false);
+  if (!sh.rmsnorm) {
+    p.ln2_b =
+        add("pre_mlp_layernorm.bias", {h}, TpSplit::kReplicated, {}, false);
+  }
+  p.fc1_w = add("mlp.linear_fc1.weight", {f * (sh.swiglu ? 2 : 1), h},
+                TpSplit::kColumn, fc1_parts, true);
+  if (sh.bias) {
+    p.fc1_b = add("mlp.linear_fc1.bias", {f * (sh.swiglu ? 2 : 1)},
+                  TpSplit::kColumn, fc1_parts, false);
+  }
+  p.fc2_w = add("mlp.linear_fc2.weight", {h, f}, TpSplit::kRow, {}, true);
+  if (sh.bias) {
+    p.fc2_b = add("mlp.linear_fc2.bias", {h}, TpSplit::kReplicated, {}, false);
+  }
+  return p;
+}
+
+void InitLayerParams(ParamStore& store, const LayerParams& p,
+                     const TrainConfig& config) {
+  const float std = config.init_method_std;
+  // Megatron scaled_init_method_normal: σ/√(2·num_layers) for the two
+  // output projections feeding the residual stream.
+  const float out_std =
+      std / std::sqrt(2.0f * static_cast<float>(config.model.num_layers));
+  const uint64_t seed = config.seed;
+  auto init = [&](int idx, InitKind kind, float s) {
+    if (idx >= 0) InitParam(store, idx, kind, s, seed);
+  };
+  init(p.ln1_w, InitKind::kOnes, 0);
+  init(p.ln1_b, InitKind::kZeros, 0);
+  init(p.qkv_w, InitKind::kNormal, std);
+  init(p.qkv_b, InitKind::kZeros, 0);
+  init(p.proj_w, InitKind::kNormal, out_std);
+  init(p.proj_b, InitKind::kZeros, 0);
+  init(p.ln2_w, InitKind::kOnes, 0);
+  init(p.ln2_b, InitKind::kZeros, 0);
+  init(p.fc1_w, InitKind::kNormal, std);
+  init(p.fc1_b, InitKind::kZeros, 0);
+  init(p.fc2_w, InitKind::kNormal, out_std);
+  init(p.fc2_b, InitKind::kZeros, 0);
+}
+
+TransformerLayer::TransformerLayer(const LayerShape& shape,
+                                   const LayerParams& params, ParamStore* store,
+                                   Communicator* tp, bool selective)
+    : sh_(shape), p_(params), store_(store), tp_(tp), selective_(selective) {}
+
+void TransformerLayer::Norm(const float* x, int w, int b, float* out,
+                            float* mean, float* rstd) const {
+  const int64_t nl = sh_.local_rows();
+  if (sh_.rmsnorm) {
+    cpu::RmsNormForward(x, store_->param(w), out, rstd, nl, sh_.h, sh_.eps);
+  } else {
+    cpu::LayerNormForward(x, store_->param(w), store_->param(b), out, mean,
+                          rstd, nl, sh_.h, sh_.eps);
+  }
+}
+
+void TransformerLayer::NormBackward(const float* dout, const float* x, int w,
+                                    int b, const float* mean, const float* rstd,
+                                    float* dx) {
+  const int64_t nl = sh_.local_rows();
+  if (sh_.rmsnorm) {
+    cpu::RmsNormBackward(dout, x, store_->param(w), rstd, dx, store_->grad(w),
+                         nl, sh_.h);
+  } else {
+    cpu::LayerNormBackward(dout, x, store_->param(w), mean, rstd, dx,
+                           store_->grad(w), store_->grad(b), nl, sh_.h);
+  }
+}
+
+void TransformerLayer::GatherSequence(const float* in,
+                                      std::vector<float>* out) {
+  const int64_t nl = sh_.local_rows(), h = sh_.h;
+  out->resize(sh_.rows() * h);
+  if (sh_.sp) {
+    // Rows are sequence-major, so rank r's shard is rows [r·nl, (r+1)·nl)
+    // and a rank-major all-gather reassembles [n, h].
+    tp_->AllGather(in, out->data(), nl * h);
+  } else {
+    std::copy(in, in + nl * h, out->begin());
+  }
+}
+
+void TransformerLayer::ReduceRowParallel(std::vector<float>* partial, int bias,
+                                         std::vector<float>* out) {
+  const int64_t nl = sh_.local_rows(), h = sh_.h;
+  out->resize(nl * h);
+  if (sh_.sp) {
+    tp_->ReduceScatterSum(partial->data(), out->data(), nl * h);
+  } else {
+    if (sh_.tp > 1) tp_->AllReduceSum(partial->data(), nl * h);
+    out->swap(*partial);
+  }
+  if (bias >= 0) {
+    const float* bv = store_->param(bias);
+    for (int64_t r = 0; r < nl; ++r) {
+      for (int64_t j = 0; j < h; ++j) (*out)[r * h + j] += bv[j];
+    }
+  }
+}
+
+void TransformerLayer::ReduceColumnInputGrad(std::vector<float>* partial,
+                                             std::vector<float>* out) {
+  const int64_t nl = sh_.local_rows(), h = sh_.h;
+  out->resize(nl * h);
+  if (sh_.sp) {
+    tp_->ReduceScatterSum(partial->data(), out->data(), nl * h);
+  } else {
+    if (sh_.tp > 1) tp_->AllReduceSum(partial->data(), nl * h);
+    out->swap(*partial);
+  }
+}
+
+void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  const int64_t d = sh_.head_dim, qw = sh_.qkv_width();
+  const int64_t aw = sh_.heads * d;
+  auto P = [&](int i) -> const float* {
+    return i >= 0 ? store_->param(i) : nullptr;
+  };
+
+  // Attention block.
+  c->x.assign(x, x + nl * h);
+  c->ln1.resize(nl * h);
+  c->ln1_mean.resize(nl);
+  c->ln1_rstd.resize(nl);
+  Norm(x, p_.ln1_w, p_.ln1_b, c->ln1.data(), c->ln1_mean.data(),
+       c->ln1_rstd.data());
+  std::vector<float> ln1_full;  // [n, h]
+  GatherSequence(c->ln1.data(), &ln1_full);
+  c->qkv.resize(n * qw);
+  cpu::LinearForward(ln1_full.data(), P(p_.qkv_w), P(p_.qkv_b), c->qkv.data(),
+                     n, h, qw);
+  if (sh_.rope) {
+    cpu::RopeForward(c->qkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
+                     sh_.rope_base, 0);
+  }
+  c->attn.resize(n * aw);
+  if (!selective_) c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
+  cpu::AttentionForward(c->qkv.data(), c->attn.data(),
+                        selective_ ? nullptr : c->probs.data(), sh_.s, sh_.b,
+                        sh_.heads, sh_.groups, d);
+  std::vector<float> partial(n * h);  // [n, h] partial sums over tp
+  cpu::LinearForward(c->attn.data(), P(p_.proj_w), nullptr, partial.data(), n,
+                     aw, h);
+  std::vector<float> attn_out;  // [nl, h]
+  ReduceRowParallel(&partial, p_.proj_b, &attn_out);
+  c->x2.resize(nl * h);
+  AddInto(x, attn_out.data(), c->x2.data(), nl * h);
+
+  // MLP block.
+  c->ln2.resize(nl * h);
+  c->ln2_mean.resize(nl);
+  c->ln2_rstd.resize(nl);
+  Norm(c->x2.data(), p_.ln2_w, p_.ln2_b, c->ln2.data(), c->ln2_mean.data(),
+       c->ln2_rstd.data());
+  std::vector<float> ln2_full;
+  GatherSequence(c->ln2.data(), &ln2_full);
+  const int64_t fw = sh_.fc1_width();
+  c->fc1.resize(n * fw);
+  cpu::LinearForward(ln2_full.data(), P(p_.fc1_w), P(p_.fc1_b), c->fc1.data(),
+                     n, h, fw);
+  c->act.resize(n * sh_.ffn);
+  if (sh_.swiglu) {
+    cpu::SwigluForward(c->fc1.data(), c->act.data(), n, sh_.ffn);
+  } else {
+    cpu::GeluForward(c->fc1.data(), c->act.data(), n * sh_.ffn);
+  }
+  partial.assign(n * h, 0.0f);
+  cpu::LinearForward(c->act.data(), P(p_.fc2_w), nullptr, partial.data(), n,
+                     sh_.ffn, h);
+  std::vector<float> mlp_out;
+  ReduceRowParallel(&partial, p_.fc2_b, &mlp_out);
+  AddInto(c->x2.data(), mlp_out.data(), y, nl * h);
+}
+
+void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  const int64_t d = sh_.head_dim, qw = sh_.qkv_width();
+  const int64_t aw = sh_.heads * d, fw = sh_.fc1_width();
+  auto G = [&](int i) -> float* { return i >= 0 ? store_->grad(i) : nullptr; };
+
+  // MLP block: y = x2 + RowParallel(act) + b2.
+  if (p_.fc2_b >= 0) AccumulateBiasGrad(dy, G(p_.fc2_b), nl, h);
+  std::vector<float> dfull;  // [n, h]: backward of the reduce-scatter is AG
+  GatherSequence(dy, &dfull);
+  std::vector<float> dact(n * sh_.ffn);
+  cpu::LinearBackward(dfull.data(), c->act.data(), store_->param(p_.fc2_w),
+                      dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
+  std::vector<float> dfc1(n * fw);
+  if (sh_.swiglu) {
+    cpu::SwigluBackward(dact.data(), c->fc1.data(), dfc1.data(), n, sh_.ffn);
+  } else {
+    cpu::GeluBackward(dact.data(), c->fc1.data(), dfc1.data(), n * sh_.ffn);
+  }
+  std::vector<float> ln2_full;  // re-gathered input of fc1 (Megatron keeps
+  GatherSequence(c->ln2.data(), &ln2_full);  // only the shard under SP)
+  std::vector<float> dln2_full(n * h);
+  cpu::LinearBackward(dfc1.data(), ln2_full.data(), store_->param(p_.fc1_w),
+                      dln2_full.data(), G(p_.fc1_w), G(p_.fc1_b), n, h, fw);
+  std::vector<float> dln2;  // [nl, h]
+  ReduceColumnInputGrad(&dln2_full, &dln2);
+  std::vector<float> dx2(nl * h);
+  NormBackward(dln2.data(), c->x2.data(), p_.ln2_w, p_.ln2_b,
+               c->ln2_mean.data(), c->ln2_rstd.data(), dx2.data());
+  for (int64_t i = 0; i < nl * h; ++i) dx2[i] += dy[i];
+
+  // Attention block: x2 = x + RowParallel(attn) + b_proj.
+  if (p_.proj_b >= 0) AccumulateBiasGrad(dx2.data(), G(p_.proj_b), nl, h);
+  GatherSequence(dx2.data(), &dfull);
+  std::vector<float> dattn(n * aw);
+  cpu::LinearBackward(dfull.data(), c->attn.data(), store_->param(p_.proj_w),
+                      dattn.data(), G(p_.proj_w), nullptr, n, aw, h);
+  if (selective_) {
+    // Selective recompute (Korthikanti et al. 2022 §5): the s² attention
+    // probabilities were not kept; rebuild them from the saved qkv.
+    c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
+    std::vector<float> scratch(n * aw);
+    cpu::AttentionForward(c->qkv.data(), scratch.data(), c->probs.data(), sh_.s,
+                          sh_.b, sh_.heads, sh_.groups, d);
+  }
+  std::vector<float> dqkv(n * qw);
+  cpu::AttentionBackward(dattn.data(), c->qkv.data(), c->probs.data(),
+                         dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d);
+  if (sh_.rope) {
+    cpu::RopeBackward(dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
+                      sh_.rope_base, 0);
+  }
+  std::vector<float> ln1_full;
+  GatherSequence(c->ln1.data(), &ln1_full);
+  std::vector<float> dln1_full(n * h);
+  cpu::LinearBackward(dqkv.data(), ln1_full.data(), store_->param(p_.qkv_w),
+                      dln1_full.data(), G(p_.qkv_w), G(p_.qkv_b), n, h, qw);
+  std::vector<float> dln1;
+  ReduceColumnInputGrad(&dln1_full, &dln1);
+  NormBackward(dln1.data(), c->x.data(), p_.ln1_w, p_.ln1_b, c->ln1_mean.data(),
+               c->ln1_rstd.data(), dx);
+  for (int64_t i = 0; i < nl * h; ++i) dx[i] += dx2[i];
+  c->Clear();
+}
+
+}  // namespace meshtune::engine

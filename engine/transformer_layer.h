@@ -1,0 +1,112 @@
+// One transformer layer of a GPT or LLaMA-style decoder on one tensor-
+// parallel rank, with Megatron-Core's parallel semantics: column-parallel
+// QKV and fc1, row-parallel attention projection and fc2 (bias added after
+// the reduction), sequence-parallel norms/residuals when sp is on. The
+// collectives it issues are exactly search_spaces::TransformerLayerTpCommOps.
+//
+// Pre-norm block (both families):
+//   x2 = x + Proj(Attn(QKV(Norm1(x))))
+//   y  = x2 + FC2(Act(FC1(Norm2(x2))))
+// GPT: LayerNorm with bias, biased linears, GELU. LLaMA: RMSNorm, no biases,
+// SwiGLU, RoPE on q and k, grouped-query attention.
+#ifndef MESHTUNE_ENGINE_TRANSFORMER_LAYER_H_
+#define MESHTUNE_ENGINE_TRANSFORMER_LAYER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/param_store.h"
+#include "engine/train_config.h"
+
+namespace meshtune::engine {
+
+// Sizes of one layer on one rank for one micro-batch.
+struct LayerShape {
+  int64_t s = 0, b = 0;  // full sequence length, micro-batch size
+  int64_t h = 0;         // hidden size
+  int64_t heads = 0, groups = 0, head_dim = 0;  // per tp rank
+  int64_t ffn = 0;                              // ffn_hidden_size / tp
+  bool swiglu = false, rmsnorm = false, rope = false, bias = true;
+  float eps = 1e-5f, rope_base = 10000.0f;
+  int tp = 1;
+  bool sp = false;
+
+  int64_t rows() const { return s * b; }  // n: full activation rows
+  // Rows of the sequence-sharded regions (norms, residual): n/tp under SP.
+  int64_t local_rows() const { return sp ? s * b / tp : s * b; }
+  int64_t qkv_width() const { return (heads + 2 * groups) * head_dim; }
+  int64_t fc1_width() const { return swiglu ? 2 * ffn : ffn; }
+};
+LayerShape MakeLayerShape(const TrainConfig& config);
+
+// Indices into the ParamStore (−1 when the family has no such tensor).
+struct LayerParams {
+  int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1,
+      ln2_w = -1, ln2_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
+};
+
+// Registers layer `global_layer`'s tensors (Megatron-Core names
+// "decoder.layers.<i>.self_attention.linear_qkv.weight", ...).
+LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
+                           int64_t global_layer, int tp_rank);
+// Initializes them (normal(std), output projections scaled by
+// 1/√(2·num_layers) as Megatron's scaled_init_method_normal; norms 1,
+// biases 0).
+void InitLayerParams(ParamStore& store, const LayerParams& p,
+                     const TrainConfig& config);
+
+// Activations one layer saves for its backward (fp32). Shapes: n = s·b,
+// nl = local_rows().
+struct LayerCache {
+  std::vector<float> x;                   // [nl, h] layer input
+  std::vector<float> ln1_mean, ln1_rstd;  // [nl]
+  std::vector<float> ln1;    // [nl, h] norm1 output (gathered in bwd)
+  std::vector<float> qkv;    // [n, qkv_width] after RoPE
+  std::vector<float> probs;  // [b, heads, s, s]; empty if selective
+  std::vector<float> attn;   // [n, heads·d]
+  std::vector<float> x2;     // [nl, h] residual after attention
+  std::vector<float> ln2_mean, ln2_rstd;  // [nl]
+  std::vector<float> ln2;                 // [nl, h]
+  std::vector<float> fc1;                 // [n, fc1_width]
+  std::vector<float> act;                 // [n, ffn]
+  void Clear() { *this = LayerCache(); }
+};
+
+class TransformerLayer {
+ public:
+  // `tp` is the tensor-parallel communicator; store, tp not owned.
+  // selective: core attention is recomputed in backward (probs not kept).
+  TransformerLayer(const LayerShape& shape, const LayerParams& params,
+                   ParamStore* store, Communicator* tp, bool selective);
+
+  // x [nl, h] -> y [nl, h]; fills `cache`.
+  void Forward(const float* x, float* y, LayerCache* cache);
+  // dy [nl, h] -> dx [nl, h]; accumulates parameter gradients; frees
+  // `cache`.
+  void Backward(const float* dy, float* dx, LayerCache* cache);
+
+ private:
+  void Norm(const float* x, int w, int b, float* out, float* mean,
+            float* rstd) const;
+  void NormBackward(const float* dout, const float* x, int w, int b,
+                    const float* mean, const float* rstd, float* dx);
+  // [nl, h] -> [n, h] (all-gather under SP, copy otherwise).
+  void GatherSequence(const float* in, std::vector<float>* out);
+  // Row-parallel output [n, h] partial sums -> [nl, h] reduced, + bias.
+  void ReduceRowParallel(std::vector<float>* partial, int bias,
+                         std::vector<float>* out);
+  // Column-parallel input grad [n, h] partials -> [nl, h].
+  void ReduceColumnInputGrad(std::vector<float>* partial,
+                             std::vector<float>* out);
+
+  LayerShape sh_;
+  LayerParams p_;
+  ParamStore* store_;
+  Communicator* tp_;
+  bool selective_;
+};
+
+}  // namespace meshtune::engine
+
+#endif  // MESHTUNE_ENGINE_TRANSFORMER_LAYER_H_

@@ -1,0 +1,137 @@
+// Helpers for engine tests: tiny GPT/LLaMA configs, a synthetic token
+// dataset, and a runner that trains a config on in-process ranks and
+// returns the loss curve and the final weights gathered into global
+// tensors (by ParamInfo::Blocks), so any two layouts can be compared.
+#ifndef MESHTUNE_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+#define MESHTUNE_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/data/dataset.h"
+#include "engine/local_communicator.h"
+#include "engine/param_store.h"
+#include "engine/train_config.h"
+#include "engine/trainer.h"
+
+namespace meshtune::engine::testing {
+
+// Tokens from a fixed pseudo-random stream with some structure (a noisy
+// repeating pattern) so that a model can learn it.
+class SyntheticDataset : public data::TokenDataset {
+ public:
+  SyntheticDataset(int64_t seq, int64_t vocab) : seq_(seq), vocab_(vocab) {}
+  int64_t num_samples() const override { return 1 << 20; }
+  int64_t seq_length() const override { return seq_; }
+  int64_t vocab_size() const override { return vocab_; }
+  void GetSample(int64_t index, int32_t* tokens) const override {
+    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(index + 1);
+    for (int64_t i = 0; i <= seq_; ++i) {
+      x ^= x >> 12;
+      x ^= x << 25;
+      x ^= x >> 27;
+      const uint64_t r = x * 0x2545f4914f6cdd1dULL;
+      // Mostly "next = prev + 1" with noise: learnable.
+      tokens[i] = static_cast<int32_t>(i > 0 && (r >> 60) < 12
+                                           ? (tokens[i - 1] + 1) % vocab_
+                                           : (r >> 33) % vocab_);
+    }
+  }
+
+ private:
+  int64_t seq_, vocab_;
+};
+
+inline TrainConfig TinyConfig(bool llama) {
+  TrainConfig c;
+  auto& m = c.model;
+  m.name = llama ? "llama-test" : "gpt-test";
+  m.num_layers = 4;
+  m.hidden_size = 32;
+  m.num_attention_heads = 4;
+  m.num_query_groups = llama ? 2 : 4;
+  m.kv_channels = 8;
+  m.ffn_hidden_size = llama ? 48 : 64;
+  m.vocab_size = 100;  // padded to 128·tp: padding columns are masked
+  m.seq_length = 16;
+  if (llama) {
+    m.normalization = search_spaces::Normalization::kRMSNorm;
+    m.activation = search_spaces::Activation::kSwiglu;
+    m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
+    m.untie_embeddings_and_output_weights = true;
+  }
+  c.global_batch_size = 8;
+  c.train_iters = 10;
+  c.optimizer.lr = 3e-3f;
+  c.optimizer.min_lr = 3e-4f;
+  c.optimizer.lr_warmup_iters = 2;
+  c.optimizer.weight_decay = 0.1f;
+  c.optimizer.clip_grad = 1.0f;
+  return c;
+}
+
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<double> grad_norms;
+  std::map<std::string, std::vector<float>> weights;  // global tensors
+  std::vector<RankMemory> memory;
+};
+
+// Copies rank-local shards into global tensors (row-major global shape).
+inline void GatherInto(const ParamStore& store,
+                       std::map<std::string, std::vector<float>>* out,
+                       std::mutex* mu) {
+  std::lock_guard<std::mutex> lock(*mu);
+  for (const ParamInfo& info : store.infos()) {
+    const int64_t rows = info.global_shape[0];
+    const int64_t cols =
+        info.global_shape.size() > 1 ? info.global_shape[1] : 1;
+    const int64_t local_cols =
+        info.local_shape.size() > 1 ? info.local_shape[1] : 1;
+    auto& t = (*out)[info.name];
+    t.resize(rows * cols);
+    const float* p = store.flat_params().data() + info.offset;
+    for (const ParamInfo::Block& b : info.Blocks()) {
+      for (int64_t r = 0; r < b.rows; ++r) {
+        for (int64_t c = 0; c < b.cols; ++c) {
+          t[(b.global_row0 + r) * cols + b.global_col0 + c] =
+              p[(b.local_row0 + r) * local_cols + b.local_col0 + c];
+        }
+      }
+    }
+  }
+}
+
+inline RunResult TrainLocally(const TrainConfig& config,
+                              CommLog* log = nullptr) {
+  SyntheticDataset data(config.seq(), config.model.vocab_size);
+  RunResult result;
+  std::mutex mu;
+  RunLocalRanks(
+      static_cast<int>(config.parallel.world()),
+      [&](Communicator& world) {
+        auto trainer = Trainer::Create(config, &data, &world);
+        if (!trainer.ok()) throw std::runtime_error(trainer.status().message());
+        auto memory = (*trainer)->all_memory();
+        Status s = (*trainer)->Run({});
+        if (!s.ok()) throw std::runtime_error(s.message());
+        GatherInto((*trainer)->params(), &result.weights, &mu);
+        if (world.rank() == 0) {
+          result.memory = memory;
+          for (const IterationLog& l : (*trainer)->history()) {
+            result.losses.push_back(l.loss);
+            result.grad_norms.push_back(l.grad_norm);
+          }
+        }
+      },
+      log);
+  return result;
+}
+
+}  // namespace meshtune::engine::testing
+
+#endif  // MESHTUNE_TESTS_ENGINE_ENGINE_TEST_UTIL_H_
