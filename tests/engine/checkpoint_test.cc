@@ -25,6 +25,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -343,6 +344,9 @@ class CheckpointTest : public ::testing::Test {
 struct ReshardCase {
   Layout save, load;
 };
+void PrintTo(const ReshardCase& c, std::ostream* os) {
+  *os << LayoutName(c.save) << " -> " << LayoutName(c.load);
+}
 
 class CheckpointReshardTest
     : public CheckpointTest,
@@ -522,6 +526,18 @@ TEST_F(CheckpointTest, FlippedByteIsAChecksumErrorOnEveryRank) {
   ExpectAllFail(Load({2, 1, 1, false}),
                 shard + ": checksum mismatch in tensor " + name +
                     "; the checkpoint is corrupt");
+}
+
+TEST_F(CheckpointTest, TruncatedShardAndMalformedMetadataAreErrors) {
+  ExpectAllOk(Save({1, 2, 1, false}, 10));
+  const std::string iter_dir = dir_ + "/iter_0000010";
+  const std::string shard = iter_dir + "/shard_tp0_pp1.bin";
+  fs::resize_file(shard, fs::file_size(shard) / 2);
+  ExpectAllFail(Load({1, 1, 1, false}), "lies past the end of the file");
+  std::ofstream(iter_dir + "/metadata.json") << "{\"format\": \"meshtune";
+  const std::vector<Loaded> out = Load({1, 1, 1, false});
+  ExpectAllFail(out, iter_dir + "/metadata.json: malformed metadata");
+  EXPECT_EQ(out[0].status.code(), Status::Code::kIoError);
 }
 
 TEST_F(CheckpointTest, MissingTensorIsAnError) {
