@@ -1,0 +1,378 @@
+#include "tuner/train_flags.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "costmodel/model_stats.h"
+#include "search_spaces/presets.h"
+#include "tuner/inputs.h"
+#include "tuner/train_config_yaml.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using DecayStyle = engine::OptimizerConfig::DecayStyle;
+
+// A finite number >= 0 ("3e-4", "0.1").
+StatusOr<double> ParseNonNegativeNumber(const std::string& text,
+                                        const std::string& flag) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || errno != 0 || end != text.c_str() + text.size() ||
+      !std::isfinite(v) || v < 0) {
+    return Status::InvalidArgument(
+        flag + " must be a number >= 0, got '" + text + "'",
+        "write e.g. " + flag + " 3e-4");
+  }
+  return v;
+}
+
+// A whole number >= 0 (seed, warm-up iterations).
+StatusOr<int64_t> ParseNonNegativeInt(const std::string& text,
+                                      const std::string& flag) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || end != text.c_str() + text.size() ||
+      v < 0) {
+    return Status::InvalidArgument(
+        flag + " must be a whole number >= 0, got '" + text + "'",
+        "write e.g. " + flag + " 0");
+  }
+  return static_cast<int64_t>(v);
+}
+
+Status SetPositive(const std::string& text, const std::string& flag,
+                   int64_t* out) {
+  if (text.empty()) return Status::Ok();
+  StatusOr<int64_t> v = ParsePositiveInt(text, flag);
+  if (!v.ok()) return v.status();
+  *out = v.value();
+  return Status::Ok();
+}
+
+Status SetFloat(const std::string& text, const std::string& flag, float* out) {
+  if (text.empty()) return Status::Ok();
+  StatusOr<double> v = ParseNonNegativeNumber(text, flag);
+  if (!v.ok()) return v.status();
+  *out = static_cast<float>(v.value());
+  return Status::Ok();
+}
+
+StatusOr<DecayStyle> ParseDecayStyle(const std::string& text) {
+  if (text == "cosine") return DecayStyle::kCosine;
+  if (text == "linear") return DecayStyle::kLinear;
+  if (text == "constant") return DecayStyle::kConstant;
+  return Status::InvalidArgument(
+      "--lr-decay-style: unknown style '" + text + "'",
+      "use cosine, linear or constant");
+}
+
+}  // namespace
+
+void AddTrainFlags(CLI::App* app, TrainFlags* f) {
+  app->add_option("--config", f->config,
+                  "training config YAML written by 'tune search --out' "
+                  "(flags given here override its values)")
+      ->type_name("FILE");
+  app->add_option("--model", f->model,
+                  "model preset (tune models) or a model YAML file")
+      ->type_name("M");
+  app->add_option("--tp", f->tp, "tensor parallel size (default 1)")
+      ->type_name("T");
+  app->add_option("--pp", f->pp, "pipeline parallel size (default 1)")
+      ->type_name("P");
+  app->add_option("--vpp", f->vpp,
+                  "virtual pipeline stages per rank (default 1)")
+      ->type_name("V");
+  app->add_option("--dp", f->dp, "data parallel size (default 1)")
+      ->type_name("D");
+  auto* sp = app->add_flag_callback(
+      "--sp", [f] { f->sp = true; }, "sequence parallel on");
+  auto* no_sp = app->add_flag_callback(
+      "--no-sp", [f] { f->sp = false; }, "sequence parallel off (default)");
+  sp->excludes(no_sp);
+  app->add_option("--mbs", f->mbs, "micro batch size (default 1)")
+      ->type_name("B");
+  app->add_option("--gbs", f->gbs,
+                  "global batch size in sequences; default from the model")
+      ->type_name("G");
+  app->add_option("--recompute", f->recompute,
+                  "none | selective | full[:N] | full:block:N (default none)")
+      ->type_name("MODE");
+  auto* dist = app->add_flag_callback(
+      "--dist-opt", [f] { f->dist_opt = true; }, "distributed optimizer on");
+  auto* no_dist = app->add_flag_callback(
+      "--no-dist-opt", [f] { f->dist_opt = false; },
+      "distributed optimizer off (default)");
+  dist->excludes(no_dist);
+  app->add_option("--seq-len", f->seq_len,
+                  "sequence length in tokens; default from the model")
+      ->type_name("S");
+  app->add_option("--steps", f->steps,
+                  "total training iterations, counting those of a loaded "
+                  "checkpoint (Megatron --train-iters; default 50)")
+      ->type_name("N");
+  app->add_option("--data", f->data,
+                  "Megatron --data-path: PREFIX (PREFIX.bin + PREFIX.idx, "
+                  "see 'tune data') or W1 PREFIX1 W2 PREFIX2 ...; default "
+                  "the built-in corpus")
+      ->type_name("PATH...");
+  app->add_option("--nproc", f->nproc,
+                  "processes to run; must equal tp*pp*dp (the default)")
+      ->type_name("N");
+  app->add_option("--lr", f->lr, "peak learning rate (default 3e-4)")
+      ->type_name("X");
+  app->add_option("--min-lr", f->min_lr,
+                  "learning rate at the end of the decay (default 3e-5)")
+      ->type_name("X");
+  app->add_option("--lr-warmup-iters", f->lr_warmup_iters,
+                  "linear warm-up iterations (default 0)")
+      ->type_name("N");
+  app->add_option("--lr-decay-style", f->lr_decay_style,
+                  "cosine | linear | constant (default cosine)")
+      ->type_name("STYLE");
+  app->add_option("--weight-decay", f->weight_decay,
+                  "AdamW weight decay (default 0.1)")
+      ->type_name("X");
+  app->add_option("--clip-grad", f->clip_grad,
+                  "gradient norm clip, 0 = off (default 1.0)")
+      ->type_name("X");
+  app->add_option("--seed", f->seed,
+                  "initialisation and data order seed (default 1234)")
+      ->type_name("N");
+  app->add_option("--save", f->save, "checkpoint directory to write")
+      ->type_name("DIR");
+  app->add_option("--save-interval", f->save_interval,
+                  "save every N iterations (default: at the end only)")
+      ->type_name("N");
+  app->add_option("--load", f->load,
+                  "checkpoint directory to resume from (its newest "
+                  "checkpoint)")
+      ->type_name("DIR");
+  app->add_option("--log-interval", f->log_interval,
+                  "print an iteration line every N iterations (default 1)")
+      ->type_name("N");
+  app->add_option("--db", f->db,
+                  "results database for the training_runs row (default "
+                  "$TUNE_DB, else ./tune.db)")
+      ->type_name("PATH");
+  app->add_flag("--no-db", f->no_db, "do not record the run");
+  app->add_flag("--json", f->json,
+                "print one JSON object at the end (iteration lines go to "
+                "stderr)");
+}
+
+StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
+  TrainPlan plan;
+  engine::TrainConfig& c = plan.config;
+  bool has_model = false;
+  if (!f.config.empty()) {
+    StatusOr<TrainFileConfig> file = ReadTrainConfigYaml(f.config);
+    if (!file.ok()) return file.status();
+    c = file->config;
+    has_model = file->has_model;
+    plan.data.data_path = file->data_path;
+  }
+  if (!f.model.empty()) {
+    StatusOr<search_spaces::ModelSpec> model =
+        search_spaces::ResolveModel(f.model);
+    if (!model.ok()) return model.status();
+    c.model = model.value();
+    has_model = true;
+  }
+  if (!has_model) {
+    return Status::InvalidArgument(
+        f.config.empty() ? "tune train needs a model: give --model M or "
+                           "--config FILE"
+                         : "--config " + f.config +
+                               " has no model: section and no --model was "
+                               "given",
+        "e.g. tune train --model gpt-tiny, or tune search --model gpt-tiny "
+        "--gpus 1 --gpu local --out best.yaml && tune train --config "
+        "best.yaml");
+  }
+
+  search_spaces::ParallelConfig& p = c.parallel;
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.tp, "--tp", &p.tp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.pp, "--pp", &p.pp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.vpp, "--vpp", &p.vpp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.dp, "--dp", &p.dp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.mbs, "--mbs", &p.mbs));
+  if (f.sp.has_value()) p.sp = *f.sp;
+  if (f.dist_opt.has_value()) p.dist_opt = *f.dist_opt;
+  if (!f.recompute.empty()) {
+    StatusOr<search_spaces::Recompute> r =
+        ParseRecompute(f.recompute, /*any_full=*/false);
+    if (!r.ok()) return r.status();
+    p.recompute = r.value();
+  }
+
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.gbs, "--gbs", &c.global_batch_size));
+  if (c.global_batch_size == 0) {
+    if (c.model.global_batch_size <= 0) {
+      return Status::InvalidArgument(
+          "model " + c.model.name + " has no default global batch size",
+          "pass --gbs B (sequences per step)");
+    }
+    c.global_batch_size = c.model.global_batch_size;
+  }
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.seq_len, "--seq-len", &c.seq_length));
+  if (c.seq_length == 0) c.seq_length = c.model.seq_length;
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.steps, "--steps", &c.train_iters));
+  if (c.train_iters == 0) c.train_iters = kDefaultTrainSteps;
+
+  engine::OptimizerConfig& o = c.optimizer;
+  MESHTUNE_RETURN_IF_ERROR(SetFloat(f.lr, "--lr", &o.lr));
+  MESHTUNE_RETURN_IF_ERROR(SetFloat(f.min_lr, "--min-lr", &o.min_lr));
+  MESHTUNE_RETURN_IF_ERROR(
+      SetFloat(f.weight_decay, "--weight-decay", &o.weight_decay));
+  MESHTUNE_RETURN_IF_ERROR(SetFloat(f.clip_grad, "--clip-grad", &o.clip_grad));
+  if (!f.lr_warmup_iters.empty()) {
+    StatusOr<int64_t> v =
+        ParseNonNegativeInt(f.lr_warmup_iters, "--lr-warmup-iters");
+    if (!v.ok()) return v.status();
+    o.lr_warmup_iters = v.value();
+  }
+  if (!f.lr_decay_style.empty()) {
+    StatusOr<DecayStyle> style = ParseDecayStyle(f.lr_decay_style);
+    if (!style.ok()) return style.status();
+    o.lr_decay_style = style.value();
+  }
+  if (!f.seed.empty()) {
+    StatusOr<int64_t> v = ParseNonNegativeInt(f.seed, "--seed");
+    if (!v.ok()) return v.status();
+    c.seed = static_cast<uint64_t>(v.value());
+  }
+
+  if (!f.save.empty()) c.save_dir = f.save;
+  if (!f.load.empty()) c.load_dir = f.load;
+  MESHTUNE_RETURN_IF_ERROR(
+      SetPositive(f.save_interval, "--save-interval", &c.save_interval));
+  MESHTUNE_RETURN_IF_ERROR(
+      SetPositive(f.log_interval, "--log-interval", &c.log_interval));
+
+  plan.nproc = p.world();
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.nproc, "--nproc", &plan.nproc));
+
+  // Megatron num_floating_point_operations, for the TFLOP/s column.
+  c.model_flops_per_iteration = costmodel::ModelFlopsPerStep(
+      c.model, c.global_batch_size, c.seq(), c.padded_vocab_size());
+
+  if (!f.data.empty()) plan.data.data_path = f.data;
+  plan.data.seq_length = c.seq();
+  plan.data.num_samples = c.global_batch_size * c.train_iters;
+  plan.data.seed = c.seed;
+  return plan;
+}
+
+Status ValidateTrainPlan(const TrainPlan& plan) {
+  const engine::TrainConfig& c = plan.config;
+  MESHTUNE_RETURN_IF_ERROR(c.Validate());
+  const auto& p = c.parallel;
+  if (plan.nproc != p.world()) {
+    return Status::InvalidArgument(
+        "--nproc " + std::to_string(plan.nproc) +
+            " does not match tp·pp·dp = " + std::to_string(p.tp) + "·" +
+            std::to_string(p.pp) + "·" + std::to_string(p.dp) + " = " +
+            std::to_string(p.world()),
+        "pass --nproc " + std::to_string(p.world()) +
+            " (or leave it out), or change --tp/--pp/--dp so that their "
+            "product is " +
+            std::to_string(plan.nproc));
+  }
+  if (c.save_interval > 0 && c.save_dir.empty()) {
+    return Status::InvalidArgument(
+        "--save-interval " + std::to_string(c.save_interval) +
+            " is set but there is no --save directory",
+        "add --save DIR");
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!c.load_dir.empty()) {
+    if (!fs::exists(c.load_dir, ec)) {
+      return Status::NotFound(
+          "--load " + c.load_dir + ": no such directory",
+          "give a directory written by 'tune train --save', or leave out "
+          "--load to start from scratch");
+    }
+    if (!fs::is_directory(c.load_dir, ec)) {
+      return Status::InvalidArgument(
+          "--load " + c.load_dir + ": not a directory",
+          "give a directory written by 'tune train --save'");
+    }
+  }
+  if (!c.save_dir.empty()) {
+    // Megatron creates --save on the first save; creating it now turns a
+    // typo or a read-only disk into an error before hours of training.
+    fs::create_directories(c.save_dir, ec);
+    if (!fs::is_directory(c.save_dir)) {
+      return Status::IoError(
+          "--save " + c.save_dir + ": cannot create directory" +
+              (ec ? " (" + ec.message() + ")" : std::string()),
+          "choose a directory that can be created and written");
+    }
+    if (access(c.save_dir.c_str(), W_OK | X_OK) != 0) {
+      return Status::IoError("--save " + c.save_dir +
+                                 ": directory is not writable (" +
+                                 std::strerror(errno) + ")",
+                             "choose a writable directory");
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
+  std::vector<std::string> args;
+  auto add = [&args](const char* name, const std::string& value) {
+    if (value.empty()) return;
+    args.push_back(name);
+    args.push_back(value);
+  };
+  add("--config", f.config);
+  add("--model", f.model);
+  add("--tp", f.tp);
+  add("--pp", f.pp);
+  add("--vpp", f.vpp);
+  add("--dp", f.dp);
+  if (f.sp.has_value()) args.push_back(*f.sp ? "--sp" : "--no-sp");
+  add("--mbs", f.mbs);
+  add("--gbs", f.gbs);
+  add("--recompute", f.recompute);
+  if (f.dist_opt.has_value()) {
+    args.push_back(*f.dist_opt ? "--dist-opt" : "--no-dist-opt");
+  }
+  add("--seq-len", f.seq_len);
+  add("--steps", f.steps);
+  if (!f.data.empty()) {
+    args.push_back("--data");
+    args.insert(args.end(), f.data.begin(), f.data.end());
+  }
+  add("--nproc", f.nproc);
+  add("--lr", f.lr);
+  add("--min-lr", f.min_lr);
+  add("--lr-warmup-iters", f.lr_warmup_iters);
+  add("--lr-decay-style", f.lr_decay_style);
+  add("--weight-decay", f.weight_decay);
+  add("--clip-grad", f.clip_grad);
+  add("--seed", f.seed);
+  add("--save", f.save);
+  add("--save-interval", f.save_interval);
+  add("--load", f.load);
+  add("--log-interval", f.log_interval);
+  add("--db", f.db);
+  if (f.no_db) args.push_back("--no-db");
+  if (f.json) args.push_back("--json");
+  return args;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,179 @@
+#include "tuner/train_report.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "profiler/stats.h"
+#include "search_spaces/parallel_config.h"
+#include "tuner/inputs.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// printf into a std::string (the lines are short).
+template <typename... Args>
+std::string Format(const char* format, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), format, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
+                                int64_t train_iters,
+                                int64_t global_batch_size) {
+  MESHTUNE_CHECK(!logs.empty());
+  const engine::IterationLog& last = logs.back();
+  double step_s = 0, loss = 0, tokens_per_s = 0, tflops = 0;
+  for (const engine::IterationLog& l : logs) {
+    step_s += l.step_s;
+    loss += l.loss;
+    tokens_per_s += l.tokens_per_s;
+    tflops += l.tflops_per_rank;
+  }
+  const double n = static_cast<double>(logs.size());
+  std::string line =
+      Format(" iteration %8lld/%8lld |", static_cast<long long>(last.iteration),
+             static_cast<long long>(train_iters));
+  line += Format(" consumed samples: %12lld |",
+                 static_cast<long long>(last.consumed_samples));
+  line += Format(" elapsed time per iteration (ms): %.1f |", 1000 * step_s / n);
+  line += Format(" throughput per rank (TFLOP/s/rank): %.3f |", tflops / n);
+  line += Format(" learning rate: %.6E |", static_cast<double>(last.lr));
+  line += Format(" global batch size: %5lld |",
+                 static_cast<long long>(global_batch_size));
+  line += Format(" lm loss: %.6E |", loss / n);
+  line += Format(" grad norm: %.3f |", last.grad_norm);
+  line += Format(" tokens per second: %.0f |", tokens_per_s / n);
+  return line;
+}
+
+TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,
+                          int64_t tokens_per_step) {
+  TrainSummary s;
+  s.iterations = static_cast<int64_t>(logs.size());
+  if (logs.empty()) return s;
+  const size_t skip = logs.size() > static_cast<size_t>(kWarmupIterations)
+                          ? static_cast<size_t>(kWarmupIterations)
+                          : 0;
+  std::vector<double> times;
+  for (size_t i = skip; i < logs.size(); ++i) times.push_back(logs[i].step_s);
+  const profiler::TimingStats t = profiler::Summarize(times);
+  s.measured_steps = t.samples;
+  s.step_time_median_s = t.median_s;
+  s.step_time_min_s = t.min_s;
+  s.step_time_p99_s = t.p99_s;
+  s.step_time_cv = t.cv;
+  s.tokens_per_s = t.median_s > 0 ? tokens_per_step / t.median_s : 0;
+  s.final_loss = logs.back().loss;
+  return s;
+}
+
+std::string FormatSummary(const TrainSummary& s,
+                          std::optional<double> predicted_step_s) {
+  std::string out;
+  const bool skipped = s.iterations > kWarmupIterations;
+  out += Format(
+      "summary: %lld iterations; step time over %lld (%s): median %.1f ms, "
+      "min %.1f ms, p99 %.1f ms, cv %.3f\n",
+      static_cast<long long>(s.iterations),
+      static_cast<long long>(s.measured_steps),
+      skipped ? Format("without the first %lld, warm-up",
+                       static_cast<long long>(kWarmupIterations))
+                    .c_str()
+              : "too few to leave out a warm-up",
+      1000 * s.step_time_median_s, 1000 * s.step_time_min_s,
+      1000 * s.step_time_p99_s, s.step_time_cv);
+  out +=
+      Format("summary: %.0f tokens/s at the median step, final lm loss %.6E\n",
+             s.tokens_per_s, s.final_loss);
+  if (predicted_step_s.has_value() && *predicted_step_s > 0 &&
+      s.step_time_median_s > 0) {
+    out += Format(
+        "summary: predicted step time %.1f ms (cost model, local preset); "
+        "measured / predicted = %.2f\n",
+        1000 * *predicted_step_s, s.step_time_median_s / *predicted_step_s);
+  }
+  return out;
+}
+
+std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks) {
+  std::string out =
+      "  rank  tp  pp  dp      params  params MiB  grads MiB  optimizer MiB\n";
+  for (const engine::RankMemory& r : ranks) {
+    out += Format("  %4d %3d %3d %3d %11lld %11.2f %10.2f %14.2f\n", r.rank,
+                  r.tp_rank, r.pp_rank, r.dp_rank,
+                  static_cast<long long>(r.num_params), r.param_bytes / kMiB,
+                  r.grad_bytes / kMiB, r.optimizer_bytes / kMiB);
+  }
+  return out;
+}
+
+nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
+                              const std::vector<engine::IterationLog>& logs,
+                              const TrainSummary& summary,
+                              const std::vector<engine::RankMemory>& memory,
+                              std::optional<double> predicted_step_s) {
+  using nlohmann::json;
+  const search_spaces::ParallelConfig& c = config.parallel;
+  const bool full =
+      c.recompute.granularity == search_spaces::RecomputeGranularity::kFull;
+  json cfg = {
+      {"tp", c.tp},
+      {"pp", c.pp},
+      {"dp", c.dp},
+      {"cp", c.cp},
+      {"ep", c.ep},
+      {"vpp", c.vpp},
+      {"sp", c.sp},
+      {"mbs", c.mbs},
+      {"gbs", config.global_batch_size},
+      {"recompute", FormatRecompute(c.recompute)},
+      {"recompute_num_layers",
+       full ? json(c.recompute.num_layers) : json(nullptr)},
+      {"dist_opt", c.dist_opt},
+      {"precision", "fp32"},
+      {"seq_length", config.seq()},
+      {"train_iters", config.train_iters},
+  };
+  json iterations = json::array();
+  for (const engine::IterationLog& l : logs) {
+    iterations.push_back({{"iteration", l.iteration},
+                          {"lr", l.lr},
+                          {"loss", l.loss},
+                          {"grad_norm", l.grad_norm},
+                          {"step_s", l.step_s},
+                          {"tokens_per_s", l.tokens_per_s}});
+  }
+  json mem = json::array();
+  for (const engine::RankMemory& r : memory) {
+    mem.push_back({{"rank", r.rank},
+                   {"tp_rank", r.tp_rank},
+                   {"pp_rank", r.pp_rank},
+                   {"dp_rank", r.dp_rank},
+                   {"num_params", r.num_params},
+                   {"param_bytes", r.param_bytes},
+                   {"grad_bytes", r.grad_bytes},
+                   {"optimizer_bytes", r.optimizer_bytes}});
+  }
+  return json{
+      {"model", config.model.name},
+      {"config", cfg},
+      {"iterations", iterations},
+      {"step_time_median_s", summary.step_time_median_s},
+      {"step_time_min_s", summary.step_time_min_s},
+      {"step_time_p99_s", summary.step_time_p99_s},
+      {"step_time_cv", summary.step_time_cv},
+      {"tokens_per_s", summary.tokens_per_s},
+      {"final_loss", summary.final_loss},
+      {"predicted_step_time_s",
+       predicted_step_s ? json(*predicted_step_s) : json(nullptr)},
+      {"memory", mem},
+  };
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,77 @@
+// What `tune train` prints: the start-up block, Megatron-style iteration
+// lines, the end-of-run summary, and the --json object.
+//
+// The iteration line follows Megatron-LM's training_log
+// (megatron/training/training.py): the same field names, order and number
+// formats (`iteration {:8d}/{:8d}`, `consumed samples: {:12d}`, `elapsed
+// time per iteration (ms): {:.1f}`, `learning rate: {:.6E}`, `global batch
+// size: {:5d}`, `lm loss: {:.6E}`, `grad norm: {:.3f}`), with the throughput
+// named per rank instead of per GPU (CPU ranks) and printed with three
+// decimals (a CPU rank runs well under one TFLOP/s), plus tokens per second.
+// As in Megatron, the time, loss and throughputs of a line are averages over
+// the iterations since the previous line (--log-interval).
+#ifndef MESHTUNE_TUNER_TRAIN_REPORT_H_
+#define MESHTUNE_TUNER_TRAIN_REPORT_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/train_config.h"
+#include "engine/trainer.h"
+
+namespace meshtune::tuner {
+
+// Iterations left out of the step-time statistics (allocation, first-touch
+// page faults and thread start-up make them slow).
+inline constexpr int64_t kWarmupIterations = 2;
+
+// One iteration line for the logs of one interval (non-empty, in order;
+// the last one names the iteration). No trailing newline.
+std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
+                                int64_t train_iters, int64_t global_batch_size);
+
+// Step-time statistics of a run.
+struct TrainSummary {
+  int64_t iterations = 0;      // logged iterations of this run
+  int64_t measured_steps = 0;  // those after the warm-up (all if too few)
+  double step_time_median_s = 0;
+  double step_time_min_s = 0;
+  double step_time_p99_s = 0;  // nearest rank (profiler/stats.h)
+  double step_time_cv = 0;     // stddev / mean
+  double tokens_per_s = 0;     // gbs·seq / median step time
+  double final_loss = 0;       // lm loss of the last iteration
+};
+
+// Statistics over `logs` without the first kWarmupIterations (when the run
+// has more than that many; otherwise over all of them).
+TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,
+                          int64_t tokens_per_step);
+
+// "summary: ..." lines (newline-terminated). `predicted_step_s` is the cost
+// model's step time for this config on the `local` preset, when available.
+std::string FormatSummary(const TrainSummary& s,
+                          std::optional<double> predicted_step_s);
+
+// Per-rank memory table (params, grads, optimizer bytes as MiB), one line
+// per rank plus a header, newline-terminated.
+std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks);
+
+// The --json object: {"model", "config", "iterations": [{"iteration", "lr",
+// "loss", "grad_norm", "step_s", "tokens_per_s"}...], "step_time_median_s",
+// "step_time_min_s", "step_time_p99_s", "step_time_cv", "tokens_per_s",
+// "final_loss", "predicted_step_time_s" (null when unavailable), "memory":
+// [{"rank", "tp_rank", "pp_rank", "dp_rank", "num_params", "param_bytes",
+// "grad_bytes", "optimizer_bytes"}...]}. "config" has the DESIGN §5 keys
+// (precision "fp32": the CPU engine) plus seq_length and train_iters.
+nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
+                              const std::vector<engine::IterationLog>& logs,
+                              const TrainSummary& summary,
+                              const std::vector<engine::RankMemory>& memory,
+                              std::optional<double> predicted_step_s);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_TRAIN_REPORT_H_
