@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "engine/cpu/ops.h"
@@ -73,21 +72,23 @@ void CheckShapes(int64_t s, int64_t b, int64_t heads, int64_t groups,
 // Causal softmax of rows [r0, r1) of a score block held as p[r1 − r0, ld]
 // (row t − r0 covers keys 0 .. ld − 1): keys > t are set to 0, the rest to
 // exp(score − max)/Σ. `cols` is how many leading columns must be valid
-// afterwards (r1 for scratch, s for the saved probs).
+// afterwards (r1 for scratch, s for the saved probs). The exponentials use
+// Eigen's vectorized exp (the s²/2 of them per head would otherwise cost as
+// much as the GEMMs) into `exps` (>= r1 floats, Eigen-aligned): Eigen
+// computes the elements before the first aligned address with scalar exp,
+// so writing into a buffer that always starts aligned makes each element's
+// rounding independent of where the caller's rows live.
 void CausalSoftmaxRows(float* p, int64_t ld, int64_t r0, int64_t r1,
-                       int64_t cols) {
+                       int64_t cols, Eigen::ArrayXf& exps) {
   for (int64_t t = r0; t < r1; ++t) {
     float* row = p + (t - r0) * ld;
-    float row_max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j <= t; ++j) row_max = std::max(row_max, row[j]);
+    Eigen::Map<Eigen::ArrayXf> keys(row, t + 1);  // keys 0..t
+    const float row_max = keys.maxCoeff();
+    exps.head(t + 1) = (keys - row_max).exp();
     double sum = 0.0;
-    for (int64_t j = 0; j <= t; ++j) {
-      row[j] = std::exp(row[j] - row_max);
-      sum += row[j];
-    }
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j <= t; ++j) row[j] *= inv;
-    for (int64_t j = t + 1; j < cols; ++j) row[j] = 0.0f;
+    for (int64_t j = 0; j <= t; ++j) sum += exps[j];
+    keys = exps.head(t + 1) * static_cast<float>(1.0 / sum);
+    std::fill(row + t + 1, row + cols, 0.0f);
   }
 }
 
@@ -106,6 +107,7 @@ void AttentionForward(const float* qkv, float* out, float* probs, int64_t s,
     // Score scratch [kBlockRows, s] when the caller does not keep probs.
     std::vector<float> scratch;
     if (probs == nullptr) scratch.resize(static_cast<size_t>(kBlockRows * s));
+    Eigen::ArrayXf exps(s);  // softmax exponentials of one row
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       // Largest blocks first for a better dynamic balance.
@@ -124,7 +126,7 @@ void AttentionForward(const float* qkv, float* out, float* probs, int64_t s,
           probs != nullptr ? probs + v.probs_offset + r0 * s : scratch.data();
       Strided p(p_ptr, rows, r1, Stride(s));  // [rows, r1] of [rows, s]
       p.noalias() = scale * (q * k.transpose());
-      CausalSoftmaxRows(p_ptr, s, r0, r1, probs != nullptr ? s : r1);
+      CausalSoftmaxRows(p_ptr, s, r0, r1, probs != nullptr ? s : r1, exps);
       Strided o(out + v.out_offset + r0 * v.out_stride, rows, d,
                 Stride(v.out_stride));  // [rows, d]
       o.noalias() = p * val;

@@ -10,6 +10,7 @@
 // softmax − onehot(target). Unlike Megatron, columns at or past vocab_size
 // (the padding that makes the vocabulary divisible by tp) are excluded, so
 // the loss is independent of the padding.
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -20,6 +21,14 @@
 
 namespace meshtune::engine::cpu {
 namespace {
+
+using ConstRow = Eigen::Map<const Eigen::ArrayXf>;
+
+// The n·vocab exponentials per step use Eigen's vectorized exp. Eigen
+// computes the elements before the first aligned destination address with
+// scalar exp, so they are always written into an Eigen-aligned per-thread
+// buffer first: each element's rounding then depends only on its column,
+// and backward sees the same exponentials as the sums.
 
 // How many leading local columns are real vocabulary entries.
 int64_t ValidColumns(int64_t vocab_local, int64_t vocab_start,
@@ -55,17 +64,22 @@ void CrossEntropyLocalSums(const float* logits, const int32_t* targets,
                            int64_t vocab_start, int64_t vocab_size) {
   CheckShapes(n, vocab_local, vocab_start, vocab_size);
   const int64_t valid = ValidColumns(vocab_local, vocab_start, vocab_size);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * vocab_local;  // [vocab_local]
-    // A target outside the real vocabulary would make the loss of this row
-    // meaningless on every rank: an invariant of the data pipeline.
-    MESHTUNE_CHECK(targets[i] >= 0 && targets[i] < vocab_size);
-    double sum = 0.0;
-    for (int64_t j = 0; j < valid; ++j) sum += std::exp(row[j] - row_max[i]);
-    sum_exp[i] = static_cast<float>(sum);
-    const int64_t local = targets[i] - vocab_start;
-    target_logit[i] = (local >= 0 && local < valid) ? row[local] : 0.0f;
+#pragma omp parallel
+  {
+    Eigen::ArrayXf exps(valid);  // [valid]
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + i * vocab_local;  // [vocab_local]
+      // A target outside the real vocabulary would make the loss of this
+      // row meaningless on every rank: an invariant of the data pipeline.
+      MESHTUNE_CHECK(targets[i] >= 0 && targets[i] < vocab_size);
+      exps = (ConstRow(row, valid) - row_max[i]).exp();  // summed in order
+      double sum = 0.0;
+      for (int64_t j = 0; j < valid; ++j) sum += exps[j];
+      sum_exp[i] = static_cast<float>(sum);
+      const int64_t local = targets[i] - vocab_start;
+      target_logit[i] = (local >= 0 && local < valid) ? row[local] : 0.0f;
+    }
   }
 }
 
@@ -76,18 +90,20 @@ void CrossEntropyBackward(const float* logits, const int32_t* targets,
                           int64_t vocab_size) {
   CheckShapes(n, vocab_local, vocab_start, vocab_size);
   const int64_t valid = ValidColumns(vocab_local, vocab_start, vocab_size);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * vocab_local;  // [vocab_local]
-    float* drow = dlogits + i * vocab_local;      // [vocab_local]
-    const float inv_sum = 1.0f / sum_exp[i];
-    const int64_t local = targets[i] - vocab_start;  // may be off-shard
-    for (int64_t j = 0; j < valid; ++j) {
-      const float softmax = std::exp(row[j] - row_max[i]) * inv_sum;
-      const float onehot = j == local ? 1.0f : 0.0f;
-      drow[j] = scale[i] * (softmax - onehot);
+#pragma omp parallel
+  {
+    Eigen::ArrayXf exps(valid);  // [valid]
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + i * vocab_local;     // [vocab_local]
+      float* drow = dlogits + i * vocab_local;         // [vocab_local]
+      const int64_t local = targets[i] - vocab_start;  // may be off-shard
+      // dlogits = scale·(softmax − onehot), softmax = exp(logit − max)/sum.
+      exps = (ConstRow(row, valid) - row_max[i]).exp() * (1.0f / sum_exp[i]);
+      if (local >= 0 && local < valid) exps[local] -= 1.0f;
+      Eigen::Map<Eigen::ArrayXf>(drow, valid) = exps * scale[i];
+      for (int64_t j = valid; j < vocab_local; ++j) drow[j] = 0.0f;
     }
-    for (int64_t j = valid; j < vocab_local; ++j) drow[j] = 0.0f;
   }
 }
 
