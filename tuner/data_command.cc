@@ -44,6 +44,11 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// "1 document", "3 documents".
+std::string Count(int64_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 bool IsJsonLines(const std::string& path) {
   return EndsWith(path, ".jsonl") || EndsWith(path, ".json");
 }
@@ -102,11 +107,13 @@ class DataCommand : public Command {
     }
     MESHTUNE_RETURN_IF_ERROR((*builder)->Finalize());
     out << "wrote " << output_prefix_ << ".bin and " << output_prefix_
-        << ".idx: " << (*builder)->num_documents() << " documents, "
-        << (*builder)->num_tokens() << " tokens, " << tokenizer->name()
+        << ".idx: " << Count((*builder)->num_documents(), "document") << ", "
+        << Count((*builder)->num_tokens(), "token") << ", " << tokenizer->name()
         << " tokenizer (vocab " << tokenizer->vocab_size() << "), dtype "
         << DtypeName(dtype);
-    if (skipped_ > 0) out << ", " << skipped_ << " empty documents skipped";
+    if (skipped_ > 0) {
+      out << ", " << Count(skipped_, "empty document") << " skipped";
+    }
     out << "\n";
     return Status::Ok();
   }
