@@ -50,9 +50,15 @@ LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
   const double moe_layers = sl.moe;
   const double dense_layers = layers - moe_layers;
   LocalParams lp;
+  // The two row-parallel biases of a dense layer are replicated over tp
+  // (counted once per rank, not divided); MoE layers keep the attention one.
+  const double row_bias = st.row_parallel_bias_params;
   lp.dense =
-      (layers * st.attention_params + dense_layers * st.dense_mlp_params) / t +
-      layers * st.norm_params + moe_layers * st.router_params;
+      (layers * st.attention_params + dense_layers * st.dense_mlp_params -
+       (layers + dense_layers) * row_bias / 2) /
+          t +
+      (layers + dense_layers) * row_bias / 2 + layers * st.norm_params +
+      moe_layers * st.router_params;
   lp.expert = moe_layers * st.expert_params * m.num_experts /
               (t * static_cast<double>(c.ep));
   const bool first = stage == 0;

@@ -59,6 +59,7 @@ ModelStats ComputeModelStats(const ModelSpec& m, int64_t padded_vocab,
     st.router_params = h * m.num_experts;
   }
   st.norm_params = 2 * h * norm_size;
+  if (bias) st.row_parallel_bias_params = 2 * h;
   st.padded_vocab = padded_vocab;
   st.word_embedding_params = static_cast<double>(padded_vocab) * h;
   st.position_params =

@@ -29,6 +29,10 @@ struct ModelStats {
   double expert_params = 0;     // ONE routed expert's MLP; sharded by etp·ep
   double router_params = 0;     // h·E; replicated
   double norm_params = 0;       // the layer's two norms; replicated
+  // Biases of the row-parallel linears (attention projection, fc2): added
+  // after the tp reduction, so replicated, not sharded (Megatron
+  // RowParallelLinear). Included in attention_params / dense_mlp_params.
+  double row_parallel_bias_params = 0;
   // Whole model.
   double word_embedding_params = 0;  // V_padded·h (one copy)
   double position_params = 0;  // learned absolute positions s·h (0 for RoPE)

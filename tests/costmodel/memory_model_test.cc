@@ -141,7 +141,12 @@ TEST(StageParams, MiddleStageHoldsItsLayersOverTp) {
   const ModelStats st = ComputeModelStats(m, 51200, 2048);
   ParallelConfig c = Tp8(true, RecomputeGranularity::kSelective);
   c.pp = 8;
-  const double layer_tp = st.attention_params + st.dense_mlp_params;
+  // The projection and fc2 biases (2h) are replicated over tp, not split
+  // (Megatron RowParallelLinear adds them after the reduction).
+  const double row_bias = 2.0 * m.hidden_size;
+  EXPECT_EQ(st.row_parallel_bias_params, row_bias);
+  const double layer_tp =
+      st.attention_params + st.dense_mlp_params + 7 * row_bias;
   EXPECT_DOUBLE_EQ(StageLocalParams(m, st, c, 3).dense,
                    12 * layer_tp / 8 + 12 * st.norm_params);
   // Stage 0 adds the word embedding shard and the positions; the last stage

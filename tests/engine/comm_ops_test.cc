@@ -1,0 +1,87 @@
+// One source of truth for communication: the tensor-parallel collectives the
+// engine issues per layer, recorded by the CommLog, are exactly the list the
+// cost model prices (search_spaces::TransformerLayerTpCommOps), with the
+// engine's fp32 bytes.
+#include "search_spaces/comm_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "tests/engine/engine_test_util.h"
+
+namespace meshtune::engine {
+namespace {
+
+using search_spaces::RecomputeGranularity;
+using search_spaces::TpCommKind;
+using search_spaces::TpCommOp;
+
+CommKind ToEngine(TpCommKind k) {
+  switch (k) {
+    case TpCommKind::kAllReduce:
+      return CommKind::kAllReduce;
+    case TpCommKind::kAllGather:
+      return CommKind::kAllGather;
+    case TpCommKind::kReduceScatter:
+      return CommKind::kReduceScatter;
+  }
+  return CommKind::kBarrier;
+}
+
+// (layer, phase, kind, bytes) -> count.
+using Key = std::tuple<int64_t, std::string, CommKind, int64_t>;
+
+void ExpectEngineMatchesCostModel(bool sp, bool full, bool llama) {
+  SCOPED_TRACE(std::string(sp ? "sp " : "") + (full ? "full " : "") +
+               (llama ? "llama" : "gpt"));
+  TrainConfig c = testing::TinyConfig(llama);
+  c.parallel.tp = 2;
+  c.parallel.sp = sp;
+  c.parallel.mbs = 2;
+  c.global_batch_size = 4;  // 2 micro-batches
+  c.train_iters = 1;
+  if (full) c.parallel.recompute.granularity = RecomputeGranularity::kFull;
+  CommLog log;
+  testing::TrainLocally(c, &log);
+
+  std::map<Key, int64_t> engine, expected;
+  for (const CommRecord& r : log.records()) {
+    if (r.group != "tp" || r.label.rfind("layer", 0) != 0) continue;
+    const size_t dot = r.label.find('.');
+    const int64_t layer = std::stoll(r.label.substr(5, dot - 5));
+    ++engine[{layer, r.label.substr(dot + 1), r.kind, r.bytes}];
+  }
+  const int64_t m = c.num_microbatches();
+  const char* names[] = {"fwd", "recompute", "bwd"};
+  for (int64_t layer = 0; layer < c.model.num_layers; ++layer) {
+    for (const TpCommOp& op : search_spaces::TransformerLayerTpCommOps(
+             c.parallel, c.seq(), c.model.hidden_size, full)) {
+      // Every one of the tp ranks records its call, once per micro-batch.
+      expected[{layer, names[static_cast<int>(op.phase)], ToEngine(op.kind),
+                4 * op.elements}] += c.parallel.tp * m;
+    }
+  }
+  EXPECT_EQ(engine, expected);
+  EXPECT_FALSE(expected.empty());
+}
+
+TEST(CommOpsTest, TensorParallelLayerCollectivesMatchTheCostModel) {
+  ExpectEngineMatchesCostModel(false, false, false);
+  ExpectEngineMatchesCostModel(false, false, true);
+}
+
+TEST(CommOpsTest, SequenceParallelLayerCollectivesMatchTheCostModel) {
+  ExpectEngineMatchesCostModel(true, false, false);
+  ExpectEngineMatchesCostModel(true, false, true);
+}
+
+TEST(CommOpsTest, FullRecomputeRepeatsTheForwardCollectives) {
+  ExpectEngineMatchesCostModel(false, true, false);
+  ExpectEngineMatchesCostModel(true, true, true);
+}
+
+}  // namespace
+}  // namespace meshtune::engine

@@ -1,0 +1,123 @@
+// Checkpoints through the trainer: resume continues bit-exactly, a
+// checkpoint saved as tp2·pp2 loads into tp1·pp4 and reproduces the next
+// losses, and a non-finite loss stops the run keeping the last checkpoint.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/trainer.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/engine/tolerance.h"
+
+namespace meshtune::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("meshtune_trainer_ckpt_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A config whose LR schedule does not depend on train_iters, so a run
+  // that stops at 5 and one that goes on to 10 share steps 1..5.
+  static TrainConfig Config(bool llama, int64_t iters) {
+    TrainConfig c = testing::TinyConfig(llama);
+    c.train_iters = iters;
+    c.optimizer.lr_decay_iters = 10;
+    return c;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(TrainerCheckpointTest, ResumeIsBitExact) {
+  for (bool dist_opt : {false, true}) {
+    SCOPED_TRACE(dist_opt ? "dp2 distributed optimizer" : "tp2 pp2");
+    TrainConfig c = Config(true, 10);
+    if (dist_opt) {
+      c.parallel.dp = 2;
+      c.parallel.dist_opt = true;
+    } else {
+      c.parallel.tp = 2;
+      c.parallel.pp = 2;
+    }
+    const testing::RunResult straight = testing::TrainLocally(c);
+
+    const std::string ckpt = (dir_ / (dist_opt ? "a" : "b")).string();
+    TrainConfig first = c;
+    first.train_iters = 5;
+    first.save_dir = ckpt;
+    testing::TrainLocally(first);
+    TrainConfig second = c;
+    second.load_dir = ckpt;
+    const testing::RunResult resumed = testing::TrainLocally(second);
+
+    ASSERT_EQ(resumed.losses.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(resumed.losses[i], straight.losses[5 + i]) << "step " << 6 + i;
+      EXPECT_EQ(resumed.grad_norms[i], straight.grad_norms[5 + i]);
+    }
+    EXPECT_EQ(resumed.weights, straight.weights);
+  }
+}
+
+TEST_F(TrainerCheckpointTest, ReshardsTp2Pp2IntoTp1Pp4) {
+  TrainConfig c = Config(false, 10);
+  c.parallel.tp = 2;
+  c.parallel.pp = 2;
+  const testing::RunResult straight = testing::TrainLocally(c);
+
+  TrainConfig first = c;
+  first.train_iters = 5;
+  first.save_dir = dir_.string();
+  testing::TrainLocally(first);
+  TrainConfig second = Config(false, 10);
+  second.parallel.pp = 4;
+  second.load_dir = dir_.string();
+  const testing::RunResult resharded = testing::TrainLocally(second);
+  ASSERT_EQ(resharded.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(testing::WithinFp32Tolerance(resharded.losses[i],
+                                             straight.losses[5 + i]))
+        << "step " << 6 + i << ": " << resharded.losses[i] << " vs "
+        << straight.losses[5 + i];
+  }
+}
+
+TEST_F(TrainerCheckpointTest, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
+  TrainConfig c = Config(false, 10);
+  c.optimizer.lr = 1e30f;  // the first update blows the weights up
+  c.optimizer.lr_warmup_iters = 0;
+  c.save_dir = dir_.string();
+  c.save_interval = 1;
+  testing::SyntheticDataset data(c.seq(), c.model.vocab_size);
+  RunLocalRanks(1, [&](Communicator& world) {
+    auto trainer = Trainer::Create(c, &data, &world);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+    const Status s = (*trainer)->Run({});
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("iteration 2: loss is"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("the last saved checkpoint is kept"),
+              std::string::npos);
+  });
+  // The checkpoint of iteration 1 (the last finite loss) stays the newest.
+  std::ifstream tracker(dir_ / "latest_checkpointed_iteration.txt");
+  std::string latest;
+  tracker >> latest;
+  EXPECT_EQ(latest, "1");
+  EXPECT_TRUE(fs::exists(dir_ / "iter_0000001" / "metadata.json"));
+}
+
+}  // namespace
+}  // namespace meshtune::engine
