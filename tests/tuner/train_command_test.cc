@@ -449,6 +449,15 @@ TEST(TrainBinary, MissingDataAndCheckpointsAreInputErrors) {
               "--db and --no-db contradict each other", "pass one of them");
 }
 
+TEST(TrainBinary, SeveralRanksWithoutMpirunIsARuntimeError) {
+  // Validation passes; starting the ranks needs mpirun, which PATH lacks.
+  ExpectError(RunTune("train --model gpt-tiny --dp 2 --no-db", "",
+                      "PATH=/nonexistent TUNE_DB="),
+              1, "running 2 ranks needs mpirun, which is not on PATH",
+              "install Open MPI (apt-get install openmpi-bin), or run one "
+              "rank (tp·pp·dp = 1)");
+}
+
 // A run small enough for CI: gpt-tiny, 2 sequences of 32 tokens per step.
 const char kTiny[] = "train --model gpt-tiny --seq-len 32 --gbs 2 ";
 // One OpenMP thread per rank, as the engine tests run (the CI machine has
