@@ -8,9 +8,17 @@
 //
 // Usage: mpirun -np W meshtune_engine_mpi_train_test TP PP VPP DP SP DIST_OPT
 // (W = TP·PP·DP). Prints "train mpi test: ok" on rank 0 on success.
+//
+// With a seventh argument `kill`, world rank 1 kills itself (SIGKILL) a
+// moment into a long run, in the middle of the pipeline's point-to-point
+// traffic: mpirun must then end every other rank instead of leaving them
+// blocked in a receive (the ctest checks mpirun's message and a timeout).
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/local_communicator.h"
@@ -51,10 +59,12 @@ Curve Train(const TrainConfig& config, Communicator* world) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: %s TP PP VPP DP SP DIST_OPT\n", argv[0]);
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr, "usage: %s TP PP VPP DP SP DIST_OPT [kill]\n",
+                 argv[0]);
     return 2;
   }
+  const bool kill_one = argc == 8 && std::string(argv[7]) == "kill";
   auto world = meshtune::engine::MakeMpiWorld();
   if (!world.ok()) {
     std::fprintf(stderr, "train mpi test: %s\n",
@@ -75,6 +85,21 @@ int main(int argc, char** argv) {
     if (config.parallel.world() != w->size()) {
       meshtune::engine::AbortAllRanks(
           "train mpi test: world size does not match TP·PP·DP", 2);
+    }
+    if (kill_one) {
+      config.train_iters = 1000000;  // still running when rank 1 dies
+      if (w->rank() == 1) {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+          std::raise(SIGKILL);
+        }).detach();
+      }
+      Train(config, w);
+      std::printf(
+          "train mpi test: rank %d finished a run that should have "
+          "been aborted\n",
+          w->rank());
+      return 1;
     }
     Curve reference;
     if (w->rank() == 0) {
