@@ -17,6 +17,8 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   }
   peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12;
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
+  half_size_flops_ =
+      std::min(kGemmHalfSizeFlops, peak_bf16_flops_ * kGemmHalfSizeSeconds);
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
   ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
   hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency;
@@ -37,7 +39,7 @@ double DatasheetCalibration::KernelEfficiency(const ModelOptions& o) const {
 double DatasheetCalibration::SizeFactor(double flops,
                                         const ModelOptions& o) const {
   return o.enabled(Refinement::kGemmSizeEfficiency)
-             ? flops / (flops + kGemmHalfSizeFlops)
+             ? flops / (flops + half_size_flops_)
              : 1.0;
 }
 

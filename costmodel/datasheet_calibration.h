@@ -75,6 +75,12 @@ class DatasheetCalibration : public Calibration {
 
   // Curve constants (see the file comment and docs/costmodel.md).
   static constexpr double kGemmHalfSizeFlops = 2e9;  // F0
+  // The size ramp stands for fixed per-kernel costs (launch, tail wave), so
+  // F0 is capped at the work a processor does in that time: 2 GFLOP is
+  // 6.4 µs of an A100's 312 TFLOP/s. Every GPU preset keeps the fitted
+  // 2 GFLOP; a CPU core (the `local` preset, ~0.1 TFLOP/s) gets a ramp of a
+  // few hundred kFLOP instead of one that made its GEMMs 50× too slow.
+  static constexpr double kGemmHalfSizeSeconds = 2e9 / 312e12;
   static constexpr double kGemmHalfDim = 48;         // per-dimension
   static constexpr double kRampSeconds = 50e-6;      // τ of busbw(S)
   // Flash attention (16-bit) forward runs at this fraction of the bf16 GEMM
@@ -117,6 +123,7 @@ class DatasheetCalibration : public Calibration {
   double KernelEfficiency(const ModelOptions& options) const;
   // F/(F + F0), or 1 when kGemmSizeEfficiency is off.
   double SizeFactor(double flops, const ModelOptions& options) const;
+  double half_size_flops_ = kGemmHalfSizeFlops;
 
   AttentionKernel attention_ = AttentionKernel::kFlash;
   double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)
