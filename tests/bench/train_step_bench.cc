@@ -11,7 +11,9 @@
 // activation and gradient buffers) runs before the timed loop. Counters:
 //   tokens/s  B·T per step over real time;
 //   TFLOP/s   Megatron's model FLOPs of a step (costmodel::ModelFlopsPerStep,
-//             6·params·tokens plus attention and logits) over real time.
+//             6·params·tokens plus attention and logits) over real time;
+//   step_min_ms, step_max_ms  fastest and slowest timed step (the trainer's
+//             own step timer), for the spread; loss  the last step's loss.
 //
 // Trainer::Run trains up to config.train_iters without returning, so it runs
 // on a worker thread whose per-iteration log callback waits for the timed
@@ -31,6 +33,7 @@
 //       --steps=10 --benchmark_filter=Gpt2Small   (one command line)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -214,7 +217,17 @@ void RunTrainSteps(benchmark::State& state,
   state.counters["TFLOP/s"] =
       benchmark::Counter(steps * config.model_flops_per_iteration / 1e12,
                          benchmark::Counter::kIsRate);
-  state.counters["loss"] = (*trainer)->history().back().loss;
+  // Spread of the timed steps by the trainer's own step timer (history()[0]
+  // is the warm-up step).
+  const auto& history = (*trainer)->history();
+  double min_s = history.back().step_s, max_s = min_s;
+  for (size_t i = 1; i < history.size(); ++i) {
+    min_s = std::min(min_s, history[i].step_s);
+    max_s = std::max(max_s, history[i].step_s);
+  }
+  state.counters["step_min_ms"] = min_s * 1e3;
+  state.counters["step_max_ms"] = max_s * 1e3;
+  state.counters["loss"] = history.back().loss;
 }
 
 // Parses "--name=<int>" into *value; true if `arg` is that flag.
