@@ -1,7 +1,7 @@
 // Learning-rate schedule (Megatron OptimizerParamScheduler): linear warmup
 // from 0 to lr over lr_warmup_iters, then decay to min_lr by
-// lr_decay_iters (cosine: min + (max−min)·0.5·(1 + cos(π·t)), linear, or
-// constant), min_lr afterwards.
+// lr_decay_iters (cosine: min + (max−min)·0.5·(1 + cos(π·t)), or linear)
+// and min_lr afterwards; the constant style stays at lr throughout.
 #ifndef MESHTUNE_ENGINE_LR_SCHEDULE_H_
 #define MESHTUNE_ENGINE_LR_SCHEDULE_H_
 

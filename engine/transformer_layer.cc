@@ -176,46 +176,38 @@ void TransformerLayer::NormBackward(const float* dout, const float* x, int w,
   }
 }
 
-void TransformerLayer::GatherSequence(const float* in,
-                                      std::vector<float>* out) {
+const float* TransformerLayer::GatherSequence(const float* in,
+                                              std::vector<float>* out) {
+  if (!sh_.sp) return in;  // already the full [n, h]
+  // Rows are sequence-major, so rank r's shard is rows [r·nl, (r+1)·nl)
+  // and a rank-major all-gather reassembles [n, h].
   const int64_t nl = sh_.local_rows(), h = sh_.h;
   out->resize(sh_.rows() * h);
+  tp_->AllGather(in, out->data(), nl * h);
+  return out->data();
+}
+
+void TransformerLayer::ReduceOverTp(std::vector<float>* partial,
+                                    std::vector<float>* out) {
+  const int64_t nl = sh_.local_rows(), h = sh_.h;
+  out->resize(nl * h);
   if (sh_.sp) {
-    // Rows are sequence-major, so rank r's shard is rows [r·nl, (r+1)·nl)
-    // and a rank-major all-gather reassembles [n, h].
-    tp_->AllGather(in, out->data(), nl * h);
+    tp_->ReduceScatterSum(partial->data(), out->data(), nl * h);
   } else {
-    std::copy(in, in + nl * h, out->begin());
+    if (sh_.tp > 1) tp_->AllReduceSum(partial->data(), nl * h);
+    out->swap(*partial);
   }
 }
 
 void TransformerLayer::ReduceRowParallel(std::vector<float>* partial, int bias,
                                          std::vector<float>* out) {
-  const int64_t nl = sh_.local_rows(), h = sh_.h;
-  out->resize(nl * h);
-  if (sh_.sp) {
-    tp_->ReduceScatterSum(partial->data(), out->data(), nl * h);
-  } else {
-    if (sh_.tp > 1) tp_->AllReduceSum(partial->data(), nl * h);
-    out->swap(*partial);
-  }
+  ReduceOverTp(partial, out);
   if (bias >= 0) {
+    const int64_t nl = sh_.local_rows(), h = sh_.h;
     const float* bv = store_->param(bias);
     for (int64_t r = 0; r < nl; ++r) {
       for (int64_t j = 0; j < h; ++j) (*out)[r * h + j] += bv[j];
     }
-  }
-}
-
-void TransformerLayer::ReduceColumnInputGrad(std::vector<float>* partial,
-                                             std::vector<float>* out) {
-  const int64_t nl = sh_.local_rows(), h = sh_.h;
-  out->resize(nl * h);
-  if (sh_.sp) {
-    tp_->ReduceScatterSum(partial->data(), out->data(), nl * h);
-  } else {
-    if (sh_.tp > 1) tp_->AllReduceSum(partial->data(), nl * h);
-    out->swap(*partial);
   }
 }
 
@@ -234,11 +226,11 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
   c->ln1_rstd.resize(nl);
   Norm(x, p_.ln1_w, p_.ln1_b, c->ln1.data(), c->ln1_mean.data(),
        c->ln1_rstd.data());
-  std::vector<float> ln1_full;  // [n, h]
-  GatherSequence(c->ln1.data(), &ln1_full);
+  std::vector<float> gathered;  // [n, h] under SP
+  const float* ln1_full = GatherSequence(c->ln1.data(), &gathered);
   c->qkv.resize(n * qw);
-  cpu::LinearForward(ln1_full.data(), P(p_.qkv_w), P(p_.qkv_b), c->qkv.data(),
-                     n, h, qw);
+  cpu::LinearForward(ln1_full, P(p_.qkv_w), P(p_.qkv_b), c->qkv.data(), n, h,
+                     qw);
   if (sh_.rope) {
     cpu::RopeForward(c->qkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
                      sh_.rope_base, 0);
@@ -262,12 +254,11 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
   c->ln2_rstd.resize(nl);
   Norm(c->x2.data(), p_.ln2_w, p_.ln2_b, c->ln2.data(), c->ln2_mean.data(),
        c->ln2_rstd.data());
-  std::vector<float> ln2_full;
-  GatherSequence(c->ln2.data(), &ln2_full);
+  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
   const int64_t fw = sh_.fc1_width();
   c->fc1.resize(n * fw);
-  cpu::LinearForward(ln2_full.data(), P(p_.fc1_w), P(p_.fc1_b), c->fc1.data(),
-                     n, h, fw);
+  cpu::LinearForward(ln2_full, P(p_.fc1_w), P(p_.fc1_b), c->fc1.data(), n, h,
+                     fw);
   c->act.resize(n * sh_.ffn);
   if (sh_.swiglu) {
     cpu::SwigluForward(c->fc1.data(), c->act.data(), n, sh_.ffn);
@@ -290,10 +281,11 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
 
   // MLP block: y = x2 + RowParallel(act) + b2.
   if (p_.fc2_b >= 0) AccumulateBiasGrad(dy, G(p_.fc2_b), nl, h);
-  std::vector<float> dfull;  // [n, h]: backward of the reduce-scatter is AG
-  GatherSequence(dy, &dfull);
+  std::vector<float> gathered;  // [n, h] under SP
+  // Backward of the reduce-scatter is an all-gather.
+  const float* dfull = GatherSequence(dy, &gathered);
   std::vector<float> dact(n * sh_.ffn);
-  cpu::LinearBackward(dfull.data(), c->act.data(), store_->param(p_.fc2_w),
+  cpu::LinearBackward(dfull, c->act.data(), store_->param(p_.fc2_w),
                       dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
   std::vector<float> dfc1(n * fw);
   if (sh_.swiglu) {
@@ -301,13 +293,13 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   } else {
     cpu::GeluBackward(dact.data(), c->fc1.data(), dfc1.data(), n * sh_.ffn);
   }
-  std::vector<float> ln2_full;  // re-gathered input of fc1 (Megatron keeps
-  GatherSequence(c->ln2.data(), &ln2_full);  // only the shard under SP)
+  // Re-gathered input of fc1 (Megatron keeps only the shard under SP).
+  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
   std::vector<float> dln2_full(n * h);
-  cpu::LinearBackward(dfc1.data(), ln2_full.data(), store_->param(p_.fc1_w),
+  cpu::LinearBackward(dfc1.data(), ln2_full, store_->param(p_.fc1_w),
                       dln2_full.data(), G(p_.fc1_w), G(p_.fc1_b), n, h, fw);
   std::vector<float> dln2;  // [nl, h]
-  ReduceColumnInputGrad(&dln2_full, &dln2);
+  ReduceOverTp(&dln2_full, &dln2);
   std::vector<float> dx2(nl * h);
   NormBackward(dln2.data(), c->x2.data(), p_.ln2_w, p_.ln2_b,
                c->ln2_mean.data(), c->ln2_rstd.data(), dx2.data());
@@ -315,9 +307,9 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
 
   // Attention block: x2 = x + RowParallel(attn) + b_proj.
   if (p_.proj_b >= 0) AccumulateBiasGrad(dx2.data(), G(p_.proj_b), nl, h);
-  GatherSequence(dx2.data(), &dfull);
+  dfull = GatherSequence(dx2.data(), &gathered);
   std::vector<float> dattn(n * aw);
-  cpu::LinearBackward(dfull.data(), c->attn.data(), store_->param(p_.proj_w),
+  cpu::LinearBackward(dfull, c->attn.data(), store_->param(p_.proj_w),
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);
   if (selective_) {
     // Selective recompute (Korthikanti et al. 2022 §5): the s² attention
@@ -334,13 +326,12 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
     cpu::RopeBackward(dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
                       sh_.rope_base, 0);
   }
-  std::vector<float> ln1_full;
-  GatherSequence(c->ln1.data(), &ln1_full);
+  const float* ln1_full = GatherSequence(c->ln1.data(), &gathered);
   std::vector<float> dln1_full(n * h);
-  cpu::LinearBackward(dqkv.data(), ln1_full.data(), store_->param(p_.qkv_w),
+  cpu::LinearBackward(dqkv.data(), ln1_full, store_->param(p_.qkv_w),
                       dln1_full.data(), G(p_.qkv_w), G(p_.qkv_b), n, h, qw);
   std::vector<float> dln1;
-  ReduceColumnInputGrad(&dln1_full, &dln1);
+  ReduceOverTp(&dln1_full, &dln1);
   NormBackward(dln1.data(), c->x.data(), p_.ln1_w, p_.ln1_b, c->ln1_mean.data(),
                c->ln1_rstd.data(), dx);
   for (int64_t i = 0; i < nl * h; ++i) dx[i] += dx2[i];

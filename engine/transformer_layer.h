@@ -91,14 +91,16 @@ class TransformerLayer {
             float* rstd) const;
   void NormBackward(const float* dout, const float* x, int w, int b,
                     const float* mean, const float* rstd, float* dx);
-  // [nl, h] -> [n, h] (all-gather under SP, copy otherwise).
-  void GatherSequence(const float* in, std::vector<float>* out);
+  // [nl, h] -> [n, h]: all-gathers into `out` under SP and returns it;
+  // otherwise returns `in` (already full).
+  const float* GatherSequence(const float* in, std::vector<float>* out);
+  // Partial sums [n, h] over tp -> [nl, h]: reduce-scatter under SP,
+  // all-reduce otherwise (row-parallel outputs, column-parallel input
+  // grads).
+  void ReduceOverTp(std::vector<float>* partial, std::vector<float>* out);
   // Row-parallel output [n, h] partial sums -> [nl, h] reduced, + bias.
   void ReduceRowParallel(std::vector<float>* partial, int bias,
                          std::vector<float>* out);
-  // Column-parallel input grad [n, h] partials -> [nl, h].
-  void ReduceColumnInputGrad(std::vector<float>* partial,
-                             std::vector<float>* out);
 
   LayerShape sh_;
   LayerParams p_;

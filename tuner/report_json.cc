@@ -9,13 +9,12 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 }  // namespace
 
-nlohmann::json EstimateToJson(const costmodel::Estimate& e,
-                              const search_spaces::TrainingSpec& training) {
+nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
+                            const std::string& precision) {
   using nlohmann::json;
-  const auto& c = e.config;
   const bool full =
       c.recompute.granularity == search_spaces::RecomputeGranularity::kFull;
-  json config = {
+  return {
       {"tp", c.tp},
       {"pp", c.pp},
       {"dp", c.dp},
@@ -24,13 +23,20 @@ nlohmann::json EstimateToJson(const costmodel::Estimate& e,
       {"vpp", c.vpp},
       {"sp", c.sp},
       {"mbs", c.mbs},
-      {"gbs", training.global_batch_size},
+      {"gbs", gbs},
       {"recompute", FormatRecompute(c.recompute)},
       {"recompute_num_layers",
        full ? json(c.recompute.num_layers) : json(nullptr)},
       {"dist_opt", c.dist_opt},
-      {"precision", search_spaces::ToString(training.precision)},
+      {"precision", precision},
   };
+}
+
+nlohmann::json EstimateToJson(const costmodel::Estimate& e,
+                              const search_spaces::TrainingSpec& training) {
+  using nlohmann::json;
+  const json config = ConfigToJson(e.config, training.global_batch_size,
+                                   search_spaces::ToString(training.precision));
   const auto& m = e.memory;
   json memory = {
       {"total", m.total_bytes() / kGiB},

@@ -6,12 +6,20 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "costmodel/estimate.h"
+#include "search_spaces/parallel_config.h"
 #include "search_spaces/training_spec.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {
+
+// The DESIGN §5 "config" object: {"tp", "pp", "dp", "cp", "ep", "vpp", "sp",
+// "mbs", "gbs", "recompute", "recompute_num_layers", "dist_opt",
+// "precision"}. Shared by estimates and `tune train --json`.
+nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
+                            const std::string& precision);
 
 // One estimate: {"config", "fits", "infeasible_reason", "memory_gib",
 // "time_s", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu",

@@ -7,6 +7,7 @@
 #include "profiler/stats.h"
 #include "search_spaces/parallel_config.h"
 #include "tuner/inputs.h"
+#include "tuner/report_json.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -119,27 +120,10 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::RankMemory>& memory,
                               std::optional<double> predicted_step_s) {
   using nlohmann::json;
-  const search_spaces::ParallelConfig& c = config.parallel;
-  const bool full =
-      c.recompute.granularity == search_spaces::RecomputeGranularity::kFull;
-  json cfg = {
-      {"tp", c.tp},
-      {"pp", c.pp},
-      {"dp", c.dp},
-      {"cp", c.cp},
-      {"ep", c.ep},
-      {"vpp", c.vpp},
-      {"sp", c.sp},
-      {"mbs", c.mbs},
-      {"gbs", config.global_batch_size},
-      {"recompute", FormatRecompute(c.recompute)},
-      {"recompute_num_layers",
-       full ? json(c.recompute.num_layers) : json(nullptr)},
-      {"dist_opt", c.dist_opt},
-      {"precision", "fp32"},
-      {"seq_length", config.seq()},
-      {"train_iters", config.train_iters},
-  };
+  // The search's config object (CPU engine: fp32), plus the run's sizes.
+  json cfg = ConfigToJson(config.parallel, config.global_batch_size, "fp32");
+  cfg["seq_length"] = config.seq();
+  cfg["train_iters"] = config.train_iters;
   json iterations = json::array();
   for (const engine::IterationLog& l : logs) {
     iterations.push_back({{"iteration", l.iteration},

@@ -53,32 +53,10 @@
 #include "engine/trainer.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/presets.h"
+#include "tests/engine/engine_test_util.h"
 
 namespace meshtune::engine {
 namespace {
-
-// Uniform pseudo-random tokens (xorshift64*): the data does not change the
-// work of a step, only the loss.
-class RandomTokens : public data::TokenDataset {
- public:
-  RandomTokens(int64_t seq, int64_t vocab) : seq_(seq), vocab_(vocab) {}
-  int64_t num_samples() const override { return int64_t{1} << 40; }
-  int64_t seq_length() const override { return seq_; }
-  int64_t vocab_size() const override { return vocab_; }
-  void GetSample(int64_t index, int32_t* tokens) const override {
-    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(index + 1);
-    for (int64_t i = 0; i <= seq_; ++i) {
-      x ^= x >> 12;
-      x ^= x << 25;
-      x ^= x >> 27;
-      tokens[i] = static_cast<int32_t>(((x * 0x2545f4914f6cdd1dULL) >> 33) %
-                                       static_cast<uint64_t>(vocab_));
-    }
-  }
-
- private:
-  int64_t seq_, vocab_;
-};
 
 // GPT-2 small as in llm.c's gpt2_124M.bin and Hugging Face's "gpt2".
 search_spaces::ModelSpec Gpt2Small() {
@@ -186,7 +164,7 @@ void RunTrainSteps(benchmark::State& state,
   const int64_t timed_steps = static_cast<int64_t>(state.max_iterations);
   const TrainConfig config =
       BenchConfig(model, batch, seq, /*train_iters=*/1 + timed_steps);
-  const RandomTokens data(seq, model.vocab_size);
+  const testing::SyntheticDataset data(seq, model.vocab_size);
   auto world = MakeLocalWorld(1);
   auto trainer = Trainer::Create(config, &data, world[0].get());
   if (!trainer.ok()) {
