@@ -127,11 +127,12 @@ void GptModel::Init() {
       InitLayerParams(*store_, lp, config_);
     }
     chunk.layers.clear();
-    for (const LayerParams& lp : chunk.layer_params) {
+    for (size_t l = 0; l < chunk.layer_params.size(); ++l) {
       chunk.layers.push_back(std::make_unique<TransformerLayer>(
-          shape_, lp, store_, groups_->tp.get(),
+          shape_, chunk.layer_params[l], store_, groups_->tp.get(),
           config_.parallel.recompute.granularity ==
-              RecomputeGranularity::kSelective));
+              RecomputeGranularity::kSelective,
+          chunk.first_layer + static_cast<int64_t>(l)));
     }
   }
 }
@@ -151,7 +152,18 @@ void GptModel::Label(const std::string& label) const {
   if (CommLog* log = groups_->tp->log()) log->set_label(label);
 }
 
-void GptModel::EmbeddingForward(const int32_t* tokens, float* x) {
+void GptModel::EmbeddingDropout(float* x, int64_t first_sample) const {
+  if (config_.hidden_dropout <= 0.0f) return;
+  cpu::DropoutSpec d;
+  d.p = config_.hidden_dropout;
+  d.key = cpu::DropoutKey(config_.seed, -1, cpu::DropoutSite::kEmbedding);
+  d.first_sample = first_sample;
+  d.first_row = shape_.sp ? groups_->tp_rank() * shape_.local_rows() : 0;
+  cpu::HiddenDropout(x, shape_.local_rows(), shape_.h, shape_.b, d);
+}
+
+void GptModel::EmbeddingForward(const int32_t* tokens, float* x,
+                                int64_t first_sample) {
   const int64_t n = shape_.rows(), nl = shape_.local_rows(), h = shape_.h;
   Label("embedding.fwd");
   std::vector<float> full(n * h);
@@ -171,11 +183,17 @@ void GptModel::EmbeddingForward(const int32_t* tokens, float* x) {
     cpu::PositionEmbeddingForward(store_->param(pos_emb_), x, s_local, shape_.b,
                                   h, offset);
   }
+  EmbeddingDropout(x, first_sample);
 }
 
-void GptModel::EmbeddingBackward(const int32_t* tokens, const float* dx) {
+void GptModel::EmbeddingBackward(const int32_t* tokens, const float* dx_out,
+                                 int64_t first_sample) {
   const int64_t n = shape_.rows(), nl = shape_.local_rows(), h = shape_.h;
   Label("embedding.bwd");
+  // Gradient of the embedding sum before its dropout.
+  std::vector<float> dx_in(dx_out, dx_out + nl * h);
+  EmbeddingDropout(dx_in.data(), first_sample);
+  const float* dx = dx_in.data();
   if (pos_emb_ >= 0) {
     const int64_t s_local = nl / shape_.b;
     const int64_t offset = shape_.sp ? groups_->tp_rank() * s_local : 0;
@@ -279,7 +297,7 @@ void GptModel::Forward(int chunk_index, const int32_t* tokens,
   std::vector<float> cur(count), next(count);
   if (HasEmbedding(chunk_index)) {
     st->tokens.assign(tokens, tokens + n);
-    EmbeddingForward(tokens, cur.data());
+    EmbeddingForward(tokens, cur.data(), st->first_sample);
   } else {
     std::copy(input, input + count, cur.begin());
   }
@@ -290,7 +308,8 @@ void GptModel::Forward(int chunk_index, const int32_t* tokens,
     if (seg.recompute) st->segment_inputs[si] = cur;
     for (int64_t l = seg.begin; l < seg.end; ++l) {
       Label("layer" + std::to_string(chunk.first_layer + l) + ".fwd");
-      chunk.layers[l]->Forward(cur.data(), next.data(), &st->caches[l]);
+      chunk.layers[l]->Forward(cur.data(), next.data(), &st->caches[l],
+                               st->first_sample);
       if (seg.recompute) st->caches[l].Clear();  // keep only the input
       cur.swap(next);
     }
@@ -321,7 +340,8 @@ void GptModel::Backward(int chunk_index, const float* doutput, float* dinput,
       std::vector<float> cur = st->segment_inputs[si], next(count);
       for (int64_t l = seg.begin; l < seg.end; ++l) {
         Label("layer" + std::to_string(chunk.first_layer + l) + ".recompute");
-        chunk.layers[l]->Forward(cur.data(), next.data(), &st->caches[l]);
+        chunk.layers[l]->Forward(cur.data(), next.data(), &st->caches[l],
+                                 st->first_sample);
         cur.swap(next);
       }
       st->segment_inputs[si].clear();
@@ -333,7 +353,7 @@ void GptModel::Backward(int chunk_index, const float* doutput, float* dinput,
     }
   }
   if (HasEmbedding(chunk_index)) {
-    EmbeddingBackward(st->tokens.data(), dcur.data());
+    EmbeddingBackward(st->tokens.data(), dcur.data(), st->first_sample);
   } else {
     std::copy(dcur.begin(), dcur.end(), dinput);
   }

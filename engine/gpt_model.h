@@ -29,6 +29,10 @@ namespace meshtune::engine {
 // Saved state of one micro-batch through one chunk, from its forward to its
 // backward.
 struct ChunkState {
+  // Global dataset index of the micro-batch's first sample (the caller sets
+  // it before Forward): keys the dropout masks so that every layout drops
+  // the same elements.
+  int64_t first_sample = 0;
   std::vector<int32_t> tokens, targets;  // [s·b] each (sequence-major)
   std::vector<LayerCache> caches;        // per layer of the chunk
   std::vector<std::vector<float>> segment_inputs;  // full-recompute inputs
@@ -87,8 +91,11 @@ class GptModel {
     std::vector<Segment> segments;
   };
   void Label(const std::string& label) const;
-  void EmbeddingForward(const int32_t* tokens, float* x);
-  void EmbeddingBackward(const int32_t* tokens, const float* dx);
+  void EmbeddingForward(const int32_t* tokens, float* x, int64_t first_sample);
+  void EmbeddingBackward(const int32_t* tokens, const float* dx,
+                         int64_t first_sample);
+  // Megatron embedding_dropout (p = hidden_dropout) on [nl, h] in place.
+  void EmbeddingDropout(float* x, int64_t first_sample) const;
   void HeadForward(const float* x, const int32_t* targets, ChunkState* st,
                    double* loss_sum);
   void HeadBackward(ChunkState* st, float loss_scale, float* dx);

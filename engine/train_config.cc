@@ -1,10 +1,20 @@
 #include "engine/train_config.h"
 
+#include <cstdio>
 #include <string>
 
 #include "search_spaces/pipeline_layout.h"
 
 namespace meshtune::engine {
+namespace {
+
+std::string ShortFloat(float x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(x));
+  return buf;
+}
+
+}  // namespace
 
 int64_t TrainConfig::padded_vocab_size() const {
   // Megatron _vocab_size_with_padding: round up to a multiple of
@@ -99,10 +109,16 @@ Status TrainConfig::Validate() const {
       p.recompute.num_layers < 1) {
     return bad("recompute num_layers must be >= 1", "");
   }
-  if (attention_dropout != 0.0f || hidden_dropout != 0.0f) {
-    return Status::Unimplemented(
-        "dropout is not supported by the training engine yet",
-        "use dropout 0 (the default)");
+  // !(x >= 0 && x < 1) also rejects NaN.
+  if (!(hidden_dropout >= 0.0f && hidden_dropout < 1.0f)) {
+    return bad(
+        "hidden_dropout must be in [0, 1), got " + ShortFloat(hidden_dropout),
+        "use --hidden-dropout 0.1 (Megatron's default) or 0 (off)");
+  }
+  if (!(attention_dropout >= 0.0f && attention_dropout < 1.0f)) {
+    return bad("attention_dropout must be in [0, 1), got " +
+                   ShortFloat(attention_dropout),
+               "use --attention-dropout 0.1 (Megatron's default) or 0 (off)");
   }
   return Status::Ok();
 }

@@ -74,6 +74,7 @@ class TrainerImpl : public Trainer {
           const bool first = model_->HasEmbedding(c);
           const bool last = model_->HasHead(c);
           if (first || last) LoadMicroBatch(step.microbatch, &tokens, &targets);
+          st.first_sample = FirstSample(step.microbatch);
           if (!first) groups_.pp->Recv(buf.data(), count, prev);
           model_->Forward(c, tokens.data(), targets.data(), buf.data(),
                           dbuf.data(), &st, &loss_sum);
@@ -184,14 +185,19 @@ class TrainerImpl : public Trainer {
  private:
   // Megatron's pretraining sampler: micro-batch j of dp rank r in the
   // current global batch is samples consumed + j·mbs·dp + r·mbs, +mbs.
+  int64_t FirstSample(int64_t microbatch) const {
+    const auto& par = config_.parallel;
+    return consumed_samples_ + microbatch * par.mbs * par.dp +
+           static_cast<int64_t>(groups_.dp_rank()) * par.mbs;
+  }
+
   // Tokens go sequence-major: row si·b + bi.
   void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
                       std::vector<int32_t>* targets) {
     const auto& par = config_.parallel;
     const int64_t s = config_.seq(), b = par.mbs;
     std::vector<int32_t> sample(s + 1);
-    const int64_t first = consumed_samples_ + microbatch * b * par.dp +
-                          static_cast<int64_t>(groups_.dp_rank()) * b;
+    const int64_t first = FirstSample(microbatch);
     for (int64_t bi = 0; bi < b; ++bi) {
       dataset_->GetSample(first + bi, sample.data());
       for (int64_t si = 0; si < s; ++si) {

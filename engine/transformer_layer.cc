@@ -52,6 +52,9 @@ LayerShape MakeLayerShape(const TrainConfig& config) {
   sh.rope_base = config.rotary_base;
   sh.tp = tp;
   sh.sp = config.parallel.sp && tp > 1;
+  sh.hidden_dropout = config.hidden_dropout;
+  sh.attention_dropout = config.attention_dropout;
+  sh.seed = config.seed;
   return sh;
 }
 
@@ -149,8 +152,37 @@ void InitLayerParams(ParamStore& store, const LayerParams& p,
 
 TransformerLayer::TransformerLayer(const LayerShape& shape,
                                    const LayerParams& params, ParamStore* store,
-                                   Communicator* tp, bool selective)
-    : sh_(shape), p_(params), store_(store), tp_(tp), selective_(selective) {}
+                                   Communicator* tp, bool selective,
+                                   int64_t global_layer)
+    : sh_(shape),
+      p_(params),
+      store_(store),
+      tp_(tp),
+      selective_(selective),
+      global_layer_(global_layer) {}
+
+void TransformerLayer::HiddenDropout(float* x, cpu::DropoutSite site,
+                                     int64_t first_sample) const {
+  if (sh_.hidden_dropout <= 0.0f) return;
+  cpu::DropoutSpec d;
+  d.p = sh_.hidden_dropout;
+  d.key = cpu::DropoutKey(sh_.seed, global_layer_, site);
+  d.first_sample = first_sample;
+  // Under SP this rank holds rows [tp_rank·nl, (tp_rank + 1)·nl).
+  d.first_row = sh_.sp ? tp_->rank() * sh_.local_rows() : 0;
+  cpu::HiddenDropout(x, sh_.local_rows(), sh_.h, sh_.b, d);
+}
+
+cpu::DropoutSpec TransformerLayer::AttentionDropout(
+    int64_t first_sample) const {
+  cpu::DropoutSpec d;
+  d.p = sh_.attention_dropout;
+  d.key = cpu::DropoutKey(sh_.seed, global_layer_,
+                          cpu::DropoutSite::kAttentionProbs);
+  d.first_sample = first_sample;
+  d.first_head = static_cast<int64_t>(tp_->rank()) * sh_.heads;
+  return d;
+}
 
 void TransformerLayer::Norm(const float* x, int w, int b, float* out,
                             float* mean, float* rstd) const {
@@ -211,7 +243,8 @@ void TransformerLayer::ReduceRowParallel(std::vector<float>* partial, int bias,
   }
 }
 
-void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
+void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
+                               int64_t first_sample) {
   const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
   const int64_t d = sh_.head_dim, qw = sh_.qkv_width();
   const int64_t aw = sh_.heads * d;
@@ -220,6 +253,8 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
   };
 
   // Attention block.
+  c->first_sample = first_sample;
+  const cpu::DropoutSpec attn_drop = AttentionDropout(first_sample);
   c->x.assign(x, x + nl * h);
   c->ln1.resize(nl * h);
   c->ln1_mean.resize(nl);
@@ -239,12 +274,14 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
   if (!selective_) c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
   cpu::AttentionForward(c->qkv.data(), c->attn.data(),
                         selective_ ? nullptr : c->probs.data(), sh_.s, sh_.b,
-                        sh_.heads, sh_.groups, d);
+                        sh_.heads, sh_.groups, d, &attn_drop);
   std::vector<float> partial(n * h);  // [n, h] partial sums over tp
   cpu::LinearForward(c->attn.data(), P(p_.proj_w), nullptr, partial.data(), n,
                      aw, h);
   std::vector<float> attn_out;  // [nl, h]
   ReduceRowParallel(&partial, p_.proj_b, &attn_out);
+  // Megatron bias-dropout-add: x2 = x + dropout(proj + bias).
+  HiddenDropout(attn_out.data(), cpu::DropoutSite::kAttentionOut, first_sample);
   c->x2.resize(nl * h);
   AddInto(x, attn_out.data(), c->x2.data(), nl * h);
 
@@ -270,6 +307,7 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c) {
                      sh_.ffn, h);
   std::vector<float> mlp_out;
   ReduceRowParallel(&partial, p_.fc2_b, &mlp_out);
+  HiddenDropout(mlp_out.data(), cpu::DropoutSite::kMlpOut, first_sample);
   AddInto(c->x2.data(), mlp_out.data(), y, nl * h);
 }
 
@@ -279,11 +317,15 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   const int64_t aw = sh_.heads * d, fw = sh_.fc1_width();
   auto G = [&](int i) -> float* { return i >= 0 ? store_->grad(i) : nullptr; };
 
-  // MLP block: y = x2 + RowParallel(act) + b2.
-  if (p_.fc2_b >= 0) AccumulateBiasGrad(dy, G(p_.fc2_b), nl, h);
+  // MLP block: y = x2 + dropout(RowParallel(act) + b2).
+  const int64_t first_sample = c->first_sample;
+  const cpu::DropoutSpec attn_drop = AttentionDropout(first_sample);
+  std::vector<float> dmlp(dy, dy + nl * h);  // grad of RowParallel + b2
+  HiddenDropout(dmlp.data(), cpu::DropoutSite::kMlpOut, first_sample);
+  if (p_.fc2_b >= 0) AccumulateBiasGrad(dmlp.data(), G(p_.fc2_b), nl, h);
   std::vector<float> gathered;  // [n, h] under SP
   // Backward of the reduce-scatter is an all-gather.
-  const float* dfull = GatherSequence(dy, &gathered);
+  const float* dfull = GatherSequence(dmlp.data(), &gathered);
   std::vector<float> dact(n * sh_.ffn);
   cpu::LinearBackward(dfull, c->act.data(), store_->param(p_.fc2_w),
                       dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
@@ -305,9 +347,12 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
                c->ln2_mean.data(), c->ln2_rstd.data(), dx2.data());
   for (int64_t i = 0; i < nl * h; ++i) dx2[i] += dy[i];
 
-  // Attention block: x2 = x + RowParallel(attn) + b_proj.
-  if (p_.proj_b >= 0) AccumulateBiasGrad(dx2.data(), G(p_.proj_b), nl, h);
-  dfull = GatherSequence(dx2.data(), &gathered);
+  // Attention block: x2 = x + dropout(RowParallel(attn) + b_proj).
+  std::vector<float>& dproj = dmlp;  // reused: grad of RowParallel + b_proj
+  dproj.assign(dx2.begin(), dx2.end());
+  HiddenDropout(dproj.data(), cpu::DropoutSite::kAttentionOut, first_sample);
+  if (p_.proj_b >= 0) AccumulateBiasGrad(dproj.data(), G(p_.proj_b), nl, h);
+  dfull = GatherSequence(dproj.data(), &gathered);
   std::vector<float> dattn(n * aw);
   cpu::LinearBackward(dfull, c->attn.data(), store_->param(p_.proj_w),
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);
@@ -321,7 +366,8 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   }
   std::vector<float> dqkv(n * qw);
   cpu::AttentionBackward(dattn.data(), c->qkv.data(), c->probs.data(),
-                         dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d);
+                         dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
+                         &attn_drop);
   if (sh_.rope) {
     cpu::RopeBackward(dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
                       sh_.rope_base, 0);

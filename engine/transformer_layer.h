@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
+#include "engine/cpu/dropout_mask.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
 
@@ -31,6 +32,11 @@ struct LayerShape {
   float eps = 1e-5f, rope_base = 10000.0f;
   int tp = 1;
   bool sp = false;
+  // Dropout (Megatron --hidden-dropout on the attention and MLP outputs
+  // before each residual add, --attention-dropout on the softmax output);
+  // masks are keyed by `seed` (engine/cpu/dropout_mask.h).
+  float hidden_dropout = 0.0f, attention_dropout = 0.0f;
+  uint64_t seed = 0;
 
   int64_t rows() const { return s * b; }  // n: full activation rows
   // Rows of the sequence-sharded regions (norms, residual): n/tp under SP.
@@ -59,6 +65,7 @@ void InitLayerParams(ParamStore& store, const LayerParams& p,
 // Activations one layer saves for its backward (fp32). Shapes: n = s·b,
 // nl = local_rows().
 struct LayerCache {
+  int64_t first_sample = 0;               // dropout masks' sample index
   std::vector<float> x;                   // [nl, h] layer input
   std::vector<float> ln1_mean, ln1_rstd;  // [nl]
   std::vector<float> ln1;    // [nl, h] norm1 output (gathered in bwd)
@@ -77,11 +84,16 @@ class TransformerLayer {
  public:
   // `tp` is the tensor-parallel communicator; store, tp not owned.
   // selective: core attention is recomputed in backward (probs not kept).
+  // global_layer keys the layer's dropout masks.
   TransformerLayer(const LayerShape& shape, const LayerParams& params,
-                   ParamStore* store, Communicator* tp, bool selective);
+                   ParamStore* store, Communicator* tp, bool selective,
+                   int64_t global_layer);
 
-  // x [nl, h] -> y [nl, h]; fills `cache`.
-  void Forward(const float* x, float* y, LayerCache* cache);
+  // x [nl, h] -> y [nl, h]; fills `cache`. first_sample: global dataset
+  // index of the micro-batch's first sample (dropout masks; see
+  // engine/cpu/dropout_mask.h).
+  void Forward(const float* x, float* y, LayerCache* cache,
+               int64_t first_sample = 0);
   // dy [nl, h] -> dx [nl, h]; accumulates parameter gradients; frees
   // `cache`.
   void Backward(const float* dy, float* dx, LayerCache* cache);
@@ -101,12 +113,18 @@ class TransformerLayer {
   // Row-parallel output [n, h] partial sums -> [nl, h] reduced, + bias.
   void ReduceRowParallel(std::vector<float>* partial, int bias,
                          std::vector<float>* out);
+  // Hidden dropout at `site` on local rows [nl, h] in place (forward on an
+  // output, backward on its gradient).
+  void HiddenDropout(float* x, cpu::DropoutSite site,
+                     int64_t first_sample) const;
+  cpu::DropoutSpec AttentionDropout(int64_t first_sample) const;
 
   LayerShape sh_;
   LayerParams p_;
   ParamStore* store_;
   Communicator* tp_;
   bool selective_;
+  int64_t global_layer_;
 };
 
 }  // namespace meshtune::engine

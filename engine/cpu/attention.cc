@@ -10,7 +10,10 @@
 // Backward (same blocks, Megatron/PyTorch's softmax backward):
 //   dP = dO·Vᵀ, dS = P ∘ (dP − rowsum(dP ∘ P)),
 //   dQ = scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO,
-// where dK and dV of a group sum over the group's heads. One task owns one
+// where dK and dV of a group sum over the group's heads. With attention
+// dropout the forward uses D = P ∘ M (M = mask/(1 − p), regenerated from
+// its counter-based key in the backward, dropout_mask.h): O = D·V, and the
+// backward takes dP = M ∘ (dO·Vᵀ) and dV += Dᵀ·dO. One task owns one
 // (bi, g) pair and visits its heads and blocks in a fixed order, so every
 // element of dqkv is written by one thread in one order: results are
 // bit-identical from run to run.
@@ -92,21 +95,32 @@ void CausalSoftmaxRows(float* p, int64_t ld, int64_t r0, int64_t r1,
   }
 }
 
+// The dropout mask row of query t of (sample, global head): keys u <= t.
+uint64_t MaskRowSeed(const DropoutSpec& d, int64_t bi, int64_t head, int64_t s,
+                     int64_t t) {
+  return DropoutRowSeed(d.key, d.first_sample + bi,
+                        (d.first_head + head) * s + t);
+}
+
 }  // namespace
 
 void AttentionForward(const float* qkv, float* out, float* probs, int64_t s,
                       int64_t b, int64_t heads, int64_t groups,
-                      int64_t head_dim) {
+                      int64_t head_dim, const DropoutSpec* dropout) {
   CheckShapes(s, b, heads, groups, head_dim);
   const int64_t d = head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t blocks = (s + kBlockRows - 1) / kBlockRows;
   const int64_t tasks = b * heads * blocks;
+  const bool drop = dropout != nullptr && dropout->active();
 #pragma omp parallel
   {
     // Score scratch [kBlockRows, s] when the caller does not keep probs.
     std::vector<float> scratch;
     if (probs == nullptr) scratch.resize(static_cast<size_t>(kBlockRows * s));
+    // Dropped probabilities D [kBlockRows, s] of the current block.
+    std::vector<float> dropped;
+    if (drop) dropped.resize(static_cast<size_t>(kBlockRows * s));
     Eigen::ArrayXf exps(s);  // softmax exponentials of one row
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
@@ -129,25 +143,46 @@ void AttentionForward(const float* qkv, float* out, float* probs, int64_t s,
       CausalSoftmaxRows(p_ptr, s, r0, r1, probs != nullptr ? s : r1, exps);
       Strided o(out + v.out_offset + r0 * v.out_stride, rows, d,
                 Stride(v.out_stride));  // [rows, d]
-      o.noalias() = p * val;
+      if (drop) {
+        const float keep_scale = dropout->scale();
+        for (int64_t t = r0; t < r1; ++t) {
+          const uint64_t seed = MaskRowSeed(*dropout, bi, head, s, t);
+          const float* p_row = p_ptr + (t - r0) * s;
+          float* d_row = dropped.data() + (t - r0) * s;
+          for (int64_t u = 0; u <= t; ++u) {
+            d_row[u] = DropoutUniform(seed, u) >= dropout->p
+                           ? p_row[u] * keep_scale
+                           : 0.0f;
+          }
+          std::fill(d_row + t + 1, d_row + r1, 0.0f);
+        }
+        o.noalias() = Strided(dropped.data(), rows, r1, Stride(s)) * val;
+      } else {
+        o.noalias() = p * val;
+      }
     }
   }
 }
 
 void AttentionBackward(const float* dout, const float* qkv, const float* probs,
                        float* dqkv, int64_t s, int64_t b, int64_t heads,
-                       int64_t groups, int64_t head_dim) {
+                       int64_t groups, int64_t head_dim,
+                       const DropoutSpec* dropout) {
   CheckShapes(s, b, heads, groups, head_dim);
   const int64_t d = head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const int64_t blocks = (s + kBlockRows - 1) / kBlockRows;
   const int64_t heads_per_group = heads / groups;
   const int64_t tasks = b * groups;
+  const bool drop = dropout != nullptr && dropout->active();
   // With a single task (b = 1, MQA) the region is inactive and Eigen's own
   // threads parallelize each GEMM instead.
 #pragma omp parallel if (tasks > 1)
   {
     std::vector<float> ds_scratch(static_cast<size_t>(kBlockRows * s));
+    // D = P ∘ M of the current block (dropout only).
+    std::vector<float> dropped;
+    if (drop) dropped.resize(static_cast<size_t>(kBlockRows * s));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t g = task % groups;
@@ -179,6 +214,19 @@ void AttentionBackward(const float* dout, const float* qkv, const float* probs,
           for (int64_t t = r0; t < r1; ++t) {
             float* ds_row = ds_scratch.data() + (t - r0) * s;
             const float* p_row = p_ptr + (t - r0) * s;
+            if (drop) {
+              // dP = M ∘ dD; D = M ∘ P for the dV product.
+              const uint64_t seed = MaskRowSeed(*dropout, bi, head, s, t);
+              const float keep_scale = dropout->scale();
+              float* d_row = dropped.data() + (t - r0) * s;
+              for (int64_t j = 0; j <= t; ++j) {
+                const float m =
+                    DropoutUniform(seed, j) >= dropout->p ? keep_scale : 0.0f;
+                ds_row[j] *= m;
+                d_row[j] = p_row[j] * m;
+              }
+              std::fill(d_row + t + 1, d_row + r1, 0.0f);
+            }
             double dot = 0.0;  // Σ_j dP·P over the visible keys
             for (int64_t j = 0; j <= t; ++j) {
               dot += static_cast<double>(ds_row[j]) * p_row[j];
@@ -193,7 +241,12 @@ void AttentionBackward(const float* dout, const float* qkv, const float* probs,
                      Stride(v.qkv_stride));  // [rows, d], overwritten
           dq.noalias() = scale * (ds * k);
           dk.topRows(r1).noalias() += scale * (ds.transpose() * q);
-          dv.topRows(r1).noalias() += p.transpose() * d_o;
+          if (drop) {
+            dv.topRows(r1).noalias() +=
+                Strided(dropped.data(), rows, r1, Stride(s)).transpose() * d_o;
+          } else {
+            dv.topRows(r1).noalias() += p.transpose() * d_o;
+          }
         }
       }
     }

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "engine/cpu/dropout_mask.h"
+
 namespace meshtune::engine::cpu {
 
 // ---- Linear (PyTorch/Megatron layout: weight [out, in]) ----
@@ -76,13 +78,19 @@ void RopeBackward(float* dqkv, int64_t s, int64_t b, int64_t heads,
 // out[n, heads·d]; probs[b, heads, s, s] (row-major; the strictly upper
 // triangle is zero) is written when non-null and is what backward needs.
 // Scale 1/√head_dim.
+// Attention dropout (when `dropout` is non-null and active): O = D(P)·V
+// with D(P) = P ∘ mask/(1 − p); probs keeps the undropped P. Element
+// (bi, head j, query t, key u) is kept iff keep(key, first_sample + bi,
+// (first_head + j)·s + t, u) (dropout_mask.h); the backward regenerates the
+// mask from the same spec.
 void AttentionForward(const float* qkv, float* out, float* probs, int64_t s,
                       int64_t b, int64_t heads, int64_t groups,
-                      int64_t head_dim);
+                      int64_t head_dim, const DropoutSpec* dropout = nullptr);
 // dqkv[n, (heads + 2·groups)·d] is overwritten.
 void AttentionBackward(const float* dout, const float* qkv, const float* probs,
                        float* dqkv, int64_t s, int64_t b, int64_t heads,
-                       int64_t groups, int64_t head_dim);
+                       int64_t groups, int64_t head_dim,
+                       const DropoutSpec* dropout = nullptr);
 
 // ---- Embeddings ----
 // Vocab-parallel lookup: table[vocab_local, h] holds global rows
@@ -126,6 +134,15 @@ void CrossEntropyBackward(const float* logits, const int32_t* targets,
                           const float* scale, float* dlogits, int64_t n,
                           int64_t vocab_local, int64_t vocab_start,
                           int64_t vocab_size);
+
+// ---- Hidden dropout (Megatron bias-dropout-add, embedding dropout) ----
+// In place on x[rows, h]: local row r is global row g = first_row + r of the
+// micro-batch [s·b] (position g / b of sample first_sample + g % b); element
+// (r, j) is kept (scaled by 1/(1 − p)) iff keep(key, sample, position, j)
+// (dropout_mask.h), else zeroed. The backward is the same call on the
+// gradient. No-op when !d.active().
+void HiddenDropout(float* x, int64_t rows, int64_t h, int64_t b,
+                   const DropoutSpec& d);
 
 // ---- Elementwise helpers ----
 // y[count] += x[count]

@@ -1,7 +1,7 @@
 // CPU causal GQA attention: forward and saved probabilities against a naive
 // float64 implementation for groups = heads, 1 < groups < heads and MQA,
-// backward against finite differences, causality, several row blocks, and
-// bit-identical reruns.
+// backward against finite differences, attention dropout, causality,
+// several row blocks, and bit-identical reruns.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,9 +31,11 @@ struct Shape {
 };
 
 // Plain-loop causal attention over qkv[s·b, (heads + 2·groups)·d] (row
-// si·b + bi); returns out[s·b, heads·d].
+// si·b + bi); returns out[s·b, heads·d]. With `drop`, probability (bi, hd,
+// t, j) is kept and scaled by 1/(1 − p) per the documented mask function.
 std::vector<double> NaiveAttention(const std::vector<double>& qkv,
-                                   const Shape& sh) {
+                                   const Shape& sh,
+                                   const DropoutSpec* drop = nullptr) {
   const int64_t w = sh.width(), d = sh.d;
   std::vector<double> out(sh.out_size(), 0.0);
   for (int64_t bi = 0; bi < sh.b; ++bi) {
@@ -56,7 +58,15 @@ std::vector<double> NaiveAttention(const std::vector<double>& qkv,
         for (int64_t j = 0; j <= t; ++j) {
           const double* v =
               &qkv[(j * sh.b + bi) * w + (sh.heads + sh.groups + g) * d];
-          for (int64_t c = 0; c < d; ++c) o[c] += score[j] / sum * v[c];
+          double keep = 1.0;
+          if (drop != nullptr) {
+            const uint64_t seed =
+                DropoutRowSeed(drop->key, drop->first_sample + bi,
+                               (drop->first_head + hd) * sh.s + t);
+            keep = DropoutUniform(seed, j) >= drop->p ? 1.0 / (1.0 - drop->p)
+                                                      : 0.0;
+          }
+          for (int64_t c = 0; c < d; ++c) o[c] += keep * score[j] / sum * v[c];
         }
       }
     }
@@ -123,6 +133,62 @@ TEST(CpuAttentionTest, SeveralRowBlocks) {
   // s = 70 spans two 64-row blocks, so the second block's GEMMs cover keys
   // of the first; b = 1 with one group runs the backward as a single task.
   CheckForwardAndBackward({70, 1, 2, 1, 4}, 57);
+}
+
+// Attention dropout: the forward applies the documented mask (the naive
+// reference draws it independently), the saved probabilities stay
+// undropped, and the backward matches finite differences of the dropped
+// forward (the mask is a fixed function of coordinates, so it is
+// differentiable piecewise like the op itself).
+void CheckDropout(const Shape& sh, uint32_t seed, float p) {
+  SCOPED_TRACE(::testing::Message() << "s=" << sh.s << " heads=" << sh.heads
+                                    << " groups=" << sh.groups << " p=" << p);
+  DropoutSpec drop;
+  drop.p = p;
+  drop.key = DropoutKey(99, 5, DropoutSite::kAttentionProbs);
+  drop.first_sample = 17;
+  drop.first_head = 4;  // as on tp rank 1 of 2 with 4 local heads
+  const auto qkv = RandomFloats(sh.qkv_size(), seed, -1.5f, 1.5f);
+  const auto w_loss = RandomFloats(sh.out_size(), seed + 1);
+  std::vector<float> out(sh.out_size()), probs(sh.probs_size());
+  AttentionForward(qkv.data(), out.data(), probs.data(), sh.s, sh.b, sh.heads,
+                   sh.groups, sh.d, &drop);
+  const auto expected = NaiveAttention(ToDouble(qkv), sh, &drop);
+  ExpectAllNear(out, expected, 1e-5, 1e-6, "out");
+  // The mask matters: the undropped output differs.
+  std::vector<float> plain(sh.out_size());
+  AttentionForward(qkv.data(), plain.data(), nullptr, sh.s, sh.b, sh.heads,
+                   sh.groups, sh.d);
+  EXPECT_FALSE(BitIdentical(plain, out));
+  for (int64_t r = 0; r < sh.b * sh.heads * sh.s; ++r) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < sh.s; ++j) sum += probs[r * sh.s + j];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "saved probs row " << r;
+  }
+  // Selective recompute does not keep probs: the same output.
+  std::vector<float> out_no_probs(sh.out_size());
+  AttentionForward(qkv.data(), out_no_probs.data(), nullptr, sh.s, sh.b,
+                   sh.heads, sh.groups, sh.d, &drop);
+  EXPECT_TRUE(BitIdentical(out, out_no_probs));
+
+  std::vector<float> dqkv(sh.qkv_size(), 3.0f);
+  AttentionBackward(w_loss.data(), qkv.data(), probs.data(), dqkv.data(), sh.s,
+                    sh.b, sh.heads, sh.groups, sh.d, &drop);
+  ExpectAllNear(dqkv,
+                NumericGrad(
+                    [&](const auto& x) {
+                      return WeightedSum(NaiveAttention(x, sh, &drop), w_loss);
+                    },
+                    ToDouble(qkv)),
+                1e-3, 1e-5, "dqkv");
+}
+
+TEST(CpuAttentionTest, DropoutGroupedQuery) {
+  CheckDropout({6, 2, 4, 2, 4}, 71, 0.3f);
+}
+
+TEST(CpuAttentionTest, DropoutSeveralRowBlocks) {
+  CheckDropout({70, 1, 2, 1, 4}, 73, 0.1f);
 }
 
 TEST(CpuAttentionTest, OutputRowsIgnoreLaterTokens) {

@@ -9,6 +9,9 @@
 // Usage: mpirun -np W meshtune_engine_mpi_train_test TP PP VPP DP SP DIST_OPT
 // (W = TP·PP·DP). Prints "train mpi test: ok" on rank 0 on success.
 //
+// With a seventh argument `dropout`, both runs use hidden and attention
+// dropout 0.1 (the masks are layout-independent, engine/cpu/dropout_mask.h).
+//
 // With a seventh argument `kill`, world rank 1 kills itself (SIGKILL) a
 // moment into a long run, in the middle of the pipeline's point-to-point
 // traffic: mpirun must then end every other rank instead of leaving them
@@ -60,11 +63,12 @@ Curve Train(const TrainConfig& config, Communicator* world) {
 
 int main(int argc, char** argv) {
   if (argc != 7 && argc != 8) {
-    std::fprintf(stderr, "usage: %s TP PP VPP DP SP DIST_OPT [kill]\n",
+    std::fprintf(stderr, "usage: %s TP PP VPP DP SP DIST_OPT [kill|dropout]\n",
                  argv[0]);
     return 2;
   }
   const bool kill_one = argc == 8 && std::string(argv[7]) == "kill";
+  const bool dropout = argc == 8 && std::string(argv[7]) == "dropout";
   auto world = meshtune::engine::MakeMpiWorld();
   if (!world.ok()) {
     std::fprintf(stderr, "train mpi test: %s\n",
@@ -75,6 +79,10 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (bool llama : {false, true}) {
     TrainConfig base = testing::TinyConfig(llama);
+    if (dropout) {
+      base.hidden_dropout = 0.1f;
+      base.attention_dropout = 0.1f;
+    }
     TrainConfig config = base;
     config.parallel.tp = std::atoi(argv[1]);
     config.parallel.pp = std::atoi(argv[2]);
