@@ -42,11 +42,15 @@ class TrainerCheckpointTest : public ::testing::Test {
 
 TEST_F(TrainerCheckpointTest, ResumeIsBitExact) {
   for (bool dist_opt : {false, true}) {
-    SCOPED_TRACE(dist_opt ? "dp2 distributed optimizer" : "tp2 pp2");
+    SCOPED_TRACE(dist_opt ? "dp2 distributed optimizer, dropout" : "tp2 pp2");
     TrainConfig c = Config(true, 10);
     if (dist_opt) {
       c.parallel.dp = 2;
       c.parallel.dist_opt = true;
+      // The resumed run must draw the masks the straight run drew at steps
+      // 6..10 (keyed by the restored consumed-sample count).
+      c.hidden_dropout = 0.1f;
+      c.attention_dropout = 0.1f;
     } else {
       c.parallel.tp = 2;
       c.parallel.pp = 2;
