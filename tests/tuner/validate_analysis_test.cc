@@ -1,0 +1,104 @@
+// tune validate's selection and statistics (tuner/validate_analysis.h)
+// against hand-computed values.
+#include "tuner/validate_analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::RecomputeGranularity;
+
+costmodel::Estimate Make(int64_t tp, int64_t pp, int64_t mbs,
+                         RecomputeGranularity r, bool fits = true) {
+  costmodel::Estimate e;
+  e.config.tp = tp;
+  e.config.pp = pp;
+  e.config.mbs = mbs;
+  e.config.recompute.granularity = r;
+  e.fits = fits;
+  return e;
+}
+
+TEST(ValidateAnalysisTest, SpearmanHandValues) {
+  // Identical order: 1; reversed: −1.
+  EXPECT_DOUBLE_EQ(SpearmanRho({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(SpearmanRho({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  // One swap of neighbours among 4: ρ = 1 − 6·Σd²/(n(n²−1)) = 1 − 12/60.
+  EXPECT_NEAR(SpearmanRho({1, 2, 3, 4}, {1, 3, 2, 4}), 0.8, 1e-12);
+  // Ties: a = (1, 2, 2, 3) has ranks (1, 2.5, 2.5, 4); Pearson of the ranks
+  // with (1, 2, 3, 4) = 4.5/√(4.5·5) = 0.948683.
+  EXPECT_NEAR(SpearmanRho({1, 2, 2, 3}, {1, 2, 3, 4}), 0.9486832980505138,
+              1e-12);
+  EXPECT_TRUE(std::isnan(SpearmanRho({1, 1, 1}, {1, 2, 3})));
+}
+
+TEST(ValidateAnalysisTest, ErrorPercentSign) {
+  EXPECT_DOUBLE_EQ(ErrorPercent(0.9, 1.0), -10.000000000000002);
+  EXPECT_DOUBLE_EQ(ErrorPercent(1.5, 1.0), 50.0);
+}
+
+TEST(ValidateAnalysisTest, AnalyzeHandValues) {
+  // Predicted 1, 2, 3, 4; measured 1.1, 1.0, failed, 5.
+  std::vector<CandidateOutcome> o = {
+      {1.0, 1.1}, {2.0, 1.0}, {3.0, std::nullopt}, {4.0, 5.0}};
+  const ValidationStats s = AnalyzeOutcomes(o);
+  EXPECT_EQ(s.measured, 3);
+  // |−9.09| + 100 + 20 = 129.09 / 3.
+  EXPECT_NEAR(*s.mape_pct, (100.0 / 11.0 + 100.0 + 20.0) / 3.0, 1e-9);
+  // Ranks predicted (1, 2, 3), measured (2, 1, 3): ρ = 1 − 6·2/(3·8) = 0.5.
+  EXPECT_NEAR(*s.spearman, 0.5, 1e-12);
+  EXPECT_EQ(*s.measured_best, 1u);
+  EXPECT_FALSE(s.top1_is_measured_best);
+  EXPECT_NEAR(*s.top1_loss_pct, 10.0, 1e-9);
+}
+
+TEST(ValidateAnalysisTest, FailedTop1HasNoLoss) {
+  const ValidationStats s =
+      AnalyzeOutcomes({{1.0, std::nullopt}, {2.0, 2.0}, {3.0, 2.5}});
+  EXPECT_FALSE(s.top1_is_measured_best);
+  EXPECT_FALSE(s.top1_loss_pct.has_value());
+  EXPECT_EQ(*s.measured_best, 1u);
+  const ValidationStats none = AnalyzeOutcomes({{1.0, std::nullopt}});
+  EXPECT_EQ(none.measured, 0);
+  EXPECT_FALSE(none.mape_pct.has_value());
+  EXPECT_FALSE(none.spearman.has_value());
+}
+
+TEST(ValidateAnalysisTest, SelectsTopKThenOneDifferentPerAxis) {
+  using R = RecomputeGranularity;
+  const std::vector<costmodel::Estimate> ranked = {
+      Make(2, 1, 4, R::kNone),         // 0 top 1
+      Make(2, 1, 4, R::kSelective),    // 1 top 2
+      Make(1, 1, 4, R::kNone, false),  // 2 does not fit: never chosen
+      Make(2, 1, 2, R::kNone),         // 3 other micro-batch
+      Make(1, 2, 4, R::kNone),         // 4 other tp/pp split (untrainable)
+      Make(1, 1, 4, R::kNone),         // 5 other tp/pp split
+      Make(2, 1, 4, R::kFull),         // 6 (recompute differs, but 1 is taken)
+  };
+  auto trainable = [](const costmodel::Estimate& e) {
+    return e.config.pp == 1;
+  };
+  const auto picked = SelectCandidates(ranked, 2, 3, trainable);
+  ASSERT_EQ(picked.size(), 5u);
+  EXPECT_EQ(picked[0].index, 0u);
+  EXPECT_EQ(picked[0].reason, "top 1");
+  EXPECT_EQ(picked[1].index, 1u);
+  EXPECT_EQ(picked[1].reason, "top 2");
+  EXPECT_EQ(picked[2].index, 5u);
+  EXPECT_EQ(picked[2].reason, "other tp/pp split");
+  // Best not yet taken with another recompute than top-1's (none): index 6.
+  EXPECT_EQ(picked[3].index, 6u);
+  EXPECT_EQ(picked[3].reason, "other recompute");
+  EXPECT_EQ(picked[4].index, 3u);
+  EXPECT_EQ(picked[4].reason, "other micro-batch");
+
+  // extras = 0: the top K only; K larger than the list: what there is.
+  EXPECT_EQ(SelectCandidates(ranked, 2, 0, trainable).size(), 2u);
+  EXPECT_EQ(SelectCandidates(ranked, 10, 0, trainable).size(), 5u);
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,133 @@
+#include "tuner/validate_analysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "search_spaces/status.h"
+
+namespace meshtune::tuner {
+namespace {
+
+// Ranks 1..n of `x` (ties: the average of the ranks they span).
+std::vector<double> AverageRanks(const std::vector<double>& x) {
+  std::vector<size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return x[a] < x[b]; });
+  std::vector<double> ranks(x.size());
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
+    const double avg = (static_cast<double>(i + j) / 2.0) + 1.0;
+    for (size_t k = i; k <= j; ++k) ranks[order[k]] = avg;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+}  // namespace
+
+std::vector<SelectedCandidate> SelectCandidates(
+    const std::vector<costmodel::Estimate>& ranked, int64_t top_k,
+    int64_t extras,
+    const std::function<bool(const costmodel::Estimate&)>& trainable) {
+  MESHTUNE_CHECK(top_k >= 1 && extras >= 0);
+  std::vector<SelectedCandidate> out;
+  std::vector<bool> taken(ranked.size(), false);
+  for (size_t i = 0;
+       i < ranked.size() && static_cast<int64_t>(out.size()) < top_k; ++i) {
+    if (!ranked[i].fits || !trainable(ranked[i])) continue;
+    out.push_back({i, "top " + std::to_string(out.size() + 1)});
+    taken[i] = true;
+  }
+  if (out.empty()) return out;
+  const auto& best = ranked[out.front().index].config;
+  using Axis =
+      std::pair<const char*,
+                std::function<bool(const search_spaces::ParallelConfig&)>>;
+  const Axis axes[] = {
+      {"other tp/pp split",
+       [&](const search_spaces::ParallelConfig& c) {
+         return c.tp != best.tp || c.pp != best.pp;
+       }},
+      {"other recompute",
+       [&](const search_spaces::ParallelConfig& c) {
+         return c.recompute.granularity != best.recompute.granularity;
+       }},
+      {"other micro-batch",
+       [&](const search_spaces::ParallelConfig& c) {
+         return c.mbs != best.mbs;
+       }},
+  };
+  int64_t added = 0;
+  for (const Axis& axis : axes) {
+    if (added >= extras) break;
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      if (taken[i] || !ranked[i].fits || !axis.second(ranked[i].config) ||
+          !trainable(ranked[i])) {
+        continue;
+      }
+      out.push_back({i, axis.first});
+      taken[i] = true;
+      ++added;
+      break;
+    }
+  }
+  return out;
+}
+
+double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
+  MESHTUNE_CHECK(a.size() == b.size());
+  const std::vector<double> ra = AverageRanks(a), rb = AverageRanks(b);
+  const double n = static_cast<double>(a.size());
+  const double mean = (n + 1.0) / 2.0;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - mean) * (rb[i] - mean);
+    saa += (ra[i] - mean) * (ra[i] - mean);
+    sbb += (rb[i] - mean) * (rb[i] - mean);
+  }
+  if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
+  return sab / std::sqrt(saa * sbb);
+}
+
+double ErrorPercent(double predicted_s, double measured_s) {
+  return 100.0 * (predicted_s - measured_s) / measured_s;
+}
+
+ValidationStats AnalyzeOutcomes(const std::vector<CandidateOutcome>& outcomes) {
+  ValidationStats s;
+  std::vector<double> predicted, measured;
+  double abs_error_sum = 0;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const CandidateOutcome& o = outcomes[i];
+    if (!o.measured_step_s.has_value()) continue;
+    predicted.push_back(o.predicted_step_s);
+    measured.push_back(*o.measured_step_s);
+    abs_error_sum +=
+        std::fabs(ErrorPercent(o.predicted_step_s, *o.measured_step_s));
+    if (!s.measured_best.has_value() ||
+        *o.measured_step_s < *outcomes[*s.measured_best].measured_step_s) {
+      s.measured_best = i;
+    }
+  }
+  s.measured = static_cast<int64_t>(measured.size());
+  if (s.measured >= 1) {
+    s.mape_pct = abs_error_sum / static_cast<double>(s.measured);
+  }
+  if (s.measured >= 2) {
+    const double rho = SpearmanRho(predicted, measured);
+    if (!std::isnan(rho)) s.spearman = rho;
+  }
+  if (!outcomes.empty() && outcomes[0].measured_step_s.has_value()) {
+    const double top1 = *outcomes[0].measured_step_s;
+    const double best = *outcomes[*s.measured_best].measured_step_s;
+    s.top1_is_measured_best = *s.measured_best == 0;
+    s.top1_loss_pct = 100.0 * (top1 - best) / best;
+  }
+  return s;
+}
+
+}  // namespace meshtune::tuner

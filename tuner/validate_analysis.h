@@ -1,0 +1,76 @@
+// `tune validate`'s pure parts: which candidates of a search to run for real,
+// and how the measured step times compare with the predictions.
+//
+// Selection: the analytical top K (the ranking's best), plus up to E
+// deliberately different candidates, each the best-ranked one that differs
+// from the top-1 along one axis the cost model must get right:
+//   "other tp/pp split"  (tensor vs pipeline vs data parallel trade-off)
+//   "other recompute"    (recompute granularity)
+//   "other micro-batch"  (GEMM sizes and the number of micro-batches)
+// so a ranking that is right only among near-identical configurations is
+// exposed. Only candidates the engine can train are chosen (the predicate).
+//
+// Statistics (over the candidates that ran successfully):
+//   signed error   100·(predicted − measured)/measured per candidate
+//   MAPE           mean |signed error|
+//   Spearman ρ     rank correlation of predicted and measured step times
+//                  (Pearson correlation of the ranks; ties get their
+//                  average rank), undefined below 2 runs
+//   top-1          whether the analytical top-1 is the measured best, and
+//                  if not, by how much it is slower than the measured best:
+//                  100·(measured(top-1) − measured(best))/measured(best).
+#ifndef MESHTUNE_TUNER_VALIDATE_ANALYSIS_H_
+#define MESHTUNE_TUNER_VALIDATE_ANALYSIS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/estimate.h"
+
+namespace meshtune::tuner {
+
+struct SelectedCandidate {
+  size_t index = 0;    // into the ranked list (rank = index + 1)
+  std::string reason;  // "top 3", "other tp/pp split", ...
+};
+
+// REQUIRES: top_k >= 1, extras >= 0. `trainable` says whether the engine
+// can run an estimate's configuration. The top-1 (first trainable
+// estimate) comes first; the rest follow in selection order.
+std::vector<SelectedCandidate> SelectCandidates(
+    const std::vector<costmodel::Estimate>& ranked, int64_t top_k,
+    int64_t extras,
+    const std::function<bool(const costmodel::Estimate&)>& trainable);
+
+// One candidate's outcome.
+struct CandidateOutcome {
+  double predicted_step_s = 0;
+  std::optional<double> measured_step_s;  // absent when the run failed
+};
+
+struct ValidationStats {
+  int64_t measured = 0;                 // candidates that ran
+  std::optional<double> spearman;       // needs >= 2 measured
+  std::optional<double> mape_pct;       // needs >= 1 measured
+  std::optional<size_t> measured_best;  // index of the fastest measured
+  // outcomes[0] is the analytical top-1: false when it failed.
+  bool top1_is_measured_best = false;
+  std::optional<double> top1_loss_pct;  // 0 when it is the best
+};
+
+// `outcomes[0]` must be the analytical top-1 (SelectCandidates order).
+ValidationStats AnalyzeOutcomes(const std::vector<CandidateOutcome>& outcomes);
+
+// Spearman's ρ of two equally long series (ties: average ranks). NaN when
+// either series is constant.
+double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b);
+
+// 100·(predicted − measured)/measured.
+double ErrorPercent(double predicted_s, double measured_s);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_VALIDATE_ANALYSIS_H_
