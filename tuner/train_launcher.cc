@@ -15,15 +15,15 @@
 extern char** environ;
 
 namespace meshtune::tuner {
-namespace {
 
-// This executable, so the ranks run the same build as the parent.
 std::string SelfExecutable() {
   std::vector<char> buf(4096);
   const ssize_t n = readlink("/proc/self/exe", buf.data(), buf.size() - 1);
   if (n <= 0) return "";
   return std::string(buf.data(), static_cast<size_t>(n));
 }
+
+namespace {
 
 // The parent's environment plus the rank marker and a per-rank OpenMP
 // thread count (unless the user chose one).

@@ -27,6 +27,10 @@ inline constexpr char kTrainLaunchedEnv[] = "MESHTUNE_TRAIN_LAUNCHED";
 // True when kTrainLaunchedEnv is set in this process's environment.
 bool LaunchedByTuneTrain();
 
+// This executable's path (/proc/self/exe; "" when unreadable), so child
+// processes run the same build as the parent.
+std::string SelfExecutable();
+
 // Full path of the first executable `name` on $PATH ("" when none).
 std::string FindOnPath(const std::string& name);
 
