@@ -1,13 +1,21 @@
 // `tune db`: read the results database (docs/results.md).
 //   tune db hardware                                 list machine fingerprints
 //   tune db measurements [--hardware ID] [--op OP]   microbenchmark rows
+//   tune db searches                                 recorded searches, best
+//                                                    candidate of each
+//   tune db runs [--search ID]                       training runs, with the
+//                                                    prediction they are linked
+//                                                    to (tuner/search_link.h)
 //   tune db export --table T --csv FILE              one table or view as CSV
 // Every form takes --db PATH (default $TUNE_DB, else ./tune.db) and opens the
 // file read-only: `tune db` never creates or changes a database.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -15,6 +23,7 @@
 
 #include "results/store.h"
 #include "tuner/command.h"
+#include "tuner/inputs.h"
 #include "tuner/results_db.h"
 
 namespace meshtune::tuner {
@@ -24,6 +33,8 @@ constexpr const char* kDbExamples = R"(Examples:
   tune db hardware                                 machines with measurements
   tune db measurements --op gemm                   GEMM timings of all machines
   tune db measurements --hardware cpu-0123456789abcdef --op all_reduce
+  tune db searches                                 searches and their best candidate
+  tune db runs --search 3                          training runs of search 3's candidates
   tune db export --table measurements --csv m.csv  any table as CSV
   tune db hardware --db /data/cluster.db           another database file)";
 
@@ -75,11 +86,31 @@ std::string Fixed(double v, int digits) {
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
+// "2025-01-31 14:05" (UTC) for a provenance timestamp.
+std::string UtcTime(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return "-";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+// Prediction data of a linked training run (view predicted_vs_measured).
+struct RunLink {
+  int64_t search_id = 0;
+  int64_t rank = 0;
+  double predicted_step_time_s = 0;
+  double relative_error = 0;
+};
+
 class DbCommand : public Command {
  public:
   explicit DbCommand(CLI::App* app) {
     db_app_ = app->add_subcommand(
-        "db", "list and export the results database (hardware, measurements)");
+        "db",
+        "list and export the results database (hardware, measurements, "
+        "searches, training runs)");
     db_app_->require_subcommand(1);
     db_app_->footer(kDbExamples);
     hardware_ = db_app_->add_subcommand(
@@ -92,6 +123,17 @@ class DbCommand : public Command {
         ->type_name("ID");
     measurements_->add_option("--op", op_, "only this op: " + Join(KnownOps()))
         ->type_name("OP");
+    searches_ = db_app_->add_subcommand(
+        "searches", "list recorded searches with their best candidate");
+    runs_ = db_app_->add_subcommand(
+        "runs",
+        "list training runs (tune train) with the predictions they are "
+        "linked to");
+    runs_
+        ->add_option("--search", search_id_text_,
+                     "only runs of this search's candidates (an id from "
+                     "'tune db searches')")
+        ->type_name("ID");
     export_ = db_app_->add_subcommand("export", "write a table as CSV");
     export_
         ->add_option(
@@ -102,7 +144,8 @@ class DbCommand : public Command {
     export_->add_option("--csv", csv_file_, "output CSV file ('-' = stdout)")
         ->required()
         ->type_name("FILE");
-    for (CLI::App* sub : {hardware_, measurements_, export_}) {
+    for (CLI::App* sub :
+         {hardware_, measurements_, searches_, runs_, export_}) {
       sub->add_option("--db", db_,
                       "results database (default: $TUNE_DB, else ./tune.db)")
           ->type_name("PATH");
@@ -126,12 +169,20 @@ class DbCommand : public Command {
             "use one of: " + Join(tables));
       }
     }
+    int64_t search_id = 0;
+    if (runs_->parsed() && !search_id_text_.empty()) {
+      auto id = ParsePositiveInt(search_id_text_, "--search");
+      if (!id.ok()) return id.status();
+      search_id = id.value();
+    }
     results::OpenOptions options;
     options.read_only = true;
     auto store = results::Store::Open(ResolveDbPath(db_), options);
     if (!store.ok()) return store.status();
     if (hardware_->parsed()) return ListHardware(**store, out, err);
     if (measurements_->parsed()) return ListMeasurements(**store, out, err);
+    if (searches_->parsed()) return ListSearches(**store, out, err);
+    if (runs_->parsed()) return ListRuns(**store, search_id, out, err);
     return Export(**store, out, err);
   }
 
@@ -204,6 +255,104 @@ class DbCommand : public Command {
     return Status::Ok();
   }
 
+  Status ListSearches(const results::Store& store, std::ostream& out,
+                      std::ostream& err) {
+    auto searches = store.ListSearches();
+    if (!searches.ok()) return searches.status();
+    if (searches->empty()) {
+      err << "tune: " << store.path()
+          << " holds no searches yet; 'tune search' records them\n";
+      return Status::Ok();
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const results::SearchRecord& s : *searches) {
+      auto candidates = store.GetCandidates(s.id);
+      if (!candidates.ok()) return candidates.status();
+      // Candidates come by rank: the first one is the best.
+      const results::CandidateRecord* best =
+          candidates->empty() ? nullptr : &candidates->front();
+      rows.push_back(
+          {std::to_string(s.id), UtcTime(s.provenance.created_unix_s), s.model,
+           std::to_string(s.gpus), s.gpu, std::to_string(s.gbs),
+           std::to_string(s.seq_length), std::to_string(s.evaluated),
+           std::to_string(s.feasible), best ? best->config_text : "-",
+           best ? Fixed(best->step_time_s * 1e3, 1) : "-"});
+    }
+    PrintTable(
+        out,
+        {"id", "time_utc", "model", "gpus", "gpu", "gbs", "seq", "evaluated",
+         "feasible", "best_config", "best_step_ms"},
+        {true, false, false, true, false, true, true, true, true, false, true},
+        rows);
+    return Status::Ok();
+  }
+
+  // `search_id` 0 = every run; else only runs linked to that search.
+  Status ListRuns(const results::Store& store, int64_t search_id,
+                  std::ostream& out, std::ostream& err) {
+    if (search_id > 0) {
+      auto searches = store.ListSearches();
+      if (!searches.ok()) return searches.status();
+      const bool known =
+          std::any_of(searches->begin(), searches->end(),
+                      [&](const auto& s) { return s.id == search_id; });
+      if (!known) {
+        return Status::InvalidArgument(
+            "--search: no search " + std::to_string(search_id) + " in " +
+                store.path(),
+            "list the recorded searches with 'tune db searches'");
+      }
+    }
+    auto runs = store.GetTrainingRuns();
+    if (!runs.ok()) return runs.status();
+    auto joined = store.GetPredictedVsMeasured(search_id);
+    if (!joined.ok()) return joined.status();
+    std::map<int64_t, RunLink> links;  // by training run id
+    for (const results::PredictedVsMeasured& p : *joined) {
+      links[p.training_run_id] = {p.search_id, p.rank, p.predicted_step_time_s,
+                                  p.relative_error};
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const results::TrainingRun& r : *runs) {
+      const auto link = links.find(r.id);
+      if (search_id > 0 && link == links.end()) continue;
+      const bool linked = link != links.end();
+      rows.push_back(
+          {std::to_string(r.id), UtcTime(r.provenance.created_unix_s), r.model,
+           r.config_text, std::to_string(r.steps),
+           Fixed(r.step_time_median_s * 1e3, 1), Fixed(r.tokens_per_s, 0),
+           Fixed(r.final_loss, 4),
+           linked ? std::to_string(link->second.search_id) : "-",
+           linked ? std::to_string(link->second.rank) : "-",
+           linked ? Fixed(link->second.predicted_step_time_s * 1e3, 1) : "-",
+           linked ? SignedPercent(link->second.relative_error) : "-"});
+    }
+    if (rows.empty()) {
+      err << "tune: no training runs"
+          << (search_id > 0 ? " of search " + std::to_string(search_id) : "")
+          << " in " << store.path()
+          << (search_id > 0 ? "; 'tune train --from-search " +
+                                  std::to_string(search_id) + "' records one\n"
+                            : "; 'tune train' records them\n");
+      return Status::Ok();
+    }
+    PrintTable(out,
+               {"id", "time_utc", "model", "config", "steps", "median_ms",
+                "tokens_per_s", "final_loss", "search", "rank", "predicted_ms",
+                "error_pct"},
+               {true, false, false, false, true, true, true, true, true, true,
+                true, true},
+               rows);
+    return Status::Ok();
+  }
+
+  // "+12.3" / "-4.0": the signed relative error in percent.
+  static std::string SignedPercent(double relative_error) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%+.1f", 100 * relative_error);
+    return buf;
+  }
+
   Status Export(const results::Store& store, std::ostream& out,
                 std::ostream& err) {
     std::ostringstream csv;
@@ -227,8 +376,11 @@ class DbCommand : public Command {
   CLI::App* db_app_ = nullptr;
   CLI::App* hardware_ = nullptr;
   CLI::App* measurements_ = nullptr;
+  CLI::App* searches_ = nullptr;
+  CLI::App* runs_ = nullptr;
   CLI::App* export_ = nullptr;
   std::string db_;
+  std::string search_id_text_;
   std::string hardware_id_;
   std::string op_;
   std::string table_;

@@ -29,7 +29,8 @@ const char* Bool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
 
-std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
+std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
+                         const SearchLink* search) {
   const auto& m = in.model;
   const auto& c = e.config;
   const auto& t = in.training;
@@ -131,18 +132,29 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e) {
   y << "  preset: " << Quote(in.cluster.name) << "\n";
   y << "  num_gpus: " << t.num_gpus << "\n";
   y << "  gpus_per_node: " << in.cluster.gpus_per_node << "\n";
+
+  if (search != nullptr) {
+    // Where the prediction lives: `tune train --config` stores its run
+    // against this candidate when it records into the same database.
+    y << "search:\n";
+    y << "  db: " << Quote(search->db) << "\n";
+    y << "  id: " << search->search_id << "\n";
+    y << "  rank: " << search->rank << "\n";
+    y << "  candidate_id: " << search->candidate_id << "\n";
+    y << "  predicted_step_time_s: " << search->predicted_step_time_s << "\n";
+  }
   return y.str();
 }
 
 Status WriteConfigYaml(const std::string& path, const Inputs& in,
-                       const costmodel::Estimate& e) {
+                       const costmodel::Estimate& e, const SearchLink* search) {
   std::ofstream file(path);
   if (!file) {
     return Status::IoError("--out " + path + ": cannot open for writing (" +
                                std::strerror(errno) + ")",
                            "check that the directory exists and is writable");
   }
-  file << ConfigToYaml(in, e);
+  file << ConfigToYaml(in, e, search);
   file.close();
   if (!file) {
     return Status::IoError("--out " + path + ": write failed",

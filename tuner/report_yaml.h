@@ -1,7 +1,10 @@
 // The --out file: the best configuration as YAML with Megatron argument names
 // (DESIGN.md §2), readable back by `tune --model FILE` (model: section) and by
-// `tune train` later. Sections: model, parallelism, training, cluster; a
-// comment header carries the prediction.
+// `tune train --config`. Sections: model, parallelism, training, cluster,
+// and search (which recorded search and candidate the configuration is, so
+// that `tune train` can store its measured run against that prediction;
+// only when the search was recorded); a comment header carries the
+// prediction.
 #ifndef MESHTUNE_TUNER_REPORT_YAML_H_
 #define MESHTUNE_TUNER_REPORT_YAML_H_
 
@@ -10,15 +13,20 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/status.h"
 #include "tuner/inputs.h"
+#include "tuner/search_link.h"
 
 namespace meshtune::tuner {
 
-// The YAML text for `e` (a fitting estimate of `in`).
-std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e);
+// The YAML text for `e` (a fitting estimate of `in`). `search`, when not
+// null, becomes the `search:` section (db, id, rank, candidate_id,
+// predicted_step_time_s).
+std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
+                         const SearchLink* search = nullptr);
 
 // Writes ConfigToYaml to `path`; IoError naming the path on failure.
 Status WriteConfigYaml(const std::string& path, const Inputs& in,
-                       const costmodel::Estimate& e);
+                       const costmodel::Estimate& e,
+                       const SearchLink* search = nullptr);
 
 }  // namespace meshtune::tuner
 

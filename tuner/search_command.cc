@@ -1,6 +1,7 @@
 // `tune search` (also `tune --model M --gpus N` without a subcommand).
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tuner/calibration_source.h"
@@ -12,6 +13,7 @@
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
+#include "tuner/search_link.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -23,7 +25,12 @@ constexpr const char* kSearchExamples = R"(Examples:
   tune --model 175b --gpus 1024 --json > result.json
   tune --model 175b --gpus 1024 --out best.yaml --format megatron
   tune --model my_model.yaml --gpus 64 --space my_space.yaml
-  tune --model 175b --gpus 1024 --db runs.db          record into runs.db (default ./tune.db))";
+  tune --model 175b --gpus 1024 --db runs.db          record into runs.db (default ./tune.db)
+  tune search --model gpt-tiny --gpus 2 --gpu local --gbs 4 --seq-len 64 --out best.yaml
+  tune train --config best.yaml --steps 20            train it; the run is stored against
+                                                      the search's prediction (tune db runs)
+With a database, --out also writes a search: section (db, id, rank, candidate_id,
+predicted_step_time_s) that links 'tune train --config' runs to this search.)";
 
 class SearchCommand : public Command {
  public:
@@ -82,8 +89,29 @@ class SearchCommand : public Command {
       return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
     }
     const costmodel::Estimate& best = result.ranked.front();
+    // Recorded first, so that the --out file can name the candidate it is
+    // (its search: section) for `tune train` to store its run against. A
+    // failed write is a warning only: the search itself succeeded.
+    std::optional<SearchLink> link;
+    if (*db != nullptr) {
+      auto id = RecordSearch(db->get(), flags_, in, result, top.value());
+      if (!id.ok()) {
+        err << "tune: warning: search not recorded: " << id.status().message()
+            << "\n";
+      } else if (!out_file_.empty()) {
+        auto stored = FindCandidate(**db, id.value(), /*rank=*/1);
+        if (stored.ok()) {
+          link = MakeSearchLink(stored.value());
+        } else {
+          err << "tune: warning: --out " << out_file_
+              << " is not linked to search " << id.value() << ": "
+              << stored.status().message() << "\n";
+        }
+      }
+    }
     if (!out_file_.empty()) {
-      MESHTUNE_RETURN_IF_ERROR(WriteConfigYaml(out_file_, in, best));
+      MESHTUNE_RETURN_IF_ERROR(
+          WriteConfigYaml(out_file_, in, best, link ? &*link : nullptr));
       err << "tune: wrote the best configuration to " << out_file_ << "\n";
     }
     if (json_) {
@@ -93,14 +121,6 @@ class SearchCommand : public Command {
           MegatronArgs(in.model, in.training, best.config));
     } else {
       PrintSearchReport(out, in, result, top.value());
-    }
-    if (*db != nullptr) {
-      // The report is already out: a failed write is a warning only.
-      auto id = RecordSearch(db->get(), flags_, in, result, top.value());
-      if (!id.ok()) {
-        err << "tune: warning: search not recorded: " << id.status().message()
-            << "\n";
-      }
     }
     return Status::Ok();
   }

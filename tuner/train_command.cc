@@ -28,6 +28,7 @@
 #include "tuner/cli.h"
 #include "tuner/command.h"
 #include "tuner/results_db.h"
+#include "tuner/search_link.h"
 #include "tuner/train_flags.h"
 #include "tuner/train_launcher.h"
 #include "tuner/train_report.h"
@@ -40,7 +41,14 @@ constexpr const char *kTrainExamples = R"(Examples:
   tune search --model gpt-tiny --gpus 4 --gpu local --out best.yaml && tune train --config best.yaml
   tune train --model llama-tiny --tp 2 --pp 2 --steps 20
   tune train --model gpt-tiny --data my_corpus --save ckpt --save-interval 25
+  tune train --from-search 3 --rank 2 --steps 20      candidate 2 of search 3 (tune db searches)
+  tune db runs                                         measured vs predicted step times
 With --config, flags given on the command line override the file's values.
+A --config file with a search: section (tune search --out with a database),
+or --from-search, stores the run against that search candidate when it
+records into the search's database and trains exactly the candidate's model,
+gbs, seq-len and parallel config; otherwise one warning says why it is not
+linked and the run is stored unlinked. --from-search takes no layout flags.
 Axes not given default to tp=pp=dp=vpp=mbs=1, sp off, recompute none,
 dist_opt off; gbs and seq-len default to the model's. More than one rank
 (tp*pp*dp > 1) runs under mpirun (Open MPI), started by tune itself unless
@@ -119,7 +127,8 @@ void PrintStartup(std::ostream &os, const TrainPlan &plan,
                   const engine::data::TokenDataset &dataset, bool under_mpi,
                   const std::vector<engine::RankMemory> &memory,
                   std::optional<double> predicted_s,
-                  const std::string &prediction_note) {
+                  const std::string &prediction_note,
+                  const StoredCandidate *linked) {
   const engine::TrainConfig &c = plan.config;
   const engine::OptimizerConfig &o = c.optimizer;
   char line[512];
@@ -169,20 +178,23 @@ void PrintStartup(std::ostream &os, const TrainPlan &plan,
                   prediction_note.c_str());
   }
   os << line;
+  if (linked != nullptr) os << FormatSearchLine(*linked);
   os << "memory per rank (fp32):\n" << FormatMemoryTable(memory);
   os.flush();
 }
 
 // Records the run in training_runs; failures are warnings (the report is
 // out already).
+// `candidate_id` is the linked search candidate (0 = not linked).
 void RecordRun(results::Store *store, const engine::TrainConfig &c,
-               const TrainSummary &s, std::ostream &err) {
+               const TrainSummary &s, int64_t candidate_id, std::ostream &err) {
   const results::Provenance prov = ToolProvenance();
   const results::HardwareFingerprint hw =
       profiler::CpuFingerprint(profiler::ReadCpuInfo());
   Status st = store->PutHardware(hw, prov);
   results::TrainingRun run;
   run.hardware_id = st.ok() ? hw.id : "";
+  run.candidate_id = candidate_id;
   run.model = c.model.name;
   run.config = c.parallel;
   run.gbs = c.global_batch_size;
@@ -200,8 +212,10 @@ void RecordRun(results::Store *store, const engine::TrainConfig &c,
         << "\n";
     return;
   }
-  err << "tune: recorded training run " << id.value() << " in " << store->path()
-      << "\n";
+  err << "tune: recorded training run " << id.value() << " in "
+      << store->path();
+  if (candidate_id > 0) err << " (candidate " << candidate_id << ")";
+  err << "\n";
 }
 
 class TrainCommand : public Command {
@@ -354,10 +368,21 @@ class TrainCommand : public Command {
     const bool root = world->rank() == 0;
     const engine::TrainConfig &c = plan.config;
     std::unique_ptr<results::Store> store;
+    // The search candidate this run is stored against, once checked.
+    std::optional<StoredCandidate> linked;
     if (root) {
       StatusOr<std::unique_ptr<results::Store>> db = OpenTrainDb(flags_, err);
       if (!db.ok()) return db.status();
       store = std::move(db.value());
+      if (plan.search.has_value()) {
+        LinkCheck check =
+            CheckRunLink(store.get(), flags_.no_db, *plan.search, c);
+        if (check.linked) {
+          linked = std::move(check.stored);
+        } else {
+          err << NotLinkedWarning(*plan.search, check.reason) << std::endl;
+        }
+      }
     }
     StatusOr<std::unique_ptr<engine::Trainer>> trainer =
         engine::Trainer::Create(c, &dataset, world);
@@ -371,7 +396,8 @@ class TrainCommand : public Command {
     if (root) {
       std::string note;
       predicted = PredictStepTime(c, store.get(), &note);
-      PrintStartup(progress, plan, dataset, under_mpi, memory, predicted, note);
+      PrintStartup(progress, plan, dataset, under_mpi, memory, predicted, note,
+                   linked ? &*linked : nullptr);
     }
     std::vector<engine::IterationLog> logs;
     std::vector<engine::IterationLog> interval;
@@ -391,15 +417,17 @@ class TrainCommand : public Command {
 
     const TrainSummary summary =
         SummarizeRun(logs, c.global_batch_size * c.seq());
+    const StoredCandidate *link = linked ? &*linked : nullptr;
     if (flags_.json) {
-      out << TrainRunToJson(c, logs, summary, memory, predicted).dump(2)
+      out << TrainRunToJson(c, logs, summary, memory, predicted, link).dump(2)
           << "\n";
     } else {
-      out << FormatSummary(summary, predicted);
+      out << FormatSummary(summary, predicted, link);
     }
     out.flush();
-    if (store != nullptr && !logs.empty())
-      RecordRun(store.get(), c, summary, err);
+    if (store != nullptr && !logs.empty()) {
+      RecordRun(store.get(), c, summary, link ? link->candidate.id : 0, err);
+    }
     return Status::Ok();
   }
 

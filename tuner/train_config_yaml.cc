@@ -17,8 +17,8 @@ using search_spaces::RecomputeMethod;
 using search_spaces::yaml_util::MapReader;
 
 const std::vector<std::string>& TopLevelKeys() {
-  static const std::vector<std::string> kKeys = {"model", "parallelism",
-                                                 "training", "cluster"};
+  static const std::vector<std::string> kKeys = {
+      "model", "parallelism", "training", "cluster", "search"};
   return kKeys;
 }
 
@@ -244,6 +244,23 @@ Status CheckCluster(const YAML::Node& node, const std::string& source) {
   return Status::Ok();
 }
 
+// The link back to the search (tuner/search_link.h). Every key is required:
+// a partial link could not be checked against the database.
+Status ReadSearch(const YAML::Node& node, const std::string& source,
+                  SearchLink* link) {
+  const MapReader r(node, source, "search");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys(
+      {"db", "id", "rank", "candidate_id", "predicted_step_time_s"}));
+  MESHTUNE_RETURN_IF_ERROR(r.String("db", true, &link->db));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("id", true, 1, &link->search_id));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("rank", true, 1, &link->rank));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("candidate_id", true, 1, &link->candidate_id));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("predicted_step_time_s", true, &link->predicted_step_time_s));
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<TrainFileConfig> ParseTrainConfigYaml(const std::string& text,
@@ -272,6 +289,11 @@ StatusOr<TrainFileConfig> ParseTrainConfigYaml(const std::string& text,
   }
   if (const YAML::Node c = Section(*root, "cluster")) {
     MESHTUNE_RETURN_IF_ERROR(CheckCluster(c, source));
+  }
+  if (const YAML::Node s = Section(*root, "search")) {
+    SearchLink link;
+    MESHTUNE_RETURN_IF_ERROR(ReadSearch(s, source, &link));
+    file.search = link;
   }
   return file;
 }

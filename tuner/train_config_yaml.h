@@ -24,17 +24,23 @@
 //                 save_interval, log_interval.
 //   cluster:      preset, num_gpus, gpus_per_node (planning only: training
 //                 runs on this machine; checked for type only)
+//   search:       db (string), id, rank, candidate_id (positive integers),
+//                 predicted_step_time_s (a number >= 0): the recorded
+//                 search candidate this config is (tuner/search_link.h);
+//                 all five keys are required when the section is present
 // Every section is optional, so a hand-written file may hold just a few
 // keys; absent keys keep TrainConfig's defaults. Errors are one line
 // `file:line: message` with a hint (search_spaces/yaml_util.h), exit 2.
 #ifndef MESHTUNE_TUNER_TRAIN_CONFIG_YAML_H_
 #define MESHTUNE_TUNER_TRAIN_CONFIG_YAML_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
+#include "tuner/search_link.h"
 
 namespace meshtune::tuner {
 
@@ -47,6 +53,7 @@ struct TrainFileConfig {
   engine::TrainConfig config;
   bool has_model = false;              // the file has a model: section
   std::vector<std::string> data_path;  // training.data_path (may be empty)
+  std::optional<SearchLink> search;    // the search: section, when present
 };
 
 // Parses YAML text; `source` names the file in error locations.

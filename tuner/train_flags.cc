@@ -5,15 +5,22 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "costmodel/model_stats.h"
+#include "profiler/cpu_backend.h"
+#include "results/store.h"
 #include "search_spaces/presets.h"
 #include "tuner/inputs.h"
+#include "tuner/results_db.h"
 #include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
@@ -77,6 +84,102 @@ StatusOr<DecayStyle> ParseDecayStyle(const std::string& text) {
       "use cosine, linear or constant");
 }
 
+// The flags that would change what a search candidate is: its model, batch
+// and parallel layout, with whether each was given.
+std::vector<std::pair<std::string, bool>> LayoutFlags(const TrainFlags& f) {
+  auto opt = [](const std::optional<bool>& v, const char* on,
+                const char* off) -> std::pair<std::string, bool> {
+    return {v.value_or(true) ? on : off, v.has_value()};
+  };
+  return {{"--model", !f.model.empty()},
+          {"--tp", !f.tp.empty()},
+          {"--pp", !f.pp.empty()},
+          {"--vpp", !f.vpp.empty()},
+          {"--dp", !f.dp.empty()},
+          {"--mbs", !f.mbs.empty()},
+          {"--gbs", !f.gbs.empty()},
+          {"--seq-len", !f.seq_len.empty()},
+          {"--recompute", !f.recompute.empty()},
+          opt(f.sp, "--sp", "--no-sp"),
+          opt(f.dist_opt, "--dist-opt", "--no-dist-opt")};
+}
+
+// --from-search ID [--rank R]: the candidate as a config file would give it
+// (model, gbs, seq length, parallel config) plus the link to it.
+StatusOr<TrainFileConfig> ReadFromSearch(const TrainFlags& f) {
+  if (!f.config.empty()) {
+    return Status::InvalidArgument(
+        "--from-search and --config both say what to train",
+        "pass one of them: --config FILE trains a 'tune search --out' file, "
+        "--from-search ID a search recorded in the database");
+  }
+  for (const auto& [flag, given] : LayoutFlags(f)) {
+    if (!given) continue;
+    return Status::InvalidArgument(
+        "--from-search and " + flag +
+            " cannot be combined: the search candidate fixes the model, "
+            "batch and parallel layout",
+        "leave out " + flag +
+            "; to train another layout, use 'tune train --model M --tp T "
+            "...' (that run is not linked to the search)");
+  }
+  if (f.no_db) {
+    return Status::InvalidArgument(
+        "--from-search reads the search from the results database, which "
+        "--no-db turns off",
+        "leave out --no-db (the database is --db PATH, else $TUNE_DB, else "
+        "./tune.db)");
+  }
+  StatusOr<int64_t> id = ParsePositiveInt(f.from_search, "--from-search");
+  if (!id.ok()) return id.status();
+  int64_t rank = 1;
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.rank, "--rank", &rank));
+  results::OpenOptions options;
+  options.read_only = true;
+  StatusOr<std::unique_ptr<results::Store>> store =
+      results::Store::Open(ResolveDbPath(f.db), options);
+  if (!store.ok()) return store.status();
+  StatusOr<StoredCandidate> found = FindCandidate(*store.value(), *id, rank);
+  if (!found.ok()) return found.status();
+  const results::SearchRecord& search = found->search;
+  const results::CandidateRecord& candidate = found->candidate;
+  const std::string which = "--from-search " + std::to_string(*id) +
+                            " --rank " + std::to_string(rank);
+  if (!candidate.fits) {
+    StatusOr<std::vector<results::CandidateRecord>> all =
+        store.value()->GetCandidates(*id);
+    int64_t feasible = 0;
+    if (all.ok()) {
+      for (const auto& c : *all) feasible += c.fits ? 1 : 0;
+    }
+    return Status::Infeasible(
+        which + ": candidate " + search_spaces::ToString(candidate.config) +
+            " is infeasible (" + candidate.infeasible_reason + ")",
+        feasible == 0   ? "the search has no feasible candidate; search again "
+                          "with other --gpus or pins"
+        : feasible == 1 ? "use --rank 1, its feasible candidate"
+                        : "use --rank 1 to " + std::to_string(feasible) +
+                              ", its feasible candidates");
+  }
+  StatusOr<search_spaces::ModelSpec> model =
+      search_spaces::ResolveModel(search.model);
+  if (!model.ok()) {
+    return Status::InvalidArgument(
+        which + ": search " + std::to_string(*id) + " was for model '" +
+            search.model + "', which is not a built-in preset",
+        "train the search's --out file instead: tune search ... --out "
+        "best.yaml, then tune train --config best.yaml");
+  }
+  TrainFileConfig file;
+  file.config.model = model.value();
+  file.has_model = true;
+  file.config.parallel = candidate.config;
+  file.config.global_batch_size = search.gbs;
+  file.config.seq_length = search.seq_length;
+  file.search = MakeSearchLink(found.value());
+  return file;
+}
+
 }  // namespace
 
 void AddTrainFlags(CLI::App* app, TrainFlags* f) {
@@ -84,6 +187,14 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                   "training config YAML written by 'tune search --out' "
                   "(flags given here override its values)")
       ->type_name("FILE");
+  app->add_option("--from-search", f->from_search,
+                  "train a candidate of search ID recorded in the results "
+                  "database (tune db searches), linked to its prediction")
+      ->type_name("ID");
+  app->add_option("--rank", f->rank,
+                  "with --from-search: the candidate's rank (default 1, the "
+                  "best)")
+      ->type_name("R");
   app->add_option("--model", f->model,
                   "model preset (tune models) or a model YAML file")
       ->type_name("M");
@@ -176,12 +287,24 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
   TrainPlan plan;
   engine::TrainConfig& c = plan.config;
   bool has_model = false;
-  if (!f.config.empty()) {
+  if (!f.from_search.empty()) {
+    StatusOr<TrainFileConfig> from = ReadFromSearch(f);
+    if (!from.ok()) return from.status();
+    c = from->config;
+    has_model = true;
+    plan.search = from->search;
+  } else if (!f.rank.empty()) {
+    return Status::InvalidArgument(
+        "--rank applies to --from-search only",
+        "add --from-search ID (tune db searches lists them), or leave out "
+        "--rank");
+  } else if (!f.config.empty()) {
     StatusOr<TrainFileConfig> file = ReadTrainConfigYaml(f.config);
     if (!file.ok()) return file.status();
     c = file->config;
     has_model = file->has_model;
     plan.data.data_path = file->data_path;
+    plan.search = file->search;
   }
   if (!f.model.empty()) {
     StatusOr<search_spaces::ModelSpec> model =
@@ -277,6 +400,11 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
 
 Status ValidateTrainPlan(const TrainPlan& plan) {
   const engine::TrainConfig& c = plan.config;
+  // First: a plan made for a GPU cluster (a search for gpt3-175b on 1024
+  // GPUs) may also use features the engine lacks, but what matters is that
+  // it cannot run here at all.
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckHostMemory(c, profiler::ReadCpuInfo().memory_gib));
   MESHTUNE_RETURN_IF_ERROR(c.Validate());
   const auto& p = c.parallel;
   if (plan.nproc != p.world()) {
@@ -331,6 +459,36 @@ Status ValidateTrainPlan(const TrainPlan& plan) {
   return Status::Ok();
 }
 
+double MinStateBytes(const engine::TrainConfig& c) {
+  const costmodel::ModelStats stats = costmodel::ComputeModelStats(
+      c.model, c.padded_vocab_size(), c.model.seq_length);
+  const double params = stats.total_params;
+  const double dp = static_cast<double>(c.parallel.dp);
+  constexpr double kFp32Bytes = 4;
+  const double weights_and_grads = 2 * kFp32Bytes * params * dp;
+  const double adam = 2 * kFp32Bytes * params * (c.parallel.dist_opt ? 1 : dp);
+  return weights_and_grads + adam;
+}
+
+Status CheckHostMemory(const engine::TrainConfig& c, double host_memory_gib) {
+  const auto& p = c.parallel;
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1) return Status::Ok();
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const double need_gib = MinStateBytes(c) / kGiB;
+  // An unreadable /proc/meminfo (0) cannot tell; the ranks will find out.
+  if (host_memory_gib <= 0 || need_gib <= host_memory_gib) return Status::Ok();
+  char need[64], have[64];
+  std::snprintf(need, sizeof(need), "%.1f GiB", need_gib);
+  std::snprintf(have, sizeof(have), "%.1f GiB", host_memory_gib);
+  return Status::Infeasible(
+      c.model.name + " on " + std::to_string(c.parallel.world()) + " ranks (" +
+          search_spaces::ToString(c.parallel) + ") needs at least " + need +
+          " for fp32 weights, gradients and Adam states; this machine has " +
+          have,
+      "train a model that fits here (tune models), e.g. a search made for "
+      "this machine: tune search --model gpt-tiny --gpus 2 --gpu local");
+}
+
 std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   std::vector<std::string> args;
   auto add = [&args](const char* name, const std::string& value) {
@@ -339,6 +497,8 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
     args.push_back(value);
   };
   add("--config", f.config);
+  add("--from-search", f.from_search);
+  add("--rank", f.rank);
   add("--model", f.model);
   add("--tp", f.tp);
   add("--pp", f.pp);

@@ -4,7 +4,11 @@
 // Precedence (documented in `tune train --help` and the README): a flag
 // given on the command line wins over the --config file, which wins over
 // the defaults (gbs and seq_length from the model, 50 steps, TrainConfig's
-// optimizer defaults). Flags stay strings until resolution so every
+// optimizer defaults). `--from-search ID [--rank R]` takes the place of
+// --config: the model, global batch size, sequence length and parallel
+// config come from that search candidate in the results database, and no
+// flag may change them (the run would no longer be what was predicted).
+// Flags stay strings until resolution so every
 // malformed value is one Status naming the flag (as tuner/inputs.h does for
 // search and estimate, whose parsers this reuses).
 #ifndef MESHTUNE_TUNER_TRAIN_FLAGS_H_
@@ -18,6 +22,7 @@
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
+#include "tuner/search_link.h"
 
 namespace CLI {
 class App;
@@ -31,8 +36,10 @@ inline constexpr int64_t kDefaultTrainSteps = 50;
 
 // Flags exactly as given. Empty string / nullopt / empty list = not given.
 struct TrainFlags {
-  std::string config;  // --config FILE (tune search --out)
-  std::string model;   // preset name or model YAML
+  std::string config;       // --config FILE (tune search --out)
+  std::string from_search;  // --from-search ID (a searches.id)
+  std::string rank;         // --rank R (with --from-search; default 1)
+  std::string model;        // preset name or model YAML
   std::string tp, pp, vpp, dp, mbs, gbs, seq_len, recompute;
   std::optional<bool> sp;         // --sp / --no-sp
   std::optional<bool> dist_opt;   // --dist-opt / --no-dist-opt
@@ -57,19 +64,39 @@ struct TrainPlan {
   engine::TrainConfig config;     // model_flops_per_iteration filled in
   engine::data::DataConfig data;  // data_path, seq_length, num_samples
   int64_t nproc = 1;              // == config.parallel.world()
+  // The search candidate this run claims to be: the --config file's search:
+  // section, or --from-search. Whether the run is stored against it is
+  // decided when its database is open (tuner/search_link.h CheckRunLink).
+  std::optional<SearchLink> search;
 };
 
-// Reads --config (if any), applies the flags over it and fills the
-// defaults. Errors: malformed values (InvalidArgument naming the flag),
-// config file problems (file:line), no model at all. Does not check the
-// combination (ValidateTrainPlan does) nor touch the data.
+// Reads --config or --from-search (if any), applies the flags over it and
+// fills the defaults. Errors: malformed values (InvalidArgument naming the
+// flag), config file problems (file:line), no model at all; with
+// --from-search (exit 2 each): --config or a flag that changes the model,
+// batch or layout next to it, --no-db, an unknown search id, a rank out of
+// range, an infeasible candidate, a model that is not a preset. Reads the
+// database for --from-search (read-only); does not check the combination
+// (ValidateTrainPlan does) nor touch the data.
 StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& flags);
 
-// Checks the plan before any rank starts, in this order: TrainConfig::
-// Validate (its Status as is: InvalidArgument exit 2, Unimplemented exit 1),
-// --nproc == tp·pp·dp, --load names an existing directory, --save can be
-// created (it is created, as Megatron does).
+// Checks the plan before any rank starts, in this order: the fp32 state
+// fits this machine's memory (CheckHostMemory), TrainConfig::Validate (its
+// Status as is: InvalidArgument exit 2, Unimplemented exit 1), --nproc ==
+// tp·pp·dp, --load names an existing directory, --save can be created (it
+// is created, as Megatron does).
 Status ValidateTrainPlan(const TrainPlan& plan);
+
+// Bytes every rank of `c` together holds at least, whatever the
+// activations: fp32 weights and gradients on every data-parallel replica
+// plus the two fp32 Adam moments (sharded over dp with the distributed
+// optimizer, replicated without).
+double MinStateBytes(const engine::TrainConfig& c);
+
+// Infeasible (exit 2) when MinStateBytes(c) exceeds `host_memory_gib`: a
+// plan made for a GPU cluster (gpt3-175b on 1024 GPUs) cannot start its
+// ranks on this machine, and trying would exhaust its memory first.
+Status CheckHostMemory(const engine::TrainConfig& c, double host_memory_gib);
 
 // The flags as command-line arguments after `tune train` (for re-launching
 // this command as MPI ranks): every flag that was given, with its value as

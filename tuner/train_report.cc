@@ -74,8 +74,24 @@ TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,
   return s;
 }
 
+double SignedErrorPercent(double predicted_s, double measured_s) {
+  return measured_s > 0 ? 100 * (predicted_s - measured_s) / measured_s : 0;
+}
+
+std::string FormatSearchLine(const StoredCandidate& linked) {
+  return Format(
+      "  search:      %lld rank %lld (candidate %lld in %s), predicted %.1f ms "
+      "per iteration on %lld x %s\n",
+      static_cast<long long>(linked.search.id),
+      static_cast<long long>(linked.candidate.rank),
+      static_cast<long long>(linked.candidate.id), linked.db.c_str(),
+      1000 * linked.candidate.step_time_s,
+      static_cast<long long>(linked.search.gpus), linked.search.gpu.c_str());
+}
+
 std::string FormatSummary(const TrainSummary& s,
-                          std::optional<double> predicted_step_s) {
+                          std::optional<double> predicted_step_s,
+                          const StoredCandidate* linked) {
   std::string out;
   const bool skipped = s.iterations > kWarmupIterations;
   out += Format(
@@ -99,6 +115,17 @@ std::string FormatSummary(const TrainSummary& s,
         "measured / predicted = %.2f\n",
         1000 * *predicted_step_s, s.step_time_median_s / *predicted_step_s);
   }
+  if (linked != nullptr && s.step_time_median_s > 0) {
+    const double predicted_s = linked->candidate.step_time_s;
+    out += Format(
+        "summary: search %lld rank %lld (candidate %lld) predicted %.1f ms "
+        "per iteration, measured median %.1f ms: error %+.1f %%\n",
+        static_cast<long long>(linked->search.id),
+        static_cast<long long>(linked->candidate.rank),
+        static_cast<long long>(linked->candidate.id), 1000 * predicted_s,
+        1000 * s.step_time_median_s,
+        SignedErrorPercent(predicted_s, s.step_time_median_s));
+  }
   return out;
 }
 
@@ -118,7 +145,8 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::IterationLog>& logs,
                               const TrainSummary& summary,
                               const std::vector<engine::RankMemory>& memory,
-                              std::optional<double> predicted_step_s) {
+                              std::optional<double> predicted_step_s,
+                              const StoredCandidate* linked) {
   using nlohmann::json;
   // The search's config object (CPU engine: fp32), plus the run's sizes.
   json cfg = ConfigToJson(config.parallel, config.global_batch_size, "fp32");
@@ -156,6 +184,10 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
       {"final_loss", summary.final_loss},
       {"predicted_step_time_s",
        predicted_step_s ? json(*predicted_step_s) : json(nullptr)},
+      {"search_id", linked ? json(linked->search.id) : json(nullptr)},
+      {"candidate_id", linked ? json(linked->candidate.id) : json(nullptr)},
+      {"predicted_step_s",
+       linked ? json(linked->candidate.step_time_s) : json(nullptr)},
       {"memory", mem},
   };
 }

@@ -21,6 +21,7 @@
 
 #include "engine/train_config.h"
 #include "engine/trainer.h"
+#include "tuner/search_link.h"
 
 namespace meshtune::tuner {
 
@@ -52,8 +53,22 @@ TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,
 
 // "summary: ..." lines (newline-terminated). `predicted_step_s` is the cost
 // model's step time for this config on the `local` preset, when available.
+// `linked` (null when the run is not linked to a search) adds the search
+// candidate's predicted step time next to the measured median and the
+// signed error in percent, 100·(predicted − measured)/measured (the sign of
+// results::PredictedVsMeasured::relative_error: negative = predicted too
+// fast).
 std::string FormatSummary(const TrainSummary& s,
-                          std::optional<double> predicted_step_s);
+                          std::optional<double> predicted_step_s,
+                          const StoredCandidate* linked = nullptr);
+
+// The start-up report's line for a linked run: "  search:      3 rank 1
+// (candidate 12 in /abs/t.db), predicted 10.1 ms per iteration on 2 x
+// local" (newline-terminated).
+std::string FormatSearchLine(const StoredCandidate& linked);
+
+// 100·(predicted − measured)/measured.
+double SignedErrorPercent(double predicted_s, double measured_s);
 
 // Per-rank memory table (params, grads, optimizer bytes as MiB), one line
 // per rank plus a header, newline-terminated.
@@ -62,15 +77,19 @@ std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks);
 // The --json object: {"model", "config", "iterations": [{"iteration", "lr",
 // "loss", "grad_norm", "step_s", "tokens_per_s"}...], "step_time_median_s",
 // "step_time_min_s", "step_time_p99_s", "step_time_cv", "tokens_per_s",
-// "final_loss", "predicted_step_time_s" (null when unavailable), "memory":
-// [{"rank", "tp_rank", "pp_rank", "dp_rank", "num_params", "param_bytes",
-// "grad_bytes", "optimizer_bytes"}...]}. "config" has the DESIGN §5 keys
-// (precision "fp32": the CPU engine) plus seq_length and train_iters.
+// "final_loss", "predicted_step_time_s" (the local-preset estimate; null
+// when unavailable), "search_id", "candidate_id", "predicted_step_s" (the
+// linked search candidate's prediction; all three null when the run is not
+// linked), "memory": [{"rank", "tp_rank", "pp_rank", "dp_rank",
+// "num_params", "param_bytes", "grad_bytes", "optimizer_bytes"}...]}.
+// "config" has the DESIGN §5 keys (precision "fp32": the CPU engine) plus
+// seq_length and train_iters.
 nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::IterationLog>& logs,
                               const TrainSummary& summary,
                               const std::vector<engine::RankMemory>& memory,
-                              std::optional<double> predicted_step_s);
+                              std::optional<double> predicted_step_s,
+                              const StoredCandidate* linked = nullptr);
 
 }  // namespace meshtune::tuner
 

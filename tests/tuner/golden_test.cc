@@ -1,5 +1,6 @@
 // Golden output of a fixed small search (gpt3-1.3b on 8 a100-80g), with the
-// volatile field (elapsed milliseconds) masked. Any change to the cost model,
+// volatile field (elapsed milliseconds) masked, and its --out YAML with the
+// version line and the database directory masked. Any change to the cost model,
 // the enumeration, the ranking or the report layout shows up here as a diff.
 //
 // To accept an intended change, regenerate the golden file and review the
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 #include <string>
 
@@ -27,10 +29,25 @@ std::string MaskVolatile(const std::string& text) {
   return std::regex_replace(text, kElapsed, " in <elapsed> ms:");
 }
 
-void CheckGolden(const std::string& args, const std::string& golden_name) {
-  const auto run = RunTune(args);
-  ASSERT_EQ(run.exit_code, 0) << run.err;
-  const std::string actual = MaskVolatile(run.out);
+// The --out YAML with its volatile parts masked: the version line (tool
+// version and git revision), the directory of the database, and the
+// 12-digit predicted step time (its last digits depend on the compiler's
+// floating-point contraction; the table golden checks it to 3 decimals).
+std::string MaskYaml(const std::string& yaml, const std::string& dir) {
+  static const std::regex kVersion("^# Written by tune [^\n]*");
+  static const std::regex kPredicted("predicted_step_time_s: [0-9.e+-]+");
+  std::string out =
+      std::regex_replace(yaml, kVersion, "# Written by tune <version>.");
+  out =
+      std::regex_replace(out, kPredicted, "predicted_step_time_s: <predicted>");
+  for (size_t at = out.find(dir); at != std::string::npos;
+       at = out.find(dir, at)) {
+    out.replace(at, dir.size(), "<dir>");
+  }
+  return out;
+}
+
+void CompareGolden(const std::string& actual, const std::string& golden_name) {
   const std::string path =
       std::string(MESHTUNE_SOURCE_DIR) + "/tests/tuner/testdata/" + golden_name;
   const char* update = std::getenv("MESHTUNE_UPDATE_GOLDEN");
@@ -44,6 +61,12 @@ void CheckGolden(const std::string& args, const std::string& golden_name) {
   EXPECT_EQ(actual, expected)
       << "search output changed; if intended, regenerate with "
          "MESHTUNE_UPDATE_GOLDEN=1 and review the diff";
+}
+
+void CheckGolden(const std::string& args, const std::string& golden_name) {
+  const auto run = RunTune(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  CompareGolden(MaskVolatile(run.out), golden_name);
 }
 
 TEST(Golden, MaskVolatileOnlyTouchesElapsed) {
@@ -60,6 +83,29 @@ TEST(Golden, Gpt3_1_3bOn8A100Table) {
 TEST(Golden, Gpt3_1_3bOn8A100Megatron) {
   CheckGolden("--model gpt3-1.3b --gpus 8 --format megatron",
               "search_gpt3-1.3b_8xa100-80g_megatron.txt");
+}
+
+TEST(Golden, MaskYamlOnlyTouchesVersionAndDirectory) {
+  EXPECT_EQ(MaskYaml("# Written by tune 0.1.0 (abc).\n# Predicted: x\n"
+                     "  db: \"/tmp/d/t.db\"\n  id: 1\n"
+                     "  predicted_step_time_s: 1.23456789012e-05\n",
+                     "/tmp/d"),
+            "# Written by tune <version>.\n# Predicted: x\n"
+            "  db: \"<dir>/t.db\"\n  id: 1\n"
+            "  predicted_step_time_s: <predicted>\n");
+}
+
+// The same search with --out and a fresh database: the model, parallelism,
+// training, cluster and search sections.
+TEST(Golden, Gpt3_1_3bOn8A100Yaml) {
+  const std::string dir = testing::MakeTempDir();
+  const auto run = RunTune(
+      "--model gpt3-1.3b --gpus 8 --gpu a100-80g --out best.yaml --db t.db",
+      dir);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  CompareGolden(MaskYaml(ReadFile(dir + "/best.yaml"), dir),
+                "search_gpt3-1.3b_8xa100-80g.yaml");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
