@@ -101,6 +101,37 @@ std::string V1Sql() {
          "FROM candidates c JOIN training_runs r ON r.candidate_id = c.id;\n";
 }
 
+// `tune regress` (results/store_regress.cc): benchmark results and named
+// baselines. Per-repeat throughputs and per-step losses are JSON arrays of
+// numbers (they are read and written whole); medians and spreads are columns
+// so they can be queried. A baseline copies its result's numbers, so an
+// imported one needs no result row; (name, benchmark) is unique.
+std::string V2Sql() {
+  const std::string prov = kProvenanceColumns;
+  const std::string result =
+      "benchmark TEXT NOT NULL, spec TEXT NOT NULL, "
+      "hardware_id TEXT NOT NULL REFERENCES hardware(id), "
+      "threads INTEGER NOT NULL, warmup_steps INTEGER NOT NULL, "
+      "steps_per_repeat INTEGER NOT NULL, tokens_per_step INTEGER NOT NULL, "
+      "tokens_per_s_json TEXT NOT NULL, cpu_tokens_per_s_json TEXT NOT NULL, "
+      "tokens_per_s_median REAL NOT NULL, tokens_per_s_spread REAL NOT NULL, "
+      "cpu_tokens_per_s_median REAL NOT NULL, "
+      "cpu_tokens_per_s_spread REAL NOT NULL, losses_json TEXT NOT NULL";
+  return "CREATE TABLE regress_results (id INTEGER PRIMARY KEY, " + result +
+         ", " + prov +
+         ");\n"
+         "CREATE INDEX regress_results_by_benchmark "
+         "ON regress_results(benchmark, hardware_id);\n"
+         "CREATE TABLE regress_baselines (id INTEGER PRIMARY KEY, "
+         "name TEXT NOT NULL, "
+         "source_result_id INTEGER REFERENCES regress_results(id), " +
+         result +
+         ", result_tool_version TEXT NOT NULL, "
+         "result_git_revision TEXT NOT NULL, "
+         "result_created_unix_s INTEGER NOT NULL, " +
+         prov + ", UNIQUE (name, benchmark));\n";
+}
+
 // Runs fixed SQL (one or more statements, no user values) statement by
 // statement through the prepared-statement interface.
 Status ExecScript(sqlite3* db, const std::string& path, const std::string& sql,
@@ -275,6 +306,7 @@ const std::vector<Migration>& BuiltinMigrations() {
   static const std::vector<Migration> migrations = {
       {1, "hardware, measurements, searches, candidates, training runs",
        V1Sql()},
+      {2, "regress results and baselines", V2Sql()},
   };
   return migrations;
 }

@@ -12,6 +12,8 @@
 //   searches      one row per `tune search` run
 //   candidates    ranked candidates of a search with their predictions
 //   training_runs measured step statistics (engine), joined to candidates
+//   regress_results, regress_baselines  `tune regress` benchmark results and
+//                 the named baselines they are checked against (schema v2)
 // Every row carries provenance: tool version, git revision and a timestamp.
 //
 // Ownership: a Store owns its sqlite3 connection; it is not thread-safe (use
@@ -34,7 +36,7 @@ struct sqlite3;
 namespace meshtune::results {
 
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 // PRAGMA application_id marking a meshtune database ("MSHT").
 inline constexpr int32_t kApplicationId = 0x4D534854;
 
@@ -153,6 +155,40 @@ struct PredictedVsMeasured {
   double relative_error = 0;        // (predicted - measured) / measured
 };
 
+// ---- `tune regress` (results/store_regress.cc, schema version 2) ----------
+// A regression benchmark run: the fixed, short training benchmark `benchmark`
+// (tuner/regress_benchmarks.h) measured `tokens_per_s.size()` times on one
+// machine. Per-repeat throughputs and the loss of every step are kept, so a
+// check can judge noise (median and spread) and numerics (losses).
+struct RegressResult {
+  int64_t id = 0;            // assigned by PutRegressResult; ignored on write
+  std::string benchmark;     // e.g. "cpu-gpt-tiny-v1"
+  std::string spec;          // the benchmark's definition as canonical text
+  std::string hardware_id;   // must exist in `hardware`
+  int64_t threads = 1;       // OpenMP threads the run used
+  int64_t warmup_steps = 0;  // untimed steps before the repeats
+  int64_t steps_per_repeat = 0;
+  int64_t tokens_per_step = 0;  // gbs * seq
+  // Per repeat: tokens / wall seconds and tokens / process CPU seconds.
+  std::vector<double> tokens_per_s;
+  std::vector<double> cpu_tokens_per_s;
+  // Median and spread (median absolute deviation) of the vectors above.
+  double tokens_per_s_median = 0, tokens_per_s_spread = 0;
+  double cpu_tokens_per_s_median = 0, cpu_tokens_per_s_spread = 0;
+  std::vector<double> losses;  // lm loss of every step, warm-up included
+  Provenance provenance;       // of the run; filled on read
+};
+
+// A named reference result for one benchmark: a copy of a result's numbers
+// (so an imported baseline needs no result row). Setting a name again for
+// the same benchmark replaces it (promotion).
+struct RegressBaseline {
+  std::string name;              // e.g. "main"
+  int64_t source_result_id = 0;  // regress_results id; 0 = imported
+  RegressResult result;          // result.id is not stored
+  Provenance provenance;         // when it was set; filled on read
+};
+
 // One schema upgrade: from version `to_version - 1` to `to_version`, as SQL
 // run inside the upgrade transaction.
 struct Migration {
@@ -226,6 +262,29 @@ class Store {
   Status ExportCsv(const std::string& table, std::ostream& out) const;
   // Tables and views ExportCsv accepts.
   static const std::vector<std::string>& ExportableTables();
+
+  // ---- `tune regress` (store_regress.cc) ----
+  // Stores a benchmark result (provenance from `prov`); returns its id.
+  // Empty repeat or loss vectors and non-finite numbers are InvalidArgument;
+  // an unknown hardware id is InvalidArgument (PutHardware first).
+  StatusOr<int64_t> PutRegressResult(const RegressResult& r,
+                                     const Provenance& prov);
+  // Results of `benchmark` on `hardware_id` ("" = any), oldest first.
+  StatusOr<std::vector<RegressResult>> GetRegressResults(
+      const std::string& benchmark = "",
+      const std::string& hardware_id = "") const;
+  // One result; NotFound naming the id and how to list them.
+  StatusOr<RegressResult> GetRegressResult(int64_t id) const;
+  // Sets (inserts or replaces) baseline (b.name, b.result.benchmark) in one
+  // transaction. The hardware id must exist.
+  Status PutRegressBaseline(const RegressBaseline& b, const Provenance& prov);
+  // Baselines of `benchmark` ("" = all), by benchmark then name.
+  StatusOr<std::vector<RegressBaseline>> ListRegressBaselines(
+      const std::string& benchmark = "") const;
+  // Baseline `name` of `benchmark`; NotFound (no hint: callers know which
+  // command sets one) when there is none.
+  StatusOr<RegressBaseline> GetRegressBaseline(
+      const std::string& name, const std::string& benchmark) const;
 
  private:
   Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "tuner/command.h"
+#include "tuner/regress_command.h"
 #include "tuner/version.h"
 
 namespace meshtune::tuner {
@@ -97,6 +98,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddProfileCommand(&app));
   commands.push_back(AddTrainCommand(&app));
   commands.push_back(AddDataCommand(&app));
+  commands.push_back(AddRegressCommand(&app));
   for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 

@@ -9,6 +9,8 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "engine/cpu/ops.h"
 #include "search_spaces/status.h"
@@ -25,6 +27,28 @@ using MutableMap = Eigen::Map<RowMajorMatrix>;
 // doubles per row, narrow enough that m = 768 still splits across threads.
 constexpr int64_t kBiasColumnsPerTask = 64;
 
+// Test hook for `tune regress` (docs/regress.md): MESHTUNE_PLANTED_SLOWDOWN=K
+// (an integer 2..100) computes every forward GEMM K times, a slowdown the
+// regression gate must catch; the result, and so the numerics, are
+// unchanged. Read once per process; unset or 1 = off.
+int PlantedSlowdownFactor() {
+  static const int factor = [] {
+    const char* text = std::getenv("MESHTUNE_PLANTED_SLOWDOWN");
+    if (text == nullptr || *text == '\0') return 1;
+    char* end = nullptr;
+    const long k = std::strtol(text, &end, 10);
+    if (*end != '\0' || k < 1 || k > 100) {
+      std::fprintf(stderr,
+                   "tune: warning: ignoring MESHTUNE_PLANTED_SLOWDOWN='%s' "
+                   "(want an integer from 1 to 100)\n",
+                   text);
+      return 1;
+    }
+    return static_cast<int>(k);
+  }();
+  return factor;
+}
+
 }  // namespace
 
 void LinearForward(const float* in, const float* weight, const float* bias,
@@ -33,7 +57,9 @@ void LinearForward(const float* in, const float* weight, const float* bias,
   ConstMap in_mat(in, n, k);      // [n, k]
   ConstMap w_mat(weight, m, k);   // [m, k]
   MutableMap out_mat(out, n, m);  // [n, m]
-  out_mat.noalias() = in_mat * w_mat.transpose();
+  for (int r = PlantedSlowdownFactor(); r > 0; --r) {
+    out_mat.noalias() = in_mat * w_mat.transpose();
+  }
   if (bias == nullptr) return;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {

@@ -270,7 +270,8 @@ TEST_F(RobustnessTest, NewerSchemaIsRefusedNamingBothVersions) {
   EXPECT_EQ(store.status().message(),
             path_ +
                 ": results database schema version 7 is newer than this "
-                "tune's version 1");
+                "tune's version " +
+                std::to_string(kSchemaVersion));
   EXPECT_EQ(store.status().hint(),
             "use a newer tune, or pass --db with another file");
   EXPECT_EQ(Bytes(path_), before);

@@ -230,8 +230,9 @@ TEST(DbCommandTest, NewerSchemaIsRefusedWithBothVersions) {
   const std::string dir = MakeTempDir();
   const std::string db = SeedMeasurements(dir);
   {
-    const std::vector<results::Migration> future = {
-        results::BuiltinMigrations()[0], {2, "future", "CREATE TABLE f (x);"}};
+    std::vector<results::Migration> future = results::BuiltinMigrations();
+    future.push_back(
+        {results::kSchemaVersion + 1, "future", "CREATE TABLE f (x);"});
     results::OpenOptions options;
     options.migrations = &future;
     ASSERT_TRUE(results::Store::Open(db, options).ok());
@@ -240,8 +241,11 @@ TEST(DbCommandTest, NewerSchemaIsRefusedWithBothVersions) {
   TuneRun run = RunTune("db hardware --db '" + db + "'");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "tune: error: " + db +
-                         ": results database schema version 2 is newer than "
-                         "this tune's version 1\n"
+                         ": results database schema version " +
+                         std::to_string(results::kSchemaVersion + 1) +
+                         " is newer than this tune's version " +
+                         std::to_string(results::kSchemaVersion) +
+                         "\n"
                          "tune: hint: use a newer tune, or pass --db with "
                          "another file\n");
   TuneRun search = RunTune(std::string(kSearch) + " --db '" + db + "'");
