@@ -132,6 +132,38 @@ std::string V2Sql() {
          prov + ", UNIQUE (name, benchmark));\n";
 }
 
+// `tune validate` (results/store_validate.cc): each validation of a search,
+// the outcome of every candidate it ran (failed ones with their error), and
+// the efficiency factors fitted to a machine's measured runs.
+std::string V3Sql() {
+  const std::string prov = kProvenanceColumns;
+  return "CREATE TABLE validations (id INTEGER PRIMARY KEY, "
+         "search_id INTEGER NOT NULL REFERENCES searches(id), "
+         "hardware_id TEXT NOT NULL, steps INTEGER NOT NULL, "
+         "measured INTEGER NOT NULL, spearman REAL, mape_pct REAL, "
+         "top1_is_measured_best INTEGER NOT NULL, top1_loss_pct REAL, "
+         "measured_best_candidate_id INTEGER, " +
+         prov +
+         ");\n"
+         "CREATE TABLE validation_runs (id INTEGER PRIMARY KEY, "
+         "validation_id INTEGER NOT NULL REFERENCES validations(id), "
+         "candidate_id INTEGER NOT NULL REFERENCES candidates(id), "
+         "reason TEXT NOT NULL, status TEXT NOT NULL "
+         "CHECK (status IN ('ok', 'failed')), error TEXT NOT NULL, "
+         "predicted_step_s REAL NOT NULL, measured_step_s REAL, "
+         "training_run_id INTEGER REFERENCES training_runs(id), "
+         "wall_s REAL NOT NULL);\n"
+         "CREATE TABLE fitted_factors (id INTEGER PRIMARY KEY, "
+         "hardware_id TEXT NOT NULL, base_calibration TEXT NOT NULL, "
+         "compute REAL NOT NULL, memory REAL NOT NULL, "
+         "collective REAL NOT NULL, runs INTEGER NOT NULL, "
+         "mape_before_pct REAL NOT NULL, mape_after_pct REAL NOT NULL, " +
+         prov +
+         ");\n"
+         "CREATE INDEX fitted_factors_by_machine "
+         "ON fitted_factors(hardware_id, base_calibration);\n";
+}
+
 // Runs fixed SQL (one or more statements, no user values) statement by
 // statement through the prepared-statement interface.
 Status ExecScript(sqlite3* db, const std::string& path, const std::string& sql,
@@ -307,6 +339,7 @@ const std::vector<Migration>& BuiltinMigrations() {
       {1, "hardware, measurements, searches, candidates, training runs",
        V1Sql()},
       {2, "regress results and baselines", V2Sql()},
+      {3, "validations, their runs, fitted efficiency factors", V3Sql()},
   };
   return migrations;
 }

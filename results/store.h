@@ -14,6 +14,9 @@
 //   training_runs measured step statistics (engine), joined to candidates
 //   regress_results, regress_baselines  `tune regress` benchmark results and
 //                 the named baselines they are checked against (schema v2)
+//   validations, validation_runs, fitted_factors  `tune validate`: each
+//                 validation, every candidate it ran or failed, and the
+//                 efficiency factors fitted per machine (schema v3)
 // Every row carries provenance: tool version, git revision and a timestamp.
 //
 // Ownership: a Store owns its sqlite3 connection; it is not thread-safe (use
@@ -24,6 +27,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,7 +40,7 @@ struct sqlite3;
 namespace meshtune::results {
 
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // PRAGMA application_id marking a meshtune database ("MSHT").
 inline constexpr int32_t kApplicationId = 0x4D534854;
 
@@ -197,6 +201,48 @@ struct Migration {
   std::string sql;
 };
 
+// ---- `tune validate` (results/store_validate.cc) ----
+
+// One `tune validate` run: the search it ran and its statistics
+// (tuner/validate_analysis.h).
+struct ValidationRecord {
+  int64_t id = 0;           // assigned by PutValidation; ignored on write
+  int64_t search_id = 0;    // must exist
+  std::string hardware_id;  // the machine the candidates ran on
+  int64_t steps = 0;        // training steps per candidate
+  int64_t measured = 0;     // candidates that ran successfully
+  std::optional<double> spearman, mape_pct, top1_loss_pct;
+  bool top1_is_measured_best = false;
+  int64_t measured_best_candidate_id = 0;  // 0 when nothing ran
+  Provenance provenance;                   // filled on read; ignored on write
+};
+
+// One candidate of a validation: ran ("ok", with its training run) or
+// failed (with the one-line error).
+struct ValidationRunRecord {
+  int64_t validation_id = 0;  // filled on write/read
+  int64_t candidate_id = 0;   // must exist
+  std::string reason;         // "top 1", "other recompute", ...
+  std::string status;         // "ok" | "failed"
+  std::string error;          // "" when ok
+  double predicted_step_s = 0;
+  std::optional<double> measured_step_s;
+  int64_t training_run_id = 0;  // 0 when failed
+  double wall_s = 0;
+};
+
+// Efficiency factors fitted to this machine's measured runs
+// (costmodel/fitted_calibration.h), newest row per (hardware, base) wins.
+struct FittedFactorsRecord {
+  int64_t id = 0;  // assigned on write
+  std::string hardware_id;
+  std::string base_calibration;  // "datasheet" | "measured:<id>"
+  double compute = 1, memory = 1, collective = 1;
+  int64_t runs = 0;
+  double mape_before_pct = 0, mape_after_pct = 0;
+  Provenance provenance;  // filled on read; ignored on write
+};
+
 // The migrations of this build, ending at kSchemaVersion.
 const std::vector<Migration>& BuiltinMigrations();
 
@@ -285,6 +331,22 @@ class Store {
   // command sets one) when there is none.
   StatusOr<RegressBaseline> GetRegressBaseline(
       const std::string& name, const std::string& benchmark) const;
+
+  // `tune validate`: a validation and its runs in one transaction.
+  StatusOr<int64_t> PutValidation(const ValidationRecord& v,
+                                  const std::vector<ValidationRunRecord>& runs,
+                                  const Provenance& prov);
+  // All validations, oldest first.
+  StatusOr<std::vector<ValidationRecord>> ListValidations() const;
+  // Runs of one validation in selection order.
+  StatusOr<std::vector<ValidationRunRecord>> GetValidationRuns(
+      int64_t validation_id) const;
+  StatusOr<int64_t> PutFittedFactors(const FittedFactorsRecord& f,
+                                     const Provenance& prov);
+  // The newest factors for (hardware, base calibration), if any.
+  StatusOr<std::optional<FittedFactorsRecord>> GetFittedFactors(
+      const std::string& hardware_id,
+      const std::string& base_calibration) const;
 
  private:
   Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

@@ -340,8 +340,10 @@ StatusOr<std::vector<PredictedVsMeasured>> Store::GetPredictedVsMeasured(
 
 const std::vector<std::string>& Store::ExportableTables() {
   static const std::vector<std::string> tables = {
-      "hardware",   "measurements",  "searches",
-      "candidates", "training_runs", "predicted_vs_measured"};
+      "hardware",        "measurements",      "searches",
+      "candidates",      "training_runs",     "predicted_vs_measured",
+      "regress_results", "regress_baselines", "validations",
+      "validation_runs", "fitted_factors"};
   return tables;
 }
 

@@ -263,7 +263,9 @@ TEST(StoreTest, ExportsCsvWithQuotingAndRejectsUnknownTables) {
   EXPECT_EQ(s.message(), "unknown table 'sqlite_master'");
   EXPECT_EQ(s.hint(),
             "use one of: hardware, measurements, searches, candidates, "
-            "training_runs, predicted_vs_measured");
+            "training_runs, predicted_vs_measured, regress_results, "
+            "regress_baselines, validations, validation_runs, "
+            "fitted_factors");
 }
 
 TEST(MigrationTest, RunsFakeStepsInOrderAndKeepsData) {

@@ -208,7 +208,9 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
   EXPECT_EQ(table.err,
             "tune: error: --table: unknown table 'runs'\n"
             "tune: hint: use one of: hardware, measurements, searches, "
-            "candidates, training_runs, predicted_vs_measured\n");
+            "candidates, training_runs, predicted_vs_measured, "
+            "regress_results, regress_baselines, validations, "
+            "validation_runs, fitted_factors\n");
   TuneRun missing = RunTune("db hardware", dir, "TUNE_DB=");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err,
