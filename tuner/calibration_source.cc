@@ -9,6 +9,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "tuner/accuracy_rules.h"
 #include "tuner/results_db.h"
+#include "tuner/validate_learning.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -96,6 +97,20 @@ std::string MatchingHardwareId(
 }
 
 StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster,
+    const std::string& local_id) {
+  auto base = ChooseBaseCalibration(store, cluster, local_id);
+  if (!base.ok() || store == nullptr) return base;
+  std::string machine = local_id;
+  if (cluster.name != kLocalCluster) {
+    auto machines = store->ListHardware();
+    if (!machines.ok()) return machines.status();
+    machine = MatchingHardwareId(machines.value(), cluster, local_id);
+  }
+  return ApplyStoredFactors(*store, std::move(base).value(), machine);
+}
+
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseBaseCalibration(
     const results::Store* store, const search_spaces::ClusterSpec& cluster,
     const std::string& local_id) {
   if (store != nullptr) {

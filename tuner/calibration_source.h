@@ -36,9 +36,17 @@ std::string MatchingHardwareId(
     const std::vector<results::HardwareFingerprint>& machines,
     const search_spaces::ClusterSpec& cluster, const std::string& local_id);
 
-// The calibration for `cluster`: measured when `store` (may be null) holds
-// measurements of a matching machine, else the datasheet. Store errors are
-// returned, not hidden.
+// The calibration for `cluster` before learning: measured when `store` (may
+// be null) holds measurements of a matching machine, else the datasheet.
+// Store errors are returned, not hidden.
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseBaseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster,
+    const std::string& local_id);
+
+// ChooseBaseCalibration, then wrapped with the efficiency factors `tune
+// validate` learned for the machine (tuner/validate_learning.h), if any:
+// the `local` preset uses this machine's (`local_id`) factors, a GPU preset
+// those of the matching stored machine.
 StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
     const results::Store* store, const search_spaces::ClusterSpec& cluster,
     const std::string& local_id);

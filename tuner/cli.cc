@@ -99,7 +99,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddTrainCommand(&app));
   commands.push_back(AddDataCommand(&app));
   commands.push_back(AddRegressCommand(&app));
-  for (auto& c : AddUnbuiltCommands(&app)) commands.push_back(std::move(c));
+  commands.push_back(AddValidateCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 
   std::vector<std::string> args = raw_args;

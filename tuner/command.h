@@ -42,9 +42,9 @@ std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
 std::unique_ptr<Command> AddTrainCommand(CLI::App* app);
 // Text/JSONL to Megatron indexed datasets (data_command.cc).
 std::unique_ptr<Command> AddDataCommand(CLI::App* app);
-// validate, regress: listed in --help, refuse to run until the issues that
-// build them land (unbuilt_commands.cc).
-std::vector<std::unique_ptr<Command>> AddUnbuiltCommands(CLI::App* app);
+// Real runs of a search's best candidates, predicted vs measured, learning
+// (validate_command.cc).
+std::unique_ptr<Command> AddValidateCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 

@@ -102,7 +102,9 @@ StatusOr<int64_t> RecordSearch(results::Store* store, const InputFlags& flags,
     c.estimate_json = EstimateToJson(e, inputs.training).dump();
     // A search calibrated by measurements is tied to that machine.
     if (search.hardware_id.empty() && e.calibration.rfind(measured, 0) == 0) {
-      search.hardware_id = e.calibration.substr(measured.size());
+      // "measured:<id>" or, with learned factors, "measured:<id>+fit:...".
+      const std::string rest = e.calibration.substr(measured.size());
+      search.hardware_id = rest.substr(0, rest.find('+'));
     }
     candidates.push_back(std::move(c));
   }

@@ -43,33 +43,38 @@ std::vector<SelectedCandidate> SelectCandidates(
     taken[i] = true;
   }
   if (out.empty()) return out;
-  const auto& best = ranked[out.front().index].config;
-  using Axis =
-      std::pair<const char*,
-                std::function<bool(const search_spaces::ParallelConfig&)>>;
-  const Axis axes[] = {
+  // Each axis maps a configuration to its value along that axis; an extra
+  // must bring a value none of the chosen candidates has.
+  using Key = std::function<std::string(const search_spaces::ParallelConfig&)>;
+  const std::pair<const char*, Key> axes[] = {
       {"other tp/pp split",
-       [&](const search_spaces::ParallelConfig& c) {
-         return c.tp != best.tp || c.pp != best.pp;
+       [](const search_spaces::ParallelConfig& c) {
+         return std::to_string(c.tp) + "/" + std::to_string(c.pp);
        }},
       {"other recompute",
-       [&](const search_spaces::ParallelConfig& c) {
-         return c.recompute.granularity != best.recompute.granularity;
+       [](const search_spaces::ParallelConfig& c) {
+         return std::string(search_spaces::ToString(c.recompute.granularity));
        }},
       {"other micro-batch",
-       [&](const search_spaces::ParallelConfig& c) {
-         return c.mbs != best.mbs;
+       [](const search_spaces::ParallelConfig& c) {
+         return std::to_string(c.mbs);
        }},
   };
   int64_t added = 0;
-  for (const Axis& axis : axes) {
+  for (const auto& [reason, key] : axes) {
     if (added >= extras) break;
+    std::vector<std::string> seen;
+    for (const SelectedCandidate& p : out) {
+      seen.push_back(key(ranked[p.index].config));
+    }
     for (size_t i = 0; i < ranked.size(); ++i) {
-      if (taken[i] || !ranked[i].fits || !axis.second(ranked[i].config) ||
+      if (taken[i] || !ranked[i].fits ||
+          std::find(seen.begin(), seen.end(), key(ranked[i].config)) !=
+              seen.end() ||
           !trainable(ranked[i])) {
         continue;
       }
-      out.push_back({i, axis.first});
+      out.push_back({i, reason});
       taken[i] = true;
       ++added;
       break;

@@ -2,8 +2,9 @@
 // and how the measured step times compare with the predictions.
 //
 // Selection: the analytical top K (the ranking's best), plus up to E
-// deliberately different candidates, each the best-ranked one that differs
-// from the top-1 along one axis the cost model must get right:
+// deliberately different candidates, one per axis the cost model must get
+// right, each the best-ranked candidate whose value on that axis none of the
+// already chosen candidates has:
 //   "other tp/pp split"  (tensor vs pipeline vs data parallel trade-off)
 //   "other recompute"    (recompute granularity)
 //   "other micro-batch"  (GEMM sizes and the number of micro-batches)

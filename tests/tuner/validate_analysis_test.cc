@@ -67,16 +67,16 @@ TEST(ValidateAnalysisTest, FailedTop1HasNoLoss) {
   EXPECT_FALSE(none.spearman.has_value());
 }
 
-TEST(ValidateAnalysisTest, SelectsTopKThenOneDifferentPerAxis) {
+TEST(ValidateAnalysisTest, SelectsTopKThenOneNewValuePerAxis) {
   using R = RecomputeGranularity;
   const std::vector<costmodel::Estimate> ranked = {
       Make(2, 1, 4, R::kNone),         // 0 top 1
-      Make(2, 1, 4, R::kSelective),    // 1 top 2
+      Make(1, 1, 4, R::kSelective),    // 1 top 2
       Make(1, 1, 4, R::kNone, false),  // 2 does not fit: never chosen
-      Make(2, 1, 2, R::kNone),         // 3 other micro-batch
-      Make(1, 2, 4, R::kNone),         // 4 other tp/pp split (untrainable)
-      Make(1, 1, 4, R::kNone),         // 5 other tp/pp split
-      Make(2, 1, 4, R::kFull),         // 6 (recompute differs, but 1 is taken)
+      Make(1, 1, 2, R::kNone),         // 3 other micro-batch (2 is new)
+      Make(1, 2, 4, R::kNone),         // 4 pp 2: untrainable here
+      Make(1, 1, 4, R::kFull),         // 5 other recompute (full is new)
+      Make(4, 1, 4, R::kNone),         // 6 other tp/pp split (4/1 is new)
   };
   auto trainable = [](const costmodel::Estimate& e) {
     return e.config.pp == 1;
@@ -87,10 +87,11 @@ TEST(ValidateAnalysisTest, SelectsTopKThenOneDifferentPerAxis) {
   EXPECT_EQ(picked[0].reason, "top 1");
   EXPECT_EQ(picked[1].index, 1u);
   EXPECT_EQ(picked[1].reason, "top 2");
-  EXPECT_EQ(picked[2].index, 5u);
+  // tp/pp 2/1 and 1/1 are taken; 1/2 is untrainable: 4/1.
+  EXPECT_EQ(picked[2].index, 6u);
   EXPECT_EQ(picked[2].reason, "other tp/pp split");
-  // Best not yet taken with another recompute than top-1's (none): index 6.
-  EXPECT_EQ(picked[3].index, 6u);
+  // none and selective are taken: full.
+  EXPECT_EQ(picked[3].index, 5u);
   EXPECT_EQ(picked[3].reason, "other recompute");
   EXPECT_EQ(picked[4].index, 3u);
   EXPECT_EQ(picked[4].reason, "other micro-batch");
@@ -98,6 +99,10 @@ TEST(ValidateAnalysisTest, SelectsTopKThenOneDifferentPerAxis) {
   // extras = 0: the top K only; K larger than the list: what there is.
   EXPECT_EQ(SelectCandidates(ranked, 2, 0, trainable).size(), 2u);
   EXPECT_EQ(SelectCandidates(ranked, 10, 0, trainable).size(), 5u);
+  // An axis with no new value adds nothing.
+  const std::vector<costmodel::Estimate> same = {Make(1, 1, 4, R::kNone),
+                                                 Make(1, 1, 4, R::kNone)};
+  EXPECT_EQ(SelectCandidates(same, 1, 3, trainable).size(), 1u);
 }
 
 }  // namespace

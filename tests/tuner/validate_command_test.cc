@@ -1,0 +1,136 @@
+// `tune validate` end to end on this machine (2 MPI ranks of gpt-tiny):
+// the checks (Spearman >= 0.8 between predicted and measured step
+// times, the analytical top-1 within 10% of the measured best, a second
+// validation with the learned factors at least as accurate), a candidate
+// killed the way the out-of-memory killer kills a rank (recorded as failed,
+// the others go on), and input errors.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "results/store.h"
+#include "tests/tuner/run_tune.h"
+
+namespace meshtune::tuner {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::RunTune;
+
+class ValidateCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tune_validate_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Db() const { return (dir_ / "v.db").string(); }
+  fs::path dir_;
+};
+
+constexpr const char* kModel =
+    "validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128 ";
+
+TEST_F(ValidateCommandTest, RanksLikeTheMeasurementsAndLearns) {
+  const auto first = RunTune(std::string(kModel) +
+                             "--top 6 --steps 6 --json --db '" + Db() + "'");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto j = nlohmann::json::parse(first.out);
+  std::printf("%s\n", first.err.c_str());
+  ASSERT_GE(j["candidates"].size(), 7u) << first.out;
+  for (const auto& c : j["candidates"]) {
+    EXPECT_EQ(c["status"], "ok") << c.dump();
+    EXPECT_GT(c["measured_step_s"].get<double>(), 0.0);
+  }
+  std::printf(
+      "first validation: Spearman %.3f, MAPE %.1f%%, top-1 loss %.1f%%\n",
+      j["spearman"].get<double>(), j["mape_pct"].get<double>(),
+      j["top1_loss_pct"].get<double>());
+  EXPECT_GE(j["spearman"].get<double>(), 0.8) << first.out;
+  EXPECT_LE(j["top1_loss_pct"].get<double>(), 10.0) << first.out;
+  ASSERT_TRUE(j["learned"].is_object());
+
+  // The second validation searches with the factors the first one learned.
+  const auto second = RunTune(std::string(kModel) +
+                              "--top 6 --steps 6 --json --db '" + Db() + "'");
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto k = nlohmann::json::parse(second.out);
+  std::printf("second validation (%s): Spearman %.3f, MAPE %.1f%%\n",
+              k["calibration"].get<std::string>().c_str(),
+              k["spearman"].get<double>(), k["mape_pct"].get<double>());
+  EXPECT_NE(k["calibration"].get<std::string>().find("+fit:"),
+            std::string::npos);
+  // Down, or staying low (machine noise moves a good model by a few %).
+  EXPECT_LE(k["mape_pct"].get<double>(),
+            std::max(j["mape_pct"].get<double>(), 15.0));
+
+  auto store = results::Store::Open(Db());
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto validations = (*store)->ListValidations();
+  ASSERT_TRUE(validations.ok());
+  ASSERT_EQ(validations->size(), 2u);
+  auto runs = (*store)->GetValidationRuns((*validations)[0].id);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->size(), j["candidates"].size());
+  for (const auto& r : *runs) {
+    EXPECT_EQ(r.status, "ok");
+    EXPECT_GT(r.training_run_id, 0);
+  }
+}
+
+TEST_F(ValidateCommandTest, KilledCandidateIsRecordedAndTheOthersRun) {
+  const auto run =
+      RunTune(std::string(kModel) +
+                  "--top 3 --extra 0 --steps 3 --no-learn --db '" + Db() + "'",
+              "", "TUNE_DB= MESHTUNE_VALIDATE_KILL_RANK=2");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("[2/3] rank 2"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("failed: killed by signal 9 (Killed): out of memory? "
+                         "(the OOM killer sends SIGKILL)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.out.find("measured 2 of 3"), std::string::npos) << run.out;
+  auto store = results::Store::Open(Db());
+  ASSERT_TRUE(store.ok());
+  auto validations = (*store)->ListValidations();
+  ASSERT_TRUE(validations.ok());
+  ASSERT_EQ(validations->size(), 1u);
+  auto runs = (*store)->GetValidationRuns((*validations)[0].id);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 3u);
+  EXPECT_EQ((*runs)[0].status, "ok");
+  EXPECT_EQ((*runs)[1].status, "failed");
+  EXPECT_EQ((*runs)[1].training_run_id, 0);
+  EXPECT_FALSE((*runs)[1].measured_step_s.has_value());
+  EXPECT_EQ((*runs)[2].status, "ok");
+}
+
+TEST_F(ValidateCommandTest, InputErrors) {
+  auto r = RunTune("validate --model gpt-tiny --gpus 2 --gpu h100 --db '" +
+                   Db() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "tune: error: tune validate runs the candidates on this machine "
+            "with the CPU engine, so it needs --gpu local (got --gpu h100)\n"
+            "tune: hint: use --gpu local; GPU validation comes with the CUDA "
+            "engine\n");
+  r = RunTune(std::string(kModel) + "--cp 2 --db '" + Db() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("does not run context or expert parallelism"),
+            std::string::npos)
+      << r.err;
+  r = RunTune(std::string(kModel) + "--steps 0 --db '" + Db() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(Db()) && fs::file_size(Db()) > 0 &&
+               r.out.find("validation") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,418 @@
+// `tune validate`: search, run the top candidates (and a few deliberately
+// different ones) for real on this machine, compare predicted with measured
+// step times, learn this machine's efficiency factors, and recommend the
+// measured best. Selection and statistics: tuner/validate_analysis.h;
+// running one candidate: tuner/validate_runner.h; learning:
+// tuner/validate_learning.h.
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/train_config.h"
+#include "tuner/calibration_source.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+#include "tuner/report_json.h"
+#include "tuner/results_db.h"
+#include "tuner/search_driver.h"
+#include "tuner/validate_analysis.h"
+#include "tuner/validate_learning.h"
+#include "tuner/validate_runner.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kValidateExamples = R"(Examples:
+  tune validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128
+  tune validate --model llama-tiny --gpus 4 --gpu local --top 3 --steps 10 --json
+  tune db validations                              earlier validations
+Runs each candidate as 'tune train --from-search ID --rank R' (mpirun for
+more than one rank) and records everything in the results database.)";
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Signed(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%+.1f", v);
+  return buf;
+}
+
+nlohmann::json OptionalJson(const std::optional<double>& v) {
+  return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+struct Row {
+  SelectedCandidate pick;
+  int64_t candidate_id = 0;
+  costmodel::Estimate estimate;
+  CandidateRunResult run;
+  int64_t training_run_id = 0;
+};
+
+class ValidateCommand : public Command {
+ public:
+  explicit ValidateCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "validate",
+        "run the top candidates for real on this machine; predicted vs "
+        "measured");
+    AddInputFlags(sub, &flags_, /*pins_are_lists=*/true);
+    sub->add_option("--top", top_,
+                    "analytical best candidates to run (default 5)")
+        ->type_name("K");
+    sub->add_option("--extra", extra_,
+                    "deliberately different candidates to add: other tp/pp "
+                    "split, other recompute, other micro-batch (default 3)")
+        ->type_name("E");
+    sub->add_option("--steps", steps_,
+                    "training steps per candidate; the first 2 are warm-up "
+                    "(default 8)")
+        ->type_name("S");
+    sub->add_option("--timeout", timeout_,
+                    "seconds one candidate may run before it is killed and "
+                    "recorded as failed (default 600)")
+        ->type_name("SEC");
+    sub->add_flag("--no-learn", no_learn_,
+                  "do not refit this machine's efficiency factors");
+    sub->add_flag("--json", json_, "print the result as JSON on stdout");
+    sub->add_option("--db", flags_.db,
+                    "results database (default: $TUNE_DB, else ./tune.db)")
+        ->type_name("PATH");
+    sub->footer(kValidateExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& err) override {
+    auto top = ParsePositiveInt(top_, "--top");
+    if (!top.ok()) return top.status();
+    auto steps = ParsePositiveInt(steps_, "--steps");
+    if (!steps.ok()) return steps.status();
+    auto timeout = ParsePositiveInt(timeout_, "--timeout");
+    if (!timeout.ok()) return timeout.status();
+    int64_t extra = 0;
+    if (extra_ != "0") {
+      auto e = ParsePositiveInt(extra_, "--extra");
+      if (!e.ok()) return e.status();
+      extra = *e;
+    }
+    auto inputs = ResolveInputs(flags_);
+    if (!inputs.ok()) return inputs.status();
+    Inputs in = std::move(inputs).value();
+    if (in.cluster.name != kLocalCluster) {
+      return Status::InvalidArgument(
+          "tune validate runs the candidates on this machine with the CPU "
+          "engine, so it needs --gpu local (got --gpu " +
+              in.cluster.name + ")",
+          "use --gpu local; GPU validation comes with the CUDA engine");
+    }
+    // The engine trains dense models without context or expert parallelism.
+    if ((!in.space.cp.empty() && in.space.cp != std::vector<int64_t>{1}) ||
+        (!in.space.ep.empty() && in.space.ep != std::vector<int64_t>{1})) {
+      return Status::InvalidArgument(
+          "the training engine does not run context or expert parallelism "
+          "yet, so --cp/--ep other than 1 cannot be validated",
+          "drop --cp and --ep");
+    }
+    in.space.cp = {1};
+    in.space.ep = {1};
+
+    auto db = OpenSearchDb(flags_, err);
+    if (!db.ok()) return db.status();
+    if (*db == nullptr) {
+      return Status::InvalidArgument(
+          "tune validate needs a results database to record the runs in",
+          "pass --db PATH");
+    }
+    results::Store* store = db->get();
+    const std::string db_path =
+        std::filesystem::absolute(store->path()).string();
+    const std::string hardware_id = LocalHardwareId();
+
+    auto calibration = ChooseCalibration(store, in.cluster, hardware_id);
+    if (!calibration.ok()) return calibration.status();
+    const SearchResult result = RunSearch(in.model, in.cluster, in.training,
+                                          in.space, *calibration.value());
+    if (result.feasible == 0) {
+      return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
+    }
+    auto trainable = [&](const costmodel::Estimate& e) {
+      engine::TrainConfig c;
+      c.model = in.model;
+      c.parallel = e.config;
+      c.global_batch_size = in.training.global_batch_size;
+      c.seq_length = in.training.seq_length;
+      c.train_iters = *steps;
+      return c.Validate().ok();
+    };
+    const std::vector<SelectedCandidate> picks =
+        SelectCandidates(result.ranked, *top, extra, trainable);
+    if (picks.empty()) {
+      return Status::InvalidArgument(
+          "none of the " + std::to_string(result.feasible) +
+              " feasible configurations can be trained by the engine",
+          "see 'tune train --help' for what the engine supports");
+    }
+    size_t depth = 0;
+    for (const SelectedCandidate& p : picks)
+      depth = std::max(depth, p.index + 1);
+    auto search_id =
+        RecordSearch(store, flags_, in, result, static_cast<int64_t>(depth));
+    if (!search_id.ok()) return search_id.status();
+    auto stored = store->GetCandidates(*search_id);
+    if (!stored.ok()) return stored.status();
+
+    std::vector<Row> rows;
+    for (size_t i = 0; i < picks.size(); ++i) {
+      Row row;
+      row.pick = picks[i];
+      row.estimate = result.ranked[picks[i].index];
+      for (const results::CandidateRecord& c : *stored) {
+        if (c.rank == static_cast<int64_t>(picks[i].index) + 1) {
+          row.candidate_id = c.id;
+        }
+      }
+      err << "tune: validate [" << i + 1 << "/" << picks.size() << "] rank "
+          << picks[i].index + 1 << " "
+          << search_spaces::ToString(row.estimate.config) << " ("
+          << picks[i].reason << "): " << *steps << " steps ... " << std::flush;
+      CandidateRunRequest request;
+      request.search_id = *search_id;
+      request.rank = static_cast<int64_t>(picks[i].index) + 1;
+      request.world = row.estimate.config.world();
+      request.steps = *steps;
+      request.db = db_path;
+      request.timeout_s = static_cast<double>(*timeout);
+      row.run = RunCandidate(request);
+      if (row.run.ok) {
+        err << Fixed(row.run.step_time_median_s, 3) << " s/step (predicted "
+            << Fixed(row.estimate.step_time_s, 3) << ")\n";
+        auto runs = store->GetTrainingRuns(row.candidate_id);
+        if (runs.ok() && !runs->empty()) {
+          row.training_run_id = runs->back().id;
+        }
+      } else {
+        err << "failed: " << row.run.error << "\n";
+      }
+      rows.push_back(std::move(row));
+    }
+
+    std::vector<CandidateOutcome> outcomes;
+    for (const Row& r : rows) {
+      CandidateOutcome o;
+      o.predicted_step_s = r.estimate.step_time_s;
+      if (r.run.ok) o.measured_step_s = r.run.step_time_median_s;
+      outcomes.push_back(o);
+    }
+    const ValidationStats stats = AnalyzeOutcomes(outcomes);
+
+    // Learning: refit against the base calibration (the unfitted one).
+    std::optional<costmodel::FitResult> fit;
+    if (!no_learn_ && stats.measured > 0) {
+      auto base = ChooseBaseCalibration(store, in.cluster, hardware_id);
+      if (!base.ok()) return base.status();
+      auto fitted = FitMachineFactors(*store, in.cluster, **base, hardware_id);
+      if (!fitted.ok()) return fitted.status();
+      fit = *fitted;
+      if (fit.has_value()) {
+        results::FittedFactorsRecord f;
+        f.hardware_id = hardware_id;
+        f.base_calibration = (*base)->Name();
+        f.compute = fit->factors.compute;
+        f.memory = fit->factors.memory;
+        f.collective = fit->factors.collective;
+        f.runs = fit->runs;
+        f.mape_before_pct = fit->mape_before_pct;
+        f.mape_after_pct = fit->mape_after_pct;
+        auto put = store->PutFittedFactors(f, ToolProvenance());
+        if (!put.ok()) return put.status();
+      }
+    }
+
+    results::ValidationRecord v;
+    v.search_id = *search_id;
+    v.hardware_id = hardware_id;
+    v.steps = *steps;
+    v.measured = stats.measured;
+    v.spearman = stats.spearman;
+    v.mape_pct = stats.mape_pct;
+    v.top1_is_measured_best = stats.top1_is_measured_best;
+    v.top1_loss_pct = stats.top1_loss_pct;
+    if (stats.measured_best.has_value()) {
+      v.measured_best_candidate_id = rows[*stats.measured_best].candidate_id;
+    }
+    std::vector<results::ValidationRunRecord> records;
+    for (const Row& r : rows) {
+      results::ValidationRunRecord rec;
+      rec.candidate_id = r.candidate_id;
+      rec.reason = r.pick.reason;
+      rec.status = r.run.ok ? "ok" : "failed";
+      rec.error = r.run.error;
+      rec.predicted_step_s = r.estimate.step_time_s;
+      if (r.run.ok) rec.measured_step_s = r.run.step_time_median_s;
+      rec.training_run_id = r.training_run_id;
+      rec.wall_s = r.run.wall_s;
+      records.push_back(std::move(rec));
+    }
+    auto validation_id = store->PutValidation(v, records, ToolProvenance());
+    if (!validation_id.ok()) return validation_id.status();
+
+    if (json_) {
+      PrintJson(out, rows, stats, fit, *search_id, *validation_id, in,
+                calibration.value()->Name());
+    } else {
+      PrintTable(out, rows, stats, fit, *search_id, *validation_id,
+                 calibration.value()->Name());
+    }
+    if (stats.measured == 0) {
+      return Status::IoError("every candidate failed; see the errors above",
+                             "run one of them with 'tune train --from-search " +
+                                 std::to_string(*search_id) +
+                                 " --rank R' to see its output");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  void PrintTable(std::ostream& out, const std::vector<Row>& rows,
+                  const ValidationStats& stats,
+                  const std::optional<costmodel::FitResult>& fit,
+                  int64_t search_id, int64_t validation_id,
+                  const std::string& calibration) {
+    char line[512];
+    out << "validation " << validation_id << " of search " << search_id
+        << " (calibration " << calibration << ", " << steps_
+        << " steps per candidate, first 2 are warm-up)\n";
+    std::snprintf(line, sizeof(line), "%4s  %-44s %-18s %9s %9s %7s  %s\n",
+                  "rank", "config", "why", "pred_s", "meas_s", "err%",
+                  "status");
+    out << line;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      const std::string meas =
+          r.run.ok ? Fixed(r.run.step_time_median_s, 3) : "-";
+      const std::string errp =
+          r.run.ok ? Signed(ErrorPercent(r.estimate.step_time_s,
+                                         r.run.step_time_median_s))
+                   : "-";
+      std::string status = r.run.ok ? "ok" : "failed: " + r.run.error;
+      if (stats.measured_best.has_value() && *stats.measured_best == i) {
+        status += " (measured best)";
+      }
+      std::snprintf(
+          line, sizeof(line), "%4zu  %-44s %-18s %9s %9s %7s  %s\n",
+          r.pick.index + 1, search_spaces::ToString(r.estimate.config).c_str(),
+          r.pick.reason.c_str(), Fixed(r.estimate.step_time_s, 3).c_str(),
+          meas.c_str(), errp.c_str(), status.c_str());
+      out << line;
+    }
+    out << "measured " << stats.measured << " of " << rows.size();
+    if (stats.mape_pct.has_value()) {
+      out << "; mean absolute error " << Fixed(*stats.mape_pct, 1) << "%";
+    }
+    if (stats.spearman.has_value()) {
+      out << "; Spearman rank correlation " << Fixed(*stats.spearman, 2);
+    }
+    out << "\n";
+    if (stats.top1_loss_pct.has_value()) {
+      if (stats.top1_is_measured_best) {
+        out << "the analytical top-1 is the measured best\n";
+      } else {
+        out << "the analytical top-1 is " << Fixed(*stats.top1_loss_pct, 1)
+            << "% slower than the measured best\n";
+      }
+    } else {
+      out << "the analytical top-1 failed to run\n";
+    }
+    if (stats.measured_best.has_value()) {
+      const Row& best = rows[*stats.measured_best];
+      out << "recommended (measured best): rank " << best.pick.index + 1 << " "
+          << search_spaces::ToString(best.estimate.config) << ", "
+          << Fixed(best.run.step_time_median_s, 3) << " s/step\n"
+          << "  train it: tune train --from-search " << search_id << " --rank "
+          << best.pick.index + 1 << "\n";
+    }
+    if (fit.has_value()) {
+      out << "learned for this machine from " << fit->runs
+          << " measured runs: compute x" << Fixed(fit->factors.compute, 2)
+          << ", memory x" << Fixed(fit->factors.memory, 2) << ", collective x"
+          << Fixed(fit->factors.collective, 2) << " (their error "
+          << Fixed(fit->mape_before_pct, 1) << "% -> "
+          << Fixed(fit->mape_after_pct, 1) << "%); later searches use them\n";
+    }
+  }
+
+  void PrintJson(std::ostream& out, const std::vector<Row>& rows,
+                 const ValidationStats& stats,
+                 const std::optional<costmodel::FitResult>& fit,
+                 int64_t search_id, int64_t validation_id, const Inputs& in,
+                 const std::string& calibration) {
+    nlohmann::json j;
+    j["search_id"] = search_id;
+    j["validation_id"] = validation_id;
+    j["calibration"] = calibration;
+    j["candidates"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json c;
+      c["rank"] = r.pick.index + 1;
+      c["reason"] = r.pick.reason;
+      c["config"] =
+          ConfigToJson(r.estimate.config, in.training.global_batch_size,
+                       search_spaces::ToString(in.training.precision));
+      c["predicted_step_s"] = r.estimate.step_time_s;
+      c["measured_step_s"] = r.run.ok ? nlohmann::json(r.run.step_time_median_s)
+                                      : nlohmann::json(nullptr);
+      c["error_pct"] =
+          r.run.ok ? nlohmann::json(ErrorPercent(r.estimate.step_time_s,
+                                                 r.run.step_time_median_s))
+                   : nlohmann::json(nullptr);
+      c["status"] = r.run.ok ? "ok" : "failed";
+      c["error"] =
+          r.run.ok ? nlohmann::json(nullptr) : nlohmann::json(r.run.error);
+      j["candidates"].push_back(c);
+    }
+    j["spearman"] = OptionalJson(stats.spearman);
+    j["mape_pct"] = OptionalJson(stats.mape_pct);
+    j["top1_is_measured_best"] = stats.top1_is_measured_best;
+    j["top1_loss_pct"] = OptionalJson(stats.top1_loss_pct);
+    j["recommended_rank"] =
+        stats.measured_best.has_value()
+            ? nlohmann::json(rows[*stats.measured_best].pick.index + 1)
+            : nlohmann::json(nullptr);
+    if (fit.has_value()) {
+      j["learned"] = {{"runs", fit->runs},
+                      {"compute", fit->factors.compute},
+                      {"memory", fit->factors.memory},
+                      {"collective", fit->factors.collective},
+                      {"mape_before_pct", fit->mape_before_pct},
+                      {"mape_after_pct", fit->mape_after_pct}};
+    } else {
+      j["learned"] = nullptr;
+    }
+    out << j.dump(2) << "\n";
+  }
+
+  InputFlags flags_;
+  std::string top_ = "5";
+  std::string extra_ = "3";
+  std::string steps_ = "8";
+  std::string timeout_ = "600";
+  bool no_learn_ = false;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddValidateCommand(CLI::App* app) {
+  return std::make_unique<ValidateCommand>(app);
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,94 @@
+#include "tuner/validate_learning.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "costmodel/cost_model.h"
+#include "search_spaces/presets.h"
+#include "tuner/inputs.h"
+
+namespace meshtune::tuner {
+
+StatusOr<std::optional<costmodel::FitResult>> FitMachineFactors(
+    const results::Store& store, const search_spaces::ClusterSpec& cluster,
+    const costmodel::Calibration& base, const std::string& hardware_id) {
+  auto searches = store.ListSearches();
+  if (!searches.ok()) return searches.status();
+  std::map<int64_t, results::SearchRecord> by_id;
+  for (const results::SearchRecord& s : *searches) by_id[s.id] = s;
+  auto runs = store.GetTrainingRuns();
+  if (!runs.ok()) return runs.status();
+  std::map<int64_t, std::string> run_hardware;
+  for (const results::TrainingRun& r : *runs)
+    run_hardware[r.id] = r.hardware_id;
+  auto joined = store.GetPredictedVsMeasured();
+  if (!joined.ok()) return joined.status();
+
+  std::vector<costmodel::FitSample> samples;
+  std::map<std::string, std::optional<search_spaces::ModelSpec>> models;
+  for (const results::PredictedVsMeasured& p : *joined) {
+    if (run_hardware[p.training_run_id] != hardware_id) continue;
+    auto search = by_id.find(p.search_id);
+    if (search == by_id.end() || search->second.gpu != cluster.name) continue;
+    if (p.measured_step_time_s <= 0) continue;
+    const results::SearchRecord& s = search->second;
+    auto model_it = models.find(s.model);
+    if (model_it == models.end()) {
+      auto m = search_spaces::ResolveModel(s.model);
+      model_it =
+          models
+              .emplace(s.model,
+                       m.ok() ? std::optional<search_spaces::ModelSpec>(*m)
+                              : std::nullopt)
+              .first;
+    }
+    if (!model_it->second.has_value()) continue;
+    auto precision = ParsePrecision(s.precision);
+    if (!precision.ok()) continue;
+    auto candidates = store.GetCandidates(s.id);
+    if (!candidates.ok()) return candidates.status();
+    const results::CandidateRecord* cand = nullptr;
+    for (const results::CandidateRecord& c : *candidates) {
+      if (c.id == p.candidate_id) cand = &c;
+    }
+    if (cand == nullptr) continue;
+    search_spaces::TrainingSpec training;
+    training.num_gpus = s.gpus;
+    training.global_batch_size = s.gbs;
+    training.seq_length = s.seq_length;
+    training.precision = *precision;
+    costmodel::FitSample sample;
+    sample.measured_step_s = p.measured_step_time_s;
+    sample.predict_step_s = [model = *model_it->second, cluster, training,
+                             config = cand->config](
+                                const costmodel::Calibration& cal) {
+      return costmodel::EstimateConfig(model, cluster, training, config, cal)
+          .step_time_s;
+    };
+    samples.push_back(std::move(sample));
+  }
+  if (samples.empty()) return std::optional<costmodel::FitResult>();
+  return std::optional<costmodel::FitResult>(
+      costmodel::FitEfficiencyFactors(base, samples));
+}
+
+StatusOr<std::unique_ptr<costmodel::Calibration>> ApplyStoredFactors(
+    const results::Store& store, std::unique_ptr<costmodel::Calibration> base,
+    const std::string& hardware_id) {
+  if (hardware_id.empty()) return base;
+  auto stored = store.GetFittedFactors(hardware_id, base->Name());
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return base;
+  const results::FittedFactorsRecord& f = **stored;
+  costmodel::EfficiencyFactors factors;
+  factors.compute = f.compute;
+  factors.memory = f.memory;
+  factors.collective = f.collective;
+  if (factors.IsIdentity()) return base;
+  return std::unique_ptr<costmodel::Calibration>(
+      std::make_unique<costmodel::FittedCalibration>(
+          std::move(base), factors, std::to_string(f.runs) + " runs"));
+}
+
+}  // namespace meshtune::tuner
