@@ -98,6 +98,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddProfileCommand(&app));
   commands.push_back(AddTrainCommand(&app));
   commands.push_back(AddDataCommand(&app));
+  commands.push_back(AddExportCommand(&app));
   commands.push_back(AddRegressCommand(&app));
   commands.push_back(AddValidateCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});

@@ -42,6 +42,9 @@ std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
 std::unique_ptr<Command> AddTrainCommand(CLI::App* app);
 // Text/JSONL to Megatron indexed datasets (data_command.cc).
 std::unique_ptr<Command> AddDataCommand(CLI::App* app);
+// A stored candidate as Megatron-LM arguments or NeMo overrides
+// (export_command.cc).
+std::unique_ptr<Command> AddExportCommand(CLI::App* app);
 // Real runs of a search's best candidates, predicted vs measured, learning
 // (validate_command.cc).
 std::unique_ptr<Command> AddValidateCommand(CLI::App* app);

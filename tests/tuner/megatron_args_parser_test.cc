@@ -1,0 +1,366 @@
+// ParseMegatronArgs: every preset × a spread of configurations survives
+// MegatronArgs -> FormatMegatronArgs -> ParseMegatronArgs; pasted launch
+// script text parses; each error has its exact message.
+#include "tuner/megatron_args_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "search_spaces/pipeline_layout.h"
+#include "search_spaces/presets.h"
+#include "tests/tuner/export_round_trip.h"
+#include "tuner/megatron_args.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::ModelSpec;
+using search_spaces::ParallelConfig;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+using search_spaces::TrainingSpec;
+using testing::RoundTripCase;
+using testing::RoundTripCases;
+
+std::string Format(const RoundTripCase& c) {
+  return FormatMegatronArgs(MegatronArgs(c.model, c.training, c.config));
+}
+
+// Replaces the first occurrence of `from` (which must be present).
+std::string Replace(std::string text, const std::string& from,
+                    const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from << " not in\n" << text;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+void ExpectSameFields(const ParsedMegatronArgs& p, const RoundTripCase& c,
+                      const std::string& text) {
+  SCOPED_TRACE(c.name + "\n" + text);
+  const ModelSpec& m = c.model;
+  EXPECT_EQ(p.model.num_layers, m.num_layers);
+  EXPECT_EQ(p.model.hidden_size, m.hidden_size);
+  EXPECT_EQ(p.model.num_attention_heads, m.num_attention_heads);
+  EXPECT_EQ(p.model.num_query_groups, m.num_query_groups);
+  EXPECT_EQ(p.model.kv_channels, m.kv_channels);
+  EXPECT_EQ(p.model.ffn_hidden_size, m.ffn_hidden_size);
+  EXPECT_EQ(p.model.seq_length, std::max(m.seq_length, c.training.seq_length));
+  EXPECT_EQ(p.model.normalization, m.normalization);
+  EXPECT_EQ(p.model.activation, m.activation);
+  EXPECT_EQ(p.model.position_embedding_type, m.position_embedding_type);
+  EXPECT_EQ(p.model.untie_embeddings_and_output_weights,
+            m.untie_embeddings_and_output_weights);
+  EXPECT_EQ(p.model.num_experts, m.num_experts);
+  EXPECT_EQ(p.model.moe_router_topk, m.moe_router_topk);
+  EXPECT_EQ(p.model.moe_ffn_hidden_size, m.moe_ffn_hidden_size);
+  EXPECT_EQ(p.model.moe_layer_freq, m.moe_layer_freq);
+
+  const TrainingSpec& t = c.training;
+  EXPECT_EQ(p.training.num_gpus, t.num_gpus);
+  EXPECT_EQ(p.training.global_batch_size, t.global_batch_size);
+  EXPECT_EQ(p.training.seq_length, t.seq_length);
+  EXPECT_EQ(p.training.precision, t.precision);
+  EXPECT_EQ(p.training.fp8_param_gather, t.fp8_param_gather);
+  EXPECT_EQ(p.training.grad_reduce_in_bf16, t.grad_reduce_in_bf16);
+  // Megatron needs sequence parallelism for --tp-comm-overlap.
+  EXPECT_EQ(p.training.tp_comm_overlap,
+            t.tp_comm_overlap && c.config.sp && c.config.tp > 1);
+
+  EXPECT_TRUE(p.config == c.config)
+      << search_spaces::ToString(p.config) << " vs "
+      << search_spaces::ToString(c.config);
+  EXPECT_TRUE(p.overlap_grad_reduce);
+  EXPECT_EQ(p.overlap_param_gather, c.config.dist_opt);
+  EXPECT_TRUE(p.ignored.empty());
+  EXPECT_TRUE(p.notes.empty());
+}
+
+TEST(MegatronArgsParser, RoundTripsEveryPresetAndConfiguration) {
+  const std::vector<RoundTripCase> cases = RoundTripCases();
+  // Every preset, and each kind of configuration at least once.
+  EXPECT_GE(cases.size(), search_spaces::ModelPresets().size() * 5);
+  int per_stage = 0, explicit_vpp = 0, moe_ep = 0, fp8 = 0, full_block = 0;
+  for (const RoundTripCase& c : cases) {
+    const std::string text = Format(c);
+    auto parsed = ParseMegatronArgs(text, c.training.num_gpus);
+    ASSERT_TRUE(parsed.ok())
+        << c.name << ": " << parsed.status().message() << "\n"
+        << text;
+    ExpectSameFields(parsed.value(), c, text);
+    per_stage += text.find("--num-layers-per-virtual-pipeline-stage") !=
+                 std::string::npos;
+    explicit_vpp += text.find("--virtual-pipeline-model-parallel-size") !=
+                    std::string::npos;
+    moe_ep += c.config.ep > 1;
+    fp8 += c.training.precision == Precision::kFp8;
+    full_block += c.config.recompute.method == RecomputeMethod::kBlock &&
+                  c.config.recompute.granularity == RecomputeGranularity::kFull;
+  }
+  EXPECT_GT(per_stage, 0);
+  EXPECT_GT(explicit_vpp, 0);
+  EXPECT_GT(moe_ep, 0);
+  EXPECT_GT(fp8, 0);
+  EXPECT_GT(full_block, 0);
+}
+
+// Each interleaved case, with the vpp written the other way round.
+TEST(MegatronArgsParser, ReadsVppEitherWay) {
+  int checked = 0;
+  for (const RoundTripCase& c : RoundTripCases()) {
+    if (c.config.vpp == 1) continue;
+    const std::string text = Format(c);
+    const bool accounts =
+        search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+            c.model.num_layers, c.config.pp, c.config.vpp);
+    const int64_t units = c.model.num_layers + (accounts ? 2 : 0);
+    const std::string per_stage =
+        "--num-layers-per-virtual-pipeline-stage " +
+        std::to_string(units / (c.config.pp * c.config.vpp));
+    const std::string vpp = "--virtual-pipeline-model-parallel-size " +
+                            std::to_string(c.config.vpp);
+    const std::string other = accounts ? Replace(text, vpp, per_stage)
+                                       : Replace(text, per_stage, vpp);
+    auto parsed = ParseMegatronArgs(other, c.training.num_gpus);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message() << "\n" << other;
+    ExpectSameFields(parsed.value(), c, other);
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
+}
+
+TEST(MegatronArgsParser, ReadsPastedLaunchScriptText) {
+  const std::string text =
+      "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py \\\n"
+      "    --num-layers 32 --hidden-size 4096 \\   \n"
+      "\t--num-attention-heads=32 --seq-length 4096 # model shape\n"
+      "    --swiglu --normalization 'RMSNorm' --position-embedding-type rope\n"
+      "    --group-query-attention --num-query-groups 8 \\\n"
+      "    --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 \\\n"
+      "    --sequence-parallel --micro-batch-size 2 --global-batch-size 256 "
+      "\\\n"
+      "    --lr 3e-4 --min-lr=3e-5 --data-path 0.5 \"/data/a b\" 0.5 /data/c "
+      "\\\n"
+      "    --use-flash-attn --recompute-activations --bf16\n";
+  auto parsed = ParseMegatronArgs(text, 16);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const ParsedMegatronArgs& p = parsed.value();
+  EXPECT_EQ(p.model.num_layers, 32);
+  EXPECT_EQ(p.model.num_attention_heads, 32);
+  EXPECT_EQ(p.model.num_query_groups, 8);
+  EXPECT_EQ(p.model.kv_channels, 128);
+  // Megatron's SwiGLU default: int(4·h·2/3 / 64)·64.
+  EXPECT_EQ(p.model.ffn_hidden_size, 10880);
+  EXPECT_EQ(p.model.normalization, search_spaces::Normalization::kRMSNorm);
+  EXPECT_EQ(p.model.seq_length, 4096);
+  EXPECT_EQ(p.config.tp, 4);
+  EXPECT_EQ(p.config.pp, 2);
+  EXPECT_EQ(p.config.dp, 2);
+  EXPECT_EQ(p.config.mbs, 2);
+  EXPECT_TRUE(p.config.sp);
+  EXPECT_EQ(p.config.recompute.granularity, RecomputeGranularity::kSelective);
+  EXPECT_EQ(p.training.global_batch_size, 256);
+  EXPECT_EQ(p.training.precision, Precision::kBf16);
+  EXPECT_EQ(p.ignored,
+            (std::vector<std::string>{"--lr", "--min-lr", "--data-path",
+                                      "--use-flash-attn"}));
+  EXPECT_FALSE(p.overlap_grad_reduce);
+}
+
+TEST(MegatronArgsParser, AppliesMegatronDefaultsAndAdjustments) {
+  auto parsed = ParseMegatronArgs(
+      "--num-layers 4 --hidden-size 256 --num-attention-heads 4 "
+      "--seq-length 128 --global-batch-size 8 --fp16 --sequence-parallel "
+      "--num-experts 4 --expert-model-parallel-size 2 --vocab-size 32000");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const ParsedMegatronArgs& p = parsed.value();
+  EXPECT_EQ(p.model.ffn_hidden_size, 1024);
+  EXPECT_EQ(p.model.kv_channels, 64);
+  EXPECT_EQ(p.model.moe_router_topk, 2);
+  EXPECT_EQ(p.model.vocab_size, 32000);
+  EXPECT_EQ(p.config.ep, 2);
+  EXPECT_EQ(p.config.dp, 0);  // no world size given
+  EXPECT_EQ(p.config.mbs, 1);
+  EXPECT_EQ(p.training.precision, Precision::kFp16);
+  EXPECT_FALSE(p.config.sp);
+  EXPECT_EQ(p.notes,
+            (std::vector<std::string>{"--sequence-parallel is off with "
+                                      "--tensor-model-parallel-size 1"}));
+}
+
+TEST(MegatronArgsParser, IgnoredFlagsAreSortedAndDisjointFromPlanFlags) {
+  const auto& ignored = IgnoredMegatronFlags();
+  EXPECT_TRUE(std::is_sorted(ignored.begin(), ignored.end()));
+  EXPECT_TRUE(std::binary_search(ignored.begin(), ignored.end(), "--lr"));
+  EXPECT_TRUE(
+      std::binary_search(ignored.begin(), ignored.end(), "--train-iters"));
+  EXPECT_FALSE(std::binary_search(ignored.begin(), ignored.end(),
+                                  "--tensor-model-parallel-size"));
+}
+
+constexpr const char* kBase =
+    "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+    "--seq-length 2048 --global-batch-size 512 --bf16 ";
+
+struct ErrorCase {
+  std::string text;
+  std::string message;
+  std::string hint;
+};
+
+TEST(MegatronArgsParser, ErrorsNameTheFlagAndTheFix) {
+  const std::vector<ErrorCase> cases = {
+      {"", "no Megatron arguments given",
+       "paste the pretrain_gpt.py arguments, e.g. the output of 'tune export "
+       "--format megatron'"},
+      {std::string(kBase) + "--tensor-model-paralel-size 2",
+       "unknown Megatron argument '--tensor-model-paralel-size'",
+       "did you mean '--tensor-model-parallel-size'? meshtune reads the flags "
+       "that shape the parallel plan and skips common ones that do not "
+       "(docs/export.md lists both)"},
+      {std::string(kBase) + "--my-custom-thing 3",
+       "unknown Megatron argument '--my-custom-thing'",
+       "meshtune reads the flags that shape the parallel plan and skips common "
+       "ones that do not (docs/export.md lists both); remove "
+       "'--my-custom-thing'"},
+      {std::string(kBase) + "--tensor-model-parallel-size",
+       "--tensor-model-parallel-size: missing value",
+       "give it a positive integer, e.g. --tensor-model-parallel-size 8"},
+      {std::string(kBase) +
+           "--pipeline-model-parallel-size --sequence-parallel",
+       "--pipeline-model-parallel-size: missing value",
+       "give it a positive integer, e.g. --pipeline-model-parallel-size 8"},
+      {std::string(kBase) + "--recompute-granularity=",
+       "--recompute-granularity: missing value",
+       "give it a value, e.g. --recompute-granularity selective"},
+      {std::string(kBase) + "--micro-batch-size two",
+       "--micro-batch-size: expected a positive integer, got 'two'",
+       "e.g. --micro-batch-size 8"},
+      {std::string(kBase) + "--context-parallel-size 0",
+       "--context-parallel-size: expected a positive integer, got '0'",
+       "e.g. --context-parallel-size 8"},
+      {std::string(kBase) + "--sequence-parallel true",
+       "--sequence-parallel takes no value, got 'true'",
+       "write --sequence-parallel alone to turn it on; leave it out to turn it "
+       "off"},
+      {std::string(kBase) + "--micro-batch-size 2 4",
+       "unexpected '4' after --micro-batch-size 2",
+       "--micro-batch-size takes one value; quote values that contain spaces"},
+      {std::string(kBase) + "--micro-batch-size 2 --micro-batch-size 4",
+       "--micro-batch-size given twice",
+       "keep one of them (Megatron silently uses the last)"},
+      {"python train.sh --num-layers 2",
+       "unexpected 'python' where a Megatron argument (--flag) was expected",
+       "each argument is --flag or --flag VALUE; quote values that contain "
+       "spaces"},
+      {"--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --bf16 "
+       "--seq-length 2048",
+       "missing --global-batch-size",
+       "the arguments must give the model shape and the batch: --num-layers, "
+       "--hidden-size, --num-attention-heads, --seq-length, "
+       "--global-batch-size"},
+      {std::string(kBase) + "--data-path 'a b",
+       "unterminated ' quote in the Megatron arguments",
+       "close the quote or remove it"},
+      {std::string(kBase) + "--fp16", "--bf16 and --fp16 contradict each other",
+       "keep one of them"},
+      {"--num-layers 24 --hidden-size 2048 --num-attention-heads 16 "
+       "--seq-length 2048 --global-batch-size 512",
+       "no precision flag: neither --bf16 nor --fp16",
+       "add --bf16 (meshtune plans 16-bit and fp8 training, not fp32)"},
+      {std::string(kBase) + "--fp8-param-gather",
+       "--fp8-param-gather needs --fp8-format",
+       "add --fp8-format hybrid or remove --fp8-param-gather"},
+      {std::string(kBase) + "--fp8-format e5m2",
+       "--fp8-format: expected one of hybrid, e4m3, got 'e5m2'",
+       "e.g. --fp8-format hybrid"},
+      {std::string(kBase) + "--normalization rmsnorm",
+       "--normalization: expected one of LayerNorm, RMSNorm, got 'rmsnorm'",
+       "e.g. --normalization LayerNorm"},
+      {std::string(kBase) + "--recompute-granularity full",
+       "--recompute-granularity full needs --recompute-method",
+       "add --recompute-method uniform (or block) and --recompute-num-layers "
+       "N"},
+      {std::string(kBase) + "--recompute-granularity selective "
+                            "--recompute-num-layers 2",
+       "--recompute-num-layers applies only to --recompute-granularity full",
+       "remove --recompute-num-layers or add --recompute-granularity full"},
+      {std::string(kBase) + "--tensor-model-parallel-size 2 --tp-comm-overlap",
+       "--tp-comm-overlap needs --sequence-parallel with "
+       "--tensor-model-parallel-size 2 or more",
+       "add --sequence-parallel or remove --tp-comm-overlap"},
+      {std::string(kBase) + "--overlap-param-gather",
+       "--overlap-param-gather needs --use-distributed-optimizer",
+       "add --use-distributed-optimizer or remove --overlap-param-gather"},
+      {std::string(kBase) + "--num-query-groups 4",
+       "--num-query-groups without --group-query-attention",
+       "add --group-query-attention (Megatron ignores --num-query-groups "
+       "without it)"},
+      {std::string(kBase) + "--group-query-attention --num-query-groups 5",
+       "--num-query-groups 5 does not divide --num-attention-heads 16",
+       "use a divisor of the number of heads"},
+      {std::string(kBase) + "--expert-model-parallel-size 2",
+       "--expert-model-parallel-size needs --num-experts",
+       "add --num-experts E for a mixture-of-experts model, or remove "
+       "--expert-model-parallel-size"},
+      {std::string(kBase) + "--pipeline-model-parallel-size 4 "
+                            "--virtual-pipeline-model-parallel-size 2 "
+                            "--num-layers-per-virtual-pipeline-stage 3",
+       "--virtual-pipeline-model-parallel-size and "
+       "--num-layers-per-virtual-pipeline-stage both set the interleaving",
+       "keep one of them"},
+      {std::string(kBase) + "--pipeline-model-parallel-size 4 "
+                            "--num-layers-per-virtual-pipeline-stage 4",
+       "--num-layers-per-virtual-pipeline-stage 4 does not divide the 24 "
+       "layers per 4 pipeline stages evenly",
+       "use a divisor of num_layers / pipeline-model-parallel-size"},
+      {std::string(kBase) + "--virtual-pipeline-model-parallel-size 2",
+       "interleaving (vpp 2) needs --pipeline-model-parallel-size 2 or more",
+       "raise --pipeline-model-parallel-size or drop the virtual pipeline "
+       "flag"},
+      {std::string(kBase) + "--pipeline-model-parallel-size 5",
+       "--num-layers 24 over pp 5 x vpp 1 virtual stages has no even layer "
+       "split",
+       "choose pp·vpp dividing num_layers (or num_layers + 2)"},
+      {std::string(kBase) + "--pipeline-model-parallel-size 13",
+       "--num-layers 24 over pp 13 x vpp 1 splits evenly only when the "
+       "embedding and loss count as layers",
+       "add --account-for-embedding-in-pipeline-split and "
+       "--account-for-loss-in-pipeline-split"},
+      {std::string(kBase) + "--pipeline-model-parallel-size 4 "
+                            "--account-for-embedding-in-pipeline-split "
+                            "--account-for-loss-in-pipeline-split",
+       "--num-layers 24 over pp 4 x vpp 1 splits evenly without the "
+       "--account-for-*-in-pipeline-split flags, which would make the split "
+       "uneven",
+       "remove --account-for-embedding-in-pipeline-split and "
+       "--account-for-loss-in-pipeline-split"},
+      {std::string(kBase) + "--account-for-loss-in-pipeline-split",
+       "--account-for-loss-in-pipeline-split without "
+       "--account-for-embedding-in-pipeline-split",
+       "give both (meshtune's layout counts the embedding and the loss as one "
+       "layer each) or neither"},
+  };
+  for (const ErrorCase& c : cases) {
+    auto parsed = ParseMegatronArgs(c.text);
+    ASSERT_FALSE(parsed.ok()) << c.text;
+    EXPECT_EQ(parsed.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(parsed.status().message(), c.message) << c.text;
+    EXPECT_EQ(parsed.status().hint(), c.hint) << c.text;
+  }
+}
+
+TEST(MegatronArgsParser, WorldSizeMustBeAMultipleOfModelParallelism) {
+  auto parsed = ParseMegatronArgs(
+      std::string(kBase) + "--tensor-model-parallel-size 4", 6);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(),
+            "6 GPUs is not a multiple of tp·pp·cp = 4");
+  EXPECT_EQ(parsed.status().hint(), "run on a multiple of 4 GPUs");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

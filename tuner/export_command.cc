@@ -1,0 +1,215 @@
+// `tune export`: any stored candidate of a recorded search as arguments for
+// another trainer: Megatron-LM pretrain_gpt.py flags (tuner/megatron_args.h)
+// or a NeMo megatron_gpt YAML override block (tuner/nemo_overrides.h).
+//
+// Reads the results database only (read-only open): the search row gives the
+// model name, GPUs, GPUs per node, batch, sequence length, precision and the
+// command line it ran with (for the --grad-reduce-in-bf16, --fp8-param-gather
+// and --tp-comm-overlap switches), the candidate row its ParallelConfig. The
+// model is resolved again by name, so its architecture is that of this build's
+// preset (or of the YAML file at the stored path).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "results/store.h"
+#include "search_spaces/presets.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+#include "tuner/megatron_args.h"
+#include "tuner/nemo_overrides.h"
+#include "tuner/results_db.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kExportExamples = R"(Examples:
+  tune db searches                                 find a search id
+  tune export --search 3 --format megatron         its best candidate as pretrain_gpt.py flags
+  tune export --search 3 --rank 2 --format nemo    the second best as a NeMo override block
+  tune export --search 3 --rank 5 --format megatron --db runs.db > args.txt
+Only the ranks a search stored can be exported ('tune search --top K' stores K).
+docs/export.md maps every flag and key.)";
+
+// The switches of the search's command line (results_db.cc DescribeFlags)
+// that are part of the TrainingSpec but have no column of their own.
+bool HasSwitch(const std::string& arguments, const std::string& flag) {
+  std::istringstream words(arguments);
+  std::string word;
+  while (words >> word) {
+    if (word == flag) return true;
+  }
+  return false;
+}
+
+// The word after `flag` in the search's command line, "" when absent.
+std::string WordAfter(const std::string& arguments, const std::string& flag) {
+  std::istringstream words(arguments);
+  std::string word;
+  while (words >> word) {
+    if (word == flag && words >> word) return word;
+  }
+  return "";
+}
+
+class ExportCommand : public Command {
+ public:
+  explicit ExportCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "export",
+        "print a stored candidate as Megatron-LM arguments or NeMo overrides");
+    sub->add_option("--search", search_text_,
+                    "search id (from 'tune db searches')")
+        ->required()
+        ->type_name("ID");
+    sub->add_option("--rank", rank_text_,
+                    "candidate rank within the search (default 1 = best)")
+        ->type_name("R");
+    sub->add_option("--format", format_,
+                    "megatron (pretrain_gpt.py arguments) or nemo (YAML "
+                    "override block)")
+        ->required()
+        ->type_name("FMT");
+    sub->add_option("--db", db_,
+                    "results database (default: $TUNE_DB, else ./tune.db)")
+        ->type_name("PATH");
+    sub->footer(kExportExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& err) override {
+    // Flags first, so that a typo fails before the file is touched.
+    if (format_ != "megatron" && format_ != "nemo") {
+      return Status::InvalidArgument(
+          "--format: unknown format '" + format_ + "'",
+          "use --format megatron or --format nemo");
+    }
+    auto search_id = ParsePositiveInt(search_text_, "--search");
+    if (!search_id.ok()) return search_id.status();
+    auto rank = ParsePositiveInt(rank_text_, "--rank");
+    if (!rank.ok()) return rank.status();
+
+    results::OpenOptions options;
+    options.read_only = true;
+    auto store = results::Store::Open(ResolveDbPath(db_), options);
+    if (!store.ok()) return store.status();
+    auto search = FindSearch(**store, search_id.value());
+    if (!search.ok()) return search.status();
+    auto candidate = FindRank(**store, search.value(), rank.value());
+    if (!candidate.ok()) return candidate.status();
+
+    const results::SearchRecord& s = search.value();
+    auto model = ResolveStoredModel(s);
+    if (!model.ok()) return model.status();
+    auto training = StoredTraining(s);
+    if (!training.ok()) return training.status();
+
+    const results::CandidateRecord& c = candidate.value();
+    err << "tune: search " << s.id << " rank " << c.rank << ": " << s.model
+        << " on " << s.gpus << " GPUs, " << search_spaces::ToString(c.config)
+        << "\n";
+    if (!c.fits) {
+      err << "tune: warning: rank " << c.rank
+          << " does not fit: " << c.infeasible_reason << "\n";
+    }
+    if (format_ == "megatron") {
+      out << FormatMegatronArgs(
+          MegatronArgs(model.value(), training.value(), c.config));
+      return Status::Ok();
+    }
+    auto yaml = NemoOverrides(model.value(), training.value(), c.config,
+                              s.gpus_per_node);
+    if (!yaml.ok()) return yaml.status();
+    out << yaml.value();
+    return Status::Ok();
+  }
+
+ private:
+  static StatusOr<results::SearchRecord> FindSearch(const results::Store& store,
+                                                    int64_t id) {
+    auto searches = store.ListSearches();
+    if (!searches.ok()) return searches.status();
+    for (const results::SearchRecord& s : searches.value()) {
+      if (s.id == id) return s;
+    }
+    return Status::InvalidArgument(
+        "--search: no search " + std::to_string(id) + " in " + store.path(),
+        "list the recorded searches with 'tune db searches'");
+  }
+
+  static StatusOr<results::CandidateRecord> FindRank(
+      const results::Store& store, const results::SearchRecord& s,
+      int64_t rank) {
+    auto candidates = store.GetCandidates(s.id);
+    if (!candidates.ok()) return candidates.status();
+    for (const results::CandidateRecord& c : candidates.value()) {
+      if (c.rank == rank) return c;
+    }
+    const int64_t stored = static_cast<int64_t>(candidates->size());
+    if (stored == 0) {
+      return Status::InvalidArgument(
+          "--rank: search " + std::to_string(s.id) + " stores no candidates",
+          "search again; 'tune search --top K' stores the best K");
+    }
+    return Status::InvalidArgument(
+        "--rank: search " + std::to_string(s.id) + " stores " +
+            std::to_string(stored) + " candidate" + (stored == 1 ? "" : "s") +
+            ", not rank " + std::to_string(rank),
+        "pick a rank from 1 to " + std::to_string(stored) +
+            ", or search again with --top K to store more");
+  }
+
+  // The stored name is the model's canonical name; for a model read from a
+  // YAML file that is the file's `name:`, so the --model argument the search
+  // ran with (the path as typed) is tried next.
+  static StatusOr<search_spaces::ModelSpec> ResolveStoredModel(
+      const results::SearchRecord& s) {
+    auto model = search_spaces::ResolveModel(s.model);
+    if (model.ok()) return model;
+    const std::string typed = WordAfter(s.arguments, "--model");
+    if (!typed.empty() && typed != s.model) {
+      model = search_spaces::ResolveModel(typed);
+      if (model.ok()) return model;
+    }
+    return Status::InvalidArgument(
+        "search " + std::to_string(s.id) + "'s model '" + s.model +
+            "' no longer resolves: " + model.status().message(),
+        "restore that model file or preset, or search again with a model "
+        "'tune models' lists");
+  }
+
+  static StatusOr<search_spaces::TrainingSpec> StoredTraining(
+      const results::SearchRecord& s) {
+    search_spaces::TrainingSpec t;
+    t.num_gpus = s.gpus;
+    t.global_batch_size = s.gbs;
+    t.seq_length = s.seq_length;
+    auto precision = ParsePrecision(s.precision);
+    if (!precision.ok()) {
+      return Status::InvalidArgument(
+          "search " + std::to_string(s.id) + " stores precision '" +
+              s.precision + "', which this build does not know",
+          "search again with --precision bf16, fp16 or fp8");
+    }
+    t.precision = precision.value();
+    t.grad_reduce_in_bf16 = HasSwitch(s.arguments, "--grad-reduce-in-bf16");
+    t.fp8_param_gather = HasSwitch(s.arguments, "--fp8-param-gather");
+    t.tp_comm_overlap = HasSwitch(s.arguments, "--tp-comm-overlap");
+    return t;
+  }
+
+  std::string search_text_;
+  std::string rank_text_ = "1";
+  std::string format_;
+  std::string db_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddExportCommand(CLI::App* app) {
+  return std::make_unique<ExportCommand>(app);
+}
+
+}  // namespace meshtune::tuner

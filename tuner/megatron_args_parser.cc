@@ -1,0 +1,700 @@
+#include "tuner/megatron_args_parser.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "search_spaces/pipeline_layout.h"
+#include "search_spaces/yaml_util.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::Activation;
+using search_spaces::Normalization;
+using search_spaces::PositionEmbedding;
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+
+enum class Kind { kSwitch, kInt, kString };
+
+// The flags that shape the plan (megatron/training/arguments.py names), with
+// the kind of value each takes. The string flags' allowed values are checked
+// where they are read.
+const std::map<std::string, Kind>& PlanFlags() {
+  static const auto* flags = new std::map<std::string, Kind>{
+      {"--num-layers", Kind::kInt},
+      {"--hidden-size", Kind::kInt},
+      {"--num-attention-heads", Kind::kInt},
+      {"--group-query-attention", Kind::kSwitch},
+      {"--num-query-groups", Kind::kInt},
+      {"--kv-channels", Kind::kInt},
+      {"--ffn-hidden-size", Kind::kInt},
+      {"--vocab-size", Kind::kInt},
+      {"--seq-length", Kind::kInt},
+      {"--max-position-embeddings", Kind::kInt},
+      {"--normalization", Kind::kString},
+      {"--swiglu", Kind::kSwitch},
+      {"--position-embedding-type", Kind::kString},
+      {"--untie-embeddings-and-output-weights", Kind::kSwitch},
+      {"--tensor-model-parallel-size", Kind::kInt},
+      {"--pipeline-model-parallel-size", Kind::kInt},
+      {"--virtual-pipeline-model-parallel-size", Kind::kInt},
+      {"--num-layers-per-virtual-pipeline-stage", Kind::kInt},
+      {"--account-for-embedding-in-pipeline-split", Kind::kSwitch},
+      {"--account-for-loss-in-pipeline-split", Kind::kSwitch},
+      {"--context-parallel-size", Kind::kInt},
+      {"--expert-model-parallel-size", Kind::kInt},
+      {"--num-experts", Kind::kInt},
+      {"--moe-router-topk", Kind::kInt},
+      {"--moe-ffn-hidden-size", Kind::kInt},
+      {"--moe-layer-freq", Kind::kInt},
+      {"--sequence-parallel", Kind::kSwitch},
+      {"--use-distributed-optimizer", Kind::kSwitch},
+      {"--overlap-grad-reduce", Kind::kSwitch},
+      {"--overlap-param-gather", Kind::kSwitch},
+      {"--recompute-activations", Kind::kSwitch},
+      {"--recompute-granularity", Kind::kString},
+      {"--recompute-method", Kind::kString},
+      {"--recompute-num-layers", Kind::kInt},
+      {"--micro-batch-size", Kind::kInt},
+      {"--global-batch-size", Kind::kInt},
+      {"--bf16", Kind::kSwitch},
+      {"--fp16", Kind::kSwitch},
+      {"--fp8-format", Kind::kString},
+      {"--fp8-param-gather", Kind::kSwitch},
+      {"--grad-reduce-in-bf16", Kind::kSwitch},
+      {"--tp-comm-overlap", Kind::kSwitch},
+  };
+  return *flags;
+}
+
+const char* kIgnoredHint =
+    "meshtune reads the flags that shape the parallel plan and skips common "
+    "ones that do not (docs/export.md lists both)";
+
+bool IsFlag(const std::string& token) {
+  return token.size() > 2 && token[0] == '-' && token[1] == '-';
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Shell-like words: whitespace separates, backslash-newline and a lone
+// backslash continue the line, a backslash escapes the next character, quotes
+// group, and '#' at the start of a word comments out the rest of the line.
+StatusOr<std::vector<std::string>> Tokenize(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  auto finish = [&] {
+    if (in_word) words.push_back(word);
+    word.clear();
+    in_word = false;
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\') {
+      if (i + 1 >= text.size()) break;
+      const char next = text[i + 1];
+      if (next == '\n' || next == '\r' || next == ' ' || next == '\t') {
+        // A continuation (possibly with stray spaces before the newline).
+        finish();
+        ++i;
+        continue;
+      }
+      word += next;
+      in_word = true;
+      ++i;
+    } else if (c == '\'' || c == '"') {
+      const size_t close = text.find(c, i + 1);
+      if (close == std::string::npos) {
+        return Status::InvalidArgument(std::string("unterminated ") + c +
+                                           " quote in the Megatron arguments",
+                                       "close the quote or remove it");
+      }
+      word += text.substr(i + 1, close - i - 1);
+      in_word = true;
+      i = close;
+    } else if (c == '#' && !in_word) {
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      finish();
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  finish();
+  return words;
+}
+
+// One flag as written: its name and the words that followed it.
+struct Entry {
+  std::string flag;
+  std::vector<std::string> values;
+  bool had_equals = false;  // "--flag=value"
+};
+
+std::string ClosestFlagHint(const std::string& flag) {
+  std::vector<std::string> known;
+  for (const auto& [name, kind] : PlanFlags()) known.push_back(name);
+  for (const std::string& name : IgnoredMegatronFlags()) known.push_back(name);
+  const std::string best =
+      search_spaces::yaml_util::Closest(flag, known, 1).front();
+  if (search_spaces::yaml_util::EditDistance(flag, best) <= 3) {
+    return "did you mean '" + best + "'? " + kIgnoredHint;
+  }
+  return std::string(kIgnoredHint) + "; remove '" + flag + "'";
+}
+
+class ArgReader {
+ public:
+  // Groups `words` into entries and checks each flag's arity.
+  Status Read(const std::vector<std::string>& words, ParsedMegatronArgs* out) {
+    size_t i = 0;
+    while (i < words.size()) {
+      const std::string& word = words[i];
+      if (!IsFlag(word)) {
+        return Status::InvalidArgument(
+            "unexpected '" + word +
+                "' where a Megatron argument (--flag) was expected",
+            "each argument is --flag or --flag VALUE; quote values that "
+            "contain spaces");
+      }
+      Entry e;
+      const size_t eq = word.find('=');
+      e.flag = word.substr(0, eq);
+      if (eq != std::string::npos) {
+        e.values.push_back(word.substr(eq + 1));
+        e.had_equals = true;
+      }
+      ++i;
+      while (i < words.size() && !IsFlag(words[i])) {
+        e.values.push_back(words[i++]);
+      }
+      if (std::binary_search(IgnoredMegatronFlags().begin(),
+                             IgnoredMegatronFlags().end(), e.flag)) {
+        out->ignored.push_back(e.flag);
+        continue;
+      }
+      const auto known = PlanFlags().find(e.flag);
+      if (known == PlanFlags().end()) {
+        return Status::InvalidArgument(
+            "unknown Megatron argument '" + e.flag + "'",
+            ClosestFlagHint(e.flag));
+      }
+      MESHTUNE_RETURN_IF_ERROR(CheckArity(e, known->second));
+      if (!entries_.emplace(e.flag, e).second) {
+        return Status::InvalidArgument(
+            e.flag + " given twice",
+            "keep one of them (Megatron silently uses the last)");
+      }
+    }
+    return Status::Ok();
+  }
+
+  bool Has(const std::string& flag) const { return entries_.count(flag) > 0; }
+
+  // The flag's value as a positive integer; `*out` untouched when absent.
+  Status Int(const std::string& flag, int64_t* out) const {
+    const auto it = entries_.find(flag);
+    if (it == entries_.end()) return Status::Ok();
+    const std::string& s = it->second.values.front();
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || v < 1) {
+      return Status::InvalidArgument(
+          flag + ": expected a positive integer, got '" + s + "'",
+          "e.g. " + flag + " 8");
+    }
+    *out = v;
+    return Status::Ok();
+  }
+
+  Status Required(const std::string& flag, int64_t* out) const {
+    if (!Has(flag)) {
+      return Status::InvalidArgument(
+          "missing " + flag,
+          "the arguments must give the model shape and the batch: "
+          "--num-layers, --hidden-size, --num-attention-heads, --seq-length, "
+          "--global-batch-size");
+    }
+    return Int(flag, out);
+  }
+
+  // The flag's value, one of `allowed` (exact spelling, as argparse's
+  // choices); "" when absent.
+  StatusOr<std::string> Choice(const std::string& flag,
+                               const std::vector<std::string>& allowed) const {
+    const auto it = entries_.find(flag);
+    if (it == entries_.end()) return std::string();
+    const std::string& s = it->second.values.front();
+    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
+      return Status::InvalidArgument(
+          flag + ": expected one of " +
+              search_spaces::yaml_util::Join(allowed) + ", got '" + s + "'",
+          "e.g. " + flag + " " + allowed.front());
+    }
+    return s;
+  }
+
+ private:
+  static Status CheckArity(const Entry& e, Kind kind) {
+    if (kind == Kind::kSwitch) {
+      if (e.values.empty()) return Status::Ok();
+      return Status::InvalidArgument(
+          e.flag + " takes no value, got '" + e.values.front() + "'",
+          "write " + e.flag +
+              " alone to turn it on; leave it out to turn it "
+              "off");
+    }
+    if (e.values.empty() || (e.had_equals && e.values.front().empty())) {
+      return Status::InvalidArgument(
+          e.flag + ": missing value",
+          kind == Kind::kInt
+              ? "give it a positive integer, e.g. " + e.flag + " 8"
+              : "give it a value, e.g. " + e.flag + " " + ExampleValue(e.flag));
+    }
+    if (e.values.size() > 1) {
+      return Status::InvalidArgument(
+          "unexpected '" + e.values[1] + "' after " + e.flag + " " +
+              e.values[0],
+          e.flag + " takes one value; quote values that contain spaces");
+    }
+    return Status::Ok();
+  }
+
+  static std::string ExampleValue(const std::string& flag) {
+    if (flag == "--normalization") return "RMSNorm";
+    if (flag == "--position-embedding-type") return "rope";
+    if (flag == "--recompute-granularity") return "selective";
+    if (flag == "--recompute-method") return "uniform";
+    return "hybrid";  // --fp8-format
+  }
+
+  std::map<std::string, Entry> entries_;
+};
+
+// Megatron's --ffn-hidden-size default (arguments.py validate_args).
+int64_t DefaultFfnHiddenSize(int64_t hidden_size, bool swiglu) {
+  if (swiglu) return (4 * hidden_size * 2 / 3) / 64 * 64;
+  return 4 * hidden_size;
+}
+
+Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
+  search_spaces::ModelSpec& m = out->model;
+  MESHTUNE_RETURN_IF_ERROR(r.Required("--num-layers", &m.num_layers));
+  MESHTUNE_RETURN_IF_ERROR(r.Required("--hidden-size", &m.hidden_size));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Required("--num-attention-heads", &m.num_attention_heads));
+  m.num_query_groups = m.num_attention_heads;
+  if (r.Has("--group-query-attention")) {
+    if (!r.Has("--num-query-groups")) {
+      return Status::InvalidArgument(
+          "--group-query-attention needs --num-query-groups",
+          "add --num-query-groups G (key/value heads, e.g. 8)");
+    }
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--num-query-groups", &m.num_query_groups));
+  } else if (r.Has("--num-query-groups")) {
+    return Status::InvalidArgument(
+        "--num-query-groups without --group-query-attention",
+        "add --group-query-attention (Megatron ignores --num-query-groups "
+        "without it)");
+  }
+  if (m.num_attention_heads % m.num_query_groups != 0) {
+    return Status::InvalidArgument(
+        "--num-query-groups " + std::to_string(m.num_query_groups) +
+            " does not divide --num-attention-heads " +
+            std::to_string(m.num_attention_heads),
+        "use a divisor of the number of heads");
+  }
+  if (r.Has("--kv-channels")) {
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--kv-channels", &m.kv_channels));
+  } else if (m.hidden_size % m.num_attention_heads != 0) {
+    return Status::InvalidArgument(
+        "--hidden-size " + std::to_string(m.hidden_size) +
+            " is not divisible by --num-attention-heads " +
+            std::to_string(m.num_attention_heads),
+        "give the head dimension with --kv-channels");
+  } else {
+    m.kv_channels = m.hidden_size / m.num_attention_heads;
+  }
+  // Given only with Megatron's NullTokenizer; otherwise the tokenizer has it.
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--vocab-size", &m.vocab_size));
+  if (r.Has("--swiglu")) m.activation = Activation::kSwiglu;
+  m.ffn_hidden_size =
+      DefaultFfnHiddenSize(m.hidden_size, m.activation == Activation::kSwiglu);
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--ffn-hidden-size", &m.ffn_hidden_size));
+
+  auto norm = r.Choice("--normalization", {"LayerNorm", "RMSNorm"});
+  if (!norm.ok()) return norm.status();
+  if (*norm == "RMSNorm") m.normalization = Normalization::kRMSNorm;
+  auto pos =
+      r.Choice("--position-embedding-type", {"learned_absolute", "rope"});
+  if (!pos.ok()) return pos.status();
+  if (*pos == "rope") m.position_embedding_type = PositionEmbedding::kRope;
+  m.untie_embeddings_and_output_weights =
+      r.Has("--untie-embeddings-and-output-weights");
+
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--num-experts", &m.num_experts));
+  if (m.is_moe()) {
+    m.moe_router_topk = 2;  // Megatron's default
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-router-topk", &m.moe_router_topk));
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--moe-ffn-hidden-size", &m.moe_ffn_hidden_size));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-layer-freq", &m.moe_layer_freq));
+  } else {
+    for (const char* flag :
+         {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
+          "--expert-model-parallel-size"}) {
+      if (r.Has(flag)) {
+        return Status::InvalidArgument(
+            std::string(flag) + " needs --num-experts",
+            "add --num-experts E for a mixture-of-experts model, or remove " +
+                std::string(flag));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadPipeline(const ArgReader& r, ParsedMegatronArgs* out) {
+  const int64_t layers = out->model.num_layers;
+  search_spaces::ParallelConfig& c = out->config;
+  const bool embedding = r.Has("--account-for-embedding-in-pipeline-split");
+  const bool loss = r.Has("--account-for-loss-in-pipeline-split");
+  if (embedding != loss) {
+    return Status::InvalidArgument(
+        std::string("--account-for-") + (embedding ? "embedding" : "loss") +
+            "-in-pipeline-split without --account-for-" +
+            (embedding ? "loss" : "embedding") + "-in-pipeline-split",
+        "give both (meshtune's layout counts the embedding and the loss as "
+        "one layer each) or neither");
+  }
+  const bool has_vpp = r.Has("--virtual-pipeline-model-parallel-size");
+  const bool has_per_stage = r.Has("--num-layers-per-virtual-pipeline-stage");
+  if (has_vpp && has_per_stage) {
+    return Status::InvalidArgument(
+        "--virtual-pipeline-model-parallel-size and "
+        "--num-layers-per-virtual-pipeline-stage both set the interleaving",
+        "keep one of them");
+  }
+  if (has_vpp) {
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--virtual-pipeline-model-parallel-size", &c.vpp));
+  } else if (has_per_stage) {
+    int64_t per_stage = 0;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--num-layers-per-virtual-pipeline-stage", &per_stage));
+    // Megatron: vpp = (num_layers / pp) / layers per virtual stage, with the
+    // embedding and loss counted as layers when the split accounts for them.
+    const int64_t units = layers + (embedding ? 2 : 0);
+    if (units % (c.pp * per_stage) != 0) {
+      return Status::InvalidArgument(
+          "--num-layers-per-virtual-pipeline-stage " +
+              std::to_string(per_stage) + " does not divide the " +
+              std::to_string(units) + " layers per " + std::to_string(c.pp) +
+              " pipeline stages evenly",
+          "use a divisor of num_layers / pipeline-model-parallel-size");
+    }
+    c.vpp = units / (c.pp * per_stage);
+  }
+  if (c.vpp > 1 && c.pp < 2) {
+    return Status::InvalidArgument(
+        "interleaving (vpp " + std::to_string(c.vpp) +
+            ") needs --pipeline-model-parallel-size 2 or more",
+        "raise --pipeline-model-parallel-size or drop the virtual pipeline "
+        "flag");
+  }
+  const std::string split = "--num-layers " + std::to_string(layers) +
+                            " over pp " + std::to_string(c.pp) + " x vpp " +
+                            std::to_string(c.vpp);
+  if (!search_spaces::PipelineLayout::Valid(layers, c.pp, c.vpp)) {
+    return Status::InvalidArgument(
+        split + " virtual stages has no even layer split",
+        "choose pp·vpp dividing num_layers (or num_layers + 2)");
+  }
+  const bool needs_accounting =
+      search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(layers, c.pp,
+                                                              c.vpp);
+  if (needs_accounting && !embedding) {
+    return Status::InvalidArgument(
+        split +
+            " splits evenly only when the embedding and loss count as "
+            "layers",
+        "add --account-for-embedding-in-pipeline-split and "
+        "--account-for-loss-in-pipeline-split");
+  }
+  if (!needs_accounting && embedding) {
+    return Status::InvalidArgument(
+        split +
+            " splits evenly without the --account-for-*-in-pipeline-split "
+            "flags, which would make the split uneven",
+        "remove --account-for-embedding-in-pipeline-split and "
+        "--account-for-loss-in-pipeline-split");
+  }
+  return Status::Ok();
+}
+
+Status ReadParallel(const ArgReader& r, ParsedMegatronArgs* out) {
+  search_spaces::ParallelConfig& c = out->config;
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--tensor-model-parallel-size", &c.tp));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--pipeline-model-parallel-size", &c.pp));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--context-parallel-size", &c.cp));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--expert-model-parallel-size", &c.ep));
+  MESHTUNE_RETURN_IF_ERROR(ReadPipeline(r, out));
+  c.sp = r.Has("--sequence-parallel");
+  if (c.sp && c.tp == 1) {
+    // Megatron turns sequence parallelism off without tensor parallelism.
+    c.sp = false;
+    out->notes.push_back(
+        "--sequence-parallel is off with --tensor-model-parallel-size 1");
+  }
+  c.dist_opt = r.Has("--use-distributed-optimizer");
+  out->overlap_grad_reduce = r.Has("--overlap-grad-reduce");
+  out->overlap_param_gather = r.Has("--overlap-param-gather");
+  if (out->overlap_param_gather && !c.dist_opt) {
+    return Status::InvalidArgument(
+        "--overlap-param-gather needs --use-distributed-optimizer",
+        "add --use-distributed-optimizer or remove --overlap-param-gather");
+  }
+  MESHTUNE_RETURN_IF_ERROR(r.Int("--micro-batch-size", &c.mbs));
+
+  auto granularity_or =
+      r.Choice("--recompute-granularity", {"full", "selective"});
+  if (!granularity_or.ok()) return granularity_or.status();
+  std::string granularity = granularity_or.value();
+  if (r.Has("--recompute-activations")) {
+    if (!granularity.empty()) {
+      return Status::InvalidArgument(
+          "--recompute-activations and --recompute-granularity both set "
+          "recomputation",
+          "keep --recompute-granularity (--recompute-activations is its old "
+          "spelling of selective)");
+    }
+    granularity = "selective";
+  }
+  auto method = r.Choice("--recompute-method", {"uniform", "block"});
+  if (!method.ok()) return method.status();
+  if (granularity == "full") {
+    if (method->empty()) {
+      return Status::InvalidArgument(
+          "--recompute-granularity full needs --recompute-method",
+          "add --recompute-method uniform (or block) and "
+          "--recompute-num-layers N");
+    }
+    c.recompute.granularity = RecomputeGranularity::kFull;
+    c.recompute.method = *method == "block" ? RecomputeMethod::kBlock
+                                            : RecomputeMethod::kUniform;
+    c.recompute.num_layers = 1;  // Megatron's default
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--recompute-num-layers", &c.recompute.num_layers));
+  } else {
+    for (const char* flag : {"--recompute-method", "--recompute-num-layers"}) {
+      if (r.Has(flag)) {
+        return Status::InvalidArgument(
+            std::string(flag) + " applies only to --recompute-granularity full",
+            "remove " + std::string(flag) +
+                " or add --recompute-granularity full");
+      }
+    }
+    if (granularity == "selective") {
+      c.recompute.granularity = RecomputeGranularity::kSelective;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
+  search_spaces::TrainingSpec& t = out->training;
+  MESHTUNE_RETURN_IF_ERROR(r.Required("--seq-length", &t.seq_length));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Required("--global-batch-size", &t.global_batch_size));
+  out->model.seq_length = t.seq_length;
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("--max-position-embeddings", &out->model.seq_length));
+
+  const bool bf16 = r.Has("--bf16");
+  const bool fp16 = r.Has("--fp16");
+  auto fp8 = r.Choice("--fp8-format", {"hybrid", "e4m3"});
+  if (!fp8.ok()) return fp8.status();
+  if (bf16 && fp16) {
+    return Status::InvalidArgument("--bf16 and --fp16 contradict each other",
+                                   "keep one of them");
+  }
+  if (!bf16 && !fp16) {
+    return Status::InvalidArgument(
+        "no precision flag: neither --bf16 nor --fp16",
+        "add --bf16 (meshtune plans 16-bit and fp8 training, not fp32)");
+  }
+  if (!fp8->empty()) {
+    if (fp16) {
+      return Status::InvalidArgument(
+          "--fp8-format with --fp16: meshtune models fp8 GEMMs inside a bf16 "
+          "model",
+          "use --bf16 with --fp8-format");
+    }
+    t.precision = Precision::kFp8;
+  } else {
+    t.precision = fp16 ? Precision::kFp16 : Precision::kBf16;
+  }
+  t.fp8_param_gather = r.Has("--fp8-param-gather");
+  if (t.fp8_param_gather && t.precision != Precision::kFp8) {
+    return Status::InvalidArgument("--fp8-param-gather needs --fp8-format",
+                                   "add --fp8-format hybrid or remove "
+                                   "--fp8-param-gather");
+  }
+  t.grad_reduce_in_bf16 = r.Has("--grad-reduce-in-bf16");
+  t.tp_comm_overlap = r.Has("--tp-comm-overlap");
+  if (t.tp_comm_overlap && !out->config.sp) {
+    // Megatron asserts sequence parallelism for --tp-comm-overlap.
+    return Status::InvalidArgument(
+        "--tp-comm-overlap needs --sequence-parallel with "
+        "--tensor-model-parallel-size 2 or more",
+        "add --sequence-parallel or remove --tp-comm-overlap");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<std::string>& IgnoredMegatronFlags() {
+  static const auto* flags = [] {
+    auto* v = new std::vector<std::string>{
+        // Optimizer and schedule.
+        "--lr",
+        "--min-lr",
+        "--lr-decay-style",
+        "--lr-decay-iters",
+        "--lr-decay-samples",
+        "--lr-warmup-iters",
+        "--lr-warmup-samples",
+        "--lr-warmup-fraction",
+        "--weight-decay",
+        "--adam-beta1",
+        "--adam-beta2",
+        "--adam-eps",
+        "--clip-grad",
+        "--optimizer",
+        "--init-method-std",
+        "--loss-scale",
+        "--initial-loss-scale",
+        "--train-iters",
+        "--train-samples",
+        "--exit-interval",
+        "--exit-duration-in-mins",
+        "--seed",
+        // Regularisation (same work with or without).
+        "--hidden-dropout",
+        "--attention-dropout",
+        // Data and tokenizer.
+        "--data-path",
+        "--train-data-path",
+        "--valid-data-path",
+        "--test-data-path",
+        "--data-cache-path",
+        "--split",
+        "--vocab-file",
+        "--merge-file",
+        "--tokenizer-type",
+        "--tokenizer-model",
+        "--make-vocab-size-divisible-by",
+        "--num-workers",
+        "--mock-data",
+        // Checkpoints, evaluation and logging.
+        "--save",
+        "--load",
+        "--save-interval",
+        "--no-load-optim",
+        "--no-load-rng",
+        "--ckpt-format",
+        "--eval-interval",
+        "--eval-iters",
+        "--log-interval",
+        "--log-throughput",
+        "--log-timers-to-tensorboard",
+        "--tensorboard-dir",
+        "--wandb-project",
+        "--wandb-exp-name",
+        "--timing-log-level",
+        // Kernels and implementation choices that keep the plan.
+        "--use-mcore-models",
+        "--transformer-impl",
+        "--use-flash-attn",
+        "--attention-backend",
+        "--distributed-backend",
+        "--attention-softmax-in-fp32",
+        "--no-masked-softmax-fusion",
+        "--no-bias-gelu-fusion",
+        "--no-bias-dropout-fusion",
+        "--disable-bias-linear",
+        "--norm-epsilon",
+        "--rotary-base",
+        "--rotary-percent",
+        "--use-rotary-position-embeddings",
+        "--manual-gc",
+        "--manual-gc-interval",
+        "--bucket-size",
+        "--ddp-bucket-size",
+        "--cross-entropy-loss-fusion",
+        "--moe-router-load-balancing-type",
+        "--moe-aux-loss-coeff",
+        "--moe-grouped-gemm",
+        "--moe-token-dispatcher-type",
+    };
+    std::sort(v->begin(), v->end());
+    return v;
+  }();
+  return *flags;
+}
+
+StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,
+                                               int64_t num_gpus) {
+  auto words = Tokenize(text);
+  if (!words.ok()) return words.status();
+  std::vector<std::string> args = std::move(words).value();
+  // Drop a launcher prefix ("torchrun ... pretrain_gpt.py").
+  for (size_t i = args.size(); i > 0; --i) {
+    if (!IsFlag(args[i - 1]) && EndsWith(args[i - 1], ".py")) {
+      args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  if (args.empty()) {
+    return Status::InvalidArgument(
+        "no Megatron arguments given",
+        "paste the pretrain_gpt.py arguments, e.g. the output of 'tune export "
+        "--format megatron'");
+  }
+  ParsedMegatronArgs out;
+  ArgReader reader;
+  MESHTUNE_RETURN_IF_ERROR(reader.Read(args, &out));
+  MESHTUNE_RETURN_IF_ERROR(ReadModel(reader, &out));
+  MESHTUNE_RETURN_IF_ERROR(ReadParallel(reader, &out));
+  MESHTUNE_RETURN_IF_ERROR(ReadTraining(reader, &out));
+
+  search_spaces::ParallelConfig& c = out.config;
+  c.dp = 0;
+  out.training.num_gpus = num_gpus;
+  if (num_gpus > 0) {
+    const int64_t model_parallel = c.tp * c.pp * c.cp;
+    if (num_gpus % model_parallel != 0) {
+      return Status::InvalidArgument(
+          std::to_string(num_gpus) + " GPUs is not a multiple of tp·pp·cp = " +
+              std::to_string(model_parallel),
+          "run on a multiple of " + std::to_string(model_parallel) + " GPUs");
+    }
+    c.dp = num_gpus / model_parallel;
+  }
+  return out;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,74 @@
+// ParseMegatronArgs: Megatron-LM pretrain_gpt.py arguments back into the
+// meshtune vocabulary, the inverse of MegatronArgs (tuner/megatron_args.h).
+//
+// Accepts the text as FormatMegatronArgs prints it and as people paste it from
+// launch scripts: backslash-newline continuations, any whitespace, '#'
+// comments, single or double quotes, "--flag=value", and a launcher prefix
+// ("torchrun --nproc_per_node 8 pretrain_gpt.py ...": everything up to the
+// last word ending in ".py" is dropped).
+//
+// Every flag MegatronArgs can emit is read (model shape, GQA, MoE, tp/pp/vpp
+// either as --virtual-pipeline-model-parallel-size or as
+// --num-layers-per-virtual-pipeline-stage, cp, ep, sp, dist-opt, recompute,
+// micro and global batch, bf16/fp16/fp8 and the fp8 and overlap switches).
+// Flags that do not change the parallel plan (--lr, --train-iters,
+// --data-path, ...; IgnoredMegatronFlags()) are skipped with their values and
+// listed in `ignored`. Any other flag is an InvalidArgument naming it; so are
+// a missing or non-integer value, a flag given twice, and combinations
+// Megatron itself rejects (--fp16 with --bf16, full recompute without a
+// method, --tp-comm-overlap without --sequence-parallel, ...).
+#ifndef MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_
+#define MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search_spaces/model_spec.h"
+#include "search_spaces/parallel_config.h"
+#include "search_spaces/status.h"
+#include "search_spaces/training_spec.h"
+
+namespace meshtune::tuner {
+
+struct ParsedMegatronArgs {
+  // Architecture: num_layers, hidden_size, num_attention_heads,
+  // num_query_groups (= heads without --group-query-attention), kv_channels
+  // (hidden / heads unless --kv-channels), ffn_hidden_size (Megatron's
+  // default when absent), seq_length (= --max-position-embeddings, else
+  // --seq-length), normalization, activation, position_embedding_type,
+  // untie_embeddings_and_output_weights, the MoE fields, and vocab_size when
+  // --vocab-size is given (NullTokenizer runs; else the tokenizer has it and
+  // it stays 0). name and global_batch_size stay empty/0.
+  search_spaces::ModelSpec model;
+  // global_batch_size, seq_length, precision, fp8_param_gather,
+  // grad_reduce_in_bf16, tp_comm_overlap; num_gpus as passed to the parser.
+  search_spaces::TrainingSpec training;
+  // Every axis but dp comes from the flags; dp = num_gpus / (tp·pp·cp) when
+  // the parser was given the world size, else 0 (the arguments do not carry
+  // it: torchrun does).
+  search_spaces::ParallelConfig config;
+  // --overlap-grad-reduce / --overlap-param-gather were given (the cost model
+  // assumes both; MegatronArgs always emits them).
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  // Allow-listed flags that were skipped, in order of appearance.
+  std::vector<std::string> ignored;
+  // Adjustments Megatron itself would make, one sentence each (e.g.
+  // "--sequence-parallel is off with --tensor-model-parallel-size 1").
+  std::vector<std::string> notes;
+};
+
+// `num_gpus` > 0 is the world size the arguments run on; it must be a
+// multiple of tp·pp·cp.
+StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,
+                                               int64_t num_gpus = 0);
+
+// The flags ParseMegatronArgs skips because they do not affect the parallel
+// plan (optimizer, schedule, data, tokenizer, checkpointing, logging,
+// kernels), sorted.
+const std::vector<std::string>& IgnoredMegatronFlags();
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_

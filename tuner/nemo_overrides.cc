@@ -1,0 +1,370 @@
+// Key names were checked against NVIDIA/NeMo
+// examples/nlp/language_modeling/conf/megatron_gpt_config.yaml
+// (trainer.devices, trainer.num_nodes, trainer.precision,
+// model.micro_batch_size, model.global_batch_size,
+// model.tensor_model_parallel_size, model.pipeline_model_parallel_size,
+// model.encoder_seq_length, model.sequence_parallel,
+// model.activations_checkpoint_granularity / _method / _num_layers,
+// model.megatron_amp_O2, model.optim.name), NeMo 1 training configs built from
+// it (model.virtual_pipeline_model_parallel_size, model.context_parallel_size,
+// model.expert_model_parallel_size, model.fp8, model.fp8_e4m3,
+// model.fp8_hybrid, model.fp8_params, model.ub_tp_comm_overlap, optim.name
+// distributed_fused_adam with overlap_grad_sync / overlap_param_sync /
+// grad_sync_dtype) and NeMo 2's precision migration guide
+// (docs.nvidia.com/nemo-framework/user-guide/
+// latest/nemo-2.0/migration/precision.html: "bf16-mixed", "16-mixed").
+#include "tuner/nemo_overrides.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "search_spaces/pipeline_layout.h"
+#include "search_spaces/yaml_util.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::Precision;
+using search_spaces::RecomputeGranularity;
+using search_spaces::RecomputeMethod;
+using search_spaces::yaml_util::MapReader;
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+bool IsNull(const YAML::Node& map, const std::string& key) {
+  const YAML::Node value = map[key];
+  return !value || value.IsNull();
+}
+
+// optim.name values: the two that shard optimizer state over dp (Megatron's
+// distributed optimizer) and the plain ones.
+bool IsDistributedOptimizer(const std::string& name) {
+  return name == "distributed_fused_adam" || name == "mcore_distributed_optim";
+}
+
+Status ReadTrainer(const YAML::Node& node, const std::string& source,
+                   ParsedNemoOverrides* out) {
+  MapReader r(node, source, "NeMo trainer section");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys({"devices", "num_nodes", "precision"}));
+  int64_t devices = 0, num_nodes = 0;
+  MESHTUNE_RETURN_IF_ERROR(r.Int("devices", true, 1, &devices));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("num_nodes", true, 1, &num_nodes));
+  std::string precision;
+  MESHTUNE_RETURN_IF_ERROR(r.Enum(
+      "precision", true, {"bf16-mixed", "bf16", "16-mixed", "16"}, &precision));
+  out->gpus_per_node = devices;
+  out->training.num_gpus = devices * num_nodes;
+  out->training.precision =
+      precision.rfind("bf16", 0) == 0 ? Precision::kBf16 : Precision::kFp16;
+  return Status::Ok();
+}
+
+Status ReadOptim(const YAML::Node& node, const std::string& source,
+                 ParsedNemoOverrides* out) {
+  MapReader r(node, source, "NeMo optim section");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys(
+      {"name", "overlap_grad_sync", "overlap_param_sync", "grad_sync_dtype"}));
+  std::string name;
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Enum("name", true,
+             {"distributed_fused_adam", "mcore_distributed_optim", "fused_adam",
+              "adam", "adamw"},
+             &name));
+  out->config.dist_opt = IsDistributedOptimizer(name);
+  bool overlap = false;
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("overlap_grad_sync", false, &overlap));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("overlap_param_sync", false, &overlap));
+  if (r.Has("grad_sync_dtype")) {
+    if (!out->config.dist_opt) {
+      return Status::InvalidArgument(
+          r.WhereKey("grad_sync_dtype") +
+              ": grad_sync_dtype applies only to optim.name "
+              "distributed_fused_adam",
+          "remove grad_sync_dtype or use distributed_fused_adam");
+    }
+    std::string dtype;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Enum("grad_sync_dtype", false, {"bf16", "fp32"}, &dtype));
+    out->training.grad_reduce_in_bf16 = dtype == "bf16";
+  }
+  return Status::Ok();
+}
+
+Status ReadRecompute(const YAML::Node& node, const MapReader& r,
+                     ParsedNemoOverrides* out) {
+  search_spaces::Recompute& rc = out->config.recompute;
+  if (IsNull(node, "activations_checkpoint_granularity")) {
+    rc.granularity = RecomputeGranularity::kNone;
+  } else {
+    std::string g;
+    MESHTUNE_RETURN_IF_ERROR(r.Enum("activations_checkpoint_granularity", false,
+                                    {"selective", "full"}, &g));
+    rc.granularity = g == "full" ? RecomputeGranularity::kFull
+                                 : RecomputeGranularity::kSelective;
+  }
+  std::string method;
+  if (!IsNull(node, "activations_checkpoint_method")) {
+    MESHTUNE_RETURN_IF_ERROR(r.Enum("activations_checkpoint_method", false,
+                                    {"uniform", "block"}, &method));
+  }
+  if (rc.granularity != RecomputeGranularity::kFull) {
+    // NeMo reads method and num_layers only for full recomputation.
+    if (!method.empty() || !IsNull(node, "activations_checkpoint_num_layers")) {
+      out->notes.push_back(
+          "activations_checkpoint_method and _num_layers are ignored without "
+          "activations_checkpoint_granularity full");
+    }
+    return Status::Ok();
+  }
+  if (method.empty()) {
+    return Status::InvalidArgument(
+        r.WhereKey("activations_checkpoint_granularity") +
+            ": activations_checkpoint_granularity full needs "
+            "activations_checkpoint_method",
+        "set activations_checkpoint_method: uniform (or block) and "
+        "activations_checkpoint_num_layers: N");
+  }
+  rc.method =
+      method == "block" ? RecomputeMethod::kBlock : RecomputeMethod::kUniform;
+  rc.num_layers = 1;
+  if (!IsNull(node, "activations_checkpoint_num_layers")) {
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("activations_checkpoint_num_layers", false, 1, &rc.num_layers));
+  }
+  return Status::Ok();
+}
+
+Status ReadModel(const YAML::Node& node, const std::string& source,
+                 ParsedNemoOverrides* out) {
+  MapReader r(node, source, "NeMo model section");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys({
+      "tensor_model_parallel_size",
+      "pipeline_model_parallel_size",
+      "virtual_pipeline_model_parallel_size",
+      "context_parallel_size",
+      "expert_model_parallel_size",
+      "sequence_parallel",
+      "micro_batch_size",
+      "global_batch_size",
+      "encoder_seq_length",
+      "account_for_embedding_in_pipeline_split",
+      "account_for_loss_in_pipeline_split",
+      "activations_checkpoint_granularity",
+      "activations_checkpoint_method",
+      "activations_checkpoint_num_layers",
+      "megatron_amp_O2",
+      "fp8",
+      "fp8_e4m3",
+      "fp8_hybrid",
+      "fp8_params",
+      "ub_tp_comm_overlap",
+      "optim",
+  }));
+  search_spaces::ParallelConfig& c = out->config;
+  search_spaces::TrainingSpec& t = out->training;
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("tensor_model_parallel_size", false, 1, &c.tp));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("pipeline_model_parallel_size", false, 1, &c.pp));
+  if (!IsNull(node, "virtual_pipeline_model_parallel_size")) {
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("virtual_pipeline_model_parallel_size", false, 1, &c.vpp));
+  }
+  MESHTUNE_RETURN_IF_ERROR(r.Int("context_parallel_size", false, 1, &c.cp));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("expert_model_parallel_size", false, 1, &c.ep));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("sequence_parallel", false, &c.sp));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("micro_batch_size", true, 1, &c.mbs));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("global_batch_size", true, 1, &t.global_batch_size));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("encoder_seq_length", true, 1, &t.seq_length));
+  // The layout flags follow from num_layers, pp and vpp (not part of this
+  // block); they are read for their type only.
+  bool ignored = false;
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("account_for_embedding_in_pipeline_split", false, &ignored));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("account_for_loss_in_pipeline_split", false, &ignored));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("megatron_amp_O2", false, &ignored));
+  MESHTUNE_RETURN_IF_ERROR(ReadRecompute(node, r, out));
+
+  if (c.vpp > 1 && c.pp < 2) {
+    return Status::InvalidArgument(
+        r.WhereKey("virtual_pipeline_model_parallel_size") +
+            ": virtual_pipeline_model_parallel_size " + std::to_string(c.vpp) +
+            " needs pipeline_model_parallel_size 2 or more",
+        "raise pipeline_model_parallel_size or set "
+        "virtual_pipeline_model_parallel_size: null");
+  }
+  if (c.sp && c.tp == 1) {
+    c.sp = false;
+    out->notes.push_back(
+        "sequence_parallel is off with tensor_model_parallel_size 1");
+  }
+
+  bool fp8 = false, e4m3 = false, hybrid = false;
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8", false, &fp8));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_e4m3", false, &e4m3));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_hybrid", false, &hybrid));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_params", false, &t.fp8_param_gather));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("ub_tp_comm_overlap", false, &t.tp_comm_overlap));
+  if (fp8) {
+    if (t.precision != Precision::kBf16) {
+      return Status::InvalidArgument(
+          r.WhereKey("fp8") +
+              ": fp8 with trainer.precision 16: meshtune models fp8 GEMMs "
+              "inside a bf16 model",
+          "set trainer.precision: bf16-mixed");
+    }
+    t.precision = Precision::kFp8;
+  } else if (e4m3 || hybrid) {
+    return Status::InvalidArgument(
+        r.WhereKey(e4m3 ? "fp8_e4m3" : "fp8_hybrid") + ": " +
+            (e4m3 ? "fp8_e4m3" : "fp8_hybrid") + " without fp8: true",
+        "set fp8: true, or set the format keys to false");
+  }
+  if (t.fp8_param_gather && t.precision != Precision::kFp8) {
+    return Status::InvalidArgument(
+        r.WhereKey("fp8_params") + ": fp8_params needs fp8: true",
+        "set fp8: true or fp8_params: false");
+  }
+  if (t.tp_comm_overlap && !c.sp) {
+    return Status::InvalidArgument(
+        r.WhereKey("ub_tp_comm_overlap") +
+            ": ub_tp_comm_overlap needs sequence_parallel with "
+            "tensor_model_parallel_size 2 or more",
+        "set sequence_parallel: true or ub_tp_comm_overlap: false");
+  }
+  if (r.Has("optim")) {
+    MESHTUNE_RETURN_IF_ERROR(ReadOptim(node["optim"], source, out));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
+                                    const search_spaces::TrainingSpec& t,
+                                    const search_spaces::ParallelConfig& c,
+                                    int64_t gpus_per_node) {
+  const int64_t gpus = t.num_gpus;
+  if (gpus <= 0 || gpus_per_node <= 0) {
+    return Status::InvalidArgument(
+        "NeMo overrides need the GPU count and GPUs per node, got " +
+            std::to_string(gpus) + " and " + std::to_string(gpus_per_node),
+        "give --gpus and --gpus-per-node");
+  }
+  if (gpus > gpus_per_node && gpus % gpus_per_node != 0) {
+    return Status::InvalidArgument(
+        std::to_string(gpus) + " GPUs is not a whole number of " +
+            std::to_string(gpus_per_node) + "-GPU nodes",
+        "NeMo's trainer runs devices x num_nodes GPUs; use a multiple of " +
+            std::to_string(gpus_per_node));
+  }
+  const int64_t devices = std::min(gpus, gpus_per_node);
+  std::ostringstream y;
+  y << "# NeMo megatron_gpt overrides from meshtune for " << model.name << ": "
+    << search_spaces::ToString(c) << "\n";
+  y << "# merge into the model's NeMo config; docs/export.md maps each key\n";
+  y << "trainer:\n";
+  y << "  devices: " << devices << "\n";
+  y << "  num_nodes: " << gpus / devices << "\n";
+  // fp8 GEMMs run inside a bf16 model (Transformer Engine recipe).
+  y << "  precision: "
+    << (t.precision == Precision::kFp16 ? "16-mixed" : "bf16-mixed") << "\n";
+  y << "model:\n";
+  y << "  tensor_model_parallel_size: " << c.tp << "\n";
+  y << "  pipeline_model_parallel_size: " << c.pp << "\n";
+  y << "  virtual_pipeline_model_parallel_size: "
+    << (c.vpp > 1 ? std::to_string(c.vpp) : "null") << "\n";
+  y << "  context_parallel_size: " << c.cp << "\n";
+  y << "  expert_model_parallel_size: " << c.ep << "\n";
+  y << "  sequence_parallel: " << Bool(c.sp) << "\n";
+  y << "  micro_batch_size: " << c.mbs << "\n";
+  y << "  global_batch_size: " << t.global_batch_size << "\n";
+  y << "  encoder_seq_length: " << t.seq_length << "\n";
+  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(model.num_layers,
+                                                              c.pp, c.vpp)) {
+    // num_layers + 2 units split evenly (search_spaces/pipeline_layout.h).
+    y << "  account_for_embedding_in_pipeline_split: true\n";
+    y << "  account_for_loss_in_pipeline_split: true\n";
+  }
+  switch (c.recompute.granularity) {
+    case RecomputeGranularity::kNone:
+      y << "  activations_checkpoint_granularity: null\n";
+      y << "  activations_checkpoint_method: null\n";
+      y << "  activations_checkpoint_num_layers: null\n";
+      break;
+    case RecomputeGranularity::kSelective:
+      y << "  activations_checkpoint_granularity: selective\n";
+      y << "  activations_checkpoint_method: null\n";
+      y << "  activations_checkpoint_num_layers: null\n";
+      break;
+    case RecomputeGranularity::kFull:
+      y << "  activations_checkpoint_granularity: full\n";
+      y << "  activations_checkpoint_method: "
+        << search_spaces::ToString(c.recompute.method) << "\n";
+      y << "  activations_checkpoint_num_layers: " << c.recompute.num_layers
+        << "\n";
+      break;
+  }
+  // fp32 main parameters and gradients, as the cost model's memory assumes.
+  y << "  megatron_amp_O2: true\n";
+  const bool fp8 = t.precision == Precision::kFp8;
+  y << "  fp8: " << Bool(fp8) << "\n";
+  // "hybrid" = E4M3 forward, E5M2 gradients, as --fp8-format hybrid.
+  y << "  fp8_hybrid: " << Bool(fp8) << "\n";
+  y << "  fp8_params: " << Bool(fp8 && t.fp8_param_gather) << "\n";
+  // Userbuffers overlap needs sequence parallelism (as --tp-comm-overlap).
+  y << "  ub_tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
+    << "\n";
+  y << "  optim:\n";
+  if (c.dist_opt) {
+    y << "    name: distributed_fused_adam\n";
+    // Megatron's --overlap-grad-reduce / --overlap-param-gather.
+    y << "    overlap_grad_sync: true\n";
+    y << "    overlap_param_sync: true\n";
+    if (t.grad_reduce_in_bf16) y << "    grad_sync_dtype: bf16\n";
+  } else {
+    y << "    name: fused_adam\n";
+    if (t.grad_reduce_in_bf16) {
+      y << "    # not exported: grad_reduce_in_bf16 (grad_sync_dtype needs "
+           "distributed_fused_adam)\n";
+    }
+  }
+  return y.str();
+}
+
+StatusOr<ParsedNemoOverrides> ParseNemoOverrides(const std::string& yaml_text,
+                                                 const std::string& source) {
+  auto root = search_spaces::yaml_util::Load(yaml_text, source);
+  if (!root.ok()) return root.status();
+  MapReader r(*root, source, "NeMo override block");
+  MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
+  MESHTUNE_RETURN_IF_ERROR(r.CheckKeys({"trainer", "model"}));
+  if (!r.Has("trainer")) return r.Missing("trainer", "{devices: 8, ...}");
+  if (!r.Has("model")) return r.Missing("model", "{micro_batch_size: 1, ...}");
+  ParsedNemoOverrides out;
+  MESHTUNE_RETURN_IF_ERROR(ReadTrainer((*root)["trainer"], source, &out));
+  MESHTUNE_RETURN_IF_ERROR(ReadModel((*root)["model"], source, &out));
+
+  search_spaces::ParallelConfig& c = out.config;
+  const int64_t model_parallel = c.tp * c.pp * c.cp;
+  if (out.training.num_gpus % model_parallel != 0) {
+    return Status::InvalidArgument(
+        r.WhereKey("trainer") + ": trainer.devices x trainer.num_nodes = " +
+            std::to_string(out.training.num_gpus) +
+            " GPUs is not a multiple of tp·pp·cp = " +
+            std::to_string(model_parallel),
+        "use a multiple of " + std::to_string(model_parallel) +
+            " GPUs or smaller parallel sizes");
+  }
+  c.dp = out.training.num_gpus / model_parallel;
+  return out;
+}
+
+}  // namespace meshtune::tuner
