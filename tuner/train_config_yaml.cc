@@ -50,8 +50,8 @@ const std::vector<std::string>& TrainingKeys() {
       // Engine settings (Megatron arguments.py names).
       "train_iters", "lr", "min_lr", "lr_warmup_iters", "lr_decay_iters",
       "lr_decay_style", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2",
-      "adam_eps", "init_method_std", "seed", "data_path", "save", "load",
-      "save_interval", "log_interval"};
+      "adam_eps", "init_method_std", "hidden_dropout", "attention_dropout",
+      "seed", "data_path", "save", "load", "save_interval", "log_interval"};
   return kKeys;
 }
 
@@ -216,6 +216,9 @@ Status ReadTraining(const YAML::Node& node, const std::string& source,
   MESHTUNE_RETURN_IF_ERROR(read_float("adam_beta2", &o.adam_beta2));
   MESHTUNE_RETURN_IF_ERROR(read_float("adam_eps", &o.adam_eps));
   MESHTUNE_RETURN_IF_ERROR(read_float("init_method_std", &c.init_method_std));
+  MESHTUNE_RETURN_IF_ERROR(read_float("hidden_dropout", &c.hidden_dropout));
+  MESHTUNE_RETURN_IF_ERROR(
+      read_float("attention_dropout", &c.attention_dropout));
   int64_t seed = static_cast<int64_t>(c.seed);
   MESHTUNE_RETURN_IF_ERROR(read_int("seed", 0, &seed));
   c.seed = static_cast<uint64_t>(seed);

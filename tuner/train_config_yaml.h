@@ -20,7 +20,8 @@
 //                 engine keys, also Megatron's names: train_iters, lr,
 //                 min_lr, lr_warmup_iters, lr_decay_iters, lr_decay_style,
 //                 weight_decay, clip_grad, adam_beta1, adam_beta2, adam_eps,
-//                 init_method_std, seed, data_path, save, load,
+//                 init_method_std, hidden_dropout, attention_dropout,
+//                 seed, data_path, save, load,
 //                 save_interval, log_interval.
 //   cluster:      preset, num_gpus, gpus_per_node (planning only: training
 //                 runs on this machine; checked for type only)

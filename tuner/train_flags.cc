@@ -258,6 +258,15 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--clip-grad", f->clip_grad,
                   "gradient norm clip, 0 = off (default 1.0)")
       ->type_name("X");
+  app->add_option("--hidden-dropout", f->hidden_dropout,
+                  "dropout on the embedding and on the attention and MLP "
+                  "outputs before each residual add (Megatron "
+                  "--hidden-dropout; default 0 = off)")
+      ->type_name("P");
+  app->add_option("--attention-dropout", f->attention_dropout,
+                  "dropout on the attention probabilities (Megatron "
+                  "--attention-dropout; default 0 = off)")
+      ->type_name("P");
   app->add_option("--seed", f->seed,
                   "initialisation and data order seed (default 1234)")
       ->type_name("N");
@@ -360,6 +369,10 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
   MESHTUNE_RETURN_IF_ERROR(
       SetFloat(f.weight_decay, "--weight-decay", &o.weight_decay));
   MESHTUNE_RETURN_IF_ERROR(SetFloat(f.clip_grad, "--clip-grad", &o.clip_grad));
+  MESHTUNE_RETURN_IF_ERROR(
+      SetFloat(f.hidden_dropout, "--hidden-dropout", &c.hidden_dropout));
+  MESHTUNE_RETURN_IF_ERROR(SetFloat(f.attention_dropout, "--attention-dropout",
+                                    &c.attention_dropout));
   if (!f.lr_warmup_iters.empty()) {
     StatusOr<int64_t> v =
         ParseNonNegativeInt(f.lr_warmup_iters, "--lr-warmup-iters");
@@ -524,6 +537,8 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--lr-decay-style", f.lr_decay_style);
   add("--weight-decay", f.weight_decay);
   add("--clip-grad", f.clip_grad);
+  add("--hidden-dropout", f.hidden_dropout);
+  add("--attention-dropout", f.attention_dropout);
   add("--seed", f.seed);
   add("--save", f.save);
   add("--save-interval", f.save_interval);

@@ -49,6 +49,8 @@ struct TrainFlags {
   // Megatron optimizer / schedule arguments.
   std::string lr, min_lr, lr_warmup_iters, lr_decay_style, weight_decay,
       clip_grad, seed;
+  // Megatron --hidden-dropout / --attention-dropout (engine default 0).
+  std::string hidden_dropout, attention_dropout;
   std::string save, save_interval, load, log_interval;
   std::string db;  // --db PATH
   bool no_db = false;

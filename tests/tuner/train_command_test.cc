@@ -198,6 +198,37 @@ TEST(TrainFlags, NeedsAModel) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(TrainFlags, DropoutFlagsUseMegatronNames) {
+  const TrainPlan off = Resolve({"--model", "gpt-tiny"});
+  EXPECT_EQ(off.config.hidden_dropout, 0.0f);
+  EXPECT_EQ(off.config.attention_dropout, 0.0f);
+  const TrainPlan on = Resolve({"--model", "gpt-tiny", "--hidden-dropout",
+                                "0.1", "--attention-dropout", "0.05"});
+  EXPECT_FLOAT_EQ(on.config.hidden_dropout, 0.1f);
+  EXPECT_FLOAT_EQ(on.config.attention_dropout, 0.05f);
+  // The ranks started through mpirun get the same flags.
+  const std::vector<std::string> forwarded =
+      TrainFlagsToArgs(ParseFlags({"--model", "gpt-tiny", "--hidden-dropout",
+                                   "0.1", "--attention-dropout", "0.05"}));
+  EXPECT_NE(std::find(forwarded.begin(), forwarded.end(), "--hidden-dropout"),
+            forwarded.end());
+  EXPECT_NE(
+      std::find(forwarded.begin(), forwarded.end(), "--attention-dropout"),
+      forwarded.end());
+}
+
+TEST(TrainValidation, DropoutMustBeAProbability) {
+  Status s = ValidateError({"--model", "gpt-tiny", "--hidden-dropout", "1"});
+  EXPECT_EQ(s.message(), "hidden_dropout must be in [0, 1), got 1");
+  EXPECT_EQ(s.hint(),
+            "use --hidden-dropout 0.1 (Megatron's default) or 0 (off)");
+  EXPECT_EQ(s.ExitCode(), 2);
+  s = ValidateError({"--model", "gpt-tiny", "--attention-dropout", "x"});
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_NE(s.message().find("--attention-dropout"), std::string::npos)
+      << s.message();
+}
+
 TEST(TrainValidation, NprocMustMatchTheWorld) {
   Status s =
       ValidateError({"--model", "gpt-tiny", "--dp", "2", "--nproc", "3"});

@@ -111,6 +111,8 @@ TEST(TrainConfigYaml, EngineKeysUseMegatronNames) {
       "  lr_decay_style: linear\n"
       "  weight_decay: 0.01\n"
       "  clip_grad: 0.5\n"
+      "  hidden_dropout: 0.1\n"
+      "  attention_dropout: 0.05\n"
       "  seed: 7\n"
       "  data_path: 0.3 corpus_a 0.7 corpus_b\n"
       "  save: ckpt\n"
@@ -128,6 +130,8 @@ TEST(TrainConfigYaml, EngineKeysUseMegatronNames) {
             engine::OptimizerConfig::DecayStyle::kLinear);
   EXPECT_FLOAT_EQ(c.optimizer.weight_decay, 0.01f);
   EXPECT_FLOAT_EQ(c.optimizer.clip_grad, 0.5f);
+  EXPECT_FLOAT_EQ(c.hidden_dropout, 0.1f);
+  EXPECT_FLOAT_EQ(c.attention_dropout, 0.05f);
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(file->data_path,
             (std::vector<std::string>{"0.3", "corpus_a", "0.7", "corpus_b"}));
