@@ -4,11 +4,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <map>
-#include <set>
+#include <sstream>
 #include <utility>
 
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
+#include "tuner/shell_words.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -84,55 +85,6 @@ bool IsFlag(const std::string& token) {
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Shell-like words: whitespace separates, backslash-newline and a lone
-// backslash continue the line, a backslash escapes the next character, quotes
-// group, and '#' at the start of a word comments out the rest of the line.
-StatusOr<std::vector<std::string>> Tokenize(const std::string& text) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  auto finish = [&] {
-    if (in_word) words.push_back(word);
-    word.clear();
-    in_word = false;
-  };
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '\\') {
-      if (i + 1 >= text.size()) break;
-      const char next = text[i + 1];
-      if (next == '\n' || next == '\r' || next == ' ' || next == '\t') {
-        // A continuation (possibly with stray spaces before the newline).
-        finish();
-        ++i;
-        continue;
-      }
-      word += next;
-      in_word = true;
-      ++i;
-    } else if (c == '\'' || c == '"') {
-      const size_t close = text.find(c, i + 1);
-      if (close == std::string::npos) {
-        return Status::InvalidArgument(std::string("unterminated ") + c +
-                                           " quote in the Megatron arguments",
-                                       "close the quote or remove it");
-      }
-      word += text.substr(i + 1, close - i - 1);
-      in_word = true;
-      i = close;
-    } else if (c == '#' && !in_word) {
-      while (i < text.size() && text[i] != '\n') ++i;
-    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      finish();
-    } else {
-      word += c;
-      in_word = true;
-    }
-  }
-  finish();
-  return words;
 }
 
 // One flag as written: its name and the words that followed it.
@@ -566,90 +518,47 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
 
 }  // namespace
 
+// The allow-list, by topic ('#' lines are headings, not flags).
+constexpr const char* kIgnoredFlags = R"(
+# Optimizer and schedule.
+--lr --min-lr --lr-decay-style --lr-decay-iters --lr-decay-samples
+--lr-warmup-iters --lr-warmup-samples --lr-warmup-fraction --weight-decay
+--adam-beta1 --adam-beta2 --adam-eps --clip-grad --optimizer
+--init-method-std --loss-scale --initial-loss-scale --train-iters
+--train-samples --exit-interval --exit-duration-in-mins --seed
+# Regularisation (same work with or without).
+--hidden-dropout --attention-dropout
+# Data and tokenizer.
+--data-path --train-data-path --valid-data-path --test-data-path
+--data-cache-path --split --vocab-file --merge-file --tokenizer-type
+--tokenizer-model --make-vocab-size-divisible-by --num-workers --mock-data
+# Checkpoints, evaluation and logging.
+--save --load --save-interval --no-load-optim --no-load-rng --ckpt-format
+--eval-interval --eval-iters --log-interval --log-throughput
+--log-timers-to-tensorboard --tensorboard-dir --wandb-project
+--wandb-exp-name --timing-log-level
+# Kernels and implementation choices that keep the plan.
+--use-mcore-models --transformer-impl --use-flash-attn --attention-backend
+--distributed-backend --attention-softmax-in-fp32
+--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion
+--disable-bias-linear --norm-epsilon --rotary-base --rotary-percent
+--use-rotary-position-embeddings --manual-gc --manual-gc-interval
+--bucket-size --ddp-bucket-size --cross-entropy-loss-fusion
+--moe-router-load-balancing-type --moe-aux-loss-coeff --moe-grouped-gemm
+--moe-token-dispatcher-type
+)";
+
 const std::vector<std::string>& IgnoredMegatronFlags() {
   static const auto* flags = [] {
-    auto* v = new std::vector<std::string>{
-        // Optimizer and schedule.
-        "--lr",
-        "--min-lr",
-        "--lr-decay-style",
-        "--lr-decay-iters",
-        "--lr-decay-samples",
-        "--lr-warmup-iters",
-        "--lr-warmup-samples",
-        "--lr-warmup-fraction",
-        "--weight-decay",
-        "--adam-beta1",
-        "--adam-beta2",
-        "--adam-eps",
-        "--clip-grad",
-        "--optimizer",
-        "--init-method-std",
-        "--loss-scale",
-        "--initial-loss-scale",
-        "--train-iters",
-        "--train-samples",
-        "--exit-interval",
-        "--exit-duration-in-mins",
-        "--seed",
-        // Regularisation (same work with or without).
-        "--hidden-dropout",
-        "--attention-dropout",
-        // Data and tokenizer.
-        "--data-path",
-        "--train-data-path",
-        "--valid-data-path",
-        "--test-data-path",
-        "--data-cache-path",
-        "--split",
-        "--vocab-file",
-        "--merge-file",
-        "--tokenizer-type",
-        "--tokenizer-model",
-        "--make-vocab-size-divisible-by",
-        "--num-workers",
-        "--mock-data",
-        // Checkpoints, evaluation and logging.
-        "--save",
-        "--load",
-        "--save-interval",
-        "--no-load-optim",
-        "--no-load-rng",
-        "--ckpt-format",
-        "--eval-interval",
-        "--eval-iters",
-        "--log-interval",
-        "--log-throughput",
-        "--log-timers-to-tensorboard",
-        "--tensorboard-dir",
-        "--wandb-project",
-        "--wandb-exp-name",
-        "--timing-log-level",
-        // Kernels and implementation choices that keep the plan.
-        "--use-mcore-models",
-        "--transformer-impl",
-        "--use-flash-attn",
-        "--attention-backend",
-        "--distributed-backend",
-        "--attention-softmax-in-fp32",
-        "--no-masked-softmax-fusion",
-        "--no-bias-gelu-fusion",
-        "--no-bias-dropout-fusion",
-        "--disable-bias-linear",
-        "--norm-epsilon",
-        "--rotary-base",
-        "--rotary-percent",
-        "--use-rotary-position-embeddings",
-        "--manual-gc",
-        "--manual-gc-interval",
-        "--bucket-size",
-        "--ddp-bucket-size",
-        "--cross-entropy-loss-fusion",
-        "--moe-router-load-balancing-type",
-        "--moe-aux-loss-coeff",
-        "--moe-grouped-gemm",
-        "--moe-token-dispatcher-type",
-    };
+    auto* v = new std::vector<std::string>;
+    std::istringstream lines(kIgnoredFlags);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::istringstream words(line);
+      std::string word;
+      while (words >> word) v->push_back(word);
+    }
     std::sort(v->begin(), v->end());
     return v;
   }();
@@ -658,7 +567,7 @@ const std::vector<std::string>& IgnoredMegatronFlags() {
 
 StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,
                                                int64_t num_gpus) {
-  auto words = Tokenize(text);
+  auto words = SplitShellWords(text, "the Megatron arguments");
   if (!words.ok()) return words.status();
   std::vector<std::string> args = std::move(words).value();
   // Drop a launcher prefix ("torchrun ... pretrain_gpt.py").
