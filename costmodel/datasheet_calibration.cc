@@ -19,6 +19,7 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
   half_size_flops_ =
       std::min(kGemmHalfSizeFlops, peak_bf16_flops_ * kGemmHalfSizeSeconds);
+  if (c.gpu.gemm_tile_half_dim > 0) half_dim_ = c.gpu.gemm_tile_half_dim;
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
   ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
   hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency;
@@ -55,8 +56,8 @@ double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
   if (o.enabled(Refinement::kGemmShapeEfficiency)) {
     const double dm = static_cast<double>(m), dn = static_cast<double>(n),
                  dk = static_cast<double>(k);
-    shape = dm / (dm + kGemmHalfDim) * dn / (dn + kGemmHalfDim) * dk /
-            (dk + kGemmHalfDim);
+    shape =
+        dm / (dm + half_dim_) * dn / (dn + half_dim_) * dk / (dk + half_dim_);
   }
   return ceiling * size * shape;
 }
@@ -99,8 +100,8 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
                dk = static_cast<double>(kv_len),
                dd = static_cast<double>(head_dim);
   const double shape = o.enabled(Refinement::kGemmShapeEfficiency)
-                           ? dq / (dq + kGemmHalfDim) * dk /
-                                 (dk + kGemmHalfDim) * dd / (dd + kGemmHalfDim)
+                           ? dq / (dq + half_dim_) * dk / (dk + half_dim_) *
+                                 dd / (dd + half_dim_)
                            : 1.0;
   const double eff =
       ceiling_bf16_ * shape * SizeFactor(flops, o) * KernelEfficiency(o);

@@ -81,8 +81,8 @@ class DatasheetCalibration : public Calibration {
   // 2 GFLOP; a CPU core (the `local` preset, ~0.1 TFLOP/s) gets a ramp of a
   // few hundred kFLOP instead of one that made its GEMMs 50× too slow.
   static constexpr double kGemmHalfSizeSeconds = 2e9 / 312e12;
-  static constexpr double kGemmHalfDim = 48;         // per-dimension
-  static constexpr double kRampSeconds = 50e-6;      // τ of busbw(S)
+  static constexpr double kGemmHalfDim = 48;     // per-dimension
+  static constexpr double kRampSeconds = 50e-6;  // τ of busbw(S)
   // Flash attention (16-bit) forward runs at this fraction of the bf16 GEMM
   // ceiling: FlashAttention-2 reaches up to 73 % of A100 peak forward
   // against a GEMM ceiling of 87 % (Dao 2023, §4.1), i.e. ~0.8 (0.84 at
@@ -124,6 +124,7 @@ class DatasheetCalibration : public Calibration {
   // F/(F + F0), or 1 when kGemmSizeEfficiency is off.
   double SizeFactor(double flops, const ModelOptions& options) const;
   double half_size_flops_ = kGemmHalfSizeFlops;
+  double half_dim_ = kGemmHalfDim;  // GpuSpec::gemm_tile_half_dim
 
   AttentionKernel attention_ = AttentionKernel::kFlash;
   double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)

@@ -36,6 +36,10 @@ struct GpuSpec {
   double gemm_max_efficiency_fp8 = 0;
   // Achieved fraction of hbm_gbps for large streaming transfers.
   double hbm_efficiency = 0.9;
+  // GEMM shape fall-off d/(d + half_dim) per dimension (tile quantisation;
+  // costmodel/datasheet_calibration.h). 48 fits GPUs' 128/256-wide tiles; a
+  // CPU's register blocks are a few elements wide (the `local` preset).
+  double gemm_tile_half_dim = 48;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate); 0 if absent.
   double PeakTflops(Precision p) const;
