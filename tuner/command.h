@@ -48,6 +48,10 @@ std::unique_ptr<Command> AddExportCommand(CLI::App* app);
 // Real runs of a search's best candidates, predicted vs measured, learning
 // (validate_command.cc).
 std::unique_ptr<Command> AddValidateCommand(CLI::App* app);
+// Best configuration per GPU count (scale_command.cc); configurations side by
+// side, term by term (compare_command.cc).
+std::unique_ptr<Command> AddScaleCommand(CLI::App* app);
+std::unique_ptr<Command> AddCompareCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 
