@@ -103,6 +103,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddValidateCommand(&app));
   commands.push_back(AddScaleCommand(&app));
   commands.push_back(AddCompareCommand(&app));
+  commands.push_back(AddLaunchCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 
   std::vector<std::string> args = raw_args;

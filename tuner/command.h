@@ -52,6 +52,8 @@ std::unique_ptr<Command> AddValidateCommand(CLI::App* app);
 // side, term by term (compare_command.cc).
 std::unique_ptr<Command> AddScaleCommand(CLI::App* app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App* app);
+// A ready SLURM script for a chosen configuration (launch_command.cc).
+std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 

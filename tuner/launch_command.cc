@@ -1,0 +1,270 @@
+// `tune launch`: search (the flags of `tune search`), take the candidate of
+// --rank, and turn it into a SLURM batch script (tuner/launch_script.h) that
+// trains it with `tune train` or with Megatron-LM's pretrain_gpt.py.
+//
+// Without --out (or with --dry-run) the script goes to stdout and nothing is
+// written. With --out FILE the script is written executable and, for trainer
+// tune, the config YAML it runs (tuner/report_yaml.h) next to it as
+// FILE-without-.sh + ".yaml"; with a database that YAML carries the search:
+// section, so the run is stored against the prediction (tuner/search_link.h).
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tuner/calibration_source.h"
+#include "tuner/cli.h"
+#include "tuner/command.h"
+#include "tuner/inputs.h"
+#include "tuner/launch_script.h"
+#include "tuner/report_yaml.h"
+#include "tuner/results_db.h"
+#include "tuner/search_driver.h"
+#include "tuner/search_link.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kLaunchExamples = R"(Examples:
+  tune launch --model 175b --gpus 1024                        print the sbatch script (tune train)
+  tune launch --model 175b --gpus 1024 --trainer megatron     the same plan as pretrain_gpt.py
+  tune launch --model 175b --gpus 1024 --rank 2 --partition gpu --account proj --time 2-00:00:00
+  tune launch --model 175b --gpus 1024 --out job.sh           write job.sh (+x) and job.yaml
+  sbatch job.sh                                               submit it
+The megatron script reads MEGATRON_DIR, DATA_PATH, VOCAB_FILE, MERGE_FILE and
+TRAIN_ITERS from the environment; the tune script reads TUNE and CONFIG.
+docs/launch.md describes every line.)";
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// SLURM job names are free text, but file names (--output) and `squeue`
+// columns are happier without spaces or slashes.
+std::string JobName(const std::string& model) {
+  std::string name = "tune-" + model;
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
+        c != '.') {
+      c = '-';
+    }
+  }
+  return name;
+}
+
+// job.sh -> job.yaml; anything else gets ".yaml" appended.
+std::string ConfigPathFor(const std::string& script_path) {
+  const std::string ext = ".sh";
+  if (script_path.size() > ext.size() &&
+      script_path.compare(script_path.size() - ext.size(), ext.size(), ext) ==
+          0) {
+    return script_path.substr(0, script_path.size() - ext.size()) + ".yaml";
+  }
+  return script_path + ".yaml";
+}
+
+Status WriteExecutable(const std::string& path, const std::string& text) {
+  {
+    std::ofstream f(path);
+    if (!f) {
+      return Status::IoError("--out: cannot write " + path,
+                             "check that its folder exists and is writable");
+    }
+    f << text;
+    if (!f.flush()) {
+      return Status::IoError("--out: writing " + path + " failed",
+                             "check the free space of its file system");
+    }
+  }
+  if (chmod(path.c_str(), 0755) != 0) {
+    return Status::IoError("--out: cannot make " + path + " executable",
+                           "run chmod +x on it, or write it elsewhere");
+  }
+  return Status::Ok();
+}
+
+class LaunchCommand : public Command {
+ public:
+  explicit LaunchCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "launch",
+        "search and write a ready SLURM script for the chosen configuration");
+    AddInputFlags(sub, &flags_, /*pins_are_lists=*/true);
+    sub->add_option("--space", flags_.space_file,
+                    "search-space YAML file (pins; flags narrow it further)")
+        ->type_name("FILE");
+    sub->add_option("--rank", rank_text_,
+                    "which candidate to launch (default 1 = best)")
+        ->type_name("R");
+    sub->add_option("--scheduler", scheduler_,
+                    "batch system (default slurm, the only one supported)")
+        ->type_name("NAME");
+    sub->add_option("--trainer", trainer_,
+                    "tune (tune train, default) or megatron (pretrain_gpt.py)")
+        ->type_name("NAME");
+    sub->add_option("--time", time_,
+                    "job time limit (default 24:00:00; D-HH:MM:SS or minutes)")
+        ->type_name("LIMIT");
+    sub->add_option("--partition", partition_, "SLURM partition")
+        ->type_name("NAME");
+    sub->add_option("--account", account_, "SLURM account")->type_name("NAME");
+    sub->add_option("--job-name", job_name_,
+                    "SLURM job name (default tune-<model>)")
+        ->type_name("NAME");
+    sub->add_option("--cpus-per-task", cpus_text_,
+                    "CPU cores per GPU task (default 8)")
+        ->type_name("N");
+    sub->add_option("--out", out_file_,
+                    "write the script to FILE (chmod +x); trainer tune also "
+                    "writes its config YAML next to it")
+        ->type_name("FILE");
+    sub->add_flag("--dry-run", dry_run_,
+                  "print the script and write nothing (the default without "
+                  "--out)");
+    sub->add_option("--db", flags_.db,
+                    "results database recording this search (default: "
+                    "$TUNE_DB, else ./tune.db)")
+        ->type_name("PATH");
+    sub->add_flag("--no-db", flags_.no_db, "record nothing");
+    sub->footer(kLaunchExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& err) override {
+    // Launch flags first, so that a typo fails before the search runs.
+    MESHTUNE_RETURN_IF_ERROR(CheckScheduler(scheduler_));
+    auto trainer = ParseLaunchTrainer(trainer_);
+    if (!trainer.ok()) return trainer.status();
+    MESHTUNE_RETURN_IF_ERROR(CheckSlurmTime(time_));
+    auto rank = ParsePositiveInt(rank_text_, "--rank");
+    if (!rank.ok()) return rank.status();
+    auto cpus = ParsePositiveInt(cpus_text_, "--cpus-per-task");
+    if (!cpus.ok()) return cpus.status();
+
+    auto inputs = ResolveInputs(flags_);
+    if (!inputs.ok()) return inputs.status();
+    const Inputs& in = inputs.value();
+    auto db = OpenSearchDb(flags_, err);
+    if (!db.ok()) return db.status();
+    auto calibration = ChooseCalibration(
+        db->get(), in.cluster,
+        in.cluster.name == kLocalCluster ? LocalHardwareId() : "");
+    if (!calibration.ok()) return calibration.status();
+    const SearchResult result = RunSearch(in.model, in.cluster, in.training,
+                                          in.space, *calibration.value());
+    if (result.feasible == 0) {
+      return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
+    }
+    const int64_t found = static_cast<int64_t>(result.ranked.size());
+    if (rank.value() > found) {
+      return Status::InvalidArgument(
+          "--rank: the search found " + std::to_string(found) +
+              " fitting configuration" + (found == 1 ? "" : "s") +
+              ", not rank " + std::to_string(rank.value()),
+          "pick a rank from 1 to " + std::to_string(found));
+    }
+    const costmodel::Estimate& chosen = result.ranked[rank.value() - 1];
+
+    std::optional<SearchLink> link =
+        Record(db->get(), in, result, rank.value(), err);
+    LaunchScriptSpec spec = Spec(in, chosen, trainer.value(), cpus.value());
+    spec.source = link ? "search " + std::to_string(link->search_id) +
+                             ", rank " + std::to_string(link->rank) + " (" +
+                             link->db + ")"
+                       : "rank " + std::to_string(rank.value()) +
+                             " of a search that was not recorded (--no-db)";
+
+    const bool write = !out_file_.empty() && !dry_run_;
+    const bool tune_trainer = trainer.value() == LaunchTrainer::kTune;
+    std::string config_path;
+    if (!out_file_.empty() && tune_trainer) {
+      config_path = std::filesystem::absolute(ConfigPathFor(out_file_))
+                        .lexically_normal()
+                        .string();
+      spec.config_path = config_path;
+    }
+    auto script = SlurmScript(spec);
+    if (!script.ok()) return script.status();
+    if (!write) {
+      out << script.value();
+      return Status::Ok();
+    }
+    if (tune_trainer) {
+      MESHTUNE_RETURN_IF_ERROR(
+          WriteConfigYaml(config_path, in, chosen, link ? &*link : nullptr));
+      err << "tune: wrote the configuration to " << config_path << "\n";
+    }
+    MESHTUNE_RETURN_IF_ERROR(WriteExecutable(out_file_, script.value()));
+    err << "tune: wrote the SLURM script to " << out_file_
+        << "; submit it with: sbatch " << out_file_ << "\n";
+    return Status::Ok();
+  }
+
+ private:
+  // Records the search like `tune search` (at least down to `rank`) and
+  // returns the link to the launched candidate; a failure is a warning
+  // only, the script is still useful without it.
+  std::optional<SearchLink> Record(results::Store* db, const Inputs& in,
+                                   const SearchResult& result, int64_t rank,
+                                   std::ostream& err) const {
+    if (db == nullptr) return std::nullopt;
+    auto id = RecordSearch(db, flags_, in, result, std::max<int64_t>(rank, 10));
+    if (!id.ok()) {
+      err << "tune: warning: search not recorded: " << id.status().message()
+          << "\n";
+      return std::nullopt;
+    }
+    auto stored = FindCandidate(*db, id.value(), rank);
+    if (!stored.ok()) {
+      err << "tune: warning: the script is not linked to search " << id.value()
+          << ": " << stored.status().message() << "\n";
+      return std::nullopt;
+    }
+    return MakeSearchLink(stored.value());
+  }
+
+  LaunchScriptSpec Spec(const Inputs& in, const costmodel::Estimate& e,
+                        LaunchTrainer trainer, int64_t cpus) const {
+    LaunchScriptSpec s;
+    s.trainer = trainer;
+    s.model = in.model;
+    s.training = in.training;
+    s.config = e.config;
+    s.cluster_name = in.cluster.name;
+    s.gpus_per_node = in.cluster.gpus_per_node;
+    s.request_gpus = in.cluster.name != kLocalCluster;
+    s.job_name = job_name_.empty() ? JobName(in.model.name) : job_name_;
+    s.time = time_;
+    s.partition = partition_;
+    s.account = account_;
+    s.cpus_per_task = cpus;
+    s.version = VersionString();
+    s.predicted_step_time_s = e.step_time_s;
+    s.predicted_memory_gib = e.memory.total_bytes() / kGiB;
+    s.memory_capacity_gib = e.memory_capacity_bytes / kGiB;
+    return s;
+  }
+
+  InputFlags flags_;
+  std::string rank_text_ = "1";
+  std::string scheduler_ = "slurm";
+  std::string trainer_ = "tune";
+  std::string time_ = "24:00:00";
+  std::string partition_;
+  std::string account_;
+  std::string job_name_;
+  std::string cpus_text_ = "8";
+  std::string out_file_;
+  bool dry_run_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddLaunchCommand(CLI::App* app) {
+  return std::make_unique<LaunchCommand>(app);
+}
+
+}  // namespace meshtune::tuner
