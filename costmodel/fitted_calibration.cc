@@ -86,52 +86,22 @@ double ScaledCalibrationView::CollectiveTime_s(
 
 // ---- FittedCalibration ----
 
+namespace internal {
+OwnedCalibration::OwnedCalibration(std::unique_ptr<Calibration> b)
+    : owned(std::move(b)) {
+  MESHTUNE_CHECK(owned != nullptr);
+}
+}  // namespace internal
+
 FittedCalibration::FittedCalibration(std::unique_ptr<Calibration> base,
                                      EfficiencyFactors factors,
                                      std::string label)
-    : base_(std::move(base)), factors_(factors), label_(std::move(label)) {
-  MESHTUNE_CHECK(base_ != nullptr);
-}
+    : internal::OwnedCalibration(std::move(base)),
+      ScaledCalibrationView(*owned, factors),
+      label_(std::move(label)) {}
 
 std::string FittedCalibration::Name() const {
-  return base_->Name() + "+fit:" + label_;
-}
-double FittedCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
-                                     search_spaces::Precision precision,
-                                     const ModelOptions& options) const {
-  return ScaledCalibrationView(*base_, factors_)
-      .GemmTime_s(m, n, k, precision, options);
-}
-double FittedCalibration::AttentionForwardTime_s(
-    int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-    bool causal, const ModelOptions& options) const {
-  return ScaledCalibrationView(*base_, factors_)
-      .AttentionForwardTime_s(batch_heads, q_len, kv_len, head_dim, causal,
-                              options);
-}
-double FittedCalibration::AttentionBackwardTime_s(
-    int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-    bool causal, const ModelOptions& options) const {
-  return ScaledCalibrationView(*base_, factors_)
-      .AttentionBackwardTime_s(batch_heads, q_len, kv_len, head_dim, causal,
-                               options);
-}
-bool FittedCalibration::UsesFlashAttention() const {
-  return base_->UsesFlashAttention();
-}
-double FittedCalibration::Fp8BackwardGemmSlowdown(
-    const ModelOptions& options) const {
-  return base_->Fp8BackwardGemmSlowdown(options);
-}
-double FittedCalibration::MemoryTime_s(double bytes,
-                                       const ModelOptions& options) const {
-  return factors_.memory * base_->MemoryTime_s(bytes, options);
-}
-double FittedCalibration::CollectiveTime_s(Collective op, double bytes,
-                                           const CommGroup& group,
-                                           const ModelOptions& options) const {
-  return factors_.collective *
-         base_->CollectiveTime_s(op, bytes, group, options);
+  return owned->Name() + "+fit:" + label_;
 }
 
 // ---- Fit ----

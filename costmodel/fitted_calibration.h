@@ -47,44 +47,13 @@ inline constexpr double kFitPrior = 0.01;
 inline constexpr double kMinFactor = 0.1;
 inline constexpr double kMaxFactor = 10.0;
 
-// A base calibration with its times scaled by `factors`. Name():
-// "<base name>+fit:<label>" (label: what the factors were fitted to, e.g.
-// "5 runs").
-class FittedCalibration : public Calibration {
- public:
-  FittedCalibration(std::unique_ptr<Calibration> base,
-                    EfficiencyFactors factors, std::string label);
-
-  const Calibration& base() const { return *base_; }
-  const EfficiencyFactors& factors() const { return factors_; }
-
-  std::string Name() const override;
-  double GemmTime_s(int64_t m, int64_t n, int64_t k,
-                    search_spaces::Precision precision,
-                    const ModelOptions& options) const override;
-  double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
-                                int64_t kv_len, int64_t head_dim, bool causal,
-                                const ModelOptions& options) const override;
-  double AttentionBackwardTime_s(int64_t batch_heads, int64_t q_len,
-                                 int64_t kv_len, int64_t head_dim, bool causal,
-                                 const ModelOptions& options) const override;
-  bool UsesFlashAttention() const override;
-  double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override;
-  double MemoryTime_s(double bytes, const ModelOptions& options) const override;
-  double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
-                          const ModelOptions& options) const override;
-
- private:
-  std::unique_ptr<Calibration> base_;
-  EfficiencyFactors factors_;
-  std::string label_;
-};
-
-// A non-owning view of `base` scaled by `factors` (for the fit's probes).
+// A non-owning view of `base` with its times scaled by `factors` (the fit's
+// probes; also the engine of FittedCalibration).
 class ScaledCalibrationView : public Calibration {
  public:
   ScaledCalibrationView(const Calibration& base, EfficiencyFactors factors)
       : base_(base), f_(factors) {}
+  const EfficiencyFactors& factors() const { return f_; }
   std::string Name() const override { return base_.Name(); }
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
                     search_spaces::Precision precision,
@@ -108,6 +77,31 @@ class ScaledCalibrationView : public Calibration {
  private:
   const Calibration& base_;
   EfficiencyFactors f_;
+};
+
+namespace internal {
+// Holds the owned base before ScaledCalibrationView is built on it
+// (base-from-member: bases are initialised in declaration order).
+struct OwnedCalibration {
+  explicit OwnedCalibration(std::unique_ptr<Calibration> b);
+  std::unique_ptr<Calibration> owned;
+};
+}  // namespace internal
+
+// A base calibration, owned, with its times scaled by `factors`. Name():
+// "<base name>+fit:<label>" (label: what the factors were fitted to, e.g.
+// "5 runs").
+class FittedCalibration : private internal::OwnedCalibration,
+                          public ScaledCalibrationView {
+ public:
+  // REQUIRES: base != nullptr.
+  FittedCalibration(std::unique_ptr<Calibration> base,
+                    EfficiencyFactors factors, std::string label);
+  const Calibration& base() const { return *owned; }
+  std::string Name() const override;
+
+ private:
+  std::string label_;
 };
 
 // One measured run for the fit: how long the step really took, and the cost

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "costmodel/model_stats.h"
+#include "engine/data/synthetic_dataset.h"
 #include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
@@ -20,33 +21,6 @@
 
 namespace meshtune::tuner {
 namespace {
-
-// Tokens from a seeded xorshift stream with structure (mostly "next = prev
-// + 1", sometimes a random token) so the loss falls over the run. Generated
-// in code so every machine trains on the same tokens ("synthetic-v1": change
-// the generator only together with a new benchmark version).
-class SyntheticTokens : public engine::data::TokenDataset {
- public:
-  SyntheticTokens(int64_t seq, int64_t vocab) : seq_(seq), vocab_(vocab) {}
-  int64_t num_samples() const override { return int64_t{1} << 30; }
-  int64_t seq_length() const override { return seq_; }
-  int64_t vocab_size() const override { return vocab_; }
-  void GetSample(int64_t index, int32_t* tokens) const override {
-    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(index + 1);
-    for (int64_t i = 0; i <= seq_; ++i) {
-      x ^= x >> 12;
-      x ^= x << 25;
-      x ^= x >> 27;
-      const uint64_t r = x * 0x2545f4914f6cdd1dULL;
-      tokens[i] = static_cast<int32_t>(i > 0 && (r >> 60) < 12
-                                           ? (tokens[i - 1] + 1) % vocab_
-                                           : (r >> 33) % vocab_);
-    }
-  }
-
- private:
-  int64_t seq_, vocab_;
-};
 
 // Sets the OpenMP thread count for its lifetime and restores the previous
 // one, so an in-process caller keeps its own setting.
@@ -181,7 +155,8 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
       c.model, c.global_batch_size, c.seq(), c.padded_vocab_size());
   MESHTUNE_RETURN_IF_ERROR(c.Validate());
 
-  const SyntheticTokens dataset(b.seq_length, c.model.vocab_size);
+  const engine::data::SyntheticDataset dataset(b.seq_length,
+                                               c.model.vocab_size);
   ScopedThreads threads(b.threads);
   std::vector<std::unique_ptr<engine::Communicator>> world =
       engine::MakeLocalWorld(1);

@@ -38,7 +38,7 @@ struct RegressBenchmark {
   uint64_t seed = 0;
   float lr = 0;      // constant (no warm-up, no decay)
   int threads = 1;   // OpenMP threads for the run
-  std::string data;  // "synthetic-v1": SyntheticTokens below
+  std::string data;  // "synthetic-v1": engine/data/synthetic_dataset.h
 
   // "model=gpt-tiny tp=1 pp=1 dp=1 mbs=2 gbs=2 seq=64 warmup=2 steps=3
   // seed=1234 lr=0.001 lr_decay=constant threads=1 data=synthetic-v1".

@@ -13,6 +13,7 @@
 
 #include "engine/communicator.h"
 #include "engine/data/dataset.h"
+#include "engine/data/synthetic_dataset.h"
 #include "engine/local_communicator.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
@@ -20,30 +21,12 @@
 
 namespace meshtune::engine::testing {
 
-// Tokens from a fixed pseudo-random stream with some structure (a noisy
-// repeating pattern) so that a model can learn it.
-class SyntheticDataset : public data::TokenDataset {
+// The engine's synthetic token stream (engine/data/synthetic_dataset.h),
+// 2^20 samples.
+class SyntheticDataset : public data::SyntheticDataset {
  public:
-  SyntheticDataset(int64_t seq, int64_t vocab) : seq_(seq), vocab_(vocab) {}
-  int64_t num_samples() const override { return 1 << 20; }
-  int64_t seq_length() const override { return seq_; }
-  int64_t vocab_size() const override { return vocab_; }
-  void GetSample(int64_t index, int32_t* tokens) const override {
-    uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(index + 1);
-    for (int64_t i = 0; i <= seq_; ++i) {
-      x ^= x >> 12;
-      x ^= x << 25;
-      x ^= x >> 27;
-      const uint64_t r = x * 0x2545f4914f6cdd1dULL;
-      // Mostly "next = prev + 1" with noise: learnable.
-      tokens[i] = static_cast<int32_t>(i > 0 && (r >> 60) < 12
-                                           ? (tokens[i - 1] + 1) % vocab_
-                                           : (r >> 33) % vocab_);
-    }
-  }
-
- private:
-  int64_t seq_, vocab_;
+  SyntheticDataset(int64_t seq, int64_t vocab)
+      : data::SyntheticDataset(seq, vocab, int64_t{1} << 20) {}
 };
 
 inline TrainConfig TinyConfig(bool llama) {
