@@ -31,7 +31,7 @@ namespace {
 constexpr const char* kValidateExamples = R"(Examples:
   tune validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128
   tune validate --model llama-tiny --gpus 4 --gpu local --top 3 --steps 10 --json
-  tune db validations                              earlier validations
+  tune db export --table validations --csv -      earlier validations
 Runs each candidate as 'tune train --from-search ID --rank R' (mpirun for
 more than one rank) and records everything in the results database.)";
 
