@@ -190,10 +190,14 @@ void GptModel::EmbeddingBackward(const int32_t* tokens, const float* dx_out,
                                  int64_t first_sample) {
   const int64_t n = shape_.rows(), nl = shape_.local_rows(), h = shape_.h;
   Label("embedding.bwd");
-  // Gradient of the embedding sum before its dropout.
-  std::vector<float> dx_in(dx_out, dx_out + nl * h);
-  EmbeddingDropout(dx_in.data(), first_sample);
-  const float* dx = dx_in.data();
+  // Gradient of the embedding sum before its dropout (no copy without).
+  std::vector<float> dx_in;
+  const float* dx = dx_out;
+  if (config_.hidden_dropout > 0.0f) {
+    dx_in.assign(dx_out, dx_out + nl * h);
+    EmbeddingDropout(dx_in.data(), first_sample);
+    dx = dx_in.data();
+  }
   if (pos_emb_ >= 0) {
     const int64_t s_local = nl / shape_.b;
     const int64_t offset = shape_.sp ? groups_->tp_rank() * s_local : 0;

@@ -173,6 +173,16 @@ void TransformerLayer::HiddenDropout(float* x, cpu::DropoutSite site,
   cpu::HiddenDropout(x, sh_.local_rows(), sh_.h, sh_.b, d);
 }
 
+const float* TransformerLayer::DropoutGrad(const float* d,
+                                           cpu::DropoutSite site,
+                                           int64_t first_sample,
+                                           std::vector<float>* scratch) const {
+  if (sh_.hidden_dropout <= 0.0f) return d;  // no copy without dropout
+  scratch->assign(d, d + sh_.local_rows() * sh_.h);
+  HiddenDropout(scratch->data(), site, first_sample);
+  return scratch->data();
+}
+
 cpu::DropoutSpec TransformerLayer::AttentionDropout(
     int64_t first_sample) const {
   cpu::DropoutSpec d;
@@ -320,12 +330,14 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   // MLP block: y = x2 + dropout(RowParallel(act) + b2).
   const int64_t first_sample = c->first_sample;
   const cpu::DropoutSpec attn_drop = AttentionDropout(first_sample);
-  std::vector<float> dmlp(dy, dy + nl * h);  // grad of RowParallel + b2
-  HiddenDropout(dmlp.data(), cpu::DropoutSite::kMlpOut, first_sample);
-  if (p_.fc2_b >= 0) AccumulateBiasGrad(dmlp.data(), G(p_.fc2_b), nl, h);
+  std::vector<float> dropped;  // [nl, h] masked gradient (dropout only)
+  // Gradient of RowParallel + b2.
+  const float* dmlp =
+      DropoutGrad(dy, cpu::DropoutSite::kMlpOut, first_sample, &dropped);
+  if (p_.fc2_b >= 0) AccumulateBiasGrad(dmlp, G(p_.fc2_b), nl, h);
   std::vector<float> gathered;  // [n, h] under SP
   // Backward of the reduce-scatter is an all-gather.
-  const float* dfull = GatherSequence(dmlp.data(), &gathered);
+  const float* dfull = GatherSequence(dmlp, &gathered);
   std::vector<float> dact(n * sh_.ffn);
   cpu::LinearBackward(dfull, c->act.data(), store_->param(p_.fc2_w),
                       dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
@@ -348,11 +360,11 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   for (int64_t i = 0; i < nl * h; ++i) dx2[i] += dy[i];
 
   // Attention block: x2 = x + dropout(RowParallel(attn) + b_proj).
-  std::vector<float>& dproj = dmlp;  // reused: grad of RowParallel + b_proj
-  dproj.assign(dx2.begin(), dx2.end());
-  HiddenDropout(dproj.data(), cpu::DropoutSite::kAttentionOut, first_sample);
-  if (p_.proj_b >= 0) AccumulateBiasGrad(dproj.data(), G(p_.proj_b), nl, h);
-  dfull = GatherSequence(dproj.data(), &gathered);
+  // Gradient of RowParallel + b_proj.
+  const float* dproj = DropoutGrad(dx2.data(), cpu::DropoutSite::kAttentionOut,
+                                   first_sample, &dropped);
+  if (p_.proj_b >= 0) AccumulateBiasGrad(dproj, G(p_.proj_b), nl, h);
+  dfull = GatherSequence(dproj, &gathered);
   std::vector<float> dattn(n * aw);
   cpu::LinearBackward(dfull, c->attn.data(), store_->param(p_.proj_w),
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);

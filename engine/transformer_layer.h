@@ -117,6 +117,11 @@ class TransformerLayer {
   // output, backward on its gradient).
   void HiddenDropout(float* x, cpu::DropoutSite site,
                      int64_t first_sample) const;
+  // The gradient before a hidden dropout from the one after it: `d`
+  // itself without dropout, else the masked copy in `scratch`.
+  const float* DropoutGrad(const float* d, cpu::DropoutSite site,
+                           int64_t first_sample,
+                           std::vector<float>* scratch) const;
   cpu::DropoutSpec AttentionDropout(int64_t first_sample) const;
 
   LayerShape sh_;

@@ -9,6 +9,7 @@
 
 #include "results/sqlite_statement.h"
 #include "results/store.h"
+#include "results/store_rows.h"
 
 namespace meshtune::results {
 namespace {
@@ -133,10 +134,6 @@ Status ReadResult(const Statement& st, int first, const std::string& path,
   return Status::Ok();
 }
 
-Provenance ReadProvenance(const Statement& st, int first) {
-  return {st.Text(first), st.Text(first + 1), st.Int(first + 2)};
-}
-
 bool IsForeignKeyError(const Status& s) {
   return !s.ok() && s.message().find("FOREIGN KEY") != std::string::npos;
 }
@@ -152,9 +149,7 @@ StatusOr<int64_t> Store::PutRegressResult(const RegressResult& r,
                  ", tool_version, git_revision, created_unix_s) VALUES (" +
                  Marks(kResultColumnCount + 3) + ")"));
   BindResult(st, 1, r);
-  st.Bind(kResultColumnCount + 1, prov.tool_version);
-  st.Bind(kResultColumnCount + 2, prov.git_revision);
-  st.Bind(kResultColumnCount + 3, prov.created_unix_s);
+  internal::BindProvenance(st, kResultColumnCount + 1, prov);
   const Status s = st.Run();
   if (IsForeignKeyError(s)) {
     return Status::InvalidArgument(
@@ -184,7 +179,7 @@ StatusOr<std::vector<RegressResult>> Store::GetRegressResults(
     RegressResult r;
     r.id = st.Int(0);
     MESHTUNE_RETURN_IF_ERROR(ReadResult(st, 1, path_, "regress_results", &r));
-    r.provenance = ReadProvenance(st, 1 + kResultColumnCount);
+    r.provenance = internal::ReadProvenance(st, 1 + kResultColumnCount);
     out.push_back(std::move(r));
   }
   return out;
@@ -207,7 +202,7 @@ StatusOr<RegressResult> Store::GetRegressResult(int64_t id) const {
   RegressResult r;
   r.id = st.Int(0);
   MESHTUNE_RETURN_IF_ERROR(ReadResult(st, 1, path_, "regress_results", &r));
-  r.provenance = ReadProvenance(st, 1 + kResultColumnCount);
+  r.provenance = internal::ReadProvenance(st, 1 + kResultColumnCount);
   return r;
 }
 
@@ -287,8 +282,8 @@ StatusOr<std::vector<RegressBaseline>> Store::ListRegressBaselines(
     b.result.id = b.source_result_id;
     MESHTUNE_RETURN_IF_ERROR(
         ReadResult(st, 2, path_, "regress_baselines", &b.result));
-    b.result.provenance = ReadProvenance(st, 2 + kResultColumnCount);
-    b.provenance = ReadProvenance(st, 5 + kResultColumnCount);
+    b.result.provenance = internal::ReadProvenance(st, 2 + kResultColumnCount);
+    b.provenance = internal::ReadProvenance(st, 5 + kResultColumnCount);
     out.push_back(std::move(b));
   }
   return out;

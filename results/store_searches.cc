@@ -6,8 +6,12 @@
 
 #include "results/sqlite_statement.h"
 #include "results/store.h"
+#include "results/store_rows.h"
 
 namespace meshtune::results {
+using internal::BindProvenance;
+using internal::ReadProvenance;
+
 namespace {
 
 using search_spaces::ParallelConfig;
@@ -61,16 +65,6 @@ ParallelConfig ReadConfig(const Statement& st, int first,
   c.dist_opt = st.Int(first + 11) != 0;
   *config_text = st.Text(first + 12);
   return c;
-}
-
-void BindProvenance(Statement& st, int first, const Provenance& p) {
-  st.Bind(first, p.tool_version);
-  st.Bind(first + 1, p.git_revision);
-  st.Bind(first + 2, p.created_unix_s);
-}
-
-Provenance ReadProvenance(const Statement& st, int first) {
-  return {st.Text(first), st.Text(first + 1), st.Int(first + 2)};
 }
 
 // "?,?,...,?" with n marks.

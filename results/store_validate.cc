@@ -4,34 +4,13 @@
 
 #include "results/sqlite_statement.h"
 #include "results/store.h"
+#include "results/store_rows.h"
 
 namespace meshtune::results {
-namespace {
-
-void BindOptional(Statement& st, int index, const std::optional<double>& v) {
-  if (v.has_value()) {
-    st.Bind(index, *v);
-  } else {
-    st.BindNull(index);
-  }
-}
-
-std::optional<double> ReadOptional(const Statement& st, int column) {
-  if (st.IsNull(column)) return std::nullopt;
-  return st.Double(column);
-}
-
-void BindProv(Statement& st, int first, const Provenance& p) {
-  st.Bind(first, p.tool_version);
-  st.Bind(first + 1, p.git_revision);
-  st.Bind(first + 2, p.created_unix_s);
-}
-
-Provenance ReadProv(const Statement& st, int first) {
-  return {st.Text(first), st.Text(first + 1), st.Int(first + 2)};
-}
-
-}  // namespace
+using internal::BindOptional;
+using internal::BindProvenance;
+using internal::ReadOptional;
+using internal::ReadProvenance;
 
 StatusOr<int64_t> Store::PutValidation(
     const ValidationRecord& v, const std::vector<ValidationRunRecord>& runs,
@@ -61,7 +40,7 @@ StatusOr<int64_t> Store::PutValidation(
   } else {
     st.BindNull(9);
   }
-  BindProv(st, 10, prov);
+  BindProvenance(st, 10, prov);
   s = st.Run();
   if (!s.ok()) return fail(s);
   const int64_t id = sqlite3_last_insert_rowid(db_);
@@ -118,7 +97,7 @@ StatusOr<std::vector<ValidationRecord>> Store::ListValidations() const {
     v.top1_is_measured_best = st.Int(7) != 0;
     v.top1_loss_pct = ReadOptional(st, 8);
     v.measured_best_candidate_id = st.IsNull(9) ? 0 : st.Int(9);
-    v.provenance = ReadProv(st, 10);
+    v.provenance = ReadProvenance(st, 10);
     out.push_back(std::move(v));
   }
   return out;
@@ -168,7 +147,7 @@ StatusOr<int64_t> Store::PutFittedFactors(const FittedFactorsRecord& f,
   st.Bind(6, f.runs);
   st.Bind(7, f.mape_before_pct);
   st.Bind(8, f.mape_after_pct);
-  BindProv(st, 9, prov);
+  BindProvenance(st, 9, prov);
   MESHTUNE_RETURN_IF_ERROR(st.Run());
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
 }
@@ -197,7 +176,7 @@ StatusOr<std::optional<FittedFactorsRecord>> Store::GetFittedFactors(
   f.runs = st.Int(6);
   f.mape_before_pct = st.Double(7);
   f.mape_after_pct = st.Double(8);
-  f.provenance = ReadProv(st, 9);
+  f.provenance = ReadProvenance(st, 9);
   return std::optional<FittedFactorsRecord>(f);
 }
 

@@ -153,9 +153,13 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> CalibrationFor(
       return opened.status();  // named explicitly: it must open
     }  // the implicit default never breaks a command: datasheet numbers
   }
+  return ChooseCalibration(store.get(), cluster);
+}
+
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster) {
   return ChooseCalibration(
-      store.get(), cluster,
-      cluster.name == kLocalCluster ? LocalHardwareId() : "");
+      store, cluster, cluster.name == kLocalCluster ? LocalHardwareId() : "");
 }
 
 search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {

@@ -51,6 +51,11 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
     const results::Store* store, const search_spaces::ClusterSpec& cluster,
     const std::string& local_id);
 
+// ChooseCalibration with this machine's fingerprint for the `local` preset
+// (none for GPU presets): what a command searching on `cluster` uses.
+StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
+    const results::Store* store, const search_spaces::ClusterSpec& cluster);
+
 // This machine's fingerprint id (the cpu backend's), for matching `local`.
 std::string LocalHardwareId();
 

@@ -149,9 +149,7 @@ class LaunchCommand : public Command {
     const Inputs& in = inputs.value();
     auto db = OpenSearchDb(flags_, err);
     if (!db.ok()) return db.status();
-    auto calibration = ChooseCalibration(
-        db->get(), in.cluster,
-        in.cluster.name == kLocalCluster ? LocalHardwareId() : "");
+    auto calibration = ChooseCalibration(db->get(), in.cluster);
     if (!calibration.ok()) return calibration.status();
     const SearchResult result = RunSearch(in.model, in.cluster, in.training,
                                           in.space, *calibration.value());

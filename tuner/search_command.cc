@@ -79,9 +79,7 @@ class SearchCommand : public Command {
     if (!db.ok()) return db.status();
 
     // Measurements in the database just opened calibrate the search.
-    auto calibration = ChooseCalibration(
-        db->get(), in.cluster,
-        in.cluster.name == kLocalCluster ? LocalHardwareId() : "");
+    auto calibration = ChooseCalibration(db->get(), in.cluster);
     if (!calibration.ok()) return calibration.status();
     const SearchResult result = RunSearch(in.model, in.cluster, in.training,
                                           in.space, *calibration.value());

@@ -27,8 +27,12 @@ StatusOr<std::optional<costmodel::FitResult>> FitMachineFactors(
 
   std::vector<costmodel::FitSample> samples;
   std::map<std::string, std::optional<search_spaces::ModelSpec>> models;
+  // Candidates by id, read once per search that has linked runs.
+  std::map<int64_t, results::CandidateRecord> candidates;
+  std::map<int64_t, bool> searched;
   for (const results::PredictedVsMeasured& p : *joined) {
-    if (run_hardware[p.training_run_id] != hardware_id) continue;
+    auto hw = run_hardware.find(p.training_run_id);
+    if (hw == run_hardware.end() || hw->second != hardware_id) continue;
     auto search = by_id.find(p.search_id);
     if (search == by_id.end() || search->second.gpu != cluster.name) continue;
     if (p.measured_step_time_s <= 0) continue;
@@ -46,13 +50,15 @@ StatusOr<std::optional<costmodel::FitResult>> FitMachineFactors(
     if (!model_it->second.has_value()) continue;
     auto precision = ParsePrecision(s.precision);
     if (!precision.ok()) continue;
-    auto candidates = store.GetCandidates(s.id);
-    if (!candidates.ok()) return candidates.status();
-    const results::CandidateRecord* cand = nullptr;
-    for (const results::CandidateRecord& c : *candidates) {
-      if (c.id == p.candidate_id) cand = &c;
+    if (!searched[s.id]) {
+      auto stored = store.GetCandidates(s.id);
+      if (!stored.ok()) return stored.status();
+      for (const results::CandidateRecord& c : *stored) candidates[c.id] = c;
+      searched[s.id] = true;
     }
-    if (cand == nullptr) continue;
+    auto found = candidates.find(p.candidate_id);
+    if (found == candidates.end()) continue;
+    const results::CandidateRecord* cand = &found->second;
     search_spaces::TrainingSpec training;
     training.num_gpus = s.gpus;
     training.global_batch_size = s.gbs;

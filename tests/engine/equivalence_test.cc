@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tests/engine/engine_test_util.h"
+#include "tests/engine/equivalence_check.h"
 #include "tests/engine/tolerance.h"
 
 namespace meshtune::engine {
@@ -16,7 +17,6 @@ namespace {
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 using testing::RunResult;
-using testing::TensorsWithinFp32Tolerance;
 using testing::TinyConfig;
 using testing::TrainLocally;
 using testing::WithinFp32Tolerance;
@@ -60,26 +60,7 @@ TEST_P(EquivalenceTest, MatchesSingleRank) {
   const RunResult& ref = Reference(llama);
   const RunResult run = TrainLocally(c);
 
-  ASSERT_EQ(ref.losses.size(), 10u);
-  ASSERT_EQ(run.losses.size(), ref.losses.size());
-  for (size_t i = 0; i < ref.losses.size(); ++i) {
-    EXPECT_TRUE(WithinFp32Tolerance(run.losses[i], ref.losses[i]))
-        << "step " << i + 1 << ": loss " << run.losses[i] << " vs "
-        << ref.losses[i];
-    EXPECT_TRUE(WithinFp32Tolerance(run.grad_norms[i], ref.grad_norms[i]))
-        << "step " << i + 1 << ": grad norm " << run.grad_norms[i] << " vs "
-        << ref.grad_norms[i];
-  }
-  ASSERT_EQ(run.weights.size(), ref.weights.size());
-  for (const auto& [name, expected] : ref.weights) {
-    auto it = run.weights.find(name);
-    ASSERT_NE(it, run.weights.end()) << name;
-    ASSERT_EQ(it->second.size(), expected.size()) << name;
-    double rms_diff = 0, rms_ref = 0;
-    EXPECT_TRUE(testing::TensorsWithinFp32Tolerance(it->second, expected,
-                                                    &rms_diff, &rms_ref))
-        << name << ": rms difference " << rms_diff << " vs rms " << rms_ref;
-  }
+  testing::ExpectSameRun(run, ref);
 }
 
 const Layout kLayouts[] = {
