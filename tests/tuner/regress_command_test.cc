@@ -169,9 +169,9 @@ TEST(RegressCommand, PlantedSlowdownIsARegression) {
       Regress(db, std::string("baseline set --name main --benchmark ") + kBench)
           .exit_code,
       0);
-  const TuneRun slow = Regress(db, run, "MESHTUNE_PLANTED_SLOWDOWN=10");
+  const TuneRun slow = Regress(db, run, "MESHTUNE_PLANTED_SLOWDOWN=30");
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
-  EXPECT_NE(slow.err.find("MESHTUNE_PLANTED_SLOWDOWN=10 is set"),
+  EXPECT_NE(slow.err.find("MESHTUNE_PLANTED_SLOWDOWN=30 is set"),
             std::string::npos);
   const TuneRun check =
       Regress(db, std::string("check --benchmark ") + kBench +
