@@ -1,0 +1,113 @@
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "engine/cuda/device.h"
+
+namespace meshtune::engine::cuda {
+namespace {
+
+std::string GiB(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+Status CudaStatus(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return Status::Ok();
+  return Status::Internal("cuda " + what +
+                          " failed: " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+int DeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return count;
+}
+
+StatusOr<std::string> DeviceName(int index) {
+  cudaDeviceProp prop;
+  const cudaError_t err = cudaGetDeviceProperties(&prop, index);
+  if (err != cudaSuccess) {
+    return CudaStatus(err, "cudaGetDeviceProperties");
+  }
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + GiB(prop.totalGlobalMem) + ")";
+}
+
+Status Synchronize(const char* what) {
+  return CudaStatus(cudaDeviceSynchronize(), std::string("op '") + what + "'");
+}
+
+Status LastError(const char* op) {
+  return CudaStatus(cudaGetLastError(), std::string("op '") + op + "'");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : ptr_(std::exchange(other.ptr_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(other.ptr_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
+  if (DeviceCount() == 0) {
+    return Status::InvalidArgument(
+        "no CUDA device: cudaGetDeviceCount found none",
+        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
+        "backend (--backend cpu)");
+  }
+  DeviceBuffer buffer;
+  if (bytes == 0) return StatusOr<DeviceBuffer>(std::move(buffer));
+  const cudaError_t err = cudaMalloc(&buffer.ptr_, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    return Status::Infeasible(
+        "cudaMalloc of " + GiB(bytes) + " failed (" + cudaGetErrorString(err) +
+            "); " + GiB(free_bytes) + " of " + GiB(total_bytes) + " free",
+        "use a smaller micro-batch, more tensor/pipeline parallelism or "
+        "activation recompute");
+  }
+  buffer.bytes_ = bytes;
+  return StatusOr<DeviceBuffer>(std::move(buffer));
+}
+
+Status DeviceBuffer::CopyFromHost(const void* src, size_t bytes) {
+  MESHTUNE_CHECK(bytes <= bytes_);
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice),
+                    "cudaMemcpy host to device");
+}
+
+Status DeviceBuffer::CopyToHost(void* dst, size_t bytes) const {
+  MESHTUNE_CHECK(bytes <= bytes_);
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpy(dst, ptr_, bytes, cudaMemcpyDeviceToHost),
+                    "cudaMemcpy device to host");
+}
+
+Status DeviceBuffer::Zero() {
+  if (bytes_ == 0) return Status::Ok();
+  return CudaStatus(cudaMemset(ptr_, 0, bytes_), "cudaMemset");
+}
+
+}  // namespace meshtune::engine::cuda

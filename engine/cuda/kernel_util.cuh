@@ -1,0 +1,83 @@
+// Device-side helpers shared by the CUDA backend's kernels (internal: only
+// .cu files include this; it pulls in CUDA headers).
+#ifndef MESHTUNE_ENGINE_CUDA_KERNEL_UTIL_CUH_
+#define MESHTUNE_ENGINE_CUDA_KERNEL_UTIL_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/cuda/bf16.h"
+#include "engine/cuda/device.h"
+
+namespace meshtune::engine::cuda {
+
+inline constexpr int kWarpSize = 32;
+
+// Bf16 (host layout) <-> __nv_bfloat16 (device type): same 16 bits.
+__device__ __forceinline__ float Load(const Bf16* p, int64_t i) {
+  return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
+}
+__device__ __forceinline__ void Store(Bf16* p, int64_t i, float x) {
+  reinterpret_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(x);
+}
+// x rounded to bf16 and back (what a store followed by a load gives).
+__device__ __forceinline__ float Round(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+__device__ __forceinline__ float WarpSum(float x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+__device__ __forceinline__ float WarpMax(float x) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+
+// Sum / max over the whole block (blockDim.x a multiple of 32, at most
+// 1024); every thread gets the result. `scratch` holds 32 floats in shared
+// memory; the call ends with a barrier so it can be reused right away.
+__device__ __forceinline__ float BlockSum(float x, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  x = WarpSum(x);
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : 0.0f;
+  total = WarpSum(total);
+  __syncthreads();
+  return total;
+}
+__device__ __forceinline__ float BlockMax(float x, float* scratch) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int warps = blockDim.x / kWarpSize;
+  x = WarpMax(x);
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  float total = lane < warps ? scratch[lane] : -INFINITY;
+  total = WarpMax(total);
+  __syncthreads();
+  return total;
+}
+
+inline cudaStream_t ToCuda(Stream stream) {
+  return static_cast<cudaStream_t>(stream);
+}
+
+// Blocks of `threads` covering `count` elements, capped for grid-stride
+// loops (a large grid adds nothing once every SM is busy).
+inline unsigned GridFor(int64_t count, int threads) {
+  const int64_t blocks = (count + threads - 1) / threads;
+  const int64_t cap = 65535LL * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+}  // namespace meshtune::engine::cuda
+
+#endif  // MESHTUNE_ENGINE_CUDA_KERNEL_UTIL_CUH_
