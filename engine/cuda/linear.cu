@@ -60,11 +60,58 @@ struct Gemm {
   const void* bias;  // bf16 [M], with a BIAS epilogue
   void* aux;         // bf16 [M, N] ld M, with GELU_AUX
   float beta;
+  float alpha = 1.0f;
+  int64_t batch = 1;  // strided batch: matrix i at i·stride elements
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
 };
 
 using AlgoKey =
     std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-               int, int, uint32_t, uint32_t, uint32_t, uint32_t>;
+               int, int, uint32_t, uint32_t, uint32_t, uint32_t, int64_t>;
+
+// Sets a layout's strided-batch attributes (no-op for a single matrix).
+cublasStatus_t SetBatch(cublasLtMatrixLayout_t layout, int64_t batch,
+                        int64_t stride) {
+  if (batch == 1) return CUBLAS_STATUS_SUCCESS;
+  const int32_t count = static_cast<int32_t>(batch);
+  cublasStatus_t st = cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+  if (st != CUBLAS_STATUS_SUCCESS) return st;
+  return cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+      sizeof(stride));
+}
+
+// A row-major batched product as the column-major GEMM cuBLASLt runs:
+// C = op(A)·op(B) is Cᵀ = op(B)ᵀ·op(A)ᵀ, so the operands swap and a
+// row-major [r, c] matrix is the column-major [c, r] with ld c.
+Gemm RowMajorBatched(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                     int64_t k, const void* a, int64_t stride_a, const void* b,
+                     int64_t stride_b, void* c, int64_t stride_c, int64_t batch,
+                     float alpha, cudaDataType_t c_type) {
+  Gemm g{trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+         trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+         n,
+         m,
+         k,
+         trans_b ? k : n,  // B stored [N, K] (ld K) or [K, N] (ld N)
+         trans_a ? m : k,  // A stored [K, M] (ld M) or [M, K] (ld K)
+         n,
+         c_type,
+         CUBLASLT_EPILOGUE_DEFAULT,
+         b,
+         a,
+         c,
+         nullptr,
+         nullptr,
+         0.0f};
+  g.alpha = alpha;
+  g.batch = batch;
+  g.stride_a = stride_b;
+  g.stride_b = stride_a;
+  g.stride_d = stride_c;
+  return g;
+}
 
 }  // namespace
 
@@ -129,6 +176,9 @@ struct GemmContext::Impl {
         lb, CUDA_R_16BF, tb ? g.n : g.k, tb ? g.k : g.n, g.ldb));
     LT_RETURN_IF_ERROR(
         cublasLtMatrixLayoutCreate(ld, g.d_type, g.m, g.n, g.ldd));
+    LT_RETURN_IF_ERROR(SetBatch(*la, g.batch, g.stride_a));
+    LT_RETURN_IF_ERROR(SetBatch(*lb, g.batch, g.stride_b));
+    LT_RETURN_IF_ERROR(SetBatch(*ld, g.batch, g.stride_d));
 
     const AlgoKey key{g.trans_a,
                       g.trans_b,
@@ -143,7 +193,8 @@ struct GemmContext::Impl {
                       Alignment(g.a),
                       Alignment(g.b),
                       Alignment(g.d),
-                      g.aux != nullptr ? Alignment(g.aux) : 0u};
+                      g.aux != nullptr ? Alignment(g.aux) : 0u,
+                      g.batch};
     auto it = algorithms.find(key);
     if (it == algorithms.end()) {
       cublasLtMatmulPreference_t pref = nullptr;
@@ -181,10 +232,10 @@ struct GemmContext::Impl {
       }
       it = algorithms.emplace(key, result.algo).first;
     }
-    const float alpha = 1.0f;
-    LT_RETURN_IF_ERROR(cublasLtMatmul(
-        handle, *desc, &alpha, g.a, *la, g.b, *lb, &g.beta, g.d, *ld, g.d, *ld,
-        &it->second, workspace.data(), workspace.size_bytes(), ToCuda(stream)));
+    LT_RETURN_IF_ERROR(cublasLtMatmul(handle, *desc, &g.alpha, g.a, *la, g.b,
+                                      *lb, &g.beta, g.d, *ld, g.d, *ld,
+                                      &it->second, workspace.data(),
+                                      workspace.size_bytes(), ToCuda(stream)));
     return Status::Ok();
   }
 };
@@ -201,6 +252,30 @@ StatusOr<std::unique_ptr<GemmContext>> GemmContext::Create(
   MESHTUNE_RETURN_IF_ERROR(
       LtStatus(cublasLtCreate(&impl->handle), "cublasLtCreate"));
   return std::unique_ptr<GemmContext>(new GemmContext(std::move(impl)));
+}
+
+Status GemmContext::BatchedMatmul(bool trans_a, bool trans_b, int64_t m,
+                                  int64_t n, int64_t k, const Bf16* a,
+                                  int64_t stride_a, const Bf16* b,
+                                  int64_t stride_b, Bf16* c, int64_t stride_c,
+                                  int64_t batch, float alpha, Stream stream) {
+  if (batch == 0 || m == 0 || n == 0) return Status::Ok();
+  return impl_->Run(
+      RowMajorBatched(trans_a, trans_b, m, n, k, a, stride_a, b, stride_b, c,
+                      stride_c, batch, alpha, CUDA_R_16BF),
+      stream);
+}
+
+Status GemmContext::BatchedMatmul(bool trans_a, bool trans_b, int64_t m,
+                                  int64_t n, int64_t k, const Bf16* a,
+                                  int64_t stride_a, const Bf16* b,
+                                  int64_t stride_b, float* c, int64_t stride_c,
+                                  int64_t batch, float alpha, Stream stream) {
+  if (batch == 0 || m == 0 || n == 0) return Status::Ok();
+  return impl_->Run(
+      RowMajorBatched(trans_a, trans_b, m, n, k, a, stride_a, b, stride_b, c,
+                      stride_c, batch, alpha, CUDA_R_32F),
+      stream);
 }
 
 int64_t GemmContext::cached_algorithms() const {

@@ -62,6 +62,24 @@ class GemmContext {
                         Bf16* din, float* dweight, float* dbias, int64_t n,
                         int64_t k, int64_t m, Stream stream);
 
+  // Strided-batched row-major products, C[i] = alpha·op(A[i])·op(B[i]) for
+  // i < batch: op(A) is [M, K] (A stored [K, M] when trans_a), op(B) is
+  // [K, N] (B stored [N, K] when trans_b), C is [M, N]; every matrix is
+  // dense (leading dimension = its stored column count) and matrix i starts
+  // i·stride elements after the first. bf16 inputs, fp32 accumulation; C in
+  // bf16 or fp32 (overwritten: beta = 0). Attention's QKᵀ, P·V and their
+  // gradients (engine/cuda/attention.h).
+  Status BatchedMatmul(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, const Bf16* a, int64_t stride_a,
+                       const Bf16* b, int64_t stride_b, Bf16* c,
+                       int64_t stride_c, int64_t batch, float alpha,
+                       Stream stream);
+  Status BatchedMatmul(bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, const Bf16* a, int64_t stride_a,
+                       const Bf16* b, int64_t stride_b, float* c,
+                       int64_t stride_c, int64_t batch, float alpha,
+                       Stream stream);
+
   // Distinct GEMM configurations whose algorithm is cached.
   int64_t cached_algorithms() const;
 

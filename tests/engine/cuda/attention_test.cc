@@ -1,0 +1,119 @@
+// GPU causal attention (engine/cuda/attention.h) against the CPU reference
+// (engine/cpu/ops.h AttentionForward/Backward) on bf16-rounded qkv, with
+// grouped-query attention and several shapes. Tolerances as ops_test.cc's
+// bf16 bound; the gradients get twice that (P and dS are stored in bf16, two
+// roundings more than the CPU's fp32 path).
+#include "engine/cuda/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "engine/cpu/ops.h"
+#include "engine/cuda/bf16.h"
+#include "engine/cuda/device.h"
+#include "engine/cuda/linear.h"
+#include "gtest/gtest.h"
+
+namespace meshtune::engine::cuda {
+namespace {
+
+std::vector<float> RandomBf16Values(size_t count, uint32_t seed, float scale) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> x(count);
+  for (float& v : x) v = RoundToBf16(dist(gen));
+  return x;
+}
+
+::testing::AssertionResult Close(const std::vector<float>& gpu,
+                                 const std::vector<float>& ref, float rtol,
+                                 float atol) {
+  float max_ref = 0.0f;
+  for (float r : ref) max_ref = std::max(max_ref, std::fabs(r));
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float bound = rtol * std::fabs(ref[i]) + atol * max_ref;
+    if (!(std::fabs(gpu[i] - ref[i]) <= bound)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": gpu " << gpu[i] << " cpu " << ref[i]
+             << " (bound " << bound << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+template <typename T>
+DeviceBuffer Put(const std::vector<T>& host) {
+  auto buffer = Upload(host);
+  EXPECT_TRUE(buffer.ok()) << buffer.status().message();
+  return std::move(buffer).value();
+}
+
+// (s, b, heads, groups, head_dim)
+using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+class CudaAttentionTest : public ::testing::TestWithParam<Shape> {
+ protected:
+  void SetUp() override {
+    if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
+  const auto [s, b, heads, groups, d] = GetParam();
+  const int64_t n = s * b, width = (heads + 2 * groups) * d;
+  const auto qkv = RandomBf16Values(n * width, 1, 2.0f);
+  const auto dout = RandomBf16Values(n * heads * d, 2, 1.0f);
+  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
+      dqkv(n * width);
+  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
+                        groups, d);
+  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
+                         b, heads, groups, d);
+
+  auto gemm = GemmContext::Create();
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+  auto attention = Attention::Create(gemm->get(), s, b, heads, groups, d);
+  ASSERT_TRUE(attention.ok()) << attention.status().message();
+  ASSERT_EQ((*attention)->probs_elements(), b * heads * s * s);
+  DeviceBuffer d_qkv = Put(ToBf16(qkv));
+  DeviceBuffer d_dout = Put(ToBf16(dout));
+  DeviceBuffer d_out = Put(std::vector<Bf16>(n * heads * d));
+  DeviceBuffer d_probs = Put(std::vector<Bf16>(b * heads * s * s));
+  DeviceBuffer d_dqkv = Put(std::vector<Bf16>(n * width));
+  ASSERT_TRUE((*attention)
+                  ->Forward(d_qkv.as<Bf16>(), d_out.as<Bf16>(),
+                            d_probs.as<Bf16>(), nullptr)
+                  .ok());
+  ASSERT_TRUE((*attention)
+                  ->Backward(d_dout.as<Bf16>(), d_qkv.as<Bf16>(),
+                             d_probs.as<Bf16>(), d_dqkv.as<Bf16>(), nullptr)
+                  .ok());
+  ASSERT_TRUE(Synchronize("attention test").ok());
+  constexpr float kRtol = 1.0f / 128, kAtol = 1.0f / 256;
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_probs, probs.size()).value()),
+                    probs, kRtol, kAtol));
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_out, out.size()).value()), out,
+                    kRtol, kAtol));
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_dqkv, dqkv.size()).value()), dqkv,
+                    2 * kRtol, 2 * kAtol));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttentionTest,
+    ::testing::Values(Shape{64, 2, 4, 4, 32},      // MHA
+                      Shape{128, 1, 8, 2, 64},     // GQA, 4 heads per group
+                      Shape{37, 3, 6, 3, 16},      // odd s and b
+                      Shape{512, 1, 2, 1, 128}));  // long rows, MQA
+
+TEST(CudaAttentionArgsTest, BadShapesAreAStatus) {
+  auto a = Attention::Create(nullptr, 64, 1, 6, 4, 32);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(),
+            "attention: sizes must be positive and heads a multiple of groups");
+}
+
+}  // namespace
+}  // namespace meshtune::engine::cuda
