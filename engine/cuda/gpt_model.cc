@@ -1,0 +1,405 @@
+// The single-GPU decoder (engine/cuda/gpt_model.h). Forward per layer:
+//   ln1 = Norm1(x); qkv = ln1·Wqkvᵀ + b; RoPE; attn = Attention(qkv)
+//   proj = attn·Wprojᵀ + b; x2 = x + proj and ln2 = Norm2(x2) in one fused
+//   pass; fc1 = ln2·W1ᵀ + b with GELU fused (or SwiGLU after it);
+//   y = x2 + act·W2ᵀ + b.
+// Backward mirrors it; Norm2's backward adds the residual gradient dy, and
+// Norm1's adds dx2, so the residual adds cost no extra pass.
+#include "engine/cuda/gpt_model.h"
+
+#include <string>
+#include <utility>
+
+#include "engine/cuda/ops.h"
+
+namespace meshtune::engine::cuda {
+
+using search_spaces::PositionEmbedding;
+using search_spaces::RecomputeGranularity;
+
+// One layer's parameter indices and saved activations (bf16 unless noted).
+struct CudaGptModel::Layer {
+  LayerParams p;
+  DeviceBuffer mean1, rstd1, mean2, rstd2;  // fp32 [n]
+  DeviceBuffer ln1;                         // [n, h]
+  DeviceBuffer qkv;                         // [n, qkv_width], after RoPE
+  DeviceBuffer probs;    // [b·heads, s, s]; empty if selective
+  DeviceBuffer attn;     // [n, heads·d]
+  DeviceBuffer x2, ln2;  // [n, h]
+  DeviceBuffer fc1;      // [n, fc1_width] pre-activation
+  DeviceBuffer act;      // [n, ffn]
+};
+
+CudaGptModel::~CudaGptModel() = default;
+
+Status CudaGptModel::CheckSupported(const TrainConfig& config) {
+  const auto& par = config.parallel;
+  std::string missing;
+  if (par.world() != 1) {
+    missing = "tp·pp·cp·dp = " + std::to_string(par.world()) +
+              " (NCCL process groups are not built yet; one GPU only)";
+  } else if (par.vpp != 1) {
+    missing = "virtual pipeline stages";
+  } else if (par.recompute.granularity == RecomputeGranularity::kFull) {
+    missing = "full activation recompute (use --recompute selective)";
+  } else if (config.hidden_dropout > 0 || config.attention_dropout > 0) {
+    missing = "dropout";
+  } else if (!config.save_dir.empty() || !config.load_dir.empty()) {
+    missing = "checkpoints (--save/--load)";
+  }
+  if (missing.empty()) return Status::Ok();
+  return Status::Unimplemented(
+      "the CUDA backend does not support " + missing + " yet",
+      "train this configuration with --backend cpu, or change it");
+}
+
+StatusOr<DeviceBuffer> CudaGptModel::Alloc(size_t bytes) {
+  auto b = DeviceBuffer::Allocate(bytes);
+  if (b.ok()) activation_bytes_ += static_cast<int64_t>(bytes);
+  return b;
+}
+
+#define MESHTUNE_ASSIGN_BUFFER(target, expr)    \
+  do {                                          \
+    auto _buffer = (expr);                      \
+    if (!_buffer.ok()) return _buffer.status(); \
+    (target) = std::move(_buffer).value();      \
+  } while (0)
+
+StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
+    const TrainConfig& config, const ParamStore& store, DeviceParams* params) {
+  MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
+  std::unique_ptr<CudaGptModel> m(new CudaGptModel());
+  m->config_ = config;
+  m->store_ = &store;
+  m->params_ = params;
+  m->sh_ = MakeLayerShape(config);
+  m->padded_vocab_ = config.padded_vocab_size();
+  const LayerShape& sh = m->sh_;
+  const auto& model = config.model;
+
+  auto find = [&](const std::string& name, bool required) -> StatusOr<int> {
+    const int i = store.Find(name);
+    if (i < 0 && required) {
+      return Status::Internal("CUDA model: parameter '" + name +
+                              "' is not in the store");
+    }
+    return i;
+  };
+#define MESHTUNE_FIND(target, name, required) \
+  do {                                        \
+    auto _index = find((name), (required));   \
+    if (!_index.ok()) return _index.status(); \
+    (target) = _index.value();                \
+  } while (0)
+  MESHTUNE_FIND(m->word_emb_, "embedding.word_embeddings.weight", true);
+  MESHTUNE_FIND(
+      m->pos_emb_, "embedding.position_embeddings.weight",
+      model.position_embedding_type == PositionEmbedding::kLearnedAbsolute);
+  MESHTUNE_FIND(m->final_w_, "decoder.final_layernorm.weight", true);
+  MESHTUNE_FIND(m->final_b_, "decoder.final_layernorm.bias", !sh.rmsnorm);
+  m->output_ = m->word_emb_;
+  if (model.untie_embeddings_and_output_weights) {
+    MESHTUNE_FIND(m->output_, "output_layer.weight", true);
+  }
+
+  auto gemm = GemmContext::Create();
+  if (!gemm.ok()) return gemm.status();
+  m->gemm_ = std::move(gemm).value();
+  auto attention = Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
+                                     sh.groups, sh.head_dim);
+  if (!attention.ok()) return attention.status();
+  m->attention_ = std::move(attention).value();
+
+  const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
+  const size_t bf = sizeof(Bf16), f32 = sizeof(float);
+  const size_t probs = static_cast<size_t>(m->attention_->probs_elements());
+  const bool selective =
+      config.parallel.recompute.granularity == RecomputeGranularity::kSelective;
+  for (int64_t l = 0; l < model.num_layers; ++l) {
+    auto layer = std::make_unique<Layer>();
+    const std::string prefix = "decoder.layers." + std::to_string(l) + ".";
+    LayerParams& p = layer->p;
+    MESHTUNE_FIND(p.ln1_w, prefix + "input_layernorm.weight", true);
+    MESHTUNE_FIND(p.ln1_b, prefix + "input_layernorm.bias", !sh.rmsnorm);
+    MESHTUNE_FIND(p.qkv_w, prefix + "self_attention.linear_qkv.weight", true);
+    MESHTUNE_FIND(p.qkv_b, prefix + "self_attention.linear_qkv.bias", sh.bias);
+    MESHTUNE_FIND(p.proj_w, prefix + "self_attention.linear_proj.weight", true);
+    MESHTUNE_FIND(p.proj_b, prefix + "self_attention.linear_proj.bias",
+                  sh.bias);
+    MESHTUNE_FIND(p.ln2_w, prefix + "pre_mlp_layernorm.weight", true);
+    MESHTUNE_FIND(p.ln2_b, prefix + "pre_mlp_layernorm.bias", !sh.rmsnorm);
+    MESHTUNE_FIND(p.fc1_w, prefix + "mlp.linear_fc1.weight", true);
+    MESHTUNE_FIND(p.fc1_b, prefix + "mlp.linear_fc1.bias", sh.bias);
+    MESHTUNE_FIND(p.fc2_w, prefix + "mlp.linear_fc2.weight", true);
+    MESHTUNE_FIND(p.fc2_b, prefix + "mlp.linear_fc2.bias", sh.bias);
+    Layer& L = *layer;
+    MESHTUNE_ASSIGN_BUFFER(L.mean1, m->Alloc(n * f32));
+    MESHTUNE_ASSIGN_BUFFER(L.rstd1, m->Alloc(n * f32));
+    MESHTUNE_ASSIGN_BUFFER(L.mean2, m->Alloc(n * f32));
+    MESHTUNE_ASSIGN_BUFFER(L.rstd2, m->Alloc(n * f32));
+    MESHTUNE_ASSIGN_BUFFER(L.ln1, m->Alloc(n * h * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.qkv, m->Alloc(n * sh.qkv_width() * bf));
+    if (!selective) MESHTUNE_ASSIGN_BUFFER(L.probs, m->Alloc(probs * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.attn, m->Alloc(n * sh.heads * sh.head_dim * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.x2, m->Alloc(n * h * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.ln2, m->Alloc(n * h * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.fc1, m->Alloc(n * sh.fc1_width() * bf));
+    MESHTUNE_ASSIGN_BUFFER(L.act, m->Alloc(n * sh.ffn * bf));
+    m->layers_.push_back(std::move(layer));
+  }
+#undef MESHTUNE_FIND
+  m->x_.resize(model.num_layers + 1);
+  for (DeviceBuffer& x : m->x_) MESHTUNE_ASSIGN_BUFFER(x, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->tokens_, m->Alloc(n * sizeof(int32_t)));
+  MESHTUNE_ASSIGN_BUFFER(m->targets_, m->Alloc(n * sizeof(int32_t)));
+  MESHTUNE_ASSIGN_BUFFER(m->final_out_, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->final_mean_, m->Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(m->final_rstd_, m->Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(m->logits_, m->Alloc(n * m->padded_vocab_ * bf));
+  for (DeviceBuffer* b :
+       {&m->row_max_, &m->sum_exp_, &m->target_logit_, &m->loss_, &m->scale_}) {
+    MESHTUNE_ASSIGN_BUFFER(*b, m->Alloc(n * f32));
+  }
+  MESHTUNE_ASSIGN_BUFFER(m->grad_a_, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->grad_b_, m->Alloc(n * h * bf));
+  if (selective) {
+    MESHTUNE_ASSIGN_BUFFER(m->probs_scratch_, m->Alloc(probs * bf));
+    MESHTUNE_ASSIGN_BUFFER(m->attn_scratch_,
+                           m->Alloc(n * sh.heads * sh.head_dim * bf));
+  }
+  MESHTUNE_ASSIGN_BUFFER(m->dqkv_, m->Alloc(n * sh.qkv_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dattn_, m->Alloc(n * sh.heads * sh.head_dim * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dfc1_, m->Alloc(n * sh.fc1_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dact_, m->Alloc(n * sh.ffn * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dln_, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dx2_, m->Alloc(n * h * bf));
+  return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
+}
+
+#undef MESHTUNE_ASSIGN_BUFFER
+
+Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
+  const LayerShape& sh = sh_;
+  const ParamStore& st = *store_;
+  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
+  const LayerParams& p = L.p;
+  auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
+  // ln1 = Norm1(x)
+  if (sh.rmsnorm) {
+    MESHTUNE_RETURN_IF_ERROR(
+        RmsNormForward(x, nullptr, nullptr, w(p.ln1_w), L.ln1.as<Bf16>(),
+                       L.rstd1.as<float>(), n, h, sh.eps, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
+        x, nullptr, nullptr, w(p.ln1_w), w(p.ln1_b), L.ln1.as<Bf16>(),
+        L.mean1.as<float>(), L.rstd1.as<float>(), n, h, sh.eps, nullptr));
+  }
+  // qkv, RoPE, core attention, projection.
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(L.ln1.as<Bf16>(), w(p.qkv_w),
+                                                w(p.qkv_b), L.qkv.as<Bf16>(), n,
+                                                h, sh.qkv_width(), nullptr));
+  if (sh.rope) {
+    MESHTUNE_RETURN_IF_ERROR(RopeForward(L.qkv.as<Bf16>(), sh.s, sh.b, sh.heads,
+                                         sh.groups, sh.head_dim, sh.rope_base,
+                                         0, nullptr));
+  }
+  Bf16* probs =
+      L.probs.size_bytes() > 0 ? L.probs.as<Bf16>() : probs_scratch_.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(
+      attention_->Forward(L.qkv.as<Bf16>(), L.attn.as<Bf16>(), probs, nullptr));
+  Bf16* proj = dln_.as<Bf16>();  // [n, h] scratch: free during forward
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
+      L.attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
+  // x2 = x + proj and ln2 = Norm2(x2), fused.
+  if (sh.rmsnorm) {
+    MESHTUNE_RETURN_IF_ERROR(
+        RmsNormForward(proj, x, L.x2.as<Bf16>(), w(p.ln2_w), L.ln2.as<Bf16>(),
+                       L.rstd2.as<float>(), n, h, sh.eps, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
+        proj, x, L.x2.as<Bf16>(), w(p.ln2_w), w(p.ln2_b), L.ln2.as<Bf16>(),
+        L.mean2.as<float>(), L.rstd2.as<float>(), n, h, sh.eps, nullptr));
+  }
+  // MLP.
+  if (sh.swiglu) {
+    MESHTUNE_RETURN_IF_ERROR(
+        gemm_->LinearForward(L.ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b),
+                             L.fc1.as<Bf16>(), n, h, sh.fc1_width(), nullptr));
+    MESHTUNE_RETURN_IF_ERROR(
+        SwigluForward(L.fc1.as<Bf16>(), L.act.as<Bf16>(), n, sh.ffn, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(gemm_->LinearGeluForward(
+        L.ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.fc1.as<Bf16>(),
+        L.act.as<Bf16>(), n, h, sh.ffn, nullptr));
+  }
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
+      L.act.as<Bf16>(), w(p.fc2_w), w(p.fc2_b), y, n, sh.ffn, h, nullptr));
+  // y = x2 + fc2
+  return Add(L.x2.as<Bf16>(), y, n * h, nullptr);
+}
+
+Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
+                                   Bf16* dx) {
+  const LayerShape& sh = sh_;
+  const ParamStore& st = *store_;
+  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
+  const LayerParams& p = L.p;
+  auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
+  auto g = [&](int i) { return i >= 0 ? params_->grad(st, i) : nullptr; };
+  // MLP: dact = dy·W2; dfc1 = act'(fc1)·dact; dln2 = dfc1·W1.
+  MESHTUNE_RETURN_IF_ERROR(
+      gemm_->LinearBackward(dy, L.act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(),
+                            g(p.fc2_w), g(p.fc2_b), n, sh.ffn, h, nullptr));
+  if (sh.swiglu) {
+    MESHTUNE_RETURN_IF_ERROR(SwigluBackward(dact_.as<Bf16>(), L.fc1.as<Bf16>(),
+                                            dfc1_.as<Bf16>(), n, sh.ffn,
+                                            nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(GeluBackward(dact_.as<Bf16>(), L.fc1.as<Bf16>(),
+                                          dfc1_.as<Bf16>(), n * sh.ffn,
+                                          nullptr));
+  }
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      dfc1_.as<Bf16>(), L.ln2.as<Bf16>(), w(p.fc1_w), dln_.as<Bf16>(),
+      g(p.fc1_w), g(p.fc1_b), n, h, sh.fc1_width(), nullptr));
+  // dx2 = Norm2'(dln2) + dy (the residual branch).
+  Bf16* dx2 = dx2_.as<Bf16>();
+  if (sh.rmsnorm) {
+    MESHTUNE_RETURN_IF_ERROR(RmsNormBackward(
+        dln_.as<Bf16>(), L.x2.as<Bf16>(), w(p.ln2_w), L.rstd2.as<float>(), dy,
+        dx2, g(p.ln2_w), n, h, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(LayerNormBackward(
+        dln_.as<Bf16>(), L.x2.as<Bf16>(), w(p.ln2_w), L.mean2.as<float>(),
+        L.rstd2.as<float>(), dy, dx2, g(p.ln2_w), g(p.ln2_b), n, h, nullptr));
+  }
+  // Attention: dattn = dx2·Wproj; dqkv = Attention'(dattn); dln1 = dqkv·Wqkv.
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      dx2, L.attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(), g(p.proj_w),
+      g(p.proj_b), n, hd, h, nullptr));
+  const Bf16* probs = L.probs.as<Bf16>();
+  if (L.probs.size_bytes() == 0) {  // selective: recompute the probabilities
+    MESHTUNE_RETURN_IF_ERROR(
+        attention_->Forward(L.qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
+                            probs_scratch_.as<Bf16>(), nullptr));
+    probs = probs_scratch_.as<Bf16>();
+  }
+  MESHTUNE_RETURN_IF_ERROR(attention_->Backward(
+      dattn_.as<Bf16>(), L.qkv.as<Bf16>(), probs, dqkv_.as<Bf16>(), nullptr));
+  if (sh.rope) {
+    MESHTUNE_RETURN_IF_ERROR(RopeBackward(dqkv_.as<Bf16>(), sh.s, sh.b,
+                                          sh.heads, sh.groups, sh.head_dim,
+                                          sh.rope_base, 0, nullptr));
+  }
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      dqkv_.as<Bf16>(), L.ln1.as<Bf16>(), w(p.qkv_w), dln_.as<Bf16>(),
+      g(p.qkv_w), g(p.qkv_b), n, h, sh.qkv_width(), nullptr));
+  // dx = Norm1'(dln1) + dx2 (the residual branch).
+  if (sh.rmsnorm) {
+    return RmsNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w), L.rstd1.as<float>(),
+                           dx2, dx, g(p.ln1_w), n, h, nullptr);
+  }
+  return LayerNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w), L.mean1.as<float>(),
+                           L.rstd1.as<float>(), dx2, dx, g(p.ln1_w), g(p.ln1_b),
+                           n, h, nullptr);
+}
+
+StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
+                                       const std::vector<int32_t>& targets) {
+  const LayerShape& sh = sh_;
+  const ParamStore& st = *store_;
+  const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
+  MESHTUNE_CHECK(static_cast<int64_t>(tokens.size()) == n &&
+                 static_cast<int64_t>(targets.size()) == n);
+  MESHTUNE_RETURN_IF_ERROR(tokens_.CopyFromHost(tokens.data(), 4 * n));
+  MESHTUNE_RETURN_IF_ERROR(targets_.CopyFromHost(targets.data(), 4 * n));
+  Bf16* x0 = x_[0].as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(EmbeddingForward(tokens_.as<int32_t>(),
+                                            params_->weight(st, word_emb_), x0,
+                                            n, h, 0, v, nullptr));
+  if (pos_emb_ >= 0) {
+    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingForward(
+        params_->weight(st, pos_emb_), x0, sh.s, sh.b, h, 0, nullptr));
+  }
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    MESHTUNE_RETURN_IF_ERROR(
+        LayerForward(*layers_[l], x_[l].as<Bf16>(), x_[l + 1].as<Bf16>()));
+  }
+  const Bf16* last = x_.back().as<Bf16>();
+  const Bf16* fw = params_->weight(st, final_w_);
+  if (sh.rmsnorm) {
+    MESHTUNE_RETURN_IF_ERROR(
+        RmsNormForward(last, nullptr, nullptr, fw, final_out_.as<Bf16>(),
+                       final_rstd_.as<float>(), n, h, sh.eps, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
+        last, nullptr, nullptr, fw, params_->weight(st, final_b_),
+        final_out_.as<Bf16>(), final_mean_.as<float>(), final_rstd_.as<float>(),
+        n, h, sh.eps, nullptr));
+  }
+  MESHTUNE_RETURN_IF_ERROR(
+      gemm_->LinearForward(final_out_.as<Bf16>(), params_->weight(st, output_),
+                           nullptr, logits_.as<Bf16>(), n, h, v, nullptr));
+  const int64_t vocab = config_.model.vocab_size;
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLocalMax(
+      logits_.as<Bf16>(), row_max_.as<float>(), n, v, 0, vocab, nullptr));
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLocalSums(
+      logits_.as<Bf16>(), targets_.as<int32_t>(), row_max_.as<float>(),
+      sum_exp_.as<float>(), target_logit_.as<float>(), n, v, 0, vocab,
+      nullptr));
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLoss(
+      row_max_.as<float>(), sum_exp_.as<float>(), target_logit_.as<float>(),
+      loss_.as<float>(), n, nullptr));
+  std::vector<float> losses(n);
+  MESHTUNE_RETURN_IF_ERROR(loss_.CopyToHost(losses.data(), 4 * n));
+  double sum = 0.0;
+  for (float l : losses) sum += l;
+  return sum;
+}
+
+Status CudaGptModel::Backward(float loss_scale) {
+  const LayerShape& sh = sh_;
+  const ParamStore& st = *store_;
+  const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
+  if (loss_scale != scale_value_) {
+    const std::vector<float> scale(n, loss_scale);
+    MESHTUNE_RETURN_IF_ERROR(scale_.CopyFromHost(scale.data(), 4 * n));
+    scale_value_ = loss_scale;
+  }
+  // dlogits in place over the logits; then the head and the final norm.
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyBackward(
+      logits_.as<Bf16>(), targets_.as<int32_t>(), row_max_.as<float>(),
+      sum_exp_.as<float>(), scale_.as<float>(), logits_.as<Bf16>(), n, v, 0,
+      config_.model.vocab_size, nullptr));
+  Bf16* dfinal = grad_a_.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      logits_.as<Bf16>(), final_out_.as<Bf16>(), params_->weight(st, output_),
+      dfinal, params_->grad(st, output_), nullptr, n, h, v, nullptr));
+  Bf16* dy = grad_b_.as<Bf16>();
+  const Bf16* last = x_.back().as<Bf16>();
+  if (sh.rmsnorm) {
+    MESHTUNE_RETURN_IF_ERROR(RmsNormBackward(
+        dfinal, last, params_->weight(st, final_w_), final_rstd_.as<float>(),
+        nullptr, dy, params_->grad(st, final_w_), n, h, nullptr));
+  } else {
+    MESHTUNE_RETURN_IF_ERROR(LayerNormBackward(
+        dfinal, last, params_->weight(st, final_w_), final_mean_.as<float>(),
+        final_rstd_.as<float>(), nullptr, dy, params_->grad(st, final_w_),
+        params_->grad(st, final_b_), n, h, nullptr));
+  }
+  Bf16* dx = grad_a_.as<Bf16>();
+  for (size_t l = layers_.size(); l-- > 0;) {
+    MESHTUNE_RETURN_IF_ERROR(
+        LayerBackward(*layers_[l], x_[l].as<Bf16>(), dy, dx));
+    std::swap(dx, dy);  // this layer's input gradient feeds the one below
+  }
+  if (pos_emb_ >= 0) {
+    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingBackward(
+        dy, params_->grad(st, pos_emb_), sh.s, sh.b, h, 0, nullptr));
+  }
+  return EmbeddingBackward(tokens_.as<int32_t>(), dy,
+                           params_->grad(st, word_emb_), n, h, 0, v, nullptr);
+}
+
+}  // namespace meshtune::engine::cuda

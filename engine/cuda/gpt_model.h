@@ -1,0 +1,87 @@
+// The GPT / LLaMA-style decoder on one GPU (CUDA backend): the CPU model's
+// layer (engine/transformer_layer.h) and head (engine/gpt_model.h) with the
+// GPU ops, in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
+//
+// Scope today: one GPU (tp = pp = dp = cp = 1), recompute none or selective
+// (core attention recomputed in the backward, the probabilities not kept),
+// no dropout. Anything else is refused by Create with a message naming it;
+// the NCCL process groups of the multi-GPU layouts come next.
+//
+// Parameters are those of the CPU model (the same ParamStore registration
+// and layout-independent initialization), found by their Megatron names.
+#ifndef MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
+#define MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/cuda/attention.h"
+#include "engine/cuda/device_params.h"
+#include "engine/cuda/linear.h"
+#include "engine/param_store.h"
+#include "engine/train_config.h"
+#include "engine/transformer_layer.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::engine::cuda {
+
+class CudaGptModel {
+ public:
+  // Why `config` cannot run on the CUDA backend yet (OK if it can).
+  static Status CheckSupported(const TrainConfig& config);
+
+  // `store` holds the registered, initialized parameters (a CPU GptModel
+  // built them); `params` their device copy. Neither is owned. Allocates
+  // the activations of one micro-batch.
+  static StatusOr<std::unique_ptr<CudaGptModel>> Create(
+      const TrainConfig& config, const ParamStore& store, DeviceParams* params);
+  ~CudaGptModel();
+
+  // One micro-batch: tokens and targets [s·b] (host, sequence-major rows
+  // si·b + bi). Returns the sum of its per-token losses.
+  StatusOr<double> Forward(const std::vector<int32_t>& tokens,
+                           const std::vector<int32_t>& targets);
+  // Backward of the last Forward with the loss scaled by `loss_scale` per
+  // token; accumulates into the main grads.
+  Status Backward(float loss_scale);
+
+  // Bytes of activations and scratch allocated on the device.
+  int64_t activation_bytes() const { return activation_bytes_; }
+
+ private:
+  struct Layer;
+  CudaGptModel() = default;
+  Status LayerForward(Layer& layer, const Bf16* x, Bf16* y);
+  // x: the layer's forward input [n, h].
+  Status LayerBackward(Layer& layer, const Bf16* x, const Bf16* dy, Bf16* dx);
+  StatusOr<DeviceBuffer> Alloc(size_t bytes);
+
+  TrainConfig config_;
+  const ParamStore* store_ = nullptr;
+  DeviceParams* params_ = nullptr;
+  LayerShape sh_;
+  int64_t padded_vocab_ = 0;
+  int word_emb_ = -1, pos_emb_ = -1, final_w_ = -1, final_b_ = -1, output_ = -1;
+  std::unique_ptr<GemmContext> gemm_;
+  std::unique_ptr<Attention> attention_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  int64_t activation_bytes_ = 0;
+  // [n] token ids and targets; x_[l] is layer l's input [n, h] (x_[L] the
+  // final norm's input); head buffers; gradient ping-pong [n, h].
+  DeviceBuffer tokens_, targets_;
+  std::vector<DeviceBuffer> x_;
+  DeviceBuffer final_out_, final_mean_, final_rstd_, logits_;
+  DeviceBuffer row_max_, sum_exp_, target_logit_, loss_, scale_;
+  DeviceBuffer grad_a_, grad_b_;
+  // Backward scratch shared by the layers (one layer's backward at a time):
+  // the selective recompute's probabilities and output, dqkv, dattn, dfc1,
+  // dact, and the gradient of a norm's output.
+  DeviceBuffer probs_scratch_, attn_scratch_, dqkv_, dattn_, dfc1_, dact_, dln_,
+      dx2_;
+  float scale_value_ = -1.0f;
+};
+
+}  // namespace meshtune::engine::cuda
+
+#endif  // MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_

@@ -1,0 +1,186 @@
+#include "engine/cuda/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/device.h"
+#include "engine/cuda/device_params.h"
+#include "engine/cuda/gpt_model.h"
+#include "engine/cuda/ops.h"
+#include "engine/gpt_model.h"
+#include "engine/local_communicator.h"
+#include "engine/lr_schedule.h"
+#include "engine/param_store.h"
+#include "engine/process_groups.h"
+
+namespace meshtune::engine::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class CudaTrainer : public Trainer {
+ public:
+  CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset)
+      : config_(config), dataset_(dataset) {}
+
+  Status Init() {
+    // The CPU model registers and initializes the parameters (one rank, so
+    // the communicators are in-process and never used).
+    world_ = MakeLocalWorld(1);
+    groups_ = MakeProcessGroups(world_[0].get(), config_.parallel);
+    cpu_model_ = std::make_unique<GptModel>(config_, &groups_, &store_);
+    store_.Finalize();
+    cpu_model_->Init();
+    auto params = DeviceParams::Create(store_);
+    if (!params.ok()) return params.status();
+    params_ = std::move(params).value();
+    auto model = CudaGptModel::Create(config_, store_, params_.get());
+    if (!model.ok()) return model.status();
+    model_ = std::move(model).value();
+    return Status::Ok();
+  }
+
+  Status Run(const std::function<void(const IterationLog&)>& on_log) override {
+    const int64_t m = config_.num_microbatches();
+    const int64_t s = config_.seq(), b = config_.parallel.mbs, n = s * b;
+    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    const auto& opt = config_.optimizer;
+    std::vector<int32_t> tokens(n), targets(n);
+    std::vector<double> norm_sum(1);
+    auto norm_buffer = Upload(std::vector<double>{0.0});
+    if (!norm_buffer.ok()) return norm_buffer.status();
+    DeviceBuffer norm = std::move(norm_buffer).value();
+
+    while (iteration_ < config_.train_iters) {
+      const auto t0 = Clock::now();
+      MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
+      double loss_sum = 0;
+      for (int64_t j = 0; j < m; ++j) {
+        LoadMicroBatch(j, &tokens, &targets);
+        auto loss = model_->Forward(tokens, targets);
+        if (!loss.ok()) return loss.status();
+        loss_sum += loss.value();
+        MESHTUNE_RETURN_IF_ERROR(model_->Backward(loss_scale));
+      }
+      // Global gradient norm (fp64), clipping, AdamW: the CPU optimizer's
+      // steps 2-4 (engine/optimizer.cc) on the device.
+      MESHTUNE_RETURN_IF_ERROR(norm.Zero());
+      MESHTUNE_RETURN_IF_ERROR(SumSquares(params_->NormSegments(store_),
+                                          norm.as<double>(), nullptr));
+      MESHTUNE_RETURN_IF_ERROR(norm.CopyToHost(norm_sum.data(), 8));
+      const double grad_norm = std::sqrt(norm_sum[0]);
+      const float lr = LearningRate(opt, iteration_ + 1, config_.train_iters);
+      const bool finite = std::isfinite(grad_norm);
+      if (finite) {
+        if (opt.clip_grad > 0 && grad_norm > opt.clip_grad) {
+          const float coeff = static_cast<float>(
+              static_cast<double>(opt.clip_grad) / (grad_norm + 1e-6));
+          // All gradients, as clip_grad_by_total_norm_fp32 scales them.
+          MESHTUNE_RETURN_IF_ERROR(params_->ScaleGrads(coeff));
+        }
+        MESHTUNE_RETURN_IF_ERROR(AdamWUpdate(
+            params_->AdamSegments(store_, opt.weight_decay), lr, opt.adam_beta1,
+            opt.adam_beta2, opt.adam_eps, iteration_ + 1, nullptr));
+      }
+      MESHTUNE_RETURN_IF_ERROR(Synchronize("optimizer_step"));
+      const double loss = loss_sum / static_cast<double>(n * m);
+      ++iteration_;
+      consumed_samples_ += config_.global_batch_size;
+      const double step_s =
+          std::chrono::duration<double>(Clock::now() - t0).count();
+      IterationLog log;
+      log.iteration = iteration_;
+      log.lr = lr;
+      log.loss = loss;
+      log.grad_norm = grad_norm;
+      log.step_s = step_s;
+      log.tokens_per_s =
+          static_cast<double>(config_.global_batch_size * s) / step_s;
+      log.tflops_per_rank = config_.model_flops_per_iteration / step_s / 1e12;
+      log.consumed_samples = consumed_samples_;
+      history_.push_back(log);
+      if (!std::isfinite(loss) || !finite) {
+        return Status::Internal(
+            "iteration " + std::to_string(iteration_) + ": " +
+            (!std::isfinite(loss)
+                 ? "loss is " + std::to_string(loss)
+                 : std::string("gradient norm is not finite")) +
+            "; training stopped");
+      }
+      if (on_log) on_log(log);
+    }
+    return Status::Ok();
+  }
+
+  const std::vector<IterationLog>& history() const override { return history_; }
+
+  RankMemory memory() const override {
+    RankMemory r;
+    r.num_params = store_.numel();
+    r.param_bytes = 6 * store_.numel();  // fp32 master + bf16 weights
+    r.grad_bytes = 4 * store_.numel();
+    r.optimizer_bytes = 8 * store_.numel();
+    return r;
+  }
+  std::vector<RankMemory> all_memory() override { return {memory()}; }
+
+  // The current fp32 master weights (copied from the device on each call).
+  const ParamStore& params() const override {
+    Status st = params_->DownloadParams(&store_);
+    MESHTUNE_CHECK(st.ok());
+    return store_;
+  }
+
+ private:
+  // Megatron's pretraining sampler with dp = 1 (engine/trainer.cc).
+  void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
+                      std::vector<int32_t>* targets) const {
+    const int64_t s = config_.seq(), b = config_.parallel.mbs;
+    std::vector<int32_t> sample(s + 1);
+    const int64_t first = consumed_samples_ + microbatch * b;
+    for (int64_t bi = 0; bi < b; ++bi) {
+      dataset_->GetSample(first + bi, sample.data());
+      for (int64_t si = 0; si < s; ++si) {
+        (*tokens)[si * b + bi] = sample[si];
+        (*targets)[si * b + bi] = sample[si + 1];
+      }
+    }
+  }
+
+  TrainConfig config_;
+  const data::TokenDataset* dataset_;
+  std::vector<std::unique_ptr<Communicator>> world_;
+  ProcessGroups groups_;
+  mutable ParamStore store_;
+  std::unique_ptr<GptModel> cpu_model_;
+  std::unique_ptr<DeviceParams> params_;
+  std::unique_ptr<CudaGptModel> model_;
+  std::vector<IterationLog> history_;
+  int64_t iteration_ = 0, consumed_samples_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Trainer>> CreateCudaTrainer(
+    const TrainConfig& config, const data::TokenDataset* dataset) {
+  MESHTUNE_RETURN_IF_ERROR(config.Validate());
+  MESHTUNE_RETURN_IF_ERROR(CudaGptModel::CheckSupported(config));
+  if (dataset->seq_length() != config.seq()) {
+    return Status::InvalidArgument(
+        "dataset samples are " + std::to_string(dataset->seq_length()) +
+        " tokens but the config trains " + std::to_string(config.seq()));
+  }
+  if (DeviceCount() == 0) {
+    return Status::InvalidArgument(
+        "--backend cuda: no CUDA device (cudaGetDeviceCount found none)",
+        "run on a machine with an NVIDIA GPU and driver, or use --backend "
+        "cpu");
+  }
+  auto trainer = std::make_unique<CudaTrainer>(config, dataset);
+  MESHTUNE_RETURN_IF_ERROR(trainer->Init());
+  return StatusOr<std::unique_ptr<Trainer>>(std::move(trainer));
+}
+
+}  // namespace meshtune::engine::cuda
