@@ -24,9 +24,11 @@
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/enumerate.h"
+#include "search_spaces/presets.h"
 #include "tuner/calibration_source.h"
 #include "tuner/cli.h"
 #include "tuner/command.h"
+#include "tuner/cuda_engine.h"
 #include "tuner/results_db.h"
 #include "tuner/search_link.h"
 #include "tuner/train_flags.h"
@@ -69,6 +71,46 @@ StatusOr<std::unique_ptr<results::Store>> OpenTrainDb(const TrainFlags &f,
 
 // The cost model's step time for this config on the `local` preset (this
 // machine, one core per rank), or nullopt with the reason in *why.
+// With --backend cuda the prediction is for one GPU of the device's preset
+// (or --gpu), calibrated by this database's measurements of that GPU.
+std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
+                                          const results::Store *store,
+                                          std::string *why) {
+  const engine::TrainConfig &c = plan.config;
+  const std::string preset = plan.gpu.empty() ? DetectedGpuPreset() : plan.gpu;
+  if (preset.empty()) {
+    *why = "no GPU preset matches this device (pass --gpu PRESET)";
+    return std::nullopt;
+  }
+  StatusOr<search_spaces::ClusterSpec> cluster =
+      search_spaces::ResolveCluster(preset);
+  if (!cluster.ok()) {
+    *why = cluster.status().message();
+    return std::nullopt;
+  }
+  search_spaces::TrainingSpec training;
+  training.num_gpus = 1;
+  training.global_batch_size = c.global_batch_size;
+  training.seq_length = c.seq();
+  std::string detail;
+  const std::string reason = search_spaces::CheckConfig(
+      c.model, training, cluster.value(), c.parallel, &detail);
+  if (!reason.empty()) {
+    *why = detail.empty() ? reason : detail;
+    return std::nullopt;
+  }
+  StatusOr<std::unique_ptr<costmodel::Calibration>> calibration =
+      ChooseCalibration(store, cluster.value());
+  if (!calibration.ok()) {
+    *why = calibration.status().message();
+    return std::nullopt;
+  }
+  const costmodel::Estimate e = costmodel::EstimateConfig(
+      c.model, cluster.value(), training, c.parallel, *calibration.value());
+  *why = preset + ", " + e.calibration;
+  return e.step_time_s;
+}
+
 std::optional<double> PredictStepTime(const engine::TrainConfig &c,
                                       const results::Store *store,
                                       std::string *why) {
@@ -248,7 +290,7 @@ class TrainCommand : public Command {
                                        plan->config.model.vocab_size);
     if (!dataset.ok()) return dataset.status();
 
-    if (plan->nproc > 1) {
+    if (plan->nproc > 1 && plan->backend != "cuda") {
       if (!engine::MpiAvailable()) {
         return Status::Unimplemented(
             "this tune was built without MPI, so it cannot run " +
@@ -384,8 +426,11 @@ class TrainCommand : public Command {
         }
       }
     }
+    // One GPU in this process, or this rank's share of the CPU job. (The
+    // CUDA trainer refuses layouts it cannot run before touching a device.)
     StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-        engine::Trainer::Create(c, &dataset, world);
+        plan.backend == "cuda" ? CreateCudaTrainer(c, &dataset)
+                               : engine::Trainer::Create(c, &dataset, world);
     if (!trainer.ok()) return trainer.status();
     const std::vector<engine::RankMemory> memory =
         trainer.value()->all_memory();
@@ -395,7 +440,9 @@ class TrainCommand : public Command {
     std::optional<double> predicted;
     if (root) {
       std::string note;
-      predicted = PredictStepTime(c, store.get(), &note);
+      predicted = plan.backend == "cuda"
+                      ? PredictCudaStepTime(plan, store.get(), &note)
+                      : PredictStepTime(c, store.get(), &note);
       PrintStartup(progress, plan, dataset, under_mpi, memory, predicted, note,
                    linked ? &*linked : nullptr);
     }

@@ -290,6 +290,13 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
   app->add_flag("--json", f->json,
                 "print one JSON object at the end (iteration lines go to "
                 "stderr)");
+  app->add_option("--backend", f->backend,
+                  "cpu (default: Eigen, MPI ranks) or cuda (one GPU, bf16)")
+      ->type_name("NAME");
+  app->add_option("--gpu", f->gpu,
+                  "with --backend cuda: GPU preset for the predicted step "
+                  "time (default: the one matching the device)")
+      ->type_name("PRESET");
 }
 
 StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
@@ -399,6 +406,19 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
 
   plan.nproc = p.world();
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.nproc, "--nproc", &plan.nproc));
+  if (!f.backend.empty()) plan.backend = f.backend;
+  if (plan.backend != "cpu" && plan.backend != "cuda") {
+    return Status::InvalidArgument(
+        "--backend: unknown backend '" + plan.backend + "'",
+        "use --backend cpu or --backend cuda");
+  }
+  if (!f.gpu.empty() && plan.backend != "cuda") {
+    return Status::InvalidArgument(
+        "--gpu is for --backend cuda (a CPU run predicts with the local "
+        "preset)",
+        "add --backend cuda, or leave out --gpu");
+  }
+  plan.gpu = f.gpu;
 
   // Megatron num_floating_point_operations, for the TFLOP/s column.
   c.model_flops_per_iteration = costmodel::ModelFlopsPerStep(
@@ -547,6 +567,8 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--db", f.db);
   if (f.no_db) args.push_back("--no-db");
   if (f.json) args.push_back("--json");
+  add("--backend", f.backend);
+  add("--gpu", f.gpu);
   return args;
 }
 

@@ -55,6 +55,8 @@ struct TrainFlags {
   std::string db;  // --db PATH
   bool no_db = false;
   bool json = false;
+  std::string backend;  // --backend cpu|cuda (default cpu)
+  std::string gpu;      // --gpu PRESET: the cuda run's prediction hardware
 };
 
 // Registers the flags on `app` (the `train` subcommand); `flags` must
@@ -66,6 +68,11 @@ struct TrainPlan {
   engine::TrainConfig config;     // model_flops_per_iteration filled in
   engine::data::DataConfig data;  // data_path, seq_length, num_samples
   int64_t nproc = 1;              // == config.parallel.world()
+  // "cpu" (Eigen + MPI ranks) or "cuda" (one GPU, engine/cuda/trainer.h).
+  std::string backend = "cpu";
+  // With cuda: the GPU preset the step-time prediction uses ("" = the one
+  // matching the device's name, tuner/cuda_engine.h).
+  std::string gpu;
   // The search candidate this run claims to be: the --config file's search:
   // section, or --from-search. Whether the run is stored against it is
   // decided when its database is open (tuner/search_link.h CheckRunLink).

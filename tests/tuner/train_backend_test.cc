@@ -1,0 +1,102 @@
+// `tune train --backend`: flag checks, and what the binary says about the
+// CUDA backend on this machine (no CUDA engine in the build: the missing
+// toolkit; a CUDA build without a device: no device; a layout the CUDA
+// backend cannot run: its name). A real GPU run is tests/engine/cuda's.
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/tuner/run_tune.h"
+#include "tuner/cuda_engine.h"
+#include "tuner/train_flags.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using testing::RunTune;
+using testing::TuneRun;
+
+Status ResolveError(const std::vector<std::string>& args) {
+  CLI::App app("test");
+  TrainFlags flags;
+  AddTrainFlags(&app, &flags);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.parse(reversed);
+  StatusOr<TrainPlan> plan = ResolveTrainFlags(flags);
+  return plan.ok() ? Status::Ok() : plan.status();
+}
+
+TEST(TrainBackend, UnknownBackendAndStrayGpuAreInputErrors) {
+  Status s = ResolveError({"--model", "gpt-tiny", "--backend", "tpu"});
+  EXPECT_EQ(s.message(), "--backend: unknown backend 'tpu'");
+  EXPECT_EQ(s.hint(), "use --backend cpu or --backend cuda");
+  EXPECT_EQ(s.ExitCode(), 2);
+  s = ResolveError({"--model", "gpt-tiny", "--gpu", "h200"});
+  EXPECT_EQ(s.message(),
+            "--gpu is for --backend cuda (a CPU run predicts with the local "
+            "preset)");
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_TRUE(ResolveError(
+                  {"--model", "gpt-tiny", "--backend", "cuda", "--gpu", "h200"})
+                  .ok());
+}
+
+TEST(TrainBackend, FlagsRoundTripForRelaunch) {
+  TrainFlags f;
+  f.model = "gpt-tiny";
+  f.backend = "cuda";
+  f.gpu = "h200";
+  const std::vector<std::string> args = TrainFlagsToArgs(f);
+  const std::string joined = [&] {
+    std::string j;
+    for (const auto& a : args) j += a + " ";
+    return j;
+  }();
+  EXPECT_NE(joined.find("--backend cuda"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--gpu h200"), std::string::npos) << joined;
+}
+
+TEST(TrainBackend, DevicePresetFromTheDeviceName) {
+  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA H200 (sm_90, 139.80 GiB)"), "h200");
+  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-40GB"), "a100-40g");
+  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-80GB"), "a100-80g");
+  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA GeForce RTX 4090"), "");
+}
+
+TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
+  const TuneRun run = RunTune(
+      "train --model gpt-tiny --steps 2 --seq-len 64 --gbs 2 --no-db "
+      "--backend cuda");
+  if (!CudaEngineBuilt()) {
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_NE(run.err.find("tune: error: this tune was built without the CUDA "
+                           "engine (CMake found no CUDA toolkit with "
+                           "cuBLASLt)"),
+              std::string::npos)
+        << run.err;
+    return;
+  }
+  if (!DetectedGpuPreset().empty()) GTEST_SKIP() << "a device is present";
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("tune: error: --backend cuda: no CUDA device "
+                         "(cudaGetDeviceCount found none)"),
+            std::string::npos)
+      << run.err;
+}
+
+TEST(TrainBackend, CudaRefusesMultiGpuLayoutsByName) {
+  if (!CudaEngineBuilt()) GTEST_SKIP() << "built without the CUDA engine";
+  const TuneRun run = RunTune(
+      "train --model gpt-tiny --steps 2 --seq-len 64 --gbs 4 --tp 2 --no-db "
+      "--backend cuda");
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_NE(run.err.find("the CUDA backend does not support tp·pp·cp·dp = 2"),
+            std::string::npos)
+      << run.err;
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,53 @@
+#include "tuner/cuda_engine.h"
+
+#include <algorithm>
+#include <cctype>
+
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+#include "engine/cuda/device.h"
+#include "engine/cuda/trainer.h"
+#endif
+
+namespace meshtune::tuner {
+
+bool CudaEngineBuilt() { return MESHTUNE_TUNER_HAVE_CUDA_ENGINE != 0; }
+
+StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
+    const engine::TrainConfig& config,
+    const engine::data::TokenDataset* dataset) {
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+  return engine::cuda::CreateCudaTrainer(config, dataset);
+#else
+  (void)config;
+  (void)dataset;
+  return Status::Unimplemented(
+      "this tune was built without the CUDA engine (CMake found no CUDA "
+      "toolkit with cuBLASLt)",
+      "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
+      "use --backend cpu");
+#endif
+}
+
+std::string GpuPresetForDeviceName(const std::string& name) {
+  std::string upper = name;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  auto has = [&](const char* s) { return upper.find(s) != std::string::npos; };
+  if (has("H200")) return "h200";
+  if (has("H100")) return "h100";
+  if (has("B200")) return "b200";
+  if (has("A100")) return has("40GB") ? "a100-40g" : "a100-80g";
+  return "";
+}
+
+std::string DetectedGpuPreset() {
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+  if (engine::cuda::DeviceCount() == 0) return "";
+  StatusOr<std::string> name = engine::cuda::DeviceName(0);
+  return name.ok() ? GpuPresetForDeviceName(name.value()) : "";
+#else
+  return "";
+#endif
+}
+
+}  // namespace meshtune::tuner

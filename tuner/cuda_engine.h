@@ -1,0 +1,38 @@
+// The tuner's door to the CUDA training engine (engine/cuda/), which exists
+// only in builds that found the CUDA toolkit with cuBLASLt. Everything
+// CUDA-specific that `tune train --backend cuda` needs goes through here, so
+// the commands compile the same with or without it.
+#ifndef MESHTUNE_TUNER_CUDA_ENGINE_H_
+#define MESHTUNE_TUNER_CUDA_ENGINE_H_
+
+#include <memory>
+#include <string>
+
+#include "engine/data/dataset.h"
+#include "engine/train_config.h"
+#include "engine/trainer.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::tuner {
+
+// Whether this tune was built with the CUDA engine.
+bool CudaEngineBuilt();
+
+// engine::cuda::CreateCudaTrainer, or Unimplemented (exit 1) naming the
+// missing toolkit when the engine was not built.
+StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
+    const engine::TrainConfig& config,
+    const engine::data::TokenDataset* dataset);
+
+// The GPU preset matching device 0's name ("NVIDIA H200" -> "h200",
+// "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA A100-SXM4-40GB" -> "a100-40g",
+// other A100s -> "a100-80g", B200 -> "b200"), or "" when there is no
+// device, no CUDA engine, or no preset for it.
+std::string DetectedGpuPreset();
+
+// The preset a device name maps to (the rule above; "" for none).
+std::string GpuPresetForDeviceName(const std::string& name);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_CUDA_ENGINE_H_
