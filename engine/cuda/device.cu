@@ -32,6 +32,11 @@ int DeviceCount() {
   return count;
 }
 
+Status SetDevice(int index) {
+  return CudaStatus(cudaSetDevice(index),
+                    "cudaSetDevice(" + std::to_string(index) + ")");
+}
+
 StatusOr<std::string> DeviceName(int index) {
   cudaDeviceProp prop;
   const cudaError_t err = cudaGetDeviceProperties(&prop, index);

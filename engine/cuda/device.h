@@ -26,6 +26,9 @@ using Stream = void*;
 // an error: CI machines have the toolkit and no GPU).
 int DeviceCount();
 
+// Makes device `index` current for this host thread (cudaSetDevice).
+Status SetDevice(int index);
+
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for device `index`, or the CUDA error.
 StatusOr<std::string> DeviceName(int index);
 
