@@ -466,7 +466,9 @@ class TrainCommand : public Command {
         SummarizeRun(logs, c.global_batch_size * c.seq());
     const StoredCandidate *link = linked ? &*linked : nullptr;
     if (flags_.json) {
-      out << TrainRunToJson(c, logs, summary, memory, predicted, link).dump(2)
+      out << TrainRunToJson(c, logs, summary, memory, predicted, link,
+                            plan.backend)
+                 .dump(2)
           << "\n";
     } else {
       out << FormatSummary(summary, predicted, link);

@@ -146,10 +146,13 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const TrainSummary& summary,
                               const std::vector<engine::RankMemory>& memory,
                               std::optional<double> predicted_step_s,
-                              const StoredCandidate* linked) {
+                              const StoredCandidate* linked,
+                              const std::string& backend) {
   using nlohmann::json;
-  // The search's config object (CPU engine: fp32), plus the run's sizes.
-  json cfg = ConfigToJson(config.parallel, config.global_batch_size, "fp32");
+  // The search's config object (CPU engine: fp32, CUDA engine: bf16 mixed
+  // precision), plus the run's sizes.
+  json cfg = ConfigToJson(config.parallel, config.global_batch_size,
+                          backend == "cuda" ? "bf16" : "fp32");
   cfg["seq_length"] = config.seq();
   cfg["train_iters"] = config.train_iters;
   json iterations = json::array();
@@ -189,6 +192,8 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
       {"predicted_step_s",
        linked ? json(linked->candidate.step_time_s) : json(nullptr)},
       {"memory", mem},
+      {"backend", backend},
+      {"model_flops_per_step", config.model_flops_per_iteration},
   };
 }
 

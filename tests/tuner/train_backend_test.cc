@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/tuner/run_tune.h"
 #include "tuner/cuda_engine.h"
 #include "tuner/train_flags.h"
+#include "tuner/train_report.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -64,6 +66,22 @@ TEST(TrainBackend, DevicePresetFromTheDeviceName) {
   EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-40GB"), "a100-40g");
   EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-80GB"), "a100-80g");
   EXPECT_EQ(GpuPresetForDeviceName("NVIDIA GeForce RTX 4090"), "");
+}
+
+TEST(TrainBackend, JsonNamesTheBackendPrecisionAndModelFlops) {
+  engine::TrainConfig c;
+  c.model.name = "gpt-tiny";
+  c.global_batch_size = 4;
+  c.model_flops_per_iteration = 1.5e12;
+  const TrainSummary summary;
+  const nlohmann::json cpu = TrainRunToJson(c, {}, summary, {}, std::nullopt);
+  EXPECT_EQ(cpu["backend"], "cpu");
+  EXPECT_EQ(cpu["config"]["precision"], "fp32");
+  EXPECT_DOUBLE_EQ(cpu["model_flops_per_step"].get<double>(), 1.5e12);
+  const nlohmann::json gpu =
+      TrainRunToJson(c, {}, summary, {}, std::nullopt, nullptr, "cuda");
+  EXPECT_EQ(gpu["backend"], "cuda");
+  EXPECT_EQ(gpu["config"]["precision"], "bf16");
 }
 
 TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
