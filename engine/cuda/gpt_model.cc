@@ -7,6 +7,7 @@
 // Norm1's adds dx2, so the residual adds cost no extra pass.
 #include "engine/cuda/gpt_model.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -17,9 +18,10 @@ namespace meshtune::engine::cuda {
 using search_spaces::PositionEmbedding;
 using search_spaces::RecomputeGranularity;
 
-// One layer's parameter indices and saved activations (bf16 unless noted).
-struct CudaGptModel::Layer {
-  LayerParams p;
+// One layer's saved activations (bf16 unless noted). Layers under full
+// recompute share a pool of these: their activations exist only while
+// their segment is recomputed in the backward.
+struct CudaGptModel::Activations {
   DeviceBuffer mean1, rstd1, mean2, rstd2;  // fp32 [n]
   DeviceBuffer ln1;                         // [n, h]
   DeviceBuffer qkv;                         // [n, qkv_width], after RoPE
@@ -28,6 +30,15 @@ struct CudaGptModel::Layer {
   DeviceBuffer x2, ln2;  // [n, h]
   DeviceBuffer fc1;      // [n, fc1_width] pre-activation
   DeviceBuffer act;      // [n, ffn]
+};
+
+// A layer's parameters, where its activations live and its recompute
+// segment [seg_begin, seg_end) (one layer when not recomputed).
+struct CudaGptModel::Layer {
+  LayerParams p;
+  Activations* a = nullptr;
+  bool recompute = false;
+  int64_t seg_begin = 0, seg_end = 0;
 };
 
 CudaGptModel::~CudaGptModel() = default;
@@ -40,8 +51,6 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
               " (NCCL process groups are not built yet; one GPU only)";
   } else if (par.vpp != 1) {
     missing = "virtual pipeline stages";
-  } else if (par.recompute.granularity == RecomputeGranularity::kFull) {
-    missing = "full activation recompute (use --recompute selective)";
   } else if (config.hidden_dropout > 0 || config.attention_dropout > 0) {
     missing = "dropout";
   } else if (!config.save_dir.empty() || !config.load_dir.empty()) {
@@ -65,6 +74,31 @@ StatusOr<DeviceBuffer> CudaGptModel::Alloc(size_t bytes) {
     if (!_buffer.ok()) return _buffer.status(); \
     (target) = std::move(_buffer).value();      \
   } while (0)
+
+StatusOr<std::unique_ptr<CudaGptModel::Activations>>
+CudaGptModel::AllocActivations(bool keep_probs) {
+  const LayerShape& sh = sh_;
+  const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
+  const size_t bf = sizeof(Bf16), f32 = sizeof(float);
+  auto a = std::make_unique<Activations>();
+  MESHTUNE_ASSIGN_BUFFER(a->mean1, Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->rstd1, Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->mean2, Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->rstd2, Alloc(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->ln1, Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->qkv, Alloc(n * sh.qkv_width() * bf));
+  if (keep_probs) {
+    MESHTUNE_ASSIGN_BUFFER(
+        a->probs,
+        Alloc(static_cast<size_t>(attention_->probs_elements()) * bf));
+  }
+  MESHTUNE_ASSIGN_BUFFER(a->attn, Alloc(n * sh.heads * sh.head_dim * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->x2, Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->ln2, Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->fc1, Alloc(n * sh.fc1_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->act, Alloc(n * sh.ffn * bf));
+  return StatusOr<std::unique_ptr<Activations>>(std::move(a));
+}
 
 StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     const TrainConfig& config, const ParamStore& store, DeviceParams* params) {
@@ -133,20 +167,50 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     MESHTUNE_FIND(p.fc1_b, prefix + "mlp.linear_fc1.bias", sh.bias);
     MESHTUNE_FIND(p.fc2_w, prefix + "mlp.linear_fc2.weight", true);
     MESHTUNE_FIND(p.fc2_b, prefix + "mlp.linear_fc2.bias", sh.bias);
-    Layer& L = *layer;
-    MESHTUNE_ASSIGN_BUFFER(L.mean1, m->Alloc(n * f32));
-    MESHTUNE_ASSIGN_BUFFER(L.rstd1, m->Alloc(n * f32));
-    MESHTUNE_ASSIGN_BUFFER(L.mean2, m->Alloc(n * f32));
-    MESHTUNE_ASSIGN_BUFFER(L.rstd2, m->Alloc(n * f32));
-    MESHTUNE_ASSIGN_BUFFER(L.ln1, m->Alloc(n * h * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.qkv, m->Alloc(n * sh.qkv_width() * bf));
-    if (!selective) MESHTUNE_ASSIGN_BUFFER(L.probs, m->Alloc(probs * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.attn, m->Alloc(n * sh.heads * sh.head_dim * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.x2, m->Alloc(n * h * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.ln2, m->Alloc(n * h * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.fc1, m->Alloc(n * sh.fc1_width() * bf));
-    MESHTUNE_ASSIGN_BUFFER(L.act, m->Alloc(n * sh.ffn * bf));
     m->layers_.push_back(std::move(layer));
+  }
+  // Recompute segments, as the CPU model forms them (engine/gpt_model.cc):
+  // uniform checkpoints groups of num_layers layers; block checkpoints the
+  // first num_layers layers one by one and keeps the rest.
+  const auto& rc = config.parallel.recompute;
+  const int64_t count = model.num_layers;
+  const bool full = rc.granularity == RecomputeGranularity::kFull;
+  int64_t pool_size = 0;
+  for (int64_t l = 0; l < count;) {
+    int64_t end = l + 1;
+    bool recompute = false;
+    if (full && rc.method == search_spaces::RecomputeMethod::kUniform) {
+      end = std::min(count, l + rc.num_layers);
+      recompute = true;
+    } else if (full) {
+      recompute = l < rc.num_layers;
+    }
+    for (int64_t k = l; k < end; ++k) {
+      Layer& L = *m->layers_[k];
+      L.recompute = recompute;
+      L.seg_begin = l;
+      L.seg_end = end;
+    }
+    if (recompute) pool_size = std::max(pool_size, end - l);
+    l = end;
+  }
+  // Activations: one set per kept layer, and a pool shared by the segments
+  // under recompute (a segment's layers hold them only while it runs).
+  for (int64_t k = 0; k < pool_size; ++k) {
+    auto set = m->AllocActivations(!selective);
+    if (!set.ok()) return set.status();
+    m->activation_sets_.push_back(std::move(set).value());
+  }
+  for (auto& layer : m->layers_) {
+    if (layer->recompute) {
+      const int64_t slot = &layer - &m->layers_[layer->seg_begin];
+      layer->a = m->activation_sets_[slot].get();
+      continue;
+    }
+    auto set = m->AllocActivations(!selective);
+    if (!set.ok()) return set.status();
+    m->activation_sets_.push_back(std::move(set).value());
+    layer->a = m->activation_sets_.back().get();
   }
 #undef MESHTUNE_FIND
   m->x_.resize(model.num_layers + 1);
@@ -188,55 +252,56 @@ Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
   // ln1 = Norm1(x)
   if (sh.rmsnorm) {
     MESHTUNE_RETURN_IF_ERROR(
-        RmsNormForward(x, nullptr, nullptr, w(p.ln1_w), L.ln1.as<Bf16>(),
-                       L.rstd1.as<float>(), n, h, sh.eps, nullptr));
+        RmsNormForward(x, nullptr, nullptr, w(p.ln1_w), L.a->ln1.as<Bf16>(),
+                       L.a->rstd1.as<float>(), n, h, sh.eps, nullptr));
   } else {
     MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
-        x, nullptr, nullptr, w(p.ln1_w), w(p.ln1_b), L.ln1.as<Bf16>(),
-        L.mean1.as<float>(), L.rstd1.as<float>(), n, h, sh.eps, nullptr));
+        x, nullptr, nullptr, w(p.ln1_w), w(p.ln1_b), L.a->ln1.as<Bf16>(),
+        L.a->mean1.as<float>(), L.a->rstd1.as<float>(), n, h, sh.eps, nullptr));
   }
   // qkv, RoPE, core attention, projection.
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(L.ln1.as<Bf16>(), w(p.qkv_w),
-                                                w(p.qkv_b), L.qkv.as<Bf16>(), n,
-                                                h, sh.qkv_width(), nullptr));
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(L.a->ln1.as<Bf16>(), w(p.qkv_w),
+                                                w(p.qkv_b), L.a->qkv.as<Bf16>(),
+                                                n, h, sh.qkv_width(), nullptr));
   if (sh.rope) {
-    MESHTUNE_RETURN_IF_ERROR(RopeForward(L.qkv.as<Bf16>(), sh.s, sh.b, sh.heads,
-                                         sh.groups, sh.head_dim, sh.rope_base,
-                                         0, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(RopeForward(L.a->qkv.as<Bf16>(), sh.s, sh.b,
+                                         sh.heads, sh.groups, sh.head_dim,
+                                         sh.rope_base, 0, nullptr));
   }
-  Bf16* probs =
-      L.probs.size_bytes() > 0 ? L.probs.as<Bf16>() : probs_scratch_.as<Bf16>();
-  MESHTUNE_RETURN_IF_ERROR(
-      attention_->Forward(L.qkv.as<Bf16>(), L.attn.as<Bf16>(), probs, nullptr));
+  Bf16* probs = L.a->probs.size_bytes() > 0 ? L.a->probs.as<Bf16>()
+                                            : probs_scratch_.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
+      L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(), probs, nullptr));
   Bf16* proj = dln_.as<Bf16>();  // [n, h] scratch: free during forward
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
-      L.attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
+      L.a->attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
   // x2 = x + proj and ln2 = Norm2(x2), fused.
   if (sh.rmsnorm) {
-    MESHTUNE_RETURN_IF_ERROR(
-        RmsNormForward(proj, x, L.x2.as<Bf16>(), w(p.ln2_w), L.ln2.as<Bf16>(),
-                       L.rstd2.as<float>(), n, h, sh.eps, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(RmsNormForward(
+        proj, x, L.a->x2.as<Bf16>(), w(p.ln2_w), L.a->ln2.as<Bf16>(),
+        L.a->rstd2.as<float>(), n, h, sh.eps, nullptr));
   } else {
-    MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
-        proj, x, L.x2.as<Bf16>(), w(p.ln2_w), w(p.ln2_b), L.ln2.as<Bf16>(),
-        L.mean2.as<float>(), L.rstd2.as<float>(), n, h, sh.eps, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(
+        LayerNormForward(proj, x, L.a->x2.as<Bf16>(), w(p.ln2_w), w(p.ln2_b),
+                         L.a->ln2.as<Bf16>(), L.a->mean2.as<float>(),
+                         L.a->rstd2.as<float>(), n, h, sh.eps, nullptr));
   }
   // MLP.
   if (sh.swiglu) {
-    MESHTUNE_RETURN_IF_ERROR(
-        gemm_->LinearForward(L.ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b),
-                             L.fc1.as<Bf16>(), n, h, sh.fc1_width(), nullptr));
-    MESHTUNE_RETURN_IF_ERROR(
-        SwigluForward(L.fc1.as<Bf16>(), L.act.as<Bf16>(), n, sh.ffn, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
+        L.a->ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.a->fc1.as<Bf16>(), n, h,
+        sh.fc1_width(), nullptr));
+    MESHTUNE_RETURN_IF_ERROR(SwigluForward(
+        L.a->fc1.as<Bf16>(), L.a->act.as<Bf16>(), n, sh.ffn, nullptr));
   } else {
     MESHTUNE_RETURN_IF_ERROR(gemm_->LinearGeluForward(
-        L.ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.fc1.as<Bf16>(),
-        L.act.as<Bf16>(), n, h, sh.ffn, nullptr));
+        L.a->ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.a->fc1.as<Bf16>(),
+        L.a->act.as<Bf16>(), n, h, sh.ffn, nullptr));
   }
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
-      L.act.as<Bf16>(), w(p.fc2_w), w(p.fc2_b), y, n, sh.ffn, h, nullptr));
+      L.a->act.as<Bf16>(), w(p.fc2_w), w(p.fc2_b), y, n, sh.ffn, h, nullptr));
   // y = x2 + fc2
-  return Add(L.x2.as<Bf16>(), y, n * h, nullptr);
+  return Add(L.a->x2.as<Bf16>(), y, n * h, nullptr);
 }
 
 Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
@@ -248,61 +313,64 @@ Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
   auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
   auto g = [&](int i) { return i >= 0 ? params_->grad(st, i) : nullptr; };
   // MLP: dact = dy·W2; dfc1 = act'(fc1)·dact; dln2 = dfc1·W1.
-  MESHTUNE_RETURN_IF_ERROR(
-      gemm_->LinearBackward(dy, L.act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(),
-                            g(p.fc2_w), g(p.fc2_b), n, sh.ffn, h, nullptr));
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      dy, L.a->act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(), g(p.fc2_w),
+      g(p.fc2_b), n, sh.ffn, h, nullptr));
   if (sh.swiglu) {
-    MESHTUNE_RETURN_IF_ERROR(SwigluBackward(dact_.as<Bf16>(), L.fc1.as<Bf16>(),
-                                            dfc1_.as<Bf16>(), n, sh.ffn,
-                                            nullptr));
+    MESHTUNE_RETURN_IF_ERROR(
+        SwigluBackward(dact_.as<Bf16>(), L.a->fc1.as<Bf16>(), dfc1_.as<Bf16>(),
+                       n, sh.ffn, nullptr));
   } else {
-    MESHTUNE_RETURN_IF_ERROR(GeluBackward(dact_.as<Bf16>(), L.fc1.as<Bf16>(),
+    MESHTUNE_RETURN_IF_ERROR(GeluBackward(dact_.as<Bf16>(), L.a->fc1.as<Bf16>(),
                                           dfc1_.as<Bf16>(), n * sh.ffn,
                                           nullptr));
   }
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dfc1_.as<Bf16>(), L.ln2.as<Bf16>(), w(p.fc1_w), dln_.as<Bf16>(),
+      dfc1_.as<Bf16>(), L.a->ln2.as<Bf16>(), w(p.fc1_w), dln_.as<Bf16>(),
       g(p.fc1_w), g(p.fc1_b), n, h, sh.fc1_width(), nullptr));
   // dx2 = Norm2'(dln2) + dy (the residual branch).
   Bf16* dx2 = dx2_.as<Bf16>();
   if (sh.rmsnorm) {
     MESHTUNE_RETURN_IF_ERROR(RmsNormBackward(
-        dln_.as<Bf16>(), L.x2.as<Bf16>(), w(p.ln2_w), L.rstd2.as<float>(), dy,
-        dx2, g(p.ln2_w), n, h, nullptr));
+        dln_.as<Bf16>(), L.a->x2.as<Bf16>(), w(p.ln2_w), L.a->rstd2.as<float>(),
+        dy, dx2, g(p.ln2_w), n, h, nullptr));
   } else {
-    MESHTUNE_RETURN_IF_ERROR(LayerNormBackward(
-        dln_.as<Bf16>(), L.x2.as<Bf16>(), w(p.ln2_w), L.mean2.as<float>(),
-        L.rstd2.as<float>(), dy, dx2, g(p.ln2_w), g(p.ln2_b), n, h, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(
+        LayerNormBackward(dln_.as<Bf16>(), L.a->x2.as<Bf16>(), w(p.ln2_w),
+                          L.a->mean2.as<float>(), L.a->rstd2.as<float>(), dy,
+                          dx2, g(p.ln2_w), g(p.ln2_b), n, h, nullptr));
   }
   // Attention: dattn = dx2·Wproj; dqkv = Attention'(dattn); dln1 = dqkv·Wqkv.
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dx2, L.attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(), g(p.proj_w),
+      dx2, L.a->attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(), g(p.proj_w),
       g(p.proj_b), n, hd, h, nullptr));
-  const Bf16* probs = L.probs.as<Bf16>();
-  if (L.probs.size_bytes() == 0) {  // selective: recompute the probabilities
+  const Bf16* probs = L.a->probs.as<Bf16>();
+  if (L.a->probs.size_bytes() == 0) {  // selective: recompute the probabilities
     MESHTUNE_RETURN_IF_ERROR(
-        attention_->Forward(L.qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
+        attention_->Forward(L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
                             probs_scratch_.as<Bf16>(), nullptr));
     probs = probs_scratch_.as<Bf16>();
   }
-  MESHTUNE_RETURN_IF_ERROR(attention_->Backward(
-      dattn_.as<Bf16>(), L.qkv.as<Bf16>(), probs, dqkv_.as<Bf16>(), nullptr));
+  MESHTUNE_RETURN_IF_ERROR(attention_->Backward(dattn_.as<Bf16>(),
+                                                L.a->qkv.as<Bf16>(), probs,
+                                                dqkv_.as<Bf16>(), nullptr));
   if (sh.rope) {
     MESHTUNE_RETURN_IF_ERROR(RopeBackward(dqkv_.as<Bf16>(), sh.s, sh.b,
                                           sh.heads, sh.groups, sh.head_dim,
                                           sh.rope_base, 0, nullptr));
   }
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dqkv_.as<Bf16>(), L.ln1.as<Bf16>(), w(p.qkv_w), dln_.as<Bf16>(),
+      dqkv_.as<Bf16>(), L.a->ln1.as<Bf16>(), w(p.qkv_w), dln_.as<Bf16>(),
       g(p.qkv_w), g(p.qkv_b), n, h, sh.qkv_width(), nullptr));
   // dx = Norm1'(dln1) + dx2 (the residual branch).
   if (sh.rmsnorm) {
-    return RmsNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w), L.rstd1.as<float>(),
-                           dx2, dx, g(p.ln1_w), n, h, nullptr);
+    return RmsNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w),
+                           L.a->rstd1.as<float>(), dx2, dx, g(p.ln1_w), n, h,
+                           nullptr);
   }
-  return LayerNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w), L.mean1.as<float>(),
-                           L.rstd1.as<float>(), dx2, dx, g(p.ln1_w), g(p.ln1_b),
-                           n, h, nullptr);
+  return LayerNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w),
+                           L.a->mean1.as<float>(), L.a->rstd1.as<float>(), dx2,
+                           dx, g(p.ln1_w), g(p.ln1_b), n, h, nullptr);
 }
 
 StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
@@ -389,9 +457,17 @@ Status CudaGptModel::Backward(float loss_scale) {
         params_->grad(st, final_b_), n, h, nullptr));
   }
   Bf16* dx = grad_a_.as<Bf16>();
-  for (size_t l = layers_.size(); l-- > 0;) {
-    MESHTUNE_RETURN_IF_ERROR(
-        LayerBackward(*layers_[l], x_[l].as<Bf16>(), dy, dx));
+  for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
+    Layer& L = *layers_[l];
+    if (L.recompute && l == L.seg_end - 1) {
+      // Full recompute: the segment's forward again from its saved input
+      // (rewriting x_ inside it with the same values), then its backward.
+      for (int64_t k = L.seg_begin; k < L.seg_end; ++k) {
+        MESHTUNE_RETURN_IF_ERROR(
+            LayerForward(*layers_[k], x_[k].as<Bf16>(), x_[k + 1].as<Bf16>()));
+      }
+    }
+    MESHTUNE_RETURN_IF_ERROR(LayerBackward(L, x_[l].as<Bf16>(), dy, dx));
     std::swap(dx, dy);  // this layer's input gradient feeds the one below
   }
   if (pos_emb_ >= 0) {

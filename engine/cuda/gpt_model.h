@@ -2,10 +2,12 @@
 // layer (engine/transformer_layer.h) and head (engine/gpt_model.h) with the
 // GPU ops, in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
 //
-// Scope today: one GPU (tp = pp = dp = cp = 1), recompute none or selective
-// (core attention recomputed in the backward, the probabilities not kept),
-// no dropout. Anything else is refused by Create with a message naming it;
-// the NCCL process groups of the multi-GPU layouts come next.
+// Scope today: one GPU (tp = pp = dp = cp = 1); recompute none, selective
+// (core attention recomputed in the backward, the probabilities not kept)
+// or full (uniform or block, Megatron's segments: only the segment inputs
+// are kept, the segment's forward runs again in the backward); no dropout.
+// Anything else is refused by Create with a message naming it; the NCCL process
+// groups of the multi-GPU layouts come next.
 //
 // Parameters are those of the CPU model (the same ParamStore registration
 // and layout-independent initialization), found by their Megatron names.
@@ -50,8 +52,10 @@ class CudaGptModel {
   int64_t activation_bytes() const { return activation_bytes_; }
 
  private:
+  struct Activations;
   struct Layer;
   CudaGptModel() = default;
+  StatusOr<std::unique_ptr<Activations>> AllocActivations(bool keep_probs);
   Status LayerForward(Layer& layer, const Bf16* x, Bf16* y);
   // x: the layer's forward input [n, h].
   Status LayerBackward(Layer& layer, const Bf16* x, const Bf16* dy, Bf16* dx);
@@ -66,6 +70,7 @@ class CudaGptModel {
   std::unique_ptr<GemmContext> gemm_;
   std::unique_ptr<Attention> attention_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::unique_ptr<Activations>> activation_sets_;
   int64_t activation_bytes_ = 0;
   // [n] token ids and targets; x_[l] is layer l's input [n, h] (x_[L] the
   // final norm's input); head buffers; gradient ping-pong [n, h].

@@ -1,10 +1,10 @@
 // The one-GPU training loop (engine/cuda/trainer.h) against the CPU trainer:
 // the same config, data and initial weights, 20 steps, GPT and LLaMA
-// families, recompute none and selective. The GPU computes in bf16, the CPU
-// in fp32, so losses agree to a bf16 tolerance: within 2 % of the CPU loss
-// at every step (the first step's loss differs by the rounding of the
-// weights and activations only; later steps add the drift of bf16
-// gradients). The configurations the CUDA backend cannot run yet are
+// families, recompute none, selective, full uniform and full block. The GPU
+// computes in bf16, the CPU in fp32, so losses agree to a bf16 tolerance:
+// within 2 % of the CPU loss at every step (the first step's loss differs by
+// the rounding of the weights and activations only; later steps add the drift
+// of bf16 gradients). The configurations the CUDA backend cannot run yet are
 // refused with their exact messages, device or not.
 #include "engine/cuda/trainer.h"
 
@@ -22,7 +22,10 @@
 namespace meshtune::engine::cuda {
 namespace {
 
-TrainConfig SmallConfig(bool llama, bool selective) {
+// How the model recomputes activations in the backward.
+enum class Recompute { kNone, kSelective, kFullUniform2, kFullBlock1 };
+
+TrainConfig SmallConfig(bool llama, Recompute recompute) {
   TrainConfig c;
   auto& m = c.model;
   m.name = llama ? "llama-gpu-test" : "gpt-gpu-test";
@@ -42,9 +45,23 @@ TrainConfig SmallConfig(bool llama, bool selective) {
   }
   c.global_batch_size = 8;
   c.parallel.mbs = 4;  // two micro-batches: gradient accumulation
-  if (selective) {
-    c.parallel.recompute.granularity =
-        search_spaces::RecomputeGranularity::kSelective;
+  auto& rc = c.parallel.recompute;
+  switch (recompute) {
+    case Recompute::kNone:
+      break;
+    case Recompute::kSelective:
+      rc.granularity = search_spaces::RecomputeGranularity::kSelective;
+      break;
+    case Recompute::kFullUniform2:
+      rc.granularity = search_spaces::RecomputeGranularity::kFull;
+      rc.method = search_spaces::RecomputeMethod::kUniform;
+      rc.num_layers = 2;
+      break;
+    case Recompute::kFullBlock1:
+      rc.granularity = search_spaces::RecomputeGranularity::kFull;
+      rc.method = search_spaces::RecomputeMethod::kBlock;
+      rc.num_layers = 1;
+      break;
   }
   c.train_iters = 20;
   c.optimizer.lr = 1e-3f;
@@ -61,12 +78,12 @@ std::vector<double> Losses(const Trainer& trainer) {
 }
 
 class CudaTrainerTest
-    : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+    : public ::testing::TestWithParam<std::tuple<bool, Recompute>> {};
 
 TEST_P(CudaTrainerTest, LossesMatchTheCpuTrainerWithinBf16Tolerance) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  const auto [llama, selective] = GetParam();
-  const TrainConfig config = SmallConfig(llama, selective);
+  const auto [llama, recompute] = GetParam();
+  const TrainConfig config = SmallConfig(llama, recompute);
   const data::SyntheticDataset dataset(config.seq(), config.model.vocab_size);
 
   auto world = MakeLocalWorld(1);
@@ -86,13 +103,17 @@ TEST_P(CudaTrainerTest, LossesMatchTheCpuTrainerWithinBf16Tolerance) {
   EXPECT_LT(got.back(), got.front() - 0.5) << "the GPU run did not learn";
 }
 
-INSTANTIATE_TEST_SUITE_P(GptAndLlama, CudaTrainerTest,
-                         ::testing::Combine(::testing::Bool(),
-                                            ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(
+    GptAndLlama, CudaTrainerTest,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Values(Recompute::kNone,
+                                         Recompute::kSelective,
+                                         Recompute::kFullUniform2,
+                                         Recompute::kFullBlock1)));
 
 TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
   const data::SyntheticDataset dataset(64, 500);
-  TrainConfig tp2 = SmallConfig(false, false);
+  TrainConfig tp2 = SmallConfig(false, Recompute::kNone);
   tp2.parallel.tp = 2;
   auto t = CreateCudaTrainer(tp2, &dataset);
   ASSERT_FALSE(t.ok());
@@ -102,17 +123,14 @@ TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
   EXPECT_EQ(t.status().hint(),
             "train this configuration with --backend cpu, or change it");
 
-  TrainConfig full = SmallConfig(false, false);
-  full.parallel.recompute.granularity =
-      search_spaces::RecomputeGranularity::kFull;
-  full.parallel.recompute.num_layers = 1;
-  t = CreateCudaTrainer(full, &dataset);
+  TrainConfig vpp = SmallConfig(false, Recompute::kNone);
+  vpp.parallel.vpp = 2;
+  t = CreateCudaTrainer(vpp, &dataset);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(),
-            "the CUDA backend does not support full activation recompute "
-            "(use --recompute selective) yet");
+            "the CUDA backend does not support virtual pipeline stages yet");
 
-  TrainConfig dropout = SmallConfig(true, false);
+  TrainConfig dropout = SmallConfig(true, Recompute::kNone);
   dropout.hidden_dropout = 0.1f;
   t = CreateCudaTrainer(dropout, &dataset);
   ASSERT_FALSE(t.ok());
@@ -123,7 +141,7 @@ TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
 TEST(CudaTrainerSupportTest, NoDeviceIsAnInputError) {
   if (DeviceCount() > 0) GTEST_SKIP() << "a device is present";
   const data::SyntheticDataset dataset(64, 500);
-  auto t = CreateCudaTrainer(SmallConfig(false, false), &dataset);
+  auto t = CreateCudaTrainer(SmallConfig(false, Recompute::kNone), &dataset);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(),
             "--backend cuda: no CUDA device (cudaGetDeviceCount found none)");
