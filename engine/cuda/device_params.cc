@@ -43,6 +43,23 @@ Status DeviceParams::DownloadGrads(ParamStore* store) const {
   return grads_.CopyToHost(store->flat_grads().data(), 4 * numel_);
 }
 
+Status DeviceParams::DownloadMoments(float* m, float* v) const {
+  MESHTUNE_RETURN_IF_ERROR(m_.CopyToHost(m, 4 * numel_));
+  return v_.CopyToHost(v, 4 * numel_);
+}
+
+Status DeviceParams::UploadState(const ParamStore& store, const float* m,
+                                 const float* v) {
+  MESHTUNE_CHECK(store.numel() == numel_);
+  MESHTUNE_RETURN_IF_ERROR(
+      master_.CopyFromHost(store.flat_params().data(), 4 * numel_));
+  MESHTUNE_RETURN_IF_ERROR(m_.CopyFromHost(m, 4 * numel_));
+  MESHTUNE_RETURN_IF_ERROR(v_.CopyFromHost(v, 4 * numel_));
+  MESHTUNE_RETURN_IF_ERROR(
+      CastToBf16(master_.as<float>(), weights_.as<Bf16>(), numel_, nullptr));
+  return Synchronize("device_params_upload_state");
+}
+
 std::vector<AdamWSegment> DeviceParams::AdamSegments(const ParamStore& store,
                                                      float weight_decay) const {
   std::vector<AdamWSegment> segments;

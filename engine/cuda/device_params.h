@@ -42,6 +42,12 @@ class DeviceParams {
   // Copies the fp32 master weights (or the main grads) into `store`.
   Status DownloadParams(ParamStore* store) const;
   Status DownloadGrads(ParamStore* store) const;
+  // AdamW's moments to / from host arrays of numel() floats each
+  // (checkpoints go through the CPU engine's format, engine/checkpoint.h).
+  Status DownloadMoments(float* m, float* v) const;
+  // Replaces the master weights with `store`'s (and rewrites the bf16
+  // copy) and the moments with m, v: a loaded checkpoint.
+  Status UploadState(const ParamStore& store, const float* m, const float* v);
 
   // One AdamW segment per parameter with its weight decay (0 for norms and
   // biases, ParamInfo::weight_decay), and the gradient segments counted in

@@ -53,8 +53,6 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
     missing = "virtual pipeline stages";
   } else if (config.hidden_dropout > 0 || config.attention_dropout > 0) {
     missing = "dropout";
-  } else if (!config.save_dir.empty() || !config.load_dir.empty()) {
-    missing = "checkpoints (--save/--load)";
   }
   if (missing.empty()) return Status::Ok();
   return Status::Unimplemented(

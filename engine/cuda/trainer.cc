@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/gpt_model.h"
@@ -12,6 +13,7 @@
 #include "engine/gpt_model.h"
 #include "engine/local_communicator.h"
 #include "engine/lr_schedule.h"
+#include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"
 
@@ -39,7 +41,35 @@ class CudaTrainer : public Trainer {
     auto model = CudaGptModel::Create(config_, store_, params_.get());
     if (!model.ok()) return model.status();
     model_ = std::move(model).value();
+    if (!config_.save_dir.empty() || !config_.load_dir.empty()) {
+      // Checkpoints are the CPU engine's files (Megatron layout, loadable
+      // by either backend and any layout): a host optimizer holds the
+      // moments while they are written or read.
+      host_optimizer_ = std::make_unique<Optimizer>(
+          config_.optimizer, false, config_.train_iters, store_, &groups_);
+    }
+    if (!config_.load_dir.empty()) {
+      CheckpointState state;
+      MESHTUNE_RETURN_IF_ERROR(LoadCheckpoint(config_.load_dir, config_, &state,
+                                              store_, *host_optimizer_,
+                                              groups_));
+      MESHTUNE_RETURN_IF_ERROR(
+          params_->UploadState(store_, host_optimizer_->exp_avg().data(),
+                               host_optimizer_->exp_avg_sq().data()));
+      iteration_ = state.iteration;
+      consumed_samples_ = state.consumed_samples;
+    }
     return Status::Ok();
+  }
+
+  Status Save() {
+    MESHTUNE_RETURN_IF_ERROR(params_->DownloadParams(&store_));
+    MESHTUNE_RETURN_IF_ERROR(
+        params_->DownloadMoments(host_optimizer_->exp_avg().data(),
+                                 host_optimizer_->exp_avg_sq().data()));
+    const CheckpointState state{iteration_, consumed_samples_};
+    return SaveCheckpoint(config_.save_dir, config_, state, store_,
+                          *host_optimizer_, groups_);
   }
 
   Status Run(const std::function<void(const IterationLog&)>& on_log) override {
@@ -110,6 +140,12 @@ class CudaTrainer : public Trainer {
             "; training stopped");
       }
       if (on_log) on_log(log);
+      const bool at_end = iteration_ == config_.train_iters;
+      const bool at_interval =
+          config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
+      if (!config_.save_dir.empty() && (at_end || at_interval)) {
+        MESHTUNE_RETURN_IF_ERROR(Save());
+      }
     }
     return Status::Ok();
   }
@@ -157,6 +193,7 @@ class CudaTrainer : public Trainer {
   std::unique_ptr<GptModel> cpu_model_;
   std::unique_ptr<DeviceParams> params_;
   std::unique_ptr<CudaGptModel> model_;
+  std::unique_ptr<Optimizer> host_optimizer_;  // checkpoint I/O only
   std::vector<IterationLog> history_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
 };
