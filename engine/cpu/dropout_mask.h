@@ -19,10 +19,19 @@
 
 #include <cstdint>
 
+// The mask functions are also compiled into the CUDA backend's kernels
+// (engine/cuda/dropout.cu) so both backends draw the same masks; outside
+// nvcc the annotation is empty and this stays a plain C++ header.
+#if defined(__CUDACC__)
+#define MESHTUNE_HOST_DEVICE __host__ __device__
+#else
+#define MESHTUNE_HOST_DEVICE
+#endif
+
 namespace meshtune::engine::cpu {
 
 // SplitMix64 finalizer (Steele, Lea & Flood 2014): a bijective 64-bit mix.
-inline uint64_t SplitMix64(uint64_t x) {
+MESHTUNE_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -30,14 +39,15 @@ inline uint64_t SplitMix64(uint64_t x) {
 }
 
 // Seed of the row of elements (a, b, ·) in stream `key`.
-inline uint64_t DropoutRowSeed(uint64_t key, int64_t a, int64_t b) {
+MESHTUNE_HOST_DEVICE inline uint64_t DropoutRowSeed(uint64_t key, int64_t a,
+                                                    int64_t b) {
   const uint64_t ka =
       SplitMix64(key ^ (static_cast<uint64_t>(a) * 0xd1b54a32d192ed03ULL));
   return SplitMix64(ka ^ static_cast<uint64_t>(b));
 }
 
 // Uniform draw in [0, 1) (24-bit resolution) of column c of a row.
-inline float DropoutUniform(uint64_t row_seed, int64_t c) {
+MESHTUNE_HOST_DEVICE inline float DropoutUniform(uint64_t row_seed, int64_t c) {
   const uint64_t bits = SplitMix64(row_seed + (static_cast<uint64_t>(c) + 1) *
                                                   0x9e3779b97f4a7c15ULL);
   return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);

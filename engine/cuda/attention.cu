@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/cpu/dropout_mask.h"
 #include "engine/cuda/attention.h"
 #include "engine/cuda/kernel_util.cuh"
 
@@ -65,10 +66,22 @@ __global__ void SplitHeadsKernel(const Bf16* merged, Bf16* split_heads,
   }
 }
 
+// Whether attention-dropout keeps element u of score row `row` (= bh·s +
+// t, bh = bi·heads + j): the CPU op's mask (engine/cpu/attention.cc).
+__device__ __forceinline__ bool Keep(const cpu::DropoutSpec& d, int64_t row,
+                                     int64_t u, int64_t s, int64_t heads) {
+  const int64_t t = row % s, bh = row / s;
+  const int64_t bi = bh / heads, j = bh % heads;
+  const uint64_t seed = cpu::DropoutRowSeed(d.key, d.first_sample + bi,
+                                            (d.first_head + j) * s + t);
+  return cpu::DropoutUniform(seed, u) >= d.p;
+}
+
 // P[row, u] = softmax over u ≤ t of S[row, u] (row = bh·s + t), 0 above
-// the diagonal. One block per row.
+// the diagonal. One block per row. With dropout, dropped[row, u] = D(P).
 __global__ void CausalSoftmaxKernel(const float* scores, Bf16* probs,
-                                    int64_t s) {
+                                    Bf16* dropped, int64_t s, int64_t heads,
+                                    cpu::DropoutSpec d) {
   __shared__ float scratch[kWarpSize];
   const int64_t row = blockIdx.x;
   const int64_t t = row % s;
@@ -82,27 +95,55 @@ __global__ void CausalSoftmaxKernel(const float* scores, Bf16* probs,
   }
   sum = BlockSum(sum, scratch);
   const float inv = 1.0f / sum;
+  const float keep_scale = 1.0f / (1.0f - d.p);
   for (int64_t u = threadIdx.x; u < s; u += blockDim.x) {
-    Store(probs, row * s + u, u <= t ? expf(srow[u] - m) * inv : 0.0f);
+    const float p = u <= t ? expf(srow[u] - m) * inv : 0.0f;
+    Store(probs, row * s + u, p);
+    if (dropped != nullptr) {
+      // D(P) from the rounded P, as the backward regenerates it.
+      const float stored = Round(p);
+      Store(dropped, row * s + u,
+            u <= t && Keep(d, row, u, s, heads) ? stored * keep_scale : 0.0f);
+    }
   }
 }
 
-// dS = P ∘ (dP − Σ_u P·dP), row by row (softmax backward); 0 above the
+// dropped = D(P) from the saved P (the backward's dV = D(P)ᵀ·dO).
+__global__ void DropProbsKernel(const Bf16* probs, Bf16* dropped, int64_t s,
+                                int64_t heads, cpu::DropoutSpec d) {
+  const int64_t row = blockIdx.x;
+  const int64_t t = row % s;
+  const float keep_scale = 1.0f / (1.0f - d.p);
+  for (int64_t u = threadIdx.x; u < s; u += blockDim.x) {
+    const float p = Load(probs, row * s + u);
+    Store(dropped, row * s + u,
+          u <= t && Keep(d, row, u, s, heads) ? p * keep_scale : 0.0f);
+  }
+}
+
+// dS = P ∘ (dP' − Σ_u P·dP'), row by row (softmax backward), with dP' =
+// D'(dP) the gradient through the dropout when it is active; 0 above the
 // diagonal because P is.
 __global__ void SoftmaxBackwardKernel(const Bf16* probs, const float* dprobs,
-                                      Bf16* dscores, int64_t s) {
+                                      Bf16* dscores, int64_t s, int64_t heads,
+                                      cpu::DropoutSpec d) {
   __shared__ float scratch[kWarpSize];
   const int64_t row = blockIdx.x;
   const int64_t t = row % s;
+  const float keep_scale = 1.0f / (1.0f - d.p);
+  auto grad = [&](int64_t u) {
+    const float g = dprobs[row * s + u];
+    if (!(d.p > 0.0f)) return g;
+    return Keep(d, row, u, s, heads) ? g * keep_scale : 0.0f;
+  };
   float dot = 0.0f;
   for (int64_t u = threadIdx.x; u <= t; u += blockDim.x) {
-    dot += Load(probs, row * s + u) * dprobs[row * s + u];
+    dot += Load(probs, row * s + u) * grad(u);
   }
   dot = BlockSum(dot, scratch);
   for (int64_t u = threadIdx.x; u < s; u += blockDim.x) {
     const float p = Load(probs, row * s + u);
-    Store(dscores, row * s + u,
-          u <= t ? p * (dprobs[row * s + u] - dot) : 0.0f);
+    Store(dscores, row * s + u, u <= t ? p * (grad(u) - dot) : 0.0f);
   }
 }
 
@@ -183,7 +224,10 @@ Status Attention::SplitQkv(const Bf16* qkv, Stream stream) {
 }
 
 Status Attention::Forward(const Bf16* qkv, Bf16* out, Bf16* probs,
-                          Stream stream) {
+                          Stream stream, const cpu::DropoutSpec* dropout) {
+  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
+  // With dropout the P·V product reads D(P), kept in the dS scratch.
+  Bf16* dropped = d.active() ? dscores_.as<Bf16>() : nullptr;
   const int64_t bh = b_ * heads_, sd = s_ * d_, ss = s_ * s_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
   MESHTUNE_RETURN_IF_ERROR(SplitQkv(qkv, stream));
@@ -192,35 +236,46 @@ Status Attention::Forward(const Bf16* qkv, Bf16* out, Bf16* probs,
       false, true, s_, s_, d_, q_.as<Bf16>(), sd, k_.as<Bf16>(), sd,
       scores_.as<float>(), ss, bh, scale, stream));
   CausalSoftmaxKernel<<<static_cast<unsigned>(bh * s_), kThreads, 0,
-                        ToCuda(stream)>>>(scores_.as<float>(), probs, s_);
+                        ToCuda(stream)>>>(scores_.as<float>(), probs, dropped,
+                                          s_, heads_, d);
   MESHTUNE_RETURN_IF_ERROR(LastError("attention_softmax"));
-  // O = P·V.
-  MESHTUNE_RETURN_IF_ERROR(
-      gemm_->BatchedMatmul(false, false, s_, d_, s_, probs, ss, v_.as<Bf16>(),
-                           sd, o_.as<Bf16>(), sd, bh, 1.0f, stream));
+  // O = P·V, or D(P)·V.
+  MESHTUNE_RETURN_IF_ERROR(gemm_->BatchedMatmul(
+      false, false, s_, d_, s_, dropped != nullptr ? dropped : probs, ss,
+      v_.as<Bf16>(), sd, o_.as<Bf16>(), sd, bh, 1.0f, stream));
   MergeHeadsKernel<<<GridFor(bh * sd, kThreads), kThreads, 0, ToCuda(stream)>>>(
       o_.as<Bf16>(), out, s_, b_, heads_, d_);
   return LastError("attention_merge_heads");
 }
 
 Status Attention::Backward(const Bf16* dout, const Bf16* qkv, const Bf16* probs,
-                           Bf16* dqkv, Stream stream) {
+                           Bf16* dqkv, Stream stream,
+                           const cpu::DropoutSpec* dropout) {
+  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
   const int64_t bh = b_ * heads_, sd = s_ * d_, ss = s_ * s_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
   MESHTUNE_RETURN_IF_ERROR(SplitQkv(qkv, stream));
   SplitHeadsKernel<<<GridFor(bh * sd, kThreads), kThreads, 0, ToCuda(stream)>>>(
       dout, do_.as<Bf16>(), s_, b_, heads_, d_);
   MESHTUNE_RETURN_IF_ERROR(LastError("attention_split_dout"));
-  // dV = Pᵀ·dO; dP = dO·Vᵀ (fp32).
+  // dV = D(P)ᵀ·dO (D(P) regenerated into the dS scratch); dP = dO·Vᵀ (fp32).
+  const Bf16* pv = probs;
+  if (d.active()) {
+    DropProbsKernel<<<static_cast<unsigned>(bh * s_), kThreads, 0,
+                      ToCuda(stream)>>>(probs, dscores_.as<Bf16>(), s_, heads_,
+                                        d);
+    MESHTUNE_RETURN_IF_ERROR(LastError("attention_dropout_mask"));
+    pv = dscores_.as<Bf16>();
+  }
   MESHTUNE_RETURN_IF_ERROR(
-      gemm_->BatchedMatmul(true, false, s_, d_, s_, probs, ss, do_.as<Bf16>(),
-                           sd, dv_.as<Bf16>(), sd, bh, 1.0f, stream));
+      gemm_->BatchedMatmul(true, false, s_, d_, s_, pv, ss, do_.as<Bf16>(), sd,
+                           dv_.as<Bf16>(), sd, bh, 1.0f, stream));
   MESHTUNE_RETURN_IF_ERROR(gemm_->BatchedMatmul(
       false, true, s_, s_, d_, do_.as<Bf16>(), sd, v_.as<Bf16>(), sd,
       scores_.as<float>(), ss, bh, 1.0f, stream));
   SoftmaxBackwardKernel<<<static_cast<unsigned>(bh * s_), kThreads, 0,
                           ToCuda(stream)>>>(probs, scores_.as<float>(),
-                                            dscores_.as<Bf16>(), s_);
+                                            dscores_.as<Bf16>(), s_, heads_, d);
   MESHTUNE_RETURN_IF_ERROR(LastError("attention_softmax_backward"));
   // S = scale·Q·Kᵀ: dQ = scale·dS·K, dK = scale·dSᵀ·Q.
   MESHTUNE_RETURN_IF_ERROR(gemm_->BatchedMatmul(

@@ -12,14 +12,16 @@
 //
 // Numerics: scores and their gradient dP in fp32 (the GEMMs write fp32), P
 // and dS stored in bf16, softmax statistics in fp32.
-// Attention dropout is not implemented here: the CUDA layer refuses a
-// non-zero --attention-dropout.
+// Attention dropout (when `dropout` is given and active) drops the
+// probabilities with the CPU op's mask (engine/cpu/dropout_mask.h): O =
+// D(P)·V, P saved undropped, the mask regenerated in the backward.
 #ifndef MESHTUNE_ENGINE_CUDA_ATTENTION_H_
 #define MESHTUNE_ENGINE_CUDA_ATTENTION_H_
 
 #include <cstdint>
 #include <memory>
 
+#include "engine/cpu/dropout_mask.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/linear.h"
@@ -44,11 +46,13 @@ class Attention {
   // qkv[n, (heads + 2·groups)·d] (after RoPE) -> out[n, heads·d];
   // probs[b·heads, s, s] (caller-owned, row (bi·heads + j)·s + t, zero above
   // the diagonal) is written for the backward.
-  Status Forward(const Bf16* qkv, Bf16* out, Bf16* probs, Stream stream);
+  Status Forward(const Bf16* qkv, Bf16* out, Bf16* probs, Stream stream,
+                 const cpu::DropoutSpec* dropout = nullptr);
   // dout[n, heads·d] -> dqkv[n, (heads + 2·groups)·d] (overwritten); k and v
   // gradients summed over the query heads of each group.
   Status Backward(const Bf16* dout, const Bf16* qkv, const Bf16* probs,
-                  Bf16* dqkv, Stream stream);
+                  Bf16* dqkv, Stream stream,
+                  const cpu::DropoutSpec* dropout = nullptr);
 
  private:
   Attention() = default;
@@ -59,7 +63,7 @@ class Attention {
   DeviceBuffer q_, k_, v_, o_;      // [b·heads, s, d] bf16
   DeviceBuffer dq_, dk_, dv_, do_;  // [b·heads, s, d] bf16
   DeviceBuffer scores_;             // [b·heads, s, s] fp32: S, then dP
-  DeviceBuffer dscores_;            // [b·heads, s, s] bf16: dS
+  DeviceBuffer dscores_;            // [b·heads, s, s] bf16: D(P), then dS
 };
 
 }  // namespace meshtune::engine::cuda

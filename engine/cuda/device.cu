@@ -55,6 +55,14 @@ Status LastError(const char* op) {
   return CudaStatus(cudaGetLastError(), std::string("op '") + op + "'");
 }
 
+Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
+                          Stream stream) {
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(stream)),
+                    "cudaMemcpyAsync device to device");
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != nullptr) cudaFree(ptr_);
 }

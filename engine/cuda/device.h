@@ -72,6 +72,10 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Copies `bytes` between device buffers, asynchronously on `stream`.
+Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
+                          Stream stream);
+
 // Allocates a buffer holding `host` (bytes = host.size() · sizeof(T)).
 template <typename T>
 StatusOr<DeviceBuffer> Upload(const std::vector<T>& host) {

@@ -35,6 +35,7 @@ struct CudaGptModel::Activations {
 // A layer's parameters, where its activations live and its recompute
 // segment [seg_begin, seg_end) (one layer when not recomputed).
 struct CudaGptModel::Layer {
+  int64_t index = 0;  // global layer number (keys its dropout masks)
   LayerParams p;
   Activations* a = nullptr;
   bool recompute = false;
@@ -51,8 +52,6 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
               " (NCCL process groups are not built yet; one GPU only)";
   } else if (par.vpp != 1) {
     missing = "virtual pipeline stages";
-  } else if (config.hidden_dropout > 0 || config.attention_dropout > 0) {
-    missing = "dropout";
   }
   if (missing.empty()) return Status::Ok();
   return Status::Unimplemented(
@@ -150,6 +149,7 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
       config.parallel.recompute.granularity == RecomputeGranularity::kSelective;
   for (int64_t l = 0; l < model.num_layers; ++l) {
     auto layer = std::make_unique<Layer>();
+    layer->index = l;
     const std::string prefix = "decoder.layers." + std::to_string(l) + ".";
     LayerParams& p = layer->p;
     MESHTUNE_FIND(p.ln1_w, prefix + "input_layernorm.weight", true);
@@ -236,10 +236,44 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   MESHTUNE_ASSIGN_BUFFER(m->dact_, m->Alloc(n * sh.ffn * bf));
   MESHTUNE_ASSIGN_BUFFER(m->dln_, m->Alloc(n * h * bf));
   MESHTUNE_ASSIGN_BUFFER(m->dx2_, m->Alloc(n * h * bf));
+  if (config.hidden_dropout > 0) {
+    MESHTUNE_ASSIGN_BUFFER(m->drop_grad_, m->Alloc(n * h * bf));
+  }
   return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
 }
 
 #undef MESHTUNE_ASSIGN_BUFFER
+
+cpu::DropoutSpec CudaGptModel::Hidden(int64_t layer,
+                                      cpu::DropoutSite site) const {
+  cpu::DropoutSpec d;
+  d.p = config_.hidden_dropout;
+  d.key = cpu::DropoutKey(config_.seed, layer, site);
+  d.first_sample = first_sample_;
+  return d;  // one GPU: no sequence or head offsets
+}
+
+cpu::DropoutSpec CudaGptModel::AttentionDrop(int64_t layer) const {
+  cpu::DropoutSpec d;
+  d.p = config_.attention_dropout;
+  d.key =
+      cpu::DropoutKey(config_.seed, layer, cpu::DropoutSite::kAttentionProbs);
+  d.first_sample = first_sample_;
+  return d;
+}
+
+StatusOr<const Bf16*> CudaGptModel::DropGrad(const Bf16* d, int64_t layer,
+                                             cpu::DropoutSite site,
+                                             DeviceBuffer& scratch) {
+  const cpu::DropoutSpec spec = Hidden(layer, site);
+  if (!spec.active()) return d;
+  const int64_t n = sh_.rows(), h = sh_.h;
+  MESHTUNE_RETURN_IF_ERROR(
+      CopyDeviceToDevice(scratch.data(), d, sizeof(Bf16) * n * h, nullptr));
+  MESHTUNE_RETURN_IF_ERROR(
+      HiddenDropout(scratch.as<Bf16>(), n, h, sh_.b, spec, nullptr));
+  return static_cast<const Bf16*>(scratch.as<Bf16>());
+}
 
 Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
   const LayerShape& sh = sh_;
@@ -268,11 +302,17 @@ Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
   }
   Bf16* probs = L.a->probs.size_bytes() > 0 ? L.a->probs.as<Bf16>()
                                             : probs_scratch_.as<Bf16>();
-  MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
-      L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(), probs, nullptr));
+  const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
+  MESHTUNE_RETURN_IF_ERROR(attention_->Forward(L.a->qkv.as<Bf16>(),
+                                               L.a->attn.as<Bf16>(), probs,
+                                               nullptr, &attention_dropout));
   Bf16* proj = dln_.as<Bf16>();  // [n, h] scratch: free during forward
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
       L.a->attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
+  // Megatron's bias-dropout-add: dropout(proj + bias), then the residual.
+  MESHTUNE_RETURN_IF_ERROR(
+      HiddenDropout(proj, n, h, sh.b,
+                    Hidden(L.index, cpu::DropoutSite::kAttentionOut), nullptr));
   // x2 = x + proj and ln2 = Norm2(x2), fused.
   if (sh.rmsnorm) {
     MESHTUNE_RETURN_IF_ERROR(RmsNormForward(
@@ -298,7 +338,9 @@ Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
   }
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
       L.a->act.as<Bf16>(), w(p.fc2_w), w(p.fc2_b), y, n, sh.ffn, h, nullptr));
-  // y = x2 + fc2
+  // y = x2 + dropout(fc2)
+  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
+      y, n, h, sh.b, Hidden(L.index, cpu::DropoutSite::kMlpOut), nullptr));
   return Add(L.a->x2.as<Bf16>(), y, n * h, nullptr);
 }
 
@@ -310,10 +352,13 @@ Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
   const LayerParams& p = L.p;
   auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
   auto g = [&](int i) { return i >= 0 ? params_->grad(st, i) : nullptr; };
-  // MLP: dact = dy·W2; dfc1 = act'(fc1)·dact; dln2 = dfc1·W1.
+  // MLP: dact = D(dy)·W2; dfc1 = act'(fc1)·dact; dln2 = dfc1·W1.
+  StatusOr<const Bf16*> dmlp =
+      DropGrad(dy, L.index, cpu::DropoutSite::kMlpOut, drop_grad_);
+  if (!dmlp.ok()) return dmlp.status();
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dy, L.a->act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(), g(p.fc2_w),
-      g(p.fc2_b), n, sh.ffn, h, nullptr));
+      dmlp.value(), L.a->act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(),
+      g(p.fc2_w), g(p.fc2_b), n, sh.ffn, h, nullptr));
   if (sh.swiglu) {
     MESHTUNE_RETURN_IF_ERROR(
         SwigluBackward(dact_.as<Bf16>(), L.a->fc1.as<Bf16>(), dfc1_.as<Bf16>(),
@@ -338,20 +383,25 @@ Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
                           L.a->mean2.as<float>(), L.a->rstd2.as<float>(), dy,
                           dx2, g(p.ln2_w), g(p.ln2_b), n, h, nullptr));
   }
-  // Attention: dattn = dx2·Wproj; dqkv = Attention'(dattn); dln1 = dqkv·Wqkv.
+  // Attention: dattn = D(dx2)·Wproj; dqkv = Attention'(dattn); dln1 =
+  // dqkv·Wqkv.
+  StatusOr<const Bf16*> dproj =
+      DropGrad(dx2, L.index, cpu::DropoutSite::kAttentionOut, drop_grad_);
+  if (!dproj.ok()) return dproj.status();
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dx2, L.a->attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(), g(p.proj_w),
-      g(p.proj_b), n, hd, h, nullptr));
+      dproj.value(), L.a->attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(),
+      g(p.proj_w), g(p.proj_b), n, hd, h, nullptr));
+  const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
   const Bf16* probs = L.a->probs.as<Bf16>();
   if (L.a->probs.size_bytes() == 0) {  // selective: recompute the probabilities
-    MESHTUNE_RETURN_IF_ERROR(
-        attention_->Forward(L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
-                            probs_scratch_.as<Bf16>(), nullptr));
+    MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
+        L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
+        probs_scratch_.as<Bf16>(), nullptr, &attention_dropout));
     probs = probs_scratch_.as<Bf16>();
   }
-  MESHTUNE_RETURN_IF_ERROR(attention_->Backward(dattn_.as<Bf16>(),
-                                                L.a->qkv.as<Bf16>(), probs,
-                                                dqkv_.as<Bf16>(), nullptr));
+  MESHTUNE_RETURN_IF_ERROR(
+      attention_->Backward(dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), probs,
+                           dqkv_.as<Bf16>(), nullptr, &attention_dropout));
   if (sh.rope) {
     MESHTUNE_RETURN_IF_ERROR(RopeBackward(dqkv_.as<Bf16>(), sh.s, sh.b,
                                           sh.heads, sh.groups, sh.head_dim,
@@ -372,7 +422,9 @@ Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
 }
 
 StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
-                                       const std::vector<int32_t>& targets) {
+                                       const std::vector<int32_t>& targets,
+                                       int64_t first_sample) {
+  first_sample_ = first_sample;
   const LayerShape& sh = sh_;
   const ParamStore& st = *store_;
   const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
@@ -388,6 +440,9 @@ StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
     MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingForward(
         params_->weight(st, pos_emb_), x0, sh.s, sh.b, h, 0, nullptr));
   }
+  // Megatron's embedding_dropout (p = hidden_dropout).
+  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
+      x0, n, h, sh.b, Hidden(-1, cpu::DropoutSite::kEmbedding), nullptr));
   for (size_t l = 0; l < layers_.size(); ++l) {
     MESHTUNE_RETURN_IF_ERROR(
         LayerForward(*layers_[l], x_[l].as<Bf16>(), x_[l + 1].as<Bf16>()));
@@ -468,6 +523,9 @@ Status CudaGptModel::Backward(float loss_scale) {
     MESHTUNE_RETURN_IF_ERROR(LayerBackward(L, x_[l].as<Bf16>(), dy, dx));
     std::swap(dx, dy);  // this layer's input gradient feeds the one below
   }
+  // Through the embedding dropout (in place: dy is not needed after).
+  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
+      dy, n, h, sh.b, Hidden(-1, cpu::DropoutSite::kEmbedding), nullptr));
   if (pos_emb_ >= 0) {
     MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingBackward(
         dy, params_->grad(st, pos_emb_), sh.s, sh.b, h, 0, nullptr));

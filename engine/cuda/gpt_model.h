@@ -5,7 +5,8 @@
 // Scope today: one GPU (tp = pp = dp = cp = 1); recompute none, selective
 // (core attention recomputed in the backward, the probabilities not kept)
 // or full (uniform or block, Megatron's segments: only the segment inputs
-// are kept, the segment's forward runs again in the backward); no dropout.
+// are kept, the segment's forward runs again in the backward); hidden and
+// attention dropout with the CPU engine's masks.
 // Anything else is refused by Create with a message naming it; the NCCL process
 // groups of the multi-GPU layouts come next.
 //
@@ -41,9 +42,12 @@ class CudaGptModel {
   ~CudaGptModel();
 
   // One micro-batch: tokens and targets [s·b] (host, sequence-major rows
-  // si·b + bi). Returns the sum of its per-token losses.
+  // si·b + bi); first_sample is the global dataset index of its sample 0,
+  // which keys the dropout masks (engine/cpu/dropout_mask.h) exactly as on
+  // the CPU. Returns the sum of its per-token losses.
   StatusOr<double> Forward(const std::vector<int32_t>& tokens,
-                           const std::vector<int32_t>& targets);
+                           const std::vector<int32_t>& targets,
+                           int64_t first_sample = 0);
   // Backward of the last Forward with the loss scaled by `loss_scale` per
   // token; accumulates into the main grads.
   Status Backward(float loss_scale);
@@ -60,6 +64,14 @@ class CudaGptModel {
   // x: the layer's forward input [n, h].
   Status LayerBackward(Layer& layer, const Bf16* x, const Bf16* dy, Bf16* dx);
   StatusOr<DeviceBuffer> Alloc(size_t bytes);
+  // Dropout specs of this micro-batch: hidden dropout at `site` of layer
+  // `layer` (−1: the embedding), attention dropout of `layer`.
+  cpu::DropoutSpec Hidden(int64_t layer, cpu::DropoutSite site) const;
+  cpu::DropoutSpec AttentionDrop(int64_t layer) const;
+  // The gradient of a dropped branch: a masked copy of `d` in `scratch`
+  // (d itself without dropout).
+  StatusOr<const Bf16*> DropGrad(const Bf16* d, int64_t layer,
+                                 cpu::DropoutSite site, DeviceBuffer& scratch);
 
   TrainConfig config_;
   const ParamStore* store_ = nullptr;
@@ -85,6 +97,8 @@ class CudaGptModel {
   DeviceBuffer probs_scratch_, attn_scratch_, dqkv_, dattn_, dfc1_, dact_, dln_,
       dx2_;
   float scale_value_ = -1.0f;
+  int64_t first_sample_ = 0;  // of the micro-batch in flight
+  DeviceBuffer drop_grad_;    // [n, h]: a dropped branch's gradient
 };
 
 }  // namespace meshtune::engine::cuda

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu/dropout_mask.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "search_spaces/status.h"
@@ -134,6 +135,13 @@ Status CrossEntropyBackward(const Bf16* logits, const int32_t* targets,
                             const float* scale, Bf16* dlogits, int64_t n,
                             int64_t vocab_local, int64_t vocab_start,
                             int64_t vocab_size, Stream stream);
+
+// ---- Hidden dropout (dropout.cu) ----
+// In place on x[rows, h] with cpu::HiddenDropout's mask (the same elements
+// of the same samples are dropped, scaled by 1/(1 − p)); the backward is the
+// same call on the gradient. No-op when !d.active().
+Status HiddenDropout(Bf16* x, int64_t rows, int64_t h, int64_t b,
+                     const cpu::DropoutSpec& d, Stream stream);
 
 // ---- Elementwise (elementwise.cu) ----
 // y[count] += x[count] (bf16 storage, fp32 arithmetic).

@@ -89,7 +89,9 @@ class CudaTrainer : public Trainer {
       double loss_sum = 0;
       for (int64_t j = 0; j < m; ++j) {
         LoadMicroBatch(j, &tokens, &targets);
-        auto loss = model_->Forward(tokens, targets);
+        // Megatron's sampler with dp = 1: micro-batch j starts at sample
+        // consumed + j·mbs (keys the dropout masks, as on the CPU).
+        auto loss = model_->Forward(tokens, targets, consumed_samples_ + j * b);
         if (!loss.ok()) return loss.status();
         loss_sum += loss.value();
         MESHTUNE_RETURN_IF_ERROR(model_->Backward(loss_scale));

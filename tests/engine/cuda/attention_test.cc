@@ -108,6 +108,50 @@ INSTANTIATE_TEST_SUITE_P(
                       Shape{37, 3, 6, 3, 16},      // odd s and b
                       Shape{512, 1, 2, 1, 128}));  // long rows, MQA
 
+// Attention dropout: the CPU op's mask, P saved undropped.
+TEST_P(CudaAttentionTest, DropoutMatchesCpu) {
+  const auto [s, b, heads, groups, d] = GetParam();
+  const int64_t n = s * b, width = (heads + 2 * groups) * d;
+  const auto qkv = RandomBf16Values(n * width, 3, 2.0f);
+  const auto dout = RandomBf16Values(n * heads * d, 4, 1.0f);
+  cpu::DropoutSpec drop;
+  drop.p = 0.2f;
+  drop.key = cpu::DropoutKey(7, 1, cpu::DropoutSite::kAttentionProbs);
+  drop.first_sample = 5;
+  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
+      dqkv(n * width);
+  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
+                        groups, d, &drop);
+  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
+                         b, heads, groups, d, &drop);
+  auto gemm = GemmContext::Create();
+  ASSERT_TRUE(gemm.ok()) << gemm.status().message();
+  auto attention = Attention::Create(gemm->get(), s, b, heads, groups, d);
+  ASSERT_TRUE(attention.ok()) << attention.status().message();
+  DeviceBuffer d_qkv = Put(ToBf16(qkv));
+  DeviceBuffer d_dout = Put(ToBf16(dout));
+  DeviceBuffer d_out = Put(std::vector<Bf16>(n * heads * d));
+  DeviceBuffer d_probs = Put(std::vector<Bf16>(b * heads * s * s));
+  DeviceBuffer d_dqkv = Put(std::vector<Bf16>(n * width));
+  ASSERT_TRUE((*attention)
+                  ->Forward(d_qkv.as<Bf16>(), d_out.as<Bf16>(),
+                            d_probs.as<Bf16>(), nullptr, &drop)
+                  .ok());
+  ASSERT_TRUE((*attention)
+                  ->Backward(d_dout.as<Bf16>(), d_qkv.as<Bf16>(),
+                             d_probs.as<Bf16>(), d_dqkv.as<Bf16>(), nullptr,
+                             &drop)
+                  .ok());
+  ASSERT_TRUE(Synchronize("attention dropout test").ok());
+  constexpr float kRtol = 1.0f / 128, kAtol = 1.0f / 256;
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_probs, probs.size()).value()),
+                    probs, kRtol, kAtol));
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_out, out.size()).value()), out,
+                    2 * kRtol, 2 * kAtol));
+  EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_dqkv, dqkv.size()).value()), dqkv,
+                    2 * kRtol, 2 * kAtol));
+}
+
 TEST(CudaAttentionArgsTest, BadShapesAreAStatus) {
   auto a = Attention::Create(nullptr, 64, 1, 6, 4, 32);
   ASSERT_FALSE(a.ok());

@@ -8,8 +8,8 @@
 // up to 2^-8 relative (unit roundoff); fp32 arithmetic in a different order
 // adds far less. bf16 outputs: |gpu − cpu| ≤ 2^-7·|cpu| + 2^-8·max|cpu|
 // (two roundings — an intermediate stored in bf16, then the result — plus
-// cancellation against the row's scale). fp32 outputs (parameter gradients, statistics,
-// losses): ≤ 1e-4·|cpu| + 1e-5·max|cpu| (summation order only).
+// cancellation against the row's scale). fp32 outputs (parameter gradients,
+// statistics, losses): ≤ 1e-4·|cpu| + 1e-5·max|cpu| (summation order only).
 #include "engine/cpu/ops.h"
 
 #include <algorithm>
@@ -421,6 +421,29 @@ TEST_F(CudaOpsTest, SumSquaresMatchesCpuOverManyTensors) {
   ASSERT_TRUE(SumSquares(segments, total, nullptr).ok());
   const double got = Host(total, 1)[0];
   EXPECT_NEAR(got, ref, 1e-6 * ref);
+}
+
+TEST_F(CudaOpsTest, HiddenDropoutDrawsTheCpuMask) {
+  const int64_t rows = 96, h = 200, b = 3;
+  const auto x = RandomBf16Values(rows * h, 70);
+  cpu::DropoutSpec d;
+  d.p = 0.25f;
+  d.key = cpu::DropoutKey(1234, 2, cpu::DropoutSite::kMlpOut);
+  d.first_sample = 40;
+  d.first_row = 17;
+  std::vector<float> ref = x;
+  cpu::HiddenDropout(ref.data(), rows, h, b, d);
+  Bf16* d_x = DevBf16(x);
+  ASSERT_TRUE(HiddenDropout(d_x, rows, h, b, d, nullptr).ok());
+  const std::vector<float> got = HostBf16(d_x, rows * h);
+  // Same elements dropped; kept ones scaled by 4/3 and rounded to bf16.
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < rows * h; ++i) {
+    ASSERT_EQ(got[i] == 0.0f, ref[i] == 0.0f || x[i] == 0.0f) << i;
+    dropped += ref[i] == 0.0f;
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / (rows * h), 0.25, 0.02);
+  EXPECT_TRUE(CloseBf16(got, ref));
 }
 
 TEST_F(CudaOpsTest, ElementwiseMatchCpu) {
