@@ -55,6 +55,18 @@ Status LastError(const char* op) {
   return CudaStatus(cudaGetLastError(), std::string("op '") + op + "'");
 }
 
+Status CopyHostToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
+                    "cudaMemcpy host to device");
+}
+
+Status CopyDeviceToHost(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+                    "cudaMemcpy device to host");
+}
+
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
                           Stream stream) {
   if (bytes == 0) return Status::Ok();

@@ -72,6 +72,11 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Synchronous copies between a host pointer and a device pointer (anywhere
+// inside a DeviceBuffer).
+Status CopyHostToDevice(void* dst, const void* src, size_t bytes);
+Status CopyDeviceToHost(void* dst, const void* src, size_t bytes);
+
 // Copies `bytes` between device buffers, asynchronously on `stream`.
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
                           Stream stream);

@@ -8,7 +8,12 @@ StatusOr<std::unique_ptr<DeviceParams>> DeviceParams::Create(
     const ParamStore& store) {
   std::unique_ptr<DeviceParams> p(new DeviceParams());
   p->numel_ = store.numel();
-  const size_t n = static_cast<size_t>(p->numel_);
+  for (const ParamInfo& info : store.infos()) {
+    p->offsets_.push_back(p->padded_numel_);
+    p->padded_numel_ +=
+        (info.numel + kAlignElements - 1) / kAlignElements * kAlignElements;
+  }
+  const size_t n = static_cast<size_t>(p->padded_numel_);
   for (auto [buffer, bytes] :
        {std::pair{&p->master_, 4 * n}, std::pair{&p->weights_, 2 * n},
         std::pair{&p->grads_, 4 * n}, std::pair{&p->m_, 4 * n},
@@ -16,47 +21,68 @@ StatusOr<std::unique_ptr<DeviceParams>> DeviceParams::Create(
     auto allocated = DeviceBuffer::Allocate(bytes);
     if (!allocated.ok()) return allocated.status();
     *buffer = std::move(allocated).value();
+    MESHTUNE_RETURN_IF_ERROR(buffer->Zero());
   }
-  const std::vector<float>& host = store.flat_params();
-  MESHTUNE_RETURN_IF_ERROR(p->master_.CopyFromHost(host.data(), 4 * n));
-  MESHTUNE_RETURN_IF_ERROR(p->weights_.Zero());
-  MESHTUNE_RETURN_IF_ERROR(CastToBf16(
-      p->master_.as<float>(), p->weights_.as<Bf16>(), p->numel_, nullptr));
-  MESHTUNE_RETURN_IF_ERROR(p->grads_.Zero());
-  MESHTUNE_RETURN_IF_ERROR(p->m_.Zero());
-  MESHTUNE_RETURN_IF_ERROR(p->v_.Zero());
+  MESHTUNE_RETURN_IF_ERROR(
+      p->ToDevice(store, store.flat_params().data(), p->master_));
+  MESHTUNE_RETURN_IF_ERROR(CastToBf16(p->master_.as<float>(),
+                                      p->weights_.as<Bf16>(), p->padded_numel_,
+                                      nullptr));
   MESHTUNE_RETURN_IF_ERROR(Synchronize("device_params_upload"));
   return StatusOr<std::unique_ptr<DeviceParams>>(std::move(p));
+}
+
+Status DeviceParams::ToDevice(const ParamStore& store, const float* host,
+                              const DeviceBuffer& device) const {
+  for (int i = 0; i < store.size(); ++i) {
+    const ParamInfo& info = store.info(i);
+    MESHTUNE_RETURN_IF_ERROR(CopyHostToDevice(device.as<float>() + offsets_[i],
+                                              host + info.offset,
+                                              sizeof(float) * info.numel));
+  }
+  return Status::Ok();
+}
+
+Status DeviceParams::ToHost(const ParamStore& store, const DeviceBuffer& device,
+                            float* host) const {
+  for (int i = 0; i < store.size(); ++i) {
+    const ParamInfo& info = store.info(i);
+    MESHTUNE_RETURN_IF_ERROR(CopyDeviceToHost(host + info.offset,
+                                              device.as<float>() + offsets_[i],
+                                              sizeof(float) * info.numel));
+  }
+  return Status::Ok();
 }
 
 Status DeviceParams::ZeroGrads() { return grads_.Zero(); }
 
 Status DeviceParams::ScaleGrads(float coeff) {
-  return Scale(grads_.as<float>(), numel_, coeff, nullptr);
+  return Scale(grads_.as<float>(), padded_numel_, coeff, nullptr);
 }
 
 Status DeviceParams::DownloadParams(ParamStore* store) const {
-  return master_.CopyToHost(store->flat_params().data(), 4 * numel_);
+  return ToHost(*store, master_, store->flat_params().data());
 }
 
 Status DeviceParams::DownloadGrads(ParamStore* store) const {
-  return grads_.CopyToHost(store->flat_grads().data(), 4 * numel_);
+  return ToHost(*store, grads_, store->flat_grads().data());
 }
 
-Status DeviceParams::DownloadMoments(float* m, float* v) const {
-  MESHTUNE_RETURN_IF_ERROR(m_.CopyToHost(m, 4 * numel_));
-  return v_.CopyToHost(v, 4 * numel_);
+Status DeviceParams::DownloadMoments(const ParamStore& store, float* m,
+                                     float* v) const {
+  MESHTUNE_RETURN_IF_ERROR(ToHost(store, m_, m));
+  return ToHost(store, v_, v);
 }
 
 Status DeviceParams::UploadState(const ParamStore& store, const float* m,
                                  const float* v) {
   MESHTUNE_CHECK(store.numel() == numel_);
   MESHTUNE_RETURN_IF_ERROR(
-      master_.CopyFromHost(store.flat_params().data(), 4 * numel_));
-  MESHTUNE_RETURN_IF_ERROR(m_.CopyFromHost(m, 4 * numel_));
-  MESHTUNE_RETURN_IF_ERROR(v_.CopyFromHost(v, 4 * numel_));
-  MESHTUNE_RETURN_IF_ERROR(
-      CastToBf16(master_.as<float>(), weights_.as<Bf16>(), numel_, nullptr));
+      ToDevice(store, store.flat_params().data(), master_));
+  MESHTUNE_RETURN_IF_ERROR(ToDevice(store, m, m_));
+  MESHTUNE_RETURN_IF_ERROR(ToDevice(store, v, v_));
+  MESHTUNE_RETURN_IF_ERROR(CastToBf16(master_.as<float>(), weights_.as<Bf16>(),
+                                      padded_numel_, nullptr));
   return Synchronize("device_params_upload_state");
 }
 
@@ -65,11 +91,12 @@ std::vector<AdamWSegment> DeviceParams::AdamSegments(const ParamStore& store,
   std::vector<AdamWSegment> segments;
   for (const ParamInfo& info : store.infos()) {
     AdamWSegment s;
-    s.param = master_.as<float>() + info.offset;
-    s.grad = grads_.as<float>() + info.offset;
-    s.m = m_.as<float>() + info.offset;
-    s.v = v_.as<float>() + info.offset;
-    s.param_bf16 = weights_.as<Bf16>() + info.offset;
+    const int64_t offset = offsets_[segments.size()];
+    s.param = master_.as<float>() + offset;
+    s.grad = grads_.as<float>() + offset;
+    s.m = m_.as<float>() + offset;
+    s.v = v_.as<float>() + offset;
+    s.param_bf16 = weights_.as<Bf16>() + offset;
     s.count = info.numel;
     s.weight_decay = info.weight_decay ? weight_decay : 0.0f;
     segments.push_back(s);
@@ -80,9 +107,10 @@ std::vector<AdamWSegment> DeviceParams::AdamSegments(const ParamStore& store,
 std::vector<GradSegment> DeviceParams::NormSegments(
     const ParamStore& store) const {
   std::vector<GradSegment> segments;
-  for (const ParamInfo& info : store.infos()) {
+  for (int i = 0; i < store.size(); ++i) {
+    const ParamInfo& info = store.info(i);
     if (info.counts_in_norm) {
-      segments.push_back({grads_.as<float>() + info.offset, info.numel});
+      segments.push_back({grads_.as<float>() + offsets_[i], info.numel});
     }
   }
   return segments;

@@ -1,8 +1,11 @@
-// The CUDA backend's copy of a ParamStore (engine/param_store.h): the same
-// flat layout and offsets, held on the GPU as Megatron's bf16 recipe keeps
-// it: fp32 master weights, the bf16 weights the model computes with, the
-// fp32 main-grad buffer and AdamW's fp32 m and v — 18 bytes per parameter
-// (the cost model's memory term for a non-distributed optimizer).
+// The CUDA backend's copy of a ParamStore (engine/param_store.h), held on the
+// GPU as Megatron's bf16 recipe keeps it: fp32 master weights, the bf16
+// weights the model computes with, the fp32 main-grad buffer and AdamW's
+// fp32 m and v — 18 bytes per parameter (the cost model's memory term for a
+// non-distributed optimizer). The tensors keep the store's order, but each
+// starts on a multiple of kAlignElements (256 bytes of bf16), so cuBLASLt
+// may use its vectorized tensor-core kernels on every weight (the store's
+// offsets are packed, 2-byte aligned in bf16); the padding is zero.
 #ifndef MESHTUNE_ENGINE_CUDA_DEVICE_PARAMS_H_
 #define MESHTUNE_ENGINE_CUDA_DEVICE_PARAMS_H_
 
@@ -20,6 +23,8 @@ namespace meshtune::engine::cuda {
 
 class DeviceParams {
  public:
+  static constexpr int64_t kAlignElements = 128;
+
   // Uploads `store`'s parameters (finalized and initialized) as the master
   // weights and their bf16 copy; gradients and moments start at zero.
   static StatusOr<std::unique_ptr<DeviceParams>> Create(
@@ -30,10 +35,12 @@ class DeviceParams {
   int64_t bytes() const { return 18 * numel_; }
 
   const Bf16* weight(const ParamStore& store, int i) const {
-    return weights_.as<Bf16>() + store.info(i).offset;
+    (void)store;
+    return weights_.as<Bf16>() + offsets_[i];
   }
   float* grad(const ParamStore& store, int i) const {
-    return grads_.as<float>() + store.info(i).offset;
+    (void)store;
+    return grads_.as<float>() + offsets_[i];
   }
 
   Status ZeroGrads();
@@ -44,7 +51,7 @@ class DeviceParams {
   Status DownloadGrads(ParamStore* store) const;
   // AdamW's moments to / from host arrays of numel() floats each
   // (checkpoints go through the CPU engine's format, engine/checkpoint.h).
-  Status DownloadMoments(float* m, float* v) const;
+  Status DownloadMoments(const ParamStore& store, float* m, float* v) const;
   // Replaces the master weights with `store`'s (and rewrites the bf16
   // copy) and the moments with m, v: a loaded checkpoint.
   Status UploadState(const ParamStore& store, const float* m, const float* v);
@@ -58,11 +65,20 @@ class DeviceParams {
 
  private:
   DeviceParams() = default;
-  int64_t numel_ = 0;
-  DeviceBuffer master_;   // fp32 [numel]
-  DeviceBuffer weights_;  // bf16 [numel]
-  DeviceBuffer grads_;    // fp32 [numel]
-  DeviceBuffer m_, v_;    // fp32 [numel]
+  // Per tensor: copies between the store's packed flat buffer `host` and
+  // the device buffer `device` (fp32), in either direction.
+  Status ToDevice(const ParamStore& store, const float* host,
+                  const DeviceBuffer& device) const;
+  Status ToHost(const ParamStore& store, const DeviceBuffer& device,
+                float* host) const;
+
+  int64_t numel_ = 0;             // the store's parameters
+  int64_t padded_numel_ = 0;      // with the alignment padding
+  std::vector<int64_t> offsets_;  // device offset of each tensor
+  DeviceBuffer master_;           // fp32 [padded_numel]
+  DeviceBuffer weights_;          // bf16 [padded_numel]
+  DeviceBuffer grads_;            // fp32 [padded_numel]
+  DeviceBuffer m_, v_;            // fp32 [padded_numel]
 };
 
 }  // namespace meshtune::engine::cuda

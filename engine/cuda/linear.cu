@@ -156,17 +156,14 @@ struct GemmContext::Impl {
           sizeof(bias_type)));
     }
     if (g.aux != nullptr) {
+      // The auxiliary output's type defaults to D's (bf16).
       const int64_t aux_ld = g.m;
-      const int32_t aux_type = CUDA_R_16BF;
       LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
           *desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g.aux,
           sizeof(g.aux)));
       LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
           *desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld,
           sizeof(aux_ld)));
-      LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-          *desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
-          sizeof(aux_type)));
     }
     // Stored (pre-op) shapes: A is M×K, or K×M when transposed; likewise B.
     const bool ta = g.trans_a == CUBLAS_OP_T, tb = g.trans_b == CUBLAS_OP_T;

@@ -65,7 +65,7 @@ class CudaTrainer : public Trainer {
   Status Save() {
     MESHTUNE_RETURN_IF_ERROR(params_->DownloadParams(&store_));
     MESHTUNE_RETURN_IF_ERROR(
-        params_->DownloadMoments(host_optimizer_->exp_avg().data(),
+        params_->DownloadMoments(store_, host_optimizer_->exp_avg().data(),
                                  host_optimizer_->exp_avg_sq().data()));
     const CheckpointState state{iteration_, consumed_samples_};
     return SaveCheckpoint(config_.save_dir, config_, state, store_,
