@@ -5,6 +5,7 @@
 
 #if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
 #include "engine/cuda/device.h"
+#include "engine/cuda/gpt_model.h"
 #include "engine/cuda/trainer.h"
 #endif
 
@@ -12,19 +13,37 @@ namespace meshtune::tuner {
 
 bool CudaEngineBuilt() { return MESHTUNE_TUNER_HAVE_CUDA_ENGINE != 0; }
 
-StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
-    const engine::TrainConfig& config,
-    const engine::data::TokenDataset* dataset) {
-#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
-  return engine::cuda::CreateCudaTrainer(config, dataset);
-#else
-  (void)config;
-  (void)dataset;
+namespace {
+
+[[maybe_unused]] Status NotBuilt() {
   return Status::Unimplemented(
       "this tune was built without the CUDA engine (CMake found no CUDA "
       "toolkit with cuBLASLt)",
       "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
       "use --backend cpu");
+}
+
+}  // namespace
+
+Status CheckCudaSupported(const engine::TrainConfig& config) {
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+  return engine::cuda::CudaGptModel::CheckSupported(config);
+#else
+  (void)config;
+  return NotBuilt();
+#endif
+}
+
+StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
+    const engine::TrainConfig& config,
+    const engine::data::TokenDataset* dataset, engine::Communicator* world) {
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+  return engine::cuda::CreateCudaTrainer(config, dataset, world);
+#else
+  (void)config;
+  (void)dataset;
+  (void)world;
+  return NotBuilt();
 #endif
 }
 

@@ -18,11 +18,16 @@ namespace meshtune::tuner {
 // Whether this tune was built with the CUDA engine.
 bool CudaEngineBuilt();
 
-// engine::cuda::CreateCudaTrainer, or Unimplemented (exit 1) naming the
-// missing toolkit when the engine was not built.
+// Whether the CUDA engine can train `config` (before any rank starts):
+// engine::cuda::CudaGptModel::CheckSupported, or Unimplemented (exit 1)
+// naming the missing toolkit when the engine was not built.
+Status CheckCudaSupported(const engine::TrainConfig& config);
+
+// engine::cuda::CreateCudaTrainer (collective over `world`), or the
+// Unimplemented above when the engine was not built.
 StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
     const engine::TrainConfig& config,
-    const engine::data::TokenDataset* dataset);
+    const engine::data::TokenDataset* dataset, engine::Communicator* world);
 
 // The GPU preset matching device 0's name ("NVIDIA H200" -> "h200",
 // "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA A100-SXM4-40GB" -> "a100-40g",

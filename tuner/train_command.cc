@@ -290,7 +290,11 @@ class TrainCommand : public Command {
                                        plan->config.model.vocab_size);
     if (!dataset.ok()) return dataset.status();
 
-    if (plan->nproc > 1 && plan->backend != "cuda") {
+    // A layout the CUDA engine cannot run is refused before ranks start.
+    if (plan->backend == "cuda") {
+      MESHTUNE_RETURN_IF_ERROR(CheckCudaSupported(plan->config));
+    }
+    if (plan->nproc > 1) {
       if (!engine::MpiAvailable()) {
         return Status::Unimplemented(
             "this tune was built without MPI, so it cannot run " +
@@ -426,10 +430,10 @@ class TrainCommand : public Command {
         }
       }
     }
-    // One GPU in this process, or this rank's share of the CPU job. (The
-    // CUDA trainer refuses layouts it cannot run before touching a device.)
+    // This rank's share of the job: on its GPU (one per rank, data
+    // parallel) or its CPU cores.
     StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-        plan.backend == "cuda" ? CreateCudaTrainer(c, &dataset)
+        plan.backend == "cuda" ? CreateCudaTrainer(c, &dataset, world)
                                : engine::Trainer::Create(c, &dataset, world);
     if (!trainer.ok()) return trainer.status();
     const std::vector<engine::RankMemory> memory =

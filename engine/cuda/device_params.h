@@ -31,6 +31,10 @@ class DeviceParams {
       const ParamStore& store);
 
   int64_t numel() const { return numel_; }
+  // The main-grad buffer as one flat range (padding included, zero), for
+  // the data-parallel all-reduce.
+  float* grad_buffer() const { return grads_.as<float>(); }
+  int64_t padded_numel() const { return padded_numel_; }
   // Bytes held on the device: 18 per parameter.
   int64_t bytes() const { return 18 * numel_; }
 

@@ -47,9 +47,12 @@ CudaGptModel::~CudaGptModel() = default;
 Status CudaGptModel::CheckSupported(const TrainConfig& config) {
   const auto& par = config.parallel;
   std::string missing;
-  if (par.world() != 1) {
-    missing = "tp·pp·cp·dp = " + std::to_string(par.world()) +
-              " (NCCL process groups are not built yet; one GPU only)";
+  const int64_t model_parallel = par.tp * par.pp * par.cp;
+  if (model_parallel != 1) {
+    missing = "tp·pp·cp = " + std::to_string(model_parallel) +
+              " (only data parallelism runs on GPUs so far)";
+  } else if (par.dist_opt && par.dp > 1) {
+    missing = "the distributed optimizer (use --no-dist-opt)";
   } else if (par.vpp != 1) {
     missing = "virtual pipeline stages";
   }

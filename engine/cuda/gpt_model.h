@@ -2,13 +2,13 @@
 // layer (engine/transformer_layer.h) and head (engine/gpt_model.h) with the
 // GPU ops, in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
 //
-// Scope today: one GPU (tp = pp = dp = cp = 1); recompute none, selective
-// (core attention recomputed in the backward, the probabilities not kept)
-// or full (uniform or block, Megatron's segments: only the segment inputs
-// are kept, the segment's forward runs again in the backward); hidden and
-// attention dropout with the CPU engine's masks.
-// Anything else is refused by Create with a message naming it; the NCCL process
-// groups of the multi-GPU layouts come next.
+// Scope today: the whole model on one GPU (tp = pp = cp = 1; the trainer
+// runs data-parallel replicas of it, one GPU per rank); recompute none,
+// selective (core attention recomputed in the backward, the probabilities
+// not kept) or full (uniform or block, Megatron's segments: only the
+// segment inputs are kept, the segment's forward runs again in the
+// backward); hidden and attention dropout with the CPU engine's masks.
+// Anything else is refused by CheckSupported with a message naming it.
 //
 // Parameters are those of the CPU model (the same ParamStore registration
 // and layout-independent initialization), found by their Megatron names.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,9 @@
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/gpt_model.h"
+#if MESHTUNE_ENGINE_HAVE_NCCL
+#include "engine/cuda/nccl_communicator.h"
+#endif
 #include "engine/cuda/ops.h"
 #include "engine/gpt_model.h"
 #include "engine/local_communicator.h"
@@ -22,19 +26,49 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// This process's rank on its node, from the launcher's environment (Open
+// MPI, MPICH/Intel MPI, SLURM, torchrun), else the world rank (one node).
+int LocalRank(int world_rank) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  }
+  return world_rank;
+}
+
 class CudaTrainer : public Trainer {
  public:
-  CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset)
-      : config_(config), dataset_(dataset) {}
+  CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset,
+              Communicator* world)
+      : config_(config), dataset_(dataset), world_(world) {}
 
   Status Init() {
-    // The CPU model registers and initializes the parameters (one rank, so
-    // the communicators are in-process and never used).
-    world_ = MakeLocalWorld(1);
-    groups_ = MakeProcessGroups(world_[0].get(), config_.parallel);
+    if (world_ == nullptr) {
+      own_world_ = MakeLocalWorld(1);
+      world_ = own_world_[0].get();
+    }
+    // One GPU per rank: the node-local rank picks it.
+    if (world_->size() > 1) {
+      MESHTUNE_RETURN_IF_ERROR(
+          SetDevice(LocalRank(world_->rank()) % DeviceCount()));
+    }
+    // The CPU model registers and initializes the parameters (the same
+    // weights on every rank and in every layout).
+    groups_ = MakeProcessGroups(world_, config_.parallel);
     cpu_model_ = std::make_unique<GptModel>(config_, &groups_, &store_);
     store_.Finalize();
     cpu_model_->Init();
+    if (groups_.dp->size() > 1) {
+#if MESHTUNE_ENGINE_HAVE_NCCL
+      auto dp = NcclCommunicator::Create(groups_.dp.get());
+      if (!dp.ok()) return dp.status();
+      nccl_dp_ = std::move(dp).value();
+#else
+      return Status::Unimplemented(
+          "data parallelism on GPUs needs NCCL, which this build did not find",
+          "install NCCL with the CUDA toolkit and rebuild, or train with dp 1");
+#endif
+    }
     auto params = DeviceParams::Create(store_);
     if (!params.ok()) return params.status();
     params_ = std::move(params).value();
@@ -89,12 +123,20 @@ class CudaTrainer : public Trainer {
       double loss_sum = 0;
       for (int64_t j = 0; j < m; ++j) {
         LoadMicroBatch(j, &tokens, &targets);
-        // Megatron's sampler with dp = 1: micro-batch j starts at sample
-        // consumed + j·mbs (keys the dropout masks, as on the CPU).
-        auto loss = model_->Forward(tokens, targets, consumed_samples_ + j * b);
+        // The sample index keys the dropout masks, as on the CPU.
+        auto loss = model_->Forward(tokens, targets, FirstSample(j));
         if (!loss.ok()) return loss.status();
         loss_sum += loss.value();
         MESHTUNE_RETURN_IF_ERROR(model_->Backward(loss_scale));
+      }
+      // Data-parallel gradient reduction, averaged (the CPU optimizer's
+      // step 1: sum over dp in fp32, then ×1/dp), one NCCL all-reduce over
+      // the whole main-grad buffer.
+      if (nccl_dp_ != nullptr) {
+        MESHTUNE_RETURN_IF_ERROR(nccl_dp_->AllReduceSum(
+            params_->grad_buffer(), params_->padded_numel(), nullptr));
+        MESHTUNE_RETURN_IF_ERROR(
+            params_->ScaleGrads(1.0f / static_cast<float>(nccl_dp_->size())));
       }
       // Global gradient norm (fp64), clipping, AdamW: the CPU optimizer's
       // steps 2-4 (engine/optimizer.cc) on the device.
@@ -117,7 +159,10 @@ class CudaTrainer : public Trainer {
             opt.adam_beta2, opt.adam_eps, iteration_ + 1, nullptr));
       }
       MESHTUNE_RETURN_IF_ERROR(Synchronize("optimizer_step"));
-      const double loss = loss_sum / static_cast<double>(n * m);
+      // Mean loss over the global batch: every rank holds its dp shard.
+      double totals[2] = {loss_sum, static_cast<double>(n * m)};
+      world_->AllReduceSum(totals, 2);
+      const double loss = totals[0] / totals[1];
       ++iteration_;
       consumed_samples_ += config_.global_batch_size;
       const double step_s =
@@ -130,7 +175,8 @@ class CudaTrainer : public Trainer {
       log.step_s = step_s;
       log.tokens_per_s =
           static_cast<double>(config_.global_batch_size * s) / step_s;
-      log.tflops_per_rank = config_.model_flops_per_iteration / step_s / 1e12;
+      log.tflops_per_rank = config_.model_flops_per_iteration / step_s /
+                            static_cast<double>(world_->size()) / 1e12;
       log.consumed_samples = consumed_samples_;
       history_.push_back(log);
       if (!std::isfinite(loss) || !finite) {
@@ -141,7 +187,7 @@ class CudaTrainer : public Trainer {
                  : std::string("gradient norm is not finite")) +
             "; training stopped");
       }
-      if (on_log) on_log(log);
+      if (world_->rank() == 0 && on_log) on_log(log);
       const bool at_end = iteration_ == config_.train_iters;
       const bool at_interval =
           config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
@@ -156,13 +202,26 @@ class CudaTrainer : public Trainer {
 
   RankMemory memory() const override {
     RankMemory r;
+    r.rank = world_->rank();
+    r.dp_rank = groups_.dp_rank();
     r.num_params = store_.numel();
     r.param_bytes = 6 * store_.numel();  // fp32 master + bf16 weights
     r.grad_bytes = 4 * store_.numel();
     r.optimizer_bytes = 8 * store_.numel();
     return r;
   }
-  std::vector<RankMemory> all_memory() override { return {memory()}; }
+  // Every rank holds the same (data parallelism only): rank r's row differs
+  // in its rank numbers.
+  std::vector<RankMemory> all_memory() override {
+    std::vector<RankMemory> out;
+    for (int r = 0; r < world_->size(); ++r) {
+      RankMemory m = memory();
+      m.rank = r;
+      m.dp_rank = r;
+      out.push_back(m);
+    }
+    return out;
+  }
 
   // The current fp32 master weights (copied from the device on each call).
   const ParamStore& params() const override {
@@ -172,12 +231,19 @@ class CudaTrainer : public Trainer {
   }
 
  private:
-  // Megatron's pretraining sampler with dp = 1 (engine/trainer.cc).
+  // Megatron's pretraining sampler (engine/trainer.cc): micro-batch j of
+  // dp rank r starts at consumed + j·mbs·dp + r·mbs.
+  int64_t FirstSample(int64_t microbatch) const {
+    const auto& par = config_.parallel;
+    return consumed_samples_ + microbatch * par.mbs * par.dp +
+           static_cast<int64_t>(groups_.dp_rank()) * par.mbs;
+  }
+
   void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
                       std::vector<int32_t>* targets) const {
     const int64_t s = config_.seq(), b = config_.parallel.mbs;
     std::vector<int32_t> sample(s + 1);
-    const int64_t first = consumed_samples_ + microbatch * b;
+    const int64_t first = FirstSample(microbatch);
     for (int64_t bi = 0; bi < b; ++bi) {
       dataset_->GetSample(first + bi, sample.data());
       for (int64_t si = 0; si < s; ++si) {
@@ -189,8 +255,10 @@ class CudaTrainer : public Trainer {
 
   TrainConfig config_;
   const data::TokenDataset* dataset_;
-  std::vector<std::unique_ptr<Communicator>> world_;
+  Communicator* world_;  // not owned, or own_world_'s single rank
+  std::vector<std::unique_ptr<Communicator>> own_world_;
   ProcessGroups groups_;
+  std::unique_ptr<NcclCommunicator> nccl_dp_;  // dp > 1 only
   mutable ParamStore store_;
   std::unique_ptr<GptModel> cpu_model_;
   std::unique_ptr<DeviceParams> params_;
@@ -203,9 +271,16 @@ class CudaTrainer : public Trainer {
 }  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> CreateCudaTrainer(
-    const TrainConfig& config, const data::TokenDataset* dataset) {
+    const TrainConfig& config, const data::TokenDataset* dataset,
+    Communicator* world) {
   MESHTUNE_RETURN_IF_ERROR(config.Validate());
   MESHTUNE_RETURN_IF_ERROR(CudaGptModel::CheckSupported(config));
+  const int ranks = world != nullptr ? world->size() : 1;
+  if (ranks != config.parallel.world()) {
+    return Status::InvalidArgument(
+        "the job has " + std::to_string(ranks) +
+        " ranks but tp·pp·cp·dp = " + std::to_string(config.parallel.world()));
+  }
   if (dataset->seq_length() != config.seq()) {
     return Status::InvalidArgument(
         "dataset samples are " + std::to_string(dataset->seq_length()) +
@@ -217,7 +292,7 @@ StatusOr<std::unique_ptr<Trainer>> CreateCudaTrainer(
         "run on a machine with an NVIDIA GPU and driver, or use --backend "
         "cpu");
   }
-  auto trainer = std::make_unique<CudaTrainer>(config, dataset);
+  auto trainer = std::make_unique<CudaTrainer>(config, dataset, world);
   MESHTUNE_RETURN_IF_ERROR(trainer->Init());
   return StatusOr<std::unique_ptr<Trainer>>(std::move(trainer));
 }

@@ -10,6 +10,7 @@
 
 #include <memory>
 
+#include "engine/communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
@@ -17,11 +18,17 @@
 
 namespace meshtune::engine::cuda {
 
-// Errors: a configuration the CUDA backend cannot run yet
-// (CudaGptModel::CheckSupported), no GPU, out of device memory. `dataset`
-// is not owned and must outlive the trainer.
+// Collective over `world` (one rank per GPU; size == config.parallel.world();
+// nullptr = a single process). Data parallelism over the ranks: each rank
+// takes its micro-batches of the global batch (Megatron's sampler) on the
+// GPU its node-local rank names, and the fp32 gradients are all-reduced
+// over dp with NCCL before the optimizer step. Errors: a configuration the
+// CUDA backend cannot run yet (CudaGptModel::CheckSupported), no GPU, out
+// of device memory. `dataset` and `world` are not owned and must outlive
+// the trainer.
 StatusOr<std::unique_ptr<Trainer>> CreateCudaTrainer(
-    const TrainConfig& config, const data::TokenDataset* dataset);
+    const TrainConfig& config, const data::TokenDataset* dataset,
+    Communicator* world = nullptr);
 
 }  // namespace meshtune::engine::cuda
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/cuda/device.h"
@@ -184,10 +185,19 @@ TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
   auto t = CreateCudaTrainer(tp2, &dataset);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(),
-            "the CUDA backend does not support tp·pp·cp·dp = 2 (NCCL process "
-            "groups are not built yet; one GPU only) yet");
+            "the CUDA backend does not support tp·pp·cp = 2 (only data "
+            "parallelism runs on GPUs so far) yet");
   EXPECT_EQ(t.status().hint(),
             "train this configuration with --backend cpu, or change it");
+
+  TrainConfig dist = SmallConfig(false, Recompute::kNone);
+  dist.parallel.dp = 2;
+  dist.parallel.dist_opt = true;
+  t = CreateCudaTrainer(dist, &dataset);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "the CUDA backend does not support the distributed optimizer (use "
+            "--no-dist-opt) yet");
 
   TrainConfig vpp = SmallConfig(false, Recompute::kNone);
   vpp.parallel.vpp = 2;
@@ -195,6 +205,55 @@ TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(),
             "the CUDA backend does not support virtual pipeline stages yet");
+}
+
+TEST(CudaTrainerSupportTest, WorldMustMatchTheLayout) {
+  const data::SyntheticDataset dataset(64, 500);
+  TrainConfig dp2 = SmallConfig(false, Recompute::kNone);
+  dp2.parallel.dp = 2;
+  auto world = MakeLocalWorld(1);
+  auto t = CreateCudaTrainer(dp2, &dataset, world[0].get());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(), "the job has 1 ranks but tp·pp·cp·dp = 2");
+}
+
+// Data parallelism over two GPUs (one thread per rank, as mpirun would run
+// one process per rank): the same global batch as the one-GPU run, so the
+// same losses to the bf16 tolerance.
+TEST(CudaTrainerDataParallelTest, TwoGpusMatchOneGpu) {
+  if (DeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  const TrainConfig one = SmallConfig(true, Recompute::kNone);
+  const data::SyntheticDataset dataset(one.seq(), one.model.vocab_size);
+  auto single = CreateCudaTrainer(one, &dataset);
+  ASSERT_TRUE(single.ok()) << single.status().message();
+  ASSERT_TRUE((*single)->Run({}).ok());
+  TrainConfig two = one;
+  two.parallel.dp = 2;
+  two.parallel.mbs = 2;  // still 2 micro-batches per rank
+  auto world = MakeLocalWorld(2);
+  std::vector<std::unique_ptr<Trainer>> trainers(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto t = CreateCudaTrainer(two, &dataset, world[r].get());
+      if (!t.ok()) {
+        errors[r] = t.status().message();
+        return;
+      }
+      trainers[r] = std::move(t).value();
+      const Status st = trainers[r]->Run({});
+      if (!st.ok()) errors[r] = st.message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  const std::vector<double> want = Losses(**single), got = Losses(*trainers[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 0.02 * want[i]) << "step " << i + 1;
+  }
 }
 
 TEST(CudaTrainerSupportTest, NoDeviceIsAnInputError) {
