@@ -18,7 +18,7 @@ namespace {
 [[maybe_unused]] Status NotBuilt() {
   return Status::Unimplemented(
       "this tune was built without the CUDA engine (CMake found no CUDA "
-      "toolkit with cuBLASLt)",
+      "toolkit with cuBLASLt and NCCL)",
       "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
       "use --backend cpu");
 }

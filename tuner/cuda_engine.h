@@ -1,5 +1,5 @@
 // The tuner's door to the CUDA training engine (engine/cuda/), which exists
-// only in builds that found the CUDA toolkit with cuBLASLt. Everything
+// only in builds that found the CUDA toolkit with cuBLASLt and NCCL. Everything
 // CUDA-specific that `tune train --backend cuda` needs goes through here, so
 // the commands compile the same with or without it.
 #ifndef MESHTUNE_TUNER_CUDA_ENGINE_H_

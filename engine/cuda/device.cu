@@ -55,6 +55,35 @@ Status LastError(const char* op) {
   return CudaStatus(cudaGetLastError(), std::string("op '") + op + "'");
 }
 
+StatusOr<Stream> CreateNonBlockingStream() {
+  cudaStream_t stream = nullptr;
+  const cudaError_t err =
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return CudaStatus(err, "cudaStreamCreateWithFlags");
+  return static_cast<Stream>(stream);
+}
+
+void DestroyStream(Stream stream) {
+  if (stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
+Status WaitForStream(Stream waiter, Stream producer) {
+  cudaEvent_t event;
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags"));
+  Status st =
+      CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(producer)),
+                 "cudaEventRecord");
+  if (st.ok()) {
+    st = CudaStatus(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), event, 0),
+        "cudaStreamWaitEvent");
+  }
+  cudaEventDestroy(event);  // released once the recorded work completes
+  return st;
+}
+
 Status CopyHostToDevice(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return Status::Ok();
   return CudaStatus(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),

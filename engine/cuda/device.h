@@ -72,6 +72,16 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// A stream that does not synchronize with the legacy default stream (so
+// work on it, such as NCCL gradient reductions, overlaps the kernels on
+// the default stream); DestroyStream releases it.
+StatusOr<Stream> CreateNonBlockingStream();
+void DestroyStream(Stream stream);
+
+// Makes `waiter` wait (asynchronously) for the work enqueued on `producer`
+// so far: an event recorded on producer, waited on by waiter.
+Status WaitForStream(Stream waiter, Stream producer);
+
 // Synchronous copies between a host pointer and a device pointer (anywhere
 // inside a DeviceBuffer).
 Status CopyHostToDevice(void* dst, const void* src, size_t bytes);

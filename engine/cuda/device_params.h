@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/cuda/bf16.h"
@@ -35,6 +36,14 @@ class DeviceParams {
   // the data-parallel all-reduce.
   float* grad_buffer() const { return grads_.as<float>(); }
   int64_t padded_numel() const { return padded_numel_; }
+  // Device element range [begin, end) of tensors first..last (store
+  // indices), padding included: one contiguous bucket of the main grads.
+  std::pair<int64_t, int64_t> Range(int first, int last) const {
+    const int64_t end = last + 1 < static_cast<int>(offsets_.size())
+                            ? offsets_[last + 1]
+                            : padded_numel_;
+    return {offsets_[first], end};
+  }
   // Bytes held on the device: 18 per parameter.
   int64_t bytes() const { return 18 * numel_; }
 

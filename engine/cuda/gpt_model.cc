@@ -482,7 +482,20 @@ StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
   return sum;
 }
 
-Status CudaGptModel::Backward(float loss_scale) {
+std::pair<int, int> CudaGptModel::LayerTensors(int64_t layer) const {
+  const LayerParams& p = layers_[layer]->p;
+  int lo = p.ln1_w, hi = p.ln1_w;
+  for (int i : {p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.proj_w, p.proj_b, p.ln2_w,
+                p.ln2_b, p.fc1_w, p.fc1_b, p.fc2_w, p.fc2_b}) {
+    if (i < 0) continue;
+    lo = std::min(lo, i);
+    hi = std::max(hi, i);
+  }
+  return {lo, hi};
+}
+
+Status CudaGptModel::Backward(
+    float loss_scale, const std::function<Status(int64_t)>& on_layer_done) {
   const LayerShape& sh = sh_;
   const ParamStore& st = *store_;
   const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
@@ -524,6 +537,7 @@ Status CudaGptModel::Backward(float loss_scale) {
       }
     }
     MESHTUNE_RETURN_IF_ERROR(LayerBackward(L, x_[l].as<Bf16>(), dy, dx));
+    if (on_layer_done) MESHTUNE_RETURN_IF_ERROR(on_layer_done(l));
     std::swap(dx, dy);  // this layer's input gradient feeds the one below
   }
   // Through the embedding dropout (in place: dy is not needed after).

@@ -16,7 +16,9 @@
 #define MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/cuda/attention.h"
@@ -49,8 +51,18 @@ class CudaGptModel {
                            const std::vector<int32_t>& targets,
                            int64_t first_sample = 0);
   // Backward of the last Forward with the loss scaled by `loss_scale` per
-  // token; accumulates into the main grads.
-  Status Backward(float loss_scale);
+  // token; accumulates into the main grads. `on_layer_done(l)`, when given,
+  // is called as soon as layer l's gradient kernels are enqueued (layers in
+  // reverse order): the trainer starts that layer's data-parallel reduction
+  // there, overlapping the layers below.
+  Status Backward(float loss_scale,
+                  const std::function<Status(int64_t)>& on_layer_done = {});
+
+  // The store indices [first, last] of layer l's parameter tensors (they
+  // are contiguous in the store: engine/transformer_layer.h registers a
+  // layer's tensors together).
+  std::pair<int, int> LayerTensors(int64_t layer) const;
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
   // Bytes of activations and scratch allocated on the device.
   int64_t activation_bytes() const { return activation_bytes_; }

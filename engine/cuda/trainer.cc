@@ -3,16 +3,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/gpt_model.h"
-#if MESHTUNE_ENGINE_HAVE_NCCL
 #include "engine/cuda/nccl_communicator.h"
-#endif
 #include "engine/cuda/ops.h"
 #include "engine/gpt_model.h"
 #include "engine/local_communicator.h"
@@ -41,6 +41,7 @@ class CudaTrainer : public Trainer {
   CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset,
               Communicator* world)
       : config_(config), dataset_(dataset), world_(world) {}
+  ~CudaTrainer() override { DestroyStream(dp_stream_); }
 
   Status Init() {
     if (world_ == nullptr) {
@@ -59,15 +60,12 @@ class CudaTrainer : public Trainer {
     store_.Finalize();
     cpu_model_->Init();
     if (groups_.dp->size() > 1) {
-#if MESHTUNE_ENGINE_HAVE_NCCL
       auto dp = NcclCommunicator::Create(groups_.dp.get());
       if (!dp.ok()) return dp.status();
       nccl_dp_ = std::move(dp).value();
-#else
-      return Status::Unimplemented(
-          "data parallelism on GPUs needs NCCL, which this build did not find",
-          "install NCCL with the CUDA toolkit and rebuild, or train with dp 1");
-#endif
+      auto stream = CreateNonBlockingStream();
+      if (!stream.ok()) return stream.status();
+      dp_stream_ = stream.value();
     }
     auto params = DeviceParams::Create(store_);
     if (!params.ok()) return params.status();
@@ -117,6 +115,15 @@ class CudaTrainer : public Trainer {
     if (!norm_buffer.ok()) return norm_buffer.status();
     DeviceBuffer norm = std::move(norm_buffer).value();
 
+    // Data-parallel gradient reduction (the CPU optimizer's step 1: sum
+    // over dp in fp32, then ×1/dp), bucketed by layer on the dp stream, so
+    // the all-reduce of layer l overlaps the backward of the layers below
+    // (Megatron DDP's overlap_grad_reduce with one bucket per layer).
+    const std::function<Status(int64_t)> reduce_layer =
+        [this](int64_t layer) -> Status {
+      const auto [first, last] = model_->LayerTensors(layer);
+      return ReduceOnDpStream(params_->Range(first, last));
+    };
     while (iteration_ < config_.train_iters) {
       const auto t0 = Clock::now();
       MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
@@ -127,17 +134,14 @@ class CudaTrainer : public Trainer {
         auto loss = model_->Forward(tokens, targets, FirstSample(j));
         if (!loss.ok()) return loss.status();
         loss_sum += loss.value();
-        MESHTUNE_RETURN_IF_ERROR(model_->Backward(loss_scale));
+        // The last micro-batch's backward starts each layer's reduction as
+        // soon as its gradients are final.
+        const bool last = j == m - 1 && nccl_dp_ != nullptr;
+        MESHTUNE_RETURN_IF_ERROR(model_->Backward(
+            loss_scale,
+            last ? reduce_layer : std::function<Status(int64_t)>()));
       }
-      // Data-parallel gradient reduction, averaged (the CPU optimizer's
-      // step 1: sum over dp in fp32, then ×1/dp), one NCCL all-reduce over
-      // the whole main-grad buffer.
-      if (nccl_dp_ != nullptr) {
-        MESHTUNE_RETURN_IF_ERROR(nccl_dp_->AllReduceSum(
-            params_->grad_buffer(), params_->padded_numel(), nullptr));
-        MESHTUNE_RETURN_IF_ERROR(
-            params_->ScaleGrads(1.0f / static_cast<float>(nccl_dp_->size())));
-      }
+      if (nccl_dp_ != nullptr) MESHTUNE_RETURN_IF_ERROR(FinishDpReduction());
       // Global gradient norm (fp64), clipping, AdamW: the CPU optimizer's
       // steps 2-4 (engine/optimizer.cc) on the device.
       MESHTUNE_RETURN_IF_ERROR(norm.Zero());
@@ -231,6 +235,36 @@ class CudaTrainer : public Trainer {
   }
 
  private:
+  // All-reduces main grads [range) on the dp stream once the default
+  // stream's work so far (the kernels that wrote them) is done.
+  Status ReduceOnDpStream(std::pair<int64_t, int64_t> range) {
+    MESHTUNE_RETURN_IF_ERROR(WaitForStream(dp_stream_, nullptr));
+    return nccl_dp_->AllReduceSum(params_->grad_buffer() + range.first,
+                                  range.second - range.first, dp_stream_);
+  }
+
+  // After the backward: the tensors outside the layers (embeddings, the
+  // final norm, an untied output layer: a prefix and a suffix of the
+  // buffer), then the default stream waits for every reduction and scales.
+  Status FinishDpReduction() {
+    const int64_t layers = model_->num_layers();
+    const int64_t begin = params_
+                              ->Range(model_->LayerTensors(0).first,
+                                      model_->LayerTensors(0).first)
+                              .first;
+    const int64_t end = params_
+                            ->Range(model_->LayerTensors(layers - 1).second,
+                                    model_->LayerTensors(layers - 1).second)
+                            .second;
+    if (begin > 0) MESHTUNE_RETURN_IF_ERROR(ReduceOnDpStream({0, begin}));
+    if (end < params_->padded_numel()) {
+      MESHTUNE_RETURN_IF_ERROR(
+          ReduceOnDpStream({end, params_->padded_numel()}));
+    }
+    MESHTUNE_RETURN_IF_ERROR(WaitForStream(nullptr, dp_stream_));
+    return params_->ScaleGrads(1.0f / static_cast<float>(nccl_dp_->size()));
+  }
+
   // Megatron's pretraining sampler (engine/trainer.cc): micro-batch j of
   // dp rank r starts at consumed + j·mbs·dp + r·mbs.
   int64_t FirstSample(int64_t microbatch) const {
@@ -259,6 +293,7 @@ class CudaTrainer : public Trainer {
   std::vector<std::unique_ptr<Communicator>> own_world_;
   ProcessGroups groups_;
   std::unique_ptr<NcclCommunicator> nccl_dp_;  // dp > 1 only
+  Stream dp_stream_ = nullptr;  // its reductions (non-blocking stream)
   mutable ParamStore store_;
   std::unique_ptr<GptModel> cpu_model_;
   std::unique_ptr<DeviceParams> params_;

@@ -92,7 +92,7 @@ TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
     EXPECT_EQ(run.exit_code, 1) << run.err;
     EXPECT_NE(run.err.find("tune: error: this tune was built without the CUDA "
                            "engine (CMake found no CUDA toolkit with "
-                           "cuBLASLt)"),
+                           "cuBLASLt and NCCL)"),
               std::string::npos)
         << run.err;
     return;
