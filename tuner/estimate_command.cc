@@ -1,5 +1,6 @@
 // `tune estimate`: the cost model's breakdown for one fully given config.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
+#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -19,7 +21,22 @@ constexpr const char* kEstimateExamples = R"(Examples:
   tune estimate --model 175b --gpus 1024 --gpu a100-80g --tp 8 --pp 8 --recompute full --json
   tune estimate --model llama3-70b --gpus 64 --gpu h100 --tp 8 --pp 4 --vpp 5 --sp --dist-opt --precision fp8
 Axes not given default to tp=pp=cp=ep=vpp=mbs=1, sp off, recompute none,
-dist_opt off; dp = gpus / (tp*pp*cp).)";
+dist_opt off; dp = gpus / (tp*pp*cp). --quiet prints one line: step time,
+throughput, MFU and memory.)";
+
+// The line --quiet prints.
+std::string QuietLine(const costmodel::Estimate& e) {
+  char numbers[160];
+  std::snprintf(numbers, sizeof(numbers),
+                ": step %.3f s, %.1f tokens/s/GPU, MFU %.1f%%, %.2f of %.2f "
+                "GiB per GPU",
+                e.step_time_s, e.tokens_per_s_per_gpu, 100 * e.mfu,
+                e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0),
+                e.memory_capacity_bytes / (1024.0 * 1024.0 * 1024.0));
+  std::string line = search_spaces::ToString(e.config) + numbers;
+  if (!e.fits) line += " -- does NOT fit: " + e.infeasible_reason;
+  return line;
+}
 
 class EstimateCommand : public Command {
  public:
@@ -34,10 +51,12 @@ class EstimateCommand : public Command {
         ->type_name("PATH");
     sub->add_flag("--no-db", flags_.no_db,
                   "use datasheet numbers, ignore any database");
+    AddTerminalFlags(sub, &terminal_);
     sub->footer(kEstimateExamples);
   }
 
   Status Run(std::ostream& out, std::ostream& /*err*/) override {
+    MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     auto inputs = ResolveInputs(flags_);
     if (!inputs.ok()) return inputs.status();
     const Inputs& in = inputs.value();
@@ -60,6 +79,8 @@ class EstimateCommand : public Command {
                                   config.value(), *calibration.value());
     if (json_) {
       out << EstimateToJson(e, in.training).dump(2) << "\n";
+    } else if (terminal_.quiet) {
+      out << QuietLine(e) << "\n";
     } else {
       PrintEstimateReport(out, in, e);
     }
@@ -69,6 +90,7 @@ class EstimateCommand : public Command {
  private:
   InputFlags flags_;
   bool json_ = false;
+  TerminalFlags terminal_;
 };
 
 }  // namespace

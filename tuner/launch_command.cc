@@ -7,6 +7,11 @@
 // tune, the config YAML it runs (tuner/report_yaml.h) next to it as
 // FILE-without-.sh + ".yaml"; with a database that YAML carries the search:
 // section, so the run is stored against the prediction (tuner/search_link.h).
+//
+// Instead of searching, --search ID [--rank R] launches a candidate of a
+// recorded search (linked by construction), and --config FILE a config YAML
+// `tune search --out` wrote: the script trains FILE itself, so nothing else
+// is written, and FILE's search: section (if any) names the source.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -18,15 +23,21 @@
 #include <optional>
 #include <string>
 
+#include "costmodel/cost_model.h"
+#include "search_spaces/enumerate.h"
 #include "tuner/calibration_source.h"
 #include "tuner/cli.h"
 #include "tuner/command.h"
+#include "tuner/config_file_inputs.h"
 #include "tuner/inputs.h"
 #include "tuner/launch_script.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
+#include "tuner/stored_search.h"
+#include "tuner/terminal.h"
+#include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -36,10 +47,47 @@ constexpr const char* kLaunchExamples = R"(Examples:
   tune launch --model 175b --gpus 1024 --trainer megatron     the same plan as pretrain_gpt.py
   tune launch --model 175b --gpus 1024 --rank 2 --partition gpu --account proj --time 2-00:00:00
   tune launch --model 175b --gpus 1024 --out job.sh           write job.sh (+x) and job.yaml
+  tune launch --search 3 --rank 2 --out job.sh                a candidate of a recorded search
+  tune launch --config best.yaml --out job.sh                 a 'tune search --out' file
   sbatch job.sh                                               submit it
 The megatron script reads MEGATRON_DIR, DATA_PATH, VOCAB_FILE, MERGE_FILE and
 TRAIN_ITERS from the environment; the tune script reads TUNE and CONFIG.
-docs/launch.md describes every line.)";
+--quiet drops the 'wrote' notes. docs/launch.md describes every line.)";
+
+// The flags that make up a search; --search and --config replace them.
+constexpr const char* kSearchFlags[] = {"--model",
+                                        "--gpus",
+                                        "--gpu",
+                                        "--gpus-per-node",
+                                        "--gbs",
+                                        "--seq-len",
+                                        "--precision",
+                                        "--tokens",
+                                        "--space",
+                                        "--tp",
+                                        "--pp",
+                                        "--vpp",
+                                        "--cp",
+                                        "--ep",
+                                        "--dp",
+                                        "--mbs",
+                                        "--recompute",
+                                        "--sp",
+                                        "--no-sp",
+                                        "--dist-opt",
+                                        "--no-dist-opt",
+                                        "--grad-reduce-in-bf16",
+                                        "--fp8-param-gather",
+                                        "--tp-comm-overlap"};
+
+// What the script launches, whichever input chose it.
+struct LaunchPlan {
+  Inputs in;
+  costmodel::Estimate chosen;
+  std::optional<SearchLink> link;
+  std::string source;       // the script's "# Source:" text
+  std::string config_file;  // --config: the YAML the script trains (absolute)
+};
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -93,7 +141,19 @@ class LaunchCommand : public Command {
     CLI::App* sub = app->add_subcommand(
         "launch",
         "search and write a ready SLURM script for the chosen configuration");
+    sub_ = sub;
     AddInputFlags(sub, &flags_, /*pins_are_lists=*/true);
+    // Not required: --search and --config replace them (checked in Run).
+    sub->get_option("--model")->required(false);
+    sub->get_option("--gpus")->required(false);
+    sub->add_option("--search", search_text_,
+                    "launch a candidate of this recorded search instead of "
+                    "searching (tune db searches)")
+        ->type_name("ID");
+    sub->add_option("--config", config_file_,
+                    "launch the configuration in FILE (written by tune search "
+                    "--out) instead of searching")
+        ->type_name("FILE");
     sub->add_option("--space", flags_.space_file,
                     "search-space YAML file (pins; flags narrow it further)")
         ->type_name("FILE");
@@ -130,10 +190,12 @@ class LaunchCommand : public Command {
                     "$TUNE_DB, else ./tune.db)")
         ->type_name("PATH");
     sub->add_flag("--no-db", flags_.no_db, "record nothing");
+    AddTerminalFlags(sub, &terminal_);
     sub->footer(kLaunchExamples);
   }
 
   Status Run(std::ostream& out, std::ostream& err) override {
+    MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     // Launch flags first, so that a typo fails before the search runs.
     MESHTUNE_RETURN_IF_ERROR(CheckScheduler(scheduler_));
     auto trainer = ParseLaunchTrainer(trainer_);
@@ -144,41 +206,23 @@ class LaunchCommand : public Command {
     auto cpus = ParsePositiveInt(cpus_text_, "--cpus-per-task");
     if (!cpus.ok()) return cpus.status();
 
-    auto inputs = ResolveInputs(flags_);
-    if (!inputs.ok()) return inputs.status();
-    const Inputs& in = inputs.value();
-    auto db = OpenSearchDb(flags_, err);
-    if (!db.ok()) return db.status();
-    auto calibration = ChooseCalibration(db->get(), in.cluster);
-    if (!calibration.ok()) return calibration.status();
-    const SearchResult result = RunSearch(in.model, in.cluster, in.training,
-                                          in.space, *calibration.value());
-    if (result.feasible == 0) {
-      return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
-    }
-    const int64_t found = static_cast<int64_t>(result.ranked.size());
-    if (rank.value() > found) {
-      return Status::InvalidArgument(
-          "--rank: the search found " + std::to_string(found) +
-              " fitting configuration" + (found == 1 ? "" : "s") +
-              ", not rank " + std::to_string(rank.value()),
-          "pick a rank from 1 to " + std::to_string(found));
-    }
-    const costmodel::Estimate& chosen = result.ranked[rank.value() - 1];
-
-    std::optional<SearchLink> link =
-        Record(db->get(), in, result, rank.value(), err);
+    auto plan = !search_text_.empty()   ? PlanFromSearch(rank.value())
+                : !config_file_.empty() ? PlanFromConfigFile()
+                                        : PlanBySearching(rank.value(), err);
+    if (!plan.ok()) return plan.status();
+    const Inputs& in = plan->in;
+    const costmodel::Estimate& chosen = plan->chosen;
+    const std::optional<SearchLink>& link = plan->link;
     LaunchScriptSpec spec = Spec(in, chosen, trainer.value(), cpus.value());
-    spec.source = link ? "search " + std::to_string(link->search_id) +
-                             ", rank " + std::to_string(link->rank) + " (" +
-                             link->db + ")"
-                       : "rank " + std::to_string(rank.value()) +
-                             " of a search that was not recorded (--no-db)";
+    spec.source = plan->source;
 
     const bool write = !out_file_.empty() && !dry_run_;
     const bool tune_trainer = trainer.value() == LaunchTrainer::kTune;
     std::string config_path;
-    if (!out_file_.empty() && tune_trainer) {
+    if (!plan->config_file.empty() && tune_trainer) {
+      // The file is what to train; it is not rewritten.
+      spec.config_path = plan->config_file;
+    } else if (!out_file_.empty() && tune_trainer) {
       config_path = std::filesystem::absolute(ConfigPathFor(out_file_))
                         .lexically_normal()
                         .string();
@@ -190,18 +234,169 @@ class LaunchCommand : public Command {
       out << script.value();
       return Status::Ok();
     }
-    if (tune_trainer) {
+    if (!config_path.empty()) {
       MESHTUNE_RETURN_IF_ERROR(
           WriteConfigYaml(config_path, in, chosen, link ? &*link : nullptr));
-      err << "tune: wrote the configuration to " << config_path << "\n";
+      if (!terminal_.quiet) {
+        err << "tune: wrote the configuration to " << config_path << "\n";
+      }
     }
     MESHTUNE_RETURN_IF_ERROR(WriteExecutable(out_file_, script.value()));
-    err << "tune: wrote the SLURM script to " << out_file_
-        << "; submit it with: sbatch " << out_file_ << "\n";
+    if (!terminal_.quiet) {
+      err << "tune: wrote the SLURM script to " << out_file_
+          << "; submit it with: sbatch " << out_file_ << "\n";
+    }
     return Status::Ok();
   }
 
  private:
+  // --search and --config take the problem from the search or the file;
+  // a search flag next to them would be ignored, so it is an error.
+  Status CheckNoSearchFlags(const std::string& input) const {
+    for (const char* name : kSearchFlags) {
+      if (sub_->count(name) > 0) {
+        return Status::InvalidArgument(
+            std::string(name) + " does not apply with " + input,
+            input + " gives the model, GPUs and configuration; drop " + name);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The default: search with the flags of `tune search`, take --rank.
+  StatusOr<LaunchPlan> PlanBySearching(int64_t rank, std::ostream& err) const {
+    for (const char* name : {"--model", "--gpus"}) {
+      if (sub_->count(name) == 0) {
+        return Status::InvalidArgument(
+            std::string(name) + " is required",
+            "give --model and --gpus to search, or launch --search ID or "
+            "--config FILE");
+      }
+    }
+    LaunchPlan plan;
+    auto inputs = ResolveInputs(flags_);
+    if (!inputs.ok()) return inputs.status();
+    plan.in = inputs.value();
+    const Inputs& in = plan.in;
+    auto db = OpenSearchDb(flags_, err);
+    if (!db.ok()) return db.status();
+    auto calibration = ChooseCalibration(db->get(), in.cluster);
+    if (!calibration.ok()) return calibration.status();
+    ProgressBar bar(err, "searching", 0,
+                    DefaultProgressOptions(err, terminal_.quiet));
+    SearchOptions options;
+    options.on_progress = [&bar](int64_t done, int64_t total) {
+      bar.Update(done, total);
+    };
+    const SearchResult result =
+        RunSearch(in.model, in.cluster, in.training, in.space,
+                  *calibration.value(), options);
+    bar.Finish();
+    if (result.feasible == 0) {
+      return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
+    }
+    const int64_t found = static_cast<int64_t>(result.ranked.size());
+    if (rank > found) {
+      return Status::InvalidArgument(
+          "--rank: the search found " + std::to_string(found) +
+              " fitting configuration" + (found == 1 ? "" : "s") +
+              ", not rank " + std::to_string(rank),
+          "pick a rank from 1 to " + std::to_string(found));
+    }
+    plan.chosen = result.ranked[rank - 1];
+    plan.link = Record(db->get(), in, result, rank, err);
+    plan.source = plan.link
+                      ? LinkSource(*plan.link)
+                      : "rank " + std::to_string(rank) +
+                            " of a search that was not recorded (--no-db)";
+    return plan;
+  }
+
+  // --search ID [--rank R]: the stored candidate, estimated again with the
+  // calibration the database now offers.
+  StatusOr<LaunchPlan> PlanFromSearch(int64_t rank) const {
+    if (!config_file_.empty()) {
+      return Status::InvalidArgument(
+          "--search and --config both choose what to launch",
+          "pick one of them");
+    }
+    MESHTUNE_RETURN_IF_ERROR(CheckNoSearchFlags("--search"));
+    if (flags_.no_db) {
+      return Status::InvalidArgument(
+          "--search reads the results database, but --no-db is given",
+          "drop --no-db (--db PATH names the database)");
+    }
+    auto id = ParsePositiveInt(search_text_, "--search");
+    if (!id.ok()) return id.status();
+    results::OpenOptions options;
+    options.read_only = true;
+    auto store = results::Store::Open(ResolveDbPath(flags_.db), options);
+    if (!store.ok()) return store.status();
+    auto search = FindStoredSearch(**store, id.value());
+    if (!search.ok()) return search.status();
+    auto candidates =
+        FindStoredRanks(**store, search.value(), {rank}, "--rank");
+    if (!candidates.ok()) return candidates.status();
+    LaunchPlan plan;
+    auto inputs = InputsOfStoredSearch(search.value());
+    if (!inputs.ok()) return inputs.status();
+    plan.in = inputs.value();
+    auto calibration = ChooseCalibration(store->get(), plan.in.cluster);
+    if (!calibration.ok()) return calibration.status();
+    const results::CandidateRecord& c = candidates->front();
+    plan.chosen = costmodel::EstimateConfig(plan.in.model, plan.in.cluster,
+                                            plan.in.training, c.config,
+                                            *calibration.value());
+    plan.link = MakeSearchLink(
+        StoredCandidate{AbsoluteDbPath((*store)->path()), search.value(), c});
+    plan.source = LinkSource(*plan.link);
+    return plan;
+  }
+
+  // --config FILE: the file's configuration on the file's cluster.
+  StatusOr<LaunchPlan> PlanFromConfigFile() const {
+    MESHTUNE_RETURN_IF_ERROR(CheckNoSearchFlags("--config"));
+    if (sub_->count("--rank") > 0) {
+      return Status::InvalidArgument(
+          "--rank does not apply with --config",
+          "the file holds one configuration; drop --rank");
+    }
+    auto file = ReadTrainConfigYaml(config_file_);
+    if (!file.ok()) return file.status();
+    LaunchPlan plan;
+    auto inputs = InputsOfConfigFile(config_file_, file.value());
+    if (!inputs.ok()) return inputs.status();
+    plan.in = inputs.value();
+    const Inputs& in = plan.in;
+    const search_spaces::ParallelConfig& config = file->config.parallel;
+    std::string detail;
+    const std::string reason = search_spaces::CheckConfig(
+        in.model, in.training, in.cluster, config, &detail);
+    if (!reason.empty()) {
+      return Status::InvalidArgument(
+          "--config " + config_file_ + ": " +
+              (detail.empty() ? reason : detail) + " (" + reason + ")",
+          "fix its parallelism: section, or write a new file with 'tune "
+          "search ... --out FILE'");
+    }
+    auto calibration = CalibrationFor(in.cluster, flags_.db, flags_.no_db);
+    if (!calibration.ok()) return calibration.status();
+    plan.chosen = costmodel::EstimateConfig(in.model, in.cluster, in.training,
+                                            config, *calibration.value());
+    plan.config_file =
+        std::filesystem::absolute(config_file_).lexically_normal().string();
+    plan.link = file->search;
+    plan.source = plan.link
+                      ? LinkSource(*plan.link) + " via " + plan.config_file
+                      : plan.config_file;
+    return plan;
+  }
+
+  static std::string LinkSource(const SearchLink& link) {
+    return "search " + std::to_string(link.search_id) + ", rank " +
+           std::to_string(link.rank) + " (" + link.db + ")";
+  }
+
   // Records the search like `tune search` (at least down to `rank`) and
   // returns the link to the launched candidate; a failure is a warning
   // only, the script is still useful without it.
@@ -246,7 +441,11 @@ class LaunchCommand : public Command {
     return s;
   }
 
+  CLI::App* sub_ = nullptr;
   InputFlags flags_;
+  std::string search_text_;
+  std::string config_file_;
+  TerminalFlags terminal_;
   std::string rank_text_ = "1";
   std::string scheduler_ = "slurm";
   std::string trainer_ = "tune";

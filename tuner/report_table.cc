@@ -9,6 +9,7 @@
 
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/model_facts.h"
+#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -130,10 +131,10 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
   for (const auto& [name, bytes] : memory_parts) {
     out << Fmt("  %-22s %12.2f\n", name, bytes / kGiB);
   }
-  out << Fmt("  %-22s %12.2f of %.2f usable (%.1f%%)%s\n", "total",
+  out << Fmt("  %-22s %12.2f of %.2f usable (%.1f%%)", "total",
              m.total_bytes() / kGiB, e.memory_capacity_bytes / kGiB,
-             Percent(m.total_bytes(), e.memory_capacity_bytes),
-             e.fits ? "" : " -- does NOT fit");
+             Percent(m.total_bytes(), e.memory_capacity_bytes))
+      << (e.fits ? "" : StyleFor(out).Red(" -- does NOT fit")) << "\n";
   out << Fmt(
       "  throughput: %.0f tokens/s/GPU, %.3g tokens/s in total, %.1f "
       "model TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%%\n",
@@ -147,14 +148,23 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
 void PrintSearchReport(std::ostream& out, const Inputs& in,
                        const SearchResult& result, int64_t top_k) {
   PrintInputsHeader(out, in, result.ranked.front().calibration);
+  // Colour only on a terminal (tuner/terminal.h): wrapped around whole
+  // formatted cells, so that the columns line up either way.
+  const Style style = StyleFor(out);
   const size_t n = std::min<size_t>(
       result.ranked.size(), static_cast<size_t>(std::max<int64_t>(top_k, 1)));
-  out << Fmt("\ntop %zu of %lld feasible configurations (fastest first)\n", n,
-             static_cast<long long>(result.feasible));
-  out << Fmt(
-      "%4s %4s %4s %4s %4s %4s %6s %4s %4s %-13s %-8s %9s %13s %6s %8s\n",
-      "rank", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "mbs", "recompute",
-      "dist_opt", "step_s", "tokens/s/GPU", "MFU%", "mem_GiB");
+  out << "\n"
+      << style.Bold(
+             Fmt("top %zu of %lld feasible configurations (fastest first)", n,
+                 static_cast<long long>(result.feasible)))
+      << "\n";
+  out << style.Bold(
+             Fmt("%4s %4s %4s %4s %4s %4s %6s %4s %4s %-13s %-8s %9s %13s %6s "
+                 "%8s",
+                 "rank", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "mbs",
+                 "recompute", "dist_opt", "step_s", "tokens/s/GPU", "MFU%",
+                 "mem_GiB"))
+      << "\n";
   for (size_t i = 0; i < n; ++i) {
     const costmodel::Estimate& e = result.ranked[i];
     const auto& c = e.config;
@@ -169,17 +179,19 @@ void PrintSearchReport(std::ostream& out, const Inputs& in,
         e.memory.total_bytes() / kGiB);
   }
   const costmodel::Estimate& best = result.ranked.front();
-  out << "\nbest: " << search_spaces::ToString(best.config) << " (recompute "
-      << FormatRecompute(best.config.recompute) << ", "
-      << best.config.num_microbatches(in.training.global_batch_size)
-      << " micro-batches per step)\n";
+  out << "\n"
+      << style.Green("best: " + search_spaces::ToString(best.config) +
+                     " (recompute " + FormatRecompute(best.config.recompute) +
+                     ", " +
+                     std::to_string(best.config.num_microbatches(
+                         in.training.global_batch_size)) +
+                     " micro-batches per step)")
+      << "\n";
   PrintBreakdown(out, in, best);
-  out << Fmt(
-      "\nevaluated %lld configurations in %.0f ms: %lld feasible; "
-      "rejected: %s\n",
-      static_cast<long long>(result.evaluated), result.elapsed_s * 1e3,
-      static_cast<long long>(result.feasible),
-      FormatRejections(result).c_str());
+  out << Fmt("\nevaluated %lld configurations in %.0f ms: %lld feasible; ",
+             static_cast<long long>(result.evaluated), result.elapsed_s * 1e3,
+             static_cast<long long>(result.feasible))
+      << style.Dim("rejected: " + FormatRejections(result)) << "\n";
 }
 
 void PrintEstimateReport(std::ostream& out, const Inputs& in,
@@ -190,7 +202,7 @@ void PrintEstimateReport(std::ostream& out, const Inputs& in,
       << e.config.num_microbatches(in.training.global_batch_size)
       << " micro-batches per step)\n";
   if (!e.fits) {
-    out << "does not fit: " << e.infeasible_reason << "\n";
+    out << StyleFor(out).Red("does not fit: " + e.infeasible_reason) << "\n";
   }
   PrintBreakdown(out, in, e);
 }

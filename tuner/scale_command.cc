@@ -2,14 +2,17 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "tuner/calibration_source.h"
 #include "tuner/command.h"
+#include "tuner/compare_config.h"
 #include "tuner/inputs.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
+#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -22,7 +25,20 @@ constexpr const char* kScaleExamples = R"(Examples:
 --tp 8 or --recompute selective narrow it). The global batch stays fixed at
 every size: the model's default, or --gbs. eff % is tokens/s per GPU relative
 to the smallest size that has a feasible configuration; days are for --tokens
-(default 300B); cost = days x 24 x gpus x --price-per-gpu-hour.)";
+(default 300B); cost = days x 24 x gpus x --price-per-gpu-hour.
+--quiet prints one line per size: GPUs, best configuration, step time.)";
+
+// The line --quiet prints for one size.
+std::string QuietRow(const ScaleRow& row) {
+  char gpus[32];
+  std::snprintf(gpus, sizeof(gpus), "%6lld  ",
+                static_cast<long long>(row.gpus));
+  if (!row.feasible)
+    return gpus + ("no feasible configuration (" + row.reason + ")");
+  char step[48];
+  std::snprintf(step, sizeof(step), " %.3f s", row.best.step_time_s);
+  return gpus + FormatCompactConfig(row.best.config) + step;
+}
 
 StatusOr<double> ParsePrice(const std::string& text) {
   size_t used = 0;
@@ -59,10 +75,12 @@ class ScaleCommand : public Command {
         ->type_name("PATH");
     sub->add_flag("--no-db", flags_.no_db,
                   "use datasheet numbers, ignore any database");
+    AddTerminalFlags(sub, &terminal_);
     sub->footer(kScaleExamples);
   }
 
-  Status Run(std::ostream& out, std::ostream& /*err*/) override {
+  Status Run(std::ostream& out, std::ostream& err) override {
+    MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     auto sizes = ParseIntList(flags_.gpus, "--gpus");
     if (!sizes.ok()) return sizes.status();
     std::vector<int64_t> gpus = sizes.value();
@@ -96,7 +114,11 @@ class ScaleCommand : public Command {
         CalibrationFor(report.first.cluster, flags_.db, flags_.no_db);
     if (!calibration.ok()) return calibration.status();
 
+    // One tick per size; large sizes search for seconds each.
+    ProgressBar bar(err, "sizes", static_cast<int64_t>(per_size.size()),
+                    DefaultProgressOptions(err, terminal_.quiet));
     for (const Inputs& in : per_size) {
+      bar.Update(static_cast<int64_t>(report.rows.size()));
       ScaleRow row;
       row.gpus = in.training.num_gpus;
       const SearchResult result = RunSearch(in.model, in.cluster, in.training,
@@ -111,9 +133,13 @@ class ScaleCommand : public Command {
       }
       report.rows.push_back(row);
     }
+    bar.Update(static_cast<int64_t>(report.rows.size()));
+    bar.Finish();
     FinishScaleRows(&report);
     if (json_) {
       out << ScaleToJson(report).dump(2) << "\n";
+    } else if (terminal_.quiet) {
+      for (const ScaleRow& row : report.rows) out << QuietRow(row) << "\n";
     } else {
       PrintScaleTable(out, report);
     }
@@ -124,6 +150,7 @@ class ScaleCommand : public Command {
   InputFlags flags_;
   std::string price_;
   bool json_ = false;
+  TerminalFlags terminal_;
 };
 
 }  // namespace

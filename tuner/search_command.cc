@@ -1,5 +1,6 @@
 // `tune search` (also `tune --model M --gpus N` without a subcommand).
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
+#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -30,7 +32,20 @@ constexpr const char* kSearchExamples = R"(Examples:
   tune train --config best.yaml --steps 20            train it; the run is stored against
                                                       the search's prediction (tune db runs)
 With a database, --out also writes a search: section (db, id, rank, candidate_id,
-predicted_step_time_s) that links 'tune train --config' runs to this search.)";
+predicted_step_time_s) that links 'tune train --config' runs to this search.
+--quiet prints only the winner line (or the JSON / Megatron arguments).)";
+
+// The one line --quiet prints: the winner and its headline numbers.
+std::string WinnerLine(const costmodel::Estimate& best) {
+  char numbers[160];
+  std::snprintf(
+      numbers, sizeof(numbers),
+      ": step %.3f s, %.1f tokens/s/GPU, MFU %.1f%%, %.2f GiB per GPU",
+      best.step_time_s, best.tokens_per_s_per_gpu, 100 * best.mfu,
+      best.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0));
+  return "best: " + search_spaces::ToString(best.config) + " (recompute " +
+         FormatRecompute(best.config.recompute) + ")" + numbers;
+}
 
 class SearchCommand : public Command {
  public:
@@ -55,10 +70,12 @@ class SearchCommand : public Command {
                     "$TUNE_DB, else ./tune.db)")
         ->type_name("PATH");
     sub->add_flag("--no-db", flags_.no_db, "record nothing");
+    AddTerminalFlags(sub, &terminal_);
     sub->footer(kSearchExamples);
   }
 
   Status Run(std::ostream& out, std::ostream& err) override {
+    MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     auto top = ParsePositiveInt(top_, "--top");
     if (!top.ok()) return top.status();
     if (format_ != "table" && format_ != "megatron") {
@@ -81,8 +98,18 @@ class SearchCommand : public Command {
     // Measurements in the database just opened calibrate the search.
     auto calibration = ChooseCalibration(db->get(), in.cluster);
     if (!calibration.ok()) return calibration.status();
-    const SearchResult result = RunSearch(in.model, in.cluster, in.training,
-                                          in.space, *calibration.value());
+    // Large spaces (thousands of GPUs, every axis free) take seconds; the
+    // bar appears only then, on a terminal.
+    ProgressBar bar(err, "searching", 0,
+                    DefaultProgressOptions(err, terminal_.quiet));
+    SearchOptions options;
+    options.on_progress = [&bar](int64_t done, int64_t total) {
+      bar.Update(done, total);
+    };
+    const SearchResult result =
+        RunSearch(in.model, in.cluster, in.training, in.space,
+                  *calibration.value(), options);
+    bar.Finish();
     if (result.feasible == 0) {
       return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
     }
@@ -110,13 +137,17 @@ class SearchCommand : public Command {
     if (!out_file_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(
           WriteConfigYaml(out_file_, in, best, link ? &*link : nullptr));
-      err << "tune: wrote the best configuration to " << out_file_ << "\n";
+      if (!terminal_.quiet) {
+        err << "tune: wrote the best configuration to " << out_file_ << "\n";
+      }
     }
     if (json_) {
       out << SearchToJson(result, in.training, top.value()).dump(2) << "\n";
     } else if (format_ == "megatron") {
       out << FormatMegatronArgs(
           MegatronArgs(in.model, in.training, best.config));
+    } else if (terminal_.quiet) {
+      out << StyleFor(out).Green(WinnerLine(best)) << "\n";
     } else {
       PrintSearchReport(out, in, result, top.value());
     }
@@ -129,6 +160,7 @@ class SearchCommand : public Command {
   bool json_ = false;
   std::string out_file_;
   std::string format_ = "table";
+  TerminalFlags terminal_;
 };
 
 }  // namespace

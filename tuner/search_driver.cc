@@ -35,7 +35,8 @@ SearchResult RunSearch(const search_spaces::ModelSpec& model,
                        const search_spaces::ClusterSpec& cluster,
                        const search_spaces::TrainingSpec& training,
                        const search_spaces::SearchSpace& space,
-                       const costmodel::Calibration& calibration) {
+                       const costmodel::Calibration& calibration,
+                       const SearchOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   SearchResult result;
   search_spaces::Enumeration en =
@@ -46,10 +47,15 @@ SearchResult RunSearch(const search_spaces::ModelSpec& model,
   for (const auto& [reason, count] : en.pruned) result.evaluated += count;
 
   result.ranked.reserve(en.configs.size());
+  const int64_t pruned =
+      result.evaluated - static_cast<int64_t>(en.configs.size());
   for (const search_spaces::ParallelConfig& c : en.configs) {
     costmodel::Estimate e =
         costmodel::EstimateConfig(model, cluster, training, c, calibration);
     ++result.estimated;
+    if (options.on_progress) {
+      options.on_progress(pruned + result.estimated, result.evaluated);
+    }
     if (e.fits) {
       result.ranked.push_back(std::move(e));
       continue;

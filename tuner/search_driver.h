@@ -4,6 +4,7 @@
 #define MESHTUNE_TUNER_SEARCH_DRIVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,11 +42,20 @@ struct SearchResult {
   std::vector<std::pair<std::string, int64_t>> RejectedByCount() const;
 };
 
+// Called after each configuration with (evaluated so far, evaluated in
+// all); the enumeration's pruned configurations count as done up front.
+using SearchProgress = std::function<void(int64_t done, int64_t total)>;
+
+struct SearchOptions {
+  SearchProgress on_progress;  // null: no progress reports
+};
+
 SearchResult RunSearch(const search_spaces::ModelSpec& model,
                        const search_spaces::ClusterSpec& cluster,
                        const search_spaces::TrainingSpec& training,
                        const search_spaces::SearchSpace& space,
-                       const costmodel::Calibration& calibration);
+                       const costmodel::Calibration& calibration,
+                       const SearchOptions& options = {});
 
 // The input error for a search that found nothing feasible (Infeasible, exit
 // 2): either the smallest memory need among the out-of-memory candidates

@@ -1,0 +1,90 @@
+#include "tuner/config_file_inputs.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "search_spaces/yaml_util.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::yaml_util::MapReader;
+
+bool IsSet(const YAML::Node& map, const std::string& key) {
+  return map.IsMap() && map[key] && !map[key].IsNull();
+}
+
+Status MissingKey(const std::string& path, const std::string& key) {
+  return Status::InvalidArgument(
+      "--config " + path + " has no " + key +
+          ", so the cluster to launch on is unknown",
+      "launch a file written by 'tune search ... --out FILE', or add " + key);
+}
+
+}  // namespace
+
+StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
+                                    const TrainFileConfig& file) {
+  if (!file.has_model) {
+    return Status::InvalidArgument(
+        "--config " + path + " has no model: section",
+        "launch a file written by 'tune search ... --out FILE', or add "
+        "model: <preset>");
+  }
+  auto text = search_spaces::yaml_util::ReadFile(path, "--config file");
+  if (!text.ok()) return text.status();
+  auto root = search_spaces::yaml_util::Load(text.value(), path);
+  if (!root.ok()) return root.status();
+  // ReadTrainConfigYaml has checked these keys' types; read them as such.
+  const YAML::Node cluster =
+      IsSet(*root, "cluster") ? (*root)["cluster"] : YAML::Node();
+  const YAML::Node training =
+      IsSet(*root, "training") ? (*root)["training"] : YAML::Node();
+  if (!IsSet(cluster, "preset")) return MissingKey(path, "cluster.preset");
+
+  InputFlags f;
+  // A --out file is a model file too (its model: section, or a preset
+  // name there), so the search's own resolution applies.
+  f.model = path;
+  const MapReader c(cluster, path, "cluster");
+  MESHTUNE_RETURN_IF_ERROR(c.String("preset", true, &f.gpu));
+  if (IsSet(cluster, "gpus_per_node")) {
+    int64_t g = 0;
+    MESHTUNE_RETURN_IF_ERROR(c.Int("gpus_per_node", true, 1, &g));
+    f.gpus_per_node = std::to_string(g);
+  }
+  f.gpus = std::to_string(file.config.parallel.world());
+  if (file.config.global_batch_size > 0) {
+    f.gbs = std::to_string(file.config.global_batch_size);
+  }
+  if (file.config.seq_length > 0) {
+    f.seq_len = std::to_string(file.config.seq_length);
+  }
+  if (training.IsMap()) {
+    const MapReader t(training, path, "training");
+    if (IsSet(training, "precision")) {
+      MESHTUNE_RETURN_IF_ERROR(t.String("precision", true, &f.precision));
+    }
+    if (IsSet(training, "train_tokens")) {
+      double tokens = 0;
+      MESHTUNE_RETURN_IF_ERROR(t.Double("train_tokens", true, &tokens));
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.17g", tokens);
+      f.tokens = buf;
+    }
+    const std::pair<const char*, bool*> switches[] = {
+        {"grad_reduce_in_bf16", &f.grad_reduce_in_bf16},
+        {"fp8_param_gather", &f.fp8_param_gather},
+        {"tp_comm_overlap", &f.tp_comm_overlap}};
+    for (const auto& [key, value] : switches) {
+      if (IsSet(training, key)) {
+        MESHTUNE_RETURN_IF_ERROR(t.Bool(key, true, value));
+      }
+    }
+  }
+  return ResolveInputs(f);
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,30 @@
+// The inputs of a configuration file (the YAML `tune search --out` writes,
+// tuner/report_yaml.h) as a search would have resolved them, for
+// `tune launch --config FILE`.
+//
+// tuner/train_config_yaml.h reads what the engine trains (model,
+// parallelism, batch); the planning keys it only type-checks are read here:
+// cluster.preset, cluster.gpus_per_node and training.precision,
+// train_tokens, grad_reduce_in_bf16, fp8_param_gather, tp_comm_overlap.
+// The GPU count is the file's parallelism (tp x pp x cp x dp).
+#ifndef MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_
+#define MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_
+
+#include <string>
+
+#include "search_spaces/status.h"
+#include "tuner/inputs.h"
+#include "tuner/train_config_yaml.h"
+
+namespace meshtune::tuner {
+
+// `file` as read from `path` by ReadTrainConfigYaml. Errors: a file
+// without a model: or cluster: preset (InvalidArgument naming the file and
+// the key, hint: write it with tune search --out), and whatever resolving
+// the preset or the numbers reports.
+StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
+                                    const TrainFileConfig& file);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_

@@ -1,0 +1,118 @@
+#include "tuner/stored_search.h"
+
+#include <sstream>
+
+namespace meshtune::tuner {
+namespace {
+
+// The words of the stored command line; DescribeFlags writes values without
+// spaces except for a --model/--space path, which only WordAfter reads.
+std::vector<std::string> Words(const std::string& arguments) {
+  std::istringstream in(arguments);
+  std::vector<std::string> words;
+  std::string word;
+  while (in >> word) words.push_back(word);
+  return words;
+}
+
+bool HasSwitch(const std::vector<std::string>& words, const std::string& flag) {
+  for (const std::string& w : words) {
+    if (w == flag) return true;
+  }
+  return false;
+}
+
+std::string WordAfter(const std::vector<std::string>& words,
+                      const std::string& flag) {
+  for (size_t i = 0; i + 1 < words.size(); ++i) {
+    if (words[i] == flag) return words[i + 1];
+  }
+  return "";
+}
+
+}  // namespace
+
+StatusOr<results::SearchRecord> FindStoredSearch(const results::Store& store,
+                                                 int64_t id) {
+  auto searches = store.ListSearches();
+  if (!searches.ok()) return searches.status();
+  for (const results::SearchRecord& s : searches.value()) {
+    if (s.id == id) return s;
+  }
+  return Status::InvalidArgument(
+      "--search: no search " + std::to_string(id) + " in " + store.path(),
+      "list the recorded searches with 'tune db searches --db " + store.path() +
+          "'");
+}
+
+StatusOr<std::vector<results::CandidateRecord>> FindStoredRanks(
+    const results::Store& store, const results::SearchRecord& search,
+    const std::vector<int64_t>& ranks, const std::string& flag) {
+  auto candidates = store.GetCandidates(search.id);
+  if (!candidates.ok()) return candidates.status();
+  const auto stored = static_cast<int64_t>(candidates->size());
+  std::vector<results::CandidateRecord> found;
+  for (int64_t rank : ranks) {
+    bool hit = false;
+    for (const results::CandidateRecord& c : candidates.value()) {
+      if (c.rank == rank) {
+        found.push_back(c);
+        hit = true;
+        break;
+      }
+    }
+    if (hit) continue;
+    const std::string id = std::to_string(search.id);
+    if (stored == 0) {
+      return Status::InvalidArgument(
+          flag + ": search " + id + " stores no candidates",
+          "search again; 'tune search --top K' stores the best K");
+    }
+    return Status::InvalidArgument(
+        flag + ": search " + id + " stores " + std::to_string(stored) +
+            " candidate" + (stored == 1 ? "" : "s") + ", not rank " +
+            std::to_string(rank),
+        std::string(flag == "--rank" ? "pick a rank" : "pick ranks") +
+            " from 1 to " + std::to_string(stored) +
+            ", or search again with --top K to store more");
+  }
+  return found;
+}
+
+InputFlags FlagsOfStoredSearch(const results::SearchRecord& s) {
+  const std::vector<std::string> words = Words(s.arguments);
+  InputFlags f;
+  f.model = s.model;
+  f.gpu = s.gpu;
+  f.gpus = std::to_string(s.gpus);
+  if (s.gpus_per_node > 0) f.gpus_per_node = std::to_string(s.gpus_per_node);
+  f.gbs = std::to_string(s.gbs);
+  f.seq_len = std::to_string(s.seq_length);
+  f.precision = s.precision;
+  const std::string tokens = WordAfter(words, "--tokens");
+  if (!tokens.empty()) f.tokens = tokens;
+  f.grad_reduce_in_bf16 = HasSwitch(words, "--grad-reduce-in-bf16");
+  f.fp8_param_gather = HasSwitch(words, "--fp8-param-gather");
+  f.tp_comm_overlap = HasSwitch(words, "--tp-comm-overlap");
+  return f;
+}
+
+StatusOr<Inputs> InputsOfStoredSearch(const results::SearchRecord& s) {
+  InputFlags f = FlagsOfStoredSearch(s);
+  auto inputs = ResolveInputs(f);
+  if (inputs.ok()) return inputs;
+  // A model read from a YAML file is stored under its `name:`; the path the
+  // search was typed with may still resolve.
+  const std::string typed = WordAfter(Words(s.arguments), "--model");
+  if (!typed.empty() && typed != s.model) {
+    f.model = typed;
+    auto retried = ResolveInputs(f);
+    if (retried.ok()) return retried;
+  }
+  return Status::InvalidArgument(
+      "search " + std::to_string(s.id) +
+          " no longer resolves: " + inputs.status().message(),
+      "restore its model file or preset, or search again");
+}
+
+}  // namespace meshtune::tuner
