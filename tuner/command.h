@@ -54,6 +54,8 @@ std::unique_ptr<Command> AddScaleCommand(CLI::App* app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App* app);
 // A ready SLURM script for a chosen configuration (launch_command.cc).
 std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
+// The self-contained HTML report of a search (report_command.cc).
+std::unique_ptr<Command> AddReportCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 

@@ -7,9 +7,7 @@
 #include "tuner/version.h"
 
 namespace meshtune::tuner {
-namespace {
 
-// The flags as a command line, for the searches.arguments column.
 std::string DescribeFlags(const InputFlags& f) {
   std::string s = "tune search";
   auto add = [&s](const char* name, const std::string& value) {
@@ -39,8 +37,6 @@ std::string DescribeFlags(const InputFlags& f) {
   if (f.tp_comm_overlap) s += " --tp-comm-overlap";
   return s;
 }
-
-}  // namespace
 
 std::string ResolveDbPath(const std::string& flag) {
   if (!flag.empty()) return flag;

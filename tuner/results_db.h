@@ -28,6 +28,10 @@ inline constexpr const char* kDefaultDbPath = "tune.db";
 // `flag` if non-empty, else $TUNE_DB if set and non-empty, else "tune.db".
 std::string ResolveDbPath(const std::string& flag);
 
+// The search flags as a command line, "tune search --model M --gpus N ...":
+// the searches.arguments column, and what `tune report` re-parses.
+std::string DescribeFlags(const InputFlags& flags);
+
 // Tool version and git revision of this build, stamped now.
 results::Provenance ToolProvenance();
 

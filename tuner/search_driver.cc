@@ -63,6 +63,7 @@ SearchResult RunSearch(const search_spaces::ModelSpec& model,
     const std::string reason =
         e.infeasible_reason.empty() ? "out_of_memory" : e.infeasible_reason;
     ++result.rejected[reason];
+    if (options.keep_out_of_memory) result.out_of_memory.push_back(e);
     if (!result.smallest_rejected ||
         e.memory.total_bytes() <
             result.smallest_rejected->memory.total_bytes()) {

@@ -37,6 +37,10 @@ struct SearchResult {
   // Among the candidates the cost model rejected, the one that needs the
   // least memory per GPU: the "how far off are we" answer when none fits.
   std::optional<costmodel::Estimate> smallest_rejected;
+  // Every estimate the cost model rejected (out of memory), in enumeration
+  // order; filled only with SearchOptions::keep_out_of_memory (the HTML
+  // report plots them greyed), since a large search rejects ~10^5.
+  std::vector<costmodel::Estimate> out_of_memory;
 
   // `rejected` sorted by count (descending), then by reason.
   std::vector<std::pair<std::string, int64_t>> RejectedByCount() const;
@@ -47,7 +51,8 @@ struct SearchResult {
 using SearchProgress = std::function<void(int64_t done, int64_t total)>;
 
 struct SearchOptions {
-  SearchProgress on_progress;  // null: no progress reports
+  bool keep_out_of_memory = false;  // fill SearchResult::out_of_memory
+  SearchProgress on_progress;       // null: no progress reports
 };
 
 SearchResult RunSearch(const search_spaces::ModelSpec& model,
