@@ -58,26 +58,12 @@ Status AdamWUpdate(const std::vector<AdamWSegment>& segments, float lr,
       1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step)));
   const float bc2 = static_cast<float>(
       1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step)));
-  for (size_t first = 0; first < segments.size();
-       first += kMaxSegmentsPerLaunch) {
-    const size_t count =
-        std::min<size_t>(kMaxSegmentsPerLaunch, segments.size() - first);
-    AdamWArgs args;
-    int64_t longest = 0;
-    for (size_t k = 0; k < count; ++k) {
-      args.segments[k] = segments[first + k];
-      longest = std::max(longest, segments[first + k].count);
-    }
-    if (longest == 0) continue;
-    const int64_t blocks = std::min<int64_t>(
-        kMaxBlocksPerSegment, (longest + kThreads - 1) / kThreads);
-    const dim3 grid(static_cast<unsigned>(blocks),
-                    static_cast<unsigned>(count));
-    AdamWKernel<<<grid, kThreads, 0, ToCuda(stream)>>>(args, lr, beta1, beta2,
-                                                       eps, bc1, bc2);
-    MESHTUNE_RETURN_IF_ERROR(LastError("adamw"));
-  }
-  return Status::Ok();
+  return ForEachSegmentGroup<AdamWArgs>(
+      segments, kThreads, kMaxBlocksPerSegment, "adamw",
+      [&](const AdamWArgs& args, dim3 grid) {
+        AdamWKernel<<<grid, kThreads, 0, ToCuda(stream)>>>(
+            args, lr, beta1, beta2, eps, bc1, bc2);
+      });
 }
 
 }  // namespace meshtune::engine::cuda

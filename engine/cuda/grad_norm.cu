@@ -37,25 +37,12 @@ __global__ void SumSquaresKernel(GradArgs args, double* sum_squares) {
 
 Status SumSquares(const std::vector<GradSegment>& segments, double* sum_squares,
                   Stream stream) {
-  for (size_t first = 0; first < segments.size();
-       first += kMaxSegmentsPerLaunch) {
-    const size_t count =
-        std::min<size_t>(kMaxSegmentsPerLaunch, segments.size() - first);
-    GradArgs args;
-    int64_t longest = 0;
-    for (size_t k = 0; k < count; ++k) {
-      args.segments[k] = segments[first + k];
-      longest = std::max(longest, segments[first + k].count);
-    }
-    if (longest == 0) continue;
-    const int64_t blocks = std::min<int64_t>(
-        kMaxBlocksPerSegment, (longest + kThreads - 1) / kThreads);
-    const dim3 grid(static_cast<unsigned>(blocks),
-                    static_cast<unsigned>(count));
-    SumSquaresKernel<<<grid, kThreads, 0, ToCuda(stream)>>>(args, sum_squares);
-    MESHTUNE_RETURN_IF_ERROR(LastError("sum_squares"));
-  }
-  return Status::Ok();
+  return ForEachSegmentGroup<GradArgs>(
+      segments, kThreads, kMaxBlocksPerSegment, "sum_squares",
+      [&](const GradArgs& args, dim3 grid) {
+        SumSquaresKernel<<<grid, kThreads, 0, ToCuda(stream)>>>(args,
+                                                                sum_squares);
+      });
 }
 
 }  // namespace meshtune::engine::cuda

@@ -6,10 +6,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/ops.h"
 
 namespace meshtune::engine::cuda {
 
@@ -76,6 +79,34 @@ inline unsigned GridFor(int64_t count, int threads) {
   const int64_t blocks = (count + threads - 1) / threads;
   const int64_t cap = 65535LL * 8;
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > cap ? cap : blocks));
+}
+
+// Multi-tensor launches (apex's multi_tensor_apply): the segments go to the
+// kernel by value in an Args struct of kMaxSegmentsPerLaunch, group by
+// group. For each non-empty group, `launch(args, grid)` is called with
+// args.segments filled and grid = (blocks for the longest segment, capped
+// at max_blocks; one y-block per segment). Segment has an int64_t count.
+template <typename Args, typename Segment, typename Launch>
+Status ForEachSegmentGroup(const std::vector<Segment>& segments, int threads,
+                           int64_t max_blocks, const char* op, Launch launch) {
+  for (size_t first = 0; first < segments.size();
+       first += kMaxSegmentsPerLaunch) {
+    const size_t count =
+        std::min<size_t>(kMaxSegmentsPerLaunch, segments.size() - first);
+    Args args;
+    int64_t longest = 0;
+    for (size_t k = 0; k < count; ++k) {
+      args.segments[k] = segments[first + k];
+      longest = std::max(longest, segments[first + k].count);
+    }
+    if (longest == 0) continue;
+    const int64_t blocks =
+        std::min<int64_t>(max_blocks, (longest + threads - 1) / threads);
+    launch(args,
+           dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count)));
+    MESHTUNE_RETURN_IF_ERROR(LastError(op));
+  }
+  return Status::Ok();
 }
 
 }  // namespace meshtune::engine::cuda

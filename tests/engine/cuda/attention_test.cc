@@ -16,33 +16,15 @@
 #include "engine/cuda/device.h"
 #include "engine/cuda/linear.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cuda/cuda_test_util.h"
 
 namespace meshtune::engine::cuda {
 namespace {
 
-std::vector<float> RandomBf16Values(size_t count, uint32_t seed, float scale) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> x(count);
-  for (float& v : x) v = RoundToBf16(dist(gen));
-  return x;
-}
-
-::testing::AssertionResult Close(const std::vector<float>& gpu,
-                                 const std::vector<float>& ref, float rtol,
-                                 float atol) {
-  float max_ref = 0.0f;
-  for (float r : ref) max_ref = std::max(max_ref, std::fabs(r));
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const float bound = rtol * std::fabs(ref[i]) + atol * max_ref;
-    if (!(std::fabs(gpu[i] - ref[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": gpu " << gpu[i] << " cpu " << ref[i]
-             << " (bound " << bound << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::Close;
+using testing::kBf16Atol;
+using testing::kBf16Rtol;
+using testing::RandomBf16Values;
 
 template <typename T>
 DeviceBuffer Put(const std::vector<T>& host) {
@@ -92,13 +74,12 @@ TEST_P(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
                              d_probs.as<Bf16>(), d_dqkv.as<Bf16>(), nullptr)
                   .ok());
   ASSERT_TRUE(Synchronize("attention test").ok());
-  constexpr float kRtol = 1.0f / 128, kAtol = 1.0f / 256;
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_probs, probs.size()).value()),
-                    probs, kRtol, kAtol));
+                    probs, kBf16Rtol, kBf16Atol));
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_out, out.size()).value()), out,
-                    kRtol, kAtol));
+                    kBf16Rtol, kBf16Atol));
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_dqkv, dqkv.size()).value()), dqkv,
-                    2 * kRtol, 2 * kAtol));
+                    2 * kBf16Rtol, 2 * kBf16Atol));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -143,13 +124,12 @@ TEST_P(CudaAttentionTest, DropoutMatchesCpu) {
                              &drop)
                   .ok());
   ASSERT_TRUE(Synchronize("attention dropout test").ok());
-  constexpr float kRtol = 1.0f / 128, kAtol = 1.0f / 256;
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_probs, probs.size()).value()),
-                    probs, kRtol, kAtol));
+                    probs, kBf16Rtol, kBf16Atol));
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_out, out.size()).value()), out,
-                    2 * kRtol, 2 * kAtol));
+                    2 * kBf16Rtol, 2 * kBf16Atol));
   EXPECT_TRUE(Close(ToFloat(Download<Bf16>(d_dqkv, dqkv.size()).value()), dqkv,
-                    2 * kRtol, 2 * kAtol));
+                    2 * kBf16Rtol, 2 * kBf16Atol));
 }
 
 TEST(CudaAttentionArgsTest, BadShapesAreAStatus) {

@@ -1,8 +1,8 @@
 // cuBLASLt linear layers (engine/cuda/linear.h) against the CPU
-// LinearForward/LinearBackward on bf16-rounded inputs. Tolerances as in
-// ops_test.cc, with the bf16 output bound scaled by √k: a k-term dot
-// product in fp32 differs from the CPU's summation order by O(√k) roundings
-// of fp32, far below one bf16 rounding, so the bf16 bound still dominates.
+// LinearForward/LinearBackward on bf16-rounded inputs, with the tolerances
+// of cuda_test_util.h unscaled: a k-term dot product in fp32 differs from
+// the CPU's summation order by O(√k) fp32 roundings, far below one bf16
+// rounding.
 #include "engine/cuda/linear.h"
 
 #include <algorithm>
@@ -15,35 +15,15 @@
 #include "engine/cuda/device.h"
 #include "engine/cuda/ops.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cuda/cuda_test_util.h"
 
 namespace meshtune::engine::cuda {
 namespace {
 
-std::vector<float> RandomBf16Values(size_t count, uint32_t seed,
-                                    float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> x(count);
-  for (float& v : x) v = RoundToBf16(dist(gen));
-  return x;
-}
-
-// |gpu − cpu| ≤ rtol·|cpu| + atol·max|cpu| for every element.
-::testing::AssertionResult Close(const std::vector<float>& gpu,
-                                 const std::vector<float>& ref, float rtol,
-                                 float atol) {
-  float max_ref = 0.0f;
-  for (float r : ref) max_ref = std::max(max_ref, std::fabs(r));
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const float bound = rtol * std::fabs(ref[i]) + atol * max_ref;
-    if (!(std::fabs(gpu[i] - ref[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": gpu " << gpu[i] << " cpu " << ref[i]
-             << " (bound " << bound << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::Close;
+using testing::kBf16Atol;
+using testing::kBf16Rtol;
+using testing::RandomBf16Values;
 
 template <typename T>
 T* Keep(std::vector<DeviceBuffer>& keep, const std::vector<T>& host) {
@@ -111,14 +91,16 @@ TEST_P(CudaLinearTest, ForwardBackwardAndGeluMatchCpu) {
   ASSERT_TRUE(ctx_->LinearBackward(d_dout, d_in, d_w, d_din, d_dw, d_db, n, k,
                                    m, nullptr)
                   .ok());
-  constexpr float kRtol = 1.0f / 128, kAtol = 1.0f / 256;
-  EXPECT_TRUE(Close(ToFloat(Fetch(keep_, d_out, n * m)), out, kRtol, kAtol));
-  EXPECT_TRUE(Close(ToFloat(Fetch(keep_, d_pre, n * m)), out, kRtol, kAtol));
+  EXPECT_TRUE(
+      Close(ToFloat(Fetch(keep_, d_out, n * m)), out, kBf16Rtol, kBf16Atol));
+  EXPECT_TRUE(
+      Close(ToFloat(Fetch(keep_, d_pre, n * m)), out, kBf16Rtol, kBf16Atol));
   // cuBLASLt's GELU epilogue against the tanh GELU of the rounded
   // pre-activation: an erf GELU would differ by up to ~1e-3 of the scale.
+  EXPECT_TRUE(Close(ToFloat(Fetch(keep_, d_gelu, n * m)), gelu, 2 * kBf16Rtol,
+                    2 * kBf16Atol));
   EXPECT_TRUE(
-      Close(ToFloat(Fetch(keep_, d_gelu, n * m)), gelu, 2 * kRtol, 2 * kAtol));
-  EXPECT_TRUE(Close(ToFloat(Fetch(keep_, d_din, n * k)), din, kRtol, kAtol));
+      Close(ToFloat(Fetch(keep_, d_din, n * k)), din, kBf16Rtol, kBf16Atol));
   EXPECT_TRUE(Close(Fetch(keep_, d_dw, m * k), dw, 1e-4f, 1e-5f));
   EXPECT_TRUE(Close(Fetch(keep_, d_db, m), db, 1e-4f, 1e-5f));
   // Three layouts (TN, NN, NT) plus the GELU epilogue: at most four algorithms.

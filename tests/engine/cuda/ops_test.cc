@@ -4,12 +4,7 @@
 // `gpu`; every test that needs a device skips without one, and the
 // no-device behaviour is tested where there is none.
 //
-// Tolerance. A bf16 result carries 8 significant bits, so one rounding is
-// up to 2^-8 relative (unit roundoff); fp32 arithmetic in a different order
-// adds far less. bf16 outputs: |gpu − cpu| ≤ 2^-7·|cpu| + 2^-8·max|cpu|
-// (two roundings — an intermediate stored in bf16, then the result — plus
-// cancellation against the row's scale). fp32 outputs (parameter gradients,
-// statistics, losses): ≤ 1e-4·|cpu| + 1e-5·max|cpu| (summation order only).
+// Tolerances: tests/engine/cuda/cuda_test_util.h.
 #include "engine/cpu/ops.h"
 
 #include <algorithm>
@@ -23,51 +18,15 @@
 #include "engine/cuda/device.h"
 #include "engine/cuda/ops.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cuda/cuda_test_util.h"
 
 namespace meshtune::engine::cuda {
 namespace {
 
-constexpr float kBf16Rtol = 1.0f / 128, kBf16Atol = 1.0f / 256;
-constexpr float kFp32Rtol = 1e-4f, kFp32Atol = 1e-5f;
-
-// Random values in [-scale, scale], rounded to bf16.
-std::vector<float> RandomBf16Values(size_t count, uint32_t seed,
-                                    float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> x(count);
-  for (float& v : x) v = RoundToBf16(dist(gen));
-  return x;
-}
-
-::testing::AssertionResult Close(const std::vector<float>& gpu,
-                                 const std::vector<float>& ref, float rtol,
-                                 float atol_of_max) {
-  if (gpu.size() != ref.size()) {
-    return ::testing::AssertionFailure()
-           << "sizes " << gpu.size() << " vs " << ref.size();
-  }
-  float max_ref = 0.0f;
-  for (float r : ref) max_ref = std::max(max_ref, std::fabs(r));
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const float bound = rtol * std::fabs(ref[i]) + atol_of_max * max_ref;
-    if (!(std::fabs(gpu[i] - ref[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": gpu " << gpu[i] << " cpu " << ref[i]
-             << " (bound " << bound << ", max |cpu| " << max_ref << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-::testing::AssertionResult CloseBf16(const std::vector<float>& gpu,
-                                     const std::vector<float>& ref) {
-  return Close(gpu, ref, kBf16Rtol, kBf16Atol);
-}
-::testing::AssertionResult CloseFp32(const std::vector<float>& gpu,
-                                     const std::vector<float>& ref) {
-  return Close(gpu, ref, kFp32Rtol, kFp32Atol);
-}
+using testing::Close;
+using testing::CloseBf16;
+using testing::CloseFp32;
+using testing::RandomBf16Values;
 
 // Device copies of host data; each accessor aborts the test on a CUDA error.
 class CudaOpsTest : public ::testing::Test {
