@@ -103,26 +103,12 @@ class TrainerImpl : public Trainer {
       const double step_s =
           std::chrono::duration<double>(Clock::now() - t0).count();
 
-      IterationLog log;
-      log.iteration = iteration_;
-      log.lr = result.lr;
-      log.loss = loss;
-      log.grad_norm = result.grad_norm;
-      log.step_s = step_s;
-      log.tokens_per_s =
-          static_cast<double>(config_.global_batch_size * s) / step_s;
-      log.tflops_per_rank = config_.model_flops_per_iteration / step_s /
-                            static_cast<double>(world_->size()) / 1e12;
-      log.consumed_samples = consumed_samples_;
+      const IterationLog log =
+          MakeIterationLog(config_, world_->size(), iteration_, result.lr, loss,
+                           result.grad_norm, step_s, consumed_samples_);
       history_.push_back(log);
-      if (!std::isfinite(loss) || !result.finite) {
-        return Status::Internal(
-            "iteration " + std::to_string(iteration_) + ": " +
-            (!std::isfinite(loss)
-                 ? "loss is " + std::to_string(loss)
-                 : std::string("gradient norm is not finite")) +
-            "; training stopped (the last saved checkpoint is kept)");
-      }
+      MESHTUNE_RETURN_IF_ERROR(
+          CheckFiniteStep(iteration_, loss, result.finite));
       if (world_->rank() == 0 && on_log) on_log(log);
 
       const bool at_end = iteration_ == config_.train_iters;
@@ -253,6 +239,33 @@ class TrainerImpl : public Trainer {
 };
 
 }  // namespace
+
+IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
+                              int64_t iteration, float lr, double loss,
+                              double grad_norm, double step_s,
+                              int64_t consumed_samples) {
+  IterationLog log;
+  log.iteration = iteration;
+  log.lr = lr;
+  log.loss = loss;
+  log.grad_norm = grad_norm;
+  log.step_s = step_s;
+  log.tokens_per_s =
+      static_cast<double>(config.global_batch_size * config.seq()) / step_s;
+  log.tflops_per_rank = config.model_flops_per_iteration / step_s /
+                        static_cast<double>(world_size) / 1e12;
+  log.consumed_samples = consumed_samples;
+  return log;
+}
+
+Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite) {
+  if (std::isfinite(loss) && grad_norm_finite) return Status::Ok();
+  return Status::Internal(
+      "iteration " + std::to_string(iteration) + ": " +
+      (!std::isfinite(loss) ? "loss is " + std::to_string(loss)
+                            : std::string("gradient norm is not finite")) +
+      "; training stopped (the last saved checkpoint is kept)");
+}
 
 StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const TrainConfig& config, const data::TokenDataset* dataset,

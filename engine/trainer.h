@@ -44,6 +44,18 @@ struct RankMemory {
   int64_t optimizer_bytes = 0;  // AdamW m and v
 };
 
+// The log of one finished step: Megatron's throughput fields from the
+// config's global batch and model FLOPs (shared by the CPU and CUDA
+// trainers).
+IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
+                              int64_t iteration, float lr, double loss,
+                              double grad_norm, double step_s,
+                              int64_t consumed_samples);
+
+// OK, or the error that stops a run whose step `iteration` produced a
+// non-finite loss or gradient norm (the last saved checkpoint stays valid).
+Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite);
+
 class Trainer {
  public:
   // Collective over `world` (size == config.parallel.world()). `dataset`

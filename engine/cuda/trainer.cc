@@ -171,26 +171,11 @@ class CudaTrainer : public Trainer {
       consumed_samples_ += config_.global_batch_size;
       const double step_s =
           std::chrono::duration<double>(Clock::now() - t0).count();
-      IterationLog log;
-      log.iteration = iteration_;
-      log.lr = lr;
-      log.loss = loss;
-      log.grad_norm = grad_norm;
-      log.step_s = step_s;
-      log.tokens_per_s =
-          static_cast<double>(config_.global_batch_size * s) / step_s;
-      log.tflops_per_rank = config_.model_flops_per_iteration / step_s /
-                            static_cast<double>(world_->size()) / 1e12;
-      log.consumed_samples = consumed_samples_;
+      const IterationLog log =
+          MakeIterationLog(config_, world_->size(), iteration_, lr, loss,
+                           grad_norm, step_s, consumed_samples_);
       history_.push_back(log);
-      if (!std::isfinite(loss) || !finite) {
-        return Status::Internal(
-            "iteration " + std::to_string(iteration_) + ": " +
-            (!std::isfinite(loss)
-                 ? "loss is " + std::to_string(loss)
-                 : std::string("gradient norm is not finite")) +
-            "; training stopped");
-      }
+      MESHTUNE_RETURN_IF_ERROR(CheckFiniteStep(iteration_, loss, finite));
       if (world_->rank() == 0 && on_log) on_log(log);
       const bool at_end = iteration_ == config_.train_iters;
       const bool at_interval =
