@@ -35,6 +35,7 @@
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
+#include "tuner/search_progress.h"
 #include "tuner/stored_search.h"
 #include "tuner/terminal.h"
 #include "tuner/train_config_yaml.h"
@@ -282,16 +283,8 @@ class LaunchCommand : public Command {
     if (!db.ok()) return db.status();
     auto calibration = ChooseCalibration(db->get(), in.cluster);
     if (!calibration.ok()) return calibration.status();
-    ProgressBar bar(err, "searching", 0,
-                    DefaultProgressOptions(err, terminal_.quiet));
-    SearchOptions options;
-    options.on_progress = [&bar](int64_t done, int64_t total) {
-      bar.Update(done, total);
-    };
     const SearchResult result =
-        RunSearch(in.model, in.cluster, in.training, in.space,
-                  *calibration.value(), options);
-    bar.Finish();
+        RunSearchWithProgress(in, *calibration.value(), err, terminal_.quiet);
     if (result.feasible == 0) {
       return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
     }

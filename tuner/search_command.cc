@@ -15,6 +15,7 @@
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
+#include "tuner/search_progress.h"
 #include "tuner/terminal.h"
 
 namespace meshtune::tuner {
@@ -98,18 +99,10 @@ class SearchCommand : public Command {
     // Measurements in the database just opened calibrate the search.
     auto calibration = ChooseCalibration(db->get(), in.cluster);
     if (!calibration.ok()) return calibration.status();
-    // Large spaces (thousands of GPUs, every axis free) take seconds; the
+    // Large spaces (thousands of GPUs, every axis free) take seconds: a
     // bar appears only then, on a terminal.
-    ProgressBar bar(err, "searching", 0,
-                    DefaultProgressOptions(err, terminal_.quiet));
-    SearchOptions options;
-    options.on_progress = [&bar](int64_t done, int64_t total) {
-      bar.Update(done, total);
-    };
     const SearchResult result =
-        RunSearch(in.model, in.cluster, in.training, in.space,
-                  *calibration.value(), options);
-    bar.Finish();
+        RunSearchWithProgress(in, *calibration.value(), err, terminal_.quiet);
     if (result.feasible == 0) {
       return NoFeasibleConfigStatus(in.model, in.cluster, in.training, result);
     }
