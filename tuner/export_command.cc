@@ -22,6 +22,7 @@
 #include "tuner/megatron_args.h"
 #include "tuner/nemo_overrides.h"
 #include "tuner/results_db.h"
+#include "tuner/stored_search.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -95,9 +96,10 @@ class ExportCommand : public Command {
     options.read_only = true;
     auto store = results::Store::Open(ResolveDbPath(db_), options);
     if (!store.ok()) return store.status();
-    auto search = FindSearch(**store, search_id.value());
+    auto search = FindStoredSearch(**store, search_id.value());
     if (!search.ok()) return search.status();
-    auto candidate = FindRank(**store, search.value(), rank.value());
+    auto candidate =
+        FindStoredRanks(**store, search.value(), {rank.value()}, "--rank");
     if (!candidate.ok()) return candidate.status();
 
     const results::SearchRecord& s = search.value();
@@ -106,7 +108,7 @@ class ExportCommand : public Command {
     auto training = StoredTraining(s);
     if (!training.ok()) return training.status();
 
-    const results::CandidateRecord& c = candidate.value();
+    const results::CandidateRecord& c = candidate->front();
     err << "tune: search " << s.id << " rank " << c.rank << ": " << s.model
         << " on " << s.gpus << " GPUs, " << search_spaces::ToString(c.config)
         << "\n";
@@ -127,40 +129,6 @@ class ExportCommand : public Command {
   }
 
  private:
-  static StatusOr<results::SearchRecord> FindSearch(const results::Store& store,
-                                                    int64_t id) {
-    auto searches = store.ListSearches();
-    if (!searches.ok()) return searches.status();
-    for (const results::SearchRecord& s : searches.value()) {
-      if (s.id == id) return s;
-    }
-    return Status::InvalidArgument(
-        "--search: no search " + std::to_string(id) + " in " + store.path(),
-        "list the recorded searches with 'tune db searches'");
-  }
-
-  static StatusOr<results::CandidateRecord> FindRank(
-      const results::Store& store, const results::SearchRecord& s,
-      int64_t rank) {
-    auto candidates = store.GetCandidates(s.id);
-    if (!candidates.ok()) return candidates.status();
-    for (const results::CandidateRecord& c : candidates.value()) {
-      if (c.rank == rank) return c;
-    }
-    const int64_t stored = static_cast<int64_t>(candidates->size());
-    if (stored == 0) {
-      return Status::InvalidArgument(
-          "--rank: search " + std::to_string(s.id) + " stores no candidates",
-          "search again; 'tune search --top K' stores the best K");
-    }
-    return Status::InvalidArgument(
-        "--rank: search " + std::to_string(s.id) + " stores " +
-            std::to_string(stored) + " candidate" + (stored == 1 ? "" : "s") +
-            ", not rank " + std::to_string(rank),
-        "pick a rank from 1 to " + std::to_string(stored) +
-            ", or search again with --top K to store more");
-  }
-
   // The stored name is the model's canonical name; for a model read from a
   // YAML file that is the file's `name:`, so the --model argument the search
   // ran with (the path as typed) is tried next.

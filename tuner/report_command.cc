@@ -23,6 +23,7 @@
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
 #include "tuner/shell_words.h"
+#include "tuner/stored_search.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -255,18 +256,9 @@ class ReportCommand : public Command {
     const std::string db_path = ResolveDbPath(flags_.db);
     auto store = results::Store::Open(db_path, open);
     if (!store.ok()) return store.status();
-    auto searches = store.value()->ListSearches();
-    if (!searches.ok()) return searches.status();
-    const results::SearchRecord* search = nullptr;
-    for (const results::SearchRecord& s : searches.value()) {
-      if (s.id == id.value()) search = &s;
-    }
-    if (search == nullptr) {
-      return Status::InvalidArgument(
-          "--search: no search " + std::to_string(id.value()) + " in " +
-              db_path,
-          "list the recorded searches with 'tune db searches'");
-    }
+    auto found = FindStoredSearch(**store, id.value());
+    if (!found.ok()) return found.status();
+    const results::SearchRecord* search = &found.value();
     auto flags = FlagsOfRecordedSearch(*search);
     if (!flags.ok()) return flags.status();
     auto inputs = ResolveInputs(flags.value());

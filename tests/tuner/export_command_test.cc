@@ -116,7 +116,8 @@ TEST_F(ExportCommandTest, UnknownSearch) {
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err, "tune: error: --search: no search 9 in " + *db_ +
                          "\ntune: hint: list the recorded searches with 'tune "
-                         "db searches'\n");
+                         "db searches --db " +
+                         *db_ + "'\n");
 }
 
 TEST_F(ExportCommandTest, RankOutOfRange) {

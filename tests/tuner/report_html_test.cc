@@ -350,7 +350,8 @@ TEST(ReportCommandTest, BadInputIsOneLineWithAHintAndExitCode2) {
       {"report --html " + dir + "/r.html --search 9 --db " + db,
        "tune: error: --search: no search 9 in " + db +
            "\ntune: hint: list the recorded searches with 'tune db "
-           "searches'\n"},
+           "searches --db " +
+           db + "'\n"},
       {"report --html " + dir + "/no/such/dir/r.html " + kSearch,
        "tune: error: --html: cannot write " + dir +
            "/no/such/dir/r.html: No such file or directory\ntune: hint: pick "
