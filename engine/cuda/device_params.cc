@@ -64,10 +64,6 @@ Status DeviceParams::DownloadParams(ParamStore* store) const {
   return ToHost(*store, master_, store->flat_params().data());
 }
 
-Status DeviceParams::DownloadGrads(ParamStore* store) const {
-  return ToHost(*store, grads_, store->flat_grads().data());
-}
-
 Status DeviceParams::DownloadMoments(const ParamStore& store, float* m,
                                      float* v) const {
   MESHTUNE_RETURN_IF_ERROR(ToHost(store, m_, m));

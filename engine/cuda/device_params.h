@@ -44,8 +44,6 @@ class DeviceParams {
                             : padded_numel_;
     return {offsets_[first], end};
   }
-  // Bytes held on the device: 18 per parameter.
-  int64_t bytes() const { return 18 * numel_; }
 
   const Bf16* weight(const ParamStore& store, int i) const {
     (void)store;
@@ -59,9 +57,8 @@ class DeviceParams {
   Status ZeroGrads();
   // Every gradient ×= coeff (global-norm clipping).
   Status ScaleGrads(float coeff);
-  // Copies the fp32 master weights (or the main grads) into `store`.
+  // Copies the fp32 master weights into `store`.
   Status DownloadParams(ParamStore* store) const;
-  Status DownloadGrads(ParamStore* store) const;
   // AdamW's moments to / from host arrays of numel() floats each
   // (checkpoints go through the CPU engine's format, engine/checkpoint.h).
   Status DownloadMoments(const ParamStore& store, float* m, float* v) const;

@@ -62,12 +62,6 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
       "train this configuration with --backend cpu, or change it");
 }
 
-StatusOr<DeviceBuffer> CudaGptModel::Alloc(size_t bytes) {
-  auto b = DeviceBuffer::Allocate(bytes);
-  if (b.ok()) activation_bytes_ += static_cast<int64_t>(bytes);
-  return b;
-}
-
 #define MESHTUNE_ASSIGN_BUFFER(target, expr)    \
   do {                                          \
     auto _buffer = (expr);                      \
@@ -81,22 +75,25 @@ CudaGptModel::AllocActivations(bool keep_probs) {
   const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
   const size_t bf = sizeof(Bf16), f32 = sizeof(float);
   auto a = std::make_unique<Activations>();
-  MESHTUNE_ASSIGN_BUFFER(a->mean1, Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->rstd1, Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->mean2, Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->rstd2, Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->ln1, Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->qkv, Alloc(n * sh.qkv_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->mean1, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->rstd1, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->mean2, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->rstd2, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(a->ln1, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->qkv,
+                         DeviceBuffer::Allocate(n * sh.qkv_width() * bf));
   if (keep_probs) {
     MESHTUNE_ASSIGN_BUFFER(
-        a->probs,
-        Alloc(static_cast<size_t>(attention_->probs_elements()) * bf));
+        a->probs, DeviceBuffer::Allocate(
+                      static_cast<size_t>(attention_->probs_elements()) * bf));
   }
-  MESHTUNE_ASSIGN_BUFFER(a->attn, Alloc(n * sh.heads * sh.head_dim * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->x2, Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->ln2, Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->fc1, Alloc(n * sh.fc1_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->act, Alloc(n * sh.ffn * bf));
+  MESHTUNE_ASSIGN_BUFFER(
+      a->attn, DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->x2, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->ln2, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->fc1,
+                         DeviceBuffer::Allocate(n * sh.fc1_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(a->act, DeviceBuffer::Allocate(n * sh.ffn * bf));
   return StatusOr<std::unique_ptr<Activations>>(std::move(a));
 }
 
@@ -215,32 +212,41 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   }
 #undef MESHTUNE_FIND
   m->x_.resize(model.num_layers + 1);
-  for (DeviceBuffer& x : m->x_) MESHTUNE_ASSIGN_BUFFER(x, m->Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->tokens_, m->Alloc(n * sizeof(int32_t)));
-  MESHTUNE_ASSIGN_BUFFER(m->targets_, m->Alloc(n * sizeof(int32_t)));
-  MESHTUNE_ASSIGN_BUFFER(m->final_out_, m->Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->final_mean_, m->Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(m->final_rstd_, m->Alloc(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(m->logits_, m->Alloc(n * m->padded_vocab_ * bf));
+  for (DeviceBuffer& x : m->x_)
+    MESHTUNE_ASSIGN_BUFFER(x, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->tokens_,
+                         DeviceBuffer::Allocate(n * sizeof(int32_t)));
+  MESHTUNE_ASSIGN_BUFFER(m->targets_,
+                         DeviceBuffer::Allocate(n * sizeof(int32_t)));
+  MESHTUNE_ASSIGN_BUFFER(m->final_out_, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->final_mean_, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(m->final_rstd_, DeviceBuffer::Allocate(n * f32));
+  MESHTUNE_ASSIGN_BUFFER(m->logits_,
+                         DeviceBuffer::Allocate(n * m->padded_vocab_ * bf));
   for (DeviceBuffer* b :
        {&m->row_max_, &m->sum_exp_, &m->target_logit_, &m->loss_, &m->scale_}) {
-    MESHTUNE_ASSIGN_BUFFER(*b, m->Alloc(n * f32));
+    MESHTUNE_ASSIGN_BUFFER(*b, DeviceBuffer::Allocate(n * f32));
   }
-  MESHTUNE_ASSIGN_BUFFER(m->grad_a_, m->Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->grad_b_, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->grad_a_, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->grad_b_, DeviceBuffer::Allocate(n * h * bf));
   if (selective) {
-    MESHTUNE_ASSIGN_BUFFER(m->probs_scratch_, m->Alloc(probs * bf));
-    MESHTUNE_ASSIGN_BUFFER(m->attn_scratch_,
-                           m->Alloc(n * sh.heads * sh.head_dim * bf));
+    MESHTUNE_ASSIGN_BUFFER(m->probs_scratch_,
+                           DeviceBuffer::Allocate(probs * bf));
+    MESHTUNE_ASSIGN_BUFFER(
+        m->attn_scratch_,
+        DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
   }
-  MESHTUNE_ASSIGN_BUFFER(m->dqkv_, m->Alloc(n * sh.qkv_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dattn_, m->Alloc(n * sh.heads * sh.head_dim * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dfc1_, m->Alloc(n * sh.fc1_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dact_, m->Alloc(n * sh.ffn * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dln_, m->Alloc(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dx2_, m->Alloc(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dqkv_,
+                         DeviceBuffer::Allocate(n * sh.qkv_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(
+      m->dattn_, DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dfc1_,
+                         DeviceBuffer::Allocate(n * sh.fc1_width() * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dact_, DeviceBuffer::Allocate(n * sh.ffn * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dln_, DeviceBuffer::Allocate(n * h * bf));
+  MESHTUNE_ASSIGN_BUFFER(m->dx2_, DeviceBuffer::Allocate(n * h * bf));
   if (config.hidden_dropout > 0) {
-    MESHTUNE_ASSIGN_BUFFER(m->drop_grad_, m->Alloc(n * h * bf));
+    MESHTUNE_ASSIGN_BUFFER(m->drop_grad_, DeviceBuffer::Allocate(n * h * bf));
   }
   return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
 }

@@ -64,9 +64,6 @@ class CudaGptModel {
   std::pair<int, int> LayerTensors(int64_t layer) const;
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
-  // Bytes of activations and scratch allocated on the device.
-  int64_t activation_bytes() const { return activation_bytes_; }
-
  private:
   struct Activations;
   struct Layer;
@@ -75,7 +72,6 @@ class CudaGptModel {
   Status LayerForward(Layer& layer, const Bf16* x, Bf16* y);
   // x: the layer's forward input [n, h].
   Status LayerBackward(Layer& layer, const Bf16* x, const Bf16* dy, Bf16* dx);
-  StatusOr<DeviceBuffer> Alloc(size_t bytes);
   // Dropout specs of this micro-batch: hidden dropout at `site` of layer
   // `layer` (−1: the embedding), attention dropout of `layer`.
   cpu::DropoutSpec Hidden(int64_t layer, cpu::DropoutSite site) const;
@@ -95,7 +91,6 @@ class CudaGptModel {
   std::unique_ptr<Attention> attention_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<Activations>> activation_sets_;
-  int64_t activation_bytes_ = 0;
   // [n] token ids and targets; x_[l] is layer l's input [n, h] (x_[L] the
   // final norm's input); head buffers; gradient ping-pong [n, h].
   DeviceBuffer tokens_, targets_;
