@@ -31,6 +31,50 @@ struct CommGroup {
   int64_t ranks_per_node = 1;  // members per node
 };
 
+// The memory-bound elementwise and normalization work of a layer, each
+// counted per element of the tensor named below. The datasheet prices them
+// as bytes streamed through HBM (bytes per element: ElementwiseBytes); a
+// measured calibration can time the engine's own kernels instead (issue 4),
+// which matters where they are not bandwidth-bound (the CPU engine's GELU is
+// tanhf-bound).
+enum class ElementwiseOp {
+  kNorm,            // LayerNorm / RMSNorm, per element of the normed tensor
+  kBiasDropoutAdd,  // GPT's bias-dropout-add, per element of the residual
+  kResidualAdd,     // LLaMA's plain residual add, per element of the residual
+  kGelu,            // per element of the f-wide activation
+  kSwiglu,          // per output (f-wide) element
+  kRope,            // per rotated q/k element
+  kCrossEntropy,    // per logit: the fused fp32 softmax + loss
+  kEmbedding,       // per output element of the lookup
+};
+inline constexpr int kNumElementwiseOps = 8;
+// "norm", "bias_dropout_add", "residual_add", "gelu", "swiglu", "rope",
+// "cross_entropy", "embedding" (the profiler's "elem:<name>:fwd|bwd" rows).
+const char* ToString(ElementwiseOp op);
+// The inverse of ToString; false for any other name.
+bool ParseElementwiseOp(const std::string& name, ElementwiseOp* op);
+
+// HBM bytes per element of each elementwise op in the datasheet model
+// (bf16 activations, fp32 where Megatron computes in fp32).
+//  - Norm: read x, write y (2 + 2); backward reads x, dy and writes dx, with
+//    the saved statistics (2×).
+//  - Bias-dropout-add: read the branch output, the residual and the dropout
+//    mask (1 B), write the sum: 7 B; the plain add has no mask: 6 B;
+//    backward 2×.
+//  - GELU: read the fc1 output, write the activation (4 B per f element);
+//    SwiGLU reads gate and up, writes the product (6 B per output element);
+//    backward 2× (they read the saved input and the incoming gradient).
+//  - RoPE: read and write q and k in place (4 B per element); backward 2×.
+//  - Cross-entropy: Megatron's vocab-parallel cross-entropy in fp32
+//    (tensor_parallel/cross_entropy.py), per logit forward: upcast (read 2,
+//    write 4), max (4), subtract max (4 + 4), exp in place (4 + 4), sum (4),
+//    divide in place, kept for backward (4 + 4) = 38 B; backward: softmax
+//    minus one-hot times the loss gradient in place (4 + 4), cast to the
+//    16-bit logits gradient (4 + 2) = 14 B.
+//  - Embedding: gather the rows (+ positions, dropout) forward: 8 B;
+//    scatter-add of the gradient into the table backward: 8 B.
+double ElementwiseBytes(ElementwiseOp op, bool backward);
+
 // Every timing method takes the ModelOptions of the estimate, so refinements
 // that live in the calibration (GEMM curve, kernel efficiency, collective
 // ramp, hierarchy, NVLS) can be switched off per call for ablation.
@@ -73,6 +117,14 @@ class Calibration {
   // Seconds to stream `bytes` through HBM (read + write counted by caller).
   virtual double MemoryTime_s(double bytes,
                               const ModelOptions& options) const = 0;
+  // Seconds for one elementwise op over `elements` elements (counted as
+  // ElementwiseOp says), forward or backward. Default: the datasheet byte
+  // count, ElementwiseBytes(op, backward)·elements through MemoryTime_s.
+  virtual double ElementwiseTime_s(ElementwiseOp op, double elements,
+                                   bool backward,
+                                   const ModelOptions& options) const {
+    return MemoryTime_s(ElementwiseBytes(op, backward) * elements, options);
+  }
   // Seconds for one collective over `group`; `bytes` is the full buffer size
   // in nccl-tests convention (all-reduce: the array; all-gather: the output;
   // reduce-scatter: the input; send/recv: the message).

@@ -13,11 +13,6 @@ using search_spaces::Precision;
 
 namespace {
 
-// HBM bytes per logit of the fp32 vocab-parallel cross-entropy (see
-// LogitsComputeTime).
-constexpr double kCrossEntropyBytesFwd = 38;
-constexpr double kCrossEntropyBytesBwd = 14;
-
 // Adds fwd, dgrad and wgrad of [m, k]·[k, n] to `lc`; returns (dgrad, wgrad)
 // through the out-parameters for the overlap bookkeeping. fp8 adds the
 // input casts (3 bytes per element: read 16-bit, write 8-bit).
@@ -42,6 +37,13 @@ void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
   }
   if (dgrad_s != nullptr) *dgrad_s += multiplicity * dgrad;
   if (wgrad_s != nullptr) *wgrad_s += multiplicity * wgrad;
+}
+
+// Adds the forward and backward time of `elements` of `op` to `lc`.
+void AddElementwise(ElementwiseOp op, double elements, const Calibration& cal,
+                    LayerCompute* lc, const ModelOptions& o) {
+  lc->elem_fwd_s += cal.ElementwiseTime_s(op, elements, false, o);
+  lc->elem_bwd_s += cal.ElementwiseTime_s(op, elements, true, o);
 }
 
 int64_t HeadDim(const ModelSpec& m) {
@@ -75,13 +77,21 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
   lc.attn_bwd_s = cal.AttentionBackwardTime_s(
       c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true, o);
 
-  // Elementwise, forward bytes.
+  // Elementwise work (element counts; the calibration prices them, see
+  // ElementwiseOp). Tensors replicated across tp ranks are split by SP.
+  LayerCompute elem;
   const double tsp = c.sp ? static_cast<double>(t) : 1.0;
   const double e_repl = static_cast<double>(T) * h / tsp;
-  double bytes = 2 * 4.0 * e_repl;          // two norms
-  bytes += 2 * (gpt ? 7.0 : 6.0) * e_repl;  // two (bias-dropout-)adds
+  const ElementwiseOp act =
+      swiglu ? ElementwiseOp::kSwiglu : ElementwiseOp::kGelu;
+  AddElementwise(ElementwiseOp::kNorm, 2 * e_repl, cal, &elem, o);  // two
+  AddElementwise(
+      gpt ? ElementwiseOp::kBiasDropoutAdd : ElementwiseOp::kResidualAdd,
+      2 * e_repl, cal, &elem, o);  // after attention and after the MLP
   if (m.position_embedding_type == PositionEmbedding::kRope) {
-    bytes += 4.0 * T * static_cast<double>(q + kv) / t;
+    AddElementwise(ElementwiseOp::kRope,
+                   static_cast<double>(T) * static_cast<double>(q + kv) / t,
+                   cal, &elem, o);
   }
 
   if (!moe_layer) {
@@ -89,7 +99,8 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
     AddGemm(T, (swiglu ? 2 : 1) * f / t, h, p, 1, cal, &lc, &lc.column_dgrad_s,
             &lc.column_wgrad_s, o);
     AddGemm(T, h, f / t, p, 1, cal, &lc, nullptr, nullptr, o);
-    bytes += (swiglu ? 6.0 : 4.0) * T * static_cast<double>(f) / t;
+    AddElementwise(act, static_cast<double>(T) * static_cast<double>(f) / t,
+                   cal, &elem, o);
   } else {
     const int64_t fe = m.expert_ffn_hidden_size();
     const int64_t E = m.num_experts;
@@ -105,12 +116,16 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
     AddGemm(tokens_per_expert, h, fe / t, p, static_cast<double>(local_experts),
             cal, &lc, nullptr, nullptr, o);
     const double routed = static_cast<double>(k) * T;
-    bytes += (swiglu ? 6.0 : 4.0) * routed * static_cast<double>(fe) / t;
-    bytes += 8.0 * routed * h / tsp;  // permute + unpermute
+    AddElementwise(act, routed * static_cast<double>(fe) / t, cal, &elem, o);
+    // Permute + unpermute of the routed tokens: 8 B per element streamed,
+    // twice that backward.
+    const double permute_bytes = 8.0 * routed * h / tsp;
+    elem.elem_fwd_s += cal.MemoryTime_s(permute_bytes, o);
+    elem.elem_bwd_s += cal.MemoryTime_s(2.0 * permute_bytes, o);
   }
   if (o.enabled(Refinement::kElementwise)) {
-    lc.elem_fwd_s += cal.MemoryTime_s(bytes, o);
-    lc.elem_bwd_s += cal.MemoryTime_s(2.0 * bytes, o);
+    lc.elem_fwd_s += elem.elem_fwd_s;
+    lc.elem_bwd_s += elem.elem_bwd_s;
   }
   return lc;
 }
@@ -125,18 +140,13 @@ LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
   // Megatron keeps the output layer in 16-bit even in fp8 recipes.
   const Precision out_p = p == Precision::kFp8 ? Precision::kBf16 : p;
   AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr, o);
-  // Final norm (4 B/elem) + Megatron's vocab-parallel cross-entropy in fp32
-  // (tensor_parallel/cross_entropy.py), per logit forward: upcast (read 2,
-  // write 4), max (4), subtract max (4 + 4), exp in place (4 + 4), sum (4),
-  // divide in place, kept for backward (4 + 4) = 38 B; backward: softmax
-  // minus one-hot times the loss gradient in place (4 + 4), cast to the
-  // 16-bit logits gradient (4 + 2) = 14 B.
+  // Final norm + the vocab-parallel cross-entropy over the local logits
+  // (ElementwiseOp::kCrossEntropy).
   const double tsp = c.sp ? static_cast<double>(c.tp) : 1.0;
   const double logits = static_cast<double>(T) * v_local;
-  lc.elem_fwd_s += cal.MemoryTime_s(
-      kCrossEntropyBytesFwd * logits + 4.0 * T * m.hidden_size / tsp, o);
-  lc.elem_bwd_s += cal.MemoryTime_s(
-      kCrossEntropyBytesBwd * logits + 8.0 * T * m.hidden_size / tsp, o);
+  AddElementwise(ElementwiseOp::kCrossEntropy, logits, cal, &lc, o);
+  AddElementwise(ElementwiseOp::kNorm,
+                 static_cast<double>(T) * m.hidden_size / tsp, cal, &lc, o);
   return lc;
 }
 
@@ -148,8 +158,8 @@ LayerCompute EmbeddingComputeTime(const ModelSpec& m, const ParallelConfig& c,
   const double tokens = static_cast<double>(c.mbs) * seq / c.cp;
   // Gather rows (+ positions, dropout) forward; scatter-add of the gradient
   // into the embedding table backward.
-  lc.elem_fwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size, o);
-  lc.elem_bwd_s = cal.MemoryTime_s(8.0 * tokens * m.hidden_size, o);
+  AddElementwise(ElementwiseOp::kEmbedding, tokens * m.hidden_size, cal, &lc,
+                 o);
   return lc;
 }
 

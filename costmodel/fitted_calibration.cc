@@ -78,6 +78,11 @@ double ScaledCalibrationView::MemoryTime_s(double bytes,
                                            const ModelOptions& options) const {
   return f_.memory * base_.MemoryTime_s(bytes, options);
 }
+double ScaledCalibrationView::ElementwiseTime_s(
+    ElementwiseOp op, double elements, bool backward,
+    const ModelOptions& options) const {
+  return f_.memory * base_.ElementwiseTime_s(op, elements, backward, options);
+}
 double ScaledCalibrationView::CollectiveTime_s(
     Collective op, double bytes, const CommGroup& group,
     const ModelOptions& options) const {

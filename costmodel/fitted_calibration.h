@@ -3,7 +3,8 @@
 // training runs on one machine and applied to every later estimate there.
 //
 //   compute     GemmTime_s and the attention kernels (FLOP-bound work)
-//   memory      MemoryTime_s (norms, activations, optimizer: bandwidth-bound)
+//   memory      MemoryTime_s and ElementwiseTime_s (norms, activations,
+//               optimizer: bandwidth-bound)
 //   collective  CollectiveTime_s (TP/CP/EP/PP/DP communication)
 //
 // A factor f multiplies every time of its kind (f = 1.25: that work runs 25%
@@ -71,6 +72,10 @@ class ScaledCalibrationView : public Calibration {
     return base_.Fp8BackwardGemmSlowdown(options);
   }
   double MemoryTime_s(double bytes, const ModelOptions& options) const override;
+  // The base's answer (measured kernel or datasheet bytes) times the memory
+  // factor: elementwise work is the memory-bound kind.
+  double ElementwiseTime_s(ElementwiseOp op, double elements, bool backward,
+                           const ModelOptions& options) const override;
   double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
                           const ModelOptions& options) const override;
 

@@ -31,6 +31,20 @@ double Interpolate(const std::vector<std::pair<double, double>>& points,
   return std::exp(Log(lo->second) + f * (Log(hi->second) - Log(lo->second)));
 }
 
+// Causal self-attention FLOPs of the engine's kernel shape (forward; the
+// backward's ratio to it is the same at every shape, so it cancels in the
+// shape-class scaling): 4·bh·q·kv·d, halved when causal.
+double AttentionFlops(int64_t batch_heads, int64_t q_len, int64_t kv_len,
+                      int64_t head_dim, bool causal) {
+  return (causal ? 2.0 : 4.0) * static_cast<double>(batch_heads) *
+         static_cast<double>(q_len) * static_cast<double>(kv_len) *
+         static_cast<double>(head_dim);
+}
+
+int ElementwiseSlot(ElementwiseOp op, bool backward) {
+  return 2 * static_cast<int>(op) + (backward ? 1 : 0);
+}
+
 }  // namespace
 
 MeasuredCalibration::MeasuredCalibration(
@@ -52,6 +66,20 @@ MeasuredCalibration::MeasuredCalibration(
       it = curves_.end() - 1;
     }
     it->points.emplace_back(mc.bytes, mc.time_s);
+  }
+  for (const MeasuredElementwise& e : tables_.elementwise) {
+    if (e.elements <= 0 || e.time_s <= 0) continue;
+    elementwise_[ElementwiseSlot(e.op, e.backward)].emplace_back(e.elements,
+                                                                 e.time_s);
+  }
+  for (auto& points : elementwise_) {
+    std::sort(points.begin(), points.end());
+    // Repeated counts: keep the fastest median (sorted first).
+    points.erase(std::unique(points.begin(), points.end(),
+                             [](const auto& a, const auto& b) {
+                               return a.first == b.first;
+                             }),
+                 points.end());
   }
   for (Curve& c : curves_) {
     std::sort(c.points.begin(), c.points.end());
@@ -94,20 +122,81 @@ double MeasuredCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
   return g->time_s * flops / measured_flops;
 }
 
-// Attention kernels are not measured yet (the engine's own kernel comes with
-// the training engine): the datasheet answers.
+const MeasuredAttention* MeasuredCalibration::NearestAttention(
+    int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+    bool backward) const {
+  const double lb = Log(batch_heads), lq = Log(q_len), lkv = Log(kv_len),
+               ld = Log(head_dim);
+  const MeasuredAttention* nearest = nullptr;
+  double best = std::numeric_limits<double>::infinity();
+  for (const MeasuredAttention& a : tables_.attention) {
+    if (a.backward != backward || a.time_s <= 0 || a.batch_heads <= 0 ||
+        a.seq_len <= 0 || a.head_dim <= 0) {
+      continue;
+    }
+    const double ls = Log(a.seq_len);
+    const double db = Log(a.batch_heads) - lb, dq = ls - lq, dkv = ls - lkv,
+                 dd = Log(a.head_dim) - ld;
+    const double d = db * db + dq * dq + dkv * dkv + dd * dd;
+    if (d < best) {
+      best = d;
+      nearest = &a;
+    }
+  }
+  return nearest;
+}
+
+double MeasuredCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
+                                            int64_t kv_len, int64_t head_dim,
+                                            bool causal, bool backward,
+                                            const ModelOptions& options) const {
+  const MeasuredAttention* a =
+      NearestAttention(batch_heads, q_len, kv_len, head_dim, backward);
+  if (a == nullptr) {
+    return backward
+               ? datasheet_.AttentionBackwardTime_s(batch_heads, q_len, kv_len,
+                                                    head_dim, causal, options)
+               : datasheet_.AttentionForwardTime_s(batch_heads, q_len, kv_len,
+                                                   head_dim, causal, options);
+  }
+  // The measured kernel is the engine's causal one.
+  return a->time_s *
+         AttentionFlops(batch_heads, q_len, kv_len, head_dim, causal) /
+         AttentionFlops(a->batch_heads, a->seq_len, a->seq_len, a->head_dim,
+                        true);
+}
+
 double MeasuredCalibration::AttentionForwardTime_s(
     int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
     bool causal, const ModelOptions& options) const {
-  return datasheet_.AttentionForwardTime_s(batch_heads, q_len, kv_len, head_dim,
-                                           causal, options);
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, false,
+                         options);
 }
 
 double MeasuredCalibration::AttentionBackwardTime_s(
     int64_t batch_heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
     bool causal, const ModelOptions& options) const {
-  return datasheet_.AttentionBackwardTime_s(batch_heads, q_len, kv_len,
-                                            head_dim, causal, options);
+  return AttentionTime_s(batch_heads, q_len, kv_len, head_dim, causal, true,
+                         options);
+}
+
+double MeasuredCalibration::ElementwiseTime_s(
+    ElementwiseOp op, double elements, bool backward,
+    const ModelOptions& options) const {
+  const auto& points = elementwise_[ElementwiseSlot(op, backward)];
+  if (points.empty()) {
+    return Calibration::ElementwiseTime_s(op, elements, backward, options);
+  }
+  if (elements <= 0) return 0.0;
+  // The measured count nearest in log space sets the time per element.
+  const double le = Log(elements);
+  const std::pair<double, double>* nearest = &points.front();
+  for (const auto& p : points) {
+    if (std::fabs(Log(p.first) - le) < std::fabs(Log(nearest->first) - le)) {
+      nearest = &p;
+    }
+  }
+  return nearest->second * elements / nearest->first;
 }
 
 double MeasuredCalibration::MemoryTime_s(double bytes,

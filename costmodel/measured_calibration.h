@@ -7,7 +7,17 @@
 //    throughput (FLOP/s) of the nearest measured shape of the same precision
 //    (distance in log m, log n, log k): its shape class. Scaling the datasheet
 //    curve instead would carry a GPU's size dependence onto a CPU.
-//  - Attention: not measured yet, so the datasheet answers.
+//  - Attention: measured (batch_heads, seq_len, head_dim) rows of the
+//    engine's own causal kernel, forward and backward. Any other shape runs
+//    at the FLOP rate of the nearest measured shape (distance in log
+//    batch_heads, log q_len, log kv_len, log head_dim; a measured row has
+//    q_len = kv_len = seq_len): its shape class, like the GEMMs. Without a
+//    measured row of the direction, the datasheet answers.
+//  - Elementwise ops (ElementwiseOp): per (op, direction) the rows' time
+//    per element at the measured element count nearest in log space,
+//    times the elements asked for (time ∝ elements away from a measured
+//    count). Ops not measured take the default: datasheet bytes through
+//    MemoryTime_s below.
 //  - Collectives: per (op, group size) a curve of time over message size,
 //    interpolated linearly in (log bytes, log time) and extended beyond the
 //    measured range at the end points' bandwidth (time ∝ bytes). Other group
@@ -42,13 +52,32 @@ struct MeasuredCollective {
   double time_s = 0;  // median
 };
 
+// One timed elementwise kernel: `elements` counted as ElementwiseOp says.
+struct MeasuredElementwise {
+  ElementwiseOp op = ElementwiseOp::kNorm;
+  bool backward = false;
+  double elements = 0;
+  double time_s = 0;  // median
+};
+
+// One timed causal self-attention kernel over `batch_heads` heads of
+// `seq_len` queries and keys of dimension `head_dim`.
+struct MeasuredAttention {
+  int64_t batch_heads = 0, seq_len = 0, head_dim = 0;
+  bool backward = false;
+  double time_s = 0;  // median
+};
+
 struct MeasuredTables {
   std::string hardware_id;
   std::vector<MeasuredGemm> gemms;
   std::vector<MeasuredCollective> collectives;
+  std::vector<MeasuredElementwise> elementwise;
+  std::vector<MeasuredAttention> attention;
   double stream_gbps = 0;  // best measured streaming bandwidth; 0 = none
   bool empty() const {
-    return gemms.empty() && collectives.empty() && stream_gbps <= 0;
+    return gemms.empty() && collectives.empty() && elementwise.empty() &&
+           attention.empty() && stream_gbps <= 0;
   }
 };
 
@@ -78,6 +107,8 @@ class MeasuredCalibration : public Calibration {
     return datasheet_.Fp8BackwardGemmSlowdown(options);
   }
   double MemoryTime_s(double bytes, const ModelOptions& options) const override;
+  double ElementwiseTime_s(ElementwiseOp op, double elements, bool backward,
+                           const ModelOptions& options) const override;
   double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
                           const ModelOptions& options) const override;
 
@@ -85,6 +116,11 @@ class MeasuredCalibration : public Calibration {
   // null when none was measured in that precision.
   const MeasuredGemm* NearestGemm(int64_t m, int64_t n, int64_t k,
                                   search_spaces::Precision precision) const;
+  // The measured attention row of the direction nearest to the shape in log
+  // space, or null when none was measured.
+  const MeasuredAttention* NearestAttention(int64_t batch_heads, int64_t q_len,
+                                            int64_t kv_len, int64_t head_dim,
+                                            bool backward) const;
 
  private:
   DatasheetCalibration datasheet_;
@@ -103,6 +139,12 @@ class MeasuredCalibration : public Calibration {
     std::vector<std::pair<double, double>> points;  // (bytes, time_s)
   };
   std::vector<Curve> curves_;
+  // Per (op, direction), index 2·op + backward: (elements, time_s) sorted by
+  // elements, repeated counts keeping the fastest.
+  std::vector<std::pair<double, double>> elementwise_[2 * kNumElementwiseOps];
+  double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,
+                         int64_t head_dim, bool causal, bool backward,
+                         const ModelOptions& options) const;
 };
 
 }  // namespace meshtune::costmodel

@@ -108,5 +108,92 @@ TEST(MeasuredCalibration, EstimatesSayWhereTheirNumbersCameFrom) {
   EXPECT_NE(measured.step_time_s, sheet.step_time_s);
 }
 
+// GELU forward measured at 1e4 and 1e6 elements, norm backward at 1e5;
+// stream at 50 GB/s for the ops not measured.
+MeasuredTables ElementwiseTables() {
+  MeasuredTables t = Tables();
+  t.elementwise = {{ElementwiseOp::kGelu, false, 1e6, 5e-4},
+                   {ElementwiseOp::kGelu, false, 1e4, 1e-5},
+                   {ElementwiseOp::kGelu, false, 1e4, 3e-5},  // slower rerun
+                   {ElementwiseOp::kNorm, true, 1e5, 2e-4}};
+  return t;
+}
+
+TEST(MeasuredCalibration, ElementwiseUsesTheNearestMeasuredCountsRate) {
+  const ModelOptions o;
+  const MeasuredCalibration cal(testing::A100Cluster(), ElementwiseTables());
+  const auto gelu = [&](double elements) {
+    return cal.ElementwiseTime_s(ElementwiseOp::kGelu, elements, false, o);
+  };
+  // Measured counts answer for themselves (the fastest of a repeat).
+  EXPECT_NEAR(gelu(1e4), 1e-5, 1e-18);
+  EXPECT_NEAR(gelu(1e6), 5e-4, 1e-15);
+  // 2e4 is nearer 1e4 in log space: 1 ns per element → 20 µs.
+  EXPECT_NEAR(gelu(2e4), 2e-5, 1e-18);
+  // 3e5 is nearer 1e6 (log 3.3 < log 30): 0.5 ns per element → 150 µs.
+  EXPECT_NEAR(gelu(3e5), 1.5e-4, 1e-15);
+  // Beyond the measured range time ∝ elements: 1e8 → 50 ms; 100 → 0.1 µs.
+  EXPECT_NEAR(gelu(1e8), 5e-2, 1e-13);
+  EXPECT_NEAR(gelu(100), 1e-7, 1e-20);
+  EXPECT_EQ(gelu(0), 0.0);
+  EXPECT_NEAR(cal.ElementwiseTime_s(ElementwiseOp::kNorm, 4e5, true, o), 8e-4,
+              1e-15);
+}
+
+TEST(MeasuredCalibration, ElementwiseNotMeasuredFallsBackToBytes) {
+  const ModelOptions o;
+  const MeasuredCalibration cal(testing::A100Cluster(), ElementwiseTables());
+  // GELU backward was not measured: 8 B per element at 50 GB/s.
+  EXPECT_NEAR(cal.ElementwiseTime_s(ElementwiseOp::kGelu, 1e6, true, o),
+              8e6 / 50e9, 1e-15);
+  // Cross-entropy was not measured at all: 38 B per logit forward.
+  EXPECT_NEAR(
+      cal.ElementwiseTime_s(ElementwiseOp::kCrossEntropy, 1e6, false, o),
+      38e6 / 50e9, 1e-15);
+}
+
+MeasuredTables AttentionTables() {
+  MeasuredTables t = Tables();
+  // (batch_heads, seq_len, head_dim): 16 heads of 128 and of 1024 tokens.
+  t.attention = {{16, 128, 64, false, 1e-3}, {16, 1024, 64, false, 0.1}};
+  return t;
+}
+
+TEST(MeasuredCalibration, AttentionScalesTheNearestShapeByFlops) {
+  const ModelOptions o;
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration sheet(cluster);
+  const MeasuredCalibration cal(cluster, AttentionTables());
+  EXPECT_NEAR(cal.AttentionForwardTime_s(16, 128, 128, 64, true, o), 1e-3,
+              1e-15);
+  // Twice the heads: twice the FLOPs of the same class.
+  EXPECT_NEAR(cal.AttentionForwardTime_s(32, 128, 128, 64, true, o), 2e-3,
+              1e-15);
+  // Not causal: all (query, key) pairs, twice the causal FLOPs.
+  EXPECT_NEAR(cal.AttentionForwardTime_s(16, 128, 128, 64, false, o), 2e-3,
+              1e-15);
+  // 512 tokens are nearer 1024 than 128 in log space: 0.1 s · (512/1024)².
+  EXPECT_NEAR(cal.AttentionForwardTime_s(16, 512, 512, 64, true, o), 0.025,
+              1e-15);
+  ASSERT_NE(cal.NearestAttention(16, 512, 512, 64, false), nullptr);
+  EXPECT_EQ(cal.NearestAttention(16, 512, 512, 64, false)->seq_len, 1024);
+  // No backward row: the datasheet answers.
+  EXPECT_EQ(cal.NearestAttention(16, 128, 128, 64, true), nullptr);
+  EXPECT_EQ(cal.AttentionBackwardTime_s(16, 128, 128, 64, true, o),
+            sheet.AttentionBackwardTime_s(16, 128, 128, 64, true, o));
+  // Nothing measured at all: the datasheet forward too.
+  const MeasuredCalibration bare(cluster, Tables());
+  EXPECT_EQ(bare.AttentionForwardTime_s(16, 128, 128, 64, true, o),
+            sheet.AttentionForwardTime_s(16, 128, 128, 64, true, o));
+}
+
+TEST(MeasuredTables, KernelRowsAloneAreNotEmpty) {
+  MeasuredTables t;
+  t.hardware_id = "x";
+  EXPECT_TRUE(t.empty());
+  t.attention = {{16, 128, 64, true, 1e-3}};
+  EXPECT_FALSE(t.empty());
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel
