@@ -1,14 +1,15 @@
 // Causal self-attention on the GPU (CPU counterpart: AttentionForward /
 // AttentionBackward in engine/cpu/ops.h, same qkv layout, GQA and scale).
 //
-// This is the unfused first step the CUDA engine issue allows: the heads are
-// split into contiguous [b·heads, s, d] tensors (k and v repeated per query
-// head of their group), QKᵀ and P·V run as strided-batched cuBLASLt GEMMs on
-// the tensor cores, and a causal softmax kernel sits between them. The
-// probabilities P [b·heads, s, s] (bf16) are the saved activation, as in
-// Megatron without flash attention; memory is O(s²) per head. A fused
-// flash-style kernel (O(s) memory, no P) replaces it later; the interface
-// stays.
+// The unfused path, kept beside the fused FlashAttention
+// (engine/cuda/flash_attention.h) that the model runs by default: the CUDA
+// model uses this one only under MESHTUNE_CUDA_ATTENTION=unfused, and the
+// flash tests compare against it. The heads are split into contiguous
+// [b·heads, s, d] tensors (k and v repeated per query head of their group),
+// QKᵀ and P·V run as strided-batched cuBLASLt GEMMs on the tensor cores, and
+// a causal softmax kernel sits between them. The probabilities P [b·heads,
+// s, s] (bf16) are the saved activation, as in Megatron without flash
+// attention; memory is O(s²) per head.
 //
 // Numerics: scores and their gradient dP in fp32 (the GEMMs write fp32), P
 // and dS stored in bf16, softmax statistics in fp32.

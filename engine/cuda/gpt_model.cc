@@ -8,6 +8,8 @@
 #include "engine/cuda/gpt_model.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -25,7 +27,10 @@ struct CudaGptModel::Activations {
   DeviceBuffer mean1, rstd1, mean2, rstd2;  // fp32 [n]
   DeviceBuffer ln1;                         // [n, h]
   DeviceBuffer qkv;                         // [n, qkv_width], after RoPE
-  DeviceBuffer probs;    // [b·heads, s, s]; empty if selective
+  // Unfused kernel: probabilities [b·heads, s, s] (empty under selective
+  // recompute); flash kernel: fp32 log-sum-exp [b·heads, s] (always kept:
+  // with flash, selective recompute saves nothing extra, as in Megatron).
+  DeviceBuffer probs, lse;
   DeviceBuffer attn;     // [n, heads·d]
   DeviceBuffer x2, ln2;  // [n, h]
   DeviceBuffer fc1;      // [n, fc1_width] pre-activation
@@ -43,6 +48,17 @@ struct CudaGptModel::Layer {
 };
 
 CudaGptModel::~CudaGptModel() = default;
+
+StatusOr<AttentionKernel> ParseAttentionKernel(const char* value) {
+  if (value == nullptr || std::strcmp(value, "") == 0 ||
+      std::strcmp(value, "flash") == 0) {
+    return AttentionKernel::kFlash;
+  }
+  if (std::strcmp(value, "unfused") == 0) return AttentionKernel::kUnfused;
+  return Status::InvalidArgument(std::string("MESHTUNE_CUDA_ATTENTION=") +
+                                     value + " is not an attention kernel",
+                                 "set it to flash or unfused, or unset it");
+}
 
 Status CudaGptModel::CheckSupported(const TrainConfig& config) {
   const auto& par = config.parallel;
@@ -82,7 +98,11 @@ CudaGptModel::AllocActivations(bool keep_probs) {
   MESHTUNE_ASSIGN_BUFFER(a->ln1, DeviceBuffer::Allocate(n * h * bf));
   MESHTUNE_ASSIGN_BUFFER(a->qkv,
                          DeviceBuffer::Allocate(n * sh.qkv_width() * bf));
-  if (keep_probs) {
+  if (flash_ != nullptr) {
+    MESHTUNE_ASSIGN_BUFFER(
+        a->lse, DeviceBuffer::Allocate(
+                    static_cast<size_t>(flash_->lse_elements()) * f32));
+  } else if (keep_probs) {
     MESHTUNE_ASSIGN_BUFFER(
         a->probs, DeviceBuffer::Allocate(
                       static_cast<size_t>(attention_->probs_elements()) * bf));
@@ -137,14 +157,23 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   auto gemm = GemmContext::Create();
   if (!gemm.ok()) return gemm.status();
   m->gemm_ = std::move(gemm).value();
-  auto attention = Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
-                                     sh.groups, sh.head_dim);
-  if (!attention.ok()) return attention.status();
-  m->attention_ = std::move(attention).value();
+  // Read once here: the kernel stays fixed for the model's lifetime.
+  auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
+  if (!kernel.ok()) return kernel.status();
+  if (kernel.value() == AttentionKernel::kFlash) {
+    auto flash =
+        FlashAttention::Create(sh.s, sh.b, sh.heads, sh.groups, sh.head_dim);
+    if (!flash.ok()) return flash.status();
+    m->flash_ = std::move(flash).value();
+  } else {
+    auto attention = Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
+                                       sh.groups, sh.head_dim);
+    if (!attention.ok()) return attention.status();
+    m->attention_ = std::move(attention).value();
+  }
 
   const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
   const size_t bf = sizeof(Bf16), f32 = sizeof(float);
-  const size_t probs = static_cast<size_t>(m->attention_->probs_elements());
   const bool selective =
       config.parallel.recompute.granularity == RecomputeGranularity::kSelective;
   for (int64_t l = 0; l < model.num_layers; ++l) {
@@ -229,7 +258,8 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   }
   MESHTUNE_ASSIGN_BUFFER(m->grad_a_, DeviceBuffer::Allocate(n * h * bf));
   MESHTUNE_ASSIGN_BUFFER(m->grad_b_, DeviceBuffer::Allocate(n * h * bf));
-  if (selective) {
+  if (selective && m->attention_ != nullptr) {
+    const size_t probs = static_cast<size_t>(m->attention_->probs_elements());
     MESHTUNE_ASSIGN_BUFFER(m->probs_scratch_,
                            DeviceBuffer::Allocate(probs * bf));
     MESHTUNE_ASSIGN_BUFFER(
@@ -309,12 +339,18 @@ Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
                                          sh.heads, sh.groups, sh.head_dim,
                                          sh.rope_base, 0, nullptr));
   }
-  Bf16* probs = L.a->probs.size_bytes() > 0 ? L.a->probs.as<Bf16>()
-                                            : probs_scratch_.as<Bf16>();
   const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
-  MESHTUNE_RETURN_IF_ERROR(attention_->Forward(L.a->qkv.as<Bf16>(),
-                                               L.a->attn.as<Bf16>(), probs,
-                                               nullptr, &attention_dropout));
+  if (flash_ != nullptr) {
+    MESHTUNE_RETURN_IF_ERROR(
+        flash_->Forward(L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(),
+                        L.a->lse.as<float>(), nullptr, &attention_dropout));
+  } else {
+    Bf16* probs = L.a->probs.size_bytes() > 0 ? L.a->probs.as<Bf16>()
+                                              : probs_scratch_.as<Bf16>();
+    MESHTUNE_RETURN_IF_ERROR(attention_->Forward(L.a->qkv.as<Bf16>(),
+                                                 L.a->attn.as<Bf16>(), probs,
+                                                 nullptr, &attention_dropout));
+  }
   Bf16* proj = dln_.as<Bf16>();  // [n, h] scratch: free during forward
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
       L.a->attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
@@ -401,16 +437,26 @@ Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
       dproj.value(), L.a->attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(),
       g(p.proj_w), g(p.proj_b), n, hd, h, nullptr));
   const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
-  const Bf16* probs = L.a->probs.as<Bf16>();
-  if (L.a->probs.size_bytes() == 0) {  // selective: recompute the probabilities
-    MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
-        L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
-        probs_scratch_.as<Bf16>(), nullptr, &attention_dropout));
-    probs = probs_scratch_.as<Bf16>();
+  if (flash_ != nullptr) {
+    // The flash backward recomputes P tile by tile from the saved
+    // log-sum-exp whatever the recompute setting: with flash attention,
+    // selective recompute has no probabilities to drop (Megatron's
+    // selective recompute with flash attention saves nothing extra either).
+    MESHTUNE_RETURN_IF_ERROR(flash_->Backward(
+        dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(),
+        L.a->lse.as<float>(), dqkv_.as<Bf16>(), nullptr, &attention_dropout));
+  } else {
+    const Bf16* probs = L.a->probs.as<Bf16>();
+    if (L.a->probs.size_bytes() == 0) {  // selective: recompute them
+      MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
+          L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
+          probs_scratch_.as<Bf16>(), nullptr, &attention_dropout));
+      probs = probs_scratch_.as<Bf16>();
+    }
+    MESHTUNE_RETURN_IF_ERROR(
+        attention_->Backward(dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), probs,
+                             dqkv_.as<Bf16>(), nullptr, &attention_dropout));
   }
-  MESHTUNE_RETURN_IF_ERROR(
-      attention_->Backward(dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), probs,
-                           dqkv_.as<Bf16>(), nullptr, &attention_dropout));
   if (sh.rope) {
     MESHTUNE_RETURN_IF_ERROR(RopeBackward(dqkv_.as<Bf16>(), sh.s, sh.b,
                                           sh.heads, sh.groups, sh.head_dim,

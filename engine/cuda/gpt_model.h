@@ -4,11 +4,19 @@
 //
 // Scope today: the whole model on one GPU (tp = pp = cp = 1; the trainer
 // runs data-parallel replicas of it, one GPU per rank); recompute none,
-// selective (core attention recomputed in the backward, the probabilities
-// not kept) or full (uniform or block, Megatron's segments: only the
+// selective or full (uniform or block, Megatron's segments: only the
 // segment inputs are kept, the segment's forward runs again in the
 // backward); hidden and attention dropout with the CPU engine's masks.
 // Anything else is refused by CheckSupported with a message naming it.
+//
+// Core attention is the fused flash-style kernel (engine/cuda/
+// flash_attention.h): a layer keeps the fp32 log-sum-exp [b·heads, s] of
+// its scores, never the probabilities, so selective recompute has nothing
+// extra to drop (as in Megatron with flash attention). The unfused
+// cuBLASLt kernel (engine/cuda/attention.h, probabilities saved, or
+// recomputed under selective recompute) runs instead when the environment
+// variable MESHTUNE_CUDA_ATTENTION=unfused is set, read once when the model
+// is created.
 //
 // Parameters are those of the CPU model (the same ParamStore registration
 // and layout-independent initialization), found by their Megatron names.
@@ -23,6 +31,7 @@
 
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device_params.h"
+#include "engine/cuda/flash_attention.h"
 #include "engine/cuda/linear.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
@@ -30,6 +39,14 @@
 #include "search_spaces/status.h"
 
 namespace meshtune::engine::cuda {
+
+// The core-attention kernel of the model.
+enum class AttentionKernel { kFlash, kUnfused };
+
+// The kernel MESHTUNE_CUDA_ATTENTION's value names: unset (nullptr) or
+// empty or "flash" -> kFlash, "unfused" -> kUnfused; anything else is an
+// error naming the value.
+StatusOr<AttentionKernel> ParseAttentionKernel(const char* value);
 
 class CudaGptModel {
  public:
@@ -68,6 +85,8 @@ class CudaGptModel {
   struct Activations;
   struct Layer;
   CudaGptModel() = default;
+  // One layer's activation set; `keep_probs`: the unfused kernel's
+  // probabilities are saved (no selective recompute).
   StatusOr<std::unique_ptr<Activations>> AllocActivations(bool keep_probs);
   Status LayerForward(Layer& layer, const Bf16* x, Bf16* y);
   // x: the layer's forward input [n, h].
@@ -88,6 +107,8 @@ class CudaGptModel {
   int64_t padded_vocab_ = 0;
   int word_emb_ = -1, pos_emb_ = -1, final_w_ = -1, final_b_ = -1, output_ = -1;
   std::unique_ptr<GemmContext> gemm_;
+  // Exactly one of the two is set (ParseAttentionKernel).
+  std::unique_ptr<FlashAttention> flash_;
   std::unique_ptr<Attention> attention_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<std::unique_ptr<Activations>> activation_sets_;
@@ -99,8 +120,9 @@ class CudaGptModel {
   DeviceBuffer row_max_, sum_exp_, target_logit_, loss_, scale_;
   DeviceBuffer grad_a_, grad_b_;
   // Backward scratch shared by the layers (one layer's backward at a time):
-  // the selective recompute's probabilities and output, dqkv, dattn, dfc1,
-  // dact, and the gradient of a norm's output.
+  // the unfused kernel's selective recompute's probabilities and output
+  // (empty otherwise), dqkv, dattn, dfc1, dact, and the gradient of a
+  // norm's output.
   DeviceBuffer probs_scratch_, attn_scratch_, dqkv_, dattn_, dfc1_, dact_, dln_,
       dx2_;
   float scale_value_ = -1.0f;
