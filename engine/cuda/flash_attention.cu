@@ -517,12 +517,16 @@ StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
         "use an sm_80 or newer data-center GPU, a smaller head_dim, or set "
         "MESHTUNE_CUDA_ATTENTION=unfused");
   }
+  // The limit is per kernel, not per instance: raise it to the device's
+  // maximum so that an instance with a smaller head_dim created later does
+  // not lower it under one created earlier (the launch's own size decides
+  // occupancy; the attribute only allows it).
   if (cudaFuncSetAttribute(FlashForwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           fwd_bytes) != cudaSuccess ||
+                           optin) != cudaSuccess ||
       cudaFuncSetAttribute(FlashBackwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           bwd_bytes) != cudaSuccess) {
+                           optin) != cudaSuccess) {
     return LastError("flash_attention_set_shared_memory");
   }
   std::unique_ptr<FlashAttention> a(new FlashAttention());

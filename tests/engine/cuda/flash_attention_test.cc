@@ -252,6 +252,33 @@ TEST(CudaFlashAttentionArgsTest, TooManyHeadsForTheGridIsAStatus) {
   EXPECT_EQ(a.status().hint(), "use a smaller micro-batch size");
 }
 
+// The shared-memory limit is a per-kernel setting: an instance created
+// after a larger one must not break the larger one's launches.
+TEST(CudaFlashAttentionSharedMemoryTest,
+     SmallerHeadDimCreatedLaterKeepsLarger) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const int64_t s = 70, b = 1, heads = 2, groups = 2, d = 128;
+  const int64_t width = (heads + 2 * groups) * d;
+  auto large = FlashAttention::Create(s, b, heads, groups, d);
+  ASSERT_TRUE(large.ok()) << large.status().message();
+  auto small = FlashAttention::Create(s, b, heads, groups, 16);
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  const auto qkv = RandomBf16Values(s * b * width, 8, 2.0f);
+  std::vector<float> out(s * b * heads * d);
+  cpu::AttentionForward(qkv.data(), out.data(), nullptr, s, b, heads, groups,
+                        d);
+  DeviceBuffer d_qkv = Put(ToBf16(qkv));
+  DeviceBuffer d_out = Put(std::vector<Bf16>(out.size()));
+  DeviceBuffer d_lse = Put(std::vector<float>(b * heads * s));
+  Status st = (*large)->Forward(d_qkv.as<Bf16>(), d_out.as<Bf16>(),
+                                d_lse.as<float>(), nullptr);
+  ASSERT_TRUE(st.ok()) << st.message();
+  st = Synchronize("flash attention shared memory test");
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(
+      Close(ToFloat(Get<Bf16>(d_out, out.size())), out, kBf16Rtol, kBf16Atol));
+}
+
 TEST(CudaFlashAttentionArgsTest, MisalignedPointersAreAStatus) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   auto a = FlashAttention::Create(16, 1, 2, 2, 64);
