@@ -27,6 +27,13 @@ std::vector<double> AverageRanks(const std::vector<double>& x) {
   return ranks;
 }
 
+// REQUIRES: !x.empty().
+double Median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 == 1 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 }  // namespace
 
 std::vector<SelectedCandidate> SelectCandidates(
@@ -83,6 +90,24 @@ std::vector<SelectedCandidate> SelectCandidates(
   return out;
 }
 
+RepeatedRuns SummarizeRuns(const std::vector<double>& runs_s) {
+  MESHTUNE_CHECK(!runs_s.empty());
+  const auto [lo, hi] = std::minmax_element(runs_s.begin(), runs_s.end());
+  MESHTUNE_CHECK(*lo > 0);
+  RepeatedRuns r;
+  r.median_s = Median(runs_s);
+  r.spread_pct = 100.0 * (*hi - *lo) / r.median_s;
+  return r;
+}
+
+std::vector<size_t> RoundOrder(size_t n, int64_t round) {
+  std::vector<size_t> order(n);
+  if (n == 0) return order;
+  const size_t shift = static_cast<size_t>(round) % n;
+  for (size_t i = 0; i < n; ++i) order[i] = (i + shift) % n;
+  return order;
+}
+
 double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
   MESHTUNE_CHECK(a.size() == b.size());
   const std::vector<double> ra = AverageRanks(a), rb = AverageRanks(b);
@@ -125,6 +150,26 @@ ValidationStats AnalyzeOutcomes(const std::vector<CandidateOutcome>& outcomes) {
   if (s.measured >= 2) {
     const double rho = SpearmanRho(predicted, measured);
     if (!std::isnan(rho)) s.spearman = rho;
+  }
+  std::vector<double> spreads;
+  for (const CandidateOutcome& o : outcomes) {
+    if (o.measured_step_s.has_value() && o.spread_pct.has_value()) {
+      spreads.push_back(*o.spread_pct);
+    }
+  }
+  if (!spreads.empty()) s.noise_pct = Median(spreads);
+  const double noise = s.noise_pct.value_or(0.0);
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    for (size_t j = i + 1; j < predicted.size(); ++j) {
+      const double faster = std::min(predicted[i], predicted[j]);
+      const double gap_pct =
+          100.0 * std::fabs(predicted[i] - predicted[j]) / faster;
+      if (gap_pct <= noise) continue;
+      ++s.separated_pairs;
+      if ((predicted[i] < predicted[j]) == (measured[i] < measured[j])) {
+        ++s.separated_pairs_in_order;
+      }
+    }
   }
   if (!outcomes.empty() && outcomes[0].measured_step_s.has_value()) {
     const double top1 = *outcomes[0].measured_step_s;

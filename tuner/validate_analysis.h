@@ -20,6 +20,15 @@
 //   top-1          whether the analytical top-1 is the measured best, and
 //                  if not, by how much it is slower than the measured best:
 //                  100·(measured(top-1) − measured(best))/measured(best).
+//   noise          with repeated runs (--repeats), each candidate's spread
+//                  100·(max − min)/median of its runs' step times; the
+//                  machine's noise is the median spread over candidates.
+//   separated      candidate pairs whose predictions differ by more than
+//   pairs          the noise (relative to the faster prediction), and how
+//                  many of them were measured in the predicted order: the
+//                  part of the ranking a measurement here can check at all
+//                  (pairs closer than the noise are a coin toss on this
+//                  machine whatever the model says).
 #ifndef MESHTUNE_TUNER_VALIDATE_ANALYSIS_H_
 #define MESHTUNE_TUNER_VALIDATE_ANALYSIS_H_
 
@@ -46,10 +55,27 @@ std::vector<SelectedCandidate> SelectCandidates(
     int64_t extras,
     const std::function<bool(const costmodel::Estimate&)>& trainable);
 
+// Repeated runs of one candidate (tune validate --repeats R, interleaved
+// with the other candidates' runs so that a slow minute of a shared machine
+// does not land on one candidate): its measured step time is the median of
+// the runs' step-time medians, robust to one slow run out of three.
+struct RepeatedRuns {
+  double median_s = 0;
+  double spread_pct = 0;  // 100·(max − min)/median; 0 for a single run
+};
+// REQUIRES: !runs_s.empty(), every run > 0.
+RepeatedRuns SummarizeRuns(const std::vector<double>& runs_s);
+
+// The order of round `round` (0-based) over n candidates: 0..n−1 rotated
+// left by round mod n, so that no candidate is always the first one run
+// after the search or the last one before the statistics.
+std::vector<size_t> RoundOrder(size_t n, int64_t round);
+
 // One candidate's outcome.
 struct CandidateOutcome {
   double predicted_step_s = 0;
   std::optional<double> measured_step_s;  // absent when the run failed
+  std::optional<double> spread_pct;       // with >= 2 runs
 };
 
 struct ValidationStats {
@@ -60,6 +86,13 @@ struct ValidationStats {
   // outcomes[0] is the analytical top-1: false when it failed.
   bool top1_is_measured_best = false;
   std::optional<double> top1_loss_pct;  // 0 when it is the best
+  // Median spread of the candidates measured more than once.
+  std::optional<double> noise_pct;
+  // Pairs of measured candidates whose predictions differ by more than
+  // noise_pct (0 when there is no noise estimate), and how many of them
+  // were measured in the predicted order.
+  int64_t separated_pairs = 0;
+  int64_t separated_pairs_in_order = 0;
 };
 
 // `outcomes[0]` must be the analytical top-1 (SelectCandidates order).

@@ -55,8 +55,14 @@ struct Row {
   SelectedCandidate pick;
   int64_t candidate_id = 0;
   costmodel::Estimate estimate;
-  CandidateRunResult run;
-  int64_t training_run_id = 0;
+  std::vector<double> runs_s;   // each run's median step time, in run order
+  std::string error;            // the failed run's one line; "" while ok
+  double wall_s = 0;            // all its runs, start-up included
+  int64_t training_run_id = 0;  // the latest recorded run
+
+  bool ok() const { return error.empty() && !runs_s.empty(); }
+  RepeatedRuns measured() const { return SummarizeRuns(runs_s); }
+  double measured_s() const { return measured().median_s; }
 };
 
 class ValidateCommand : public Command {
@@ -78,6 +84,10 @@ class ValidateCommand : public Command {
                     "training steps per candidate; the first 2 are warm-up "
                     "(default 8)")
         ->type_name("S");
+    sub->add_option("--repeats", repeats_,
+                    "runs per candidate, interleaved across candidates; the "
+                    "measured step time is their median (default 3)")
+        ->type_name("R");
     sub->add_option("--timeout", timeout_,
                     "seconds one candidate may run before it is killed and "
                     "recorded as failed (default 600)")
@@ -96,6 +106,9 @@ class ValidateCommand : public Command {
     if (!top.ok()) return top.status();
     auto steps = ParsePositiveInt(steps_, "--steps");
     if (!steps.ok()) return steps.status();
+    auto repeats = ParsePositiveInt(repeats_, "--repeats");
+    if (!repeats.ok()) return repeats.status();
+    repeat_count_ = *repeats;
     auto timeout = ParsePositiveInt(timeout_, "--timeout");
     if (!timeout.ok()) return timeout.status();
     int64_t extra = 0;
@@ -180,36 +193,54 @@ class ValidateCommand : public Command {
           row.candidate_id = c.id;
         }
       }
-      err << "tune: validate [" << i + 1 << "/" << picks.size() << "] rank "
-          << picks[i].index + 1 << " "
-          << search_spaces::ToString(row.estimate.config) << " ("
-          << picks[i].reason << "): " << *steps << " steps ... " << std::flush;
-      CandidateRunRequest request;
-      request.search_id = *search_id;
-      request.rank = static_cast<int64_t>(picks[i].index) + 1;
-      request.world = row.estimate.config.world();
-      request.steps = *steps;
-      request.db = db_path;
-      request.timeout_s = static_cast<double>(*timeout);
-      row.run = RunCandidate(request);
-      if (row.run.ok) {
-        err << Fixed(row.run.step_time_median_s, 3) << " s/step (predicted "
+      rows.push_back(std::move(row));
+    }
+    // Rounds: every candidate once per round, the order rotated each round,
+    // so that a slow stretch of a shared machine spreads over candidates
+    // instead of landing on one of them. A candidate that fails once (out
+    // of memory, crash, timeout) is not run again.
+    for (int64_t round = 0; round < *repeats; ++round) {
+      for (size_t i : RoundOrder(rows.size(), round)) {
+        Row& row = rows[i];
+        if (!row.error.empty()) continue;
+        err << "tune: validate [" << i + 1 << "/" << rows.size() << "] rank "
+            << row.pick.index + 1 << " "
+            << search_spaces::ToString(row.estimate.config) << " ("
+            << row.pick.reason << ")";
+        if (*repeats > 1) err << ", run " << round + 1 << "/" << *repeats;
+        err << ": " << *steps << " steps ... " << std::flush;
+        CandidateRunRequest request;
+        request.search_id = *search_id;
+        request.rank = static_cast<int64_t>(row.pick.index) + 1;
+        request.world = row.estimate.config.world();
+        request.steps = *steps;
+        request.db = db_path;
+        request.timeout_s = static_cast<double>(*timeout);
+        const CandidateRunResult run = RunCandidate(request);
+        row.wall_s += run.wall_s;
+        if (!run.ok) {
+          row.error = run.error;
+          err << "failed: " << run.error << "\n";
+          continue;
+        }
+        row.runs_s.push_back(run.step_time_median_s);
+        err << Fixed(run.step_time_median_s, 3) << " s/step (predicted "
             << Fixed(row.estimate.step_time_s, 3) << ")\n";
         auto runs = store->GetTrainingRuns(row.candidate_id);
         if (runs.ok() && !runs->empty()) {
           row.training_run_id = runs->back().id;
         }
-      } else {
-        err << "failed: " << row.run.error << "\n";
       }
-      rows.push_back(std::move(row));
     }
 
     std::vector<CandidateOutcome> outcomes;
     for (const Row& r : rows) {
       CandidateOutcome o;
       o.predicted_step_s = r.estimate.step_time_s;
-      if (r.run.ok) o.measured_step_s = r.run.step_time_median_s;
+      if (r.ok()) {
+        o.measured_step_s = r.measured_s();
+        if (r.runs_s.size() >= 2) o.spread_pct = r.measured().spread_pct;
+      }
       outcomes.push_back(o);
     }
     const ValidationStats stats = AnalyzeOutcomes(outcomes);
@@ -254,12 +285,12 @@ class ValidateCommand : public Command {
       results::ValidationRunRecord rec;
       rec.candidate_id = r.candidate_id;
       rec.reason = r.pick.reason;
-      rec.status = r.run.ok ? "ok" : "failed";
-      rec.error = r.run.error;
+      rec.status = r.ok() ? "ok" : "failed";
+      rec.error = r.error;
       rec.predicted_step_s = r.estimate.step_time_s;
-      if (r.run.ok) rec.measured_step_s = r.run.step_time_median_s;
-      rec.training_run_id = r.training_run_id;
-      rec.wall_s = r.run.wall_s;
+      if (r.ok()) rec.measured_step_s = r.measured_s();
+      rec.training_run_id = r.ok() ? r.training_run_id : 0;
+      rec.wall_s = r.wall_s;
       records.push_back(std::move(rec));
     }
     auto validation_id = store->PutValidation(v, records, ToolProvenance());
@@ -290,28 +321,31 @@ class ValidateCommand : public Command {
     char line[512];
     out << "validation " << validation_id << " of search " << search_id
         << " (calibration " << calibration << ", " << steps_
-        << " steps per candidate, first 2 are warm-up)\n";
-    std::snprintf(line, sizeof(line), "%4s  %-44s %-18s %9s %9s %7s  %s\n",
-                  "rank", "config", "why", "pred_s", "meas_s", "err%",
-                  "status");
+        << " steps per run, first 2 are warm-up; " << repeat_count_
+        << (repeat_count_ == 1 ? " run" : " interleaved runs")
+        << " per candidate, their median)\n";
+    std::snprintf(line, sizeof(line), "%4s  %-44s %-18s %9s %9s %8s %7s  %s\n",
+                  "rank", "config", "why", "pred_s", "meas_s", "spread%",
+                  "err%", "status");
     out << line;
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      const std::string meas =
-          r.run.ok ? Fixed(r.run.step_time_median_s, 3) : "-";
+      const std::string meas = r.ok() ? Fixed(r.measured_s(), 3) : "-";
+      const std::string spread = r.ok() && r.runs_s.size() >= 2
+                                     ? Fixed(r.measured().spread_pct, 1)
+                                     : "-";
       const std::string errp =
-          r.run.ok ? Signed(ErrorPercent(r.estimate.step_time_s,
-                                         r.run.step_time_median_s))
-                   : "-";
-      std::string status = r.run.ok ? "ok" : "failed: " + r.run.error;
+          r.ok() ? Signed(ErrorPercent(r.estimate.step_time_s, r.measured_s()))
+                 : "-";
+      std::string status = r.ok() ? "ok" : "failed: " + r.error;
       if (stats.measured_best.has_value() && *stats.measured_best == i) {
         status += " (measured best)";
       }
       std::snprintf(
-          line, sizeof(line), "%4zu  %-44s %-18s %9s %9s %7s  %s\n",
+          line, sizeof(line), "%4zu  %-44s %-18s %9s %9s %8s %7s  %s\n",
           r.pick.index + 1, search_spaces::ToString(r.estimate.config).c_str(),
           r.pick.reason.c_str(), Fixed(r.estimate.step_time_s, 3).c_str(),
-          meas.c_str(), errp.c_str(), status.c_str());
+          meas.c_str(), spread.c_str(), errp.c_str(), status.c_str());
       out << line;
     }
     out << "measured " << stats.measured << " of " << rows.size();
@@ -322,6 +356,13 @@ class ValidateCommand : public Command {
       out << "; Spearman rank correlation " << Fixed(*stats.spearman, 2);
     }
     out << "\n";
+    if (stats.noise_pct.has_value()) {
+      out << "run-to-run spread " << Fixed(*stats.noise_pct, 1)
+          << "% (median over candidates); of the " << stats.separated_pairs
+          << " candidate pairs predicted further apart than that, "
+          << stats.separated_pairs_in_order
+          << " were measured in the predicted order\n";
+    }
     if (stats.top1_loss_pct.has_value()) {
       if (stats.top1_is_measured_best) {
         out << "the analytical top-1 is the measured best\n";
@@ -336,7 +377,7 @@ class ValidateCommand : public Command {
       const Row& best = rows[*stats.measured_best];
       out << "recommended (measured best): rank " << best.pick.index + 1 << " "
           << search_spaces::ToString(best.estimate.config) << ", "
-          << Fixed(best.run.step_time_median_s, 3) << " s/step\n"
+          << Fixed(best.measured_s(), 3) << " s/step\n"
           << "  train it: tune train --from-search " << search_id << " --rank "
           << best.pick.index + 1 << "\n";
     }
@@ -368,18 +409,24 @@ class ValidateCommand : public Command {
           ConfigToJson(r.estimate.config, in.training.global_batch_size,
                        search_spaces::ToString(in.training.precision));
       c["predicted_step_s"] = r.estimate.step_time_s;
-      c["measured_step_s"] = r.run.ok ? nlohmann::json(r.run.step_time_median_s)
-                                      : nlohmann::json(nullptr);
-      c["error_pct"] =
-          r.run.ok ? nlohmann::json(ErrorPercent(r.estimate.step_time_s,
-                                                 r.run.step_time_median_s))
-                   : nlohmann::json(nullptr);
-      c["status"] = r.run.ok ? "ok" : "failed";
-      c["error"] =
-          r.run.ok ? nlohmann::json(nullptr) : nlohmann::json(r.run.error);
+      c["measured_step_s"] =
+          r.ok() ? nlohmann::json(r.measured_s()) : nlohmann::json(nullptr);
+      c["measured_runs_s"] = r.runs_s;
+      c["spread_pct"] = r.ok() && r.runs_s.size() >= 2
+                            ? nlohmann::json(r.measured().spread_pct)
+                            : nlohmann::json(nullptr);
+      c["error_pct"] = r.ok() ? nlohmann::json(ErrorPercent(
+                                    r.estimate.step_time_s, r.measured_s()))
+                              : nlohmann::json(nullptr);
+      c["status"] = r.ok() ? "ok" : "failed";
+      c["error"] = r.ok() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
       j["candidates"].push_back(c);
     }
+    j["repeats"] = repeat_count_;
     j["spearman"] = OptionalJson(stats.spearman);
+    j["noise_pct"] = OptionalJson(stats.noise_pct);
+    j["separated_pairs"] = stats.separated_pairs;
+    j["separated_pairs_in_order"] = stats.separated_pairs_in_order;
     j["mape_pct"] = OptionalJson(stats.mape_pct);
     j["top1_is_measured_best"] = stats.top1_is_measured_best;
     j["top1_loss_pct"] = OptionalJson(stats.top1_loss_pct);
@@ -404,6 +451,8 @@ class ValidateCommand : public Command {
   std::string top_ = "5";
   std::string extra_ = "3";
   std::string steps_ = "8";
+  std::string repeats_ = "3";
+  int64_t repeat_count_ = 3;  // repeats_ once parsed
   std::string timeout_ = "600";
   bool no_learn_ = false;
   bool json_ = false;

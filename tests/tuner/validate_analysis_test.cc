@@ -42,8 +42,10 @@ TEST(ValidateAnalysisTest, ErrorPercentSign) {
 
 TEST(ValidateAnalysisTest, AnalyzeHandValues) {
   // Predicted 1, 2, 3, 4; measured 1.1, 1.0, failed, 5.
-  std::vector<CandidateOutcome> o = {
-      {1.0, 1.1}, {2.0, 1.0}, {3.0, std::nullopt}, {4.0, 5.0}};
+  std::vector<CandidateOutcome> o = {{1.0, 1.1, std::nullopt},
+                                     {2.0, 1.0, std::nullopt},
+                                     {3.0, std::nullopt, std::nullopt},
+                                     {4.0, 5.0, std::nullopt}};
   const ValidationStats s = AnalyzeOutcomes(o);
   EXPECT_EQ(s.measured, 3);
   // |−9.09| + 100 + 20 = 129.09 / 3.
@@ -56,15 +58,66 @@ TEST(ValidateAnalysisTest, AnalyzeHandValues) {
 }
 
 TEST(ValidateAnalysisTest, FailedTop1HasNoLoss) {
-  const ValidationStats s =
-      AnalyzeOutcomes({{1.0, std::nullopt}, {2.0, 2.0}, {3.0, 2.5}});
+  const ValidationStats s = AnalyzeOutcomes({{1.0, std::nullopt, std::nullopt},
+                                             {2.0, 2.0, std::nullopt},
+                                             {3.0, 2.5, std::nullopt}});
   EXPECT_FALSE(s.top1_is_measured_best);
   EXPECT_FALSE(s.top1_loss_pct.has_value());
   EXPECT_EQ(*s.measured_best, 1u);
-  const ValidationStats none = AnalyzeOutcomes({{1.0, std::nullopt}});
+  const ValidationStats none =
+      AnalyzeOutcomes({{1.0, std::nullopt, std::nullopt}});
   EXPECT_EQ(none.measured, 0);
   EXPECT_FALSE(none.mape_pct.has_value());
   EXPECT_FALSE(none.spearman.has_value());
+}
+
+TEST(ValidateAnalysisTest, RepeatedRunsMedianAndSpread) {
+  // Odd count: the middle run; one slow run of three moves nothing.
+  RepeatedRuns r = SummarizeRuns({0.60, 0.80, 0.62});
+  EXPECT_DOUBLE_EQ(r.median_s, 0.62);
+  EXPECT_NEAR(r.spread_pct, 100.0 * 0.20 / 0.62, 1e-12);
+  // Even count: the mean of the middle two.
+  r = SummarizeRuns({0.5, 0.7, 0.6, 0.4});
+  EXPECT_DOUBLE_EQ(r.median_s, 0.55);
+  EXPECT_NEAR(r.spread_pct, 100.0 * 0.3 / 0.55, 1e-12);
+  r = SummarizeRuns({0.3});
+  EXPECT_DOUBLE_EQ(r.median_s, 0.3);
+  EXPECT_DOUBLE_EQ(r.spread_pct, 0.0);
+}
+
+TEST(ValidateAnalysisTest, RoundOrderRotates) {
+  EXPECT_EQ(RoundOrder(3, 0), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(RoundOrder(3, 1), (std::vector<size_t>{1, 2, 0}));
+  EXPECT_EQ(RoundOrder(3, 2), (std::vector<size_t>{2, 0, 1}));
+  EXPECT_EQ(RoundOrder(3, 3), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_TRUE(RoundOrder(0, 5).empty());
+}
+
+TEST(ValidateAnalysisTest, NoiseAndSeparatedPairs) {
+  // Spreads 4, 10, 20 (one candidate measured once, one failed): noise =
+  // the median, 10 %. Predictions 1.00, 1.05, 1.30, 2.00 among the measured:
+  // pairs apart by more than 10 %: (1.00, 1.30), (1.00, 2.00),
+  // (1.05, 1.30), (1.05, 2.00), (1.30, 2.00) = 5; (1.00, 1.05) is 5 %.
+  // Measured 1.0, 0.9, 1.4, 1.3: in order are (1.00, 1.30) 1.0 < 1.4,
+  // (1.00, 2.00) 1.0 < 1.3, (1.05, 1.30) 0.9 < 1.4, (1.05, 2.00) 0.9 <
+  // 1.3; (1.30, 2.00) is reversed (1.4 > 1.3): 4 of 5.
+  std::vector<CandidateOutcome> o = {{1.00, 1.0, 4.0},
+                                     {1.05, 0.9, 10.0},
+                                     {1.30, 1.4, 20.0},
+                                     {1.50, std::nullopt, std::nullopt},
+                                     {2.00, 1.3, std::nullopt}};
+  const ValidationStats s = AnalyzeOutcomes(o);
+  ASSERT_TRUE(s.noise_pct.has_value());
+  EXPECT_DOUBLE_EQ(*s.noise_pct, 10.0);
+  EXPECT_EQ(s.separated_pairs, 5);
+  EXPECT_EQ(s.separated_pairs_in_order, 4);
+  // Without repeated runs there is no noise estimate: every pair with
+  // different predictions counts (6 among the 4 measured).
+  for (CandidateOutcome& c : o) c.spread_pct.reset();
+  const ValidationStats t = AnalyzeOutcomes(o);
+  EXPECT_FALSE(t.noise_pct.has_value());
+  EXPECT_EQ(t.separated_pairs, 6);
+  EXPECT_EQ(t.separated_pairs_in_order, 4);
 }
 
 TEST(ValidateAnalysisTest, SelectsTopKThenOneNewValuePerAxis) {

@@ -7,6 +7,7 @@
 // others run; input errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -39,16 +40,26 @@ constexpr const char* kModel =
     "validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128 ";
 
 TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
-  const auto first = RunTune(std::string(kModel) +
-                             "--top 6 --steps 6 --json --db '" + Db() + "'");
+  const auto first =
+      RunTune(std::string(kModel) +
+              "--top 6 --steps 6 --repeats 2 --json --db '" + Db() + "'");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   const auto j = nlohmann::json::parse(first.out);
   std::printf("%s\n", first.err.c_str());
   // The top 6 plus one candidate per axis with a new value.
   ASSERT_GE(j["candidates"].size(), 7u) << first.out;
+  EXPECT_EQ(j["repeats"], 2);
   for (const auto& c : j["candidates"]) {
     EXPECT_EQ(c["status"], "ok") << c.dump();
     EXPECT_GT(c["measured_step_s"].get<double>(), 0.0);
+    // Two runs each; the measured time is their median (here their mean)
+    // and the spread is their difference over it.
+    ASSERT_EQ(c["measured_runs_s"].size(), 2u) << c.dump();
+    const double a = c["measured_runs_s"][0].get<double>();
+    const double b = c["measured_runs_s"][1].get<double>();
+    EXPECT_NEAR(c["measured_step_s"].get<double>(), 0.5 * (a + b), 1e-12);
+    EXPECT_NEAR(c["spread_pct"].get<double>(),
+                100.0 * std::fabs(a - b) / (0.5 * (a + b)), 1e-9);
     EXPECT_NEAR(c["error_pct"].get<double>(),
                 100.0 *
                     (c["predicted_step_s"].get<double>() -
@@ -65,17 +76,23 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
   EXPECT_GE(j["spearman"].get<double>(), -1.0);
   EXPECT_LE(j["spearman"].get<double>(), 1.0);
   EXPECT_GE(j["top1_loss_pct"].get<double>(), 0.0);
+  ASSERT_TRUE(j["noise_pct"].is_number());
+  const size_t n = j["candidates"].size();
+  EXPECT_LE(j["separated_pairs"].get<size_t>(), n * (n - 1) / 2);
+  EXPECT_LE(j["separated_pairs_in_order"].get<size_t>(),
+            j["separated_pairs"].get<size_t>());
   // Learning: the fitted factors explain the runs better than the base.
   ASSERT_TRUE(j["learned"].is_object());
   EXPECT_LT(j["learned"]["mape_after_pct"].get<double>(),
             j["learned"]["mape_before_pct"].get<double>());
-  EXPECT_EQ(j["learned"]["runs"].get<int>(),
-            static_cast<int>(j["candidates"].size()));
+  // Every run is a data point of the fit: two per candidate.
+  EXPECT_EQ(j["learned"]["runs"].get<size_t>(), 2 * j["candidates"].size());
 
   // The second validation searches with the factors the first one learned,
   // and its error goes down or stays low.
-  const auto second = RunTune(std::string(kModel) +
-                              "--top 6 --steps 6 --json --db '" + Db() + "'");
+  const auto second =
+      RunTune(std::string(kModel) +
+              "--top 6 --steps 6 --repeats 1 --json --db '" + Db() + "'");
   ASSERT_EQ(second.exit_code, 0) << second.err;
   const auto k = nlohmann::json::parse(second.out);
   std::printf("second validation (%s): Spearman %.3f, MAPE %.1f%%\n",
@@ -85,8 +102,9 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
             std::string::npos);
   EXPECT_LE(k["mape_pct"].get<double>(),
             std::max(j["mape_pct"].get<double>(), 25.0));
+  EXPECT_TRUE(k["noise_pct"].is_null());  // one run each: no estimate
   EXPECT_EQ(k["learned"]["runs"].get<size_t>(),
-            j["candidates"].size() + k["candidates"].size());
+            2 * j["candidates"].size() + k["candidates"].size());
 
   auto store = results::Store::Open(Db());
   ASSERT_TRUE(store.ok()) << store.status().message();
@@ -105,10 +123,18 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
 TEST_F(ValidateCommandTest, KilledCandidateIsRecordedAndTheOthersRun) {
   const auto run =
       RunTune(std::string(kModel) +
-                  "--top 3 --extra 0 --steps 3 --no-learn --db '" + Db() + "'",
+                  "--top 3 --extra 0 --steps 3 --repeats 2 --no-learn --db '" +
+                  Db() + "'",
               "", "TUNE_DB= MESHTUNE_VALIDATE_KILL_RANK=2");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.err.find("[2/3] rank 2"), std::string::npos) << run.err;
+  // A failed candidate is not run again: rank 2 starts once, the others
+  // twice (round 2 starts with the second candidate).
+  EXPECT_EQ(run.err.find("[2/3] rank 2", run.err.find("[2/3] rank 2") + 1),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("[3/3] rank 3 "), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("run 2/2"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("failed: killed by signal 9 (Killed): out of memory? "
                          "(the OOM killer sends SIGKILL)"),
             std::string::npos)
@@ -146,6 +172,9 @@ TEST_F(ValidateCommandTest, InputErrors) {
   r = RunTune(std::string(kModel) + "--steps 0 --db '" + Db() + "'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
+  r = RunTune(std::string(kModel) + "--repeats 0 --db '" + Db() + "'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--repeats"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(Db()) && fs::file_size(Db()) > 0 &&
                r.out.find("validation") != std::string::npos);
 }
