@@ -38,6 +38,8 @@ struct HardwareFingerprint;  // results/store.h
 
 namespace meshtune::profiler {
 
+struct EngineOpCase;  // profiler/engine_ops.h
+
 // Element type of a GEMM's inputs. Names match results::Measurement::dtype.
 enum class DType {
   kFp32,  // "fp32"
@@ -111,6 +113,12 @@ class ProfilerBackend {
   virtual StatusOr<Sample> TimeCollective(CollectiveOp op, double bytes,
                                           int64_t group_size, int warmup,
                                           int reps) = 0;
+
+  // Times one of the training engine's own kernels (profiler/engine_ops.h)
+  // forward or backward. Backends without the engine's kernels return
+  // Unimplemented (the default).
+  virtual StatusOr<Sample> TimeEngineOp(const EngineOpCase& c, bool backward,
+                                        int warmup, int reps);
 };
 
 // 2*m*n*k: one multiply and one add per inner-product term.

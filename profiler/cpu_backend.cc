@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/backend.h"
+#include "profiler/engine_ops.h"
 
 namespace meshtune::profiler {
 namespace {
@@ -138,6 +139,12 @@ class CpuBackend : public ProfilerBackend {
   }
 
   int64_t MaxGroupSize() const override { return 1; }
+
+  // The CPU engine's own kernels (profiler/cpu_engine_ops.cc).
+  StatusOr<Sample> TimeEngineOp(const EngineOpCase& c, bool backward,
+                                int warmup, int reps) override {
+    return TimeCpuEngineOp(c, backward, warmup, reps);
+  }
 
   StatusOr<Sample> TimeCollective(CollectiveOp op, double /*bytes*/,
                                   int64_t /*group_size*/, int /*warmup*/,

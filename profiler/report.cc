@@ -106,6 +106,45 @@ void PrintCollectiveRow(std::ostream& out, CollectiveOp op, double bytes,
                 BusBwGbps(op, ranks, bytes, stats.median_s));
 }
 
+void PrintEngineOpTableHeader(std::ostream& out) {
+  out << Format("#%-22s %-26s %15s %12s %12s %7s %11s %9s\n", "name", "op",
+                "shape", "time_us", "min_us", "cv_pct", "ns_per_elem",
+                "tflops");
+}
+
+double EngineAttentionFlops(int64_t batch_heads, int64_t seq, int64_t head_dim,
+                            bool backward) {
+  return (backward ? 4.0 : 2.0) * static_cast<double>(batch_heads) *
+         static_cast<double>(seq) * static_cast<double>(seq) *
+         static_cast<double>(head_dim);
+}
+
+void PrintEngineOpRow(std::ostream& out, const EngineOpCase& c, bool backward,
+                      const TimingStats& stats) {
+  const bool attention = c.kernel == EngineKernel::kAttention;
+  const std::string op = c.op + (backward ? ":bwd" : ":fwd");
+  const std::string shape =
+      attention ? Format("%lldx%lldx%lld", static_cast<long long>(c.elements),
+                         static_cast<long long>(c.seq),
+                         static_cast<long long>(c.head_dim))
+                : Format("%lld", static_cast<long long>(c.elements));
+  const std::string ns_per_elem =
+      attention || c.elements <= 0
+          ? "-"
+          : Format("%.3f",
+                   stats.median_s * 1e9 / static_cast<double>(c.elements));
+  const std::string tflops =
+      attention
+          ? Format("%.4f", Tflops(EngineAttentionFlops(c.elements, c.seq,
+                                                       c.head_dim, backward),
+                                  stats.median_s))
+          : "-";
+  out << Format(" %-22s %-26s %15s %12.2f %12.2f %7.2f %11s %9s\n",
+                c.label.c_str(), op.c_str(), shape.c_str(),
+                stats.median_s * 1e6, stats.min_s * 1e6, stats.cv * 100.0,
+                ns_per_elem.c_str(), tflops.c_str());
+}
+
 void PrintProgress(std::ostream& progress, int64_t i, int64_t total,
                    const std::string& label) {
   progress << Format("\r  [%lld/%lld] %-40s", static_cast<long long>(i),

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "profiler/backend.h"
+#include "profiler/engine_ops.h"
 #include "profiler/stats.h"
 #include "results/store.h"
 
@@ -53,6 +54,18 @@ void PrintStreamRow(std::ostream& out, double array_bytes,
 void PrintCollectiveTableHeader(std::ostream& out);
 void PrintCollectiveRow(std::ostream& out, CollectiveOp op, double bytes,
                         int64_t ranks, const TimingStats& stats);
+
+// Engine kernel table (profiler/engine_ops.h): name, op (the store row's),
+// shape (elements, or batch_heads x seq x head_dim for attention), time_us
+// (median), min_us, cv_pct, ns_per_elem (elementwise) and tflops
+// (attention: 2·bh·s²·d causal FLOPs forward, twice that backward, the
+// unfused kernel's four GEMMs); "-" where a column does not apply.
+void PrintEngineOpTableHeader(std::ostream& out);
+void PrintEngineOpRow(std::ostream& out, const EngineOpCase& c, bool backward,
+                      const TimingStats& stats);
+// Causal self-attention FLOPs of the engine's kernel, as in the table.
+double EngineAttentionFlops(int64_t batch_heads, int64_t seq, int64_t head_dim,
+                            bool backward);
 
 // "\r  [i/total] label" on `progress` (a terminal line rewritten in place);
 // a final newline when i == total.

@@ -31,6 +31,20 @@ bool CollectiveFromOp(const std::string& op, Collective* out) {
   return true;
 }
 
+// Adds an "elem:<op>:fwd|bwd" row (element count in m) to `out`; rows of
+// an op this build does not know are skipped (a newer profiler's rows).
+void ElementwiseRow(const results::Measurement& r,
+                    std::vector<costmodel::MeasuredElementwise>* out) {
+  const size_t last = r.op.rfind(':');
+  if (last == std::string::npos || last < 5 || r.m <= 0) return;
+  const std::string direction = r.op.substr(last + 1);
+  if (direction != "fwd" && direction != "bwd") return;
+  costmodel::ElementwiseOp op;
+  if (!costmodel::ParseElementwiseOp(r.op.substr(5, last - 5), &op)) return;
+  out->push_back(
+      {op, direction == "bwd", static_cast<double>(r.m), r.median_s});
+}
+
 }  // namespace
 
 costmodel::MeasuredTables TablesFromMeasurements(
@@ -63,6 +77,15 @@ costmodel::MeasuredTables TablesFromMeasurements(
       if (p == Precision::kBf16 && !has_16bit_gemm) {
         t.gemms.push_back({r.m, r.n, r.k, Precision::kFp16, r.median_s});
       }
+    } else if (r.op == "attn:fwd" || r.op == "attn:bwd") {
+      // The engine's causal attention: batch_heads, seq_len, head_dim in
+      // the m, n, k columns (profiler/engine_ops.h).
+      if (r.m > 0 && r.n > 0 && r.k > 0) {
+        t.attention.push_back({r.m, r.n, r.k, r.op == "attn:bwd", r.median_s});
+      }
+    } else if (r.op.rfind("elem:", 0) == 0) {
+      // "elem:<op>:fwd|bwd" with the element count in m.
+      ElementwiseRow(r, &t.elementwise);
     } else if (r.op == "stream" && r.bytes > 0) {
       t.stream_gbps = std::max(t.stream_gbps, r.bytes / r.median_s / 1e9);
     } else {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "profiler/backend.h"
+#include "profiler/engine_ops.h"
 #include "profiler/report.h"
 #include "profiler/stats.h"
 #include "profiler/sweep.h"
@@ -76,8 +77,9 @@ class ProfileCommand : public Command {
     sub->add_flag("--quick", quick_,
                   "small shapes and sizes: seconds, for tests and smoke runs");
     sub->add_option("--model", model_,
-                    "measure this model's transformer GEMM shapes (preset or "
-                    "YAML); default: a standard sweep");
+                    "measure this model's transformer GEMM shapes and the "
+                    "engine's attention and elementwise kernels (preset or "
+                    "YAML); default: a standard GEMM sweep");
     sub->add_option("--tp", tp_,
                     "tensor-parallel sizes for --model shapes, e.g. 1,2,4")
         ->capture_default_str();
@@ -135,6 +137,7 @@ class ProfileCommand : public Command {
       }
     }
     std::vector<profiler::GemmShape> shapes;
+    std::vector<profiler::EngineOpCase> engine_ops;  // --model only
     std::string shape_note = "gemm shapes: standard sweep";
     if (!model_.empty()) {
       StatusOr<search_spaces::ModelSpec> model =
@@ -153,6 +156,10 @@ class ProfileCommand : public Command {
              profiler::TransformerGemmShapes(*model, tp, tokens)) {
           s.name = "tp" + std::to_string(tp) + "." + s.name;
           shapes.push_back(s);
+        }
+        for (const profiler::EngineOpCase& c :
+             profiler::TransformerEngineOps(*model, tp, tokens)) {
+          engine_ops.push_back(c);
         }
       }
       shape_note = "gemm shapes: " + model->name + " per tp rank, tp " + tp_ +
@@ -197,6 +204,17 @@ class ProfileCommand : public Command {
                                          hw.id, out, progress);
       if (!gemm.ok()) return gemm.status();
       rows.insert(rows.end(), gemm->begin(), gemm->end());
+    }
+    if (!engine_ops.empty()) {
+      // The engine's own attention and elementwise kernels at the model's
+      // shapes (profiler/engine_ops.h).
+      out << "#\n";
+      profiler::PrintEngineOpTableHeader(out);
+      auto kernels = profiler::RunEngineOpSweep(
+          *backend, engine_ops, backend->Name() == "cpu" ? "fp32" : "bf16",
+          warmup_, reps_, hw.id, out, progress);
+      if (!kernels.ok()) return kernels.status();
+      rows.insert(rows.end(), kernels->begin(), kernels->end());
     }
     out << "#\n";
     profiler::PrintStreamTableHeader(out);

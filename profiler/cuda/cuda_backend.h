@@ -61,6 +61,11 @@ class CudaBackend : public ProfilerBackend {
                                   int64_t group_size, int warmup,
                                   int reps) override;
 
+  // The CUDA engine's kernels (profiler/cuda/engine_kernels.cu); needs the
+  // engine's CUDA library in the build.
+  StatusOr<Sample> TimeEngineOp(const EngineOpCase& c, bool backward,
+                                int warmup, int reps) override;
+
   // Runs `op` once over `group_size` GPUs on inputs where rank r holds r+1
   // and returns how many output elements differ from the exact result.
   StatusOr<int64_t> CountCollectiveErrors(CollectiveOp op, double bytes,

@@ -85,6 +85,10 @@ TEST(ProfileCommandTest, ModelShapesWithoutDb) {
   ASSERT_EQ(run.exit_code, 0) << run.out;
   EXPECT_NE(run.out.find("tp8.qkv.fwd"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("tp8.logits.wgrad"), std::string::npos) << run.out;
+  // The engine's own kernels at the model's shapes.
+  EXPECT_NE(run.out.find("ns_per_elem"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("elem:gelu:bwd"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("tp8.attention"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("# collectives skipped (--mpi-ranks 0)"),
             std::string::npos);
   EXPECT_EQ(run.out.find("# stored"), std::string::npos);

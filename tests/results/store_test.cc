@@ -129,6 +129,36 @@ TEST(StoreTest, MeasurementsRoundTripWithProvenanceAndFilters) {
   EXPECT_TRUE(none->empty());
 }
 
+// The profiler's engine-kernel rows (profiler/engine_ops.h) use the
+// existing columns: elements in m; attention batch_heads, seq, head_dim in
+// m, n, k.
+TEST(StoreTest, EngineKernelRowsRoundTrip) {
+  auto store = OpenMemory();
+  HardwareFingerprint hw = CpuBox();
+  ASSERT_TRUE(store->PutHardware(hw, TestProvenance()).ok());
+  Measurement gelu = Gemm(hw.id, 65536, 4e-4);
+  gelu.op = "elem:gelu:fwd";
+  gelu.n = gelu.k = 0;
+  Measurement attn = Gemm(hw.id, 2, 1.5e-3);
+  attn.op = "attn:bwd";
+  attn.n = 128;
+  attn.k = 64;
+  ASSERT_TRUE(store->PutMeasurements({gelu, attn}, TestProvenance()).ok());
+  auto rows = store->GetMeasurements(hw.id, "elem:gelu:fwd");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].m, 65536);
+  EXPECT_EQ((*rows)[0].n, 0);
+  EXPECT_DOUBLE_EQ((*rows)[0].median_s, 4e-4);
+  rows = store->GetMeasurements(hw.id, "attn:bwd");
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_EQ((*rows)[0].m, 2);
+  EXPECT_EQ((*rows)[0].n, 128);
+  EXPECT_EQ((*rows)[0].k, 64);
+  EXPECT_EQ((*rows)[0].timer, "steady_clock");
+}
+
 TEST(StoreTest, MeasurementBatchIsAllOrNothing) {
   auto store = OpenMemory();
   HardwareFingerprint hw = CpuBox();

@@ -53,6 +53,38 @@ TEST(TablesFromMeasurements, MapsOpsDtypesAndStreamBandwidth) {
   EXPECT_EQ(g.gemms[0].m, 4096);
 }
 
+TEST(TablesFromMeasurements, ReadsEngineKernelRows) {
+  results::Measurement gelu = Row("elem:gelu:bwd", "fp32", 4e-4);
+  gelu.m = 65536;
+  results::Measurement ce = Row("elem:cross_entropy:fwd", "fp32", 1e-3);
+  ce.m = 262144;
+  results::Measurement attn = Row("attn:fwd", "fp32", 2e-3);
+  attn.m = 2;
+  attn.n = 128;
+  attn.k = 64;
+  // Unknown kernels, directions and empty shapes are skipped.
+  results::Measurement future = Row("elem:softmax:fwd", "fp32", 1e-3);
+  future.m = 10;
+  results::Measurement sideways = Row("elem:gelu:up", "fp32", 1e-3);
+  sideways.m = 10;
+  results::Measurement no_shape = Row("attn:bwd", "fp32", 1e-3);
+  const costmodel::MeasuredTables t = TablesFromMeasurements(
+      "hw1", {gelu, ce, attn, future, sideways, no_shape});
+  ASSERT_EQ(t.elementwise.size(), 2u);
+  EXPECT_EQ(t.elementwise[0].op, costmodel::ElementwiseOp::kGelu);
+  EXPECT_TRUE(t.elementwise[0].backward);
+  EXPECT_DOUBLE_EQ(t.elementwise[0].elements, 65536);
+  EXPECT_DOUBLE_EQ(t.elementwise[0].time_s, 4e-4);
+  EXPECT_EQ(t.elementwise[1].op, costmodel::ElementwiseOp::kCrossEntropy);
+  EXPECT_FALSE(t.elementwise[1].backward);
+  ASSERT_EQ(t.attention.size(), 1u);
+  EXPECT_EQ(t.attention[0].batch_heads, 2);
+  EXPECT_EQ(t.attention[0].seq_len, 128);
+  EXPECT_EQ(t.attention[0].head_dim, 64);
+  EXPECT_FALSE(t.attention[0].backward);
+  EXPECT_FALSE(t.empty());
+}
+
 TEST(MatchingHardwareId, LocalByIdAndGpuPresetsByModel) {
   results::HardwareFingerprint cpu;
   cpu.id = "cpu1";
