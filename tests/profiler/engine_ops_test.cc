@@ -155,5 +155,39 @@ TEST(CpuEngineOps, UnmeasurableCaseIsAnError) {
             "the query groups, and at least one repetition");
 }
 
+// A backend without the engine's kernels: only the default TimeEngineOp.
+class NoKernelsBackend : public ProfilerBackend {
+ public:
+  std::string Name() const override { return "fake"; }
+  StatusOr<results::HardwareFingerprint> Fingerprint() override {
+    return results::HardwareFingerprint();
+  }
+  double PeakTflops(DType) const override { return 0; }
+  StatusOr<Sample> TimeGemm(int64_t, int64_t, int64_t, DType, int,
+                            int) override {
+    return Sample();
+  }
+  StatusOr<Sample> TimeStream(double, int, int) override { return Sample(); }
+  int64_t MaxGroupSize() const override { return 1; }
+  StatusOr<Sample> TimeCollective(CollectiveOp, double, int64_t, int,
+                                  int) override {
+    return Sample();
+  }
+};
+
+TEST(EngineOpSweep, BackendWithoutKernelsIsAnError) {
+  NoKernelsBackend backend;
+  std::ostringstream out, progress;
+  auto rows = RunEngineOpSweep(backend, TransformerEngineOps(GptTiny(), 1, 32),
+                               "fp32", 0, 1, "hw1", out, progress);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), Status::Code::kUnimplemented);
+  EXPECT_EQ(rows.status().message(),
+            "the fake backend cannot time the engine kernel 'elem:norm'");
+  EXPECT_EQ(rows.status().hint(),
+            "build the engine's kernels for this backend, or profile without "
+            "--model");
+}
+
 }  // namespace
 }  // namespace meshtune::profiler
