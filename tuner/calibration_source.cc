@@ -185,6 +185,28 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
       store, cluster, cluster.name == kLocalCluster ? LocalHardwareId() : "");
 }
 
+results::HardwareFingerprint GpuMachineFingerprint(const std::string& gpu_model,
+                                                   int64_t gpu_count) {
+  const profiler::CpuInfo info = profiler::ReadCpuInfo();
+  results::HardwareFingerprint hw;
+  hw.backend = "cuda";
+  hw.cpu_model = info.model;
+  hw.cpu_cores = info.logical_cpus;
+  hw.memory_gib = info.memory_gib;
+  hw.gpu_model = gpu_model;
+  hw.gpu_count = gpu_count;
+  hw.id = results::ComputeHardwareId(hw);
+  return hw;
+}
+
+std::string GpuMachineHardwareId(
+    const std::vector<results::HardwareFingerprint>& machines,
+    const search_spaces::ClusterSpec& cluster,
+    const results::HardwareFingerprint& self) {
+  const std::string stored = MatchingHardwareId(machines, cluster, "");
+  return stored.empty() ? self.id : stored;
+}
+
 search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
   search_spaces::ClusterSpec c;
   c.name = kLocalCluster;

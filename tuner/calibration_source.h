@@ -69,6 +69,25 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> CalibrationFor(
     const search_spaces::ClusterSpec& cluster, const std::string& db_flag,
     bool no_db);
 
+// This machine as a GPU machine: backend "cuda", its CPU and host memory,
+// and `gpu_count` GPUs named `gpu_model` (tuner/cuda_engine.h LocalGpuName).
+// What GPU runs are filed under when no `tune profile --backend cuda` of the
+// GPU is stored (the profiler's fingerprint also names driver and library
+// versions, which only the profiler reads).
+results::HardwareFingerprint GpuMachineFingerprint(const std::string& gpu_model,
+                                                   int64_t gpu_count);
+
+// The id of the GPU machine behind `cluster` (a GPU preset) among the stored
+// `machines`: the one that calibrates `cluster` (MatchingHardwareId, the
+// newest `tune profile --backend cuda` of that GPU), else `self`'s id. Runs,
+// validations and fitted factors filed under it go with that machine's
+// measurements, so ChooseCalibration applies the factors `tune validate
+// --backend cuda` learns there.
+std::string GpuMachineHardwareId(
+    const std::vector<results::HardwareFingerprint>& machines,
+    const search_spaces::ClusterSpec& cluster,
+    const results::HardwareFingerprint& self);
+
 // The `local` preset: this machine as one node whose "GPUs" are its CPU
 // cores (the CPU training engine runs one rank per core). Peak and memory
 // per rank come from /proc; bandwidths are nominal until `tune profile`

@@ -59,14 +59,27 @@ std::string GpuPresetForDeviceName(const std::string& name) {
   return "";
 }
 
-std::string DetectedGpuPreset() {
+int LocalGpuCount() {
+#if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
+  return engine::cuda::DeviceCount();
+#else
+  return 0;
+#endif
+}
+
+std::string LocalGpuName() {
 #if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
   if (engine::cuda::DeviceCount() == 0) return "";
   StatusOr<std::string> name = engine::cuda::DeviceName(0);
-  return name.ok() ? GpuPresetForDeviceName(name.value()) : "";
+  return name.ok() ? name.value() : "";
 #else
   return "";
 #endif
+}
+
+std::string DetectedGpuPreset() {
+  const std::string name = LocalGpuName();
+  return name.empty() ? "" : GpuPresetForDeviceName(name);
 }
 
 }  // namespace meshtune::tuner

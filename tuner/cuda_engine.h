@@ -29,6 +29,13 @@ StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
     const engine::TrainConfig& config,
     const engine::data::TokenDataset* dataset, engine::Communicator* world);
 
+// The number of CUDA devices this process sees: 0 without the CUDA engine
+// or without a driver.
+int LocalGpuCount();
+
+// Device 0's name ("NVIDIA H200"), or "" when there is no device.
+std::string LocalGpuName();
+
 // The GPU preset matching device 0's name ("NVIDIA H200" -> "h200",
 // "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA A100-SXM4-40GB" -> "a100-40g",
 // other A100s -> "a100-80g", B200 -> "b200"), or "" when there is no

@@ -14,6 +14,8 @@
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/presets.h"
+#include "tuner/calibration_source.h"
+#include "tuner/cuda_engine.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -71,7 +73,7 @@ std::string RegressBenchmark::Spec() const {
          " steps=" + std::to_string(steps_per_repeat) +
          " seed=" + std::to_string(seed) + " lr=" + FormatFloat(lr) +
          " lr_decay=constant threads=" + std::to_string(threads) +
-         " data=" + data;
+         (backend == "cuda" ? " backend=cuda" : "") + " data=" + data;
 }
 
 const std::vector<RegressBenchmark>& RegressBenchmarks() {
@@ -82,10 +84,17 @@ const std::vector<RegressBenchmark>& RegressBenchmarks() {
   static const std::vector<RegressBenchmark> benchmarks = {
       {"cpu-gpt-tiny-v1",
        "gpt-tiny (GPT-3 architecture, 4 layers, hidden 256), 1 rank, fp32",
-       "gpt-tiny", 2, 32, 2, 2, 5, 1234, 1e-3f, 1, "synthetic-v1"},
+       "gpt-tiny", 2, 32, 2, 2, 5, 1234, 1e-3f, 1, "synthetic-v1", "cpu"},
       {"cpu-llama-tiny-v1",
        "llama-tiny (RMSNorm, SwiGLU, RoPE, GQA), 1 rank, fp32", "llama-tiny", 2,
-       32, 2, 2, 5, 1234, 1e-3f, 1, "synthetic-v1"},
+       32, 2, 2, 5, 1234, 1e-3f, 1, "synthetic-v1", "cpu"},
+      // One GPU: 32 sequences of gpt-tiny's full 256 positions per step
+      // keep the kernels (not the launch overhead) the larger part of a
+      // step; 3 warm-up steps cover cuBLASLt's heuristics and the first
+      // allocations. With the start-up, a run is a few seconds.
+      {"cuda-gpt-tiny-v1",
+       "gpt-tiny (GPT-3 architecture, 4 layers, hidden 256), 1 GPU, bf16",
+       "gpt-tiny", 32, 256, 3, 5, 5, 1234, 1e-3f, 1, "synthetic-v1", "cuda"},
   };
   return benchmarks;
 }
@@ -118,8 +127,33 @@ double MedianAbsoluteDeviation(const std::vector<double>& values) {
 }
 
 results::HardwareFingerprint RegressHardware(const RegressBenchmark& b) {
+  if (b.backend == "cuda") {
+    return GpuMachineFingerprint(LocalGpuName(), LocalGpuCount());
+  }
   ScopedThreads threads(b.threads);
   return profiler::CpuFingerprint(profiler::ReadCpuInfo());
+}
+
+Status CheckRegressBackend(const RegressBenchmark& b,
+                           const std::string& command) {
+  if (b.backend != "cuda") return Status::Ok();
+  if (!CudaEngineBuilt()) {
+    return Status::Unimplemented(
+        command + " --benchmark " + b.name +
+            " needs the CUDA engine, and this tune was built without it "
+            "(CMake found no CUDA toolkit with cuBLASLt and NCCL)",
+        "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
+        "use a cpu- benchmark");
+  }
+  if (LocalGpuCount() == 0) {
+    return Status::InvalidArgument(
+        command + " --benchmark " + b.name +
+            " found no CUDA device on this machine (cudaGetDeviceCount found "
+            "none)",
+        "run it on a machine with an NVIDIA GPU and driver, or use a cpu- "
+        "benchmark");
+  }
+  return Status::Ok();
 }
 
 std::string PlantedSlowdownSetting() {
@@ -154,6 +188,11 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
   c.model_flops_per_iteration = costmodel::ModelFlopsPerStep(
       c.model, c.global_batch_size, c.seq(), c.padded_vocab_size());
   MESHTUNE_RETURN_IF_ERROR(c.Validate());
+  const bool cuda = b.backend == "cuda";
+  if (cuda) {
+    MESHTUNE_RETURN_IF_ERROR(CheckRegressBackend(b, "tune regress run"));
+    MESHTUNE_RETURN_IF_ERROR(CheckCudaSupported(c));
+  }
 
   const engine::data::SyntheticDataset dataset(b.seq_length,
                                                c.model.vocab_size);
@@ -161,7 +200,8 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
   std::vector<std::unique_ptr<engine::Communicator>> world =
       engine::MakeLocalWorld(1);
   StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-      engine::Trainer::Create(c, &dataset, world[0].get());
+      cuda ? CreateCudaTrainer(c, &dataset, world[0].get())
+           : engine::Trainer::Create(c, &dataset, world[0].get());
   if (!trainer.ok()) return trainer.status();
 
   results::RegressResult r;

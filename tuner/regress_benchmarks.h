@@ -1,9 +1,10 @@
 // The built-in registry of `tune regress` benchmarks and the code that runs
 // one (docs/regress.md).
 //
-// A benchmark is a fixed, short training run of the CPU engine: a model
-// preset, one rank, batch and sequence length, warm-up steps, the steps of
-// one timed repeat, seed, learning rate, OpenMP thread count and data. Its
+// A benchmark is a fixed, short training run of the CPU engine, or of the
+// CUDA engine on one GPU (the "cuda-" ones): a model preset, one rank,
+// batch and sequence length, warm-up steps, the steps of one timed repeat,
+// seed, learning rate, OpenMP thread count and data. Its
 // name ends in a version suffix ("-v1"): a definition is never changed in
 // place (results and baselines of different definitions cannot be compared);
 // a changed benchmark gets a new version. Spec() is the definition as one
@@ -12,7 +13,8 @@
 // Determinism: one thread and a constant learning rate, so the loss at step
 // i is the same for any number of repeats, and the data are generated in
 // code (not the built-in corpus, whose files differ between Debian releases)
-// so losses compare across machines.
+// so losses compare across machines. CUDA benchmarks are deterministic on
+// one GPU model (the kernels' reduction orders are fixed), not across GPUs.
 #ifndef MESHTUNE_TUNER_REGRESS_BENCHMARKS_H_
 #define MESHTUNE_TUNER_REGRESS_BENCHMARKS_H_
 
@@ -36,15 +38,25 @@ struct RegressBenchmark {
   int64_t steps_per_repeat = 0;  // steps timed together as one repeat
   int64_t default_repeats = 0;   // --repeats default
   uint64_t seed = 0;
-  float lr = 0;      // constant (no warm-up, no decay)
-  int threads = 1;   // OpenMP threads for the run
-  std::string data;  // "synthetic-v1": engine/data/synthetic_dataset.h
+  float lr = 0;         // constant (no warm-up, no decay)
+  int threads = 1;      // OpenMP threads for the run
+  std::string data;     // "synthetic-v1": engine/data/synthetic_dataset.h
+  std::string backend;  // "cpu" or "cuda" (one GPU, bf16)
 
   // "model=gpt-tiny tp=1 pp=1 dp=1 mbs=2 gbs=2 seq=64 warmup=2 steps=3
-  // seed=1234 lr=0.001 lr_decay=constant threads=1 data=synthetic-v1".
+  // seed=1234 lr=0.001 lr_decay=constant threads=1 data=synthetic-v1";
+  // CUDA benchmarks add "backend=cuda" before "data=".
   std::string Spec() const;
   int64_t tokens_per_step() const { return gbs * seq_length; }
 };
+
+// `tune regress check`'s default --loss-rtol for CUDA benchmarks. Their
+// losses do not repeat bit for bit: the embedding, norm, attention and
+// linear backward kernels accumulate with atomics, whose order varies from
+// run to run, and bf16 rounding carries the difference into the next
+// steps. Loose enough for that, tight enough for a changed kernel or
+// initialization (which moves the first steps' losses by percents).
+inline constexpr double kCudaLossRtol = 5e-3;
 
 // All benchmarks, in `tune regress list` order.
 const std::vector<RegressBenchmark>& RegressBenchmarks();
@@ -70,8 +82,16 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
 
 // This machine's fingerprint as `b` sees it: profiler::CpuFingerprint taken
 // with b.threads OpenMP threads, so the id (which names the Eigen thread
-// count) does not depend on the caller's OMP_NUM_THREADS.
+// count) does not depend on the caller's OMP_NUM_THREADS. For a CUDA
+// benchmark the GPU machine (GpuMachineFingerprint: its GPUs, CPU and
+// memory), so results of different GPU machines are never compared as one.
 results::HardwareFingerprint RegressHardware(const RegressBenchmark& b);
+
+// Whether `b` can run here: always for a CPU benchmark; for a CUDA one an
+// error naming what is missing (the CUDA engine in this build, a device).
+// `command` starts the message ("tune regress run").
+Status CheckRegressBackend(const RegressBenchmark& b,
+                           const std::string& command);
 
 // The planted-slowdown test hook (engine/cpu/linear.cc) as set in the
 // environment: its value, or "" when unset.

@@ -25,12 +25,13 @@ namespace {
 constexpr const char* kRegressExamples = R"(Examples:
   tune regress list
   tune regress run --benchmark cpu-gpt-tiny-v1
+  tune regress run --benchmark cuda-gpt-tiny-v1 --backend cuda
   tune regress baseline set --name main --benchmark cpu-gpt-tiny-v1
   tune regress check --benchmark cpu-gpt-tiny-v1 --baseline main --threshold 10
   tune regress check --benchmark cpu-gpt-tiny-v1 --baseline ci.json --allow-other-hardware
   tune regress baseline export --name main --benchmark cpu-gpt-tiny-v1 --file ci.json
 Verdict: a regression when the median throughput (tokens per CPU second by
-default) is below the baseline's by more than --threshold percent AND the
+default; per wall second for cuda- benchmarks) is below the baseline's by more than --threshold percent AND the
 drop is larger than the two runs' spreads (median absolute deviations of
 the repeats) together; or when any step's loss differs from the
 baseline's by more than --loss-rtol (relative). Exit 0 pass, 1
@@ -84,10 +85,15 @@ void PrintTable(std::ostream& out,
   }
 }
 
-// "cpu-0123 (Intel Xeon, 16 CPUs)".
+// "cpu-0123 (Intel Xeon, 16 CPUs)", "cuda-4567 (8x NVIDIA H200, Intel
+// Xeon, 192 CPUs)".
 std::string Describe(const results::HardwareFingerprint& hw) {
-  return hw.id + " (" + hw.cpu_model + ", " + std::to_string(hw.cpu_cores) +
-         " CPUs)";
+  const std::string gpus =
+      hw.gpu_model.empty()
+          ? ""
+          : std::to_string(hw.gpu_count) + "x " + hw.gpu_model + ", ";
+  return hw.id + " (" + gpus + hw.cpu_model + ", " +
+         std::to_string(hw.cpu_cores) + " CPUs)";
 }
 
 StatusOr<results::HardwareFingerprint> StoredHardware(
@@ -121,9 +127,13 @@ class RegressCommand : public Command {
         ->required();
     run_->add_option("--repeats", repeats_,
                      "timed repeats (default: the benchmark's, 5)");
+    run_->add_option("--backend", backend_,
+                     "engine: cpu or cuda; must be the benchmark's (cpu- or "
+                     "cuda- name), which is the default");
     run_->add_option("--db", db_, kDbHelp);
     run_->footer(
         "Examples:\n  tune regress run --benchmark cpu-gpt-tiny-v1\n"
+        "  tune regress run --benchmark cuda-gpt-tiny-v1 --backend cuda\n"
         "  tune regress run --benchmark cpu-llama-tiny-v1 --repeats 9\n"
         "Records per-repeat tokens/s (wall and CPU time) and every step's "
         "loss with the\ngit revision; MESHTUNE_PLANTED_SLOWDOWN=K (a test "
@@ -148,10 +158,11 @@ class RegressCommand : public Command {
                        "percent (default 10)");
     check_->add_option("--loss-rtol", loss_rtol_,
                        "largest tolerated relative loss difference at any "
-                       "step (default 1e-5)");
+                       "step (default 1e-5; 5e-3 for cuda- benchmarks)");
     check_->add_option("--metric", metric_,
                        "throughput the gate judges: cpu (tokens per CPU "
-                       "second, default) or wall");
+                       "second, default) or wall (default for cuda- "
+                       "benchmarks)");
     check_->add_flag("--allow-other-hardware", allow_other_hardware_,
                      "compare with a baseline measured on another machine");
     check_->add_option("--db", db_, kDbHelp);
@@ -227,6 +238,21 @@ class RegressCommand : public Command {
   Status RunBenchmark(std::ostream& out, std::ostream& err) const {
     StatusOr<const RegressBenchmark*> b = FindRegressBenchmark(benchmark_);
     if (!b.ok()) return b.status();
+    if (!backend_.empty() && backend_ != "cpu" && backend_ != "cuda") {
+      return Status::InvalidArgument(
+          "--backend: unknown backend '" + backend_ + "'",
+          "use --backend cpu or --backend cuda");
+    }
+    if (!backend_.empty() && backend_ != b.value()->backend) {
+      return Status::InvalidArgument(
+          b.value()->name + " is a benchmark of the " + b.value()->backend +
+              " engine, not of " + backend_,
+          "pick a " + backend_ +
+              "- benchmark ('tune regress list'), or leave "
+              "out --backend");
+    }
+    MESHTUNE_RETURN_IF_ERROR(
+        CheckRegressBackend(*b.value(), "tune regress run"));
     const int64_t repeats =
         run_->count("--repeats") > 0 ? repeats_ : b.value()->default_repeats;
     if (repeats < 1 || repeats > 1000) {
@@ -355,11 +381,20 @@ class RegressCommand : public Command {
           "--loss-rtol " + std::to_string(loss_rtol_) + " is out of range",
           "pass a relative tolerance from 0 to 1, e.g. --loss-rtol 1e-5");
     }
-    if (metric_ != "cpu" && metric_ != "wall") {
+    if (!metric_.empty() && metric_ != "cpu" && metric_ != "wall") {
       return Status::InvalidArgument(
           "--metric '" + metric_ + "' is not cpu or wall",
           "pass --metric cpu (default) or wall");
     }
+    // GPU throughput is wall time (the host thread mostly waits for the
+    // device), and GPU losses repeat only to kCudaLossRtol.
+    const bool cuda = b.backend == "cuda";
+    const std::string metric = !metric_.empty() ? metric_
+                               : cuda           ? "wall"
+                                                : "cpu";
+    const double loss_rtol =
+        check_->count("--loss-rtol") > 0 || !cuda ? loss_rtol_ : kCudaLossRtol;
+    MESHTUNE_RETURN_IF_ERROR(CheckRegressBackend(b, "tune regress check"));
     StatusOr<std::unique_ptr<results::Store>> store = OpenDb(true);
     if (!store.ok()) return store.status();
     StatusOr<BaselineFile> base = LoadBaseline(*store.value(), b);
@@ -398,8 +433,8 @@ class RegressCommand : public Command {
           "run 'tune regress run --benchmark " + b.name + "' first");
     }
     const RegressVerdict v = CompareRegress(
-        baseline.result, *current, threshold_pct_, loss_rtol_,
-        metric_ == "wall" ? RegressMetric::kWall : RegressMetric::kCpu);
+        baseline.result, *current, threshold_pct_, loss_rtol,
+        metric == "wall" ? RegressMetric::kWall : RegressMetric::kCpu);
     out << "tune regress check: " << b.name << "\n"
         << "  current:  result " << current->id << ", git "
         << current->provenance.git_revision << ", "
@@ -419,8 +454,8 @@ class RegressCommand : public Command {
     if (v.passed()) return Status::Ok();
     std::string what;
     if (v.throughput_regressed) {
-      what = (metric_ == "wall" ? "tokens per wall second "
-                                : "tokens per CPU second ") +
+      what = (metric == "wall" ? "tokens per wall second "
+                               : "tokens per CPU second ") +
              Fixed(v.change_pct, 1) + "% (threshold -" +
              Fixed(threshold_pct_, 1) + "%)";
     }
@@ -428,7 +463,7 @@ class RegressCommand : public Command {
       what += std::string(what.empty() ? "" : "; ") + "loss at step " +
               std::to_string(v.worst_step) + " differs by " +
               std::to_string(v.max_loss_rel_diff) + " (relative; tolerance " +
-              std::to_string(loss_rtol_) + ")";
+              std::to_string(loss_rtol) + ")";
     }
     // A failed gate is a runtime failure (exit 1), not an input error.
     return Status::IoError(
@@ -586,7 +621,8 @@ class RegressCommand : public Command {
   CLI::App *list_, *run_, *results_, *check_, *set_, *blist_, *export_,
       *import_;
   std::string benchmark_, baseline_, name_, file_, db_;
-  std::string metric_ = "cpu";
+  std::string metric_;   // "" = the benchmark's default (cpu; cuda: wall)
+  std::string backend_;  // "" = the benchmark's
   int64_t repeats_ = 0;
   int64_t result_id_ = 0;
   double threshold_pct_ = 10;

@@ -228,14 +228,30 @@ void PrintStartup(std::ostream &os, const TrainPlan &plan,
 // Records the run in training_runs; failures are warnings (the report is
 // out already).
 // `candidate_id` is the linked search candidate (0 = not linked).
-void RecordRun(results::Store *store, const engine::TrainConfig &c,
+// A CUDA run is filed under the GPU machine (GpuMachineHardwareId), where
+// `tune validate --backend cuda` learns from it; a CPU run under this CPU.
+void RecordRun(results::Store *store, const TrainPlan &plan,
                const TrainSummary &s, int64_t candidate_id, std::ostream &err) {
+  const engine::TrainConfig &c = plan.config;
   const results::Provenance prov = ToolProvenance();
-  const results::HardwareFingerprint hw =
+  results::HardwareFingerprint hw =
       profiler::CpuFingerprint(profiler::ReadCpuInfo());
-  Status st = store->PutHardware(hw, prov);
+  std::string hardware_id = hw.id;
+  if (plan.backend == "cuda") {
+    hw = GpuMachineFingerprint(LocalGpuName(), LocalGpuCount());
+    hardware_id = hw.id;
+    const StatusOr<search_spaces::ClusterSpec> cluster =
+        search_spaces::ResolveCluster(plan.gpu.empty() ? DetectedGpuPreset()
+                                                       : plan.gpu);
+    const auto machines = store->ListHardware();
+    if (cluster.ok() && machines.ok()) {
+      hardware_id = GpuMachineHardwareId(*machines, *cluster, hw);
+    }
+  }
+  const Status st =
+      hardware_id == hw.id ? store->PutHardware(hw, prov) : Status::Ok();
   results::TrainingRun run;
-  run.hardware_id = st.ok() ? hw.id : "";
+  run.hardware_id = st.ok() ? hardware_id : "";
   run.candidate_id = candidate_id;
   run.model = c.model.name;
   run.config = c.parallel;
@@ -479,7 +495,7 @@ class TrainCommand : public Command {
     }
     out.flush();
     if (store != nullptr && !logs.empty()) {
-      RecordRun(store.get(), c, summary, link ? link->candidate.id : 0, err);
+      RecordRun(store.get(), plan, summary, link ? link->candidate.id : 0, err);
     }
     return Status::Ok();
   }

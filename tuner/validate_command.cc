@@ -3,7 +3,9 @@
 // step times, learn this machine's efficiency factors, and recommend the
 // measured best. Selection and statistics: tuner/validate_analysis.h;
 // running one candidate: tuner/validate_runner.h; learning:
-// tuner/validate_learning.h.
+// tuner/validate_learning.h. With --backend cuda the candidates run on this
+// machine's GPUs through the CUDA engine (tuner/cuda_engine.h) and what is
+// learned is filed under the GPU machine (GpuMachineHardwareId).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "engine/train_config.h"
 #include "tuner/calibration_source.h"
 #include "tuner/command.h"
+#include "tuner/cuda_engine.h"
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/results_db.h"
@@ -31,9 +34,50 @@ namespace {
 constexpr const char* kValidateExamples = R"(Examples:
   tune validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128
   tune validate --model llama-tiny --gpus 4 --gpu local --top 3 --steps 10 --json
+  tune validate --backend cuda --model gpt-tiny --gpus 1 --top 2 --extra 1
   tune db export --table validations --csv -      earlier validations
 Runs each candidate as 'tune train --from-search ID --rank R' (mpirun for
-more than one rank) and records everything in the results database.)";
+more than one rank; with --backend cuda one rank per GPU) and records
+everything in the results database.)";
+
+// With --backend cuda: checks that this tune has the CUDA engine and this
+// machine a GPU, and defaults --gpu to the GPU's preset. Sets *gpu_name and
+// *gpu_count to the local devices.
+Status PrepareCudaValidation(InputFlags* flags, std::string* gpu_name,
+                             int* gpu_count) {
+  if (!CudaEngineBuilt()) {
+    return Status::Unimplemented(
+        "tune validate --backend cuda needs the CUDA engine, and this tune "
+        "was built without it (CMake found no CUDA toolkit with cuBLASLt and "
+        "NCCL)",
+        "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
+        "use --backend cpu");
+  }
+  *gpu_count = LocalGpuCount();
+  if (*gpu_count == 0) {
+    return Status::InvalidArgument(
+        "tune validate --backend cuda found no CUDA device on this machine "
+        "(cudaGetDeviceCount found none)",
+        "run it on a machine with an NVIDIA GPU and driver, or use "
+        "--backend cpu");
+  }
+  *gpu_name = LocalGpuName();
+  if (flags->gpu == kLocalCluster) {
+    return Status::InvalidArgument(
+        "--gpu local is the CPU engine's preset, not a GPU's",
+        "leave out --gpu to use this machine's GPU (" + *gpu_name +
+            "), or pass its preset ('tune gpus')");
+  }
+  if (flags->gpu.empty()) {
+    flags->gpu = DetectedGpuPreset();
+    if (flags->gpu.empty()) {
+      return Status::InvalidArgument(
+          "no GPU preset matches this machine's GPU '" + *gpu_name + "'",
+          "pass --gpu PRESET with the preset closest to it ('tune gpus')");
+    }
+  }
+  return Status::Ok();
+}
 
 std::string Fixed(double v, int digits) {
   char buf[64];
@@ -88,6 +132,11 @@ class ValidateCommand : public Command {
                     "runs per candidate, interleaved across candidates; the "
                     "measured step time is their median (default 3)")
         ->type_name("R");
+    sub->add_option("--backend", backend_,
+                    "engine that runs the candidates: cpu (default: MPI "
+                    "ranks on this machine's cores, --gpu local) or cuda "
+                    "(one rank per GPU of this machine)")
+        ->type_name("cpu|cuda");
     sub->add_option("--timeout", timeout_,
                     "seconds one candidate may run before it is killed and "
                     "recorded as failed (default 600)")
@@ -117,16 +166,37 @@ class ValidateCommand : public Command {
       if (!e.ok()) return e.status();
       extra = *e;
     }
+    if (backend_ != "cpu" && backend_ != "cuda") {
+      return Status::InvalidArgument(
+          "--backend: unknown backend '" + backend_ + "'",
+          "use --backend cpu or --backend cuda");
+    }
+    const bool cuda = backend_ == "cuda";
+    std::string gpu_name;
+    int gpu_count = 0;
+    if (cuda) {
+      MESHTUNE_RETURN_IF_ERROR(
+          PrepareCudaValidation(&flags_, &gpu_name, &gpu_count));
+    }
     auto inputs = ResolveInputs(flags_);
     if (!inputs.ok()) return inputs.status();
     Inputs in = std::move(inputs).value();
-    if (in.cluster.name != kLocalCluster) {
+    if (!cuda && in.cluster.name != kLocalCluster) {
       return Status::InvalidArgument(
           "tune validate runs the candidates on this machine with the CPU "
           "engine, so it needs --gpu local (got --gpu " +
               in.cluster.name + ")",
-          "use --gpu local; GPU validation comes with the CUDA engine");
+          "use --gpu local, or --backend cuda to run them on this machine's "
+          "GPUs");
     }
+    if (cuda && in.training.num_gpus > gpu_count) {
+      return Status::InvalidArgument(
+          "--gpus " + std::to_string(in.training.num_gpus) +
+              " is more than the " + std::to_string(gpu_count) +
+              " GPU(s) of this machine",
+          "pass --gpus " + std::to_string(gpu_count) + " or fewer");
+    }
+    if (cuda) train_flags_ = " --backend cuda --gpu " + in.cluster.name;
     // The engine trains dense models without context or expert parallelism.
     if ((!in.space.cp.empty() && in.space.cp != std::vector<int64_t>{1}) ||
         (!in.space.ep.empty() && in.space.ep != std::vector<int64_t>{1})) {
@@ -148,7 +218,20 @@ class ValidateCommand : public Command {
     results::Store* store = db->get();
     const std::string db_path =
         std::filesystem::absolute(store->path()).string();
-    const std::string hardware_id = LocalHardwareId();
+    // The CPU engine's runs belong to this CPU; the CUDA engine's to the GPU
+    // machine, under the id its profile (if any) has, so that its measured
+    // calibration and the factors learned here go together.
+    std::string hardware_id = LocalHardwareId();
+    if (cuda) {
+      const results::HardwareFingerprint self =
+          GpuMachineFingerprint(gpu_name, gpu_count);
+      auto machines = store->ListHardware();
+      if (!machines.ok()) return machines.status();
+      hardware_id = GpuMachineHardwareId(*machines, in.cluster, self);
+      if (hardware_id == self.id) {
+        MESHTUNE_RETURN_IF_ERROR(store->PutHardware(self, ToolProvenance()));
+      }
+    }
 
     auto calibration = ChooseCalibration(store, in.cluster, hardware_id);
     if (!calibration.ok()) return calibration.status();
@@ -164,7 +247,7 @@ class ValidateCommand : public Command {
       c.global_batch_size = in.training.global_batch_size;
       c.seq_length = in.training.seq_length;
       c.train_iters = *steps;
-      return c.Validate().ok();
+      return c.Validate().ok() && (!cuda || CheckCudaSupported(c).ok());
     };
     const std::vector<SelectedCandidate> picks =
         SelectCandidates(result.ranked, *top, extra, trainable);
@@ -172,7 +255,9 @@ class ValidateCommand : public Command {
       return Status::InvalidArgument(
           "none of the " + std::to_string(result.feasible) +
               " feasible configurations can be trained by the engine",
-          "see 'tune train --help' for what the engine supports");
+          cuda ? "see docs/engine-cuda.md for what the CUDA engine trains "
+                 "(one GPU per rank: dp only)"
+               : "see 'tune train --help' for what the engine supports");
     }
     size_t depth = 0;
     for (const SelectedCandidate& p : picks)
@@ -216,6 +301,8 @@ class ValidateCommand : public Command {
         request.steps = *steps;
         request.db = db_path;
         request.timeout_s = static_cast<double>(*timeout);
+        request.backend = backend_;
+        request.gpu = in.cluster.name;
         const CandidateRunResult run = RunCandidate(request);
         row.wall_s += run.wall_s;
         if (!run.ok) {
@@ -306,8 +393,8 @@ class ValidateCommand : public Command {
     if (stats.measured == 0) {
       return Status::IoError("every candidate failed; see the errors above",
                              "run one of them with 'tune train --from-search " +
-                                 std::to_string(*search_id) +
-                                 " --rank R' to see its output");
+                                 std::to_string(*search_id) + " --rank R" +
+                                 train_flags_ + "' to see its output");
     }
     return Status::Ok();
   }
@@ -379,7 +466,7 @@ class ValidateCommand : public Command {
           << search_spaces::ToString(best.estimate.config) << ", "
           << Fixed(best.measured_s(), 3) << " s/step\n"
           << "  train it: tune train --from-search " << search_id << " --rank "
-          << best.pick.index + 1 << "\n";
+          << best.pick.index + 1 << train_flags_ << "\n";
     }
     if (fit.has_value()) {
       out << "learned for this machine from " << fit->runs
@@ -454,6 +541,10 @@ class ValidateCommand : public Command {
   std::string repeats_ = "3";
   int64_t repeat_count_ = 3;  // repeats_ once parsed
   std::string timeout_ = "600";
+  std::string backend_ = "cpu";
+  // What `tune train --from-search` needs besides the rank to run a
+  // candidate the way it ran here ("" for the CPU engine).
+  std::string train_flags_;
   bool no_learn_ = false;
   bool json_ = false;
 };

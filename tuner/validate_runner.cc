@@ -100,6 +100,9 @@ CandidateRunResult RunCandidate(const CandidateRunRequest& r) {
                                    "--db",
                                    r.db,
                                    "--json"};
+  if (r.backend == "cuda") {
+    args.insert(args.end(), {"--backend", "cuda", "--gpu", r.gpu});
+  }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

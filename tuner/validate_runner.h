@@ -1,12 +1,13 @@
 // Running one candidate of a recorded search for real, for `tune validate`:
 // a child process
 //   <this executable> train --from-search ID --rank R --steps S --db DB
-//                     --nproc W --json
+//                     --nproc W --json [--backend cuda --gpu PRESET]
 // so a run that crashes, is killed (the kernel's out-of-memory killer sends
 // SIGKILL) or hangs past its time limit fails alone: the child runs in its
 // own process group, which is killed as a whole on timeout, and the
-// validation goes on with the next candidate. `tune train` itself records
-// the measured run in the database, linked to the candidate.
+// validation goes on with the next candidate. With the CUDA backend `tune
+// train` runs one rank per GPU (data parallel over W GPUs). `tune train` itself
+// records the measured run in the database, linked to the candidate.
 //
 // Test hook: MESHTUNE_VALIDATE_KILL_RANK=R in validate's environment kills
 // the run of search rank R with SIGKILL as soon as it starts, exactly what
@@ -26,8 +27,10 @@ struct CandidateRunRequest {
   int64_t rank = 0;   // 1-based rank in the search
   int64_t world = 1;  // ranks (tp·pp·dp); > 1 launches through mpirun
   int64_t steps = 0;
-  std::string db;          // results database path (absolute)
-  double timeout_s = 600;  // wall-clock limit of the whole run
+  std::string db;               // results database path (absolute)
+  double timeout_s = 600;       // wall-clock limit of the whole run
+  std::string backend = "cpu";  // tune train --backend: cpu or cuda
+  std::string gpu;              // with cuda: the GPU preset (tune train --gpu)
 };
 
 struct CandidateRunResult {

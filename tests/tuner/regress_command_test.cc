@@ -3,7 +3,8 @@
 // planted slowdown (MESHTUNE_PLANTED_SLOWDOWN) is a regression (exit 1);
 // altered losses are a numerics change; and the input errors (unknown
 // benchmark, missing baseline, no result yet, other hardware) with their
-// exact messages (exit 2).
+// exact messages (exit 2); the CUDA benchmarks' backend errors (their runs
+// need a GPU: scripts/gpu-check).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
+#include "tuner/cuda_engine.h"
 #include "tuner/regress_baseline_file.h"
 #include "tuner/regress_benchmarks.h"
 
@@ -237,8 +239,8 @@ TEST(RegressCommand, InputErrors) {
   const std::string check = std::string("check --benchmark ") + kBench;
   ExpectError(Regress(db, "run --benchmark cpu-gpt-huge-v9"), 2,
               "unknown benchmark 'cpu-gpt-huge-v9'",
-              "use one of: cpu-gpt-tiny-v1, cpu-llama-tiny-v1 ('tune regress "
-              "list' describes them)");
+              "use one of: cpu-gpt-tiny-v1, cpu-llama-tiny-v1, "
+              "cuda-gpt-tiny-v1 ('tune regress list' describes them)");
   ExpectError(Regress(db, check + " --baseline main"), 2,
               "no baseline 'main' for cpu-gpt-tiny-v1 in " + db,
               "set one with 'tune regress baseline set --name main "
@@ -315,6 +317,50 @@ TEST(RegressCommand, InputErrors) {
   EXPECT_EQ(
       Regress(db, check + " --baseline ci --allow-other-hardware").exit_code,
       2);
+}
+
+TEST(RegressCommand, CudaBenchmarkBackendErrors) {
+  const std::string db = NewDb();
+  ASSERT_TRUE(results::Store::Open(db).ok());
+  ExpectError(Regress(db, "run --benchmark cuda-gpt-tiny-v1 --backend bogus"),
+              2, "--backend: unknown backend 'bogus'",
+              "use --backend cpu or --backend cuda");
+  ExpectError(Regress(db, "run --benchmark cpu-gpt-tiny-v1 --backend cuda"), 2,
+              "cpu-gpt-tiny-v1 is a benchmark of the cpu engine, not of cuda",
+              "pick a cuda- benchmark ('tune regress list'), or leave out "
+              "--backend");
+  ExpectError(Regress(db, "run --benchmark cuda-gpt-tiny-v1 --backend cpu"), 2,
+              "cuda-gpt-tiny-v1 is a benchmark of the cuda engine, not of cpu",
+              "pick a cpu- benchmark ('tune regress list'), or leave out "
+              "--backend");
+  if (LocalGpuCount() > 0) {
+    GTEST_SKIP() << "this machine has a GPU: the missing-engine and "
+                    "missing-device errors cannot happen";
+  }
+  const std::string run = "run --benchmark cuda-gpt-tiny-v1 --backend cuda";
+  const std::string check =
+      "check --benchmark cuda-gpt-tiny-v1 --baseline main";
+  if (!CudaEngineBuilt()) {
+    const std::string why =
+        " --benchmark cuda-gpt-tiny-v1 needs the CUDA engine, and this tune "
+        "was built without it (CMake found no CUDA toolkit with cuBLASLt and "
+        "NCCL)";
+    const std::string hint =
+        "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or use "
+        "a cpu- benchmark";
+    ExpectError(Regress(db, run), 1, "tune regress run" + why, hint);
+    ExpectError(Regress(db, check), 1, "tune regress check" + why, hint);
+  } else {
+    const std::string why =
+        " --benchmark cuda-gpt-tiny-v1 found no CUDA device on this machine "
+        "(cudaGetDeviceCount found none)";
+    const std::string hint =
+        "run it on a machine with an NVIDIA GPU and driver, or use a cpu- "
+        "benchmark";
+    ExpectError(Regress(db, run), 2, "tune regress run" + why, hint);
+    ExpectError(Regress(db, check), 2, "tune regress check" + why, hint);
+  }
+  EXPECT_TRUE(Results(db).empty());
 }
 
 }  // namespace

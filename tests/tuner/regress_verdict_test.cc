@@ -124,8 +124,24 @@ TEST(RegressBenchmarks, RegistryAndStatistics) {
   EXPECT_EQ(unknown.code(), Status::Code::kNotFound);
   EXPECT_EQ(unknown.message(), "unknown benchmark 'cpu-gpt-huge-v9'");
   EXPECT_EQ(unknown.hint(),
-            "use one of: cpu-gpt-tiny-v1, cpu-llama-tiny-v1 ('tune regress "
-            "list' describes them)");
+            "use one of: cpu-gpt-tiny-v1, cpu-llama-tiny-v1, "
+            "cuda-gpt-tiny-v1 ('tune regress list' describes them)");
+  // A CUDA benchmark says so in its definition, so a baseline of the CPU
+  // engine can never be read as one of the GPU.
+  const RegressBenchmark& gpu =
+      *FindRegressBenchmark("cuda-gpt-tiny-v1").value();
+  EXPECT_EQ(gpu.backend, "cuda");
+  EXPECT_EQ(b.backend, "cpu");
+  EXPECT_EQ(gpu.Spec(),
+            "model=gpt-tiny tp=1 pp=1 dp=1 mbs=32 gbs=32 seq=256 warmup=3 "
+            "steps=5 seed=1234 lr=0.001 lr_decay=constant threads=1 "
+            "backend=cuda data=synthetic-v1");
+  // Its results are filed under the GPU machine, not under this CPU.
+  const results::HardwareFingerprint hw = RegressHardware(gpu);
+  EXPECT_EQ(hw.backend, "cuda");
+  EXPECT_EQ(hw.id.rfind("cuda-", 0), 0u) << hw.id;
+  EXPECT_NE(hw.id, RegressHardware(b).id);
+  EXPECT_TRUE(CheckRegressBackend(b, "tune regress run").ok());
   EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
   EXPECT_DOUBLE_EQ(Median({4, 1, 2, 3}), 2.5);
   EXPECT_DOUBLE_EQ(MedianAbsoluteDeviation({1, 2, 3, 4, 100}), 1);

@@ -4,7 +4,8 @@
 // runs better than the base calibration and a second validation that uses
 // them is at least as accurate (or stays low); a candidate killed the way
 // the out-of-memory killer kills a rank is recorded as failed while the
-// others run; input errors.
+// others run; input errors, those of --backend cuda included (its runs need
+// a GPU: scripts/gpu-check).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
+#include "tuner/cuda_engine.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -162,8 +164,8 @@ TEST_F(ValidateCommandTest, InputErrors) {
   EXPECT_EQ(r.err,
             "tune: error: tune validate runs the candidates on this machine "
             "with the CPU engine, so it needs --gpu local (got --gpu h100)\n"
-            "tune: hint: use --gpu local; GPU validation comes with the CUDA "
-            "engine\n");
+            "tune: hint: use --gpu local, or --backend cuda to run them on "
+            "this machine's GPUs\n");
   r = RunTune(std::string(kModel) + "--cp 2 --db '" + Db() + "'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("does not run context or expert parallelism"),
@@ -177,6 +179,53 @@ TEST_F(ValidateCommandTest, InputErrors) {
   EXPECT_NE(r.err.find("--repeats"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(Db()) && fs::file_size(Db()) > 0 &&
                r.out.find("validation") != std::string::npos);
+}
+
+TEST_F(ValidateCommandTest, CudaBackendErrors) {
+  const std::string gpt =
+      "validate --model gpt-tiny --gpus 1 --db '" + Db() + "' ";
+  auto r = RunTune(gpt + "--backend bogus");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "tune: error: --backend: unknown backend 'bogus'\n"
+            "tune: hint: use --backend cpu or --backend cuda\n");
+  const int gpus = LocalGpuCount();
+  if (!CudaEngineBuilt()) {
+    r = RunTune(gpt + "--backend cuda");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.err,
+              "tune: error: tune validate --backend cuda needs the CUDA "
+              "engine, and this tune was built without it (CMake found no "
+              "CUDA toolkit with cuBLASLt and NCCL)\n"
+              "tune: hint: rebuild where the CUDA toolkit is installed "
+              "(/usr/local/cuda), or use --backend cpu\n");
+  } else if (gpus == 0) {
+    r = RunTune(gpt + "--backend cuda");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err,
+              "tune: error: tune validate --backend cuda found no CUDA device "
+              "on this machine (cudaGetDeviceCount found none)\n"
+              "tune: hint: run it on a machine with an NVIDIA GPU and driver, "
+              "or use --backend cpu\n");
+  } else {
+    // On a GPU machine: more GPUs than it has, and the CPU preset.
+    r = RunTune("validate --model gpt-tiny --backend cuda --gpus " +
+                std::to_string(gpus + 1) + " --db '" + Db() + "'");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, "tune: error: --gpus " + std::to_string(gpus + 1) +
+                         " is more than the " + std::to_string(gpus) +
+                         " GPU(s) of this machine\ntune: hint: pass --gpus " +
+                         std::to_string(gpus) + " or fewer\n");
+    r = RunTune(gpt + "--backend cuda --gpu local");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err.rfind("tune: error: --gpu local is the CPU engine's "
+                          "preset, not a GPU's\n",
+                          0),
+              0u)
+        << r.err;
+  }
+  // Nothing was searched or run.
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace
