@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/calibration.h"
 #include "results/store.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
@@ -38,12 +39,41 @@ constexpr const char* kDbExamples = R"(Examples:
   tune db export --table measurements --csv m.csv  any table as CSV
   tune db hardware --db /data/cluster.db           another database file)";
 
-// Ops a Measurement may carry (results/store.h).
+// Ops a Measurement may carry (results/store.h), and the engine-kernel
+// families of profiler/engine_ops.h.
 const std::vector<std::string>& KnownOps() {
   static const std::vector<std::string> ops = {
-      "gemm",       "attention",      "stream",     "all_reduce",
-      "all_gather", "reduce_scatter", "all_to_all", "send_recv"};
+      "gemm",       "attention",      "stream",           "all_reduce",
+      "all_gather", "reduce_scatter", "all_to_all",       "send_recv",
+      "attn:fwd",   "attn:bwd",       "elem:<op>:fwd|bwd"};
   return ops;
+}
+
+// "norm, bias_dropout_add, ..." (costmodel::ElementwiseOp).
+std::string ElementwiseOpNames() {
+  std::string names;
+  for (int i = 0; i < costmodel::kNumElementwiseOps; ++i) {
+    if (i > 0) names += ", ";
+    names += costmodel::ToString(static_cast<costmodel::ElementwiseOp>(i));
+  }
+  return names;
+}
+
+bool IsKnownOp(const std::string& op) {
+  if (op != KnownOps().back() &&  // the family's pattern, not an op
+      std::find(KnownOps().begin(), KnownOps().end(), op) != KnownOps().end()) {
+    return true;
+  }
+  for (const char* dir : {":fwd", ":bwd"}) {
+    const std::string suffix(dir);
+    if (op.rfind("elem:", 0) == 0 && op.size() > 5 + suffix.size() &&
+        op.compare(op.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      costmodel::ElementwiseOp parsed;
+      return costmodel::ParseElementwiseOp(
+          op.substr(5, op.size() - 5 - suffix.size()), &parsed);
+    }
+  }
+  return false;
 }
 
 std::string Join(const std::vector<std::string>& v) {
@@ -155,11 +185,11 @@ class DbCommand : public Command {
 
   Status Run(std::ostream& out, std::ostream& err) override {
     // Validate flags before touching the file.
-    if (measurements_->parsed() && !op_.empty() &&
-        std::find(KnownOps().begin(), KnownOps().end(), op_) ==
-            KnownOps().end()) {
+    if (measurements_->parsed() && !op_.empty() && !IsKnownOp(op_)) {
       return Status::InvalidArgument("--op: unknown op '" + op_ + "'",
-                                     "use one of: " + Join(KnownOps()));
+                                     "use one of: " + Join(KnownOps()) +
+                                         " (<op>: " + ElementwiseOpNames() +
+                                         ")");
     }
     if (export_->parsed()) {
       const auto& tables = results::Store::ExportableTables();
@@ -234,10 +264,15 @@ class DbCommand : public Command {
     }
     std::vector<std::vector<std::string>> table;
     for (const results::Measurement& m : *rows) {
-      const std::string shape = m.op == "gemm" ? std::to_string(m.m) + "x" +
-                                                     std::to_string(m.n) + "x" +
-                                                     std::to_string(m.k)
-                                               : "-";
+      // GEMMs and attention rows fill m x n x k; elementwise rows carry
+      // their element count in m alone.
+      std::string shape = "-";
+      if (m.op == "gemm" || m.op.rfind("attn:", 0) == 0) {
+        shape = std::to_string(m.m) + "x" + std::to_string(m.n) + "x" +
+                std::to_string(m.k);
+      } else if (m.op.rfind("elem:", 0) == 0) {
+        shape = std::to_string(m.m);
+      }
       table.push_back({m.hardware_id, m.op, m.dtype, shape,
                        m.bytes > 0 ? Fixed(m.bytes, 0) : "-",
                        std::to_string(m.group_size), std::to_string(m.nodes),

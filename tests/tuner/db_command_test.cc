@@ -189,6 +189,42 @@ TEST(DbCommandTest, ExportsCsvToAFile) {
   EXPECT_EQ(run.err, "tune: wrote measurements to " + dir + "/m.csv\n");
 }
 
+// Engine-kernel rows (profiler/engine_ops.h) show their shape: the element
+// count, or batch_heads x seq x head_dim for attention.
+TEST(DbCommandTest, EngineKernelRowsShowTheirShape) {
+  const std::string dir = MakeTempDir();
+  const std::string db = SeedMeasurements(dir);
+  {
+    auto store = results::Store::Open(db);
+    ASSERT_TRUE(store.ok());
+    results::Measurement gelu;
+    gelu.hardware_id = "cpu-00000000000000aa";
+    gelu.op = "elem:gelu:bwd";
+    gelu.dtype = "fp32";
+    gelu.m = 65536;
+    gelu.samples = 10;
+    gelu.median_s = 2e-3;
+    gelu.timer = "steady_clock";
+    results::Measurement attn = gelu;
+    attn.op = "attn:fwd";
+    attn.m = 2;
+    attn.n = 128;
+    attn.k = 64;
+    ASSERT_TRUE(
+        (*store)
+            ->PutMeasurements({gelu, attn}, {"0.1.0", "abc", 1700000000})
+            .ok());
+  }
+  TuneRun elem =
+      RunTune("db measurements --op elem:gelu:bwd --db '" + db + "'");
+  ASSERT_EQ(elem.exit_code, 0) << elem.err;
+  EXPECT_EQ(CountLines(elem.out), 2);
+  EXPECT_NE(elem.out.find(" 65536 "), std::string::npos) << elem.out;
+  TuneRun attn = RunTune("db measurements --op attn:fwd --db '" + db + "'");
+  ASSERT_EQ(attn.exit_code, 0) << attn.err;
+  EXPECT_NE(attn.out.find("2x128x64"), std::string::npos) << attn.out;
+}
+
 TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
   const std::string dir = MakeTempDir();
   const std::string db = SeedMeasurements(dir);
@@ -197,7 +233,13 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
   EXPECT_EQ(op.err,
             "tune: error: --op: unknown op 'gemmm'\n"
             "tune: hint: use one of: gemm, attention, stream, all_reduce, "
-            "all_gather, reduce_scatter, all_to_all, send_recv\n");
+            "all_gather, reduce_scatter, all_to_all, send_recv, attn:fwd, "
+            "attn:bwd, elem:<op>:fwd|bwd (<op>: norm, bias_dropout_add, "
+            "residual_add, gelu, swiglu, rope, cross_entropy, embedding)\n");
+  // An elementwise kernel the cost model does not know is not an op.
+  EXPECT_EQ(RunTune("db measurements --op elem:softmax:fwd --db '" + db + "'")
+                .exit_code,
+            2);
   TuneRun hw = RunTune("db measurements --hardware cpu-1 --db '" + db + "'");
   EXPECT_EQ(hw.exit_code, 2);
   EXPECT_EQ(hw.err, "tune: error: --hardware: no machine 'cpu-1' in " + db +
