@@ -1,13 +1,17 @@
 // CudaBackend::TimeEngineOp: the CUDA engine's own kernels (engine/cuda/
-// ops.h, the unfused engine/cuda/attention.h) at the profiler's engine-op
-// cases (profiler/engine_ops.h), timed like every CUDA row: CUPTI kernel
-// time per repetition, cross-checked with CUDA events (TimeRepetitions).
+// ops.h; the attention the CUDA model runs: engine/cuda/flash_attention.h,
+// or engine/cuda/attention.h under MESHTUNE_CUDA_ATTENTION=unfused) at the
+// profiler's engine-op cases (profiler/engine_ops.h), timed like every CUDA
+// row: CUPTI kernel time per repetition, cross-checked with CUDA events
+// (TimeRepetitions).
 // Inputs are zeros: the kernels' speed does not depend on the values, and
 // zeros cannot overflow over the repetitions. Built with the engine's CUDA
 // library (MESHTUNE_PROFILER_HAVE_CUDA_ENGINE, profiler/CMakeLists.txt);
 // without it the backend says so.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +25,7 @@
 #if MESHTUNE_PROFILER_HAVE_CUDA_ENGINE
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/flash_attention.h"
 #include "engine/cuda/linear.h"
 #include "engine/cuda/ops.h"
 #endif
@@ -51,6 +56,19 @@ class Buffers {
   std::vector<ec::DeviceBuffer> owned_;
 };
 
+// The attention kernel of a case: the one the CUDA model runs.
+struct AttentionKernels {
+  std::unique_ptr<ec::Attention> unfused;
+  std::unique_ptr<ec::FlashAttention> flash;
+};
+
+// The CUDA model's choice (engine/cuda/gpt_model.cc): flash attention
+// unless MESHTUNE_CUDA_ATTENTION=unfused.
+bool UnfusedAttention() {
+  const char* value = std::getenv("MESHTUNE_CUDA_ATTENTION");
+  return value != nullptr && std::strcmp(value, "unfused") == 0;
+}
+
 // Forward and backward enqueuers of one case on `stream`.
 struct Launchers {
   std::function<Status()> forward, backward;
@@ -58,7 +76,7 @@ struct Launchers {
 
 StatusOr<Launchers> Prepare(const EngineOpCase& c, ec::Stream stream,
                             Buffers* buf, ec::GemmContext* gemm,
-                            std::unique_ptr<ec::Attention>* attention) {
+                            AttentionKernels* attention) {
   const int64_t n = c.rows, w = c.width;
 #define TAKE(type, name, count)                   \
   auto name##_or = buf->Take<type>(count);        \
@@ -190,21 +208,34 @@ StatusOr<Launchers> Prepare(const EngineOpCase& c, ec::Stream stream,
       break;
     }
     case EngineKernel::kAttention: {
-      auto a = ec::Attention::Create(gemm, c.seq, c.batch, c.heads, c.groups,
-                                     c.head_dim);
-      if (!a.ok()) return a.status();
-      *attention = std::move(a).value();
-      ec::Attention* attn = attention->get();
       const int64_t qkv_width = (c.heads + 2 * c.groups) * c.head_dim;
       TAKE(Bf16, qkv, n * qkv_width);
       TAKE(Bf16, dqkv, n * qkv_width);
       TAKE(Bf16, out, n * c.heads * c.head_dim);
       TAKE(Bf16, dout, n * c.heads * c.head_dim);
-      TAKE(Bf16, probs, attn->probs_elements());
-      l.forward = [=] { return attn->Forward(qkv, out, probs, stream); };
-      l.backward = [=] {
-        return attn->Backward(dout, qkv, probs, dqkv, stream);
-      };
+      if (UnfusedAttention()) {
+        auto a = ec::Attention::Create(gemm, c.seq, c.batch, c.heads, c.groups,
+                                       c.head_dim);
+        if (!a.ok()) return a.status();
+        attention->unfused = std::move(a).value();
+        ec::Attention* attn = attention->unfused.get();
+        TAKE(Bf16, probs, attn->probs_elements());
+        l.forward = [=] { return attn->Forward(qkv, out, probs, stream); };
+        l.backward = [=] {
+          return attn->Backward(dout, qkv, probs, dqkv, stream);
+        };
+      } else {
+        auto a = ec::FlashAttention::Create(c.seq, c.batch, c.heads, c.groups,
+                                            c.head_dim);
+        if (!a.ok()) return a.status();
+        attention->flash = std::move(a).value();
+        ec::FlashAttention* attn = attention->flash.get();
+        TAKE(float, lse, attn->lse_elements());
+        l.forward = [=] { return attn->Forward(qkv, out, lse, stream); };
+        l.backward = [=] {
+          return attn->Backward(dout, qkv, out, lse, dqkv, stream);
+        };
+      }
       break;
     }
   }
@@ -227,13 +258,13 @@ StatusOr<Sample> CudaBackend::TimeEngineOp(const EngineOpCase& c, bool backward,
   CUDA_CHECK(cudaSetDevice(0));
   ec::Stream stream = impl_->streams[0];
   std::unique_ptr<ec::GemmContext> gemm;
-  if (c.kernel == EngineKernel::kAttention) {
+  if (c.kernel == EngineKernel::kAttention && UnfusedAttention()) {
     auto g = ec::GemmContext::Create();
     if (!g.ok()) return g.status();
     gemm = std::move(g).value();
   }
   Buffers buffers;
-  std::unique_ptr<ec::Attention> attention;
+  AttentionKernels attention;
   StatusOr<Launchers> l = Prepare(c, stream, &buffers, gemm.get(), &attention);
   if (!l.ok()) return l.status();
   // The backward reads what one forward leaves (statistics, probabilities).
