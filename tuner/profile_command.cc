@@ -84,8 +84,11 @@ class ProfileCommand : public Command {
                     "tensor-parallel sizes for --model shapes, e.g. 1,2,4")
         ->capture_default_str();
     sub->add_option("--tokens", tokens_,
-                    "tokens per micro-batch (rows of the GEMMs) for --model; "
-                    "default: the model's sequence length");
+                    "tokens per micro-batch (rows of the GEMMs) for --model, "
+                    "one or a list, e.g. 128,1024 to cover micro-batches 1 "
+                    "to 8 of sequence 128; default: the model's sequence "
+                    "length")
+        ->type_name("T[,T...]");
     sub->add_option("--dtype", dtypes_, "GEMM dtypes, e.g. fp32,bf16")
         ->capture_default_str();
     sub->add_option("--warmup", warmup_, "untimed runs before timing")
@@ -145,25 +148,43 @@ class ProfileCommand : public Command {
       if (!model.ok()) return model.status();
       StatusOr<std::vector<int64_t>> tps = ParseIntList(tp_, "--tp");
       if (!tps.ok()) return tps.status();
-      const int64_t tokens = tokens_ > 0 ? tokens_ : model->seq_length;
-      if (tokens < 1) {
+      std::vector<int64_t> token_counts;
+      if (!tokens_.empty()) {
+        StatusOr<std::vector<int64_t>> t = ParseIntList(tokens_, "--tokens");
+        if (!t.ok()) return t.status();
+        token_counts = *t;
+      } else if (model->seq_length >= 1) {
+        token_counts = {model->seq_length};
+      } else {
         return Status::InvalidArgument(
             "--tokens is needed: model '" + model_ + "' has no sequence length",
             "pass --tokens, e.g. --tokens 2048");
       }
-      for (int64_t tp : *tps) {
-        for (profiler::GemmShape s :
-             profiler::TransformerGemmShapes(*model, tp, tokens)) {
-          s.name = "tp" + std::to_string(tp) + "." + s.name;
-          shapes.push_back(s);
-        }
-        for (const profiler::EngineOpCase& c :
-             profiler::TransformerEngineOps(*model, tp, tokens)) {
-          engine_ops.push_back(c);
+      // Several token counts: the micro-batch sizes a search will price
+      // (mbs·seq rows) are measured, instead of extrapolated from one.
+      const bool several = token_counts.size() > 1;
+      for (int64_t tokens : token_counts) {
+        for (int64_t tp : *tps) {
+          const std::string prefix =
+              "tp" + std::to_string(tp) +
+              (several ? ".t" + std::to_string(tokens) : "") + ".";
+          for (profiler::GemmShape s :
+               profiler::TransformerGemmShapes(*model, tp, tokens)) {
+            s.name = prefix + s.name;
+            shapes.push_back(s);
+          }
+          for (const profiler::EngineOpCase& c :
+               profiler::TransformerEngineOps(*model, tp, tokens)) {
+            engine_ops.push_back(c);
+          }
         }
       }
+      std::string tokens_note;
+      for (int64_t t : token_counts) {
+        tokens_note += (tokens_note.empty() ? "" : ",") + std::to_string(t);
+      }
       shape_note = "gemm shapes: " + model->name + " per tp rank, tp " + tp_ +
-                   ", " + std::to_string(tokens) + " tokens";
+                   ", " + tokens_note + " tokens";
     } else {
       shapes = profiler::StandardGemmShapes(quick_);
     }
@@ -363,7 +384,7 @@ class ProfileCommand : public Command {
   bool quick_ = false;
   std::string model_;
   std::string tp_ = "1";
-  int64_t tokens_ = 0;
+  std::string tokens_;  // list; empty: the model's sequence length
   std::string dtypes_;
   int warmup_ = 2;
   int reps_ = 10;

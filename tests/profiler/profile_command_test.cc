@@ -94,6 +94,23 @@ TEST(ProfileCommandTest, ModelShapesWithoutDb) {
   EXPECT_EQ(run.out.find("# stored"), std::string::npos);
 }
 
+TEST(ProfileCommandTest, SeveralTokenCounts) {
+  // One set of shapes per token count, named by it: the micro-batch sizes
+  // a search prices are measured instead of extrapolated from one count.
+  ShellRun run = RunShell(
+      "profile --backend cpu --quick --no-db --mpi-ranks 0 --model gpt-tiny "
+      "--tp 1 --tokens 64,256 --reps 1 --warmup 0");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("tp1.t64.qkv.fwd "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("tp1.t256.qkv.fwd "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("64,256 tokens"), std::string::npos) << run.out;
+  ShellRun bad = RunShell(
+      "profile --backend cpu --quick --no-db --mpi-ranks 0 --model gpt-tiny "
+      "--tokens 64,0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--tokens"), std::string::npos) << bad.out;
+}
+
 TEST(ProfileCommandTest, InputErrors) {
   ShellRun cuda = RunShell("profile --backend tpu --no-db");
   EXPECT_EQ(cuda.exit_code, 2);
