@@ -117,6 +117,30 @@ __device__ __forceinline__ void LoadTile(Bf16* dst, int rows, int d,
   }
 }
 
+// Loads the 64-key tile starting at key k0 of kv group g of sample bi into
+// shared K and V ([64, d + 8] each; keys past s become zeros): the k
+// columns of group g start at (heads + g)·d, the v columns at
+// (heads + groups + g)·d of each token's qkv row (token t·b + bi).
+__device__ __forceinline__ void LoadKvTile(Bf16* sk, Bf16* sv, const Bf16* qkv,
+                                           int64_t k0, int64_t s, int64_t b,
+                                           int64_t bi, int64_t heads,
+                                           int64_t groups, int64_t g, int d) {
+  const int64_t width = (heads + 2 * groups) * d;
+  auto valid = [&](int r) { return k0 + r < s; };
+  LoadTile(
+      sk, kKeys, d,
+      [&](int r) {
+        return qkv + ((k0 + r) * b + bi) * width + (heads + g) * d;
+      },
+      valid);
+  LoadTile(
+      sv, kKeys, d,
+      [&](int r) {
+        return qkv + ((k0 + r) * b + bi) * width + (heads + groups + g) * d;
+      },
+      valid);
+}
+
 // The attention-dropout factor of key u in the mask row `row_seed`: 1
 // without dropout, else 0 (dropped) or 1/(1 − p) (kept), as the CPU op.
 __device__ __forceinline__ float DropFactor(const cpu::DropoutSpec& dr,
@@ -195,18 +219,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kFrag;  // this warp's first query row in the tile
   for (int64_t k0 = 0; k0 < key_end; k0 += kKeys) {
     __syncthreads();  // the previous tile's K and V are no longer read
-    LoadTile(
-        sk, kKeys, d,
-        [&](int r) {
-          return qkv + ((k0 + r) * b + bi) * width + (heads + g) * d;
-        },
-        [&](int r) { return k0 + r < s; });
-    LoadTile(
-        sv, kKeys, d,
-        [&](int r) {
-          return qkv + ((k0 + r) * b + bi) * width + (heads + groups + g) * d;
-        },
-        [&](int r) { return k0 + r < s; });
+    LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
     __syncthreads();
 
     // S[row0.., :] = Q[row0.., :]·Kᵀ (raw, unscaled).
@@ -336,18 +349,7 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
   const int64_t width = (heads + 2 * groups) * d;
   const int64_t out_width = heads * d;
 
-  LoadTile(
-      sk, kKeys, d,
-      [&](int r) {
-        return qkv + ((k0 + r) * b + bi) * width + (heads + g) * d;
-      },
-      [&](int r) { return k0 + r < s; });
-  LoadTile(
-      sv, kKeys, d,
-      [&](int r) {
-        return qkv + ((k0 + r) * b + bi) * width + (heads + groups + g) * d;
-      },
-      [&](int r) { return k0 + r < s; });
+  LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
   for (int i = threadIdx.x; i < kKeys * ld_f; i += kThreads) {
     sdk[i] = 0.0f;
     sdv[i] = 0.0f;

@@ -22,8 +22,10 @@ namespace meshtune::engine::cuda {
 namespace {
 
 using testing::Close;
+using testing::CpuAttentionCase;
 using testing::kBf16Atol;
 using testing::kBf16Rtol;
+using testing::MakeCpuAttentionCase;
 using testing::RandomBf16Values;
 
 template <typename T>
@@ -46,14 +48,13 @@ class CudaAttentionTest : public ::testing::TestWithParam<Shape> {
 TEST_P(CudaAttentionTest, ForwardAndBackwardMatchCpu) {
   const auto [s, b, heads, groups, d] = GetParam();
   const int64_t n = s * b, width = (heads + 2 * groups) * d;
-  const auto qkv = RandomBf16Values(n * width, 1, 2.0f);
-  const auto dout = RandomBf16Values(n * heads * d, 2, 1.0f);
-  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
-      dqkv(n * width);
-  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
-                        groups, d);
-  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
-                         b, heads, groups, d);
+  const CpuAttentionCase cpu_case =
+      MakeCpuAttentionCase(s, b, heads, groups, d, 1);
+  const std::vector<float>& qkv = cpu_case.qkv;
+  const std::vector<float>& dout = cpu_case.dout;
+  const std::vector<float>& out = cpu_case.out;
+  const std::vector<float>& probs = cpu_case.probs;
+  const std::vector<float>& dqkv = cpu_case.dqkv;
 
   auto gemm = GemmContext::Create();
   ASSERT_TRUE(gemm.ok()) << gemm.status().message();
@@ -92,19 +93,18 @@ INSTANTIATE_TEST_SUITE_P(
 // Attention dropout: the CPU op's mask, P saved undropped.
 TEST_P(CudaAttentionTest, DropoutMatchesCpu) {
   const auto [s, b, heads, groups, d] = GetParam();
-  const int64_t n = s * b, width = (heads + 2 * groups) * d;
-  const auto qkv = RandomBf16Values(n * width, 3, 2.0f);
-  const auto dout = RandomBf16Values(n * heads * d, 4, 1.0f);
   cpu::DropoutSpec drop;
   drop.p = 0.2f;
   drop.key = cpu::DropoutKey(7, 1, cpu::DropoutSite::kAttentionProbs);
   drop.first_sample = 5;
-  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
-      dqkv(n * width);
-  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
-                        groups, d, &drop);
-  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
-                         b, heads, groups, d, &drop);
+  const int64_t n = s * b, width = (heads + 2 * groups) * d;
+  const CpuAttentionCase cpu_case =
+      MakeCpuAttentionCase(s, b, heads, groups, d, 3, &drop);
+  const std::vector<float>& qkv = cpu_case.qkv;
+  const std::vector<float>& dout = cpu_case.dout;
+  const std::vector<float>& out = cpu_case.out;
+  const std::vector<float>& probs = cpu_case.probs;
+  const std::vector<float>& dqkv = cpu_case.dqkv;
   auto gemm = GemmContext::Create();
   ASSERT_TRUE(gemm.ok()) << gemm.status().message();
   auto attention = Attention::Create(gemm->get(), s, b, heads, groups, d);

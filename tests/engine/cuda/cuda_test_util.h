@@ -17,6 +17,8 @@
 #include <random>
 #include <vector>
 
+#include "engine/cpu/dropout_mask.h"
+#include "engine/cpu/ops.h"
 #include "engine/cuda/bf16.h"
 #include "gtest/gtest.h"
 
@@ -65,6 +67,31 @@ inline ::testing::AssertionResult CloseBf16(const std::vector<float>& gpu,
 inline ::testing::AssertionResult CloseFp32(const std::vector<float>& gpu,
                                             const std::vector<float>& ref) {
   return Close(gpu, ref, kFp32Rtol, kFp32Atol);
+}
+
+// One causal-attention case with the CPU op's results: bf16-rounded qkv
+// [s·b, (heads + 2·groups)·d] (values in ±2, seed `seed`) and dout
+// [s·b, heads·d] (±1, seed + 1), the CPU forward's out and the backward's
+// dqkv, with `dropout` when given; probs [b·heads, s, s] is the forward's
+// saved (undropped) probabilities.
+struct CpuAttentionCase {
+  std::vector<float> qkv, dout, out, probs, dqkv;
+};
+inline CpuAttentionCase MakeCpuAttentionCase(
+    int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t d,
+    uint32_t seed, const cpu::DropoutSpec* dropout = nullptr) {
+  const int64_t n = s * b, width = (heads + 2 * groups) * d;
+  CpuAttentionCase c;
+  c.qkv = RandomBf16Values(n * width, seed, 2.0f);
+  c.dout = RandomBf16Values(n * heads * d, seed + 1, 1.0f);
+  c.out.resize(n * heads * d);
+  c.dqkv.resize(n * width);
+  c.probs.resize(b * heads * s * s);
+  cpu::AttentionForward(c.qkv.data(), c.out.data(), c.probs.data(), s, b, heads,
+                        groups, d, dropout);
+  cpu::AttentionBackward(c.dout.data(), c.qkv.data(), c.probs.data(),
+                         c.dqkv.data(), s, b, heads, groups, d, dropout);
+  return c;
 }
 
 }  // namespace meshtune::engine::cuda::testing

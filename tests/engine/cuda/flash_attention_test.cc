@@ -34,8 +34,10 @@ namespace {
 
 using testing::Close;
 using testing::CloseFp32;
+using testing::CpuAttentionCase;
 using testing::kBf16Atol;
 using testing::kBf16Rtol;
+using testing::MakeCpuAttentionCase;
 using testing::RandomBf16Values;
 
 template <typename T>
@@ -137,15 +139,12 @@ class CudaFlashAttentionTest : public ::testing::TestWithParam<Shape> {
 
 TEST_P(CudaFlashAttentionTest, ForwardAndBackwardMatchCpu) {
   const auto [s, b, heads, groups, d] = GetParam();
-  const int64_t n = s * b, width = (heads + 2 * groups) * d;
-  const auto qkv = RandomBf16Values(n * width, 1, 2.0f);
-  const auto dout = RandomBf16Values(n * heads * d, 2, 1.0f);
-  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
-      dqkv(n * width);
-  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
-                        groups, d);
-  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
-                         b, heads, groups, d);
+  const CpuAttentionCase cpu_case =
+      MakeCpuAttentionCase(s, b, heads, groups, d, 1);
+  const std::vector<float>& qkv = cpu_case.qkv;
+  const std::vector<float>& dout = cpu_case.dout;
+  const std::vector<float>& out = cpu_case.out;
+  const std::vector<float>& dqkv = cpu_case.dqkv;
   const Result r = RunFlash(qkv, dout, nullptr);
   EXPECT_TRUE(Close(r.out, out, kBf16Rtol, kBf16Atol));
   EXPECT_TRUE(CloseFp32(r.lse, ReferenceLse(qkv, s, b, heads, groups, d)));
@@ -156,16 +155,13 @@ TEST_P(CudaFlashAttentionTest, ForwardAndBackwardMatchCpu) {
 // (sample, head and query row offsets included).
 TEST_P(CudaFlashAttentionTest, DropoutMatchesCpu) {
   const auto [s, b, heads, groups, d] = GetParam();
-  const int64_t n = s * b, width = (heads + 2 * groups) * d;
-  const auto qkv = RandomBf16Values(n * width, 3, 2.0f);
-  const auto dout = RandomBf16Values(n * heads * d, 4, 1.0f);
   const cpu::DropoutSpec drop = TestDropout();
-  std::vector<float> out(n * heads * d), probs(b * heads * s * s),
-      dqkv(n * width);
-  cpu::AttentionForward(qkv.data(), out.data(), probs.data(), s, b, heads,
-                        groups, d, &drop);
-  cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), s,
-                         b, heads, groups, d, &drop);
+  const CpuAttentionCase cpu_case =
+      MakeCpuAttentionCase(s, b, heads, groups, d, 3, &drop);
+  const std::vector<float>& qkv = cpu_case.qkv;
+  const std::vector<float>& dout = cpu_case.dout;
+  const std::vector<float>& out = cpu_case.out;
+  const std::vector<float>& dqkv = cpu_case.dqkv;
   const Result r = RunFlash(qkv, dout, &drop);
   EXPECT_TRUE(Close(r.out, out, 2 * kBf16Rtol, 2 * kBf16Atol));
   // The log-sum-exp is of the undropped scores.
