@@ -78,11 +78,13 @@ std::string ComputeHardwareId(const HardwareFingerprint& hw);
 // One microbenchmark result (many samples summarised).
 struct Measurement {
   std::string hardware_id;  // must exist in `hardware` (PutHardware first)
-  // "gemm", "attention", "stream", "all_reduce", "all_gather",
-  // "reduce_scatter", "all_to_all", "send_recv".
+  // "gemm", "stream", "all_reduce", "all_gather", "reduce_scatter",
+  // "all_to_all", "send_recv", and the engine's own kernels (tune profile
+  // --model): "attn:fwd|bwd" (m = batch·heads, n = seq, k = head_dim) and
+  // "elem:<op>:fwd|bwd" (m = elements; <op> as costmodel::ElementwiseOp).
   std::string op;
   std::string dtype;            // "bf16", "fp16", "fp8", "fp32", ...
-  int64_t m = 0, n = 0, k = 0;  // GEMM shape [m,k]x[k,n]; 0 for other ops
+  int64_t m = 0, n = 0, k = 0;  // GEMM shape [m,k]x[k,n]; see op otherwise
   double bytes = 0;             // message / stream size in bytes; 0 for GEMM
   int64_t group_size = 1;       // ranks in the collective group
   int64_t nodes = 1;            // nodes the group spans

@@ -16,11 +16,18 @@
 #include "results/store.h"
 #include "tuner/regress_baseline_file.h"
 #include "tuner/regress_benchmarks.h"
+#include "tuner/regress_text.h"
 #include "tuner/regress_verdict.h"
 #include "tuner/results_db.h"
 
 namespace meshtune::tuner {
 namespace {
+
+using regress_text::Describe;
+using regress_text::Fixed;
+using regress_text::PrintTable;
+using regress_text::Throughput;
+using regress_text::TimeText;
 
 constexpr const char* kRegressExamples = R"(Examples:
   tune regress list
@@ -31,70 +38,14 @@ constexpr const char* kRegressExamples = R"(Examples:
   tune regress check --benchmark cpu-gpt-tiny-v1 --baseline ci.json --allow-other-hardware
   tune regress baseline export --name main --benchmark cpu-gpt-tiny-v1 --file ci.json
 Verdict: a regression when the median throughput (tokens per CPU second by
-default; per wall second for cuda- benchmarks) is below the baseline's by more than --threshold percent AND the
-drop is larger than the two runs' spreads (median absolute deviations of
-the repeats) together; or when any step's loss differs from the
+default; per wall second for cuda- benchmarks) is below the baseline's by
+more than --threshold percent AND the drop is larger than the two runs'
+spreads (median absolute deviations of the repeats) together; or when any step's loss differs from the
 baseline's by more than --loss-rtol (relative). Exit 0 pass, 1
 regression, 2 input error. See docs/regress.md.)";
 
 constexpr const char* kDbHelp =
     "results database (default $TUNE_DB, else ./tune.db)";
-
-std::string TimeText(int64_t unix_s) {
-  const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
-std::string Throughput(double median, double spread) {
-  return Fixed(median, 1) + " ± " + Fixed(spread, 1);
-}
-
-// A fixed-width table, first column left-aligned, the others right-aligned.
-void PrintTable(std::ostream& out,
-                const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  const auto columns = [](const std::string& s) {
-    size_t w = 0;
-    for (unsigned char c : s) w += (c & 0xC0) != 0x80;
-    return w;
-  };
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t c = 0; c < row.size(); ++c) {
-      width[c] = std::max(width[c], columns(row[c]));
-    }
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string pad(width[c] - columns(row[c]), ' ');
-      line += c == 0 ? row[c] + pad : "  " + pad + row[c];
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << "\n";
-  }
-}
-
-// "cpu-0123 (Intel Xeon, 16 CPUs)", "cuda-4567 (8x NVIDIA H200, Intel
-// Xeon, 192 CPUs)".
-std::string Describe(const results::HardwareFingerprint& hw) {
-  const std::string gpus =
-      hw.gpu_model.empty()
-          ? ""
-          : std::to_string(hw.gpu_count) + "x " + hw.gpu_model + ", ";
-  return hw.id + " (" + gpus + hw.cpu_model + ", " +
-         std::to_string(hw.cpu_cores) + " CPUs)";
-}
 
 StatusOr<results::HardwareFingerprint> StoredHardware(
     const results::Store& store, const std::string& id) {

@@ -1,0 +1,65 @@
+#include "tuner/regress_text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+
+namespace meshtune::tuner::regress_text {
+
+std::string TimeText(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+std::string Throughput(double median, double spread) {
+  return Fixed(median, 1) + " ± " + Fixed(spread, 1);
+}
+
+// A fixed-width table, first column left-aligned, the others right-aligned.
+void PrintTable(std::ostream& out,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  const auto columns = [](const std::string& s) {
+    size_t w = 0;
+    for (unsigned char c : s) w += (c & 0xC0) != 0x80;
+    return w;
+  };
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t c = 0; c < row.size(); ++c) {
+      width[c] = std::max(width[c], columns(row[c]));
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string pad(width[c] - columns(row[c]), ' ');
+      line += c == 0 ? row[c] + pad : "  " + pad + row[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+// "cpu-0123 (Intel Xeon, 16 CPUs)", "cuda-4567 (8x NVIDIA H200, Intel
+// Xeon, 192 CPUs)".
+std::string Describe(const results::HardwareFingerprint& hw) {
+  const std::string gpus =
+      hw.gpu_model.empty()
+          ? ""
+          : std::to_string(hw.gpu_count) + "x " + hw.gpu_model + ", ";
+  return hw.id + " (" + gpus + hw.cpu_model + ", " +
+         std::to_string(hw.cpu_cores) + " CPUs)";
+}
+
+}  // namespace meshtune::tuner::regress_text
