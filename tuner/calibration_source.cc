@@ -207,6 +207,21 @@ std::string GpuMachineHardwareId(
   return stored.empty() ? self.id : stored;
 }
 
+StatusOr<std::string> FileGpuMachine(results::Store* store,
+                                     const search_spaces::ClusterSpec& cluster,
+                                     const std::string& gpu_model,
+                                     int64_t gpu_count) {
+  const results::HardwareFingerprint self =
+      GpuMachineFingerprint(gpu_model, gpu_count);
+  auto machines = store->ListHardware();
+  if (!machines.ok()) return machines.status();
+  const std::string id = GpuMachineHardwareId(*machines, cluster, self);
+  if (id == self.id) {
+    MESHTUNE_RETURN_IF_ERROR(store->PutHardware(self, ToolProvenance()));
+  }
+  return id;
+}
+
 search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
   search_spaces::ClusterSpec c;
   c.name = kLocalCluster;

@@ -88,6 +88,15 @@ std::string GpuMachineHardwareId(
     const search_spaces::ClusterSpec& cluster,
     const results::HardwareFingerprint& self);
 
+// Where a CUDA run or validation on this machine (`gpu_count` GPUs named
+// `gpu_model`) is filed in `store`: GpuMachineHardwareId over the stored
+// machines, storing this machine's GpuMachineFingerprint first when that is
+// the answer (so rows can reference it).
+StatusOr<std::string> FileGpuMachine(results::Store* store,
+                                     const search_spaces::ClusterSpec& cluster,
+                                     const std::string& gpu_model,
+                                     int64_t gpu_count);
+
 // The `local` preset: this machine as one node whose "GPUs" are its CPU
 // cores (the CPU training engine runs one rank per core). Peak and memory
 // per rank come from /proc; bandwidths are nominal until `tune profile`

@@ -234,24 +234,27 @@ void RecordRun(results::Store *store, const TrainPlan &plan,
                const TrainSummary &s, int64_t candidate_id, std::ostream &err) {
   const engine::TrainConfig &c = plan.config;
   const results::Provenance prov = ToolProvenance();
-  results::HardwareFingerprint hw =
-      profiler::CpuFingerprint(profiler::ReadCpuInfo());
-  std::string hardware_id = hw.id;
+  // This machine's own fingerprint, stored: the CPU, or the GPU machine
+  // when no GPU preset resolves (FileGpuMachine needs one).
+  const auto file_self =
+      [&](const results::HardwareFingerprint &hw) -> StatusOr<std::string> {
+    MESHTUNE_RETURN_IF_ERROR(store->PutHardware(hw, prov));
+    return hw.id;
+  };
+  StatusOr<std::string> hardware_id = Status::Internal("not filed");
   if (plan.backend == "cuda") {
-    hw = GpuMachineFingerprint(LocalGpuName(), LocalGpuCount());
-    hardware_id = hw.id;
     const StatusOr<search_spaces::ClusterSpec> cluster =
         search_spaces::ResolveCluster(plan.gpu.empty() ? DetectedGpuPreset()
                                                        : plan.gpu);
-    const auto machines = store->ListHardware();
-    if (cluster.ok() && machines.ok()) {
-      hardware_id = GpuMachineHardwareId(*machines, *cluster, hw);
-    }
+    hardware_id =
+        cluster.ok()
+            ? FileGpuMachine(store, *cluster, LocalGpuName(), LocalGpuCount())
+            : file_self(GpuMachineFingerprint(LocalGpuName(), LocalGpuCount()));
+  } else {
+    hardware_id = file_self(profiler::CpuFingerprint(profiler::ReadCpuInfo()));
   }
-  const Status st =
-      hardware_id == hw.id ? store->PutHardware(hw, prov) : Status::Ok();
   results::TrainingRun run;
-  run.hardware_id = st.ok() ? hardware_id : "";
+  run.hardware_id = hardware_id.ok() ? *hardware_id : "";
   run.candidate_id = candidate_id;
   run.model = c.model.name;
   run.config = c.parallel;

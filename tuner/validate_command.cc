@@ -223,14 +223,9 @@ class ValidateCommand : public Command {
     // calibration and the factors learned here go together.
     std::string hardware_id = LocalHardwareId();
     if (cuda) {
-      const results::HardwareFingerprint self =
-          GpuMachineFingerprint(gpu_name, gpu_count);
-      auto machines = store->ListHardware();
-      if (!machines.ok()) return machines.status();
-      hardware_id = GpuMachineHardwareId(*machines, in.cluster, self);
-      if (hardware_id == self.id) {
-        MESHTUNE_RETURN_IF_ERROR(store->PutHardware(self, ToolProvenance()));
-      }
+      auto filed = FileGpuMachine(store, in.cluster, gpu_name, gpu_count);
+      if (!filed.ok()) return filed.status();
+      hardware_id = *filed;
     }
 
     auto calibration = ChooseCalibration(store, in.cluster, hardware_id);
