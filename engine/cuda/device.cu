@@ -104,6 +104,27 @@ Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
                     "cudaMemcpyAsync device to device");
 }
 
+Status CopyDeviceToHostAsync(void* dst, const void* src, size_t bytes,
+                             Stream stream) {
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
+                                    static_cast<cudaStream_t>(stream)),
+                    "cudaMemcpyAsync device to host");
+}
+
+Status CopyHostToDeviceAsync(void* dst, const void* src, size_t bytes,
+                             Stream stream) {
+  if (bytes == 0) return Status::Ok();
+  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
+                                    static_cast<cudaStream_t>(stream)),
+                    "cudaMemcpyAsync host to device");
+}
+
+Status SynchronizeStream(Stream stream, const char* what) {
+  return CudaStatus(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+                    std::string("op '") + what + "'");
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != nullptr) cudaFree(ptr_);
 }

@@ -91,6 +91,20 @@ Status CopyDeviceToHost(void* dst, const void* src, size_t bytes);
 Status CopyDeviceToDevice(void* dst, const void* src, size_t bytes,
                           Stream stream);
 
+// Copies between a host pointer and a device pointer ordered on `stream`
+// (after its earlier work, before its later work). The host memory must stay
+// valid until the stream is synchronized: with pageable host memory the
+// runtime may return before the copy is done.
+Status CopyDeviceToHostAsync(void* dst, const void* src, size_t bytes,
+                             Stream stream);
+Status CopyHostToDeviceAsync(void* dst, const void* src, size_t bytes,
+                             Stream stream);
+
+// Waits for the work enqueued on `stream` so far (cudaStreamSynchronize;
+// nullptr is the legacy default stream); the first pending error as a
+// Status naming `what`.
+Status SynchronizeStream(Stream stream, const char* what);
+
 // Allocates a buffer holding `host` (bytes = host.size() · sizeof(T)).
 template <typename T>
 StatusOr<DeviceBuffer> Upload(const std::vector<T>& host) {

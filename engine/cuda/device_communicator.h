@@ -101,7 +101,8 @@ StatusOr<DeviceCommKind> ParseDeviceCommKind(const char* value,
 // The automatic choice for a group whose members run on the devices named
 // by `device_ids` (one per member, in rank order; a device id is the host
 // name and the GPU's PCI bus id): staged when two members share a device
-// (NCCL cannot run them), NCCL otherwise.
+// (NCCL cannot run them), NCCL otherwise. One member (or none): staged,
+// as CreateDeviceCommunicator gives a group of one.
 DeviceCommKind ChooseDeviceCommKind(const std::vector<std::string>& device_ids);
 
 // Collective over `group` (every member calls it with its GPU current):

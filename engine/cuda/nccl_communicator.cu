@@ -29,10 +29,7 @@ struct NcclCommunicator::Impl {
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Impl> impl, int rank,
                                    int size, std::string name)
-    : impl_(std::move(impl)),
-      rank_(rank),
-      size_(size),
-      name_(std::move(name)) {}
+    : DeviceCommunicator(rank, size, std::move(name)), impl_(std::move(impl)) {}
 
 NcclCommunicator::~NcclCommunicator() = default;
 
@@ -93,6 +90,13 @@ Status NcclCommunicator::AllGather(const Bf16* in, Bf16* out, int64_t count,
                                    Stream stream) {
   return NcclStatus(ncclAllGather(in, out, static_cast<size_t>(count),
                                   ncclBfloat16, impl_->comm, ToCuda(stream)),
+                    "all_gather");
+}
+
+Status NcclCommunicator::AllGather(const float* in, float* out, int64_t count,
+                                   Stream stream) {
+  return NcclStatus(ncclAllGather(in, out, static_cast<size_t>(count),
+                                  ncclFloat32, impl_->comm, ToCuda(stream)),
                     "all_gather");
 }
 

@@ -1,6 +1,8 @@
-// NCCL collectives on device buffers for the CUDA backend: one
-// NcclCommunicator per process group of the rank grid (tp, cp, ep, dp, pp,
-// as engine/process_groups.h builds them on the host), bootstrapped through
+// NCCL collectives on device buffers for the CUDA backend: the
+// DeviceCommunicator (engine/cuda/device_communicator.h) for groups whose
+// ranks each have their own GPU. One NcclCommunicator per process group of
+// the rank grid (tp, cp, ep, dp, pp, as engine/process_groups.h builds them
+// on the host), bootstrapped through
 // that group's host Communicator (MPI across processes, in-process in
 // tests): rank 0 of the group creates the ncclUniqueId and broadcasts its
 // 128 bytes, then every member calls ncclCommInitRank. A group of one
@@ -21,46 +23,41 @@
 #include "engine/communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/device_communicator.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::engine::cuda {
 
-class NcclCommunicator {
+class NcclCommunicator : public DeviceCommunicator {
  public:
   // Collective over `group` (every member calls it, with its GPU current).
   // `group` is used only during the call.
   static StatusOr<std::unique_ptr<NcclCommunicator>> Create(
       Communicator* group);
-  ~NcclCommunicator();
-  NcclCommunicator(const NcclCommunicator&) = delete;
-  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+  ~NcclCommunicator() override;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  const std::string& name() const { return name_; }
+  const char* kind() const override { return "nccl"; }
 
-  // In place: data[count] = Σ_ranks data[count].
-  Status AllReduceSum(float* data, int64_t count, Stream stream);
-  Status AllReduceSum(Bf16* data, int64_t count, Stream stream);
-  Status AllReduceMax(float* data, int64_t count, Stream stream);
-  // out[size·count] rank-major (as Communicator::AllGather).
-  Status AllGather(const Bf16* in, Bf16* out, int64_t count, Stream stream);
-  // in[size·count] -> out[count] = Σ_ranks in[rank()·count ..].
+  Status AllReduceSum(float* data, int64_t count, Stream stream) override;
+  Status AllReduceSum(Bf16* data, int64_t count, Stream stream) override;
+  Status AllReduceMax(float* data, int64_t count, Stream stream) override;
+  Status AllGather(const Bf16* in, Bf16* out, int64_t count,
+                   Stream stream) override;
+  Status AllGather(const float* in, float* out, int64_t count,
+                   Stream stream) override;
   Status ReduceScatterSum(const Bf16* in, Bf16* out, int64_t count,
-                          Stream stream);
+                          Stream stream) override;
   Status ReduceScatterSum(const float* in, float* out, int64_t count,
-                          Stream stream);
-  // Point to point (pipeline stages); `peer` is a rank of this group.
-  Status Send(const Bf16* data, int64_t count, int peer, Stream stream);
-  Status Recv(Bf16* data, int64_t count, int peer, Stream stream);
+                          Stream stream) override;
+  Status Send(const Bf16* data, int64_t count, int peer,
+              Stream stream) override;
+  Status Recv(Bf16* data, int64_t count, int peer, Stream stream) override;
 
  private:
   struct Impl;
   NcclCommunicator(std::unique_ptr<Impl> impl, int rank, int size,
                    std::string name);
   std::unique_ptr<Impl> impl_;
-  int rank_, size_;
-  std::string name_;
 };
 
 }  // namespace meshtune::engine::cuda
