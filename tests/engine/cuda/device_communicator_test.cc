@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -283,11 +284,14 @@ std::string CheckCollectives(DeviceCommunicator& comm, Stream stream) {
                    },
                    scattered, r * count});
 
+  // Every case runs even after a failure: the other ranks make the same
+  // calls, and a rank that stopped early would leave them waiting.
+  std::string first_failure;
   for (const Case<T>& c : cases) {
     std::string failure = Run(c, stream);
-    if (!failure.empty()) return failure;
+    if (first_failure.empty()) first_failure = failure;
   }
-  return "";
+  return first_failure;
 }
 
 // All-reduce max (float only): rank q holds (i·(q + 1)) % 11.
@@ -342,6 +346,12 @@ std::string CheckSendRecv(DeviceCommunicator& comm, Stream stream) {
 
 enum class StreamKind { kLegacyDefault, kNonBlocking };
 
+// Readable parameters in test names and in ctest's list.
+void PrintTo(StreamKind kind, std::ostream* os) {
+  *os << (kind == StreamKind::kLegacyDefault ? "legacy default stream"
+                                             : "non-blocking stream");
+}
+
 // `n` thread ranks over MakeLocalWorld(n), rank r on GPU device_of(r) with
 // MESHTUNE_CUDA_COMM = env: each creates its communicator (which must be of
 // `want_kind`), runs every check on its stream, and reports "" or the
@@ -384,8 +394,9 @@ std::vector<std::string> RunRanks(int n,
       using Check = std::string (*)(DeviceCommunicator&, Stream);
       for (Check check : {&CheckCollectives<float>, &CheckCollectives<Bf16>,
                           &CheckAllReduceMax, &CheckSendRecv}) {
-        failure = check(c, stream);
-        if (!failure.empty()) break;
+        // Every check runs (see CheckCollectives); the first failure stays.
+        std::string this_failure = check(c, stream);
+        if (failure.empty()) failure = this_failure;
       }
       DestroyStream(stream);
     });
