@@ -132,6 +132,9 @@ TEST(CreateDeviceCommunicatorHostOnlyTest, NoDeviceIsAStatus) {
   EXPECT_EQ(comm.status().code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(comm.status().message(),
             "no CUDA device: cudaGetDeviceCount found none");
+  EXPECT_EQ(comm.status().hint(),
+            "run on a machine with an NVIDIA GPU and driver, or use the CPU "
+            "backend (--backend cpu)");
 }
 
 // Peers are checked before any device work, so this needs no device.
