@@ -1,11 +1,12 @@
 // DeviceOptimizer and the sharded DeviceParams (engine/cuda/
 // device_optimizer.h, device_params.h).
-// Without a device: the shard arithmetic (layouts, pieces, state bytes),
-// the bucket bookkeeping and Create's setup checks, with their exact error
-// messages. With a device (skipped otherwise): one rank's step against the
-// CPU Optimizer's step on the same store and gradients, with and without
-// clipping, both weight-decay groups, a tensor outside the norm, and the
-// skipped step on a non-finite norm. The dp = 2 runs on one GPU are in
+// Without a device (suites *HostOnlyTest, no gpu label, so CI runs them):
+// the shard arithmetic (layouts, pieces, state bytes), the bucket
+// bookkeeping and Create's setup checks, with their exact error messages. With
+// a device (skipped otherwise): one rank's step against the CPU Optimizer's
+// step on the same store and gradients, with and without clipping, both
+// weight-decay groups, a tensor outside the norm, and the skipped step on a
+// non-finite norm. The dp = 2 runs on one GPU are in
 // device_optimizer_dp_test.cc.
 #include "engine/cuda/device_optimizer.h"
 
@@ -39,7 +40,7 @@ using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 
 // The store's tensors have 300, 5, 7 and 9 elements: aligned to 128 they
 // start at 0, 384, 512 and 640, and the buffer is 768 long.
-TEST(ParamLayoutTest, NotDistributedHoldsEveryTensorWhole) {
+TEST(ParamLayoutHostOnlyTest, NotDistributedHoldsEveryTensorWhole) {
   const ParamStore store = MakeOptimizerStore();
   auto layout = MakeParamLayout(store, 2, 1, false);
   ASSERT_TRUE(layout.ok()) << layout.status().message();
@@ -61,7 +62,7 @@ TEST(ParamLayoutTest, NotDistributedHoldsEveryTensorWhole) {
 
 // dp = 3: 768 is a multiple of 3·128, so shards of 256; the first tensor
 // (300 elements) is cut at 256 between ranks 0 and 1.
-TEST(ParamLayoutTest, DistributedShardsCutTensorsAtTheEdges) {
+TEST(ParamLayoutHostOnlyTest, DistributedShardsCutTensorsAtTheEdges) {
   const ParamStore store = MakeOptimizerStore();
   std::vector<std::vector<ShardPiece>> pieces;
   for (int r = 0; r < 3; ++r) {
@@ -91,7 +92,7 @@ TEST(ParamLayoutTest, DistributedShardsCutTensorsAtTheEdges) {
 
 // Padding to dp·128: at dp = 2 the 768-element buffer stays 768 (3·256);
 // at dp = 4 it grows to 1024 and the last shard holds only padding.
-TEST(ParamLayoutTest, DistributedPadsToDpTimesTheAlignment) {
+TEST(ParamLayoutHostOnlyTest, DistributedPadsToDpTimesTheAlignment) {
   const ParamStore store = MakeOptimizerStore();
   for (const auto& [dp, padded] : std::vector<std::pair<int, int64_t>>{
            {1, 768}, {2, 768}, {4, 1024}, {5, 1280}}) {
@@ -113,7 +114,7 @@ TEST(ParamLayoutTest, DistributedPadsToDpTimesTheAlignment) {
   EXPECT_TRUE(ShardPieces(*last, store).empty());
 }
 
-TEST(ParamLayoutTest, BadInputIsAnErrorNamingIt) {
+TEST(ParamLayoutHostOnlyTest, BadInputIsAnErrorNamingIt) {
   const ParamStore store = MakeOptimizerStore();
   auto zero_dp = MakeParamLayout(store, 0, 0, true);
   ASSERT_FALSE(zero_dp.ok());
@@ -135,7 +136,7 @@ TEST(ParamLayoutTest, BadInputIsAnErrorNamingIt) {
 
 // ---- Bucket bookkeeping (no device) ----
 
-TEST(ReducedRangesTest, BucketsInAnyOrderLeaveTheRestForTheStep) {
+TEST(ReducedRangesHostOnlyTest, BucketsInAnyOrderLeaveTheRestForTheStep) {
   Ranges reduced;
   ASSERT_TRUE(AddReducedRange(512, 768, 1000, &reduced).ok());
   ASSERT_TRUE(AddReducedRange(128, 384, 1000, &reduced).ok());
@@ -147,7 +148,7 @@ TEST(ReducedRangesTest, BucketsInAnyOrderLeaveTheRestForTheStep) {
   EXPECT_EQ(UnreducedRanges({{0, 1000}}, 1000), Ranges{});
 }
 
-TEST(ReducedRangesTest, OverlapsAndOutsideRangesAreErrors) {
+TEST(ReducedRangesHostOnlyTest, OverlapsAndOutsideRangesAreErrors) {
   Ranges reduced{{128, 384}};
   Status overlap = AddReducedRange(300, 400, 1000, &reduced);
   EXPECT_EQ(overlap.code(), Status::Code::kInvalidArgument);
@@ -221,13 +222,13 @@ std::string SetupErrorOnRank1(bool dist_opt, int dp_size, int dp_rank,
   return message;
 }
 
-TEST(DeviceOptimizerSetupTest, MatchingSetupIsOk) {
+TEST(DeviceOptimizerSetupHostOnlyTest, MatchingSetupIsOk) {
   FakeDeviceCommunicator dp(1, 2);
   EXPECT_EQ(SetupErrorOnRank1(true, 2, 1, true, &dp), "ok");
   EXPECT_EQ(SetupErrorOnRank1(false, 2, 1, false, &dp), "ok");
 }
 
-TEST(DeviceOptimizerSetupTest, MismatchesAreErrorsNamingBothSides) {
+TEST(DeviceOptimizerSetupHostOnlyTest, MismatchesAreErrorsNamingBothSides) {
   FakeDeviceCommunicator dp(1, 2);
   EXPECT_EQ(SetupErrorOnRank1(true, 4, 1, true, &dp),
             "device optimizer: the device params are laid out for dp rank 1 "
@@ -250,7 +251,7 @@ TEST(DeviceOptimizerSetupTest, MismatchesAreErrorsNamingBothSides) {
             "this rank is dp rank 1 of 2");
 }
 
-TEST(DeviceOptimizerSetupTest, MissingGroupsAndOtherStoresAreErrors) {
+TEST(DeviceOptimizerSetupHostOnlyTest, MissingGroupsAndOtherStoresAreErrors) {
   const ParamStore store = MakeOptimizerStore();
   auto layout = MakeParamLayout(store, 1, 0, false);
   ASSERT_TRUE(layout.ok());
