@@ -2,11 +2,12 @@
 // device_optimizer.h, device_params.h).
 // Without a device (suites *HostOnlyTest, no gpu label, so CI runs them):
 // the shard arithmetic (layouts, pieces, state bytes), the bucket
-// bookkeeping and Create's setup checks, with their exact error messages. With
-// a device (skipped otherwise): one rank's step against the CPU Optimizer's
-// step on the same store and gradients, with and without clipping, both
-// weight-decay groups, a tensor outside the norm, and the skipped step on a
-// non-finite norm. The dp = 2 runs on one GPU are in
+// bookkeeping and Create's setup checks, with their exact error messages.
+// With a device (skipped otherwise): sharded DeviceParams' segments and
+// downloads on one rank; one rank's step against the CPU Optimizer's step
+// on the same store and gradients, with and without clipping, both
+// weight-decay groups, a tensor outside the norm, and the skipped step on
+// a non-finite norm. The dp runs on one GPU are in
 // device_optimizer_dp_test.cc.
 #include "engine/cuda/device_optimizer.h"
 
@@ -279,6 +280,76 @@ TEST(DeviceOptimizerSetupHostOnlyTest, MissingGroupsAndOtherStoresAreErrors) {
               "the store has 4");
     EXPECT_EQ(st.hint(), "create the DeviceParams from the same ParamStore");
   });
+}
+
+// ---- Sharded DeviceParams on one rank (device; no collective needed) ----
+
+// dp = 3, as ParamLayoutHostOnlyTest: each rank's AdamW and norm segments
+// are its pieces, with their tensors' weight decay and norm flag.
+TEST(DeviceParamsShardTest, SegmentsAreTheShardPieces) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const ParamStore store = MakeOptimizerStore();
+  struct Want {
+    std::vector<int64_t> adam_counts;
+    std::vector<float> decays;
+    std::vector<int64_t> norm_counts;
+  };
+  const std::vector<Want> want = {
+      {{256}, {0.1f}, {256}},
+      {{44, 5}, {0.1f, 0.0f}, {44, 5}},
+      // The replicated copy [9] is updated but not counted in the norm.
+      {{7, 9}, {0.0f, 0.0f}, {7}},
+  };
+  for (int r = 0; r < 3; ++r) {
+    auto params = DeviceParams::Create(store, 3, r, true);
+    ASSERT_TRUE(params.ok()) << params.status().message();
+    EXPECT_EQ((*params)->shard_begin(), 256 * r);
+    EXPECT_EQ((*params)->shard_end(), 256 * (r + 1));
+    const std::vector<AdamWSegment> adam = (*params)->AdamSegments(store, 0.1f);
+    const std::vector<GradSegment> norm = (*params)->NormSegments(store);
+    ASSERT_EQ(adam.size(), want[r].adam_counts.size()) << "rank " << r;
+    for (size_t k = 0; k < adam.size(); ++k) {
+      EXPECT_EQ(adam[k].count, want[r].adam_counts[k]) << "rank " << r;
+      EXPECT_EQ(adam[k].weight_decay, want[r].decays[k]) << "rank " << r;
+      // Gradients and bf16 weights index the full buffers; the master
+      // weights and moments the shard.
+      EXPECT_EQ(adam[k].grad - (*params)->grad_buffer(),
+                adam[k].param_bf16 - (*params)->weight_buffer());
+      EXPECT_EQ(adam[k].param - adam[0].param, adam[k].m - adam[0].m);
+    }
+    ASSERT_EQ(norm.size(), want[r].norm_counts.size()) << "rank " << r;
+    for (size_t k = 0; k < norm.size(); ++k) {
+      EXPECT_EQ(norm[k].count, want[r].norm_counts[k]) << "rank " << r;
+    }
+  }
+}
+
+// Downloads of a shard need the dp communicator of that shard's rank.
+TEST(DeviceParamsShardTest, ShardedDownloadsNeedTheDpCommunicator) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  ParamStore store = MakeOptimizerStore();
+  auto params = DeviceParams::Create(store, 2, 1, true);
+  ASSERT_TRUE(params.ok()) << params.status().message();
+  const Status none = (*params)->DownloadParams(&store);
+  EXPECT_EQ(none.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(none.message(),
+            "download params: this rank holds 1/2 of the optimizer state "
+            "(distributed optimizer) and needs the dp communicator to gather "
+            "the rest");
+  EXPECT_EQ(none.hint(), "pass the device communicator over the dp group");
+  FakeDeviceCommunicator wrong(0, 2);
+  std::vector<float> m(store.numel()), v(store.numel());
+  EXPECT_EQ(
+      (*params)->DownloadMoments(store, m.data(), v.data(), &wrong).message(),
+      "download moments: communicator 'dp' is rank 0 of 2 but the "
+      "parameters are sharded as dp rank 1 of 2");
+  // Unsharded: no communicator needed, the master weights come back.
+  auto whole = DeviceParams::Create(store, 2, 1, false);
+  ASSERT_TRUE(whole.ok());
+  const std::vector<float> uploaded = store.flat_params();
+  store.flat_params().assign(store.numel(), 0.0f);
+  ASSERT_TRUE((*whole)->DownloadParams(&store).ok());
+  EXPECT_EQ(store.flat_params(), uploaded);
 }
 
 // ---- One rank on the device against the CPU optimizer ----
