@@ -78,11 +78,33 @@ class GptModel {
     return static_cast<int64_t>(chunks_[chunk].layers.size());
   }
 
- private:
+  // The layout other backends build on (the CUDA model runs the same
+  // chunks, segments and parameters): a chunk's recompute segments, in
+  // layer order, and its layers' parameter indices.
   struct Segment {
     int64_t begin, end;  // layer indices within the chunk
     bool recompute;      // full recompute: keep only the input
   };
+  const std::vector<Segment>& Segments(int chunk) const {
+    return chunks_[chunk].segments;
+  }
+  const LayerParams& LayerParamsOf(int chunk, int64_t layer) const {
+    return chunks_[chunk].layer_params[layer];
+  }
+  // Store indices of the embeddings (first virtual stage), the final norm
+  // and the output layer (last virtual stage; the word embedding's own
+  // index or its last-stage copy when tied); −1 where this rank has none.
+  int word_embedding() const { return word_emb_; }
+  int position_embedding() const { return pos_emb_; }
+  int final_norm_weight() const { return final_w_; }
+  int final_norm_bias() const { return final_b_; }
+  int output_weight() const { return output_; }
+  // This rank's vocabulary rows [vocab_start, vocab_start + vocab_local) of
+  // the padded vocabulary.
+  int64_t vocab_start() const { return vocab_start_; }
+  int64_t vocab_local() const { return vocab_local_; }
+
+ private:
   struct Chunk {
     int64_t virtual_stage = 0;
     int64_t first_layer = 0;

@@ -62,6 +62,14 @@ Status TrainConfig::Validate() const {
             " is not a multiple of mbs·dp = " + std::to_string(p.mbs * p.dp),
         "pick --gbs as a multiple of " + std::to_string(p.mbs * p.dp));
   }
+  // Megatron interleaves only across pipeline ranks (the schedule has no
+  // warm-up with one rank, so a chunk's backward would come before its
+  // forward); the enumerator rejects it as vpp_requires_pp.
+  if (p.vpp > 1 && p.pp < 2) {
+    return bad("virtual pipeline stages (vpp = " + std::to_string(p.vpp) +
+                   ") need pp >= 2",
+               "use --vpp 1, or --pp 2 or more");
+  }
   // Even split, or Megatron's embedding/loss accounting (num_layers + 2
   // units), exactly as the tuner enumerates (search_spaces/pipeline_layout.h).
   if (!search_spaces::PipelineLayout::Valid(m.num_layers, p.pp, p.vpp)) {

@@ -140,30 +140,7 @@ class TrainerImpl : public Trainer {
   }
 
   std::vector<RankMemory> all_memory() override {
-    const int w = world_->size();
-    constexpr int kFields = 8;
-    std::vector<double> table(static_cast<size_t>(w) * kFields, 0.0);
-    const RankMemory me = memory();
-    double* row = table.data() + static_cast<size_t>(me.rank) * kFields;
-    row[0] = me.rank;
-    row[1] = me.tp_rank;
-    row[2] = me.pp_rank;
-    row[3] = me.dp_rank;
-    row[4] = static_cast<double>(me.num_params);
-    row[5] = static_cast<double>(me.param_bytes);
-    row[6] = static_cast<double>(me.grad_bytes);
-    row[7] = static_cast<double>(me.optimizer_bytes);
-    world_->AllReduceSum(table.data(), static_cast<int64_t>(table.size()));
-    std::vector<RankMemory> out(w);
-    for (int r = 0; r < w; ++r) {
-      const double* t = table.data() + static_cast<size_t>(r) * kFields;
-      out[r] =
-          RankMemory{static_cast<int>(t[0]),     static_cast<int>(t[1]),
-                     static_cast<int>(t[2]),     static_cast<int>(t[3]),
-                     static_cast<int64_t>(t[4]), static_cast<int64_t>(t[5]),
-                     static_cast<int64_t>(t[6]), static_cast<int64_t>(t[7])};
-    }
-    return out;
+    return GatherRankMemory(world_, memory());
   }
 
   const ParamStore& params() const override { return store_; }
@@ -256,6 +233,32 @@ IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
                         static_cast<double>(world_size) / 1e12;
   log.consumed_samples = consumed_samples;
   return log;
+}
+
+std::vector<RankMemory> GatherRankMemory(Communicator* world,
+                                         const RankMemory& me) {
+  const int w = world->size();
+  constexpr int kFields = 8;
+  std::vector<double> table(static_cast<size_t>(w) * kFields, 0.0);
+  double* row = table.data() + static_cast<size_t>(me.rank) * kFields;
+  row[0] = me.rank;
+  row[1] = me.tp_rank;
+  row[2] = me.pp_rank;
+  row[3] = me.dp_rank;
+  row[4] = static_cast<double>(me.num_params);
+  row[5] = static_cast<double>(me.param_bytes);
+  row[6] = static_cast<double>(me.grad_bytes);
+  row[7] = static_cast<double>(me.optimizer_bytes);
+  world->AllReduceSum(table.data(), static_cast<int64_t>(table.size()));
+  std::vector<RankMemory> out(w);
+  for (int r = 0; r < w; ++r) {
+    const double* t = table.data() + static_cast<size_t>(r) * kFields;
+    out[r] = RankMemory{static_cast<int>(t[0]),     static_cast<int>(t[1]),
+                        static_cast<int>(t[2]),     static_cast<int>(t[3]),
+                        static_cast<int64_t>(t[4]), static_cast<int64_t>(t[5]),
+                        static_cast<int64_t>(t[6]), static_cast<int64_t>(t[7])};
+  }
+  return out;
 }
 
 Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite) {

@@ -52,6 +52,11 @@ IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
                               double grad_norm, double step_s,
                               int64_t consumed_samples);
 
+// Every rank's RankMemory on every rank, in world rank order: `me` is this
+// rank's. Collective over `world`.
+std::vector<RankMemory> GatherRankMemory(Communicator* world,
+                                         const RankMemory& me);
+
 // OK, or the error that stops a run whose step `iteration` produced a
 // non-finite loss or gradient norm (the last saved checkpoint stays valid).
 Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite);

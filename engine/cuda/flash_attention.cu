@@ -475,8 +475,8 @@ bool Aligned16(const void* p) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
-    int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t head_dim) {
+Status FlashAttention::CheckShape(int64_t s, int64_t b, int64_t heads,
+                                  int64_t groups, int64_t head_dim) {
   if (s <= 0 || b <= 0 || heads <= 0 || groups <= 0 || head_dim <= 0 ||
       heads % groups != 0) {
     return Status::InvalidArgument(
@@ -496,6 +496,12 @@ StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
             " exceeds the grid limit 65535",
         "use a smaller micro-batch size");
   }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
+    int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t head_dim) {
+  MESHTUNE_RETURN_IF_ERROR(CheckShape(s, b, heads, groups, head_dim));
   if (DeviceCount() == 0) {
     return Status::InvalidArgument(
         "no CUDA device: cudaGetDeviceCount found none",

@@ -49,7 +49,14 @@ class FlashAttention {
   // for it: 160 KiB per backward block at 128).
   static constexpr int64_t kMaxHeadDim = 128;
 
-  // Checks the shape (s, b, heads, groups, head_dim per tp rank) and the
+  // Whether the kernels take the shape (s, b, heads, groups, head_dim per
+  // tp rank): positive sizes, heads a multiple of groups, head_dim a
+  // multiple of 16 up to kMaxHeadDim, b·heads ≤ 65535 (the grid). Needs no
+  // device.
+  static Status CheckShape(int64_t s, int64_t b, int64_t heads, int64_t groups,
+                           int64_t head_dim);
+
+  // Checks the shape (CheckShape) and the
   // current device (shared memory per block), and allocates the backward's
   // scratch: the fp32 dQ accumulator [b·heads, s, d] and D [b·heads, s].
   // Shape errors come back before the device is touched.

@@ -1,10 +1,9 @@
-// The single-GPU decoder (engine/cuda/gpt_model.h). Forward per layer:
-//   ln1 = Norm1(x); qkv = ln1·Wqkvᵀ + b; RoPE; attn = Attention(qkv)
-//   proj = attn·Wprojᵀ + b; x2 = x + proj and ln2 = Norm2(x2) in one fused
-//   pass; fc1 = ln2·W1ᵀ + b with GELU fused (or SwiGLU after it);
-//   y = x2 + act·W2ᵀ + b.
-// Backward mirrors it; Norm2's backward adds the residual gradient dy, and
-// Norm1's adds dx2, so the residual adds cost no extra pass.
+// The chunks of one rank on the GPU (engine/cuda/gpt_model.h). A chunk's
+// forward: embedding (first virtual stage) or the received input, its
+// layers segment by segment, then the head (last virtual stage: final norm,
+// vocab-parallel output layer and cross-entropy) or the output buffer the
+// trainer sends on. The backward mirrors it, rerunning each recomputed
+// segment's forward from its saved input first.
 #include "engine/cuda/gpt_model.h"
 
 #include <algorithm>
@@ -17,34 +16,41 @@
 
 namespace meshtune::engine::cuda {
 
-using search_spaces::PositionEmbedding;
 using search_spaces::RecomputeGranularity;
 
-// One layer's saved activations (bf16 unless noted). Layers under full
-// recompute share a pool of these: their activations exist only while
-// their segment is recomputed in the backward.
-struct CudaGptModel::Activations {
-  DeviceBuffer mean1, rstd1, mean2, rstd2;  // fp32 [n]
-  DeviceBuffer ln1;                         // [n, h]
-  DeviceBuffer qkv;                         // [n, qkv_width], after RoPE
-  // Unfused kernel: probabilities [b·heads, s, s] (empty under selective
-  // recompute); flash kernel: fp32 log-sum-exp [b·heads, s] (always kept:
-  // with flash, selective recompute saves nothing extra, as in Megatron).
-  DeviceBuffer probs, lse;
-  DeviceBuffer attn;     // [n, heads·d]
-  DeviceBuffer x2, ln2;  // [n, h]
-  DeviceBuffer fc1;      // [n, fc1_width] pre-activation
-  DeviceBuffer act;      // [n, ffn]
+namespace {
+constexpr size_t kBf = sizeof(Bf16), kF32 = sizeof(float);
+}  // namespace
+
+// One micro-batch's state in a chunk, from the receive of its input to the
+// send of its input gradient.
+struct CudaGptModel::Slot {
+  int64_t first_sample = 0;
+  DeviceBuffer tokens, targets;  // int32 [n] (first / last virtual stage)
+  DeviceBuffer x_in, x_out;      // [nl, h] the chunk's input and output
+  // Per layer, from the forward to the end of the backward: its activation
+  // set from the rank's pool (null under full recompute).
+  std::vector<LayerActivations*> acts;
+  // Per layer: the input of a recomputed segment's first layer (l > 0), all
+  // a recomputed segment keeps; empty elsewhere.
+  std::vector<DeviceBuffer> segment_inputs;
+  DeviceBuffer output_grad, input_grad;  // [nl, h]
+  // Head: final-norm output [nl, h] and statistics [nl] (fp32), logits
+  // [n, vocab_local] (dlogits in place in the backward), cross-entropy
+  // statistics (fp32): row_max [n], stats [2n] = sum_exp | target_logit,
+  // loss [n].
+  DeviceBuffer final_out, final_mean, final_rstd, logits;
+  DeviceBuffer row_max, stats, loss;
 };
 
-// A layer's parameters, where its activations live and its recompute
-// segment [seg_begin, seg_end) (one layer when not recomputed).
-struct CudaGptModel::Layer {
-  int64_t index = 0;  // global layer number (keys its dropout masks)
-  LayerParams p;
-  Activations* a = nullptr;
-  bool recompute = false;
-  int64_t seg_begin = 0, seg_end = 0;
+struct CudaGptModel::Chunk {
+  int index = 0;
+  int64_t first_layer = 0;
+  std::vector<std::unique_ptr<CudaTransformerLayer>> layers;
+  // Per layer (chunk index): full recompute, and its segment [begin, end).
+  std::vector<bool> recompute;
+  std::vector<int64_t> seg_begin, seg_end;
+  std::vector<std::unique_ptr<Slot>> slots;
 };
 
 CudaGptModel::~CudaGptModel() = default;
@@ -61,546 +67,437 @@ StatusOr<AttentionKernel> ParseAttentionKernel(const char* value) {
 }
 
 Status CudaGptModel::CheckSupported(const TrainConfig& config) {
-  const auto& par = config.parallel;
-  std::string missing;
-  const int64_t model_parallel = par.tp * par.pp * par.cp;
-  if (model_parallel != 1) {
-    missing = "tp·pp·cp = " + std::to_string(model_parallel) +
-              " (only data parallelism runs on GPUs so far)";
-  } else if (par.dist_opt && par.dp > 1) {
-    missing = "the distributed optimizer (use --no-dist-opt)";
-  } else if (par.vpp != 1) {
-    missing = "virtual pipeline stages";
-  }
-  if (missing.empty()) return Status::Ok();
-  return Status::Unimplemented(
-      "the CUDA backend does not support " + missing + " yet",
-      "train this configuration with --backend cpu, or change it");
-}
-
-#define MESHTUNE_ASSIGN_BUFFER(target, expr)    \
-  do {                                          \
-    auto _buffer = (expr);                      \
-    if (!_buffer.ok()) return _buffer.status(); \
-    (target) = std::move(_buffer).value();      \
-  } while (0)
-
-StatusOr<std::unique_ptr<CudaGptModel::Activations>>
-CudaGptModel::AllocActivations(bool keep_probs) {
-  const LayerShape& sh = sh_;
-  const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
-  const size_t bf = sizeof(Bf16), f32 = sizeof(float);
-  auto a = std::make_unique<Activations>();
-  MESHTUNE_ASSIGN_BUFFER(a->mean1, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->rstd1, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->mean2, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->rstd2, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(a->ln1, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->qkv,
-                         DeviceBuffer::Allocate(n * sh.qkv_width() * bf));
-  if (flash_ != nullptr) {
-    MESHTUNE_ASSIGN_BUFFER(
-        a->lse, DeviceBuffer::Allocate(
-                    static_cast<size_t>(flash_->lse_elements()) * f32));
-  } else if (keep_probs) {
-    MESHTUNE_ASSIGN_BUFFER(
-        a->probs, DeviceBuffer::Allocate(
-                      static_cast<size_t>(attention_->probs_elements()) * bf));
-  }
-  MESHTUNE_ASSIGN_BUFFER(
-      a->attn, DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->x2, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->ln2, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->fc1,
-                         DeviceBuffer::Allocate(n * sh.fc1_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(a->act, DeviceBuffer::Allocate(n * sh.ffn * bf));
-  return StatusOr<std::unique_ptr<Activations>>(std::move(a));
-}
-
-StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
-    const TrainConfig& config, const ParamStore& store, DeviceParams* params) {
-  MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
-  std::unique_ptr<CudaGptModel> m(new CudaGptModel());
-  m->config_ = config;
-  m->store_ = &store;
-  m->params_ = params;
-  m->sh_ = MakeLayerShape(config);
-  m->padded_vocab_ = config.padded_vocab_size();
-  const LayerShape& sh = m->sh_;
-  const auto& model = config.model;
-
-  auto find = [&](const std::string& name, bool required) -> StatusOr<int> {
-    const int i = store.Find(name);
-    if (i < 0 && required) {
-      return Status::Internal("CUDA model: parameter '" + name +
-                              "' is not in the store");
-    }
-    return i;
-  };
-#define MESHTUNE_FIND(target, name, required) \
-  do {                                        \
-    auto _index = find((name), (required));   \
-    if (!_index.ok()) return _index.status(); \
-    (target) = _index.value();                \
-  } while (0)
-  MESHTUNE_FIND(m->word_emb_, "embedding.word_embeddings.weight", true);
-  MESHTUNE_FIND(
-      m->pos_emb_, "embedding.position_embeddings.weight",
-      model.position_embedding_type == PositionEmbedding::kLearnedAbsolute);
-  MESHTUNE_FIND(m->final_w_, "decoder.final_layernorm.weight", true);
-  MESHTUNE_FIND(m->final_b_, "decoder.final_layernorm.bias", !sh.rmsnorm);
-  m->output_ = m->word_emb_;
-  if (model.untie_embeddings_and_output_weights) {
-    MESHTUNE_FIND(m->output_, "output_layer.weight", true);
-  }
-
-  auto gemm = GemmContext::Create();
-  if (!gemm.ok()) return gemm.status();
-  m->gemm_ = std::move(gemm).value();
-  // Read once here: the kernel stays fixed for the model's lifetime.
   auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
   if (!kernel.ok()) return kernel.status();
-  if (kernel.value() == AttentionKernel::kFlash) {
-    auto flash =
-        FlashAttention::Create(sh.s, sh.b, sh.heads, sh.groups, sh.head_dim);
-    if (!flash.ok()) return flash.status();
-    m->flash_ = std::move(flash).value();
-  } else {
-    auto attention = Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
-                                       sh.groups, sh.head_dim);
-    if (!attention.ok()) return attention.status();
-    m->attention_ = std::move(attention).value();
-  }
+  if (kernel.value() == AttentionKernel::kUnfused) return Status::Ok();
+  const LayerShape sh = MakeLayerShape(config);
+  return FlashAttention::CheckShape(sh.s, sh.b, sh.heads, sh.groups,
+                                    sh.head_dim);
+}
 
-  const size_t n = static_cast<size_t>(sh.rows()), h = sh.h;
-  const size_t bf = sizeof(Bf16), f32 = sizeof(float);
+#define MESHTUNE_ASSIGN_BUFFER(target, bytes)     \
+  do {                                            \
+    auto _buffer = DeviceBuffer::Allocate(bytes); \
+    if (!_buffer.ok()) return _buffer.status();   \
+    (target) = std::move(_buffer).value();        \
+  } while (0)
+
+#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
+  do {                                          \
+    auto _value = (expr);                       \
+    if (!_value.ok()) return _value.status();   \
+    (target) = std::move(_value).value();       \
+  } while (0)
+
+StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
+    const TrainConfig& config, const GptModel& layout, const ParamStore& store,
+    DeviceParams* params, DeviceCommunicator* tp, const std::vector<int>& slots,
+    int64_t activation_sets) {
+  MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
+  if (static_cast<int>(slots.size()) != layout.num_chunks()) {
+    return Status::Internal("CUDA model: " + std::to_string(slots.size()) +
+                            " slot counts for " +
+                            std::to_string(layout.num_chunks()) + " chunks");
+  }
+  if (config.parallel.tp > 1 &&
+      (tp == nullptr || tp->size() != config.parallel.tp)) {
+    return Status::Internal("CUDA model: tp > 1 needs the tp communicator");
+  }
+  std::unique_ptr<CudaGptModel> m(new CudaGptModel());
+  m->config_ = config;
+  m->layout_ = &layout;
+  m->store_ = &store;
+  m->params_ = params;
+  m->tp_ = tp;
+  m->tp_rank_ = tp != nullptr ? tp->rank() : 0;
+  m->sh_ = MakeLayerShape(config);
+  m->vocab_start_ = layout.vocab_start();
+  m->vocab_local_ = layout.vocab_local();
+  const LayerShape& sh = m->sh_;
+
+  MESHTUNE_ASSIGN_OR_RETURN(m->gemm_, GemmContext::Create());
+  // Read once here: the kernel stays fixed for the model's lifetime.
+  AttentionKernel kernel = AttentionKernel::kFlash;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      kernel, ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION")));
+  if (kernel == AttentionKernel::kFlash) {
+    MESHTUNE_ASSIGN_OR_RETURN(
+        m->flash_,
+        FlashAttention::Create(sh.s, sh.b, sh.heads, sh.groups, sh.head_dim));
+  } else {
+    MESHTUNE_ASSIGN_OR_RETURN(
+        m->attention_, Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
+                                         sh.groups, sh.head_dim));
+  }
+  const AttentionKernels kernels{m->flash_.get(), m->attention_.get()};
   const bool selective =
       config.parallel.recompute.granularity == RecomputeGranularity::kSelective;
-  for (int64_t l = 0; l < model.num_layers; ++l) {
-    auto layer = std::make_unique<Layer>();
-    layer->index = l;
-    const std::string prefix = "decoder.layers." + std::to_string(l) + ".";
-    LayerParams& p = layer->p;
-    MESHTUNE_FIND(p.ln1_w, prefix + "input_layernorm.weight", true);
-    MESHTUNE_FIND(p.ln1_b, prefix + "input_layernorm.bias", !sh.rmsnorm);
-    MESHTUNE_FIND(p.qkv_w, prefix + "self_attention.linear_qkv.weight", true);
-    MESHTUNE_FIND(p.qkv_b, prefix + "self_attention.linear_qkv.bias", sh.bias);
-    MESHTUNE_FIND(p.proj_w, prefix + "self_attention.linear_proj.weight", true);
-    MESHTUNE_FIND(p.proj_b, prefix + "self_attention.linear_proj.bias",
-                  sh.bias);
-    MESHTUNE_FIND(p.ln2_w, prefix + "pre_mlp_layernorm.weight", true);
-    MESHTUNE_FIND(p.ln2_b, prefix + "pre_mlp_layernorm.bias", !sh.rmsnorm);
-    MESHTUNE_FIND(p.fc1_w, prefix + "mlp.linear_fc1.weight", true);
-    MESHTUNE_FIND(p.fc1_b, prefix + "mlp.linear_fc1.bias", sh.bias);
-    MESHTUNE_FIND(p.fc2_w, prefix + "mlp.linear_fc2.weight", true);
-    MESHTUNE_FIND(p.fc2_b, prefix + "mlp.linear_fc2.bias", sh.bias);
-    m->layers_.push_back(std::move(layer));
-  }
-  // Recompute segments, as the CPU model forms them (engine/gpt_model.cc):
-  // uniform checkpoints groups of num_layers layers; block checkpoints the
-  // first num_layers layers one by one and keeps the rest.
-  const auto& rc = config.parallel.recompute;
-  const int64_t count = model.num_layers;
-  const bool full = rc.granularity == RecomputeGranularity::kFull;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      m->scratch_, CudaTransformerLayer::AllocScratch(
+                       sh, kernels, selective, config.hidden_dropout > 0));
+
+  const size_t n = static_cast<size_t>(sh.rows());
+  const size_t nl = static_cast<size_t>(sh.local_rows()), h = sh.h;
   int64_t pool_size = 0;
-  for (int64_t l = 0; l < count;) {
-    int64_t end = l + 1;
-    bool recompute = false;
-    if (full && rc.method == search_spaces::RecomputeMethod::kUniform) {
-      end = std::min(count, l + rc.num_layers);
-      recompute = true;
-    } else if (full) {
-      recompute = l < rc.num_layers;
+  for (int c = 0; c < layout.num_chunks(); ++c) {
+    auto chunk = std::make_unique<Chunk>();
+    chunk->index = c;
+    chunk->first_layer = layout.FirstLayer(c);
+    const int64_t count = layout.NumLayers(c);
+    chunk->recompute.assign(count, false);
+    chunk->seg_begin.assign(count, 0);
+    chunk->seg_end.assign(count, 0);
+    for (const GptModel::Segment& seg : layout.Segments(c)) {
+      for (int64_t l = seg.begin; l < seg.end; ++l) {
+        chunk->recompute[l] = seg.recompute;
+        chunk->seg_begin[l] = seg.begin;
+        chunk->seg_end[l] = seg.end;
+      }
+      if (seg.recompute) pool_size = std::max(pool_size, seg.end - seg.begin);
     }
-    for (int64_t k = l; k < end; ++k) {
-      Layer& L = *m->layers_[k];
-      L.recompute = recompute;
-      L.seg_begin = l;
-      L.seg_end = end;
+    for (int64_t l = 0; l < count; ++l) {
+      chunk->layers.push_back(std::make_unique<CudaTransformerLayer>(
+          sh, layout.LayerParamsOf(c, l), chunk->first_layer + l, &store,
+          params, m->gemm_.get(), kernels, tp, m->scratch_.get()));
     }
-    if (recompute) pool_size = std::max(pool_size, end - l);
-    l = end;
+    const bool first = layout.HasEmbedding(c), last = layout.HasHead(c);
+    for (int k = 0; k < slots[c]; ++k) {
+      auto slot = std::make_unique<Slot>();
+      if (first) MESHTUNE_ASSIGN_BUFFER(slot->tokens, n * sizeof(int32_t));
+      if (last) MESHTUNE_ASSIGN_BUFFER(slot->targets, n * sizeof(int32_t));
+      MESHTUNE_ASSIGN_BUFFER(slot->x_in, nl * h * kBf);
+      MESHTUNE_ASSIGN_BUFFER(slot->x_out, nl * h * kBf);
+      slot->acts.assign(count, nullptr);
+      slot->segment_inputs.resize(count);
+      for (int64_t l = 1; l < count; ++l) {
+        if (chunk->recompute[l] && l == chunk->seg_begin[l]) {
+          MESHTUNE_ASSIGN_BUFFER(slot->segment_inputs[l], nl * h * kBf);
+        }
+      }
+      if (!last) MESHTUNE_ASSIGN_BUFFER(slot->output_grad, nl * h * kBf);
+      MESHTUNE_ASSIGN_BUFFER(slot->input_grad, nl * h * kBf);
+      if (last) {
+        MESHTUNE_ASSIGN_BUFFER(slot->final_out, nl * h * kBf);
+        MESHTUNE_ASSIGN_BUFFER(slot->final_mean, nl * kF32);
+        MESHTUNE_ASSIGN_BUFFER(slot->final_rstd, nl * kF32);
+        MESHTUNE_ASSIGN_BUFFER(slot->logits,
+                               n * static_cast<size_t>(m->vocab_local_) * kBf);
+        MESHTUNE_ASSIGN_BUFFER(slot->row_max, n * kF32);
+        MESHTUNE_ASSIGN_BUFFER(slot->stats, 2 * n * kF32);
+        MESHTUNE_ASSIGN_BUFFER(slot->loss, n * kF32);
+      }
+      chunk->slots.push_back(std::move(slot));
+    }
+    m->chunks_.push_back(std::move(chunk));
   }
-  // Activations: one set per kept layer, and a pool shared by the segments
-  // under recompute (a segment's layers hold them only while it runs).
+  // The kept layers' activation sets, shared by the chunks' micro-batches
+  // in flight.
+  for (int64_t k = 0; k < activation_sets; ++k) {
+    std::unique_ptr<LayerActivations> set;
+    MESHTUNE_ASSIGN_OR_RETURN(
+        set, CudaTransformerLayer::AllocActivations(sh, kernels, !selective));
+    m->free_sets_.push_back(set.get());
+    m->sets_.push_back(std::move(set));
+  }
+  // The recompute pool: one segment runs again at a time, on any chunk.
   for (int64_t k = 0; k < pool_size; ++k) {
-    auto set = m->AllocActivations(!selective);
-    if (!set.ok()) return set.status();
-    m->activation_sets_.push_back(std::move(set).value());
+    std::unique_ptr<LayerActivations> set;
+    MESHTUNE_ASSIGN_OR_RETURN(
+        set, CudaTransformerLayer::AllocActivations(sh, kernels, !selective));
+    m->pool_.push_back(std::move(set));
   }
-  for (auto& layer : m->layers_) {
-    if (layer->recompute) {
-      const int64_t slot = &layer - &m->layers_[layer->seg_begin];
-      layer->a = m->activation_sets_[slot].get();
-      continue;
-    }
-    auto set = m->AllocActivations(!selective);
-    if (!set.ok()) return set.status();
-    m->activation_sets_.push_back(std::move(set).value());
-    layer->a = m->activation_sets_.back().get();
-  }
-#undef MESHTUNE_FIND
-  m->x_.resize(model.num_layers + 1);
-  for (DeviceBuffer& x : m->x_)
-    MESHTUNE_ASSIGN_BUFFER(x, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->tokens_,
-                         DeviceBuffer::Allocate(n * sizeof(int32_t)));
-  MESHTUNE_ASSIGN_BUFFER(m->targets_,
-                         DeviceBuffer::Allocate(n * sizeof(int32_t)));
-  MESHTUNE_ASSIGN_BUFFER(m->final_out_, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->final_mean_, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(m->final_rstd_, DeviceBuffer::Allocate(n * f32));
-  MESHTUNE_ASSIGN_BUFFER(m->logits_,
-                         DeviceBuffer::Allocate(n * m->padded_vocab_ * bf));
-  for (DeviceBuffer* b :
-       {&m->row_max_, &m->sum_exp_, &m->target_logit_, &m->loss_, &m->scale_}) {
-    MESHTUNE_ASSIGN_BUFFER(*b, DeviceBuffer::Allocate(n * f32));
-  }
-  MESHTUNE_ASSIGN_BUFFER(m->grad_a_, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->grad_b_, DeviceBuffer::Allocate(n * h * bf));
-  if (selective && m->attention_ != nullptr) {
-    const size_t probs = static_cast<size_t>(m->attention_->probs_elements());
-    MESHTUNE_ASSIGN_BUFFER(m->probs_scratch_,
-                           DeviceBuffer::Allocate(probs * bf));
-    MESHTUNE_ASSIGN_BUFFER(
-        m->attn_scratch_,
-        DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
-  }
-  MESHTUNE_ASSIGN_BUFFER(m->dqkv_,
-                         DeviceBuffer::Allocate(n * sh.qkv_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(
-      m->dattn_, DeviceBuffer::Allocate(n * sh.heads * sh.head_dim * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dfc1_,
-                         DeviceBuffer::Allocate(n * sh.fc1_width() * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dact_, DeviceBuffer::Allocate(n * sh.ffn * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dln_, DeviceBuffer::Allocate(n * h * bf));
-  MESHTUNE_ASSIGN_BUFFER(m->dx2_, DeviceBuffer::Allocate(n * h * bf));
-  if (config.hidden_dropout > 0) {
-    MESHTUNE_ASSIGN_BUFFER(m->drop_grad_, DeviceBuffer::Allocate(n * h * bf));
-  }
+  MESHTUNE_ASSIGN_BUFFER(m->grad_a_, nl * h * kBf);
+  MESHTUNE_ASSIGN_BUFFER(m->grad_b_, nl * h * kBf);
+  MESHTUNE_ASSIGN_BUFFER(m->scale_, n * kF32);
   return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
 }
 
 #undef MESHTUNE_ASSIGN_BUFFER
 
-cpu::DropoutSpec CudaGptModel::Hidden(int64_t layer,
-                                      cpu::DropoutSite site) const {
-  cpu::DropoutSpec d;
-  d.p = config_.hidden_dropout;
-  d.key = cpu::DropoutKey(config_.seed, layer, site);
-  d.first_sample = first_sample_;
-  return d;  // one GPU: no sequence or head offsets
+Bf16* CudaGptModel::Input(int chunk, int slot) {
+  return chunks_[chunk]->slots[slot]->x_in.as<Bf16>();
+}
+const Bf16* CudaGptModel::Output(int chunk, int slot) const {
+  return chunks_[chunk]->slots[slot]->x_out.as<Bf16>();
+}
+Bf16* CudaGptModel::OutputGrad(int chunk, int slot) {
+  return chunks_[chunk]->slots[slot]->output_grad.as<Bf16>();
+}
+const Bf16* CudaGptModel::InputGrad(int chunk, int slot) const {
+  return chunks_[chunk]->slots[slot]->input_grad.as<Bf16>();
 }
 
-cpu::DropoutSpec CudaGptModel::AttentionDrop(int64_t layer) const {
+const Bf16* CudaGptModel::W(int i) const {
+  return i >= 0 ? params_->weight(*store_, i) : nullptr;
+}
+float* CudaGptModel::G(int i) const {
+  return i >= 0 ? params_->grad(*store_, i) : nullptr;
+}
+
+Bf16* CudaGptModel::LayerInput(Chunk& chunk, Slot& slot, int64_t l) {
+  const int64_t count = static_cast<int64_t>(chunk.layers.size());
+  if (l == 0) return slot.x_in.as<Bf16>();
+  if (l == count) return slot.x_out.as<Bf16>();
+  if (!chunk.recompute[l]) return slot.acts[l]->input.as<Bf16>();
+  const int64_t k = l - chunk.seg_begin[l];
+  return k == 0 ? slot.segment_inputs[l].as<Bf16>()
+                : pool_[k]->input.as<Bf16>();
+}
+
+std::vector<int64_t> CudaGptModel::KeptLayers(const GptModel& layout) {
+  std::vector<int64_t> kept(layout.num_chunks(), 0);
+  for (int c = 0; c < layout.num_chunks(); ++c) {
+    for (const GptModel::Segment& seg : layout.Segments(c)) {
+      if (!seg.recompute) kept[c] += seg.end - seg.begin;
+    }
+  }
+  return kept;
+}
+
+Bf16* CudaGptModel::LayerOutput(Chunk& chunk, Slot& slot, int64_t l) {
+  return LayerInput(chunk, slot, l + 1);
+}
+
+cpu::DropoutSpec CudaGptModel::EmbeddingDropout(int64_t first_sample) const {
   cpu::DropoutSpec d;
-  d.p = config_.attention_dropout;
-  d.key =
-      cpu::DropoutKey(config_.seed, layer, cpu::DropoutSite::kAttentionProbs);
-  d.first_sample = first_sample_;
+  d.p = config_.hidden_dropout;
+  d.key = cpu::DropoutKey(config_.seed, -1, cpu::DropoutSite::kEmbedding);
+  d.first_sample = first_sample;
+  d.first_row = sh_.sp ? tp_rank_ * sh_.local_rows() : 0;
   return d;
 }
 
-StatusOr<const Bf16*> CudaGptModel::DropGrad(const Bf16* d, int64_t layer,
-                                             cpu::DropoutSite site,
-                                             DeviceBuffer& scratch) {
-  const cpu::DropoutSpec spec = Hidden(layer, site);
-  if (!spec.active()) return d;
-  const int64_t n = sh_.rows(), h = sh_.h;
-  MESHTUNE_RETURN_IF_ERROR(
-      CopyDeviceToDevice(scratch.data(), d, sizeof(Bf16) * n * h, nullptr));
-  MESHTUNE_RETURN_IF_ERROR(
-      HiddenDropout(scratch.as<Bf16>(), n, h, sh_.b, spec, nullptr));
-  return static_cast<const Bf16*>(scratch.as<Bf16>());
-}
-
-Status CudaGptModel::LayerForward(Layer& L, const Bf16* x, Bf16* y) {
-  const LayerShape& sh = sh_;
-  const ParamStore& st = *store_;
-  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
-  const LayerParams& p = L.p;
-  auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
-  // ln1 = Norm1(x)
-  if (sh.rmsnorm) {
+Status CudaGptModel::EmbeddingForward(Slot& slot) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  Bf16* x0 = slot.x_in.as<Bf16>();
+  // Vocab-parallel lookup: each rank contributes its rows; reduce (or
+  // reduce-scatter to the sequence shards under SP).
+  Bf16* full = sh_.sp ? scratch_->partial.as<Bf16>() : x0;
+  MESHTUNE_RETURN_IF_ERROR(cuda::EmbeddingForward(
+      slot.tokens.as<int32_t>(), W(layout_->word_embedding()), full, n, h,
+      vocab_start_, vocab_local_, nullptr));
+  Bf16* reduced = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(reduced, ReduceOverTp(sh_, tp_, full, x0));
+  (void)reduced;  // x0 either way
+  if (layout_->position_embedding() >= 0) {
+    const int64_t s_local = nl / sh_.b;
+    const int64_t offset = sh_.sp ? tp_rank_ * s_local : 0;
     MESHTUNE_RETURN_IF_ERROR(
-        RmsNormForward(x, nullptr, nullptr, w(p.ln1_w), L.a->ln1.as<Bf16>(),
-                       L.a->rstd1.as<float>(), n, h, sh.eps, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
-        x, nullptr, nullptr, w(p.ln1_w), w(p.ln1_b), L.a->ln1.as<Bf16>(),
-        L.a->mean1.as<float>(), L.a->rstd1.as<float>(), n, h, sh.eps, nullptr));
-  }
-  // qkv, RoPE, core attention, projection.
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(L.a->ln1.as<Bf16>(), w(p.qkv_w),
-                                                w(p.qkv_b), L.a->qkv.as<Bf16>(),
-                                                n, h, sh.qkv_width(), nullptr));
-  if (sh.rope) {
-    MESHTUNE_RETURN_IF_ERROR(RopeForward(L.a->qkv.as<Bf16>(), sh.s, sh.b,
-                                         sh.heads, sh.groups, sh.head_dim,
-                                         sh.rope_base, 0, nullptr));
-  }
-  const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
-  if (flash_ != nullptr) {
-    MESHTUNE_RETURN_IF_ERROR(
-        flash_->Forward(L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(),
-                        L.a->lse.as<float>(), nullptr, &attention_dropout));
-  } else {
-    Bf16* probs = L.a->probs.size_bytes() > 0 ? L.a->probs.as<Bf16>()
-                                              : probs_scratch_.as<Bf16>();
-    MESHTUNE_RETURN_IF_ERROR(attention_->Forward(L.a->qkv.as<Bf16>(),
-                                                 L.a->attn.as<Bf16>(), probs,
-                                                 nullptr, &attention_dropout));
-  }
-  Bf16* proj = dln_.as<Bf16>();  // [n, h] scratch: free during forward
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
-      L.a->attn.as<Bf16>(), w(p.proj_w), w(p.proj_b), proj, n, hd, h, nullptr));
-  // Megatron's bias-dropout-add: dropout(proj + bias), then the residual.
-  MESHTUNE_RETURN_IF_ERROR(
-      HiddenDropout(proj, n, h, sh.b,
-                    Hidden(L.index, cpu::DropoutSite::kAttentionOut), nullptr));
-  // x2 = x + proj and ln2 = Norm2(x2), fused.
-  if (sh.rmsnorm) {
-    MESHTUNE_RETURN_IF_ERROR(RmsNormForward(
-        proj, x, L.a->x2.as<Bf16>(), w(p.ln2_w), L.a->ln2.as<Bf16>(),
-        L.a->rstd2.as<float>(), n, h, sh.eps, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(
-        LayerNormForward(proj, x, L.a->x2.as<Bf16>(), w(p.ln2_w), w(p.ln2_b),
-                         L.a->ln2.as<Bf16>(), L.a->mean2.as<float>(),
-                         L.a->rstd2.as<float>(), n, h, sh.eps, nullptr));
-  }
-  // MLP.
-  if (sh.swiglu) {
-    MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
-        L.a->ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.a->fc1.as<Bf16>(), n, h,
-        sh.fc1_width(), nullptr));
-    MESHTUNE_RETURN_IF_ERROR(SwigluForward(
-        L.a->fc1.as<Bf16>(), L.a->act.as<Bf16>(), n, sh.ffn, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(gemm_->LinearGeluForward(
-        L.a->ln2.as<Bf16>(), w(p.fc1_w), w(p.fc1_b), L.a->fc1.as<Bf16>(),
-        L.a->act.as<Bf16>(), n, h, sh.ffn, nullptr));
-  }
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
-      L.a->act.as<Bf16>(), w(p.fc2_w), w(p.fc2_b), y, n, sh.ffn, h, nullptr));
-  // y = x2 + dropout(fc2)
-  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
-      y, n, h, sh.b, Hidden(L.index, cpu::DropoutSite::kMlpOut), nullptr));
-  return Add(L.a->x2.as<Bf16>(), y, n * h, nullptr);
-}
-
-Status CudaGptModel::LayerBackward(Layer& L, const Bf16* x, const Bf16* dy,
-                                   Bf16* dx) {
-  const LayerShape& sh = sh_;
-  const ParamStore& st = *store_;
-  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
-  const LayerParams& p = L.p;
-  auto w = [&](int i) { return i >= 0 ? params_->weight(st, i) : nullptr; };
-  auto g = [&](int i) { return i >= 0 ? params_->grad(st, i) : nullptr; };
-  // MLP: dact = D(dy)·W2; dfc1 = act'(fc1)·dact; dln2 = dfc1·W1.
-  StatusOr<const Bf16*> dmlp =
-      DropGrad(dy, L.index, cpu::DropoutSite::kMlpOut, drop_grad_);
-  if (!dmlp.ok()) return dmlp.status();
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dmlp.value(), L.a->act.as<Bf16>(), w(p.fc2_w), dact_.as<Bf16>(),
-      g(p.fc2_w), g(p.fc2_b), n, sh.ffn, h, nullptr));
-  if (sh.swiglu) {
-    MESHTUNE_RETURN_IF_ERROR(
-        SwigluBackward(dact_.as<Bf16>(), L.a->fc1.as<Bf16>(), dfc1_.as<Bf16>(),
-                       n, sh.ffn, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(GeluBackward(dact_.as<Bf16>(), L.a->fc1.as<Bf16>(),
-                                          dfc1_.as<Bf16>(), n * sh.ffn,
-                                          nullptr));
-  }
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dfc1_.as<Bf16>(), L.a->ln2.as<Bf16>(), w(p.fc1_w), dln_.as<Bf16>(),
-      g(p.fc1_w), g(p.fc1_b), n, h, sh.fc1_width(), nullptr));
-  // dx2 = Norm2'(dln2) + dy (the residual branch).
-  Bf16* dx2 = dx2_.as<Bf16>();
-  if (sh.rmsnorm) {
-    MESHTUNE_RETURN_IF_ERROR(RmsNormBackward(
-        dln_.as<Bf16>(), L.a->x2.as<Bf16>(), w(p.ln2_w), L.a->rstd2.as<float>(),
-        dy, dx2, g(p.ln2_w), n, h, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(
-        LayerNormBackward(dln_.as<Bf16>(), L.a->x2.as<Bf16>(), w(p.ln2_w),
-                          L.a->mean2.as<float>(), L.a->rstd2.as<float>(), dy,
-                          dx2, g(p.ln2_w), g(p.ln2_b), n, h, nullptr));
-  }
-  // Attention: dattn = D(dx2)·Wproj; dqkv = Attention'(dattn); dln1 =
-  // dqkv·Wqkv.
-  StatusOr<const Bf16*> dproj =
-      DropGrad(dx2, L.index, cpu::DropoutSite::kAttentionOut, drop_grad_);
-  if (!dproj.ok()) return dproj.status();
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dproj.value(), L.a->attn.as<Bf16>(), w(p.proj_w), dattn_.as<Bf16>(),
-      g(p.proj_w), g(p.proj_b), n, hd, h, nullptr));
-  const cpu::DropoutSpec attention_dropout = AttentionDrop(L.index);
-  if (flash_ != nullptr) {
-    // The flash backward recomputes P tile by tile from the saved
-    // log-sum-exp whatever the recompute setting: with flash attention,
-    // selective recompute has no probabilities to drop (Megatron's
-    // selective recompute with flash attention saves nothing extra either).
-    MESHTUNE_RETURN_IF_ERROR(flash_->Backward(
-        dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), L.a->attn.as<Bf16>(),
-        L.a->lse.as<float>(), dqkv_.as<Bf16>(), nullptr, &attention_dropout));
-  } else {
-    const Bf16* probs = L.a->probs.as<Bf16>();
-    if (L.a->probs.size_bytes() == 0) {  // selective: recompute them
-      MESHTUNE_RETURN_IF_ERROR(attention_->Forward(
-          L.a->qkv.as<Bf16>(), attn_scratch_.as<Bf16>(),
-          probs_scratch_.as<Bf16>(), nullptr, &attention_dropout));
-      probs = probs_scratch_.as<Bf16>();
-    }
-    MESHTUNE_RETURN_IF_ERROR(
-        attention_->Backward(dattn_.as<Bf16>(), L.a->qkv.as<Bf16>(), probs,
-                             dqkv_.as<Bf16>(), nullptr, &attention_dropout));
-  }
-  if (sh.rope) {
-    MESHTUNE_RETURN_IF_ERROR(RopeBackward(dqkv_.as<Bf16>(), sh.s, sh.b,
-                                          sh.heads, sh.groups, sh.head_dim,
-                                          sh.rope_base, 0, nullptr));
-  }
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      dqkv_.as<Bf16>(), L.a->ln1.as<Bf16>(), w(p.qkv_w), dln_.as<Bf16>(),
-      g(p.qkv_w), g(p.qkv_b), n, h, sh.qkv_width(), nullptr));
-  // dx = Norm1'(dln1) + dx2 (the residual branch).
-  if (sh.rmsnorm) {
-    return RmsNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w),
-                           L.a->rstd1.as<float>(), dx2, dx, g(p.ln1_w), n, h,
-                           nullptr);
-  }
-  return LayerNormBackward(dln_.as<Bf16>(), x, w(p.ln1_w),
-                           L.a->mean1.as<float>(), L.a->rstd1.as<float>(), dx2,
-                           dx, g(p.ln1_w), g(p.ln1_b), n, h, nullptr);
-}
-
-StatusOr<double> CudaGptModel::Forward(const std::vector<int32_t>& tokens,
-                                       const std::vector<int32_t>& targets,
-                                       int64_t first_sample) {
-  first_sample_ = first_sample;
-  const LayerShape& sh = sh_;
-  const ParamStore& st = *store_;
-  const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
-  MESHTUNE_CHECK(static_cast<int64_t>(tokens.size()) == n &&
-                 static_cast<int64_t>(targets.size()) == n);
-  MESHTUNE_RETURN_IF_ERROR(tokens_.CopyFromHost(tokens.data(), 4 * n));
-  MESHTUNE_RETURN_IF_ERROR(targets_.CopyFromHost(targets.data(), 4 * n));
-  Bf16* x0 = x_[0].as<Bf16>();
-  MESHTUNE_RETURN_IF_ERROR(EmbeddingForward(tokens_.as<int32_t>(),
-                                            params_->weight(st, word_emb_), x0,
-                                            n, h, 0, v, nullptr));
-  if (pos_emb_ >= 0) {
-    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingForward(
-        params_->weight(st, pos_emb_), x0, sh.s, sh.b, h, 0, nullptr));
+        PositionEmbeddingForward(W(layout_->position_embedding()), x0, s_local,
+                                 sh_.b, h, offset, nullptr));
   }
   // Megatron's embedding_dropout (p = hidden_dropout).
+  return HiddenDropout(x0, nl, h, sh_.b, EmbeddingDropout(slot.first_sample),
+                       nullptr);
+}
+
+Status CudaGptModel::EmbeddingBackward(Slot& slot, Bf16* dx) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  // Through the embedding dropout, in place (dx is not needed after).
   MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
-      x0, n, h, sh.b, Hidden(-1, cpu::DropoutSite::kEmbedding), nullptr));
-  for (size_t l = 0; l < layers_.size(); ++l) {
+      dx, nl, h, sh_.b, EmbeddingDropout(slot.first_sample), nullptr));
+  if (layout_->position_embedding() >= 0) {
+    const int64_t s_local = nl / sh_.b;
+    const int64_t offset = sh_.sp ? tp_rank_ * s_local : 0;
     MESHTUNE_RETURN_IF_ERROR(
-        LayerForward(*layers_[l], x_[l].as<Bf16>(), x_[l + 1].as<Bf16>()));
+        PositionEmbeddingBackward(dx, G(layout_->position_embedding()), s_local,
+                                  sh_.b, h, offset, nullptr));
   }
-  const Bf16* last = x_.back().as<Bf16>();
-  const Bf16* fw = params_->weight(st, final_w_);
-  if (sh.rmsnorm) {
+  const Bf16* full = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      full, GatherSequence(sh_, tp_, dx, scratch_->gathered.as<Bf16>()));
+  return cuda::EmbeddingBackward(slot.tokens.as<int32_t>(), full,
+                                 G(layout_->word_embedding()), n, h,
+                                 vocab_start_, vocab_local_, nullptr);
+}
+
+StatusOr<double> CudaGptModel::HeadForward(Slot& slot, const Bf16* x) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  const int fw = layout_->final_norm_weight();
+  if (sh_.rmsnorm) {
     MESHTUNE_RETURN_IF_ERROR(
-        RmsNormForward(last, nullptr, nullptr, fw, final_out_.as<Bf16>(),
-                       final_rstd_.as<float>(), n, h, sh.eps, nullptr));
+        RmsNormForward(x, nullptr, nullptr, W(fw), slot.final_out.as<Bf16>(),
+                       slot.final_rstd.as<float>(), nl, h, sh_.eps, nullptr));
   } else {
     MESHTUNE_RETURN_IF_ERROR(LayerNormForward(
-        last, nullptr, nullptr, fw, params_->weight(st, final_b_),
-        final_out_.as<Bf16>(), final_mean_.as<float>(), final_rstd_.as<float>(),
-        n, h, sh.eps, nullptr));
+        x, nullptr, nullptr, W(fw), W(layout_->final_norm_bias()),
+        slot.final_out.as<Bf16>(), slot.final_mean.as<float>(),
+        slot.final_rstd.as<float>(), nl, h, sh_.eps, nullptr));
   }
-  MESHTUNE_RETURN_IF_ERROR(
-      gemm_->LinearForward(final_out_.as<Bf16>(), params_->weight(st, output_),
-                           nullptr, logits_.as<Bf16>(), n, h, v, nullptr));
-  const int64_t vocab = config_.model.vocab_size;
-  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLocalMax(
-      logits_.as<Bf16>(), row_max_.as<float>(), n, v, 0, vocab, nullptr));
+  const Bf16* full = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(full,
+                            GatherSequence(sh_, tp_, slot.final_out.as<Bf16>(),
+                                           scratch_->gathered.as<Bf16>()));
+  const int64_t v = vocab_local_, vocab = config_.model.vocab_size;
+  Bf16* logits = slot.logits.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
+      full, W(layout_->output_weight()), nullptr, logits, n, h, v, nullptr));
+  // Megatron's vocab-parallel cross-entropy: global max, then global sums.
+  float* row_max = slot.row_max.as<float>();
+  float* sum_exp = slot.stats.as<float>();
+  float* target_logit = sum_exp + n;
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLocalMax(logits, row_max, n, v,
+                                                vocab_start_, vocab, nullptr));
+  if (sh_.tp > 1)
+    MESHTUNE_RETURN_IF_ERROR(tp_->AllReduceMax(row_max, n, nullptr));
   MESHTUNE_RETURN_IF_ERROR(CrossEntropyLocalSums(
-      logits_.as<Bf16>(), targets_.as<int32_t>(), row_max_.as<float>(),
-      sum_exp_.as<float>(), target_logit_.as<float>(), n, v, 0, vocab,
-      nullptr));
-  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLoss(
-      row_max_.as<float>(), sum_exp_.as<float>(), target_logit_.as<float>(),
-      loss_.as<float>(), n, nullptr));
+      logits, slot.targets.as<int32_t>(), row_max, sum_exp, target_logit, n, v,
+      vocab_start_, vocab, nullptr));
+  if (sh_.tp > 1) {
+    MESHTUNE_RETURN_IF_ERROR(tp_->AllReduceSum(sum_exp, 2 * n, nullptr));
+  }
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyLoss(row_max, sum_exp, target_logit,
+                                            slot.loss.as<float>(), n, nullptr));
   std::vector<float> losses(n);
-  MESHTUNE_RETURN_IF_ERROR(loss_.CopyToHost(losses.data(), 4 * n));
+  MESHTUNE_RETURN_IF_ERROR(slot.loss.CopyToHost(losses.data(), kF32 * n));
   double sum = 0.0;
   for (float l : losses) sum += l;
   return sum;
 }
 
-std::pair<int, int> CudaGptModel::LayerTensors(int64_t layer) const {
-  const LayerParams& p = layers_[layer]->p;
-  int lo = p.ln1_w, hi = p.ln1_w;
-  for (int i : {p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.proj_w, p.proj_b, p.ln2_w,
-                p.ln2_b, p.fc1_w, p.fc1_b, p.fc2_w, p.fc2_b}) {
-    if (i < 0) continue;
-    lo = std::min(lo, i);
-    hi = std::max(hi, i);
+Status CudaGptModel::HeadBackward(Slot& slot, const Bf16* x, float loss_scale,
+                                  Bf16* dx) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  if (loss_scale != scale_value_) {
+    const std::vector<float> scale(n, loss_scale);
+    MESHTUNE_RETURN_IF_ERROR(scale_.CopyFromHost(scale.data(), kF32 * n));
+    scale_value_ = loss_scale;
   }
-  return {lo, hi};
+  const int64_t v = vocab_local_;
+  Bf16* logits = slot.logits.as<Bf16>();
+  // dlogits in place over the logits.
+  MESHTUNE_RETURN_IF_ERROR(CrossEntropyBackward(
+      logits, slot.targets.as<int32_t>(), slot.row_max.as<float>(),
+      slot.stats.as<float>(), scale_.as<float>(), logits, n, v, vocab_start_,
+      config_.model.vocab_size, nullptr));
+  const Bf16* full = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(full,
+                            GatherSequence(sh_, tp_, slot.final_out.as<Bf16>(),
+                                           scratch_->gathered.as<Bf16>()));
+  const int out = layout_->output_weight();
+  Bf16* partial = scratch_->partial.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
+      logits, full, W(out), partial, G(out), nullptr, n, h, v, nullptr));
+  Bf16* dfinal = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      dfinal, ReduceOverTp(sh_, tp_, partial, scratch_->reduced.as<Bf16>()));
+  const int fw = layout_->final_norm_weight();
+  if (sh_.rmsnorm) {
+    return RmsNormBackward(dfinal, x, W(fw), slot.final_rstd.as<float>(),
+                           nullptr, dx, G(fw), nl, h, nullptr);
+  }
+  return LayerNormBackward(dfinal, x, W(fw), slot.final_mean.as<float>(),
+                           slot.final_rstd.as<float>(), nullptr, dx, G(fw),
+                           G(layout_->final_norm_bias()), nl, h, nullptr);
+}
+
+StatusOr<double> CudaGptModel::Forward(int c, int k,
+                                       const std::vector<int32_t>& tokens,
+                                       const std::vector<int32_t>& targets,
+                                       int64_t first_sample) {
+  Chunk& chunk = *chunks_[c];
+  Slot& slot = *chunk.slots[k];
+  const int64_t n = sh_.rows();
+  slot.first_sample = first_sample;
+  if (HasEmbedding(c)) {
+    MESHTUNE_CHECK(static_cast<int64_t>(tokens.size()) == n);
+    MESHTUNE_RETURN_IF_ERROR(slot.tokens.CopyFromHost(tokens.data(), 4 * n));
+    MESHTUNE_RETURN_IF_ERROR(EmbeddingForward(slot));
+  }
+  const int64_t count = static_cast<int64_t>(chunk.layers.size());
+  // The kept layers' activation sets, held until the backward ends.
+  for (int64_t l = 0; l < count; ++l) {
+    if (chunk.recompute[l]) continue;
+    MESHTUNE_CHECK(!free_sets_.empty());  // sized for the schedule's peak
+    slot.acts[l] = free_sets_.back();
+    free_sets_.pop_back();
+  }
+  for (int64_t l = 0; l < count; ++l) {
+    LayerActivations* a =
+        chunk.recompute[l] ? pool_[l - chunk.seg_begin[l]].get() : slot.acts[l];
+    MESHTUNE_RETURN_IF_ERROR(
+        chunk.layers[l]->Forward(LayerInput(chunk, slot, l),
+                                 LayerOutput(chunk, slot, l), a, first_sample));
+  }
+  if (count == 0) {  // a stage of embedding or loss only
+    MESHTUNE_RETURN_IF_ERROR(
+        CopyDeviceToDevice(slot.x_out.as<Bf16>(), slot.x_in.as<Bf16>(),
+                           kBf * ActivationCount(), nullptr));
+  }
+  if (!HasHead(c)) return 0.0;
+  MESHTUNE_CHECK(static_cast<int64_t>(targets.size()) == n);
+  MESHTUNE_RETURN_IF_ERROR(slot.targets.CopyFromHost(targets.data(), 4 * n));
+  return HeadForward(slot, slot.x_out.as<Bf16>());
 }
 
 Status CudaGptModel::Backward(
-    float loss_scale, const std::function<Status(int64_t)>& on_layer_done) {
-  const LayerShape& sh = sh_;
-  const ParamStore& st = *store_;
-  const int64_t n = sh.rows(), h = sh.h, v = padded_vocab_;
-  if (loss_scale != scale_value_) {
-    const std::vector<float> scale(n, loss_scale);
-    MESHTUNE_RETURN_IF_ERROR(scale_.CopyFromHost(scale.data(), 4 * n));
-    scale_value_ = loss_scale;
+    int c, int k, float loss_scale,
+    const std::function<Status(int64_t)>& on_layer_done) {
+  Chunk& chunk = *chunks_[c];
+  Slot& slot = *chunk.slots[k];
+  const int64_t count = static_cast<int64_t>(chunk.layers.size());
+  const int64_t fs = slot.first_sample;
+  Bf16* dy = slot.output_grad.as<Bf16>();
+  if (HasHead(c)) {
+    dy = grad_a_.as<Bf16>();
+    MESHTUNE_RETURN_IF_ERROR(
+        HeadBackward(slot, slot.x_out.as<Bf16>(), loss_scale, dy));
   }
-  // dlogits in place over the logits; then the head and the final norm.
-  MESHTUNE_RETURN_IF_ERROR(CrossEntropyBackward(
-      logits_.as<Bf16>(), targets_.as<int32_t>(), row_max_.as<float>(),
-      sum_exp_.as<float>(), scale_.as<float>(), logits_.as<Bf16>(), n, v, 0,
-      config_.model.vocab_size, nullptr));
-  Bf16* dfinal = grad_a_.as<Bf16>();
-  MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
-      logits_.as<Bf16>(), final_out_.as<Bf16>(), params_->weight(st, output_),
-      dfinal, params_->grad(st, output_), nullptr, n, h, v, nullptr));
-  Bf16* dy = grad_b_.as<Bf16>();
-  const Bf16* last = x_.back().as<Bf16>();
-  if (sh.rmsnorm) {
-    MESHTUNE_RETURN_IF_ERROR(RmsNormBackward(
-        dfinal, last, params_->weight(st, final_w_), final_rstd_.as<float>(),
-        nullptr, dy, params_->grad(st, final_w_), n, h, nullptr));
-  } else {
-    MESHTUNE_RETURN_IF_ERROR(LayerNormBackward(
-        dfinal, last, params_->weight(st, final_w_), final_mean_.as<float>(),
-        final_rstd_.as<float>(), nullptr, dy, params_->grad(st, final_w_),
-        params_->grad(st, final_b_), n, h, nullptr));
-  }
-  Bf16* dx = grad_a_.as<Bf16>();
-  for (int64_t l = static_cast<int64_t>(layers_.size()) - 1; l >= 0; --l) {
-    Layer& L = *layers_[l];
-    if (L.recompute && l == L.seg_end - 1) {
+  Bf16* input_grad = slot.input_grad.as<Bf16>();
+  for (int64_t l = count - 1; l >= 0; --l) {
+    if (chunk.recompute[l] && l == chunk.seg_end[l] - 1) {
       // Full recompute: the segment's forward again from its saved input
-      // (rewriting x_ inside it with the same values), then its backward.
-      for (int64_t k = L.seg_begin; k < L.seg_end; ++k) {
-        MESHTUNE_RETURN_IF_ERROR(
-            LayerForward(*layers_[k], x_[k].as<Bf16>(), x_[k + 1].as<Bf16>()));
+      // (rewriting the later inputs, whose backward is done, with the same
+      // values), then its backward.
+      for (int64_t j = chunk.seg_begin[l]; j < chunk.seg_end[l]; ++j) {
+        MESHTUNE_RETURN_IF_ERROR(chunk.layers[j]->Forward(
+            LayerInput(chunk, slot, j), LayerOutput(chunk, slot, j),
+            pool_[j - chunk.seg_begin[j]].get(), fs));
       }
     }
-    MESHTUNE_RETURN_IF_ERROR(LayerBackward(L, x_[l].as<Bf16>(), dy, dx));
-    if (on_layer_done) MESHTUNE_RETURN_IF_ERROR(on_layer_done(l));
-    std::swap(dx, dy);  // this layer's input gradient feeds the one below
+    const LayerActivations& a =
+        chunk.recompute[l] ? *pool_[l - chunk.seg_begin[l]] : *slot.acts[l];
+    Bf16* dx = l == 0 ? input_grad
+                      : (dy == grad_a_.as<Bf16>() ? grad_b_.as<Bf16>()
+                                                  : grad_a_.as<Bf16>());
+    MESHTUNE_RETURN_IF_ERROR(
+        chunk.layers[l]->Backward(LayerInput(chunk, slot, l), dy, dx, a, fs));
+    if (on_layer_done) {
+      MESHTUNE_RETURN_IF_ERROR(on_layer_done(chunk.first_layer + l));
+    }
+    dy = dx;  // this layer's input gradient feeds the one below
   }
-  // Through the embedding dropout (in place: dy is not needed after).
-  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
-      dy, n, h, sh.b, Hidden(-1, cpu::DropoutSite::kEmbedding), nullptr));
-  if (pos_emb_ >= 0) {
-    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingBackward(
-        dy, params_->grad(st, pos_emb_), sh.s, sh.b, h, 0, nullptr));
+  if (dy != input_grad) {  // a chunk without layers
+    MESHTUNE_RETURN_IF_ERROR(
+        CopyDeviceToDevice(input_grad, dy, kBf * ActivationCount(), nullptr));
   }
-  return EmbeddingBackward(tokens_.as<int32_t>(), dy,
-                           params_->grad(st, word_emb_), n, h, 0, v, nullptr);
+  for (LayerActivations*& a : slot.acts) {
+    if (a == nullptr) continue;
+    free_sets_.push_back(a);  // later work is ordered after this backward
+    a = nullptr;
+  }
+  if (HasEmbedding(c)) return EmbeddingBackward(slot, input_grad);
+  return Status::Ok();
+}
+
+#undef MESHTUNE_ASSIGN_OR_RETURN
+
+std::pair<int, int> CudaGptModel::LayerTensors(int64_t layer) const {
+  for (const auto& chunk : chunks_) {
+    const int64_t l = layer - chunk->first_layer;
+    if (l < 0 || l >= static_cast<int64_t>(chunk->layers.size())) continue;
+    const LayerParams& p = chunk->layers[l]->params();
+    int lo = p.ln1_w, hi = p.ln1_w;
+    for (int i : {p.ln1_w, p.ln1_b, p.qkv_w, p.qkv_b, p.proj_w, p.proj_b,
+                  p.ln2_w, p.ln2_b, p.fc1_w, p.fc1_b, p.fc2_w, p.fc2_b}) {
+      if (i < 0) continue;
+      lo = std::min(lo, i);
+      hi = std::max(hi, i);
+    }
+    return {lo, hi};
+  }
+  MESHTUNE_CHECK(false);
+  return {-1, -1};
 }
 
 }  // namespace meshtune::engine::cuda

@@ -1,25 +1,34 @@
-// The GPT / LLaMA-style decoder on one GPU (CUDA backend): the CPU model's
-// layer (engine/transformer_layer.h) and head (engine/gpt_model.h) with the
-// GPU ops, in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
+// The part of a GPT / LLaMA-style decoder one rank holds, CUDA backend: the
+// CPU model's chunks (engine/gpt_model.h: virtual pipeline stages, their
+// layers, recompute segments and parameters, read from the CPU GptModel that
+// registered them) run with the GPU layer (engine/cuda/transformer_layer.h),
+// in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
 //
-// Scope today: the whole model on one GPU (tp = pp = cp = 1; the trainer
-// runs data-parallel replicas of it, one GPU per rank); recompute none,
-// selective or full (uniform or block, Megatron's segments: only the
-// segment inputs are kept, the segment's forward runs again in the
-// backward); hidden and attention dropout with the CPU engine's masks.
-// Anything else is refused by CheckSupported with a message naming it.
+// - Tensor and sequence parallelism: vocab-parallel embedding (all-reduce,
+//   or reduce-scatter to the sequence shards under SP), the layers' tp
+//   collectives, the final norm on the shard, the vocab-parallel output
+//   layer on the gathered sequence and the vocab-parallel cross-entropy
+//   (max and sums all-reduced over tp, Megatron's cross_entropy.py).
+// - Pipeline parallelism: a chunk reads its input from and writes its
+//   output to device buffers of a micro-batch slot; the trainer moves them
+//   between ranks. Every micro-batch in flight on a chunk holds a slot (its
+//   input, output, their gradients, the head's logits), and from its
+//   forward to the end of its backward one activation set per kept layer
+//   from a pool shared by the rank's chunks, sized for the schedule's peak
+//   (engine/pipeline_slots.h): Megatron's in-flight activations.
+// - Recompute: selective (the unfused kernel's probabilities are rebuilt;
+//   with the flash kernel there are none to drop) and full (uniform or
+//   block, Megatron's segments: a slot keeps only each recomputed segment's
+//   input, the segment's layers share one pool of activations and inputs
+//   that exists only while the segment runs again in the backward).
+// - Dropout with the CPU engine's masks (same elements, every layout).
 //
 // Core attention is the fused flash-style kernel (engine/cuda/
-// flash_attention.h): a layer keeps the fp32 log-sum-exp [b·heads, s] of
-// its scores, never the probabilities, so selective recompute has nothing
-// extra to drop (as in Megatron with flash attention). The unfused
-// cuBLASLt kernel (engine/cuda/attention.h, probabilities saved, or
-// recomputed under selective recompute) runs instead when the environment
-// variable MESHTUNE_CUDA_ATTENTION=unfused is set, read once when the model
-// is created.
+// flash_attention.h); the unfused cuBLASLt kernel (engine/cuda/attention.h)
+// runs instead when MESHTUNE_CUDA_ATTENTION=unfused, read once at Create.
 //
-// Parameters are those of the CPU model (the same ParamStore registration
-// and layout-independent initialization), found by their Megatron names.
+// Activations between stages are [nl, h] bf16, nl = s·b/tp under SP, else
+// s·b (rows sequence-major).
 #ifndef MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
 #define MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
 
@@ -30,12 +39,14 @@
 #include <vector>
 
 #include "engine/cuda/attention.h"
+#include "engine/cuda/device_communicator.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/flash_attention.h"
 #include "engine/cuda/linear.h"
+#include "engine/cuda/transformer_layer.h"
+#include "engine/gpt_model.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
-#include "engine/transformer_layer.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::engine::cuda {
@@ -50,84 +61,112 @@ StatusOr<AttentionKernel> ParseAttentionKernel(const char* value);
 
 class CudaGptModel {
  public:
-  // Why `config` cannot run on the CUDA backend yet (OK if it can).
+  // Why `config` (valid for the engine: TrainConfig::Validate) cannot run
+  // on the CUDA backend (OK if it can): an attention shape the selected
+  // kernel does not take (the flash kernel: head_dim a multiple of 16 up to
+  // 128, b·heads per tp rank ≤ 65535), or a bad MESHTUNE_CUDA_ATTENTION.
+  // Needs no device.
   static Status CheckSupported(const TrainConfig& config);
 
-  // `store` holds the registered, initialized parameters (a CPU GptModel
-  // built them); `params` their device copy. Neither is owned. Allocates
-  // the activations of one micro-batch.
+  // `layout`: the CPU model that registered this rank's parameters in
+  // `store` (finalized, initialized); `params` their device copy; `tp` the
+  // device communicator of the tp group (null when tp == 1); slots[c]: how
+  // many micro-batches of chunk c may be in flight at once
+  // (engine/pipeline_slots.h CountPipelineSlots); activation_sets: the most
+  // kept layers' activations in flight at once over all chunks
+  // (PeakInFlightLayers with KeptLayers). Nothing is owned; all must
+  // outlive the model. Allocates everything up front.
   static StatusOr<std::unique_ptr<CudaGptModel>> Create(
-      const TrainConfig& config, const ParamStore& store, DeviceParams* params);
+      const TrainConfig& config, const GptModel& layout,
+      const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
+      const std::vector<int>& slots, int64_t activation_sets);
+  // Per chunk of `layout`, its layers that keep their activations from the
+  // forward to the backward (all but those under full recompute).
+  static std::vector<int64_t> KeptLayers(const GptModel& layout);
   ~CudaGptModel();
 
-  // One micro-batch: tokens and targets [s·b] (host, sequence-major rows
-  // si·b + bi); first_sample is the global dataset index of its sample 0,
-  // which keys the dropout masks (engine/cpu/dropout_mask.h) exactly as on
-  // the CPU. Returns the sum of its per-token losses.
-  StatusOr<double> Forward(const std::vector<int32_t>& tokens,
+  int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  bool HasEmbedding(int chunk) const { return layout_->HasEmbedding(chunk); }
+  bool HasHead(int chunk) const { return layout_->HasHead(chunk); }
+  // Elements of the activation passed between stages: nl·h.
+  int64_t ActivationCount() const { return sh_.local_rows() * sh_.h; }
+
+  // Device buffers [ActivationCount()] of a chunk's micro-batch slot: its
+  // input (a non-first virtual stage receives into it before Forward), its
+  // output (sent on after Forward; not on the last virtual stage), the
+  // gradient of its output (received before Backward; not on the last
+  // virtual stage) and of its input (sent back after Backward; not on the
+  // first virtual stage).
+  Bf16* Input(int chunk, int slot);
+  const Bf16* Output(int chunk, int slot) const;
+  Bf16* OutputGrad(int chunk, int slot);
+  const Bf16* InputGrad(int chunk, int slot) const;
+
+  // Forward of `chunk` for one micro-batch in `slot`: tokens and targets
+  // [s·b] (host, sequence-major rows si·b + bi; read by the first and last
+  // virtual stages only); first_sample is the global dataset index of its
+  // sample 0, which keys the dropout masks exactly as on the CPU. Returns
+  // the sum of the micro-batch's per-token losses on the last virtual
+  // stage (the same on every tp rank), 0 elsewhere.
+  StatusOr<double> Forward(int chunk, int slot,
+                           const std::vector<int32_t>& tokens,
                            const std::vector<int32_t>& targets,
-                           int64_t first_sample = 0);
-  // Backward of the last Forward with the loss scaled by `loss_scale` per
-  // token; accumulates into the main grads. `on_layer_done(l)`, when given,
-  // is called as soon as layer l's gradient kernels are enqueued (layers in
-  // reverse order): the trainer starts that layer's data-parallel reduction
-  // there, overlapping the layers below.
-  Status Backward(float loss_scale,
+                           int64_t first_sample);
+  // Backward of `chunk` for the micro-batch in `slot` (the last virtual
+  // stage starts from the loss scaled by `loss_scale` per token);
+  // accumulates into the main grads. `on_layer_done(l)`, when given, is
+  // called with the global layer number as soon as layer l's gradient
+  // kernels are enqueued (layers in reverse order): the trainer starts that
+  // layer's data-parallel reduction there.
+  Status Backward(int chunk, int slot, float loss_scale,
                   const std::function<Status(int64_t)>& on_layer_done = {});
 
-  // The store indices [first, last] of layer l's parameter tensors (they
-  // are contiguous in the store: engine/transformer_layer.h registers a
-  // layer's tensors together).
+  // The store indices [first, last] of global layer l's parameter tensors
+  // (contiguous: engine/transformer_layer.h registers a layer's tensors
+  // together). REQUIRES: this rank holds layer l.
   std::pair<int, int> LayerTensors(int64_t layer) const;
-  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
 
  private:
-  struct Activations;
-  struct Layer;
+  struct Slot;
+  struct Chunk;
   CudaGptModel() = default;
-  // One layer's activation set; `keep_probs`: the unfused kernel's
-  // probabilities are saved (no selective recompute).
-  StatusOr<std::unique_ptr<Activations>> AllocActivations(bool keep_probs);
-  Status LayerForward(Layer& layer, const Bf16* x, Bf16* y);
-  // x: the layer's forward input [n, h].
-  Status LayerBackward(Layer& layer, const Bf16* x, const Bf16* dy, Bf16* dx);
-  // Dropout specs of this micro-batch: hidden dropout at `site` of layer
-  // `layer` (−1: the embedding), attention dropout of `layer`.
-  cpu::DropoutSpec Hidden(int64_t layer, cpu::DropoutSite site) const;
-  cpu::DropoutSpec AttentionDrop(int64_t layer) const;
-  // The gradient of a dropped branch: a masked copy of `d` in `scratch`
-  // (d itself without dropout).
-  StatusOr<const Bf16*> DropGrad(const Bf16* d, int64_t layer,
-                                 cpu::DropoutSite site, DeviceBuffer& scratch);
+  const Bf16* W(int i) const;
+  float* G(int i) const;
+  cpu::DropoutSpec EmbeddingDropout(int64_t first_sample) const;
+  Status EmbeddingForward(Slot& slot);
+  Status EmbeddingBackward(Slot& slot, Bf16* dx);
+  StatusOr<double> HeadForward(Slot& slot, const Bf16* x);
+  // dx [nl, h]: the gradient of the final norm's input.
+  Status HeadBackward(Slot& slot, const Bf16* x, float loss_scale, Bf16* dx);
+  // The input buffer of layer l (within the chunk) of a slot: the slot's
+  // own, or the recompute pool's inside a recomputed segment.
+  Bf16* LayerInput(Chunk& chunk, Slot& slot, int64_t l);
+  Bf16* LayerOutput(Chunk& chunk, Slot& slot, int64_t l);
 
   TrainConfig config_;
+  const GptModel* layout_ = nullptr;
   const ParamStore* store_ = nullptr;
   DeviceParams* params_ = nullptr;
+  DeviceCommunicator* tp_ = nullptr;
+  int tp_rank_ = 0;
   LayerShape sh_;
-  int64_t padded_vocab_ = 0;
-  int word_emb_ = -1, pos_emb_ = -1, final_w_ = -1, final_b_ = -1, output_ = -1;
+  int64_t vocab_start_ = 0, vocab_local_ = 0;
   std::unique_ptr<GemmContext> gemm_;
   // Exactly one of the two is set (ParseAttentionKernel).
   std::unique_ptr<FlashAttention> flash_;
   std::unique_ptr<Attention> attention_;
-  std::vector<std::unique_ptr<Layer>> layers_;
-  std::vector<std::unique_ptr<Activations>> activation_sets_;
-  // [n] token ids and targets; x_[l] is layer l's input [n, h] (x_[L] the
-  // final norm's input); head buffers; gradient ping-pong [n, h].
-  DeviceBuffer tokens_, targets_;
-  std::vector<DeviceBuffer> x_;
-  DeviceBuffer final_out_, final_mean_, final_rstd_, logits_;
-  DeviceBuffer row_max_, sum_exp_, target_logit_, loss_, scale_;
-  DeviceBuffer grad_a_, grad_b_;
-  // Backward scratch shared by the layers (one layer's backward at a time):
-  // the unfused kernel's selective recompute's probabilities and output
-  // (empty otherwise), dqkv, dattn, dfc1, dact, and the gradient of a
-  // norm's output.
-  DeviceBuffer probs_scratch_, attn_scratch_, dqkv_, dattn_, dfc1_, dact_, dln_,
-      dx2_;
+  std::unique_ptr<LayerScratch> scratch_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  // Kept layers' activation sets in flight, and the free ones.
+  std::vector<std::unique_ptr<LayerActivations>> sets_;
+  std::vector<LayerActivations*> free_sets_;
+  // Recompute pool: activations and inputs of a recomputed segment's
+  // layers (index l − segment begin), shared by every chunk and slot.
+  std::vector<std::unique_ptr<LayerActivations>> pool_;
+  // Backward ping-pong [nl, h]; per-token loss scale [n] (uploaded when it
+  // changes).
+  DeviceBuffer grad_a_, grad_b_, scale_;
   float scale_value_ = -1.0f;
-  int64_t first_sample_ = 0;  // of the micro-batch in flight
-  DeviceBuffer drop_grad_;    // [n, h]: a dropped branch's gradient
 };
 
 }  // namespace meshtune::engine::cuda

@@ -1,7 +1,7 @@
 #include "engine/cuda/trainer.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -10,21 +10,24 @@
 
 #include "engine/checkpoint.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/device_optimizer.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/gpt_model.h"
-#include "engine/cuda/nccl_communicator.h"
-#include "engine/cuda/ops.h"
 #include "engine/gpt_model.h"
 #include "engine/local_communicator.h"
-#include "engine/lr_schedule.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
+#include "engine/pipeline_p2p.h"
+#include "engine/pipeline_slots.h"
 #include "engine/process_groups.h"
+#include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using Step = search_spaces::PipelineSchedule::Step;
 
 // This process's rank on its node, from the launcher's environment (Open
 // MPI, MPICH/Intel MPI, SLURM, torchrun), else the world rank (one node).
@@ -36,46 +39,85 @@ int LocalRank(int world_rank) {
   return world_rank;
 }
 
+#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
+  do {                                          \
+    auto _value = (expr);                       \
+    if (!_value.ok()) return _value.status();   \
+    (target) = std::move(_value).value();       \
+  } while (0)
+
 class CudaTrainer : public Trainer {
  public:
   CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset,
               Communicator* world)
-      : config_(config), dataset_(dataset), world_(world) {}
-  ~CudaTrainer() override { DestroyStream(dp_stream_); }
+      : config_(config),
+        dataset_(dataset),
+        world_(world),
+        schedule_(config.parallel.pp, config.parallel.vpp,
+                  config.num_microbatches()) {}
 
   Status Init() {
     if (world_ == nullptr) {
       own_world_ = MakeLocalWorld(1);
       world_ = own_world_[0].get();
     }
-    // One GPU per rank: the node-local rank picks it.
+    // One GPU per rank where there are enough: the node-local rank picks
+    // it. Ranks that share a GPU get staged device communicators.
     if (world_->size() > 1) {
       MESHTUNE_RETURN_IF_ERROR(
           SetDevice(LocalRank(world_->rank()) % DeviceCount()));
     }
     // The CPU model registers and initializes the parameters (the same
-    // weights on every rank and in every layout).
-    groups_ = MakeProcessGroups(world_, config_.parallel);
-    cpu_model_ = std::make_unique<GptModel>(config_, &groups_, &store_);
+    // weights on every rank and in every layout) and is the layout the GPU
+    // model runs.
+    const auto& par = config_.parallel;
+    groups_ = MakeProcessGroups(world_, par);
+    layout_ = std::make_unique<GptModel>(config_, &groups_, &store_);
     store_.Finalize();
-    cpu_model_->Init();
-    if (groups_.dp->size() > 1) {
-      auto dp = NcclCommunicator::Create(groups_.dp.get());
-      if (!dp.ok()) return dp.status();
-      nccl_dp_ = std::move(dp).value();
-      auto stream = CreateNonBlockingStream();
-      if (!stream.ok()) return stream.status();
-      dp_stream_ = stream.value();
+    layout_->Init();
+    // Device communicators of the groups that carry device data. A second
+    // pipeline communicator carries gradients so they never queue behind
+    // activations between the same two ranks (engine/pipeline_p2p.h).
+    if (par.tp > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(tp_,
+                                CreateDeviceCommunicator(groups_.tp.get()));
     }
-    auto params = DeviceParams::Create(store_);
-    if (!params.ok()) return params.status();
-    params_ = std::move(params).value();
-    auto model = CudaGptModel::Create(config_, store_, params_.get());
-    if (!model.ok()) return model.status();
-    model_ = std::move(model).value();
+    if (par.pp > 1) {
+      pp_grad_host_ = groups_.pp->Split(0, groups_.pp->rank(), "pp");
+      MESHTUNE_ASSIGN_OR_RETURN(pp_act_,
+                                CreateDeviceCommunicator(groups_.pp.get()));
+      MESHTUNE_ASSIGN_OR_RETURN(pp_grad_,
+                                CreateDeviceCommunicator(pp_grad_host_.get()));
+    }
+    if (par.dp > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(dp_,
+                                CreateDeviceCommunicator(groups_.dp.get()));
+    }
+    if (groups_.embd != nullptr && groups_.embd->size() > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(embd_,
+                                CreateDeviceCommunicator(groups_.embd.get()));
+    }
+    MESHTUNE_ASSIGN_OR_RETURN(
+        params_, DeviceParams::Create(store_, static_cast<int>(par.dp),
+                                      groups_.dp_rank(), par.dist_opt));
+    const int pp_rank = groups_.pp_rank();
+    steps_ = schedule_.StepsForRank(pp_rank);
+    plan_ = MakeP2pPlan(schedule_, pp_rank);
+    MESHTUNE_CHECK(plan_.size() == steps_.size() + 1);
+    // Slots for what moves between stages, per chunk, and the pool of
+    // saved activations at the schedule's peak (engine/pipeline_slots.h).
+    MESHTUNE_ASSIGN_OR_RETURN(
+        model_, CudaGptModel::Create(
+                    config_, *layout_, store_, params_.get(), tp_.get(),
+                    CountPipelineSlots(schedule_, pp_rank),
+                    PeakInFlightLayers(schedule_, pp_rank,
+                                       CudaGptModel::KeptLayers(*layout_))));
+    MESHTUNE_ASSIGN_OR_RETURN(
+        optimizer_, DeviceOptimizer::Create(config_, store_, params_.get(),
+                                            &groups_, dp_.get()));
     if (!config_.save_dir.empty() || !config_.load_dir.empty()) {
       // Checkpoints are the CPU engine's files (Megatron layout, loadable
-      // by either backend and any layout): a host optimizer holds the
+      // by either backend and any layout): a host optimizer holds the full
       // moments while they are written or read.
       host_optimizer_ = std::make_unique<Optimizer>(
           config_.optimizer, false, config_.train_iters, store_, &groups_);
@@ -86,85 +128,70 @@ class CudaTrainer : public Trainer {
                                               store_, *host_optimizer_,
                                               groups_));
       MESHTUNE_RETURN_IF_ERROR(
-          params_->UploadState(store_, host_optimizer_->exp_avg().data(),
-                               host_optimizer_->exp_avg_sq().data()));
+          optimizer_->ScatterState(store_, host_optimizer_->exp_avg().data(),
+                                   host_optimizer_->exp_avg_sq().data()));
+      optimizer_->set_steps_taken(host_optimizer_->steps_taken());
       iteration_ = state.iteration;
       consumed_samples_ = state.consumed_samples;
     }
     return Status::Ok();
   }
 
-  Status Save() {
-    MESHTUNE_RETURN_IF_ERROR(params_->DownloadParams(&store_));
-    MESHTUNE_RETURN_IF_ERROR(
-        params_->DownloadMoments(store_, host_optimizer_->exp_avg().data(),
-                                 host_optimizer_->exp_avg_sq().data()));
-    const CheckpointState state{iteration_, consumed_samples_};
-    return SaveCheckpoint(config_.save_dir, config_, state, store_,
-                          *host_optimizer_, groups_);
-  }
-
   Status Run(const std::function<void(const IterationLog&)>& on_log) override {
     const int64_t m = config_.num_microbatches();
-    const int64_t s = config_.seq(), b = config_.parallel.mbs, n = s * b;
+    const int64_t n = config_.seq() * config_.parallel.mbs;
     const float loss_scale = 1.0f / static_cast<float>(n * m);
-    const auto& opt = config_.optimizer;
-    std::vector<int32_t> tokens(n), targets(n);
-    std::vector<double> norm_sum(1);
-    auto norm_buffer = Upload(std::vector<double>{0.0});
-    if (!norm_buffer.ok()) return norm_buffer.status();
-    DeviceBuffer norm = std::move(norm_buffer).value();
-
-    // Data-parallel gradient reduction (the CPU optimizer's step 1: sum
-    // over dp in fp32, then ×1/dp), bucketed by layer on the dp stream, so
-    // the all-reduce of layer l overlaps the backward of the layers below
-    // (Megatron DDP's overlap_grad_reduce with one bucket per layer).
+    // The data-parallel reduction of each layer starts during the last
+    // micro-batch's backward of its chunk, as soon as its gradients are
+    // final (Megatron DDP's overlap_grad_reduce, one bucket per layer).
     const std::function<Status(int64_t)> reduce_layer =
         [this](int64_t layer) -> Status {
       const auto [first, last] = model_->LayerTensors(layer);
-      return ReduceOnDpStream(params_->Range(first, last));
+      const auto [begin, end] = params_->Range(first, last);
+      return optimizer_->ReduceBucket(begin, end);
     };
     while (iteration_ < config_.train_iters) {
       const auto t0 = Clock::now();
       MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
+      PipelineSlots slots(model_->num_chunks());
+      slots_ = &slots;
       double loss_sum = 0;
-      for (int64_t j = 0; j < m; ++j) {
-        LoadMicroBatch(j, &tokens, &targets);
-        // The sample index keys the dropout masks, as on the CPU.
-        auto loss = model_->Forward(tokens, targets, FirstSample(j));
-        if (!loss.ok()) return loss.status();
-        loss_sum += loss.value();
-        // The last micro-batch's backward starts each layer's reduction as
-        // soon as its gradients are final.
-        const bool last = j == m - 1 && nccl_dp_ != nullptr;
-        MESHTUNE_RETURN_IF_ERROR(model_->Backward(
-            loss_scale,
-            last ? reduce_layer : std::function<Status(int64_t)>()));
-      }
-      if (nccl_dp_ != nullptr) MESHTUNE_RETURN_IF_ERROR(FinishDpReduction());
-      // Global gradient norm (fp64), clipping, AdamW: the CPU optimizer's
-      // steps 2-4 (engine/optimizer.cc) on the device.
-      MESHTUNE_RETURN_IF_ERROR(norm.Zero());
-      MESHTUNE_RETURN_IF_ERROR(SumSquares(params_->NormSegments(store_),
-                                          norm.as<double>(), nullptr));
-      MESHTUNE_RETURN_IF_ERROR(norm.CopyToHost(norm_sum.data(), 8));
-      const double grad_norm = std::sqrt(norm_sum[0]);
-      const float lr = LearningRate(opt, iteration_ + 1, config_.train_iters);
-      const bool finite = std::isfinite(grad_norm);
-      if (finite) {
-        if (opt.clip_grad > 0 && grad_norm > opt.clip_grad) {
-          const float coeff = static_cast<float>(
-              static_cast<double>(opt.clip_grad) / (grad_norm + 1e-6));
-          // All gradients, as clip_grad_by_total_norm_fp32 scales them.
-          MESHTUNE_RETURN_IF_ERROR(params_->ScaleGrads(coeff));
+      for (size_t i = 0; i <= steps_.size(); ++i) {
+        MESHTUNE_RETURN_IF_ERROR(RunP2pGroup(plan_[i]));
+        if (i == steps_.size()) break;
+        const Step& step = steps_[i];
+        const int c = static_cast<int>(step.chunk);
+        const int slot = slots.Take(step.microbatch, c);
+        if (step.kind == Step::Kind::kForward) {
+          if (model_->HasEmbedding(c) || model_->HasHead(c)) {
+            LoadMicroBatch(step.microbatch);
+          }
+          double loss = 0;
+          MESHTUNE_ASSIGN_OR_RETURN(
+              loss, model_->Forward(c, slot, tokens_, targets_,
+                                    FirstSample(step.microbatch)));
+          loss_sum += loss;
+        } else {
+          const bool last = step.microbatch == m - 1;
+          MESHTUNE_RETURN_IF_ERROR(model_->Backward(
+              c, slot, loss_scale,
+              last ? reduce_layer : std::function<Status(int64_t)>()));
+          // The first virtual stage sends nothing back: its slot is free.
+          if (model_->HasEmbedding(c)) slots.Release(step.microbatch, c);
         }
-        MESHTUNE_RETURN_IF_ERROR(AdamWUpdate(
-            params_->AdamSegments(store_, opt.weight_decay), lr, opt.adam_beta1,
-            opt.adam_beta2, opt.adam_eps, iteration_ + 1, nullptr));
       }
-      MESHTUNE_RETURN_IF_ERROR(Synchronize("optimizer_step"));
-      // Mean loss over the global batch: every rank holds its dp shard.
-      double totals[2] = {loss_sum, static_cast<double>(n * m)};
+      slots_ = nullptr;
+      MESHTUNE_RETURN_IF_ERROR(FinalizeGrads());
+      StepResult result;
+      MESHTUNE_ASSIGN_OR_RETURN(result, optimizer_->Step(iteration_ + 1));
+
+      // Mean LM loss over the global batch: the last stage's tp-rank-0
+      // ranks hold the sums of their dp shards.
+      double totals[2] = {0, 0};
+      if (groups_.last_stage() && groups_.tp_rank() == 0) {
+        totals[0] = loss_sum;
+        totals[1] = static_cast<double>(n * m);
+      }
       world_->AllReduceSum(totals, 2);
       const double loss = totals[0] / totals[1];
       ++iteration_;
@@ -172,10 +199,11 @@ class CudaTrainer : public Trainer {
       const double step_s =
           std::chrono::duration<double>(Clock::now() - t0).count();
       const IterationLog log =
-          MakeIterationLog(config_, world_->size(), iteration_, lr, loss,
-                           grad_norm, step_s, consumed_samples_);
+          MakeIterationLog(config_, world_->size(), iteration_, result.lr, loss,
+                           result.grad_norm, step_s, consumed_samples_);
       history_.push_back(log);
-      MESHTUNE_RETURN_IF_ERROR(CheckFiniteStep(iteration_, loss, finite));
+      MESHTUNE_RETURN_IF_ERROR(
+          CheckFiniteStep(iteration_, loss, result.finite));
       if (world_->rank() == 0 && on_log) on_log(log);
       const bool at_end = iteration_ == config_.train_iters;
       const bool at_interval =
@@ -184,70 +212,121 @@ class CudaTrainer : public Trainer {
         MESHTUNE_RETURN_IF_ERROR(Save());
       }
     }
-    return Status::Ok();
+    // The final master weights into the host store (collective over dp
+    // under the distributed optimizer), for params().
+    return optimizer_->GatherParams(&store_);
   }
 
   const std::vector<IterationLog>& history() const override { return history_; }
 
+  // Megatron's bf16 accounting, the cost model's terms: bf16 weights and
+  // fp32 main grads of every local parameter; fp32 master weights and
+  // AdamW m, v of the rank's shard (all of them without the distributed
+  // optimizer).
   RankMemory memory() const override {
     RankMemory r;
     r.rank = world_->rank();
+    r.tp_rank = groups_.tp_rank();
+    r.pp_rank = groups_.pp_rank();
     r.dp_rank = groups_.dp_rank();
     r.num_params = store_.numel();
-    r.param_bytes = 6 * store_.numel();  // fp32 master + bf16 weights
+    r.param_bytes = 2 * store_.numel();
     r.grad_bytes = 4 * store_.numel();
-    r.optimizer_bytes = 8 * store_.numel();
+    r.optimizer_bytes = optimizer_->state_bytes();
     return r;
   }
-  // Every rank holds the same (data parallelism only): rank r's row differs
-  // in its rank numbers.
   std::vector<RankMemory> all_memory() override {
-    std::vector<RankMemory> out;
-    for (int r = 0; r < world_->size(); ++r) {
-      RankMemory m = memory();
-      m.rank = r;
-      m.dp_rank = r;
-      out.push_back(m);
-    }
-    return out;
+    return GatherRankMemory(world_, memory());
   }
 
-  // The current fp32 master weights (copied from the device on each call).
-  const ParamStore& params() const override {
-    Status st = params_->DownloadParams(&store_);
-    MESHTUNE_CHECK(st.ok());
-    return store_;
-  }
+  // The fp32 master weights: the initial ones before Run, the final ones
+  // after it (Run gathers them).
+  const ParamStore& params() const override { return store_; }
 
  private:
-  // All-reduces main grads [range) on the dp stream once the default
-  // stream's work so far (the kernels that wrote them) is done.
-  Status ReduceOnDpStream(std::pair<int64_t, int64_t> range) {
-    MESHTUNE_RETURN_IF_ERROR(WaitForStream(dp_stream_, nullptr));
-    return nccl_dp_->AllReduceSum(params_->grad_buffer() + range.first,
-                                  range.second - range.first, dp_stream_);
+  Status Save() {
+    MESHTUNE_RETURN_IF_ERROR(
+        optimizer_->GatherState(&store_, host_optimizer_->exp_avg().data(),
+                                host_optimizer_->exp_avg_sq().data()));
+    host_optimizer_->set_steps_taken(optimizer_->steps_taken());
+    const CheckpointState state{iteration_, consumed_samples_};
+    return SaveCheckpoint(config_.save_dir, config_, state, store_,
+                          *host_optimizer_, groups_);
   }
 
-  // After the backward: the tensors outside the layers (embeddings, the
-  // final norm, an untied output layer: a prefix and a suffix of the
-  // buffer), then the default stream waits for every reduction and scales.
-  Status FinishDpReduction() {
-    const int64_t layers = model_->num_layers();
-    const int64_t begin = params_
-                              ->Range(model_->LayerTensors(0).first,
-                                      model_->LayerTensors(0).first)
-                              .first;
-    const int64_t end = params_
-                            ->Range(model_->LayerTensors(layers - 1).second,
-                                    model_->LayerTensors(layers - 1).second)
-                            .second;
-    if (begin > 0) MESHTUNE_RETURN_IF_ERROR(ReduceOnDpStream({0, begin}));
-    if (end < params_->padded_numel()) {
-      MESHTUNE_RETURN_IF_ERROR(
-          ReduceOnDpStream({end, params_->padded_numel()}));
+  // The device buffer a transfer reads (send) or fills (recv), in the
+  // slot of its micro-batch (taken now if this is its first use).
+  Bf16* TransferBuffer(const P2pOp& op) {
+    const int c = static_cast<int>(TransferChunk(op, config_.parallel.pp));
+    const int slot = slots_->Take(op.microbatch, c);
+    if (op.direction == P2pDirection::kSend) {
+      return const_cast<Bf16*>(op.kind == P2pKind::kActivation
+                                   ? model_->Output(c, slot)
+                                   : model_->InputGrad(c, slot));
     }
-    MESHTUNE_RETURN_IF_ERROR(WaitForStream(nullptr, dp_stream_));
-    return params_->ScaleGrads(1.0f / static_cast<float>(nccl_dp_->size()));
+    return op.kind == P2pKind::kActivation ? model_->Input(c, slot)
+                                           : model_->OutputGrad(c, slot);
+  }
+
+  // Posts one group of the plan: sends first, together (ncclGroupStart/
+  // End), all on the default stream so every buffer is used in stream
+  // order. Peers are always other ranks: interleaving needs pp >= 2
+  // (TrainConfig::Validate).
+  Status RunP2pGroup(const P2pGroup& group) {
+    if (group.ops.empty()) return Status::Ok();
+    const int64_t count = model_->ActivationCount();
+    MESHTUNE_RETURN_IF_ERROR(GroupStart());
+    Status status = Status::Ok();
+    for (const P2pOp& op : group.ops) {
+      MESHTUNE_CHECK(op.peer != groups_.pp_rank());
+      Bf16* buffer = TransferBuffer(op);
+      DeviceCommunicator* comm =
+          op.kind == P2pKind::kActivation ? pp_act_.get() : pp_grad_.get();
+      const int peer = static_cast<int>(op.peer);
+      status = op.direction == P2pDirection::kSend
+                   ? comm->Send(buffer, count, peer, nullptr)
+                   : comm->Recv(buffer, count, peer, nullptr);
+      // The slot's last use is enqueued: a recv later in this group may
+      // take it (it fills the slot's input, not the gradient being sent).
+      if (ReleasesSlot(op)) {
+        slots_->Release(op.microbatch, TransferChunk(op, config_.parallel.pp));
+      }
+      if (!status.ok()) break;
+    }
+    const Status end = GroupEnd();
+    MESHTUNE_RETURN_IF_ERROR(status);
+    return end;
+  }
+
+  // Megatron finalize_model_grads, after the data-parallel buckets: the
+  // per-rank partial gradients of sequence-parallel replicated parameters
+  // summed over tp, and the two copies of a tied embedding over the
+  // first/last-stage group. Tensor by tensor, in one NCCL group each.
+  Status FinalizeGrads() {
+    MESHTUNE_RETURN_IF_ERROR(optimizer_->WaitForReductions());
+    if (config_.parallel.sp && tp_ != nullptr) {
+      MESHTUNE_RETURN_IF_ERROR(ReduceFlagged(
+          tp_.get(), [](const ParamInfo& p) { return p.sequence_parallel; }));
+    }
+    if (embd_ != nullptr) {
+      MESHTUNE_RETURN_IF_ERROR(ReduceFlagged(
+          embd_.get(), [](const ParamInfo& p) { return p.tied_embedding; }));
+    }
+    return Status::Ok();
+  }
+
+  template <typename Pred>
+  Status ReduceFlagged(DeviceCommunicator* comm, Pred pred) {
+    MESHTUNE_RETURN_IF_ERROR(GroupStart());
+    Status status = Status::Ok();
+    for (int i = 0; i < store_.size() && status.ok(); ++i) {
+      if (!pred(store_.info(i))) continue;
+      status = comm->AllReduceSum(params_->grad(store_, i),
+                                  store_.info(i).numel, nullptr);
+    }
+    const Status end = GroupEnd();
+    MESHTUNE_RETURN_IF_ERROR(status);
+    return end;
   }
 
   // Megatron's pretraining sampler (engine/trainer.cc): micro-batch j of
@@ -258,16 +337,18 @@ class CudaTrainer : public Trainer {
            static_cast<int64_t>(groups_.dp_rank()) * par.mbs;
   }
 
-  void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
-                      std::vector<int32_t>* targets) const {
+  // tokens_, targets_ [s·b], sequence-major rows si·b + bi.
+  void LoadMicroBatch(int64_t microbatch) {
     const int64_t s = config_.seq(), b = config_.parallel.mbs;
+    tokens_.resize(s * b);
+    targets_.resize(s * b);
     std::vector<int32_t> sample(s + 1);
     const int64_t first = FirstSample(microbatch);
     for (int64_t bi = 0; bi < b; ++bi) {
       dataset_->GetSample(first + bi, sample.data());
       for (int64_t si = 0; si < s; ++si) {
-        (*tokens)[si * b + bi] = sample[si];
-        (*targets)[si * b + bi] = sample[si + 1];
+        tokens_[si * b + bi] = sample[si];
+        targets_[si * b + bi] = sample[si + 1];
       }
     }
   }
@@ -276,17 +357,26 @@ class CudaTrainer : public Trainer {
   const data::TokenDataset* dataset_;
   Communicator* world_;  // not owned, or own_world_'s single rank
   std::vector<std::unique_ptr<Communicator>> own_world_;
+  search_spaces::PipelineSchedule schedule_;
+  std::vector<Step> steps_;  // this pipeline rank's
+  P2pPlan plan_;             // steps_.size() + 1 groups
   ProcessGroups groups_;
-  std::unique_ptr<NcclCommunicator> nccl_dp_;  // dp > 1 only
-  Stream dp_stream_ = nullptr;  // its reductions (non-blocking stream)
-  mutable ParamStore store_;
-  std::unique_ptr<GptModel> cpu_model_;
+  std::unique_ptr<Communicator> pp_grad_host_;
+  // Device communicators (null where the group is one rank).
+  std::unique_ptr<DeviceCommunicator> tp_, pp_act_, pp_grad_, dp_, embd_;
+  ParamStore store_;
+  std::unique_ptr<GptModel> layout_;
   std::unique_ptr<DeviceParams> params_;
   std::unique_ptr<CudaGptModel> model_;
+  std::unique_ptr<DeviceOptimizer> optimizer_;
   std::unique_ptr<Optimizer> host_optimizer_;  // checkpoint I/O only
+  PipelineSlots* slots_ = nullptr;             // the running step's
+  std::vector<int32_t> tokens_, targets_;
   std::vector<IterationLog> history_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
 };
+
+#undef MESHTUNE_ASSIGN_OR_RETURN
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 // `tune train --backend`: flag checks, and what the binary says about the
 // CUDA backend on this machine (no CUDA engine in the build: the missing
-// toolkit; a CUDA build without a device: no device; a layout the CUDA
-// backend cannot run: its name). A real GPU run is tests/engine/cuda's.
+// toolkit; a CUDA build without a device: no device; a bad attention kernel
+// setting: refused before ranks start). A real GPU run is tests/engine/cuda's.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -105,15 +106,24 @@ TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
       << run.err;
 }
 
-TEST(TrainBackend, CudaRefusesMultiGpuLayoutsByName) {
+TEST(TrainBackend, CudaRefusesABadAttentionKernelBeforeRanksStart) {
   if (!CudaEngineBuilt()) GTEST_SKIP() << "built without the CUDA engine";
+  // Refused before any rank starts or any device is touched, so also on a
+  // multi-rank layout and without a GPU.
+  const char* old = getenv("MESHTUNE_CUDA_ATTENTION");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("MESHTUNE_CUDA_ATTENTION", "bogus", 1);
   const TuneRun run = RunTune(
       "train --model gpt-tiny --steps 2 --seq-len 64 --gbs 4 --tp 2 --no-db "
       "--backend cuda");
-  EXPECT_EQ(run.exit_code, 1) << run.err;
-  EXPECT_NE(run.err.find("tune: error: the CUDA backend does not support "
-                         "tp·pp·cp = 2 (only data parallelism runs on GPUs so "
-                         "far) yet"),
+  if (old != nullptr) {
+    setenv("MESHTUNE_CUDA_ATTENTION", saved.c_str(), 1);
+  } else {
+    unsetenv("MESHTUNE_CUDA_ATTENTION");
+  }
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("tune: error: MESHTUNE_CUDA_ATTENTION=bogus is not "
+                         "an attention kernel"),
             std::string::npos)
       << run.err;
 }

@@ -244,6 +244,12 @@ TEST(TrainValidation, ConfigErrorsPassThroughWithTheirExitCodes) {
   EXPECT_EQ(s.message(), "global batch size 3 is not a multiple of mbs·dp = 2");
   EXPECT_EQ(s.hint(), "pick --gbs as a multiple of 2");
   EXPECT_EQ(s.ExitCode(), 2);
+  // Interleaving needs pipeline ranks (the schedule would run a chunk's
+  // backward before its forward with pp = 1).
+  s = ValidateError({"--model", "gpt-tiny", "--vpp", "2"});
+  EXPECT_EQ(s.message(), "virtual pipeline stages (vpp = 2) need pp >= 2");
+  EXPECT_EQ(s.hint(), "use --vpp 1, or --pp 2 or more");
+  EXPECT_EQ(s.ExitCode(), 2);
   s = ValidateError({"--model", "gpt-tiny", "--seq-len", "512"});
   EXPECT_EQ(s.message(),
             "seq_length 512 exceeds the learned position table (256 "

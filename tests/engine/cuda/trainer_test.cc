@@ -5,8 +5,10 @@
 // within 2 % of the CPU loss at every step (the first step's loss differs by
 // the rounding of the weights and activations only; later steps add the drift
 // of bf16 gradients). The flash and the unfused attention kernels train to
-// the same losses within that tolerance. The configurations the CUDA backend
-// cannot run yet are refused with their exact messages, device or not.
+// the same losses within that tolerance. Attention shapes the kernel cannot
+// run are refused with their exact messages, device or not. Tensor,
+// pipeline and data parallelism and the distributed optimizer:
+// trainer_parallel_test.cc.
 #include "engine/cuda/trainer.h"
 
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "engine/cuda/device.h"
+#include "engine/cuda/gpt_model.h"
 #include "engine/data/synthetic_dataset.h"
 #include "engine/local_communicator.h"
 #include "engine/trainer.h"
@@ -246,33 +249,35 @@ TEST(CudaTrainerCheckpointTest, ResumeOnGpuAndCpuContinuesTheRun) {
   }
 }
 
-TEST(CudaTrainerSupportTest, UnsupportedLayoutsAreRefusedByName) {
+TEST(CudaTrainerSupportTest, AttentionShapesTheKernelCannotRunAreRefused) {
+  // Checked before any device is touched, so the same with or without one.
   const data::SyntheticDataset dataset(64, 500);
-  TrainConfig tp2 = SmallConfig(false, Recompute::kNone);
-  tp2.parallel.tp = 2;
-  auto t = CreateCudaTrainer(tp2, &dataset);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().message(),
-            "the CUDA backend does not support tp·pp·cp = 2 (only data "
-            "parallelism runs on GPUs so far) yet");
-  EXPECT_EQ(t.status().hint(),
-            "train this configuration with --backend cpu, or change it");
-
-  TrainConfig dist = SmallConfig(false, Recompute::kNone);
-  dist.parallel.dp = 2;
-  dist.parallel.dist_opt = true;
-  t = CreateCudaTrainer(dist, &dataset);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().message(),
-            "the CUDA backend does not support the distributed optimizer (use "
-            "--no-dist-opt) yet");
-
-  TrainConfig vpp = SmallConfig(false, Recompute::kNone);
-  vpp.parallel.vpp = 2;
-  t = CreateCudaTrainer(vpp, &dataset);
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().message(),
-            "the CUDA backend does not support virtual pipeline stages yet");
+  TrainConfig odd = SmallConfig(false, Recompute::kNone);
+  odd.model.kv_channels = 24;  // head_dim 24: not a multiple of 16
+  {
+    const ScopedEnv flash("MESHTUNE_CUDA_ATTENTION", nullptr);
+    auto t = CreateCudaTrainer(odd, &dataset);
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().message(),
+              "flash attention: head_dim 24 is not a multiple of 16 up to 128");
+    EXPECT_EQ(t.status().hint(),
+              "choose hidden_size / num_attention_heads in 16, 32, ..., 128, "
+              "or set MESHTUNE_CUDA_ATTENTION=unfused");
+    EXPECT_EQ(CudaGptModel::CheckSupported(odd).message(),
+              t.status().message());
+  }
+  {
+    // The unfused kernel takes any head_dim.
+    const ScopedEnv unfused("MESHTUNE_CUDA_ATTENTION", "unfused");
+    EXPECT_TRUE(CudaGptModel::CheckSupported(odd).ok());
+  }
+  const ScopedEnv bogus("MESHTUNE_CUDA_ATTENTION", "bogus");
+  const Status st =
+      CudaGptModel::CheckSupported(SmallConfig(false, Recompute::kNone));
+  EXPECT_EQ(st.message(),
+            "MESHTUNE_CUDA_ATTENTION=bogus is not an attention "
+            "kernel");
+  EXPECT_EQ(st.hint(), "set it to flash or unfused, or unset it");
 }
 
 TEST(CudaTrainerSupportTest, WorldMustMatchTheLayout) {
@@ -285,11 +290,12 @@ TEST(CudaTrainerSupportTest, WorldMustMatchTheLayout) {
   EXPECT_EQ(t.status().message(), "the job has 1 ranks but tp·pp·cp·dp = 2");
 }
 
-// Data parallelism over two GPUs (one thread per rank, as mpirun would run
-// one process per rank): the same global batch as the one-GPU run, so the
-// same losses to the bf16 tolerance.
-TEST(CudaTrainerDataParallelTest, TwoGpusMatchOneGpu) {
-  if (DeviceCount() < 2) GTEST_SKIP() << "needs two CUDA devices";
+// Data parallelism over two ranks (one thread per rank, as mpirun would run
+// one process per rank; on one GPU they share it through staged
+// communicators, on two each has its own and NCCL): the same global batch
+// as the one-rank run, so the same losses to the bf16 tolerance.
+TEST(CudaTrainerDataParallelTest, TwoRanksMatchOneRank) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   const TrainConfig one = SmallConfig(true, Recompute::kNone);
   const data::SyntheticDataset dataset(one.seq(), one.model.vocab_size);
   auto single = CreateCudaTrainer(one, &dataset);

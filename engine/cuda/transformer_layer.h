@@ -1,0 +1,163 @@
+// One transformer layer on one tensor-parallel rank, CUDA backend: the CPU
+// layer (engine/transformer_layer.h) with the GPU ops, in bf16 with fp32
+// main grads (engine/cuda/ops.h precision rules), and the same
+// Megatron-Core parallel semantics: column-parallel QKV and fc1,
+// row-parallel attention projection and fc2, sequence-parallel norms,
+// residuals and dropout when sp is on. Collectives run on the tp device
+// communicator in stream order, exactly the ones the CPU layer issues
+// (search_spaces::TransformerLayerTpCommOps):
+//   forward  (SP) all-gather before QKV and fc1, reduce-scatter after the
+//            projection and fc2; (no SP, tp > 1) all-reduce after them;
+//   backward the transposes: all-gathers of the output gradients and of the
+//            saved norm outputs (Megatron keeps only the shard under SP),
+//            reduce-scatters (or all-reduces) of the input gradients.
+//
+// Row-parallel biases are added once: tp rank 0's GEMM epilogue adds the
+// bias to its partial sum, so the reduction over tp carries it into every
+// rank's result (the CPU layer adds it after the reduction; the sums agree
+// within one bf16 rounding). Their gradient: without SP every rank computes
+// it from the full output gradient (a replicated parameter, counted once in
+// the norm); under SP the parameter is marked sequence_parallel and the
+// trainer all-reduces it over tp, so rank 0 computes it from the gathered
+// full gradient and the other ranks add nothing.
+//
+// Shapes (per rank, one micro-batch): n = s·b rows, nl = n/tp under SP
+// (else n), h hidden, qw = (heads + 2·groups)·d and hd = heads·d with the
+// rank's heads, ffn and fc1 width per rank (engine/transformer_layer.h
+// LayerShape).
+#ifndef MESHTUNE_ENGINE_CUDA_TRANSFORMER_LAYER_H_
+#define MESHTUNE_ENGINE_CUDA_TRANSFORMER_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "engine/cpu/dropout_mask.h"
+#include "engine/cuda/attention.h"
+#include "engine/cuda/device.h"
+#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/device_params.h"
+#include "engine/cuda/flash_attention.h"
+#include "engine/cuda/linear.h"
+#include "engine/param_store.h"
+#include "engine/transformer_layer.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::engine::cuda {
+
+// What one layer keeps from its forward for its backward (bf16 unless
+// noted). Layers under full recompute share a pool of these: they exist
+// only while their segment is recomputed.
+struct LayerActivations {
+  // [nl, h] the layer's input, when the layer is not its chunk's first
+  // (the chunk's input lives in its micro-batch slot) nor a recomputed
+  // segment's first (kept in the slot: it is all the segment keeps).
+  DeviceBuffer input;
+  DeviceBuffer mean1, rstd1, mean2, rstd2;  // fp32 [nl]
+  DeviceBuffer ln1;                         // [nl, h] norm1 output (shard)
+  DeviceBuffer qkv;                         // [n, qw], after RoPE
+  // Unfused kernel: probabilities [b·heads, s, s] (empty under selective
+  // recompute); flash kernel: fp32 log-sum-exp [b·heads, s] (always kept:
+  // with flash, selective recompute saves nothing extra, as in Megatron).
+  DeviceBuffer probs, lse;
+  DeviceBuffer attn;     // [n, hd]
+  DeviceBuffer x2, ln2;  // [nl, h]
+  DeviceBuffer fc1;      // [n, fc1 width] pre-activation
+  DeviceBuffer act;      // [n, ffn]
+};
+
+// Scratch of one layer's forward or backward at a time, shared by every
+// layer of a rank (all work is ordered on one stream).
+struct LayerScratch {
+  DeviceBuffer gathered;  // [n, h] an all-gathered shard (SP)
+  DeviceBuffer partial;   // [n, h] row-parallel partial sums / input grads
+  DeviceBuffer reduced;   // [nl, h] a reduce-scattered partial sum (SP)
+  // The unfused kernel's selective recompute: probabilities and output.
+  DeviceBuffer probs, attn;
+  DeviceBuffer dqkv, dattn, dfc1, dact;  // [n, qw], [n, hd], [n, fc1], [n, ffn]
+  DeviceBuffer dln, dx2;                 // [nl, h]
+  DeviceBuffer drop;                     // [nl, h] a dropped branch's gradient
+};
+
+// The core-attention kernel of a layer: exactly one is non-null.
+struct AttentionKernels {
+  FlashAttention* flash = nullptr;
+  Attention* unfused = nullptr;
+};
+
+// [nl, h] -> [n, h]: all-gathered over tp into `gathered` [n, h] under SP
+// (and returned), else `in` itself (already full).
+StatusOr<const Bf16*> GatherSequence(const LayerShape& shape,
+                                     DeviceCommunicator* tp, const Bf16* in,
+                                     Bf16* gathered);
+// Partial sums [n, h] over tp (in `partial`, may be modified) -> [nl, h]
+// reduced: reduce-scattered into `out` [nl, h] under SP (returned), else
+// all-reduced in place when tp > 1 (`partial` returned).
+StatusOr<Bf16*> ReduceOverTp(const LayerShape& shape, DeviceCommunicator* tp,
+                             Bf16* partial, Bf16* out);
+
+class CudaTransformerLayer {
+ public:
+  // Allocates one layer's activations; keep_probs: the unfused kernel's
+  // probabilities are saved (no selective recompute).
+  static StatusOr<std::unique_ptr<LayerActivations>> AllocActivations(
+      const LayerShape& shape, const AttentionKernels& kernels,
+      bool keep_probs);
+  // selective: recompute under the unfused kernel (its probabilities are
+  // rebuilt in the backward). dropout: hidden dropout is on.
+  static StatusOr<std::unique_ptr<LayerScratch>> AllocScratch(
+      const LayerShape& shape, const AttentionKernels& kernels, bool selective,
+      bool dropout);
+
+  // Nothing is owned. `tp` may be null when shape.tp == 1. global_layer
+  // and shape.seed key the dropout masks (engine/cpu/dropout_mask.h).
+  CudaTransformerLayer(const LayerShape& shape, const LayerParams& params,
+                       int64_t global_layer, const ParamStore* store,
+                       DeviceParams* device_params, GemmContext* gemm,
+                       AttentionKernels kernels, DeviceCommunicator* tp,
+                       LayerScratch* scratch);
+
+  // x [nl, h] -> y [nl, h] (y must not alias x); fills `a`. first_sample:
+  // the global dataset index of the micro-batch's sample 0 (dropout).
+  Status Forward(const Bf16* x, Bf16* y, LayerActivations* a,
+                 int64_t first_sample);
+  // x: the forward input [nl, h]; dy [nl, h] -> dx [nl, h] (dx may not
+  // alias dy); accumulates into the fp32 main grads.
+  Status Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
+                  const LayerActivations& a, int64_t first_sample);
+
+  const LayerParams& params() const { return p_; }
+  int64_t global_layer() const { return layer_; }
+
+ private:
+  const Bf16* W(int i) const;
+  float* G(int i) const;
+  cpu::DropoutSpec Hidden(cpu::DropoutSite site, int64_t first_sample) const;
+  cpu::DropoutSpec AttentionDropout(int64_t first_sample) const;
+  Status Norm(const Bf16* x, const Bf16* residual, Bf16* sum_out, int w, int b,
+              Bf16* out, DeviceBuffer& mean, DeviceBuffer& rstd);
+  Status NormBackward(const Bf16* dout, const Bf16* y, int w, int b,
+                      const DeviceBuffer& mean, const DeviceBuffer& rstd,
+                      const Bf16* dresidual, Bf16* dx);
+  // GatherSequence into scratch.gathered; ReduceOverTp.
+  StatusOr<const Bf16*> Gather(const Bf16* in);
+  StatusOr<Bf16*> Reduce(Bf16* partial, Bf16* out);
+  // A dropped branch's gradient from the one after the dropout: `d` itself
+  // without dropout, else a masked copy in scratch.drop.
+  StatusOr<const Bf16*> DropGrad(const Bf16* d, cpu::DropoutSite site,
+                                 int64_t first_sample);
+
+  LayerShape sh_;
+  LayerParams p_;
+  int64_t layer_;
+  const ParamStore* store_;
+  DeviceParams* params_;
+  GemmContext* gemm_;
+  AttentionKernels kernels_;
+  DeviceCommunicator* tp_;
+  int tp_rank_;
+  LayerScratch* scratch_;
+};
+
+}  // namespace meshtune::engine::cuda
+
+#endif  // MESHTUNE_ENGINE_CUDA_TRANSFORMER_LAYER_H_
