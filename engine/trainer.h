@@ -35,13 +35,17 @@ struct IterationLog {
   int64_t consumed_samples = 0;
 };
 
-// What this rank holds, reported at start-up (bytes, fp32).
+// What this rank holds, reported at start-up (bytes). CPU engine: fp32
+// weights and grads, AdamW m and v. CUDA engine (Megatron's bf16 terms):
+// bf16 weights, fp32 main grads, and as optimizer state the fp32 master
+// weights with m and v (of the rank's shard under the distributed
+// optimizer).
 struct RankMemory {
   int rank = 0, tp_rank = 0, pp_rank = 0, dp_rank = 0;
   int64_t num_params = 0;  // local parameter elements
   int64_t param_bytes = 0;
   int64_t grad_bytes = 0;
-  int64_t optimizer_bytes = 0;  // AdamW m and v
+  int64_t optimizer_bytes = 0;
 };
 
 // The log of one finished step: Megatron's throughput fields from the
