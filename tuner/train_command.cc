@@ -71,12 +71,23 @@ StatusOr<std::unique_ptr<results::Store>> OpenTrainDb(const TrainFlags &f,
 
 // The cost model's step time for this config on the `local` preset (this
 // machine, one core per rank), or nullopt with the reason in *why.
-// With --backend cuda the prediction is for one GPU of the device's preset
-// (or --gpu), calibrated by this database's measurements of that GPU.
+// With --backend cuda the prediction is for one GPU per rank of the
+// device's preset (or --gpu), calibrated by this database's measurements of
+// that GPU; none when the ranks outnumber this machine's GPUs (they share
+// them through staged host collectives, which the cost model does not
+// price).
 std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
                                           const results::Store *store,
                                           std::string *why) {
   const engine::TrainConfig &c = plan.config;
+  const int64_t ranks = c.parallel.world();
+  if (ranks > LocalGpuCount()) {
+    *why = std::to_string(ranks) + " ranks share " +
+           std::to_string(LocalGpuCount()) +
+           " GPU(s) through staged host collectives, which the cost model "
+           "does not price";
+    return std::nullopt;
+  }
   const std::string preset = plan.gpu.empty() ? DetectedGpuPreset() : plan.gpu;
   if (preset.empty()) {
     *why = "no GPU preset matches this device (pass --gpu PRESET)";
@@ -89,7 +100,7 @@ std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
     return std::nullopt;
   }
   search_spaces::TrainingSpec training;
-  training.num_gpus = 1;
+  training.num_gpus = ranks;
   training.global_batch_size = c.global_batch_size;
   training.seq_length = c.seq();
   std::string detail;

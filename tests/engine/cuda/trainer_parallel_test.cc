@@ -9,6 +9,7 @@
 // the bf16 tolerance: within 2 % at each of 20 steps (the reductions sum
 // bf16 partial results in another order; the optimizer is fp32).
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,9 @@ struct Layout {
   bool sp, dist_opt;
   bool selective;  // selective recompute (else none)
 };
+
+// ctest shows the layout's name, not its bytes.
+void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 
 TrainConfig Config(bool llama) {
   TrainConfig c;
