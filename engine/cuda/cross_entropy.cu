@@ -5,6 +5,7 @@
 // The backward recomputes exp(logit − max) instead of reading stored
 // probabilities, and may write the gradient over the logits in place: no
 // [n, vocab] probability buffer exists (llm.c's fused classifier).
+#include <algorithm>
 #include <string>
 
 #include "engine/cuda/kernel_util.cuh"
@@ -96,6 +97,17 @@ Status CheckShapes(int64_t n, int64_t vocab_local, int64_t vocab_start,
   return Status::Ok();
 }
 
+__global__ void LossSumKernel(const float* loss, int64_t n, double* sum) {
+  __shared__ float scratch[kWarpSize];
+  float partial = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    partial += loss[i];
+  }
+  const float block_total = BlockSum(partial, scratch);
+  if (threadIdx.x == 0) atomicAdd(sum, static_cast<double>(block_total));
+}
+
 }  // namespace
 
 Status CrossEntropyLocalMax(const Bf16* logits, float* row_max, int64_t n,
@@ -131,6 +143,16 @@ Status CrossEntropyLoss(const float* row_max, const float* sum_exp,
   LossKernel<<<GridFor(n, 256), 256, 0, ToCuda(stream)>>>(
       row_max, sum_exp, target_logit, loss, n);
   return LastError("cross_entropy_loss");
+}
+
+Status CrossEntropyLossSum(const float* loss, int64_t n, double* loss_sum,
+                           Stream stream) {
+  if (n == 0) return Status::Ok();
+  // At most 256 blocks: a few rows per thread keep the fp32 partials short.
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 256));
+  LossSumKernel<<<blocks, 256, 0, ToCuda(stream)>>>(loss, n, loss_sum);
+  return LastError("cross_entropy_loss_sum");
 }
 
 Status CrossEntropyBackward(const Bf16* logits, const int32_t* targets,

@@ -209,6 +209,8 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   MESHTUNE_ASSIGN_BUFFER(m->grad_a_, nl * h * kBf);
   MESHTUNE_ASSIGN_BUFFER(m->grad_b_, nl * h * kBf);
   MESHTUNE_ASSIGN_BUFFER(m->scale_, n * kF32);
+  MESHTUNE_ASSIGN_BUFFER(m->loss_sum_, sizeof(double));
+  MESHTUNE_RETURN_IF_ERROR(m->loss_sum_.Zero());
   return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
 }
 
@@ -311,7 +313,7 @@ Status CudaGptModel::EmbeddingBackward(Slot& slot, Bf16* dx) {
                                  vocab_start_, vocab_local_, nullptr);
 }
 
-StatusOr<double> CudaGptModel::HeadForward(Slot& slot, const Bf16* x) {
+Status CudaGptModel::HeadForward(Slot& slot, const Bf16* x) {
   const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
   const int fw = layout_->final_norm_weight();
   if (sh_.rmsnorm) {
@@ -348,10 +350,14 @@ StatusOr<double> CudaGptModel::HeadForward(Slot& slot, const Bf16* x) {
   }
   MESHTUNE_RETURN_IF_ERROR(CrossEntropyLoss(row_max, sum_exp, target_logit,
                                             slot.loss.as<float>(), n, nullptr));
-  std::vector<float> losses(n);
-  MESHTUNE_RETURN_IF_ERROR(slot.loss.CopyToHost(losses.data(), kF32 * n));
-  double sum = 0.0;
-  for (float l : losses) sum += l;
+  return CrossEntropyLossSum(slot.loss.as<float>(), n, loss_sum_.as<double>(),
+                             nullptr);
+}
+
+StatusOr<double> CudaGptModel::TakeLossSum() {
+  double sum = 0;
+  MESHTUNE_RETURN_IF_ERROR(loss_sum_.CopyToHost(&sum, sizeof(double)));
+  MESHTUNE_RETURN_IF_ERROR(loss_sum_.Zero());
   return sum;
 }
 
@@ -391,10 +397,9 @@ Status CudaGptModel::HeadBackward(Slot& slot, const Bf16* x, float loss_scale,
                            G(layout_->final_norm_bias()), nl, h, nullptr);
 }
 
-StatusOr<double> CudaGptModel::Forward(int c, int k,
-                                       const std::vector<int32_t>& tokens,
-                                       const std::vector<int32_t>& targets,
-                                       int64_t first_sample) {
+Status CudaGptModel::Forward(int c, int k, const std::vector<int32_t>& tokens,
+                             const std::vector<int32_t>& targets,
+                             int64_t first_sample) {
   Chunk& chunk = *chunks_[c];
   Slot& slot = *chunk.slots[k];
   const int64_t n = sh_.rows();
@@ -424,7 +429,7 @@ StatusOr<double> CudaGptModel::Forward(int c, int k,
         CopyDeviceToDevice(slot.x_out.as<Bf16>(), slot.x_in.as<Bf16>(),
                            kBf * ActivationCount(), nullptr));
   }
-  if (!HasHead(c)) return 0.0;
+  if (!HasHead(c)) return Status::Ok();
   MESHTUNE_CHECK(static_cast<int64_t>(targets.size()) == n);
   MESHTUNE_RETURN_IF_ERROR(slot.targets.CopyFromHost(targets.data(), 4 * n));
   return HeadForward(slot, slot.x_out.as<Bf16>());

@@ -105,13 +105,15 @@ class CudaGptModel {
   // Forward of `chunk` for one micro-batch in `slot`: tokens and targets
   // [s·b] (host, sequence-major rows si·b + bi; read by the first and last
   // virtual stages only); first_sample is the global dataset index of its
-  // sample 0, which keys the dropout masks exactly as on the CPU. Returns
-  // the sum of the micro-batch's per-token losses on the last virtual
-  // stage (the same on every tp rank), 0 elsewhere.
-  StatusOr<double> Forward(int chunk, int slot,
-                           const std::vector<int32_t>& tokens,
-                           const std::vector<int32_t>& targets,
-                           int64_t first_sample);
+  // sample 0, which keys the dropout masks exactly as on the CPU. The last
+  // virtual stage adds the sum of the micro-batch's per-token losses (the
+  // same on every tp rank) to a device accumulator (TakeLossSum): nothing
+  // here waits for the GPU.
+  Status Forward(int chunk, int slot, const std::vector<int32_t>& tokens,
+                 const std::vector<int32_t>& targets, int64_t first_sample);
+  // The losses Forward accumulated since the last call (0 off the last
+  // virtual stage), read from the device (synchronizing), and resets it.
+  StatusOr<double> TakeLossSum();
   // Backward of `chunk` for the micro-batch in `slot` (the last virtual
   // stage starts from the loss scaled by `loss_scale` per token);
   // accumulates into the main grads. `on_layer_done(l)`, when given, is
@@ -135,7 +137,7 @@ class CudaGptModel {
   cpu::DropoutSpec EmbeddingDropout(int64_t first_sample) const;
   Status EmbeddingForward(Slot& slot);
   Status EmbeddingBackward(Slot& slot, Bf16* dx);
-  StatusOr<double> HeadForward(Slot& slot, const Bf16* x);
+  Status HeadForward(Slot& slot, const Bf16* x);
   // dx [nl, h]: the gradient of the final norm's input.
   Status HeadBackward(Slot& slot, const Bf16* x, float loss_scale, Bf16* dx);
   // The input buffer of layer l (within the chunk) of a slot: the slot's
@@ -166,6 +168,7 @@ class CudaGptModel {
   // Backward ping-pong [nl, h]; per-token loss scale [n] (uploaded when it
   // changes).
   DeviceBuffer grad_a_, grad_b_, scale_;
+  DeviceBuffer loss_sum_;  // one double: Σ losses since TakeLossSum
   float scale_value_ = -1.0f;
 };
 

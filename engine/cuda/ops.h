@@ -126,6 +126,12 @@ Status CrossEntropyLocalSums(const Bf16* logits, const int32_t* targets,
 Status CrossEntropyLoss(const float* row_max, const float* sum_exp,
                         const float* target_logit, float* loss, int64_t n,
                         Stream stream);
+// 3b) *loss_sum (one device double, ADDED to) += Σ loss[n]: the
+//    micro-batches' loss sums stay on the device and the host reads them
+//    once per step, so the last pipeline stage never waits on the GPU
+//    between micro-batches. fp32 per-thread partials, fp64 block totals.
+Status CrossEntropyLossSum(const float* loss, int64_t n, double* loss_sum,
+                           Stream stream);
 // 4) dlogits[n, vocab_local] = scale[i]·(softmax − onehot(target)), padding
 //    columns 0; softmax recomputed from the logits (fused: the probabilities
 //    are never stored). dlogits may alias logits (llm.c's in-place trick

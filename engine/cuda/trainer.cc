@@ -155,7 +155,6 @@ class CudaTrainer : public Trainer {
       MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
       PipelineSlots slots(model_->num_chunks());
       slots_ = &slots;
-      double loss_sum = 0;
       for (size_t i = 0; i <= steps_.size(); ++i) {
         MESHTUNE_RETURN_IF_ERROR(RunP2pGroup(plan_[i]));
         if (i == steps_.size()) break;
@@ -166,11 +165,8 @@ class CudaTrainer : public Trainer {
           if (model_->HasEmbedding(c) || model_->HasHead(c)) {
             LoadMicroBatch(step.microbatch);
           }
-          double loss = 0;
-          MESHTUNE_ASSIGN_OR_RETURN(
-              loss, model_->Forward(c, slot, tokens_, targets_,
-                                    FirstSample(step.microbatch)));
-          loss_sum += loss;
+          MESHTUNE_RETURN_IF_ERROR(model_->Forward(
+              c, slot, tokens_, targets_, FirstSample(step.microbatch)));
         } else {
           const bool last = step.microbatch == m - 1;
           MESHTUNE_RETURN_IF_ERROR(model_->Backward(
@@ -181,6 +177,8 @@ class CudaTrainer : public Trainer {
         }
       }
       slots_ = nullptr;
+      double loss_sum = 0;
+      MESHTUNE_ASSIGN_OR_RETURN(loss_sum, model_->TakeLossSum());
       MESHTUNE_RETURN_IF_ERROR(FinalizeGrads());
       StepResult result;
       MESHTUNE_ASSIGN_OR_RETURN(result, optimizer_->Step(iteration_ + 1));

@@ -313,6 +313,13 @@ TEST_F(CudaOpsTest, CrossEntropyMatchesCpuWithPaddingAndOffShardTargets) {
   EXPECT_TRUE(CloseFp32(Host(d_sum, n), sum));
   EXPECT_EQ(Host(d_tl, n), tl);
   EXPECT_TRUE(CloseFp32(Host(d_loss, n), loss));
+  // The device loss sum accumulates (twice here) in fp64.
+  double want_sum = 0;
+  for (float l : Host(d_loss, n)) want_sum += l;
+  double* d_total = Zeros<double>(1);
+  ASSERT_TRUE(CrossEntropyLossSum(d_loss, n, d_total, nullptr).ok());
+  ASSERT_TRUE(CrossEntropyLossSum(d_loss, n, d_total, nullptr).ok());
+  EXPECT_NEAR(Host(d_total, 1)[0], 2 * want_sum, 1e-5 * std::fabs(want_sum));
   // In place over the logits, as the model uses it.
   ASSERT_TRUE(CrossEntropyBackward(d_logits, d_targets, d_max, d_sum,
                                    Dev(scale), d_logits, n, vocab_local,
