@@ -113,4 +113,13 @@ class StatusOr {
     if (!_st.ok()) return _st;         \
   } while (0)
 
+// Evaluates `expr` (a StatusOr<T>): returns its Status on error, else moves
+// the value into `target` (an existing variable).
+#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
+  do {                                          \
+    auto _value = (expr);                       \
+    if (!_value.ok()) return _value.status();   \
+    (target) = std::move(_value).value();       \
+  } while (0)
+
 #endif  // MESHTUNE_SEARCH_SPACES_STATUS_H_

@@ -126,4 +126,10 @@ StatusOr<std::vector<T>> Download(const DeviceBuffer& buffer, size_t count) {
 
 }  // namespace meshtune::engine::cuda
 
+// Allocates `bytes` of device memory into the DeviceBuffer `target`, or
+// returns the allocation's Status.
+#define MESHTUNE_ASSIGN_BUFFER(target, bytes) \
+  MESHTUNE_ASSIGN_OR_RETURN(                  \
+      target, ::meshtune::engine::cuda::DeviceBuffer::Allocate(bytes))
+
 #endif  // MESHTUNE_ENGINE_CUDA_DEVICE_H_

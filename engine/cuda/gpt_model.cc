@@ -75,20 +75,6 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
                                     sh.head_dim);
 }
 
-#define MESHTUNE_ASSIGN_BUFFER(target, bytes)     \
-  do {                                            \
-    auto _buffer = DeviceBuffer::Allocate(bytes); \
-    if (!_buffer.ok()) return _buffer.status();   \
-    (target) = std::move(_buffer).value();        \
-  } while (0)
-
-#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
-  do {                                          \
-    auto _value = (expr);                       \
-    if (!_value.ok()) return _value.status();   \
-    (target) = std::move(_value).value();       \
-  } while (0)
-
 StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     const TrainConfig& config, const GptModel& layout, const ParamStore& store,
     DeviceParams* params, DeviceCommunicator* tp, const std::vector<int>& slots,
@@ -213,8 +199,6 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   MESHTUNE_RETURN_IF_ERROR(m->loss_sum_.Zero());
   return StatusOr<std::unique_ptr<CudaGptModel>>(std::move(m));
 }
-
-#undef MESHTUNE_ASSIGN_BUFFER
 
 Bf16* CudaGptModel::Input(int chunk, int slot) {
   return chunks_[chunk]->slots[slot]->x_in.as<Bf16>();
@@ -484,8 +468,6 @@ Status CudaGptModel::Backward(
   if (HasEmbedding(c)) return EmbeddingBackward(slot, input_grad);
   return Status::Ok();
 }
-
-#undef MESHTUNE_ASSIGN_OR_RETURN
 
 std::pair<int, int> CudaGptModel::LayerTensors(int64_t layer) const {
   for (const auto& chunk : chunks_) {

@@ -39,13 +39,6 @@ int LocalRank(int world_rank) {
   return world_rank;
 }
 
-#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
-  do {                                          \
-    auto _value = (expr);                       \
-    if (!_value.ok()) return _value.status();   \
-    (target) = std::move(_value).value();       \
-  } while (0)
-
 class CudaTrainer : public Trainer {
  public:
   CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset,
@@ -373,8 +366,6 @@ class CudaTrainer : public Trainer {
   std::vector<IterationLog> history_;
   int64_t iteration_ = 0, consumed_samples_ = 0;
 };
-
-#undef MESHTUNE_ASSIGN_OR_RETURN
 
 }  // namespace
 

@@ -14,20 +14,6 @@
 
 namespace meshtune::engine::cuda {
 
-#define MESHTUNE_ASSIGN_BUFFER(target, bytes)     \
-  do {                                            \
-    auto _buffer = DeviceBuffer::Allocate(bytes); \
-    if (!_buffer.ok()) return _buffer.status();   \
-    (target) = std::move(_buffer).value();        \
-  } while (0)
-
-#define MESHTUNE_ASSIGN_OR_RETURN(target, expr) \
-  do {                                          \
-    auto _value = (expr);                       \
-    if (!_value.ok()) return _value.status();   \
-    (target) = _value.value();                  \
-  } while (0)
-
 namespace {
 constexpr size_t kBf = sizeof(Bf16), kF32 = sizeof(float);
 }  // namespace
@@ -87,8 +73,6 @@ StatusOr<std::unique_ptr<LayerScratch>> CudaTransformerLayer::AllocScratch(
   if (dropout) MESHTUNE_ASSIGN_BUFFER(s->drop, nl * h * kBf);
   return StatusOr<std::unique_ptr<LayerScratch>>(std::move(s));
 }
-
-#undef MESHTUNE_ASSIGN_BUFFER
 
 CudaTransformerLayer::CudaTransformerLayer(
     const LayerShape& shape, const LayerParams& params, int64_t global_layer,
@@ -371,7 +355,5 @@ Status CudaTransformerLayer::Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
   // dx = Norm1'(dln1) + dx2 (the residual branch).
   return NormBackward(dln1, x, p.ln1_w, p.ln1_b, a.mean1, a.rstd1, dx2, dx);
 }
-
-#undef MESHTUNE_ASSIGN_OR_RETURN
 
 }  // namespace meshtune::engine::cuda

@@ -20,6 +20,7 @@
 #include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cuda/trainer_test_util.h"
 
 namespace meshtune::engine::cuda {
 namespace {
@@ -29,46 +30,20 @@ struct Layout {
   bool llama;
   int64_t tp, pp, vpp, dp;
   bool sp, dist_opt;
-  bool selective;  // selective recompute (else none)
+  bool selective;  // selective recompute
+  bool full;       // full recompute, uniform, 2 layers per segment
+  bool dropout;    // hidden and attention dropout 0.1 (the CPU's masks)
 };
 
 // ctest shows the layout's name, not its bytes.
 void PrintTo(const Layout& layout, std::ostream* os) { *os << layout.name; }
 
+// Micro-batches of 2: four per step on one rank, so pp 2 has a steady
+// state; no dropout.
 TrainConfig Config(bool llama) {
-  TrainConfig c;
-  auto& m = c.model;
-  m.name = llama ? "llama-gpu-test" : "gpt-gpu-test";
-  m.num_layers = 4;
-  m.hidden_size = 128;
-  m.num_attention_heads = 4;
-  m.num_query_groups = llama ? 2 : 4;
-  m.kv_channels = 32;
-  m.ffn_hidden_size = llama ? 352 : 512;
-  m.vocab_size = 500;
-  m.seq_length = 64;
-  if (llama) {
-    m.normalization = search_spaces::Normalization::kRMSNorm;
-    m.activation = search_spaces::Activation::kSwiglu;
-    m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
-    m.untie_embeddings_and_output_weights = true;
-  }
-  c.global_batch_size = 8;
+  TrainConfig c = SmallTrainConfig(llama);
   c.parallel.mbs = 2;
-  c.train_iters = 20;
-  c.optimizer.lr = 1e-3f;
-  c.optimizer.min_lr = 1e-4f;
-  c.optimizer.lr_warmup_iters = 2;
-  c.optimizer.clip_grad = 1.0f;
-  c.hidden_dropout = 0.0f;
-  c.attention_dropout = 0.0f;
   return c;
-}
-
-std::vector<double> Losses(const Trainer& trainer) {
-  std::vector<double> out;
-  for (const IterationLog& log : trainer.history()) out.push_back(log.loss);
-  return out;
 }
 
 // Runs `config` on config.parallel.world() thread ranks; returns world
@@ -109,9 +84,18 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   const Layout& l = GetParam();
   TrainConfig one = Config(l.llama);
+  auto& rc = one.parallel.recompute;
   if (l.selective) {
-    one.parallel.recompute.granularity =
-        search_spaces::RecomputeGranularity::kSelective;
+    rc.granularity = search_spaces::RecomputeGranularity::kSelective;
+  }
+  if (l.full) {
+    rc.granularity = search_spaces::RecomputeGranularity::kFull;
+    rc.method = search_spaces::RecomputeMethod::kUniform;
+    rc.num_layers = 2;
+  }
+  if (l.dropout) {
+    one.hidden_dropout = 0.1f;
+    one.attention_dropout = 0.1f;
   }
   const data::SyntheticDataset dataset(one.seq(), one.model.vocab_size);
   auto single = CreateCudaTrainer(one, &dataset);
@@ -141,16 +125,24 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
 INSTANTIATE_TEST_SUITE_P(
     Layouts, CudaTrainerParallelTest,
     ::testing::Values(
-        Layout{"tp2", false, 2, 1, 1, 1, false, false, false},
-        Layout{"tp2_sp", false, 2, 1, 1, 1, true, false, false},
-        Layout{"tp2_sp_llama", true, 2, 1, 1, 1, true, false, true},
-        Layout{"pp2", false, 1, 2, 1, 1, false, false, false},
-        Layout{"pp2_llama", true, 1, 2, 1, 1, false, false, false},
-        Layout{"pp2_vpp2", false, 1, 2, 2, 1, false, false, false},
-        Layout{"dp2_dist_opt", true, 1, 1, 1, 2, false, true, false},
-        Layout{"tp2_pp2_sp", true, 2, 2, 1, 1, true, false, true},
-        Layout{"tp2_pp2_dp2_sp_dist_opt", false, 2, 2, 1, 2, true, true,
-               false}),
+        Layout{"tp2", false, 2, 1, 1, 1, false, false, false, false, false},
+        Layout{"tp2_sp", false, 2, 1, 1, 1, true, false, false, false, false},
+        Layout{"tp2_sp_llama", true, 2, 1, 1, 1, true, false, true, false,
+               false},
+        Layout{"tp2_sp_dropout", false, 2, 1, 1, 1, true, false, false, false,
+               true},
+        Layout{"pp2", false, 1, 2, 1, 1, false, false, false, false, false},
+        Layout{"pp2_llama", true, 1, 2, 1, 1, false, false, false, false,
+               false},
+        Layout{"pp2_full_recompute", false, 1, 2, 1, 1, false, false, false,
+               true, false},
+        Layout{"pp2_vpp2", false, 1, 2, 2, 1, false, false, false, false,
+               false},
+        Layout{"dp2_dist_opt", true, 1, 1, 1, 2, false, true, false, false,
+               false},
+        Layout{"tp2_pp2_sp", true, 2, 2, 1, 1, true, false, true, false, false},
+        Layout{"tp2_pp2_dp2_sp_dist_opt", false, 2, 2, 1, 2, true, true, false,
+               false, true}),
     [](const ::testing::TestParamInfo<Layout>& info) {
       return std::string(info.param.name);
     });

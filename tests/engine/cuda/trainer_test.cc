@@ -25,6 +25,7 @@
 #include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
+#include "tests/engine/cuda/trainer_test_util.h"
 
 namespace meshtune::engine::cuda {
 namespace {
@@ -33,25 +34,7 @@ namespace {
 enum class Recompute { kNone, kSelective, kFullUniform2, kFullBlock1 };
 
 TrainConfig SmallConfig(bool llama, Recompute recompute) {
-  TrainConfig c;
-  auto& m = c.model;
-  m.name = llama ? "llama-gpu-test" : "gpt-gpu-test";
-  m.num_layers = 4;
-  m.hidden_size = 128;
-  m.num_attention_heads = 4;
-  m.num_query_groups = llama ? 2 : 4;
-  m.kv_channels = 32;
-  m.ffn_hidden_size = llama ? 352 : 512;
-  m.vocab_size = 500;
-  m.seq_length = 64;
-  if (llama) {
-    m.normalization = search_spaces::Normalization::kRMSNorm;
-    m.activation = search_spaces::Activation::kSwiglu;
-    m.position_embedding_type = search_spaces::PositionEmbedding::kRope;
-    m.untie_embeddings_and_output_weights = true;
-  }
-  c.global_batch_size = 8;
-  c.parallel.mbs = 4;  // two micro-batches: gradient accumulation
+  TrainConfig c = SmallTrainConfig(llama);
   auto& rc = c.parallel.recompute;
   switch (recompute) {
     case Recompute::kNone:
@@ -70,18 +53,7 @@ TrainConfig SmallConfig(bool llama, Recompute recompute) {
       rc.num_layers = 1;
       break;
   }
-  c.train_iters = 20;
-  c.optimizer.lr = 1e-3f;
-  c.optimizer.min_lr = 1e-4f;
-  c.optimizer.lr_warmup_iters = 2;
-  c.optimizer.clip_grad = 1.0f;
   return c;
-}
-
-std::vector<double> Losses(const Trainer& trainer) {
-  std::vector<double> out;
-  for (const IterationLog& log : trainer.history()) out.push_back(log.loss);
-  return out;
 }
 
 // Sets (or, with nullptr, unsets) an environment variable for its lifetime
