@@ -155,7 +155,9 @@ Status WriteMetadata(const std::string& tmp_dir, const TrainConfig& config,
   m.pp = groups.pp->size();
   m.vpp = config.parallel.vpp;
   m.dp = groups.dp->size();
-  m.dist_opt = optimizer.distributed();
+  // The run's setting (the CUDA engine writes through a host optimizer that
+  // holds the full moments whatever the setting).
+  m.dist_opt = config.parallel.dist_opt;
   for (int p = 0; p < groups.pp->size(); ++p) {
     for (int t = 0; t < groups.tp->size(); ++t) {
       ShardIndex shard;

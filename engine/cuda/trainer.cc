@@ -14,6 +14,7 @@
 #include "engine/cuda/device_optimizer.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/gpt_model.h"
+#include "engine/cuda/ops.h"
 #include "engine/gpt_model.h"
 #include "engine/local_communicator.h"
 #include "engine/optimizer.h"
@@ -221,8 +222,9 @@ class CudaTrainer : public Trainer {
     r.pp_rank = groups_.pp_rank();
     r.dp_rank = groups_.dp_rank();
     r.num_params = store_.numel();
-    r.param_bytes = 2 * store_.numel();
-    r.grad_bytes = 4 * store_.numel();
+    // Allocated sizes, alignment padding included, like optimizer_bytes.
+    r.param_bytes = 2 * params_->padded_numel();
+    r.grad_bytes = 4 * params_->padded_numel();
     r.optimizer_bytes = optimizer_->state_bytes();
     return r;
   }
@@ -292,22 +294,34 @@ class CudaTrainer : public Trainer {
   // Megatron finalize_model_grads, after the data-parallel buckets: the
   // per-rank partial gradients of sequence-parallel replicated parameters
   // summed over tp, and the two copies of a tied embedding over the
-  // first/last-stage group. Tensor by tensor, in one NCCL group each.
+  // first/last-stage group. Without SP (tp > 1) the replicated parameters'
+  // gradients are averaged over tp: every rank computes the same value,
+  // but the norm and bias kernels add partial sums with atomics, in an
+  // order that differs between ranks, and the copies must stay bitwise
+  // identical step after step (the CPU engine's sums are deterministic).
   Status FinalizeGrads() {
     MESHTUNE_RETURN_IF_ERROR(optimizer_->WaitForReductions());
-    if (config_.parallel.sp && tp_ != nullptr) {
+    if (tp_ != nullptr) {
+      const bool sp = config_.parallel.sp;
       MESHTUNE_RETURN_IF_ERROR(ReduceFlagged(
-          tp_.get(), [](const ParamInfo& p) { return p.sequence_parallel; }));
+          tp_.get(),
+          [sp](const ParamInfo& p) {
+            return sp ? p.sequence_parallel : p.split == TpSplit::kReplicated;
+          },
+          sp ? 1.0f : 1.0f / static_cast<float>(tp_->size())));
     }
     if (embd_ != nullptr) {
       MESHTUNE_RETURN_IF_ERROR(ReduceFlagged(
-          embd_.get(), [](const ParamInfo& p) { return p.tied_embedding; }));
+          embd_.get(), [](const ParamInfo& p) { return p.tied_embedding; },
+          1.0f));
     }
     return Status::Ok();
   }
 
+  // All-reduces (sums) the gradients of the tensors `pred` selects over
+  // `comm`, in one NCCL group, then multiplies them by `scale`.
   template <typename Pred>
-  Status ReduceFlagged(DeviceCommunicator* comm, Pred pred) {
+  Status ReduceFlagged(DeviceCommunicator* comm, Pred pred, float scale) {
     MESHTUNE_RETURN_IF_ERROR(GroupStart());
     Status status = Status::Ok();
     for (int i = 0; i < store_.size() && status.ok(); ++i) {
@@ -317,7 +331,14 @@ class CudaTrainer : public Trainer {
     }
     const Status end = GroupEnd();
     MESHTUNE_RETURN_IF_ERROR(status);
-    return end;
+    MESHTUNE_RETURN_IF_ERROR(end);
+    if (scale == 1.0f) return Status::Ok();
+    for (int i = 0; i < store_.size(); ++i) {
+      if (!pred(store_.info(i))) continue;
+      MESHTUNE_RETURN_IF_ERROR(Scale(params_->grad(store_, i),
+                                     store_.info(i).numel, scale, nullptr));
+    }
+    return Status::Ok();
   }
 
   // Megatron's pretraining sampler (engine/trainer.cc): micro-batch j of

@@ -18,6 +18,7 @@
 #include "engine/cuda/trainer.h"
 #include "engine/data/synthetic_dataset.h"
 #include "engine/local_communicator.h"
+#include "engine/param_store.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cuda/trainer_test_util.h"
@@ -46,11 +47,12 @@ TrainConfig Config(bool llama) {
   return c;
 }
 
-// Runs `config` on config.parallel.world() thread ranks; returns world
-// rank 0's trainer (its history holds the global losses) or fails.
-std::unique_ptr<Trainer> RunRanks(const TrainConfig& config,
-                                  const data::TokenDataset& dataset,
-                                  std::string* error) {
+// Runs `config` on config.parallel.world() thread ranks; returns every
+// rank's trainer in world rank order (rank 0's history holds the global
+// losses), or an empty vector with *error set.
+std::vector<std::unique_ptr<Trainer>> RunRanks(
+    const TrainConfig& config, const data::TokenDataset& dataset,
+    std::string* error) {
   const int n = static_cast<int>(config.parallel.world());
   auto world = MakeLocalWorld(n);
   std::vector<std::unique_ptr<Trainer>> trainers(n);
@@ -72,10 +74,10 @@ std::unique_ptr<Trainer> RunRanks(const TrainConfig& config,
   for (int r = 0; r < n; ++r) {
     if (!errors[r].empty()) {
       *error = "rank " + std::to_string(r) + ": " + errors[r];
-      return nullptr;
+      return {};
     }
   }
-  return std::move(trainers[0]);
+  return trainers;
 }
 
 class CudaTrainerParallelTest : public ::testing::TestWithParam<Layout> {};
@@ -111,15 +113,34 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
   par.parallel.dist_opt = l.dist_opt;
   ASSERT_TRUE(par.Validate().ok()) << par.Validate().message();
   std::string error;
-  const std::unique_ptr<Trainer> rank0 = RunRanks(par, dataset, &error);
-  ASSERT_NE(rank0, nullptr) << error;
-  const std::vector<double> want = Losses(**single), got = Losses(*rank0);
+  const std::vector<std::unique_ptr<Trainer>> ranks =
+      RunRanks(par, dataset, &error);
+  ASSERT_FALSE(ranks.empty()) << error;
+  const std::vector<double> want = Losses(**single), got = Losses(*ranks[0]);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], 0.02 * want[i]) << "step " << i + 1;
   }
   // It learned, as the one-rank run did.
   EXPECT_LT(got.back(), got.front() - 0.1);
+  // Replicated tensors stay bitwise identical on the tp ranks (world ranks
+  // 0 and 1 are tp ranks 0 and 1 of one pipeline stage and dp replica):
+  // their gradients are reduced over tp with or without SP.
+  if (l.tp > 1) {
+    const ParamStore& a = ranks[0]->params();
+    const ParamStore& b = ranks[1]->params();
+    int compared = 0;
+    for (int i = 0; i < a.size(); ++i) {
+      if (a.info(i).split != TpSplit::kReplicated) continue;
+      const int j = b.Find(a.info(i).name);
+      ASSERT_GE(j, 0) << a.info(i).name;
+      const std::vector<float> x(a.param(i), a.param(i) + a.info(i).numel);
+      const std::vector<float> y(b.param(j), b.param(j) + b.info(j).numel);
+      EXPECT_EQ(x, y) << a.info(i).name;
+      ++compared;
+    }
+    EXPECT_GT(compared, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
