@@ -163,10 +163,6 @@ Status DeviceParams::GatherToHost(const ParamStore& store, const float* shard,
 
 Status DeviceParams::ZeroGrads() { return grads_.Zero(); }
 
-Status DeviceParams::ScaleGrads(float coeff) {
-  return Scale(grads_.as<float>(), layout_.padded_numel, coeff, nullptr);
-}
-
 Status DeviceParams::DownloadParams(ParamStore* store,
                                     DeviceCommunicator* dp) const {
   MESHTUNE_CHECK(store->numel() == layout_.numel);

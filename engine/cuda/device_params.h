@@ -126,8 +126,6 @@ class DeviceParams {
   }
 
   Status ZeroGrads();
-  // Every gradient ×= coeff (global-norm clipping), the whole buffer.
-  Status ScaleGrads(float coeff);
 
   // Copies the full fp32 master weights into `store`. When this rank holds
   // only a shard (distributed, dp > 1) the other shards come from the dp

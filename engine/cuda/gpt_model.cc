@@ -262,9 +262,8 @@ Status CudaGptModel::EmbeddingForward(Slot& slot) {
   MESHTUNE_RETURN_IF_ERROR(cuda::EmbeddingForward(
       slot.tokens.as<int32_t>(), W(layout_->word_embedding()), full, n, h,
       vocab_start_, vocab_local_, nullptr));
-  Bf16* reduced = nullptr;
-  MESHTUNE_ASSIGN_OR_RETURN(reduced, ReduceOverTp(sh_, tp_, full, x0));
-  (void)reduced;  // x0 either way
+  // Reduced into x0 either way (in place without SP).
+  MESHTUNE_RETURN_IF_ERROR(ReduceOverTp(sh_, tp_, full, x0).status());
   if (layout_->position_embedding() >= 0) {
     const int64_t s_local = nl / sh_.b;
     const int64_t offset = sh_.sp ? tp_rank_ * s_local : 0;

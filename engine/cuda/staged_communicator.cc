@@ -77,83 +77,80 @@ Status StagedCommunicator::CheckPeer(int peer, const char* op) const {
   return Status::Ok();
 }
 
-Status StagedCommunicator::AllReduceSum(float* data, int64_t count,
-                                        Stream stream) {
+template <typename T, typename HostOp>
+Status StagedCommunicator::AllReduce(T* data, int64_t count, Stream stream,
+                                     HostOp host_op) {
   MESHTUNE_CHECK(count >= 0);
   if (size() == 1) return Status::Ok();
   MESHTUNE_RETURN_IF_ERROR(Download(data, count, stream));
-  group_->AllReduceSum(host_in_.data(), count);
+  host_op(host_in_.data(), count);
   return Upload(host_in_.data(), data, count, stream);
+}
+
+template <typename T>
+Status StagedCommunicator::Gather(const T* in, T* out, int64_t count,
+                                  Stream stream) {
+  MESHTUNE_CHECK(count >= 0);
+  if (size() == 1) {
+    if (in == out) return Status::Ok();
+    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(T)), stream);
+  }
+  MESHTUNE_RETURN_IF_ERROR(Download(in, count, stream));
+  host_out_.resize(static_cast<size_t>(count) * size());
+  group_->AllGather(host_in_.data(), host_out_.data(), count);
+  return Upload(host_out_.data(), out, count * size(), stream);
+}
+
+template <typename T>
+Status StagedCommunicator::Scatter(const T* in, T* out, int64_t count,
+                                   Stream stream) {
+  MESHTUNE_CHECK(count >= 0);
+  if (size() == 1) {
+    if (in == out) return Status::Ok();
+    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(T)), stream);
+  }
+  MESHTUNE_RETURN_IF_ERROR(Download(in, count * size(), stream));
+  host_out_.resize(static_cast<size_t>(count));
+  group_->ReduceScatterSum(host_in_.data(), host_out_.data(), count);
+  return Upload(host_out_.data(), out, count, stream);
+}
+
+Status StagedCommunicator::AllReduceSum(float* data, int64_t count,
+                                        Stream stream) {
+  return AllReduce(data, count, stream,
+                   [this](float* x, int64_t c) { group_->AllReduceSum(x, c); });
 }
 
 Status StagedCommunicator::AllReduceSum(Bf16* data, int64_t count,
                                         Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) return Status::Ok();
-  MESHTUNE_RETURN_IF_ERROR(Download(data, count, stream));
-  group_->AllReduceSum(host_in_.data(), count);
-  return Upload(host_in_.data(), data, count, stream);
+  return AllReduce(data, count, stream,
+                   [this](float* x, int64_t c) { group_->AllReduceSum(x, c); });
 }
 
 Status StagedCommunicator::AllReduceMax(float* data, int64_t count,
                                         Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) return Status::Ok();
-  MESHTUNE_RETURN_IF_ERROR(Download(data, count, stream));
-  group_->AllReduceMax(host_in_.data(), count);
-  return Upload(host_in_.data(), data, count, stream);
+  return AllReduce(data, count, stream,
+                   [this](float* x, int64_t c) { group_->AllReduceMax(x, c); });
 }
 
 Status StagedCommunicator::AllGather(const Bf16* in, Bf16* out, int64_t count,
                                      Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) {
-    if (in == out) return Status::Ok();
-    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(Bf16)), stream);
-  }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count, stream));
-  host_out_.resize(static_cast<size_t>(count) * size());
-  group_->AllGather(host_in_.data(), host_out_.data(), count);
-  return Upload(host_out_.data(), out, count * size(), stream);
+  return Gather(in, out, count, stream);
 }
 
 Status StagedCommunicator::AllGather(const float* in, float* out, int64_t count,
                                      Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) {
-    if (in == out) return Status::Ok();
-    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(float)), stream);
-  }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count, stream));
-  host_out_.resize(static_cast<size_t>(count) * size());
-  group_->AllGather(host_in_.data(), host_out_.data(), count);
-  return Upload(host_out_.data(), out, count * size(), stream);
+  return Gather(in, out, count, stream);
 }
 
 Status StagedCommunicator::ReduceScatterSum(const Bf16* in, Bf16* out,
                                             int64_t count, Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) {
-    if (in == out) return Status::Ok();
-    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(Bf16)), stream);
-  }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count * size(), stream));
-  host_out_.resize(static_cast<size_t>(count));
-  group_->ReduceScatterSum(host_in_.data(), host_out_.data(), count);
-  return Upload(host_out_.data(), out, count, stream);
+  return Scatter(in, out, count, stream);
 }
 
 Status StagedCommunicator::ReduceScatterSum(const float* in, float* out,
                                             int64_t count, Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  if (size() == 1) {
-    if (in == out) return Status::Ok();
-    return CopyDeviceToDevice(out, in, Bytes(count, sizeof(float)), stream);
-  }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count * size(), stream));
-  host_out_.resize(static_cast<size_t>(count));
-  group_->ReduceScatterSum(host_in_.data(), host_out_.data(), count);
-  return Upload(host_out_.data(), out, count, stream);
+  return Scatter(in, out, count, stream);
 }
 
 // The host Send is buffered (it returns once the data is copied), so a

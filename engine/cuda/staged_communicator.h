@@ -72,6 +72,15 @@ class StagedCommunicator : public DeviceCommunicator {
   Status Upload(const float* host, float* data, int64_t count, Stream stream);
   Status Upload(const float* host, Bf16* data, int64_t count, Stream stream);
   Status CheckPeer(int peer, const char* op) const;
+  // The collectives' shared bodies, for float and bf16 device data:
+  // AllReduce runs `host_op(host, count)` in place; Gather and Scatter the
+  // host all-gather and reduce-scatter (size-1 groups: a device copy).
+  template <typename T, typename HostOp>
+  Status AllReduce(T* data, int64_t count, Stream stream, HostOp host_op);
+  template <typename T>
+  Status Gather(const T* in, T* out, int64_t count, Stream stream);
+  template <typename T>
+  Status Scatter(const T* in, T* out, int64_t count, Stream stream);
 
   Communicator* group_;
   // Staging buffers, reused across calls: the host collective's input and

@@ -247,20 +247,6 @@ class CudaTrainer : public Trainer {
                           *host_optimizer_, groups_);
   }
 
-  // The device buffer a transfer reads (send) or fills (recv), in the
-  // slot of its micro-batch (taken now if this is its first use).
-  Bf16* TransferBuffer(const P2pOp& op) {
-    const int c = static_cast<int>(TransferChunk(op, config_.parallel.pp));
-    const int slot = slots_->Take(op.microbatch, c);
-    if (op.direction == P2pDirection::kSend) {
-      return const_cast<Bf16*>(op.kind == P2pKind::kActivation
-                                   ? model_->Output(c, slot)
-                                   : model_->InputGrad(c, slot));
-    }
-    return op.kind == P2pKind::kActivation ? model_->Input(c, slot)
-                                           : model_->OutputGrad(c, slot);
-  }
-
   // Posts one group of the plan: sends first, together (ncclGroupStart/
   // End), all on the default stream so every buffer is used in stream
   // order. Peers are always other ranks: interleaving needs pp >= 2
@@ -272,18 +258,25 @@ class CudaTrainer : public Trainer {
     Status status = Status::Ok();
     for (const P2pOp& op : group.ops) {
       MESHTUNE_CHECK(op.peer != groups_.pp_rank());
-      Bf16* buffer = TransferBuffer(op);
-      DeviceCommunicator* comm =
-          op.kind == P2pKind::kActivation ? pp_act_.get() : pp_grad_.get();
+      const bool activation = op.kind == P2pKind::kActivation;
+      DeviceCommunicator* comm = activation ? pp_act_.get() : pp_grad_.get();
       const int peer = static_cast<int>(op.peer);
-      status = op.direction == P2pDirection::kSend
-                   ? comm->Send(buffer, count, peer, nullptr)
-                   : comm->Recv(buffer, count, peer, nullptr);
+      // The buffer is in the slot of the transfer's micro-batch (taken now
+      // if this is its first use).
+      const int c = static_cast<int>(TransferChunk(op, config_.parallel.pp));
+      const int slot = slots_->Take(op.microbatch, c);
+      if (op.direction == P2pDirection::kSend) {
+        status = comm->Send(
+            activation ? model_->Output(c, slot) : model_->InputGrad(c, slot),
+            count, peer, nullptr);
+      } else {
+        status = comm->Recv(
+            activation ? model_->Input(c, slot) : model_->OutputGrad(c, slot),
+            count, peer, nullptr);
+      }
       // The slot's last use is enqueued: a recv later in this group may
       // take it (it fills the slot's input, not the gradient being sent).
-      if (ReleasesSlot(op)) {
-        slots_->Release(op.microbatch, TransferChunk(op, config_.parallel.pp));
-      }
+      if (ReleasesSlot(op)) slots_->Release(op.microbatch, c);
       if (!status.ok()) break;
     }
     const Status end = GroupEnd();

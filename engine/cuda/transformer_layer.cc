@@ -258,9 +258,8 @@ Status CudaTransformerLayer::Forward(const Bf16* x, Bf16* y,
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(
       a->act.as<Bf16>(), W(p.fc2_w), add_row_bias ? W(p.fc2_b) : nullptr,
       mlp_partial, n, sh.ffn, h, nullptr));
-  Bf16* mlp = nullptr;
-  MESHTUNE_ASSIGN_OR_RETURN(mlp, Reduce(mlp_partial, y));
-  (void)mlp;  // == y either way
+  // Reduced into y either way (in place without SP).
+  MESHTUNE_RETURN_IF_ERROR(Reduce(mlp_partial, y).status());
   // y = x2 + dropout(fc2 + b)
   MESHTUNE_RETURN_IF_ERROR(
       HiddenDropout(y, nl, h, sh.b,

@@ -159,6 +159,7 @@ INSTANTIATE_TEST_SUITE_P(
                true, false},
         Layout{"pp2_vpp2", false, 1, 2, 2, 1, false, false, false, false,
                false},
+        Layout{"dp2", true, 1, 1, 1, 2, false, false, false, false, false},
         Layout{"dp2_dist_opt", true, 1, 1, 1, 2, false, true, false, false,
                false},
         Layout{"tp2_pp2_sp", true, 2, 2, 1, 1, true, false, true, false, false},

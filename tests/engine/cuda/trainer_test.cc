@@ -16,7 +16,6 @@
 #include <cmath>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/cuda/device.h"
@@ -260,46 +259,6 @@ TEST(CudaTrainerSupportTest, WorldMustMatchTheLayout) {
   auto t = CreateCudaTrainer(dp2, &dataset, world[0].get());
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().message(), "the job has 1 ranks but tp·pp·cp·dp = 2");
-}
-
-// Data parallelism over two ranks (one thread per rank, as mpirun would run
-// one process per rank; on one GPU they share it through staged
-// communicators, on two each has its own and NCCL): the same global batch
-// as the one-rank run, so the same losses to the bf16 tolerance.
-TEST(CudaTrainerDataParallelTest, TwoRanksMatchOneRank) {
-  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-  const TrainConfig one = SmallConfig(true, Recompute::kNone);
-  const data::SyntheticDataset dataset(one.seq(), one.model.vocab_size);
-  auto single = CreateCudaTrainer(one, &dataset);
-  ASSERT_TRUE(single.ok()) << single.status().message();
-  ASSERT_TRUE((*single)->Run({}).ok());
-  TrainConfig two = one;
-  two.parallel.dp = 2;
-  two.parallel.mbs = 2;  // still 2 micro-batches per rank
-  auto world = MakeLocalWorld(2);
-  std::vector<std::unique_ptr<Trainer>> trainers(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      auto t = CreateCudaTrainer(two, &dataset, world[r].get());
-      if (!t.ok()) {
-        errors[r] = t.status().message();
-        return;
-      }
-      trainers[r] = std::move(t).value();
-      const Status st = trainers[r]->Run({});
-      if (!st.ok()) errors[r] = st.message();
-    });
-  }
-  for (auto& t : threads) t.join();
-  ASSERT_EQ(errors[0], "");
-  ASSERT_EQ(errors[1], "");
-  const std::vector<double> want = Losses(**single), got = Losses(*trainers[0]);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 0.02 * want[i]) << "step " << i + 1;
-  }
 }
 
 TEST(CudaTrainerSupportTest, NoDeviceIsAnInputError) {
