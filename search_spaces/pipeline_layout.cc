@@ -21,8 +21,7 @@ bool PipelineLayout::AccountsEmbeddingAndLoss(int64_t num_layers, int64_t pp,
 }
 
 PipelineLayout::PipelineLayout(int64_t num_layers, int64_t pp, int64_t vpp)
-    : num_layers_(num_layers),
-      pp_(pp),
+    : pp_(pp),
       vpp_(vpp),
       accounts_(AccountsEmbeddingAndLoss(num_layers, pp, vpp)) {
   MESHTUNE_CHECK(Valid(num_layers, pp, vpp));

@@ -43,7 +43,7 @@ class PipelineLayout {
   int64_t MaxLayersOnStage() const { return units_per_chunk_ * vpp_; }
 
  private:
-  int64_t num_layers_, pp_, vpp_;
+  int64_t pp_, vpp_;
   bool accounts_;
   int64_t units_per_chunk_;
 };
