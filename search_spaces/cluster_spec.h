@@ -1,9 +1,9 @@
 // ClusterSpec and GpuSpec: the hardware a configuration runs on.
 //
 // Peaks are dense (no sparsity) datasheet numbers; "measured ceilings" are the
-// commonly achieved large-size values (../shared/data/hardware.md). Units:
-// TFLOP/s, GB (1e9 bytes) for HBM capacity as vendors state it, GB/s (1e9
-// bytes/s) for bandwidths, microseconds for latencies.
+// commonly achieved large-size values (sources in each clusters/*.yaml).
+// Units: TFLOP/s, GB (1e9 bytes) for HBM capacity as vendors state it, GB/s
+// (1e9 bytes/s) for bandwidths, microseconds for latencies.
 #ifndef MESHTUNE_SEARCH_SPACES_CLUSTER_SPEC_H_
 #define MESHTUNE_SEARCH_SPACES_CLUSTER_SPEC_H_
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/spec_validation.h"
 #include "search_spaces/yaml_util.h"
@@ -45,13 +46,14 @@ const std::vector<std::string>& GpuKeys() {
       "gemm_max_efficiency_bf16",
       "gemm_max_efficiency_fp8",
       "hbm_efficiency",
+      "gemm_tile_half_dim",
   };
   return kKeys;
 }
 
 // Default allocator/context reserve when a user file leaves it out: CUDA
 // context (~0.5 GiB), NCCL and cuBLAS workspaces, and PyTorch-style caching
-// allocator fragmentation; cost_model.md §2.3 puts the total at 2-5 GB.
+// allocator fragmentation; commonly 2-5 GB in total.
 constexpr double kDefaultMemoryReserveGib = 3.0;
 
 StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
@@ -91,6 +93,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("gemm_max_efficiency_fp8", false, &g.gemm_max_efficiency_fp8));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("hbm_efficiency", false, &g.hbm_efficiency));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("gemm_tile_half_dim", false, &g.gemm_tile_half_dim));
   return g;
 }
 
@@ -111,9 +115,12 @@ StatusOr<ClusterSpec> ParseClusterMap(const YAML::Node& node,
   c.gpu = *gpu;
 
   int64_t gpus_per_node = 0;
-  MESHTUNE_RETURN_IF_ERROR(r.Int("gpus_per_node", true, 1, &gpus_per_node));
+  // Bounded before the narrowing to int below (search_spaces/limits.h).
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("gpus_per_node", true, 1, limits::kGpusPerNode, &gpus_per_node));
   int64_t domain = gpus_per_node;  // one node unless the fabric spans more
-  MESHTUNE_RETURN_IF_ERROR(r.Int("nvlink_domain_gpus", false, 1, &domain));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("nvlink_domain_gpus", false, 1, limits::kNumGpus, &domain));
   c.gpus_per_node = static_cast<int>(gpus_per_node);
   c.nvlink_domain_gpus = static_cast<int>(domain);
   MESHTUNE_RETURN_IF_ERROR(r.Double("nvlink_gbps", true, &c.nvlink_gbps));
@@ -167,7 +174,8 @@ StatusOr<ClusterSpec> ParsePresetRef(const YAML::Node& node,
   if (!c.ok()) return c.status();
   ClusterSpec out = *c;
   int64_t gpus_per_node = out.gpus_per_node;
-  MESHTUNE_RETURN_IF_ERROR(r.Int("gpus_per_node", false, 1, &gpus_per_node));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("gpus_per_node", false, 1, limits::kGpusPerNode, &gpus_per_node));
   // A node-sized NVLink domain follows the node size; a multi-node domain
   // (GB200 NVL72) is a property of the fabric and stays.
   if (out.nvlink_domain_gpus <= out.gpus_per_node) {

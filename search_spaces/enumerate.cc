@@ -33,6 +33,8 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -467,13 +469,17 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
     const std::vector<int64_t> experts =
         model.is_moe() ? Divisors(model.num_experts) : std::vector<int64_t>{1};
     std::vector<int64_t> mbs_all;
-    for (int64_t mbs = 1; mbs <= std::max<int64_t>(space.max_mbs, 1);
+    // Powers of two; the second bound stops the doubling before it could
+    // overflow for a max_mbs near INT64_MAX (limits.h keeps it far below).
+    for (int64_t mbs = 1; mbs <= std::max<int64_t>(space.max_mbs, 1) &&
+                          mbs <= std::numeric_limits<int64_t>::max() / 2;
          mbs *= 2) {
       mbs_all.push_back(mbs);
     }
-    // Recompute domains depend only on layers per virtual stage.
-    std::vector<RecomputeDomain> recompute_by_chunk(layers + 3);
-    std::vector<bool> recompute_ready(layers + 3, false);
+    // Recompute domains depend only on layers per virtual stage. Keyed by
+    // that count, so memory follows the few counts met, not num_layers (a
+    // vector indexed by it took gigabytes for a 10^8-layer model file).
+    std::map<int64_t, RecomputeDomain> recompute_by_chunk;
 
     const bool tp_pinned = !space.tp.empty();
     const std::vector<int64_t> tps =
@@ -551,13 +557,15 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
                 }
                 const int64_t chunk_layers =
                     PipelineLayout(layers, pp, vpp).units_per_chunk();
-                if (!recompute_ready[chunk_layers]) {
-                  recompute_by_chunk[chunk_layers] =
-                      MakeRecomputeDomain(space.recompute, chunk_layers);
-                  recompute_ready[chunk_layers] = true;
+                auto domain = recompute_by_chunk.find(chunk_layers);
+                if (domain == recompute_by_chunk.end()) {
+                  domain = recompute_by_chunk
+                               .emplace(chunk_layers,
+                                        MakeRecomputeDomain(space.recompute,
+                                                            chunk_layers))
+                               .first;
                 }
-                const RecomputeDomain& recomputes =
-                    recompute_by_chunk[chunk_layers];
+                const RecomputeDomain& recomputes = domain->second;
                 ParallelConfig c;
                 c.tp = tp;
                 c.pp = pp;

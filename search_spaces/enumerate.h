@@ -1,6 +1,6 @@
 // Enumeration of every structurally valid ParallelConfig under Megatron-Core's
-// rules (DESIGN.md §2) and the user's pins. Memory feasibility is not decided
-// here: the cost model does that.
+// rules (docs/design.md §2) and the user's pins. Memory feasibility is not
+// decided here: the cost model does that.
 //
 // Candidates that break a rule are not errors: they are counted per reason
 // code (stable snake_case strings used in reports and JSON "pruned"). Rules

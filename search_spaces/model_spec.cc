@@ -1,9 +1,11 @@
 #include "search_spaces/model_spec.h"
 
 #include <sstream>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/spec_validation.h"
 
 namespace meshtune::search_spaces {
@@ -56,6 +58,29 @@ Status ValidateModel(const ModelSpec& m, const KeyLocator& where) {
                                   std::to_string(value) + "'"),
           "set " + std::string(key) + " to a value greater than 0");
     }
+  }
+  // Specs built in code (Megatron arguments, stored searches) meet the same
+  // bounds as the YAML parser's (search_spaces/limits.h).
+  const std::vector<std::tuple<const char*, int64_t, const SizeLimit*>>
+      bounded = {
+          {"num_layers", m.num_layers, &limits::kNumLayers},
+          {"hidden_size", m.hidden_size, &limits::kHiddenSize},
+          {"num_attention_heads", m.num_attention_heads,
+           &limits::kAttentionHeads},
+          {"num_query_groups", m.num_query_groups, &limits::kAttentionHeads},
+          {"kv_channels", m.kv_channels, &limits::kKvChannels},
+          {"ffn_hidden_size", m.ffn_hidden_size, &limits::kFfnHiddenSize},
+          {"vocab_size", m.vocab_size, &limits::kVocabSize},
+          {"seq_length", m.seq_length, &limits::kSeqLength},
+          {"num_experts", m.num_experts, &limits::kNumExperts},
+          {"moe_router_topk", m.moe_router_topk, &limits::kNumExperts},
+          {"moe_ffn_hidden_size", m.moe_ffn_hidden_size,
+           &limits::kFfnHiddenSize},
+          {"moe_layer_freq", m.moe_layer_freq, &limits::kNumLayers},
+          {"global_batch_size", m.global_batch_size, &limits::kGlobalBatchSize},
+      };
+  for (const auto& [key, value, limit] : bounded) {
+    MESHTUNE_RETURN_IF_ERROR(CheckLimit(value, *limit, key, where(key)));
   }
   if (m.global_batch_size < 0) {
     return Status::InvalidArgument(

@@ -1,5 +1,5 @@
 // ModelSpec: the architecture of a decoder-only transformer, in Megatron-LM's
-// vocabulary (argument names with underscores, DESIGN.md §2).
+// vocabulary (argument names with underscores, docs/design.md §2).
 //
 // Covers GPT (LayerNorm, GELU, learned positions, tied embeddings) and
 // LLaMA-style models (RMSNorm, SwiGLU, RoPE, GQA, untied embeddings), dense and

@@ -1,8 +1,10 @@
-// ParseModelYaml: Megatron-named model keys (DESIGN.md §2) -> ModelSpec.
+// ParseModelYaml: Megatron-named model keys -> ModelSpec (docs/design.md
+// §2).
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/spec_validation.h"
 #include "search_spaces/yaml_util.h"
@@ -57,15 +59,19 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   MESHTUNE_RETURN_IF_ERROR(r.String("display_name", false, &m.display_name));
   MESHTUNE_RETURN_IF_ERROR(r.StringList("aliases", &m.aliases));
 
-  MESHTUNE_RETURN_IF_ERROR(r.Int("num_layers", true, 1, &m.num_layers));
-  MESHTUNE_RETURN_IF_ERROR(r.Int("hidden_size", true, 1, &m.hidden_size));
   MESHTUNE_RETURN_IF_ERROR(
-      r.Int("num_attention_heads", true, 1, &m.num_attention_heads));
+      r.Int("num_layers", true, 1, limits::kNumLayers, &m.num_layers));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("hidden_size", true, 1, limits::kHiddenSize, &m.hidden_size));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("num_attention_heads", true, 1,
+                                 limits::kAttentionHeads,
+                                 &m.num_attention_heads));
   m.num_query_groups = m.num_attention_heads;  // MHA unless GQA is given
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Int("num_query_groups", false, 1, &m.num_query_groups));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("num_query_groups", false, 1,
+                                 limits::kAttentionHeads, &m.num_query_groups));
   // kv_channels: 0 or absent means hidden_size / heads (model_spec.h).
-  MESHTUNE_RETURN_IF_ERROR(r.Int("kv_channels", false, 0, &m.kv_channels));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("kv_channels", false, 0, limits::kKvChannels, &m.kv_channels));
   if (m.kv_channels == 0) {
     if (m.hidden_size % m.num_attention_heads != 0) {
       // Megatron asserts this only when --kv-channels is not given.
@@ -78,10 +84,12 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
     }
     m.kv_channels = m.hidden_size / m.num_attention_heads;
   }
+  MESHTUNE_RETURN_IF_ERROR(r.Int("ffn_hidden_size", true, 1,
+                                 limits::kFfnHiddenSize, &m.ffn_hidden_size));
   MESHTUNE_RETURN_IF_ERROR(
-      r.Int("ffn_hidden_size", true, 1, &m.ffn_hidden_size));
-  MESHTUNE_RETURN_IF_ERROR(r.Int("vocab_size", true, 1, &m.vocab_size));
-  MESHTUNE_RETURN_IF_ERROR(r.Int("seq_length", true, 1, &m.seq_length));
+      r.Int("vocab_size", true, 1, limits::kVocabSize, &m.vocab_size));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("seq_length", true, 1, limits::kSeqLength, &m.seq_length));
 
   // Optional keys default to Megatron's argument defaults (GPT style).
   std::string s;
@@ -106,13 +114,15 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   MESHTUNE_RETURN_IF_ERROR(r.Bool("untie_embeddings_and_output_weights", false,
                                   &m.untie_embeddings_and_output_weights));
 
-  MESHTUNE_RETURN_IF_ERROR(r.Int("num_experts", false, 0, &m.num_experts));
   MESHTUNE_RETURN_IF_ERROR(
-      r.Int("moe_router_topk", false, 1, &m.moe_router_topk));
+      r.Int("num_experts", false, 0, limits::kNumExperts, &m.num_experts));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("moe_router_topk", false, 1,
+                                 limits::kNumExperts, &m.moe_router_topk));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("moe_ffn_hidden_size", false, 1,
+                                 limits::kFfnHiddenSize,
+                                 &m.moe_ffn_hidden_size));
   MESHTUNE_RETURN_IF_ERROR(
-      r.Int("moe_ffn_hidden_size", false, 1, &m.moe_ffn_hidden_size));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Int("moe_layer_freq", false, 1, &m.moe_layer_freq));
+      r.Int("moe_layer_freq", false, 1, limits::kNumLayers, &m.moe_layer_freq));
   if (m.num_experts == 0) {
     for (const char* key :
          {"moe_router_topk", "moe_ffn_hidden_size", "moe_layer_freq"}) {
@@ -126,8 +136,9 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   }
 
   // 0 = the recipe gives no batch (files written for such models say so).
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Int("global_batch_size", false, 0, &m.global_batch_size));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("global_batch_size", false, 0,
+                                 limits::kGlobalBatchSize,
+                                 &m.global_batch_size));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("published_params_b", false, &m.published_params_b));
 

@@ -89,7 +89,8 @@ double SizeKeyB(const ModelSpec& m) {
 template <typename Spec>
 std::vector<std::string> Suggest(const std::string& query,
                                  const std::vector<Spec>& specs) {
-  const std::string q = Lower(query);
+  // The first 64 bytes: edit distance is quadratic in the query's length.
+  const std::string q = Lower(query.substr(0, 64));
   std::vector<std::tuple<int, int, size_t>> ranked;  // (!substr, dist, index)
   for (size_t i = 0; i < specs.size(); ++i) {
     std::vector<std::string> names = specs[i].aliases;
@@ -137,7 +138,7 @@ StatusOr<Spec> Resolve(const std::string& arg, const std::vector<Spec>& specs,
     }
   }
   return Status::NotFound(
-      "unknown " + kind + " preset '" + arg + "'",
+      "unknown " + kind + " preset '" + yaml_util::Printable(arg) + "'",
       "did you mean: " + yaml_util::Join(Suggest(arg, specs)) + "? run '" +
           list_cmd + "' for the list");
 }
@@ -206,7 +207,8 @@ StatusOr<SearchSpace> ResolveSearchSpace(const std::string& name_or_path) {
     names.push_back(f.path.substr(7, f.path.size() - 7 - 5));
   }
   return Status::NotFound(
-      "unknown search space preset '" + name_or_path + "'",
+      "unknown search space preset '" + yaml_util::Printable(name_or_path) +
+          "'",
       "available: " + yaml_util::Join(names) + "; or give a .yaml path");
 }
 

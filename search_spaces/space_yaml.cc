@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
 
@@ -43,7 +44,8 @@ Status ParseRecompute(const MapReader& r, std::vector<Recompute>* out) {
       "recompute_granularity", {"none", "selective", "full"}, &granularity));
   MESHTUNE_RETURN_IF_ERROR(
       r.EnumList("recompute_method", {"uniform", "block"}, &methods));
-  MESHTUNE_RETURN_IF_ERROR(r.IntList("recompute_num_layers", 1, &num_layers));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.IntList("recompute_num_layers", 1, limits::kLayerCount, &num_layers));
   const bool has_full = std::find(granularity.begin(), granularity.end(),
                                   "full") != granularity.end();
   if (!has_full) {
@@ -101,25 +103,28 @@ StatusOr<SearchSpace> ParseSearchSpaceYaml(const std::string& text,
   const MapReader r(*root, source, "search space");
   MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
   MESHTUNE_RETURN_IF_ERROR(r.CheckKeys(SpaceKeys()));
+  MESHTUNE_RETURN_IF_ERROR(r.IntList("tensor_model_parallel_size", 1,
+                                     limits::kParallelSize, &space.tp));
+  MESHTUNE_RETURN_IF_ERROR(r.IntList("pipeline_model_parallel_size", 1,
+                                     limits::kParallelSize, &space.pp));
+  MESHTUNE_RETURN_IF_ERROR(r.IntList("virtual_pipeline_model_parallel_size", 1,
+                                     limits::kLayerCount, &space.vpp));
   MESHTUNE_RETURN_IF_ERROR(
-      r.IntList("tensor_model_parallel_size", 1, &space.tp));
+      r.IntList("context_parallel_size", 1, limits::kParallelSize, &space.cp));
+  MESHTUNE_RETURN_IF_ERROR(r.IntList("expert_model_parallel_size", 1,
+                                     limits::kParallelSize, &space.ep));
   MESHTUNE_RETURN_IF_ERROR(
-      r.IntList("pipeline_model_parallel_size", 1, &space.pp));
+      r.IntList("data_parallel_size", 1, limits::kParallelSize, &space.dp));
   MESHTUNE_RETURN_IF_ERROR(
-      r.IntList("virtual_pipeline_model_parallel_size", 1, &space.vpp));
-  MESHTUNE_RETURN_IF_ERROR(r.IntList("context_parallel_size", 1, &space.cp));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.IntList("expert_model_parallel_size", 1, &space.ep));
-  MESHTUNE_RETURN_IF_ERROR(r.IntList("data_parallel_size", 1, &space.dp));
-  MESHTUNE_RETURN_IF_ERROR(r.IntList("micro_batch_size", 1, &space.mbs));
+      r.IntList("micro_batch_size", 1, limits::kMicroBatchSize, &space.mbs));
   MESHTUNE_RETURN_IF_ERROR(r.BoolList("sequence_parallel", &space.sp));
   MESHTUNE_RETURN_IF_ERROR(
       r.BoolList("use_distributed_optimizer", &space.dist_opt));
   MESHTUNE_RETURN_IF_ERROR(ParseRecompute(r, &space.recompute));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Int("max_tensor_model_parallel_size", false, 1, &space.max_tp));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Int("max_micro_batch_size", false, 1, &space.max_mbs));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("max_tensor_model_parallel_size", false, 1,
+                                 limits::kParallelSize, &space.max_tp));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("max_micro_batch_size", false, 1,
+                                 limits::kMicroBatchSize, &space.max_mbs));
   return space;
 }
 

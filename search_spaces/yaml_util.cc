@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
+
+#include "search_spaces/file_io.h"
 
 namespace meshtune::search_spaces::yaml_util {
 namespace {
@@ -23,7 +23,7 @@ std::string Describe(const YAML::Node& value) {
   if (!value || value.IsNull()) return "nothing";
   if (value.IsSequence()) return "a list";
   if (value.IsMap()) return "a mapping";
-  return "'" + value.Scalar() + "'";
+  return "'" + Printable(value.Scalar()) + "'";
 }
 
 }  // namespace
@@ -54,14 +54,45 @@ int EditDistance(const std::string& a, const std::string& b) {
 std::vector<std::string> Closest(const std::string& target,
                                  const std::vector<std::string>& candidates,
                                  size_t k) {
+  // Edit distance is quadratic: a megabyte-long key from a hostile file
+  // must not cost seconds, and its first 64 bytes decide the hint anyway.
+  const std::string head = Lower(target.substr(0, 64));
   std::vector<std::pair<int, size_t>> scored;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    scored.emplace_back(EditDistance(Lower(target), Lower(candidates[i])), i);
+    scored.emplace_back(EditDistance(head, Lower(candidates[i])), i);
   }
   std::stable_sort(scored.begin(), scored.end());
   std::vector<std::string> out;
   for (size_t i = 0; i < scored.size() && out.size() < k; ++i) {
     out.push_back(candidates[scored[i].second]);
+  }
+  return out;
+}
+
+std::string Printable(const std::string& text, size_t max_chars) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t shown = 0;
+  for (const char c : text) {
+    if (max_chars > 0 && shown == max_chars) {
+      out += "...";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+    ++shown;
   }
   return out;
 }
@@ -84,7 +115,10 @@ std::string Where(const std::string& source, const YAML::Node& node) {
 StatusOr<YAML::Node> Load(const std::string& text, const std::string& source) {
   try {
     return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) {
+    // ParserException and its DeepRecursion (yaml-cpp's nesting guard) are
+    // the ones thrown for bad text; any other yaml-cpp exception is caught
+    // too, so that no input escapes as an exception.
     // yaml-cpp reports errors found at end of input (an unclosed bracket or
     // quote) on the line after the last one; point at the last line instead.
     const int64_t lines = std::count(text.begin(), text.end(), '\n') +
@@ -92,7 +126,8 @@ StatusOr<YAML::Node> Load(const std::string& text, const std::string& source) {
     const int64_t line =
         std::max<int64_t>(1, std::min<int64_t>(e.mark.line + 1, lines));
     return Status::InvalidArgument(
-        source + ":" + std::to_string(line) + ": malformed YAML: " + e.msg,
+        source + ":" + std::to_string(line) +
+            ": malformed YAML: " + Printable(e.msg, 0),
         "fix the YAML syntax on that line (indentation, ':' after keys, "
         "matching brackets and quotes)");
   }
@@ -100,36 +135,23 @@ StatusOr<YAML::Node> Load(const std::string& text, const std::string& source) {
 
 StatusOr<std::string> ReadFile(const std::string& path,
                                const std::string& what) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    return Status::NotFound(what + " '" + path + "' not found",
+  StatusOr<std::string> text = ReadRegularFile(path, what);
+  if (!text.ok() && text.status().code() == Status::Code::kNotFound) {
+    // Model and cluster arguments may be preset names as well as paths.
+    return Status::NotFound(text.status().message(),
                             "check the path, or give a preset name instead");
   }
-  if (std::filesystem::is_directory(path, ec)) {
-    return Status::IoError(
-        "cannot read " + what + " '" + path + "': it is a directory",
-        "give the path of a .yaml file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::IoError(
-        "cannot read " + what + " '" + path + "': " + std::strerror(errno),
-        "check the file's permissions");
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    return Status::IoError("cannot read " + what + " '" + path + "'",
-                           "check the file and the disk");
-  }
-  return ss.str();
+  return text;
 }
 
 bool LooksLikePath(const std::string& arg) {
   const std::string lower = Lower(arg);
   if (EndsWith(lower, ".yaml") || EndsWith(lower, ".yml")) return true;
+  // Anything that exists is a path: a FIFO or a directory named like a
+  // preset must be refused by ReadFile ("not a regular file"), not looked up
+  // in the preset list (and a FIFO must never be opened for reading).
   std::error_code ec;
-  return std::filesystem::is_regular_file(arg, ec);
+  return std::filesystem::exists(std::filesystem::status(arg, ec));
 }
 
 MapReader::MapReader(YAML::Node map, std::string source, std::string what)
@@ -152,13 +174,13 @@ Status MapReader::CheckKeys(const std::vector<std::string>& known) const {
     const std::string where = Where(source_, kv.first);
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       return Status::InvalidArgument(
-          where + ": unknown key '" + key + "' in " + what_,
+          where + ": unknown key '" + Printable(key) + "' in " + what_,
           "did you mean '" + Closest(key, known, 1).front() + "'?");
     }
     if (!seen.insert(key).second) {
       return Status::InvalidArgument(
-          where + ": duplicate key '" + key + "' in " + what_,
-          "keep only one '" + key + ":' line");
+          where + ": duplicate key '" + Printable(key) + "' in " + what_,
+          "keep only one '" + Printable(key) + ":' line");
     }
   }
   return Status::Ok();
@@ -193,8 +215,8 @@ Status MapReader::TypeError(const YAML::Node& value, const std::string& key,
 }
 
 StatusOr<int64_t> MapReader::ParseInt(const YAML::Node& value,
-                                      const std::string& key,
-                                      int64_t min_value) const {
+                                      const std::string& key, int64_t min_value,
+                                      const SizeLimit* limit) const {
   const std::string expected =
       min_value >= 1 ? "a positive integer" : "a non-negative integer";
   const std::string hint =
@@ -206,10 +228,16 @@ StatusOr<int64_t> MapReader::ParseInt(const YAML::Node& value,
   errno = 0;
   char* end = nullptr;
   const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE ||
-      v < min_value) {
+  if (s.empty() || end != s.c_str() + s.size() ||
+      (errno == ERANGE && v != LLONG_MAX) || v < min_value) {
     return TypeError(value, key, expected, hint);
   }
+  // A whole number too large for int64_t (strtoll saturates at LLONG_MAX)
+  // is above every limit; without a limit it is not an integer we can hold.
+  if (limit != nullptr && (errno == ERANGE || v > limit->max)) {
+    return AboveLimit(Printable(s), *limit, key, WhereKey(key));
+  }
+  if (errno == ERANGE) return TypeError(value, key, expected, hint);
   return static_cast<int64_t>(v);
 }
 
@@ -225,11 +253,22 @@ StatusOr<bool> MapReader::ParseBool(const YAML::Node& value,
 
 Status MapReader::Int(const std::string& key, bool required, int64_t min_value,
                       int64_t* out) const {
+  return IntImpl(key, required, min_value, nullptr, out);
+}
+
+Status MapReader::Int(const std::string& key, bool required, int64_t min_value,
+                      const SizeLimit& limit, int64_t* out) const {
+  return IntImpl(key, required, min_value, &limit, out);
+}
+
+Status MapReader::IntImpl(const std::string& key, bool required,
+                          int64_t min_value, const SizeLimit* limit,
+                          int64_t* out) const {
   const YAML::Node value = map_[key];
   if (!value) {
     return required ? Missing(key, "<integer>") : Status::Ok();
   }
-  StatusOr<int64_t> v = ParseInt(value, key, min_value);
+  StatusOr<int64_t> v = ParseInt(value, key, min_value, limit);
   if (!v.ok()) return v.status();
   *out = *v;
   return Status::Ok();
@@ -300,6 +339,18 @@ Status MapReader::StringList(const std::string& key,
 
 Status MapReader::IntList(const std::string& key, int64_t min_value,
                           std::vector<int64_t>* out) const {
+  return IntListImpl(key, min_value, nullptr, out);
+}
+
+Status MapReader::IntList(const std::string& key, int64_t min_value,
+                          const SizeLimit& limit,
+                          std::vector<int64_t>* out) const {
+  return IntListImpl(key, min_value, &limit, out);
+}
+
+Status MapReader::IntListImpl(const std::string& key, int64_t min_value,
+                              const SizeLimit* limit,
+                              std::vector<int64_t>* out) const {
   const YAML::Node value = map_[key];
   if (!value) return Status::Ok();
   std::vector<int64_t> items;
@@ -309,12 +360,12 @@ Status MapReader::IntList(const std::string& key, int64_t min_value,
                        "leave the key out to allow every value");
     }
     for (const auto& item : value) {
-      StatusOr<int64_t> v = ParseInt(item, key, min_value);
+      StatusOr<int64_t> v = ParseInt(item, key, min_value, limit);
       if (!v.ok()) return v.status();
       items.push_back(*v);
     }
   } else {
-    StatusOr<int64_t> v = ParseInt(value, key, min_value);
+    StatusOr<int64_t> v = ParseInt(value, key, min_value, limit);
     if (!v.ok()) return v.status();
     items.push_back(*v);
   }

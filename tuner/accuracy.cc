@@ -1,6 +1,8 @@
 #include "tuner/accuracy.h"
 
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -8,7 +10,9 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
+#include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
+#include "search_spaces/yaml_util.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -17,6 +21,9 @@ using search_spaces::ClusterSpec;
 using search_spaces::ModelSpec;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
+using search_spaces::SizeLimit;
+using search_spaces::yaml_util::Printable;
+namespace limits = search_spaces::limits;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -34,6 +41,27 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
+// The bound of each integer column (search_spaces/limits.h): the cells are
+// multiplied (tp·pp·cp·dp, 4·hidden) and divided by, so an unbounded
+// 2^32 in two cells would wrap their product to 0.
+const SizeLimit& ColumnLimit(const std::string& column) {
+  static const auto* const kLimits = new std::map<std::string, SizeLimit>{
+      {"layers", limits::kNumLayers},
+      {"hidden", limits::kHiddenSize},
+      {"heads", limits::kAttentionHeads},
+      {"kv_heads", limits::kAttentionHeads},
+      {"ffn_hidden", limits::kFfnHiddenSize},
+      {"vocab", limits::kVocabSize},
+      {"seq_len", limits::kSeqLength},
+      {"num_gpus", limits::kNumGpus},
+      {"gbs", limits::kGlobalBatchSize},
+      {"vp", limits::kLayerCount},
+      {"mbs", limits::kMicroBatchSize},
+  };
+  const auto it = kLimits->find(column);
+  return it == kLimits->end() ? limits::kParallelSize : it->second;
+}
+
 // Reads the cells of one record with `file:line:` errors.
 class RowReader {
  public:
@@ -47,18 +75,30 @@ class RowReader {
   StatusOr<std::optional<int64_t>> Int(const std::string& column) const {
     const std::string text = Text(column);
     if (text.empty()) return std::optional<int64_t>();
+    errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (*end != '\0' || v < 1) {
+    // The end check also rejects a NUL byte inside the cell.
+    if (end != text.c_str() + text.size() || v < 1 ||
+        (errno == ERANGE && v != LLONG_MAX)) {
       return Bad(column, text, "a positive integer");
     }
+    if (errno == ERANGE) {  // a whole number above INT64_MAX
+      return search_spaces::AboveLimit(Printable(text), ColumnLimit(column),
+                                       "column '" + column + "'",
+                                       table_.Where(record_));
+    }
+    MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
+        v, ColumnLimit(column), "column '" + column + "'",
+        table_.Where(record_)));
     return std::optional<int64_t>(v);
   }
   StatusOr<double> PositiveNumber(const std::string& column) const {
     const std::string text = Text(column);
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !(v > 0) || !std::isfinite(v)) {
+    if (text.empty() || end != text.c_str() + text.size() || !(v > 0) ||
+        !std::isfinite(v)) {
       return Bad(column, text, "a positive number");
     }
     return v;
@@ -66,8 +106,8 @@ class RowReader {
   Status Bad(const std::string& column, const std::string& text,
              const std::string& what) const {
     return Status::InvalidArgument(table_.Where(record_) + ": column '" +
-                                       column + "' is '" + text + "', not " +
-                                       what,
+                                       column + "' is '" + Printable(text) +
+                                       "', not " + what,
                                    "fix the cell in the CSV");
   }
 

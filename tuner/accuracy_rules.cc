@@ -196,10 +196,10 @@ std::optional<double> PublishedStepTime(
     return flops / (v * 1e12 * n);
   }
   if (m == "model_tflops_per_gpu") {
-    // Model FLOPs: Megatron's num_floating_point_operations (DESIGN §5),
-    // except NeMo sources: NeMo 24.07's performance table counts causal core
-    // attention in full (no ½ for the mask). With that count the TFLOP/s
-    // row and the tokens/s row of the same run give the same step time
+    // Model FLOPs: Megatron's num_floating_point_operations (docs/design.md
+    // §5), except NeMo sources: NeMo 24.07's performance table counts causal
+    // core attention in full (no ½ for the mask). With that count the
+    // TFLOP/s row and the tokens/s row of the same run give the same step time
     // within 0.1 % on all 12 NeMo 24.07 pairs of published_calibration.csv;
     // with Megatron's count they differ by 1-11 % (LLaMA-3 8B, seq 8192).
     // The masked half is 3 (fwd + bwd) × the causal forward core attention.

@@ -1,11 +1,14 @@
 #include "tuner/csv_reader.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
+
+#include "search_spaces/file_io.h"
+#include "search_spaces/yaml_util.h"
 
 namespace meshtune::tuner {
 namespace {
+
+using search_spaces::yaml_util::Printable;
 
 constexpr const char* kCsvHint =
     "the file must be RFC 4180 CSV: a header row, one record per line, "
@@ -64,7 +67,7 @@ StatusOr<std::vector<RawRecord>> SplitRecords(const std::string& text,
             !(text[i] == '\r' && i + 1 == text.size())) {
           return Status::InvalidArgument(
               source + ":" + std::to_string(line) + ": unexpected '" +
-                  std::string(1, text[i]) +
+                  Printable(std::string(1, text[i])) +
                   "' after a closing quote in field " +
                   std::to_string(record.fields.size() + 1),
               "write a quote inside a quoted field as two quotes (\"\")");
@@ -156,7 +159,7 @@ StatusOr<CsvTable> ParseCsv(const std::string& text,
       if (header[d] == header[c]) {
         return Status::InvalidArgument(
             source + ":" + std::to_string(raw.front().line) +
-                ": header names column '" + header[c] + "' twice",
+                ": header names column '" + Printable(header[c]) + "' twice",
             "rename or remove one of the two columns");
       }
     }
@@ -178,18 +181,16 @@ StatusOr<CsvTable> ParseCsv(const std::string& text,
 }
 
 StatusOr<CsvTable> ReadCsvFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound("cannot open CSV file '" + path + "'",
-                            "check the path given to --csv");
+  // Only a regular file is opened: a FIFO would block the read for ever and
+  // a directory would read as an empty file (search_spaces/file_io.h).
+  auto text = search_spaces::ReadRegularFile(path, "CSV file");
+  if (!text.ok()) {
+    const Status& s = text.status();
+    return s.code() == Status::Code::kNotFound
+               ? Status::NotFound(s.message(), "check the path given to --csv")
+               : s;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return Status::IoError("cannot read CSV file '" + path + "'",
-                           "check the file's permissions");
-  }
-  return ParseCsv(text.str(), path);
+  return ParseCsv(text.value(), path);
 }
 
 }  // namespace meshtune::tuner

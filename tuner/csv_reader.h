@@ -5,7 +5,9 @@
 // byte-order mark and blank lines are ignored. Every record must have as many
 // fields as the header (ragged rows are an error, not silently padded).
 // Errors are InvalidArgument (NotFound for a missing file) with a
-// `file:line: message` naming the record's first line and a hint.
+// `file:line: message` naming the record's first line and a hint; text from
+// the file is quoted escaped (yaml_util::Printable), so every message is one
+// line.
 #ifndef MESHTUNE_TUNER_CSV_READER_H_
 #define MESHTUNE_TUNER_CSV_READER_H_
 
@@ -49,7 +51,9 @@ class CsvTable {
 
 // Parses CSV `text`; `source` names the file in messages.
 StatusOr<CsvTable> ParseCsv(const std::string& text, const std::string& source);
-// Reads and parses the file at `path`.
+// Reads and parses the regular file at `path`. Missing: NotFound "CSV file
+// '<path>' not found"; a directory, FIFO, socket or device: InvalidArgument
+// (never opened, so a FIFO cannot block); a failing read: IoError.
 StatusOr<CsvTable> ReadCsvFile(const std::string& path);
 
 }  // namespace meshtune::tuner

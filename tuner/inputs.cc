@@ -9,16 +9,21 @@
 #include <utility>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
+#include "search_spaces/yaml_util.h"
 #include "tuner/calibration_source.h"
 
 namespace meshtune::tuner {
 namespace {
 
+namespace limits = search_spaces::limits;
 using search_spaces::Precision;
 using search_spaces::Recompute;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
+using search_spaces::SizeLimit;
+using search_spaces::yaml_util::Printable;
 
 std::string Trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -39,22 +44,35 @@ std::vector<std::string> SplitComma(const std::string& s) {
   return out;
 }
 
-// Strict integer parse: the whole text must be an integer.
-bool ParseInt64(const std::string& text, int64_t* value) {
+// Strict integer parse: the whole text must be an integer. `*too_large` (when
+// given) is set for a whole number above INT64_MAX, which is not an integer
+// we can hold but is still a number: callers report it against their limit.
+bool ParseInt64(const std::string& text, int64_t* value,
+                bool* too_large = nullptr) {
+  if (too_large != nullptr) *too_large = false;
   if (text.empty()) return false;
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  if (end != text.c_str() + text.size()) return false;
+  if (errno == ERANGE && v > 0 && too_large != nullptr) *too_large = true;
+  if (errno != 0) return false;
   *value = v;
   return true;
+}
+
+// The bound of each integer pin (search_spaces/limits.h).
+const SizeLimit& PinLimit(const std::string& flag) {
+  if (flag == "--vpp") return limits::kLayerCount;
+  if (flag == "--mbs") return limits::kMicroBatchSize;
+  return limits::kParallelSize;  // --tp --pp --cp --ep --dp
 }
 
 // Integer pins: "--tp 8" or, for search, "--tp 4,8".
 Status ParsePin(const std::string& text, const std::string& flag,
                 std::vector<int64_t>* out) {
   if (text.empty()) return Status::Ok();
-  auto list = ParseIntList(text, flag);
+  auto list = ParseIntList(text, flag, PinLimit(flag));
   if (!list.ok()) return list.status();
   *out = list.value();
   return Status::Ok();
@@ -68,7 +86,7 @@ Status ParseSinglePin(const std::string& text, const std::string& flag,
         flag + " takes one value in 'tune estimate', got '" + text + "'",
         "use 'tune search " + flag + " " + text + "' to compare several");
   }
-  auto v = ParsePositiveInt(text, flag);
+  auto v = ParseSize(text, flag, PinLimit(flag));
   if (!v.ok()) return v.status();
   *out = v.value();
   return Status::Ok();
@@ -156,7 +174,7 @@ StatusOr<int64_t> ParsePositiveInt(const std::string& text,
   int64_t v = 0;
   if (!ParseInt64(Trim(text), &v)) {
     return Status::InvalidArgument(
-        flag + " must be a positive integer, got '" + text + "'",
+        flag + " must be a positive integer, got '" + Printable(text) + "'",
         "write a whole number, e.g. " + flag + " 8");
   }
   if (v <= 0) {
@@ -167,26 +185,65 @@ StatusOr<int64_t> ParsePositiveInt(const std::string& text,
   return v;
 }
 
-StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
-                                            const std::string& flag) {
+StatusOr<int64_t> ParseSize(const std::string& text, const std::string& flag,
+                            const SizeLimit& limit) {
+  int64_t v = 0;
+  bool too_large = false;
+  if (!ParseInt64(Trim(text), &v, &too_large) && too_large) {
+    return search_spaces::AboveLimit(Printable(Trim(text)), limit, flag);
+  }
+  auto positive = ParsePositiveInt(text, flag);
+  if (!positive.ok()) return positive.status();
+  MESHTUNE_RETURN_IF_ERROR(
+      search_spaces::CheckLimit(positive.value(), limit, flag));
+  return positive.value();
+}
+
+namespace {
+
+// `limit` may be null: no bound but int64_t's.
+StatusOr<std::vector<int64_t>> ParseIntListImpl(const std::string& text,
+                                                const std::string& flag,
+                                                const SizeLimit* limit) {
   std::vector<int64_t> out;
   for (const std::string& item : SplitComma(text)) {
-    auto v = ParsePositiveInt(item, flag);
-    if (!v.ok()) {
+    int64_t v = 0;
+    bool too_large = false;
+    const bool is_int = ParseInt64(item, &v, &too_large);
+    if (too_large && limit != nullptr) {
+      return search_spaces::AboveLimit(Printable(item), *limit, flag);
+    }
+    if (!is_int || v <= 0) {
       return Status::InvalidArgument(
-          flag + " must be a comma list of positive integers, got '" + text +
-              "'",
+          flag + " must be a comma list of positive integers, got '" +
+              Printable(text) + "'",
           "e.g. " + flag + " 4,8");
     }
-    out.push_back(v.value());
+    if (limit != nullptr) {
+      MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(v, *limit, flag));
+    }
+    out.push_back(v);
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
+                                            const std::string& flag) {
+  return ParseIntListImpl(text, flag, nullptr);
+}
+
+StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
+                                            const std::string& flag,
+                                            const SizeLimit& limit) {
+  return ParseIntListImpl(text, flag, &limit);
 }
 
 StatusOr<double> ParseTokenCount(const std::string& raw) {
   const std::string text = Trim(raw);
   const Status bad = Status::InvalidArgument(
-      "--tokens must be a positive token count, got '" + raw + "'",
+      "--tokens must be a positive token count, got '" + Printable(raw) + "'",
       "write e.g. 300e9, 300B or 1.4T");
   if (text.empty()) return bad;
   double scale = 1;
@@ -217,13 +274,20 @@ StatusOr<double> ParseTokenCount(const std::string& raw) {
       !std::isfinite(v) || v <= 0) {
     return bad;
   }
+  // "1e300T" is finite before the suffix and infinite after it.
+  if (!(v * scale <= limits::kMaxTrainTokens)) {
+    return Status::InvalidArgument(
+        "--tokens: " + Printable(text) + " is above the limit of 1e18 tokens",
+        "the largest published runs use tens of trillions of tokens (e.g. "
+        "15T); check the value");
+  }
   return v * scale;
 }
 
 StatusOr<Recompute> ParseRecompute(const std::string& raw, bool any_full) {
   const std::string text = Trim(raw);
   const Status bad = Status::InvalidArgument(
-      "--recompute: unknown mode '" + raw + "'",
+      "--recompute: unknown mode '" + Printable(raw) + "'",
       "use none, selective, full, full:N (uniform, N layers per chunk) or "
       "full:block:N");
   Recompute r;
@@ -247,7 +311,14 @@ StatusOr<Recompute> ParseRecompute(const std::string& raw, bool any_full) {
     rest = rest.substr(8);
   }
   int64_t n = 0;
-  if (!ParseInt64(rest, &n) || n <= 0) return bad;
+  bool too_large = false;
+  if (!ParseInt64(rest, &n, &too_large) && too_large) {
+    return search_spaces::AboveLimit(Printable(rest), limits::kLayerCount,
+                                     "--recompute");
+  }
+  if (n <= 0) return bad;
+  MESHTUNE_RETURN_IF_ERROR(
+      search_spaces::CheckLimit(n, limits::kLayerCount, "--recompute"));
   r.num_layers = n;
   return r;
 }
@@ -319,12 +390,13 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
     in.cluster = cluster.value();
   }
 
-  auto gpus = ParsePositiveInt(f.gpus, "--gpus");
+  auto gpus = ParseSize(f.gpus, "--gpus", limits::kNumGpus);
   if (!gpus.ok()) return gpus.status();
   in.training.num_gpus = gpus.value();
 
   if (!f.gpus_per_node.empty()) {
-    auto g = ParsePositiveInt(f.gpus_per_node, "--gpus-per-node");
+    auto g =
+        ParseSize(f.gpus_per_node, "--gpus-per-node", limits::kGpusPerNode);
     if (!g.ok()) return g.status();
     // A node-sized NVLink domain shrinks or grows with the node; a larger
     // (multi-node, NVL72-style) domain is a property of the fabric and stays.
@@ -351,14 +423,14 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
     }
     in.training.global_batch_size = in.model.global_batch_size;
   } else {
-    auto gbs = ParsePositiveInt(f.gbs, "--gbs");
+    auto gbs = ParseSize(f.gbs, "--gbs", limits::kGlobalBatchSize);
     if (!gbs.ok()) return gbs.status();
     in.training.global_batch_size = gbs.value();
   }
   if (f.seq_len.empty()) {
     in.training.seq_length = in.model.seq_length;
   } else {
-    auto seq = ParsePositiveInt(f.seq_len, "--seq-len");
+    auto seq = ParseSize(f.seq_len, "--seq-len", limits::kSeqLength);
     if (!seq.ok()) return seq.status();
     in.training.seq_length = seq.value();
   }

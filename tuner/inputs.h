@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "search_spaces/cluster_spec.h"
+#include "search_spaces/limits.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/search_space.h"
@@ -76,8 +77,11 @@ struct Inputs {
   int64_t num_nodes() const;
 };
 
-// Resolves presets/files and validates numbers. Errors are InvalidArgument or
-// NotFound with a one-line message and a hint.
+// Resolves presets/files and validates numbers, each size bounded by
+// search_spaces/limits.h so that products such as gbs x seq_len cannot
+// overflow. Errors are InvalidArgument or NotFound (exit 2) with a one-line
+// message and a hint; IoError (exit 1) only when a regular file cannot be
+// read.
 StatusOr<Inputs> ResolveInputs(const InputFlags& flags);
 
 // For `tune estimate`: the single configuration the pins describe. Missing
@@ -90,10 +94,20 @@ StatusOr<search_spaces::ParallelConfig> SingleConfigFromFlags(
 // A positive integer ("1024").
 StatusOr<int64_t> ParsePositiveInt(const std::string& text,
                                    const std::string& flag);
+// A positive integer at most limit.max (search_spaces/limits.h). Above it,
+// or too large for int64_t: "<flag>: <text> is above the limit of <max>
+// <unit>" (the number as typed), with a hint naming real values.
+StatusOr<int64_t> ParseSize(const std::string& text, const std::string& flag,
+                            const search_spaces::SizeLimit& limit);
 // A comma list of positive integers ("4,8,16").
 StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text,
                                             const std::string& flag);
-// A token count: "300e9", "300B", "1.4T", "500M", "2e12", "300000000000".
+// The same, each item at most limit.max (the ParseSize message above).
+StatusOr<std::vector<int64_t>> ParseIntList(
+    const std::string& text, const std::string& flag,
+    const search_spaces::SizeLimit& limit);
+// A token count: "300e9", "300B", "1.4T", "500M", "2e12", "300000000000";
+// at most limits::kMaxTrainTokens.
 StatusOr<double> ParseTokenCount(const std::string& text);
 // One recompute mode: none | selective | full | full:N | full:uniform:N |
 // full:block:N. With `any_full`, a bare "full" means every full variant

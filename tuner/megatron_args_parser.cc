@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <map>
 #include <sstream>
 #include <utility>
 
+#include "search_spaces/limits.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
 #include "tuner/shell_words.h"
@@ -20,6 +22,9 @@ using search_spaces::PositionEmbedding;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
+using search_spaces::SizeLimit;
+using search_spaces::yaml_util::Printable;
+namespace limits = search_spaces::limits;
 
 enum class Kind { kSwitch, kInt, kString };
 
@@ -74,6 +79,35 @@ const std::map<std::string, Kind>& PlanFlags() {
   return *flags;
 }
 
+// The bound of each integer flag (search_spaces/limits.h). The values are
+// multiplied (tp·pp·cp, pp·layers per stage, 4·hidden) and divided by, so an
+// unbounded pair of 2^32 would wrap a product to 0 and divide by it.
+const SizeLimit& FlagLimit(const std::string& flag) {
+  static const auto* const kLimits = new std::map<std::string, SizeLimit>{
+      {"--num-layers", limits::kNumLayers},
+      {"--hidden-size", limits::kHiddenSize},
+      {"--num-attention-heads", limits::kAttentionHeads},
+      {"--num-query-groups", limits::kAttentionHeads},
+      {"--kv-channels", limits::kKvChannels},
+      {"--ffn-hidden-size", limits::kFfnHiddenSize},
+      {"--moe-ffn-hidden-size", limits::kFfnHiddenSize},
+      {"--vocab-size", limits::kVocabSize},
+      {"--seq-length", limits::kSeqLength},
+      {"--max-position-embeddings", limits::kSeqLength},
+      {"--num-experts", limits::kNumExperts},
+      {"--moe-router-topk", limits::kNumExperts},
+      {"--virtual-pipeline-model-parallel-size", limits::kLayerCount},
+      {"--num-layers-per-virtual-pipeline-stage", limits::kLayerCount},
+      {"--recompute-num-layers", limits::kLayerCount},
+      {"--moe-layer-freq", limits::kLayerCount},
+      {"--micro-batch-size", limits::kMicroBatchSize},
+      {"--global-batch-size", limits::kGlobalBatchSize},
+  };
+  const auto it = kLimits->find(flag);
+  // --tensor-, --pipeline-, --context- and --expert-model-parallel-size.
+  return it == kLimits->end() ? limits::kParallelSize : it->second;
+}
+
 const char* kIgnoredHint =
     "meshtune reads the flags that shape the parallel plan and skips common "
     "ones that do not (docs/export.md lists both)";
@@ -95,6 +129,11 @@ struct Entry {
 };
 
 std::string ClosestFlagHint(const std::string& flag) {
+  // Edit distance is quadratic; a flag longer than any known one by far is
+  // no typo of one (and a megabyte-long word must not cost seconds).
+  if (flag.size() > 64) {
+    return std::string(kIgnoredHint) + "; remove '" + Printable(flag) + "'";
+  }
   std::vector<std::string> known;
   for (const auto& [name, kind] : PlanFlags()) known.push_back(name);
   for (const std::string& name : IgnoredMegatronFlags()) known.push_back(name);
@@ -103,7 +142,7 @@ std::string ClosestFlagHint(const std::string& flag) {
   if (search_spaces::yaml_util::EditDistance(flag, best) <= 3) {
     return "did you mean '" + best + "'? " + kIgnoredHint;
   }
-  return std::string(kIgnoredHint) + "; remove '" + flag + "'";
+  return std::string(kIgnoredHint) + "; remove '" + Printable(flag) + "'";
 }
 
 class ArgReader {
@@ -115,7 +154,7 @@ class ArgReader {
       const std::string& word = words[i];
       if (!IsFlag(word)) {
         return Status::InvalidArgument(
-            "unexpected '" + word +
+            "unexpected '" + Printable(word) +
                 "' where a Megatron argument (--flag) was expected",
             "each argument is --flag or --flag VALUE; quote values that "
             "contain spaces");
@@ -139,7 +178,7 @@ class ArgReader {
       const auto known = PlanFlags().find(e.flag);
       if (known == PlanFlags().end()) {
         return Status::InvalidArgument(
-            "unknown Megatron argument '" + e.flag + "'",
+            "unknown Megatron argument '" + Printable(e.flag) + "'",
             ClosestFlagHint(e.flag));
       }
       MESHTUNE_RETURN_IF_ERROR(CheckArity(e, known->second));
@@ -162,11 +201,17 @@ class ArgReader {
     errno = 0;
     char* end = nullptr;
     const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || v < 1) {
+    if (s.empty() || end != s.c_str() + s.size() ||
+        (errno == ERANGE && v != LLONG_MAX) || v < 1) {
       return Status::InvalidArgument(
-          flag + ": expected a positive integer, got '" + s + "'",
+          flag + ": expected a positive integer, got '" + Printable(s) + "'",
           "e.g. " + flag + " 8");
     }
+    if (errno == ERANGE) {  // a whole number above INT64_MAX
+      return search_spaces::AboveLimit(Printable(s), FlagLimit(flag), flag);
+    }
+    MESHTUNE_RETURN_IF_ERROR(
+        search_spaces::CheckLimit(v, FlagLimit(flag), flag));
     *out = v;
     return Status::Ok();
   }
@@ -192,7 +237,8 @@ class ArgReader {
     if (std::find(allowed.begin(), allowed.end(), s) == allowed.end()) {
       return Status::InvalidArgument(
           flag + ": expected one of " +
-              search_spaces::yaml_util::Join(allowed) + ", got '" + s + "'",
+              search_spaces::yaml_util::Join(allowed) + ", got '" +
+              Printable(s) + "'",
           "e.g. " + flag + " " + allowed.front());
     }
     return s;
@@ -203,7 +249,7 @@ class ArgReader {
     if (kind == Kind::kSwitch) {
       if (e.values.empty()) return Status::Ok();
       return Status::InvalidArgument(
-          e.flag + " takes no value, got '" + e.values.front() + "'",
+          e.flag + " takes no value, got '" + Printable(e.values.front()) + "'",
           "write " + e.flag +
               " alone to turn it on; leave it out to turn it "
               "off");
@@ -217,8 +263,8 @@ class ArgReader {
     }
     if (e.values.size() > 1) {
       return Status::InvalidArgument(
-          "unexpected '" + e.values[1] + "' after " + e.flag + " " +
-              e.values[0],
+          "unexpected '" + Printable(e.values[1]) + "' after " + e.flag + " " +
+              Printable(e.values[0]),
           e.flag + " takes one value; quote values that contain spaces");
     }
     return Status::Ok();

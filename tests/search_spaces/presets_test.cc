@@ -261,9 +261,9 @@ TEST(ResolveModelTest, FilesFromDisk) {
   std::filesystem::create_directories(dir);
   m = ResolveModel(dir);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), Status::Code::kIoError);
-  EXPECT_EQ(m.status().message(),
-            "cannot read model file '" + dir + "': it is a directory");
+  // An input problem (exit 2), like a missing file; not an I/O failure.
+  EXPECT_EQ(m.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(m.status().message(), "model file '" + dir + "' is a directory");
   std::filesystem::remove(dir);
 
   // An existing file without a .yaml suffix is read from disk too, and its

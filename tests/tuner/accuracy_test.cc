@@ -537,7 +537,7 @@ TEST(AccuracyCommand, ExactErrorMessages) {
   auto run = testing::RunTune("accuracy --csv /nonexistent/runs.csv");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "tune: error: cannot open CSV file '/nonexistent/runs.csv'\n"
+            "tune: error: CSV file '/nonexistent/runs.csv' not found\n"
             "tune: hint: check the path given to --csv\n");
 
   const std::string missing = kTestdata + "accuracy_missing_column.csv";

@@ -106,7 +106,7 @@ TEST(CsvReader, MissingFileIsNotFound) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(t.status().message(),
-            "cannot open CSV file '/nonexistent/dir/runs.csv'");
+            "CSV file '/nonexistent/dir/runs.csv' not found");
   EXPECT_EQ(t.status().hint(), "check the path given to --csv");
 }
 
