@@ -1,6 +1,9 @@
 #include "engine/communicator.h"
 
+#include <cstdio>
 #include <utility>
+
+#include "search_spaces/status.h"
 
 namespace meshtune::engine {
 
@@ -43,6 +46,35 @@ std::vector<CommRecord> CommLog::records() const {
 void CommLog::Clear() {
   std::lock_guard<std::mutex> lock(mu_);
   records_.clear();
+}
+
+std::string TimeoutMessage(const std::string& call, const std::string& group,
+                           double timeout_s, const std::vector<int>& silent) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", timeout_s);
+  std::string text =
+      call + " on group '" + group + "' timed out after " + seconds + " s: ";
+  if (silent.empty()) {
+    // Every peer is alive and waiting too, so they wait for different
+    // calls (a schedule mismatch) or on a rank of another group.
+    return text +
+           "every member answered but the call did not complete (the ranks "
+           "wait for different calls, or on a rank outside this group); the "
+           "job is aborted";
+  }
+  text += silent.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < silent.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(silent[i]);
+  }
+  return text +
+         " did not answer (stopped, hung or dead); the job is aborted (raise "
+         "--distributed-timeout-minutes if it is only slow)";
+}
+
+void Communicator::set_timeout_s(double timeout_s) {
+  MESHTUNE_CHECK(timeout_s > 0);
+  timeout_s_ = timeout_s;
 }
 
 void Communicator::Record(CommKind kind, int64_t bytes) {
@@ -91,6 +123,7 @@ std::unique_ptr<Communicator> Communicator::Split(int color, int key,
                                                   const std::string& name) {
   std::unique_ptr<Communicator> child = DoSplit(color, key, name);
   child->set_log(log_);
+  child->set_timeout_s(timeout_s_);
   return child;
 }
 

@@ -1,6 +1,6 @@
 // Communicator: the collectives and point-to-point transfers the engine
-// issues, behind one small interface (DESIGN §8). Implementations: MPI
-// (engine/mpi_communicator.h, real runs) and in-process threads
+// issues, behind one small interface (docs/design.md §8). Implementations:
+// MPI (engine/mpi_communicator.h, real runs) and in-process threads
 // (engine/local_communicator.h, fast unit tests only). The NCCL one arrives
 // with the CUDA backend.
 //
@@ -17,6 +17,14 @@
 //   message). The engine test compares that log with the list the cost model
 //   assumes (search_spaces/comm_ops.h).
 //
+// - Every blocking call waits at most timeout_s() (Megatron's
+//   --distributed-timeout-minutes, default 10 minutes) for its peers. A
+//   peer that is stopped (SIGSTOP), hung or dead must not freeze the job
+//   for ever: the MPI communicator then prints one line naming the group
+//   and the rank(s) that did not answer and aborts every rank; the local
+//   one throws CommTimeoutError with that line. Waits sleep with a short
+//   backoff instead of spinning a core.
+//
 // Public methods are non-virtual wrappers (record, then Do*); a
 // communicator is used by one thread at a time.
 #ifndef MESHTUNE_ENGINE_COMMUNICATOR_H_
@@ -25,10 +33,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace meshtune::engine {
+
+// Megatron's --distributed-timeout-minutes default (10 minutes), in seconds.
+inline constexpr double kDefaultDistributedTimeoutS = 600.0;
 
 enum class CommKind {
   kAllReduce,
@@ -66,6 +78,23 @@ class CommLog {
   std::vector<CommRecord> records_;
 };
 
+// Thrown by the local communicator when a call waited longer than its
+// timeout; what() is the TimeoutMessage line.
+class CommTimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The one line both communicators report on a timeout, e.g.
+//   "all_reduce on group 'dp' timed out after 2 s: rank 1 did not answer
+//   (stopped, hung or dead); the job is aborted (raise
+//   --distributed-timeout-minutes if that rank is only slow)"
+// `silent` names the ranks that did not answer (world ranks under MPI,
+// group ranks in-process; "" when every member answered).
+// `call` is ToString(kind) or "split".
+std::string TimeoutMessage(const std::string& call, const std::string& group,
+                           double timeout_s, const std::vector<int>& silent);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -101,6 +130,12 @@ class Communicator {
   void set_log(CommLog* log) { log_ = log; }
   CommLog* log() const { return log_; }
 
+  // How long one call may wait for its peers (> 0; see above). Children
+  // made later by Split inherit it. Every member of a group should use the
+  // same value.
+  void set_timeout_s(double timeout_s);
+  double timeout_s() const { return timeout_s_; }
+
  protected:
   Communicator(int rank, int size, std::string name)
       : rank_(rank), size_(size), name_(std::move(name)) {}
@@ -124,6 +159,7 @@ class Communicator {
   int size_;
   std::string name_;
   CommLog* log_ = nullptr;
+  double timeout_s_ = kDefaultDistributedTimeoutS;
 };
 
 }  // namespace meshtune::engine

@@ -11,10 +11,14 @@
 // Failure: when a rank throws inside RunLocalRanks, the whole family of
 // groups (the world and everything split from it) is poisoned; ranks waiting
 // in a barrier or a Recv wake up and throw LocalPeerFailed instead of hanging.
+// A rank that never arrives (a thread stuck elsewhere) is caught by the
+// communicator's timeout: the waiter throws CommTimeoutError naming the
+// group ranks that did not arrive, which poisons the rest in turn.
 #include "engine/local_communicator.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -38,6 +42,16 @@ class LocalPeerFailed : public std::runtime_error {
 };
 
 class LocalGroup;
+
+using Clock = std::chrono::steady_clock;
+
+// What a waiting rank reports if its peers do not come in time.
+struct Wait {
+  const char* call;          // "all_reduce", ..., "split"
+  const std::string* group;  // the communicator's name
+  double timeout_s;
+  Clock::time_point deadline;
+};
 
 // Shared by a world and every group split from it: the poison flag and the
 // groups to wake when it is set.
@@ -88,6 +102,7 @@ class LocalGroup {
       : size_(size),
         family_(std::move(family)),
         slots_(size),
+        arrived_ranks_(size, false),
         children_(size),
         queues_(static_cast<size_t>(size) * size) {}
 
@@ -100,20 +115,30 @@ class LocalGroup {
   void Post(int rank, const Slot& slot) { slots_[rank] = slot; }
   const Slot& slot(int rank) const { return slots_[rank]; }
 
-  // Generation-counted barrier; throws LocalPeerFailed when poisoned.
-  void Barrier() {
+  // Generation-counted barrier; throws LocalPeerFailed when poisoned and
+  // CommTimeoutError (naming the ranks still missing) at the deadline.
+  void Barrier(int rank, const Wait& wait) {
     std::unique_lock<std::mutex> lock(mu_);
     const int64_t generation = generation_;
+    arrived_ranks_[rank] = true;
     if (++arrived_ == size_) {
       arrived_ = 0;
+      std::fill(arrived_ranks_.begin(), arrived_ranks_.end(), false);
       ++generation_;
       cv_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] {
+    const bool woke = cv_.wait_until(lock, wait.deadline, [&] {
       return generation_ != generation || family_->poisoned.load();
     });
-    if (generation_ == generation) throw LocalPeerFailed();
+    if (generation_ != generation) return;
+    if (woke) throw LocalPeerFailed();
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (!arrived_ranks_[r]) missing.push_back(r);
+    }
+    throw CommTimeoutError(
+        TimeoutMessage(wait.call, *wait.group, wait.timeout_s, missing));
   }
 
   // Point-to-point: one FIFO per (src, dst).
@@ -122,10 +147,16 @@ class LocalGroup {
     queues_[Index(src, dst)].push_back(std::move(message));
     cv_.notify_all();
   }
-  std::vector<float> Pop(int src, int dst) {
+  std::vector<float> Pop(int src, int dst, const Wait& wait) {
     std::unique_lock<std::mutex> lock(mu_);
     std::deque<std::vector<float>>& q = queues_[Index(src, dst)];
-    cv_.wait(lock, [&] { return !q.empty() || family_->poisoned.load(); });
+    const bool woke = cv_.wait_until(lock, wait.deadline, [&] {
+      return !q.empty() || family_->poisoned.load();
+    });
+    if (!woke) {
+      throw CommTimeoutError(
+          TimeoutMessage(wait.call, *wait.group, wait.timeout_s, {src}));
+    }
     if (q.empty()) throw LocalPeerFailed();
     std::vector<float> message = std::move(q.front());
     q.pop_front();
@@ -155,9 +186,10 @@ class LocalGroup {
   const std::shared_ptr<LocalFamily> family_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int arrived_ = 0;          // guarded by mu_
-  int64_t generation_ = 0;   // guarded by mu_
-  std::vector<Slot> slots_;  // published by Barrier()
+  int arrived_ = 0;                  // guarded by mu_
+  int64_t generation_ = 0;           // guarded by mu_
+  std::vector<Slot> slots_;          // published by Barrier()
+  std::vector<bool> arrived_ranks_;  // this generation's; guarded by mu_
   std::vector<std::shared_ptr<LocalGroup>> children_;
   std::vector<std::deque<std::vector<float>>> queues_;  // guarded by mu_
 };
@@ -209,33 +241,36 @@ class LocalCommunicator : public Communicator {
   }
 
   void DoAllGather(const float* in, float* out, int64_t count) override {
-    Open(Op::kAllGather, in, count);
+    const Wait wait = StartWait(CommKind::kAllGather);
+    Open(Op::kAllGather, in, count, wait);
     for (int r = 0; r < size(); ++r) {
       const float* src = static_cast<const float*>(group_->slot(r).data);
       float* dst = out + static_cast<int64_t>(r) * count;
       if (src != dst) std::memcpy(dst, src, sizeof(float) * count);
     }
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
   }
 
   void DoReduceScatterSum(const float* in, float* out, int64_t count) override {
-    Open(Op::kReduceScatter, in, count);
+    const Wait wait = StartWait(CommKind::kReduceScatter);
+    Open(Op::kReduceScatter, in, count, wait);
     const int64_t offset = static_cast<int64_t>(rank()) * count;
     for (int64_t i = 0; i < count; ++i) {
       float acc = In<float>(0)[offset + i];
       for (int r = 1; r < size(); ++r) acc += In<float>(r)[offset + i];
       out[i] = acc;
     }
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
   }
 
   void DoBroadcast(float* data, int64_t count, int root) override {
     MESHTUNE_CHECK(root >= 0 && root < size());
-    Open(Op::kBroadcast, data, count, root);
+    const Wait wait = StartWait(CommKind::kBroadcast);
+    Open(Op::kBroadcast, data, count, wait, root);
     if (rank() != root) {
       std::memcpy(data, In<float>(root), sizeof(float) * count);
     }
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
   }
 
   void DoSend(const float* data, int64_t count, int peer) override {
@@ -245,15 +280,17 @@ class LocalCommunicator : public Communicator {
 
   void DoRecv(float* data, int64_t count, int peer) override {
     MESHTUNE_CHECK(peer >= 0 && peer < size() && count >= 0);
-    const std::vector<float> message = group_->Pop(peer, rank());
+    const std::vector<float> message =
+        group_->Pop(peer, rank(), StartWait(CommKind::kRecv));
     // A count mismatch means the two ranks disagree about the schedule.
     MESHTUNE_CHECK(static_cast<int64_t>(message.size()) == count);
     std::copy(message.begin(), message.end(), data);
   }
 
   void DoBarrier() override {
-    Open(Op::kBarrier, nullptr, 0);
-    group_->Barrier();
+    const Wait wait = StartWait(CommKind::kBarrier);
+    Open(Op::kBarrier, nullptr, 0, wait);
+    group_->Barrier(rank(), wait);
   }
 
   std::unique_ptr<Communicator> DoSplit(int color, int key,
@@ -265,8 +302,9 @@ class LocalCommunicator : public Communicator {
     slot.op = Op::kSplit;
     slot.color = color;
     slot.key = key;
+    const Wait wait = StartWait("split");
     group_->Post(rank(), slot);
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
     // Members of this rank's color, ordered by (key, old rank).
     std::vector<std::pair<int, int>> members;  // (key, old rank)
     for (int r = 0; r < size(); ++r) {
@@ -286,7 +324,7 @@ class LocalCommunicator : public Communicator {
       group_->family()->Register(child);
       group_->set_child(rank(), std::move(child));
     }
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
     // The children table is rewritten only after the next Split's opening
     // barrier, which this rank has not reached yet, so reading is safe.
     return std::make_unique<LocalCommunicator>(new_rank, group_->child(leader),
@@ -294,16 +332,26 @@ class LocalCommunicator : public Communicator {
   }
 
  private:
+  // The deadline of a call starting now (both barriers of one collective
+  // share it).
+  Wait StartWait(const char* call) const {
+    return Wait{call, &name(), timeout_s(),
+                Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(timeout_s()))};
+  }
+  Wait StartWait(CommKind kind) const { return StartWait(ToString(kind)); }
+
   // Posts (op, data, count, root), publishes the table and checks that
   // every member called the same collective with the same count and root.
-  void Open(Op op, const void* data, int64_t count, int root = 0) {
+  void Open(Op op, const void* data, int64_t count, const Wait& wait,
+            int root = 0) {
     Slot slot;
     slot.op = op;
     slot.data = data;
     slot.count = count;
     slot.root = root;
     group_->Post(rank(), slot);
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
     for (int r = 0; r < size(); ++r) {
       MESHTUNE_CHECK(group_->slot(r).op == op);
       MESHTUNE_CHECK(group_->slot(r).count == count);
@@ -321,14 +369,15 @@ class LocalCommunicator : public Communicator {
   // still reading `data` until the closing barrier.
   template <typename T, typename Fn>
   void Reduce(Op op, T* data, int64_t count, Fn fn) {
-    Open(op, data, count);
+    const Wait wait = StartWait(CommKind::kAllReduce);
+    Open(op, data, count, wait);
     std::vector<T> result(count);
     for (int64_t i = 0; i < count; ++i) {
       T acc = In<T>(0)[i];
       for (int r = 1; r < size(); ++r) acc = fn(acc, In<T>(r)[i]);
       result[i] = acc;
     }
-    group_->Barrier();
+    group_->Barrier(rank(), wait);
     std::copy(result.begin(), result.end(), data);
   }
 

@@ -17,7 +17,10 @@ namespace meshtune::engine {
 std::vector<std::unique_ptr<Communicator>> MakeLocalWorld(int size);
 
 // Runs fn(world_r) on `size` threads (one per rank) and joins them. If any
-// rank throws, the exception is rethrown here after all threads ended.
+// rank throws, the exception is rethrown here after all threads ended. A
+// rank that waits longer than its communicator's timeout_s() for a peer
+// (one that returned early or is stuck elsewhere) throws CommTimeoutError
+// naming the group ranks that did not arrive; the others are then woken.
 void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn,
                    CommLog* log = nullptr);
 

@@ -23,6 +23,18 @@
 // collective, which changes nothing in the per-element sums).
 // MESHTUNE_MPI_CHUNK_ELEMENTS overrides it so the MPI test can run the
 // multi-chunk paths with tiny messages; every rank must see the same value.
+//
+// Timeouts (communicator.h): every call is nonblocking (MPI_I*) and waited
+// for by polling MPI_Test against the communicator's deadline, spinning for
+// the first millisecond (collectives of the CPU engine are short) and then
+// sleeping with a backoff of up to 1 ms, so a rank waiting for a stopped
+// peer does not burn a core. While waiting, a rank also answers "are you
+// there?" pings on a control communicator (a duplicate of the world). At
+// the deadline the waiter pings the peers it waits for, gives them a grace
+// period to answer, prints one line naming the ones that did not (the
+// stopped, hung or dead ranks) and aborts the job (MPI_Abort), so mpirun
+// ends every rank. MPI_Comm_split has no nonblocking form; a timed barrier
+// before it catches a missing member.
 #include "engine/mpi_communicator.h"
 
 #include <cstdio>
@@ -33,8 +45,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <list>
+#include <thread>
 #include <utility>
 #include <vector>
 #endif
@@ -75,6 +89,22 @@ constexpr int64_t kDefaultChunkElements = int64_t{1} << 26;
 // element per member) still fit an int.
 constexpr int64_t kMaxChunkElements = int64_t{1} << 30;
 constexpr int kP2pTag = 0;
+// Tags of the liveness protocol on g_control.
+constexpr int kPingTag = 1;
+constexpr int kPongTag = 2;
+// Polling: spin this long, then sleep from kFirstPause doubling to
+// kMaxPause between MPI_Test calls.
+constexpr std::chrono::microseconds kSpin{1000};
+constexpr std::chrono::microseconds kFirstPause{20};
+constexpr std::chrono::microseconds kMaxPause{1000};
+// How long a timed-out rank waits for its peers to answer a ping.
+constexpr double kMaxPingGraceS = 2.0;
+
+using Clock = std::chrono::steady_clock;
+
+// The control communicator (MPI_Comm_dup of the world, made with it): its
+// messages never mix with the engine's traffic.
+MPI_Comm g_control = MPI_COMM_NULL;
 
 bool MpiInitialized() {
   int flag = 0;
@@ -115,6 +145,62 @@ void AbortOnMpiError(MPI_Comm* /*comm*/, int* code, ...) {
   std::exit(1);
 }
 
+// Answers every ping that has arrived: this rank is alive and waiting.
+void AnswerPings() {
+  if (g_control == MPI_COMM_NULL) return;
+  static const int kAlive = 1;  // static: the Isend outlives this call
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, g_control, &flag, &status);
+    if (!flag) return;
+    int ping = 0;
+    MPI_Recv(&ping, 1, MPI_INT, status.MPI_SOURCE, kPingTag, g_control,
+             MPI_STATUS_IGNORE);
+    MPI_Request request;
+    MPI_Isend(&kAlive, 1, MPI_INT, status.MPI_SOURCE, kPongTag, g_control,
+              &request);
+    MPI_Request_free(&request);  // completes on its own
+  }
+}
+
+// Pings the world ranks `peers` and returns those that do not answer
+// within `grace_s` (a rank answers while it waits in any call).
+std::vector<int> SilentRanks(const std::vector<int>& peers, double grace_s) {
+  if (g_control == MPI_COMM_NULL) return peers;
+  static const int kPing = 0;
+  for (int peer : peers) {
+    MPI_Request request;
+    MPI_Isend(&kPing, 1, MPI_INT, peer, kPingTag, g_control, &request);
+    MPI_Request_free(&request);
+  }
+  std::vector<bool> answered(peers.size(), false);
+  size_t remaining = peers.size();
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(grace_s));
+  while (remaining > 0 && Clock::now() < deadline) {
+    AnswerPings();  // peers that time out too may be pinging this rank
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (answered[i]) continue;
+      int flag = 0;
+      MPI_Iprobe(peers[i], kPongTag, g_control, &flag, MPI_STATUS_IGNORE);
+      if (!flag) continue;
+      int pong = 0;
+      MPI_Recv(&pong, 1, MPI_INT, peers[i], kPongTag, g_control,
+               MPI_STATUS_IGNORE);
+      answered[i] = true;
+      --remaining;
+    }
+    std::this_thread::sleep_for(kMaxPause);
+  }
+  std::vector<int> silent;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!answered[i]) silent.push_back(peers[i]);
+  }
+  return silent;
+}
+
 // Same NaN-propagating max as the local communicator.
 template <typename T>
 T MaxPropagatingNan(T a, T b) {
@@ -142,15 +228,18 @@ class MpiCommunicator : public Communicator {
       : Communicator(RankOf(comm), SizeOf(comm), std::move(name)),
         comm_(comm),
         owned_(owned),
-        chunk_elements_(chunk_elements) {}
+        chunk_elements_(chunk_elements),
+        world_ranks_(WorldRanksOf(comm)) {}
 
   ~MpiCommunicator() override {
     if (MpiFinalized()) return;  // nothing can be completed or freed now
     // Buffered sends must finish before their buffers go; the receivers
-    // have matched them by the time a correct program tears down.
+    // have matched them by the time a correct program tears down (a
+    // receiver that never comes times out like any wait).
     for (PendingSend& p : pending_) {
-      MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(),
-                  MPI_STATUSES_IGNORE);
+      for (MPI_Request& request : p.requests) {
+        Wait(&request, nullptr, CommKind::kSend, {p.peer});
+      }
     }
     if (owned_) MPI_Comm_free(&comm_);
   }
@@ -180,8 +269,11 @@ class MpiCommunicator : public Communicator {
     }
     if (count <= chunk_elements_) {
       const bool in_place = in == out + static_cast<int64_t>(rank()) * count;
-      MPI_Allgather(in_place ? MPI_IN_PLACE : in, static_cast<int>(count),
-                    MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm_);
+      MPI_Request request;
+      MPI_Iallgather(in_place ? MPI_IN_PLACE : in, static_cast<int>(count),
+                     MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT, comm_,
+                     &request);
+      WaitAll(&request, CommKind::kAllGather);
       return;
     }
     // Chunks of every member's part land rank-major in scratch, then move
@@ -191,8 +283,11 @@ class MpiCommunicator : public Communicator {
     for (int64_t offset = 0; offset < count; offset += chunk_elements_) {
       const int64_t len = std::min(chunk_elements_, count - offset);
       gathered.resize(static_cast<size_t>(len) * n);
-      MPI_Allgather(in + offset, static_cast<int>(len), MPI_FLOAT,
-                    gathered.data(), static_cast<int>(len), MPI_FLOAT, comm_);
+      MPI_Request request;
+      MPI_Iallgather(in + offset, static_cast<int>(len), MPI_FLOAT,
+                     gathered.data(), static_cast<int>(len), MPI_FLOAT, comm_,
+                     &request);
+      WaitAll(&request, CommKind::kAllGather);
       for (int r = 0; r < n; ++r) {
         std::memcpy(out + r * count + offset, gathered.data() + r * len,
                     sizeof(float) * len);
@@ -224,8 +319,10 @@ class MpiCommunicator : public Communicator {
         send = packed.data();
       }
       received.resize(static_cast<size_t>(len) * n);
-      MPI_Alltoall(send, static_cast<int>(len), MPI_FLOAT, received.data(),
-                   static_cast<int>(len), MPI_FLOAT, comm_);
+      MPI_Request request;
+      MPI_Ialltoall(send, static_cast<int>(len), MPI_FLOAT, received.data(),
+                    static_cast<int>(len), MPI_FLOAT, comm_, &request);
+      WaitAll(&request, CommKind::kReduceScatter);
       SumRankMajor(received.data(), n, len, out + offset,
                    [](float a, float b) { return a + b; });
     }
@@ -235,7 +332,10 @@ class MpiCommunicator : public Communicator {
     Reap();
     for (int64_t offset = 0; offset < count; offset += chunk_elements_) {
       const int64_t len = std::min(chunk_elements_, count - offset);
-      MPI_Bcast(data + offset, static_cast<int>(len), MPI_FLOAT, root, comm_);
+      MPI_Request request;
+      MPI_Ibcast(data + offset, static_cast<int>(len), MPI_FLOAT, root, comm_,
+                 &request);
+      WaitAll(&request, CommKind::kBroadcast);
     }
   }
 
@@ -248,6 +348,7 @@ class MpiCommunicator : public Communicator {
     // message overtake (found with 7-element chunks); the engine's
     // schedules keep a handful in flight.
     PendingSend& p = pending_.emplace_back();
+    p.peer = peer;
     p.buffer.assign(data, data + count);
     // One Isend per chunk; a zero-count message is still one (empty) send.
     int64_t offset = 0;
@@ -269,10 +370,12 @@ class MpiCommunicator : public Communicator {
     do {
       const int64_t len = std::min(chunk_elements_, count - offset);
       MPI_Status status;
-      // A longer message fails inside MPI_Recv (MPI_ERR_TRUNCATE, reported
-      // by the error handler); a shorter one is caught here.
-      MPI_Recv(data + offset, static_cast<int>(len), MPI_FLOAT, peer, kP2pTag,
-               comm_, &status);
+      // A longer message fails in the wait (MPI_ERR_TRUNCATE, reported by
+      // the error handler); a shorter one is caught here.
+      MPI_Request request;
+      MPI_Irecv(data + offset, static_cast<int>(len), MPI_FLOAT, peer, kP2pTag,
+                comm_, &request);
+      Wait(&request, &status, CommKind::kRecv, {peer});
       int received = 0;
       MPI_Get_count(&status, MPI_FLOAT, &received);
       if (received != len) {
@@ -292,13 +395,16 @@ class MpiCommunicator : public Communicator {
     // only when its receive is posted, which may come after the barrier, and
     // the buffered-send contract (communicator.h) allows exactly that.
     Reap();
-    MPI_Barrier(comm_);
+    TimedBarrier(CommKind::kBarrier);
   }
 
   std::unique_ptr<Communicator> DoSplit(int color, int key,
                                         const std::string& name) override {
     Reap();
     MESHTUNE_CHECK(color >= 0);  // MPI_UNDEFINED is not part of our API
+    // MPI_Comm_split blocks without a deadline; once every member passed
+    // this barrier it completes.
+    TimedBarrier(CommKind::kBarrier);
     MPI_Comm child = MPI_COMM_NULL;
     // Ties in `key` keep the old rank order (MPI 3.1 §6.4.2), as the local
     // communicator does.
@@ -309,9 +415,72 @@ class MpiCommunicator : public Communicator {
 
  private:
   struct PendingSend {
+    int peer = 0;
     std::vector<float> buffer;
     std::vector<MPI_Request> requests;
   };
+
+  // World rank of each member, for messages and pings.
+  static std::vector<int> WorldRanksOf(MPI_Comm comm) {
+    MPI_Group group, world;
+    MPI_Comm_group(comm, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    const int n = SizeOf(comm);
+    std::vector<int> ranks(n), world_ranks(n);
+    for (int r = 0; r < n; ++r) ranks[r] = r;
+    MPI_Group_translate_ranks(group, n, ranks.data(), world,
+                              world_ranks.data());
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+    return world_ranks;
+  }
+
+  // Waits for `request` (filling `status` when not null) until the
+  // deadline; then names which of the group ranks `peers` did not answer
+  // and aborts the job.
+  void Wait(MPI_Request* request, MPI_Status* status, CommKind kind,
+            const std::vector<int>& peers) {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline =
+        start + std::chrono::duration_cast<Clock::duration>(
+                    std::chrono::duration<double>(timeout_s()));
+    std::chrono::microseconds pause = kFirstPause;
+    for (;;) {
+      int done = 0;
+      MPI_Test(request, &done, status == nullptr ? MPI_STATUS_IGNORE : status);
+      if (done) return;
+      AnswerPings();
+      const Clock::time_point now = Clock::now();
+      if (now >= deadline) TimedOut(kind, peers);
+      if (now - start >= kSpin) {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, kMaxPause);
+      }
+    }
+  }
+
+  // A collective waits for every other member.
+  void WaitAll(MPI_Request* request, CommKind kind) {
+    std::vector<int> others;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) others.push_back(r);
+    }
+    Wait(request, nullptr, kind, others);
+  }
+
+  void TimedBarrier(CommKind kind) {
+    MPI_Request request;
+    MPI_Ibarrier(comm_, &request);
+    WaitAll(&request, kind);
+  }
+
+  [[noreturn]] void TimedOut(CommKind kind, const std::vector<int>& peers) {
+    std::vector<int> world_peers;
+    for (int r : peers) world_peers.push_back(world_ranks_[r]);
+    const std::vector<int> silent =
+        SilentRanks(world_peers, std::min(timeout_s(), kMaxPingGraceS));
+    FailProtocol(TimeoutMessage(ToString(kind), name(), timeout_s(), silent));
+  }
 
   static int RankOf(MPI_Comm comm) {
     int rank = 0;
@@ -369,18 +538,22 @@ class MpiCommunicator : public Communicator {
         recv_displs[r] = r * mine;
       }
       received.resize(static_cast<size_t>(mine) * n);
-      MPI_Alltoallv(chunk, counts.data(), displs.data(), MpiType<T>(),
-                    received.data(), recv_counts.data(), recv_displs.data(),
-                    MpiType<T>(), comm_);
+      MPI_Request request;
+      MPI_Ialltoallv(chunk, counts.data(), displs.data(), MpiType<T>(),
+                     received.data(), recv_counts.data(), recv_displs.data(),
+                     MpiType<T>(), comm_, &request);
+      WaitAll(&request, CommKind::kAllReduce);
       SumRankMajor(received.data(), n, mine, chunk + displs[me], fn);
-      MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, chunk, counts.data(),
-                     displs.data(), MpiType<T>(), comm_);
+      MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, chunk, counts.data(),
+                      displs.data(), MpiType<T>(), comm_, &request);
+      WaitAll(&request, CommKind::kAllReduce);
     }
   }
 
   MPI_Comm comm_;
   bool owned_;
   int64_t chunk_elements_;          // most elements per MPI call (<= 2^30)
+  std::vector<int> world_ranks_;    // [group rank] = world rank
   std::list<PendingSend> pending_;  // Isends not known to be complete
 };
 
@@ -431,12 +604,15 @@ StatusOr<std::unique_ptr<Communicator>> MakeMpiWorld() {
   MPI_Comm_create_errhandler(AbortOnMpiError, &handler);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);
   MPI_Errhandler_free(&handler);
+  if (g_control == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &g_control);
   return std::unique_ptr<Communicator>(std::make_unique<MpiCommunicator>(
       MPI_COMM_WORLD, /*owned=*/false, *chunk_elements, "world"));
 }
 
 void FinalizeMpi() {
-  if (MpiInitialized() && !MpiFinalized()) MPI_Finalize();
+  if (!MpiInitialized() || MpiFinalized()) return;
+  if (g_control != MPI_COMM_NULL) MPI_Comm_free(&g_control);
+  MPI_Finalize();
 }
 
 void AbortAllRanks(const std::string& message, int exit_code) {

@@ -1,6 +1,7 @@
 // MPI communicator (OpenMPI): the real multi-process transport of the CPU
 // engine. This header does not include <mpi.h>; only mpi_communicator.cc
-// does (DESIGN §3). Built when CMake finds MPI (MESHTUNE_ENGINE_HAVE_MPI).
+// does (docs/design.md §3). Built when CMake finds MPI
+// (MESHTUNE_ENGINE_HAVE_MPI).
 #ifndef MESHTUNE_ENGINE_MPI_COMMUNICATOR_H_
 #define MESHTUNE_ENGINE_MPI_COMMUNICATOR_H_
 
@@ -21,6 +22,9 @@ bool LaunchedUnderMpi();
 // communicator (name "world"). Errors from MPI abort every rank with a
 // message naming the failing call and rank (MPI_ERRORS_ARE_FATAL plus our
 // own handler), so a dead rank never leaves the others hanging silently.
+// A call that waits longer than timeout_s() (communicator.h) prints
+// "tune: error: rank R: <call> on group '<g>' timed out after N s: rank P
+// did not answer ..." (world ranks) and aborts every rank.
 // Unimplemented when built without MPI.
 StatusOr<std::unique_ptr<Communicator>> MakeMpiWorld();
 

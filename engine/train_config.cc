@@ -1,5 +1,6 @@
 #include "engine/train_config.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -35,14 +36,16 @@ Status TrainConfig::Validate() const {
             " has " + std::to_string(m.num_experts) + " experts)",
         "train a dense model; MoE is planned with expert parallelism");
   }
+  // An input error (exit 2), not Unimplemented: the run is refused before
+  // it starts and the fix is in the user's hands (the hint).
   if (p.cp != 1) {
-    return Status::Unimplemented(
+    return Status::InvalidArgument(
         "the training engine does not support context parallelism yet (cp=" +
             std::to_string(p.cp) + ")",
         "use --cp 1");
   }
   if (p.ep != 1) {
-    return Status::Unimplemented(
+    return Status::InvalidArgument(
         "the training engine does not support expert parallelism yet (ep=" +
             std::to_string(p.ep) + ")",
         "use --ep 1");
@@ -127,6 +130,12 @@ Status TrainConfig::Validate() const {
     return bad("attention_dropout must be in [0, 1), got " +
                    ShortFloat(attention_dropout),
                "use --attention-dropout 0.1 (Megatron's default) or 0 (off)");
+  }
+  // !(x > 0) also rejects NaN; infinity means "wait for ever", which is
+  // exactly the hang the timeout exists to prevent.
+  if (!(distributed_timeout_s > 0) || !std::isfinite(distributed_timeout_s)) {
+    return bad("distributed_timeout_s must be a positive number of seconds",
+               "use --distributed-timeout-minutes 10 (Megatron's default)");
   }
   return Status::Ok();
 }

@@ -56,6 +56,10 @@ struct TrainConfig {
   int64_t save_interval = 0;  // --save-interval (0 = only at the end)
 
   int64_t log_interval = 1;  // --log-interval
+  // How long a collective or receive waits for its peers before the job is
+  // aborted naming the rank that did not answer (Megatron
+  // --distributed-timeout-minutes, default 10 minutes; communicator.h).
+  double distributed_timeout_s = 600.0;
   // Model FLOPs of one iteration (Megatron num_floating_point_operations;
   // the caller computes it with costmodel::ModelFlopsPerStep) for the
   // TFLOP/s column of the log; 0 prints 0.
@@ -74,7 +78,8 @@ struct TrainConfig {
   // (search_spaces::PipelineLayout),
   // heads and groups divisible by tp, seq divisible by tp under SP, cp == 1,
   // ep == 1 and dense models (MoE and context parallelism are not built in
-  // the engine yet: Unimplemented naming the missing piece).
+  // the engine yet: cp or ep above 1 is an InvalidArgument whose hint is
+  // "use --cp 1" / "use --ep 1"; an MoE model is Unimplemented).
   Status Validate() const;
 };
 

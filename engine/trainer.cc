@@ -10,6 +10,7 @@
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"
+#include "engine/stop_signal.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine {
@@ -41,6 +42,10 @@ class TrainerImpl : public Trainer {
       Status s = LoadCheckpoint(config_.load_dir, config_, &state, store_,
                                 *optimizer_, groups_);
       if (!s.ok()) return s;
+      // The sampler reads up to consumed_samples plus what the remaining
+      // steps take; the data must hold that many (GetSample checks it).
+      MESHTUNE_RETURN_IF_ERROR(CheckResume(config_.load_dir, state, config_,
+                                           dataset_->num_samples()));
       iteration_ = state.iteration;
       consumed_samples_ = state.consumed_samples;
     }
@@ -90,13 +95,15 @@ class TrainerImpl : public Trainer {
       const StepResult result = optimizer_->Step(store_, iteration_ + 1);
 
       // Mean LM loss over the global batch: the last stage's tp-rank-0
-      // ranks hold the sums of their dp shards.
-      double totals[2] = {0, 0};
+      // ranks hold the sums of their dp shards. The third entry carries
+      // the stop signals (stop_signal.h), so every rank decides to stop
+      // after the same iteration.
+      double totals[3] = {0, 0, static_cast<double>(StopSignal())};
       if (groups_.last_stage() && groups_.tp_rank() == 0) {
         totals[0] = loss_sum;
         totals[1] = static_cast<double>(n * m);
       }
-      world_->AllReduceSum(totals, 2);
+      world_->AllReduceSum(totals, 3);
       const double loss = totals[0] / totals[1];
       ++iteration_;
       consumed_samples_ += config_.global_batch_size;
@@ -114,11 +121,16 @@ class TrainerImpl : public Trainer {
       const bool at_end = iteration_ == config_.train_iters;
       const bool at_interval =
           config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
-      if (!config_.save_dir.empty() && (at_end || at_interval)) {
+      const bool stop = totals[2] > 0 && !at_end;
+      if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
         CheckpointState state{iteration_, consumed_samples_};
         Status st = SaveCheckpoint(config_.save_dir, config_, state, store_,
                                    *optimizer_, groups_);
         if (!st.ok()) return st;
+      }
+      if (stop) {
+        return StopAtStepBoundary(iteration_, config_.train_iters,
+                                  config_.save_dir);
       }
     }
     return Status::Ok();
@@ -286,6 +298,8 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     return Status::Internal(
         "dataset sequence length does not match the config");
   }
+  // Every group split from the world inherits it (communicator.h).
+  world->set_timeout_s(config.distributed_timeout_s);
   auto trainer = std::make_unique<TrainerImpl>(config, dataset, world);
   s = trainer->Init();
   if (!s.ok()) return s;

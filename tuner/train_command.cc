@@ -3,8 +3,8 @@
 // iteration lines and records the measured step times in the results
 // database (training_runs), next to the cost model's prediction.
 //
-// Process model (DESIGN.md §8): one rank per process. A one-rank run trains
-// in this process. A larger world re-runs this command under mpirun
+// Process model (docs/design.md §8): one rank per process. A one-rank run
+// trains in this process. A larger world re-runs this command under mpirun
 // (tuner/train_launcher.h) after checking everything a rank would check, so
 // input errors are reported once and before any rank starts. Under an
 // external mpirun/srun each process is a rank of MPI_COMM_WORLD.
@@ -21,6 +21,7 @@
 #include "costmodel/cost_model.h"
 #include "engine/local_communicator.h"
 #include "engine/mpi_communicator.h"
+#include "engine/stop_signal.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/enumerate.h"
@@ -342,6 +343,9 @@ class TrainCommand : public Command {
     }
     std::vector<std::unique_ptr<engine::Communicator>> world =
         engine::MakeLocalWorld(1);
+    // SIGTERM/SIGINT/SIGHUP stop after the current step (checkpoint saved
+    // with --save); a second one kills, as an impatient Ctrl-C expects.
+    engine::InstallStopSignalHandlers(/*repeat_kills=*/true);
     return TrainRank(plan.value(), *dataset.value(), world[0].get(),
                      /*under_mpi=*/false, out, err);
   }
@@ -354,6 +358,10 @@ class TrainCommand : public Command {
           "tune runs under mpirun but was built without MPI",
           "install Open MPI (libopenmpi-dev) and rebuild");
     }
+    // A stop signal (forwarded by the launcher, tuner/train_launcher.h, or
+    // sent by Slurm or mpirun) stops every rank after the same step; a
+    // repeat (the same SIGTERM from two senders) must not kill mid-save.
+    engine::InstallStopSignalHandlers(/*repeat_kills=*/false);
     StatusOr<std::unique_ptr<engine::Communicator>> world =
         engine::MakeMpiWorld();
     if (!world.ok()) return world.status();
@@ -389,6 +397,20 @@ class TrainCommand : public Command {
 
     const Status trained =
         TrainRank(plan.value(), *dataset, w, /*under_mpi=*/true, out, err);
+    if (!trained.ok() && engine::StoppedAtStepBoundary()) {
+      // Every rank stopped after the same iteration: rank 0 says so, the
+      // others leave quietly with the same exit code. The barrier keeps
+      // every rank alive until rank 0 has moved the last checkpoint into
+      // place: mpirun kills the job once one rank exits non-zero.
+      const bool root = w->rank() == 0;
+      out.flush();
+      w->Barrier();
+      world.value().reset();
+      engine::FinalizeMpi();
+      if (root) return trained;
+      err.flush();
+      std::exit(trained.ExitCode());
+    }
     if (!trained.ok() && w->size() > 1) {
       // The other ranks may be waiting in a collective: stop them all.
       out.flush();
@@ -460,6 +482,9 @@ class TrainCommand : public Command {
         }
       }
     }
+    // --distributed-timeout-minutes, for the CUDA trainer's host
+    // collectives too (Trainer::Create sets it for the CPU engine).
+    world->set_timeout_s(c.distributed_timeout_s);
     // This rank's share of the job: on its GPU (one per rank, data
     // parallel) or its CPU cores.
     StatusOr<std::unique_ptr<engine::Trainer>> trainer =

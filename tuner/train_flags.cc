@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "costmodel/model_stats.h"
+#include "engine/checkpoint.h"
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
 #include "search_spaces/presets.h"
@@ -96,6 +97,8 @@ std::vector<std::pair<std::string, bool>> LayoutFlags(const TrainFlags& f) {
           {"--pp", !f.pp.empty()},
           {"--vpp", !f.vpp.empty()},
           {"--dp", !f.dp.empty()},
+          {"--cp", !f.cp.empty()},
+          {"--ep", !f.ep.empty()},
           {"--mbs", !f.mbs.empty()},
           {"--gbs", !f.gbs.empty()},
           {"--seq-len", !f.seq_len.empty()},
@@ -207,6 +210,15 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
       ->type_name("V");
   app->add_option("--dp", f->dp, "data parallel size (default 1)")
       ->type_name("D");
+  // Taken, not hidden: the engine trains cp = ep = 1 only, and a value
+  // above 1 gets its message (with the hint to use 1) instead of CLI11's
+  // "arguments were not expected".
+  app->add_option("--cp", f->cp,
+                  "context parallel size; the engine trains 1 only (default 1)")
+      ->type_name("C");
+  app->add_option("--ep", f->ep,
+                  "expert parallel size; the engine trains 1 only (default 1)")
+      ->type_name("E");
   auto* sp = app->add_flag_callback(
       "--sp", [f] { f->sp = true; }, "sequence parallel on");
   auto* no_sp = app->add_flag_callback(
@@ -282,6 +294,11 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--log-interval", f->log_interval,
                   "print an iteration line every N iterations (default 1)")
       ->type_name("N");
+  app->add_option("--distributed-timeout-minutes",
+                  f->distributed_timeout_minutes,
+                  "abort the job when a rank waits this long for another "
+                  "(a stopped, hung or dead rank; default 10)")
+      ->type_name("MIN");
   app->add_option("--db", f->db,
                   "results database for the training_runs row (default "
                   "$TUNE_DB, else ./tune.db)")
@@ -291,7 +308,10 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                 "print one JSON object at the end (iteration lines go to "
                 "stderr)");
   app->add_option("--backend", f->backend,
-                  "cpu (default: Eigen, MPI ranks) or cuda (one GPU, bf16)")
+                  "cpu (default: Eigen, MPI ranks) or cuda (bf16; the "
+                  "tp/sp/pp/vpp/dp/dist-opt layouts of the CPU engine, one "
+                  "GPU per rank, or ranks sharing a GPU through staged "
+                  "collectives)")
       ->type_name("NAME");
   app->add_option("--gpu", f->gpu,
                   "with --backend cuda: GPU preset for the predicted step "
@@ -346,6 +366,8 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.pp, "--pp", &p.pp));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.vpp, "--vpp", &p.vpp));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.dp, "--dp", &p.dp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.cp, "--cp", &p.cp));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.ep, "--ep", &p.ep));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.mbs, "--mbs", &p.mbs));
   if (f.sp.has_value()) p.sp = *f.sp;
   if (f.dist_opt.has_value()) p.dist_opt = *f.dist_opt;
@@ -403,6 +425,20 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
       SetPositive(f.save_interval, "--save-interval", &c.save_interval));
   MESHTUNE_RETURN_IF_ERROR(
       SetPositive(f.log_interval, "--log-interval", &c.log_interval));
+  if (!f.distributed_timeout_minutes.empty()) {
+    // Fractions are allowed (Megatron takes whole minutes): a test or a
+    // tiny run may want seconds.
+    StatusOr<double> v = ParseNonNegativeNumber(
+        f.distributed_timeout_minutes, "--distributed-timeout-minutes");
+    if (!v.ok() || v.value() <= 0) {
+      return Status::InvalidArgument(
+          "--distributed-timeout-minutes must be a number of minutes > 0, "
+          "got '" +
+              f.distributed_timeout_minutes + "'",
+          "write e.g. --distributed-timeout-minutes 10 (Megatron's default)");
+    }
+    c.distributed_timeout_s = 60 * v.value();
+  }
 
   plan.nproc = p.world();
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.nproc, "--nproc", &plan.nproc));
@@ -426,8 +462,28 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
 
   if (!f.data.empty()) plan.data.data_path = f.data;
   plan.data.seq_length = c.seq();
-  plan.data.num_samples = c.global_batch_size * c.train_iters;
+  if (__builtin_mul_overflow(c.global_batch_size, c.train_iters,
+                             &plan.data.num_samples)) {
+    return Status::InvalidArgument(
+        "--gbs " + std::to_string(c.global_batch_size) + " times --steps " +
+            std::to_string(c.train_iters) +
+            " is more training samples than can be counted",
+        "lower --steps or --gbs");
+  }
   plan.data.seed = c.seed;
+  // A resumed run reads from the checkpoint's consumed samples on, which
+  // may lie past train_iters·gbs (saved with a larger --gbs). A missing
+  // --load directory is ValidateTrainPlan's error.
+  std::error_code ec;
+  if (!c.load_dir.empty() && std::filesystem::is_directory(c.load_dir, ec)) {
+    StatusOr<engine::CheckpointState> state =
+        engine::ReadCheckpointState(c.load_dir);
+    if (!state.ok()) return state.status();
+    StatusOr<int64_t> samples =
+        engine::ResumeSamples(c.load_dir, state.value(), c);
+    if (!samples.ok()) return samples.status();
+    plan.data.num_samples = samples.value();
+  }
   return plan;
 }
 
@@ -537,6 +593,8 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--pp", f.pp);
   add("--vpp", f.vpp);
   add("--dp", f.dp);
+  add("--cp", f.cp);
+  add("--ep", f.ep);
   if (f.sp.has_value()) args.push_back(*f.sp ? "--sp" : "--no-sp");
   add("--mbs", f.mbs);
   add("--gbs", f.gbs);
@@ -564,6 +622,7 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--save-interval", f.save_interval);
   add("--load", f.load);
   add("--log-interval", f.log_interval);
+  add("--distributed-timeout-minutes", f.distributed_timeout_minutes);
   add("--db", f.db);
   if (f.no_db) args.push_back("--no-db");
   if (f.json) args.push_back("--json");

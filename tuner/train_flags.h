@@ -41,6 +41,9 @@ struct TrainFlags {
   std::string rank;         // --rank R (with --from-search; default 1)
   std::string model;        // preset name or model YAML
   std::string tp, pp, vpp, dp, mbs, gbs, seq_len, recompute;
+  // --cp / --ep: taken so that a value above 1 (which the engine cannot
+  // train yet) gets TrainConfig::Validate's message, as from --config.
+  std::string cp, ep;
   std::optional<bool> sp;         // --sp / --no-sp
   std::optional<bool> dist_opt;   // --dist-opt / --no-dist-opt
   std::string steps;              // Megatron --train-iters
@@ -52,6 +55,8 @@ struct TrainFlags {
   // Megatron --hidden-dropout / --attention-dropout (engine default 0).
   std::string hidden_dropout, attention_dropout;
   std::string save, save_interval, load, log_interval;
+  // Megatron --distributed-timeout-minutes (a number > 0; default 10).
+  std::string distributed_timeout_minutes;
   std::string db;  // --db PATH
   bool no_db = false;
   bool json = false;
@@ -68,7 +73,8 @@ struct TrainPlan {
   engine::TrainConfig config;     // model_flops_per_iteration filled in
   engine::data::DataConfig data;  // data_path, seq_length, num_samples
   int64_t nproc = 1;              // == config.parallel.world()
-  // "cpu" (Eigen + MPI ranks) or "cuda" (one GPU, engine/cuda/trainer.h).
+  // "cpu" (Eigen + MPI ranks) or "cuda" (engine/cuda/trainer.h: one GPU
+  // per rank, or ranks sharing a GPU through staged collectives).
   std::string backend = "cpu";
   // With cuda: the GPU preset the step-time prediction uses ("" = the one
   // matching the device's name, tuner/cuda_engine.h).
@@ -80,8 +86,12 @@ struct TrainPlan {
 };
 
 // Reads --config or --from-search (if any), applies the flags over it and
-// fills the defaults. Errors: malformed values (InvalidArgument naming the
-// flag), config file problems (file:line), no model at all; with
+// fills the defaults. With --load of an existing directory, reads its
+// newest checkpoint's metadata (engine/checkpoint.h ReadCheckpointState) to
+// size the data for the resumed run (ResumeSamples); its errors, and a
+// checkpoint already at --steps (nothing to train), are returned as is.
+// Errors: malformed values (InvalidArgument naming the flag), config file
+// problems (file:line), no model at all; with
 // --from-search (exit 2 each): --config or a flag that changes the model,
 // batch or layout next to it, --no-db, an unknown search id, a rank out of
 // range, an infeasible candidate, a model that is not a preset. Reads the

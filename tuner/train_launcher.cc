@@ -1,16 +1,24 @@
 #include "tuner/train_launcher.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include "engine/stop_signal.h"
 
 extern char** environ;
 
@@ -50,6 +58,91 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   for (std::string& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
+}
+
+// Processes whose parent is `parent` (from /proc/*/stat).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return children;
+  while (const dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    std::ifstream stat(std::string("/proc/") + entry->d_name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses,
+    // so read after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %ld", &state, &ppid) == 2 &&
+        ppid == parent) {
+      children.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(proc);
+  return children;
+}
+
+// A second stop signal, or ranks that do not stop within kStopGraceS: the
+// ranks are found before mpirun dies (they are its children) and are
+// killed with it, stopped ones included.
+void KillJob(pid_t mpirun) {
+  const std::vector<pid_t> ranks = ChildrenOf(mpirun);
+  kill(mpirun, SIGKILL);
+  for (pid_t rank : ranks) kill(rank, SIGKILL);
+}
+
+// A stop signal goes to the ranks themselves, not to mpirun: mpirun would
+// SIGTERM them and SIGKILL them a second later (its abort), maybe in the
+// middle of a checkpoint. The ranks stop together at the next step
+// boundary and exit; mpirun then ends. Before the ranks exist, mpirun
+// gets the signal and ends the start-up.
+void ForwardStopSignal(pid_t mpirun, int signal) {
+  const std::vector<pid_t> ranks = ChildrenOf(mpirun);
+  if (ranks.empty()) kill(mpirun, signal);
+  for (pid_t rank : ranks) kill(rank, signal);
+}
+
+struct JobEnd {
+  int wait_status = 0;
+  int wait_errno = 0;   // waitpid's error; 0 = wait_status is valid
+  int signal = 0;       // the first stop signal received (0 = none)
+  bool killed = false;  // the job was killed (second signal or grace over)
+};
+
+// Waits for mpirun, taking the (blocked) stop signals as they come: the
+// first is forwarded to the ranks; a second one, or kStopGraceS seconds
+// without an end, kills the job.
+JobEnd WaitForJob(pid_t mpirun, const sigset_t& stop_signals) {
+  JobEnd end;
+  int signals = 0;
+  std::chrono::steady_clock::time_point give_up;
+  for (;;) {
+    const pid_t done = waitpid(mpirun, &end.wait_status, WNOHANG);
+    if (done == mpirun) return end;
+    if (done < 0 && errno != EINTR) {
+      end.wait_errno = errno;
+      return end;
+    }
+    const timespec poll = {0, 100 * 1000 * 1000};  // 100 ms
+    const int signal = sigtimedwait(&stop_signals, nullptr, &poll);
+    if (signal > 0 && ++signals == 1) {
+      end.signal = signal;
+      ForwardStopSignal(mpirun, signal);
+      give_up =
+          std::chrono::steady_clock::now() + std::chrono::seconds(kStopGraceS);
+    }
+    const bool overdue =
+        signals > 0 && std::chrono::steady_clock::now() >= give_up;
+    if (!end.killed && (signals >= 2 || overdue)) {
+      KillJob(mpirun);
+      end.killed = true;
+    }
+  }
 }
 
 }  // namespace
@@ -116,6 +209,20 @@ Status MpirunExitStatus(int wait_status) {
                          std::to_string(wait_status) + ")");
 }
 
+Status StoppedBySignalStatus(int signal, bool killed) {
+  const std::string name = engine::SignalName(signal);
+  if (killed) {
+    return Status::IoError("training killed after a second stop signal (" +
+                           name +
+                           " first); every rank was killed without waiting "
+                           "for the step boundary");
+  }
+  return Status::IoError(
+      "training stopped by " + name +
+      "; every rank has ended (rank 0's line above names the last iteration "
+      "and checkpoint)");
+}
+
 Status RunRanksUnderMpirun(int64_t world,
                            const std::vector<std::string>& train_args) {
   const std::string mpirun = FindOnPath("mpirun");
@@ -138,13 +245,45 @@ Status RunRanksUnderMpirun(int64_t world,
   std::vector<char*> c_argv = CStrings(argv);
   std::vector<char*> c_env = CStrings(env);
 
+  // The stop signals stay blocked while mpirun runs: the wait loop takes
+  // them with sigtimedwait, so none is lost and none kills the launcher
+  // before the ranks have stopped. The child unblocks them before exec.
+  // A signal this process ignores (nohup's SIGHUP, SIGINT of a background
+  // job) stays ignored: blocking it would make it count.
+  sigset_t stop_signals, old_mask;
+  sigemptyset(&stop_signals);
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current = {};
+    sigaction(signal, nullptr, &current);
+    if (current.sa_handler != SIG_IGN) sigaddset(&stop_signals, signal);
+  }
+  sigprocmask(SIG_BLOCK, &stop_signals, &old_mask);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
+    const int fork_errno = errno;
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     return Status::IoError(std::string("cannot start mpirun: fork failed (") +
-                               std::strerror(errno) + ")",
+                               std::strerror(fork_errno) + ")",
                            "free some memory or processes and retry");
   }
   if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec. Own process
+    // group: a terminal's Ctrl-C reaches this launcher only, which turns
+    // it into one orderly stop. If the launcher dies, even by SIGKILL,
+    // mpirun gets SIGTERM and stops the ranks (PR_SET_PDEATHSIG survives
+    // exec); the getppid check covers a launcher that died before prctl.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);
+    // A background process group reading the terminal would be stopped
+    // (SIGTTIN), and mpirun forwards stdin to rank 0: give it none.
+    const int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDIN_FILENO);
+      if (null_fd != STDIN_FILENO) close(null_fd);
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     execve(c_argv[0], c_argv.data(), c_env.data());
     // Only async-signal-safe calls between fork and _exit.
     static const char kMsg[] = "tune: error: cannot execute mpirun\n";
@@ -152,23 +291,16 @@ Status RunRanksUnderMpirun(int64_t world,
     (void)ignored;
     _exit(127);
   }
-  // Ctrl-C reaches mpirun too (same process group), which stops the ranks;
-  // the parent waits for that and reports mpirun's status instead of dying
-  // first.
-  struct sigaction ignore = {}, old_int = {};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  int wait_status = 0;
-  pid_t done;
-  do {
-    done = waitpid(pid, &wait_status, 0);
-  } while (done < 0 && errno == EINTR);
-  sigaction(SIGINT, &old_int, nullptr);
-  if (done < 0) {
+  setpgid(pid, pid);  // also here, so no signal finds it in ours
+  const JobEnd end = WaitForJob(pid, stop_signals);
+  // Signals that were pending stay consumed; the old mask comes back.
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (end.wait_errno != 0) {
     return Status::IoError(std::string("waiting for mpirun failed (") +
-                           std::strerror(errno) + ")");
+                           std::strerror(end.wait_errno) + ")");
   }
-  return MpirunExitStatus(wait_status);
+  if (end.signal != 0) return StoppedBySignalStatus(end.signal, end.killed);
+  return MpirunExitStatus(end.wait_status);
 }
 
 }  // namespace meshtune::tuner

@@ -6,6 +6,17 @@
 // remaining ranks when one exits with an error, so a dead rank never leaves
 // the others hanging (Open MPI's default "abort the job on a non-zero exit").
 //
+// Stop signals: SIGTERM, SIGINT or SIGHUP to the launcher (a supervisor,
+// Slurm preemption, Ctrl-C, a closed terminal) is forwarded to every rank;
+// the ranks stop together at the next step boundary (engine/stop_signal.h),
+// saving a checkpoint when the run has --save, and exit, which ends mpirun.
+// A second stop signal, or ranks still running kStopGraceS seconds after
+// the first, kills mpirun and the ranks. mpirun runs in its own process
+// group (a terminal's Ctrl-C reaches only the launcher) with
+// PR_SET_PDEATHSIG = SIGTERM, so even a SIGKILLed launcher leaves nothing
+// running: mpirun then ends the ranks itself. The launcher exits 1 with
+// one line naming the signal.
+//
 // The ranks find themselves under MPI through LaunchedUnderMpi()
 // (engine/mpi_communicator.h); the environment marker below also tells them
 // that `tune train` started them, so a rank that somehow does not see MPI's
@@ -23,6 +34,11 @@ namespace meshtune::tuner {
 
 // Set ("1") in the environment of the ranks `tune train` launches.
 inline constexpr char kTrainLaunchedEnv[] = "MESHTUNE_TRAIN_LAUNCHED";
+
+// Seconds the ranks get to reach a step boundary (and finish a checkpoint)
+// after a stop signal before the launcher kills them: Slurm's default
+// KillWait, after which Slurm would kill them anyway.
+inline constexpr int kStopGraceS = 30;
 
 // True when kTrainLaunchedEnv is set in this process's environment.
 bool LaunchedByTuneTrain();
@@ -48,6 +64,11 @@ std::vector<std::string> MpirunArgv(const std::string& mpirun, int64_t world,
 // returned 2 (a rank rejected its input) and 1 otherwise. A signal is
 // reported by number.
 Status MpirunExitStatus(int wait_status);
+
+// The launcher's error after a stop signal `signal` ("training stopped by
+// SIGTERM; every rank has ended ..."), or after a second one made it kill
+// the job (`killed`). Exit code 1.
+Status StoppedBySignalStatus(int signal, bool killed);
 
 // Runs `world` ranks of `tune train <train_args>` through mpirun from
 // $PATH and waits. Without mpirun: exit 1 with a hint to install

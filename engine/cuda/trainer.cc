@@ -22,6 +22,7 @@
 #include "engine/pipeline_p2p.h"
 #include "engine/pipeline_slots.h"
 #include "engine/process_groups.h"
+#include "engine/stop_signal.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine::cuda {
@@ -121,6 +122,9 @@ class CudaTrainer : public Trainer {
       MESHTUNE_RETURN_IF_ERROR(LoadCheckpoint(config_.load_dir, config_, &state,
                                               store_, *host_optimizer_,
                                               groups_));
+      // As the CPU trainer: the data must hold what the resumed steps read.
+      MESHTUNE_RETURN_IF_ERROR(CheckResume(config_.load_dir, state, config_,
+                                           dataset_->num_samples()));
       MESHTUNE_RETURN_IF_ERROR(
           optimizer_->ScatterState(store_, host_optimizer_->exp_avg().data(),
                                    host_optimizer_->exp_avg_sq().data()));
@@ -178,13 +182,15 @@ class CudaTrainer : public Trainer {
       MESHTUNE_ASSIGN_OR_RETURN(result, optimizer_->Step(iteration_ + 1));
 
       // Mean LM loss over the global batch: the last stage's tp-rank-0
-      // ranks hold the sums of their dp shards.
-      double totals[2] = {0, 0};
+      // ranks hold the sums of their dp shards. The third entry carries
+      // the stop signals (engine/stop_signal.h), as in the CPU trainer, so
+      // every rank stops after the same iteration.
+      double totals[3] = {0, 0, static_cast<double>(StopSignal())};
       if (groups_.last_stage() && groups_.tp_rank() == 0) {
         totals[0] = loss_sum;
         totals[1] = static_cast<double>(n * m);
       }
-      world_->AllReduceSum(totals, 2);
+      world_->AllReduceSum(totals, 3);
       const double loss = totals[0] / totals[1];
       ++iteration_;
       consumed_samples_ += config_.global_batch_size;
@@ -200,8 +206,13 @@ class CudaTrainer : public Trainer {
       const bool at_end = iteration_ == config_.train_iters;
       const bool at_interval =
           config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
-      if (!config_.save_dir.empty() && (at_end || at_interval)) {
+      const bool stop = totals[2] > 0 && !at_end;
+      if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
         MESHTUNE_RETURN_IF_ERROR(Save());
+      }
+      if (stop) {
+        return StopAtStepBoundary(iteration_, config_.train_iters,
+                                  config_.save_dir);
       }
     }
     // The final master weights into the host store (collective over dp

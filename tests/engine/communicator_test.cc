@@ -1,8 +1,9 @@
 // The in-process communicator (engine/local_communicator.h) against
 // hand-computed values: every collective for group sizes 1-4, rank-order
 // sums (where float addition order changes the answer), bit-identical
-// results across ranks, buffered sends, Split, the CommLog, and failure of
-// one rank not hanging the others.
+// results across ranks, buffered sends, Split, the CommLog, failure of
+// one rank not hanging the others, and the timeout that names a rank which
+// never joins (issue 16 D8).
 //
 // Each rank writes what it observed into a per-rank slot; the checks run on
 // the main thread after RunLocalRanks joined.
@@ -11,12 +12,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -395,6 +402,134 @@ TEST(LocalCommunicatorDeathTest, CollectiveWithMismatchedCountsAborts) {
                                world.AllReduceSum(buf, 1 + world.rank());
                              }),
                "check failed");
+}
+
+// Issue 16 D8: a peer that never joins used to block the others for ever.
+// Runs the ranks on a helper thread so that a hang fails the test after
+// `limit_s` instead of hanging the test binary; returns what the ranks
+// threw ("" if nothing).
+std::string RunRanksWithin(int size, std::function<void(Communicator&)> fn,
+                           double limit_s) {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::string error;
+  };
+  auto state = std::make_shared<State>();
+  std::thread([state, size, fn] {
+    std::string error;
+    try {
+      RunLocalRanks(size, fn);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::lock_guard<std::mutex> lock(state->mu);
+    state->error = error;
+    state->done = true;
+    state->cv.notify_all();
+  }).detach();  // a hung rank cannot be joined; the thread dies with us
+  std::unique_lock<std::mutex> lock(state->mu);
+  if (!state->cv.wait_for(lock, std::chrono::duration<double>(limit_s),
+                          [&] { return state->done; })) {
+    ADD_FAILURE() << "the ranks still wait after " << limit_s << " s";
+    return "hung";
+  }
+  return state->error;
+}
+
+TEST(LocalCommunicatorTimeout, AllReduceNamesTheRankThatNeverJoins) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string error = RunRanksWithin(
+      2,
+      [](Communicator& world) {
+        world.set_timeout_s(0.2);
+        if (world.rank() == 1) return;  // never joins
+        float x = 1;
+        world.AllReduceSum(&x, 1);
+      },
+      30);
+  EXPECT_EQ(error,
+            "all_reduce on group 'world' timed out after 0.2 s: rank 1 did "
+            "not answer (stopped, hung or dead); the job is aborted (raise "
+            "--distributed-timeout-minutes if it is only slow)");
+  EXPECT_GE(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(200));
+}
+
+TEST(LocalCommunicatorTimeout, BarrierNamesEveryMissingRank) {
+  const std::string error = RunRanksWithin(
+      4,
+      [](Communicator& world) {
+        world.set_timeout_s(0.2);
+        if (world.rank() >= 2) return;
+        world.Barrier();
+      },
+      30);
+  EXPECT_EQ(error,
+            "barrier on group 'world' timed out after 0.2 s: ranks 2, 3 did "
+            "not answer (stopped, hung or dead); the job is aborted (raise "
+            "--distributed-timeout-minutes if it is only slow)");
+}
+
+TEST(LocalCommunicatorTimeout, RecvNamesTheSilentSender) {
+  const std::string error = RunRanksWithin(
+      2,
+      [](Communicator& world) {
+        world.set_timeout_s(0.2);
+        if (world.rank() == 0) return;  // never sends
+        float x = 0;
+        world.Recv(&x, 1, 0);
+      },
+      30);
+  EXPECT_EQ(error,
+            "recv on group 'world' timed out after 0.2 s: rank 0 did not "
+            "answer (stopped, hung or dead); the job is aborted (raise "
+            "--distributed-timeout-minutes if it is only slow)");
+}
+
+TEST(LocalCommunicatorTimeout, SplitGroupsInheritTheTimeoutAndUseIt) {
+  std::atomic<int> seen_ms{0};
+  const std::string error = RunRanksWithin(
+      2,
+      [&](Communicator& world) {
+        world.set_timeout_s(0.25);
+        std::unique_ptr<Communicator> dp = world.Split(0, world.rank(), "dp");
+        if (world.rank() == 0) {
+          seen_ms = static_cast<int>(dp->timeout_s() * 1000 + 0.5);
+          return;
+        }
+        dp->Barrier();
+      },
+      30);
+  EXPECT_EQ(seen_ms.load(), 250);
+  EXPECT_EQ(error,
+            "barrier on group 'dp' timed out after 0.25 s: rank 0 did not "
+            "answer (stopped, hung or dead); the job is aborted (raise "
+            "--distributed-timeout-minutes if it is only slow)");
+}
+
+TEST(LocalCommunicatorTimeout, CallsThatCompleteInTimeAreUnaffected) {
+  const std::string error = RunRanksWithin(
+      3,
+      [](Communicator& world) {
+        world.set_timeout_s(5);
+        for (int i = 0; i < 100; ++i) {
+          float x = static_cast<float>(world.rank());
+          world.AllReduceSum(&x, 1);
+          if (x != 3.0f) throw std::runtime_error("wrong sum");
+        }
+      },
+      30);
+  EXPECT_EQ(error, "");
+}
+
+TEST(TimeoutMessage, SaysWhenEveryMemberAnswered) {
+  EXPECT_EQ(TimeoutMessage("all_gather", "tp", 600, {}),
+            "all_gather on group 'tp' timed out after 600 s: every member "
+            "answered but the call did not complete (the ranks wait for "
+            "different calls, or on a rank outside this group); the job is "
+            "aborted");
 }
 
 }  // namespace
