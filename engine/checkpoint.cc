@@ -1,7 +1,8 @@
 #include "engine/checkpoint.h"
 
-#include <fcntl.h>  // AT_FDCWD
-#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc ≥ 2.28)
+#include <fcntl.h>   // AT_FDCWD
+#include <signal.h>  // kill
+#include <stdio.h>   // renameat2, RENAME_EXCHANGE (glibc ≥ 2.28)
 #include <unistd.h>
 
 #include <algorithm>
@@ -217,16 +218,51 @@ Status MoveIntoPlace(const std::string& tmp_dir, const std::string& final_dir) {
   return Status::Ok();
 }
 
-// World rank 0: removes what interrupted saves left behind (iter_*.tmp-*
-// directories and tracker temp files). Best effort: a leftover is harmless.
+// The pid that names a save's temporary entry, or -1 when `name` is not
+// one: iter_N.tmp-<pid>, iter_N.tmp-<pid>-old (moved aside by MoveIntoPlace)
+// and latest_checkpointed_iteration.txt.tmp-<pid>.
+long TempEntryPid(const std::string& name) {
+  const std::string tracker_tmp = std::string(kTrackerFileName) + ".tmp-";
+  size_t at = std::string::npos;
+  if (name.rfind(tracker_tmp, 0) == 0) {
+    at = tracker_tmp.size();
+  } else if (name.rfind("iter_", 0) == 0) {
+    at = name.find(".tmp-");
+    if (at != std::string::npos) at += 5;
+  }
+  if (at == std::string::npos) return -1;
+  std::string digits = name.substr(at);
+  if (digits.size() > 4 && digits.compare(digits.size() - 4, 4, "-old") == 0) {
+    digits.resize(digits.size() - 4);
+  }
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stol(digits);
+}
+
+// Whether the save that named an entry with `pid` cannot still be running.
+// Our own pid: this process's saves run one at a time and never leave an
+// entry between calls, so it is a leftover of an earlier process that had
+// the same pid (common in containers).
+bool SaveIsOver(long pid) {
+  if (pid == static_cast<long>(::getpid())) return true;
+  if (pid <= 0) return false;
+  // EPERM: alive under another user; only ESRCH says it is gone.
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
+// World rank 0: removes what saves killed part-way left behind in `dir`
+// (iter_*.tmp-<pid> directories, tracker temp files) when process <pid> is
+// gone; a live process's entries are its save in progress and stay. Best
+// effort: a leftover is harmless, and `dir` may be read-only (--load of
+// someone else's checkpoint).
 void RemoveStaleTemps(const std::string& dir) {
   std::error_code ec;
-  const std::string tracker_tmp = std::string(kTrackerFileName) + ".tmp-";
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if ((name.rfind("iter_", 0) == 0 &&
-         name.find(".tmp-") != std::string::npos) ||
-        name.rfind(tracker_tmp, 0) == 0) {
+    const long pid = TempEntryPid(e.path().filename().string());
+    if (pid >= 0 && SaveIsOver(pid)) {
       std::error_code ignored;
       fs::remove_all(e.path(), ignored);
     }
@@ -262,8 +298,9 @@ Status MakeTempDir(const std::string& dir, const std::string& tmp_dir) {
         "cannot create checkpoint directory " + dir + ": " + ec.message(),
         "choose a writable --save directory");
   }
-  // A directory of the same name is left by an earlier process with the
-  // same pid (common in containers) that was killed while saving.
+  // Leftovers of killed saves, among them a directory of this very name
+  // left by an earlier process with the same pid.
+  RemoveStaleTemps(dir);
   fs::remove_all(tmp_dir, ec);
   if (!fs::create_directory(tmp_dir, ec) || ec) {
     return Status::IoError("cannot create " + tmp_dir + ": " +
@@ -519,7 +556,81 @@ Status LoadAll(const std::string& iter_dir, const CheckpointMetadata& meta,
   return Status::Ok();
 }
 
+// The metadata of the newest checkpoint under `dir` (per the tracker
+// file); `iter_dir` receives its directory.
+StatusOr<CheckpointMetadata> ReadNewestMetadata(const std::string& dir,
+                                                std::string* iter_dir) {
+  StatusOr<int64_t> iteration = ReadTracker(dir);
+  if (!iteration.ok()) return iteration.status();
+  *iter_dir = dir + "/" + IterDirName(*iteration);
+  StatusOr<CheckpointMetadata> meta =
+      ReadMetadata(*iter_dir + "/" + kMetadataFileName);
+  if (!meta.ok()) return meta.status();
+  if (meta->iteration != *iteration) {
+    return Status::IoError(
+        *iter_dir + "/" + kMetadataFileName + " is for iteration " +
+            std::to_string(meta->iteration) + "; the checkpoint is corrupt",
+        kCorruptHint);
+  }
+  return meta;
+}
+
 }  // namespace
+
+StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir) {
+  std::string iter_dir;
+  StatusOr<CheckpointMetadata> meta = ReadNewestMetadata(dir, &iter_dir);
+  if (!meta.ok()) return meta.status();
+  return CheckpointState{meta->iteration, meta->consumed_samples};
+}
+
+StatusOr<int64_t> ResumeSamples(const std::string& dir,
+                                const CheckpointState& state,
+                                const TrainConfig& config) {
+  const int64_t gbs = config.global_batch_size;
+  const int64_t steps = config.train_iters;
+  if (state.iteration >= steps) {
+    // Run would return at once, and the report would show a loss of 0
+    // for a run that trained nothing.
+    return Status::InvalidArgument(
+        "the checkpoint in " + dir + " is at iteration " +
+            std::to_string(state.iteration) + " >= --steps " +
+            std::to_string(steps) + ": nothing to train",
+        "pass --steps greater than " + std::to_string(state.iteration) +
+            " (--steps counts the checkpoint's iterations), or leave out "
+            "--load");
+  }
+  int64_t straight = 0, resumed = 0;
+  if (gbs < 1 || __builtin_mul_overflow(gbs, steps, &straight) ||
+      __builtin_mul_overflow(gbs, steps - state.iteration, &resumed) ||
+      __builtin_add_overflow(resumed, state.consumed_samples, &resumed)) {
+    return Status::InvalidArgument(
+        "resuming from the checkpoint in " + dir + " (" +
+            std::to_string(state.consumed_samples) + " samples consumed) for " +
+            std::to_string(steps) + " iterations of " + std::to_string(gbs) +
+            " samples needs more samples than can be counted",
+        "check the checkpoint's consumed_samples, --steps and --gbs");
+  }
+  return std::max(straight, resumed);
+}
+
+Status CheckResume(const std::string& dir, const CheckpointState& state,
+                   const TrainConfig& config, int64_t available_samples) {
+  StatusOr<int64_t> needed = ResumeSamples(dir, state, config);
+  if (!needed.ok()) return needed.status();
+  if (*needed > available_samples) {
+    return Status::InvalidArgument(
+        "resuming from the checkpoint in " + dir + " at iteration " +
+            std::to_string(state.iteration) + " (" +
+            std::to_string(state.consumed_samples) +
+            " samples consumed) needs " + std::to_string(*needed) +
+            " training samples, but the data holds " +
+            std::to_string(available_samples),
+        "start the run again: the checkpoint changed after the data was "
+        "sized for it (tune train sizes it with ResumeSamples)");
+  }
+  return Status::Ok();
+}
 
 Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
                       CheckpointState* state, ParamStore& store,
@@ -531,20 +642,14 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
       static_cast<int64_t>(optimizer.exp_avg_sq().size()) == state_size);
   LoadBuffers buffers;
   CheckpointMetadata meta;
+  // Leftovers of killed saves go on load too: a run that only ever loads
+  // from a directory would otherwise keep them for ever.
+  if (world.rank() == 0) RemoveStaleTemps(dir);
   Status local = [&]() -> Status {
-    StatusOr<int64_t> iteration = ReadTracker(dir);
-    if (!iteration.ok()) return iteration.status();
-    const std::string iter_dir = dir + "/" + IterDirName(*iteration);
-    StatusOr<CheckpointMetadata> m =
-        ReadMetadata(iter_dir + "/" + kMetadataFileName);
+    std::string iter_dir;
+    StatusOr<CheckpointMetadata> m = ReadNewestMetadata(dir, &iter_dir);
     if (!m.ok()) return m.status();
     meta = std::move(m.value());
-    if (meta.iteration != *iteration) {
-      return Status::IoError(
-          iter_dir + "/" + kMetadataFileName + " is for iteration " +
-              std::to_string(meta.iteration) + "; the checkpoint is corrupt",
-          kCorruptHint);
-    }
     buffers.params.assign(store.numel(), 0.0f);
     buffers.covered.assign(store.numel(), 0);
     buffers.m.assign(state_size, 0.0f);

@@ -12,7 +12,14 @@
 // are gathered to dp rank 0 first). A checkpoint is written under
 // iter_N.tmp-<pid> and renamed into place, then the tracker file is
 // replaced by rename, so a process killed during a save leaves the
-// previous checkpoint intact and loadable.
+// previous checkpoint intact and loadable. What such a kill leaves (an
+// iter_N.tmp-<pid> directory, a tracker temp file) is removed by the next
+// save or load in that directory once process <pid> is gone; the temp files
+// of a live process (a save running right now) are never touched.
+//
+// Every file of a checkpoint is read only if it is a regular file (a FIFO
+// named as a shard would block the reader for ever), and what metadata.json
+// says is checked before it is used (checkpoint_format.h ReadMetadata).
 //
 // Loading reads, for every parameter this rank holds, its global slice from
 // whichever shards contain it (ParamInfo::Blocks), so a checkpoint saved as
@@ -49,6 +56,30 @@ Status SaveCheckpoint(const std::string& dir, const TrainConfig& config,
 Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
                       CheckpointState* state, ParamStore& store,
                       Optimizer& optimizer, ProcessGroups& groups);
+
+// The state of the newest checkpoint under `dir` (tracker file and
+// metadata.json, validated) without reading any shard: for the checks made
+// before ranks start. Errors as LoadCheckpoint's.
+StatusOr<CheckpointState> ReadCheckpointState(const std::string& dir);
+
+// The number of samples the data of a run of `config` resumed from `state`
+// (loaded from `dir`, named in messages) must hold:
+// max(train_iters·gbs, consumed_samples + (train_iters - iteration)·gbs).
+// The first term is what a run without a checkpoint reads, so resuming with
+// the same gbs sees the same data order as a straight run; the second
+// covers a checkpoint that consumed more (saved with a larger gbs).
+// InvalidArgument when the checkpoint is already at iteration >= train_iters
+// (nothing to train) or the count overflows.
+StatusOr<int64_t> ResumeSamples(const std::string& dir,
+                                const CheckpointState& state,
+                                const TrainConfig& config);
+
+// ResumeSamples, and InvalidArgument when the data holds fewer than that
+// (`available_samples`): a trainer calls it after LoadCheckpoint so that a
+// checkpoint changed since the data was sized is an error, not a read past
+// the end of the data.
+Status CheckResume(const std::string& dir, const CheckpointState& state,
+                   const TrainConfig& config, int64_t available_samples);
 
 }  // namespace meshtune::engine
 

@@ -1,16 +1,22 @@
 #include "engine/checkpoint_format.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
 #include <utility>
+
+#include "search_spaces/file_io.h"
 
 namespace meshtune::engine {
 namespace {
@@ -66,6 +72,88 @@ class Cursor {
   bool ok_ = true;
 };
 
+// Largest global dimension accepted from a file: far above any model, and
+// small enough that products of two dimensions cannot overflow int64.
+constexpr int64_t kMaxDim = int64_t{1} << 31;
+
+// One or two dimensions, each in [1, kMaxDim].
+bool ShapeOk(const std::vector<int64_t>& shape) {
+  if (shape.empty() || shape.size() > 2) return false;
+  for (int64_t d : shape) {
+    if (d < 1 || d > kMaxDim) return false;
+  }
+  return true;
+}
+
+// Whether `b` lies inside a tensor of `shape` (1-D tensors have one
+// column) and every dimension is sane.
+bool BlockInShape(const SavedBlock& b, const std::vector<int64_t>& shape) {
+  if (!ShapeOk(shape)) return false;
+  const int64_t rows = shape[0];
+  const int64_t cols = shape.size() > 1 ? shape[1] : 1;
+  return b.global_row0 >= 0 && b.rows >= 0 && b.global_col0 >= 0 &&
+         b.cols >= 0 && b.global_row0 <= rows &&
+         b.rows <= rows - b.global_row0 && b.global_col0 <= cols &&
+         b.cols <= cols - b.global_col0;
+}
+
+// The hint for a checkpoint file that exists but cannot be one.
+std::string NotRegularHint() {
+  return "the checkpoint is corrupt; " + std::string(kCorruptHint);
+}
+
+// As search_spaces::CheckRegularFile words it.
+Status NotRegular(const std::string& path, const std::string& what) {
+  return Status::InvalidArgument(
+      what + " '" + path + "' is not a regular file (a FIFO, socket or device)",
+      NotRegularHint());
+}
+
+// OK when `path` is a regular file; `missing` when it does not exist; the
+// rest as one checkpoint-specific message (search_spaces/file_io.h checks).
+Status CheckCheckpointFile(const std::string& path, const std::string& what,
+                           const Status& missing) {
+  const Status st = search_spaces::CheckRegularFile(path, what);
+  if (st.ok()) return st;
+  if (st.code() == Status::Code::kNotFound) return missing;
+  if (st.code() == Status::Code::kInvalidArgument) {
+    // A directory, FIFO, socket or device: file_io's words, our hint.
+    return Status::InvalidArgument(st.message(), NotRegularHint());
+  }
+  return st;
+}
+
+// The whole regular file `path` (tracker, metadata.json), never blocking on
+// a FIFO; `missing` when it does not exist.
+StatusOr<std::string> ReadCheckpointText(const std::string& path,
+                                         const std::string& what,
+                                         const Status& missing) {
+  MESHTUNE_RETURN_IF_ERROR(CheckCheckpointFile(path, what, missing));
+  StatusOr<std::string> text = search_spaces::ReadRegularFile(path, what);
+  if (!text.ok() && text.status().code() == Status::Code::kInvalidArgument) {
+    return NotRegular(path, what);  // swapped for a FIFO after the check
+  }
+  return text;
+}
+
+// `text` for a one-line message: control and non-ASCII bytes as \xNN, at
+// most `max_chars` of it.
+std::string Printable(const std::string& text, size_t max_chars = 40) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_chars; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (text.size() > max_chars) out += "...";
+  return out;
+}
+
 // Parses a record header (tag through numel) at the cursor; false when it
 // is malformed. `remaining` bounds numel so a corrupt count cannot make the
 // caller allocate or seek past the file.
@@ -82,7 +170,9 @@ bool ParseRecordHeader(Cursor* c, uint64_t remaining, TensorRecord* r) {
   r->global_shape.resize(ndim);
   for (int64_t& d : r->global_shape) d = c->Get<int64_t>();
   const uint32_t nblocks = c->Get<uint32_t>();
-  if (!c->ok() || nblocks > kMaxBlocks) return false;
+  if (!c->ok() || !ShapeOk(r->global_shape) || nblocks > kMaxBlocks) {
+    return false;
+  }
   r->blocks.resize(nblocks);
   int64_t sum = 0;
   for (SavedBlock& b : r->blocks) {
@@ -90,24 +180,71 @@ bool ParseRecordHeader(Cursor* c, uint64_t remaining, TensorRecord* r) {
     b.rows = c->Get<int64_t>();
     b.global_col0 = c->Get<int64_t>();
     b.cols = c->Get<int64_t>();
-    if (b.rows < 0 || b.cols < 0 || b.global_row0 < 0 || b.global_col0 < 0) {
-      return false;
-    }
-    sum += b.rows * b.cols;
+    if (!c->ok() || !BlockInShape(b, r->global_shape)) return false;
+    // Inside a shape of at most 2^62 elements, so no overflow until the
+    // sum, which is checked.
+    if (__builtin_add_overflow(sum, b.rows * b.cols, &sum)) return false;
   }
   r->numel = c->Get<int64_t>();
   if (!c->ok() || r->numel != sum || r->numel < 0) return false;
   return static_cast<uint64_t>(r->numel) <= remaining / (3 * sizeof(float));
 }
 
-// Reads `bytes` at `offset` of an open stream into `out`.
-bool ReadAt(std::ifstream& in, int64_t offset, int64_t bytes,
-            std::string* out) {
-  out->resize(static_cast<size_t>(bytes));
-  in.seekg(offset);
-  in.read(out->data(), bytes);
-  return static_cast<bool>(in);
-}
+// A shard file opened for reading. Only a regular file is opened, and
+// without blocking: a FIFO or device named as a shard (or swapped in after
+// the type check) would otherwise block open() or read() for ever.
+class ShardFile {
+ public:
+  ShardFile() = default;
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+  ~ShardFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Open(const std::string& path) {
+    MESHTUNE_RETURN_IF_ERROR(CheckCheckpointFile(
+        path, "checkpoint shard",
+        Status::NotFound("cannot open checkpoint shard " + path,
+                         "the checkpoint is incomplete; load an older "
+                         "one or save again")));
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd_ < 0 || ::fstat(fd_, &st) != 0) {
+      return Status::IoError(
+          "cannot open checkpoint shard " + path + ": " + ErrnoText(),
+          "check the permissions of the checkpoint directory");
+    }
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, "checkpoint shard");
+    size_ = static_cast<int64_t>(st.st_size);
+    return Status::Ok();
+  }
+
+  int64_t size() const { return size_; }
+
+  // Reads [offset, offset + bytes) into `out`; false past the end or on a
+  // read error.
+  bool ReadAt(int64_t offset, int64_t bytes, std::string* out) const {
+    if (offset < 0 || bytes < 0 || offset > size_ || bytes > size_ - offset) {
+      return false;
+    }
+    out->resize(static_cast<size_t>(bytes));
+    int64_t done = 0;
+    while (done < bytes) {
+      const ssize_t n =
+          ::pread(fd_, out->data() + done, static_cast<size_t>(bytes - done),
+                  static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += n;
+    }
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  int64_t size_ = 0;
+};
 
 Status WriteAll(int fd, const void* data, size_t bytes,
                 const std::string& path) {
@@ -207,18 +344,13 @@ Status ShardWriter::Finish() {
 }
 
 StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) {
-    return Status::NotFound("cannot open checkpoint shard " + path,
-                            "the checkpoint is incomplete; load an older "
-                            "one or save again");
-  }
-  const int64_t file_bytes = static_cast<int64_t>(in.tellg());
+  ShardFile in;
+  MESHTUNE_RETURN_IF_ERROR(in.Open(path));
+  const int64_t file_bytes = in.size();
   const Status corrupt = Status::IoError(
       path + ": malformed shard file; the checkpoint is corrupt", kCorruptHint);
   std::string header;
-  if (file_bytes < kShardHeaderBytes ||
-      !ReadAt(in, 0, kShardHeaderBytes, &header) ||
+  if (!in.ReadAt(0, kShardHeaderBytes, &header) ||
       std::memcmp(header.data(), kMagic, sizeof(kMagic)) != 0) {
     return corrupt;
   }
@@ -244,7 +376,7 @@ StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path) {
       if (n < 0 || static_cast<int64_t>(head.size()) + n > remaining) {
         return false;
       }
-      if (!ReadAt(in, offset + static_cast<int64_t>(head.size()), n, &part)) {
+      if (!in.ReadAt(offset + static_cast<int64_t>(head.size()), n, &part)) {
         return false;
       }
       head += part;
@@ -274,7 +406,7 @@ StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path) {
     r.bytes = header_bytes + 3 * r.numel * 4 + 8;
     if (r.bytes > remaining) return corrupt;
     std::string sum;
-    if (!ReadAt(in, offset + r.bytes - 8, 8, &sum)) return corrupt;
+    if (!in.ReadAt(offset + r.bytes - 8, 8, &sum)) return corrupt;
     std::memcpy(&r.checksum, sum.data(), 8);
     offset += r.bytes;
     records.push_back(std::move(r));
@@ -286,15 +418,13 @@ StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path) {
 StatusOr<TensorData> ReadTensor(const std::string& path, int64_t offset,
                                 int64_t bytes,
                                 const std::string& expected_name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound("cannot open checkpoint shard " + path,
-                            "the checkpoint is incomplete; load an older "
-                            "one or save again");
-  }
+  ShardFile in;
+  MESHTUNE_RETURN_IF_ERROR(in.Open(path));
   std::string buf;
+  // Bounds first: `bytes` comes from metadata.json and must not decide an
+  // allocation larger than the file.
   if (bytes < 8 || offset < kShardHeaderBytes ||
-      !ReadAt(in, offset, bytes, &buf)) {
+      !in.ReadAt(offset, bytes, &buf)) {
     return Status::IoError(path + ": tensor " + expected_name +
                                " lies past the end of the file; the "
                                "checkpoint is corrupt",
@@ -338,21 +468,24 @@ std::string ShardFileName(int tp_rank, int pp_rank) {
 
 StatusOr<int64_t> ReadTracker(const std::string& dir) {
   const std::string path = dir + "/" + kTrackerFileName;
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound(
-        "no checkpoint in " + dir + " (" + kTrackerFileName + " is missing)",
-        "save a checkpoint there first, or drop --load");
-  }
-  std::string text;
-  std::getline(in, text);
+  StatusOr<std::string> file = ReadCheckpointText(
+      path, "checkpoint tracker file",
+      Status::NotFound(
+          "no checkpoint in " + dir + " (" + kTrackerFileName + " is missing)",
+          "save a checkpoint there first, or drop --load"));
+  if (!file.ok()) return file.status();
+  const std::string text = file->substr(0, file->find('\n'));
   char* end = nullptr;
   errno = 0;
   const long long it = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || it < 0 ||
+  // strtoll skips leading blanks and stops at a NUL: both would let text
+  // that is not a number through.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      errno != 0 || it < 0 || text.find('\0') != std::string::npos ||
       (*end != '\0' && *end != '\r' && *end != ' ')) {
     return Status::InvalidArgument(
-        path + ": expected an iteration number, found '" + text + "'",
+        path + ": expected an iteration number, found '" + Printable(text) +
+            "'",
         "write the iteration of an existing iter_NNNNNNN directory into it");
   }
   return static_cast<int64_t>(it);
@@ -409,68 +542,254 @@ std::string EncodeMetadata(const CheckpointMetadata& m) {
   return j.dump(1) + "\n";
 }
 
-StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound(path + " is missing; the checkpoint is incomplete",
-                            "restore the checkpoint directory or point the "
-                            "tracker file at an older iteration");
+namespace {
+
+// Bytes of a record with these sizes.
+int64_t RecordBytes(int64_t name_bytes, int64_t ndim, int64_t nblocks,
+                    int64_t numel) {
+  // tag, name length, name, flags, ndim, shape, nblocks, blocks, numel,
+  // three float arrays, checksum (the layout in the header comment).
+  return 4 + 4 + name_bytes + 4 + 4 + 8 * ndim + 4 + 32 * nblocks + 8 +
+         3 * 4 * numel + 8;
+}
+
+// A JSON value that must be a whole number in int64 (nlohmann's get<int64_t>
+// would truncate 2.5, and converting 1e300 is undefined behaviour).
+int64_t WholeValue(const json& v, const std::string& what) {
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() &&
+       v.get<uint64_t>() >
+           static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    throw std::runtime_error(what + " is not a whole number");
   }
+  return v.get<int64_t>();
+}
+
+int64_t WholeNumber(const json& j, const char* key) {
+  return WholeValue(j.at(key), std::string("'") + key + "'");
+}
+
+std::string Text(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_string()) {
+    throw std::runtime_error(std::string("'") + key + "' is not a string");
+  }
+  return v.get<std::string>();
+}
+
+bool Flag(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_boolean()) {
+    throw std::runtime_error(std::string("'") + key + "' is not true or false");
+  }
+  return v.get<bool>();
+}
+
+const json& Array(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (!v.is_array()) {
+    throw std::runtime_error(std::string("'") + key + "' is not an array");
+  }
+  return v;
+}
+
+bool PrintableName(const std::string& s) {
+  if (s.empty() || s.size() > kMaxNameBytes) return false;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// What metadata.json says, checked against the format's own invariants, so
+// that nothing downstream (the data sampler, the loader's allocations and
+// offsets, messages) sees an impossible value. A violation is an
+// InvalidArgument naming the field: the file parses but was edited or
+// damaged.
+Status ValidateMetadata(const std::string& path, const CheckpointMetadata& m) {
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(
+        path + ": " + what,
+        "the metadata was edited or is corrupt; restore it, or load an older "
+        "checkpoint");
+  };
+  if (m.iteration < 0) {
+    return bad("iteration " + std::to_string(m.iteration) + " is negative");
+  }
+  // Every iteration consumes at least one sample (gbs >= 1).
+  if (m.consumed_samples < m.iteration) {
+    return bad("consumed_samples " + std::to_string(m.consumed_samples) +
+               " is below iteration " + std::to_string(m.iteration) +
+               " (every iteration consumes at least one sample)");
+  }
+  if (m.steps_taken < 0) {
+    return bad("optimizer steps_taken " + std::to_string(m.steps_taken) +
+               " is negative");
+  }
+  if (!PrintableName(m.model_name)) {
+    return bad("the model name is empty, too long or has control characters");
+  }
+  constexpr int64_t kMaxRanks = int64_t{1} << 20;
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"tp", m.tp},
+                                {"pp", m.pp},
+                                {"vpp", m.vpp},
+                                {"dp", m.dp}}) {
+    if (v < 1 || v > kMaxRanks) {
+      return bad(std::string("parallel ") + name + " " + std::to_string(v) +
+                 " is out of range");
+    }
+  }
+  if (static_cast<int64_t>(m.shards.size()) != m.tp * m.pp) {
+    return bad("it lists " + std::to_string(m.shards.size()) +
+               " shards but tp·pp = " + std::to_string(m.tp * m.pp));
+  }
+  std::set<std::pair<int, int>> seen;
+  for (const ShardIndex& shard : m.shards) {
+    if (shard.tp_rank < 0 || shard.tp_rank >= m.tp || shard.pp_rank < 0 ||
+        shard.pp_rank >= m.pp ||
+        !seen.insert({shard.tp_rank, shard.pp_rank}).second) {
+      return bad("shard (tp " + std::to_string(shard.tp_rank) + ", pp " +
+                 std::to_string(shard.pp_rank) +
+                 ") is out of range or listed twice");
+    }
+    // The file name is fixed by the position: nothing else (another
+    // directory, a device) can be named as a shard.
+    if (shard.file != ShardFileName(shard.tp_rank, shard.pp_rank)) {
+      return bad("shard (tp " + std::to_string(shard.tp_rank) + ", pp " +
+                 std::to_string(shard.pp_rank) + ") is not named " +
+                 ShardFileName(shard.tp_rank, shard.pp_rank));
+    }
+    for (const TensorRecord& r : shard.tensors) {
+      const std::string where = "a tensor of " + shard.file;
+      if (!PrintableName(r.name)) {
+        return bad(where + " has an empty, too long or unprintable name");
+      }
+      const std::string tensor = "tensor " + r.name + " in " + shard.file;
+      if (!ShapeOk(r.global_shape)) {
+        return bad(tensor + " has a shape of " +
+                   std::to_string(r.global_shape.size()) +
+                   " dimensions or a dimension out of range");
+      }
+      if (r.blocks.size() > kMaxBlocks) {
+        return bad(tensor + " has too many blocks");
+      }
+      int64_t numel = 0;
+      for (const SavedBlock& b : r.blocks) {
+        if (!BlockInShape(b, r.global_shape) ||
+            __builtin_add_overflow(numel, b.rows * b.cols, &numel)) {
+          return bad(tensor + " has a block outside its shape");
+        }
+      }
+      if (r.numel != numel) {
+        return bad(tensor + " has numel " + std::to_string(r.numel) +
+                   " but its blocks hold " + std::to_string(numel));
+      }
+      // numel < 2^62 and the rest is small: no overflow below.
+      const int64_t bytes =
+          numel > (std::numeric_limits<int64_t>::max() - (int64_t{1} << 40)) /
+                      12
+              ? -1
+              : RecordBytes(static_cast<int64_t>(r.name.size()),
+                            static_cast<int64_t>(r.global_shape.size()),
+                            static_cast<int64_t>(r.blocks.size()), numel);
+      if (r.bytes != bytes || r.offset < kShardHeaderBytes) {
+        return bad(tensor + " has offset " + std::to_string(r.offset) +
+                   " and size " + std::to_string(r.bytes) +
+                   ", which do not fit its record");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path) {
+  StatusOr<std::string> text = ReadCheckpointText(
+      path, "checkpoint metadata",
+      Status::NotFound(path + " is missing; the checkpoint is incomplete",
+                       "restore the checkpoint directory or point the "
+                       "tracker file at an older iteration"));
+  if (!text.ok()) return text.status();
   CheckpointMetadata m;
   try {
-    const json j = json::parse(in);
-    if (j.at("format").get<std::string>() != kFormatName ||
-        j.at("format_version").get<int>() != kMetadataVersion) {
+    const json j = json::parse(text.value());
+    if (!j.is_object() || !j.contains("format") || !j["format"].is_string() ||
+        j["format"] != kFormatName || !j.contains("format_version") ||
+        !j["format_version"].is_number_integer() ||
+        j["format_version"] != kMetadataVersion) {
       return Status::InvalidArgument(
           path + ": not a meshtune checkpoint of format version " +
               std::to_string(kMetadataVersion),
           "load it with the tool that wrote it");
     }
-    m.iteration = j.at("iteration").get<int64_t>();
-    m.consumed_samples = j.at("consumed_samples").get<int64_t>();
-    m.steps_taken = j.at("optimizer").at("steps_taken").get<int64_t>();
+    m.iteration = WholeNumber(j, "iteration");
+    m.consumed_samples = WholeNumber(j, "consumed_samples");
+    m.steps_taken = WholeNumber(j.at("optimizer"), "steps_taken");
     const json& model = j.at("model");
-    m.model_name = model.at("name").get<std::string>();
-    m.num_layers = model.at("num_layers").get<int64_t>();
-    m.hidden_size = model.at("hidden_size").get<int64_t>();
-    m.num_attention_heads = model.at("num_attention_heads").get<int64_t>();
-    m.num_query_groups = model.at("num_query_groups").get<int64_t>();
-    m.ffn_hidden_size = model.at("ffn_hidden_size").get<int64_t>();
-    m.vocab_size = model.at("vocab_size").get<int64_t>();
+    m.model_name = Text(model, "name");
+    m.num_layers = WholeNumber(model, "num_layers");
+    m.hidden_size = WholeNumber(model, "hidden_size");
+    m.num_attention_heads = WholeNumber(model, "num_attention_heads");
+    m.num_query_groups = WholeNumber(model, "num_query_groups");
+    m.ffn_hidden_size = WholeNumber(model, "ffn_hidden_size");
+    m.vocab_size = WholeNumber(model, "vocab_size");
     const json& par = j.at("parallel");
-    m.tp = par.at("tp").get<int64_t>();
-    m.pp = par.at("pp").get<int64_t>();
-    m.vpp = par.at("vpp").get<int64_t>();
-    m.dp = par.at("dp").get<int64_t>();
-    m.dist_opt = par.at("dist_opt").get<bool>();
-    for (const json& s : j.at("shards")) {
+    m.tp = WholeNumber(par, "tp");
+    m.pp = WholeNumber(par, "pp");
+    m.vpp = WholeNumber(par, "vpp");
+    m.dp = WholeNumber(par, "dp");
+    m.dist_opt = Flag(par, "dist_opt");
+    for (const json& s : Array(j, "shards")) {
       ShardIndex shard;
-      shard.file = s.at("file").get<std::string>();
-      shard.tp_rank = s.at("tp").get<int>();
-      shard.pp_rank = s.at("pp").get<int>();
-      for (const json& t : s.at("tensors")) {
+      shard.file = Text(s, "file");
+      const int64_t tp_rank = WholeNumber(s, "tp");
+      const int64_t pp_rank = WholeNumber(s, "pp");
+      // Out-of-int values become -1, which validation rejects.
+      shard.tp_rank = tp_rank >= 0 && tp_rank < (int64_t{1} << 30)
+                          ? static_cast<int>(tp_rank)
+                          : -1;
+      shard.pp_rank = pp_rank >= 0 && pp_rank < (int64_t{1} << 30)
+                          ? static_cast<int>(pp_rank)
+                          : -1;
+      for (const json& t : Array(s, "tensors")) {
         TensorRecord r;
-        r.name = t.at("name").get<std::string>();
-        r.global_shape = t.at("global_shape").get<std::vector<int64_t>>();
-        r.tied_embedding = t.at("tied_embedding").get<bool>();
-        for (const json& b : t.at("blocks")) {
-          r.blocks.push_back({b.at(0).get<int64_t>(), b.at(1).get<int64_t>(),
-                              b.at(2).get<int64_t>(), b.at(3).get<int64_t>()});
+        r.name = Text(t, "name");
+        for (const json& d : Array(t, "global_shape")) {
+          r.global_shape.push_back(WholeValue(d, "a global_shape entry"));
         }
-        r.numel = t.at("numel").get<int64_t>();
-        r.offset = t.at("offset").get<int64_t>();
-        r.bytes = t.at("bytes").get<int64_t>();
-        r.checksum =
-            std::stoull(t.at("fnv1a64").get<std::string>(), nullptr, 16);
+        r.tied_embedding = Flag(t, "tied_embedding");
+        for (const json& b : Array(t, "blocks")) {
+          if (!b.is_array() || b.size() != 4) {
+            throw std::runtime_error("a block is not 4 numbers");
+          }
+          r.blocks.push_back({WholeValue(b[0], "a block entry"),
+                              WholeValue(b[1], "a block entry"),
+                              WholeValue(b[2], "a block entry"),
+                              WholeValue(b[3], "a block entry")});
+        }
+        r.numel = WholeNumber(t, "numel");
+        r.offset = WholeNumber(t, "offset");
+        r.bytes = WholeNumber(t, "bytes");
+        const std::string hex = Text(t, "fnv1a64");
+        if (hex.size() != 16 ||
+            hex.find_first_not_of("0123456789abcdefABCDEF") !=
+                std::string::npos) {
+          throw std::runtime_error("'fnv1a64' is not 16 hex digits");
+        }
+        r.checksum = std::stoull(hex, nullptr, 16);
         shard.tensors.push_back(std::move(r));
       }
       m.shards.push_back(std::move(shard));
     }
   } catch (const std::exception& e) {
-    return Status::IoError(path + ": malformed metadata (" + e.what() +
+    return Status::IoError(path + ": malformed metadata (" +
+                               Printable(e.what(), 160) +
                                "); the checkpoint is corrupt",
                            kCorruptHint);
   }
+  MESHTUNE_RETURN_IF_ERROR(ValidateMetadata(path, m));
   return m;
 }
 

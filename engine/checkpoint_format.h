@@ -96,7 +96,9 @@ class ShardWriter {
 
 // Parses the header of a shard file and the headers of all its records
 // (skipping their data; checksums are read, not verified). `path` names the
-// file in messages.
+// file in messages. Shards are read only if they are regular files
+// (InvalidArgument otherwise, here and in ReadTensor), opened without
+// blocking.
 StatusOr<std::vector<TensorRecord>> ReadShardIndex(const std::string& path);
 
 // Reads the record at [offset, offset + bytes) of `path`, verifies its
@@ -116,7 +118,8 @@ std::string IterDirName(int64_t iteration);           // "iter_0000050"
 std::string ShardFileName(int tp_rank, int pp_rank);  // "shard_tp0_pp1.bin"
 
 // The iteration named by dir/latest_checkpointed_iteration.txt; NotFound
-// when there is none, InvalidArgument when it holds no iteration number.
+// when there is none, InvalidArgument when it holds no iteration number or
+// is not a regular file.
 StatusOr<int64_t> ReadTracker(const std::string& dir);
 
 // ---------------------------------------------------------- metadata.json
@@ -146,8 +149,14 @@ struct CheckpointMetadata {
 // metadata.json text (format name, version, then the fields above).
 std::string EncodeMetadata(const CheckpointMetadata& meta);
 // Parses the metadata.json at `path`: NotFound when it is missing (an
-// incomplete checkpoint), IoError when it is malformed, InvalidArgument for
-// another format or version.
+// incomplete checkpoint), IoError when it is malformed (not JSON, a field
+// missing or of the wrong type), InvalidArgument for another format or
+// version, for a path that is not a regular file (never opened, so a FIFO
+// cannot block the reader), and for values that break the format's
+// invariants (ValidateMetadata in the .cc: consumed_samples >= iteration >=
+// 0, tp·pp shards each named shard_tp{t}_pp{p}.bin, every block inside its
+// tensor's shape, numel and record size consistent). Every message is one
+// line naming the path.
 StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path);
 
 // ------------------------------------------------------------ durable I/O

@@ -2,7 +2,7 @@
 // `tune search --out FILE` writes (tuner/report_yaml.cc), read back into an
 // engine::TrainConfig.
 //
-// Sections and keys follow Megatron-LM argument names (DESIGN.md §2):
+// Sections and keys follow Megatron-LM argument names (docs/design.md §2):
 //   model:        the model (a mapping as in search_spaces/models/*.yaml,
 //                 or a preset name such as `model: gpt-tiny`)
 //   parallelism:  tensor_model_parallel_size, pipeline_model_parallel_size,

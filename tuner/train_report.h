@@ -82,10 +82,10 @@ std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks);
 // linked search candidate's prediction; all three null when the run is not
 // linked), "memory": [{"rank", "tp_rank", "pp_rank", "dp_rank",
 // "num_params", "param_bytes", "grad_bytes", "optimizer_bytes"}...]}.
-// "config" has the DESIGN §5 keys (precision "fp32" for the CPU engine,
-// "bf16" for the CUDA one) plus seq_length and train_iters; "backend" ("cpu"
-// or "cuda") and "model_flops_per_step" (Megatron's formula, the numerator
-// of MFU) follow.
+// "config" has the docs/design.md §5 keys (precision "fp32" for the CPU
+// engine, "bf16" for the CUDA one) plus seq_length and train_iters;
+// "backend" ("cpu" or "cuda") and "model_flops_per_step" (Megatron's
+// formula, the numerator of MFU) follow.
 nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::IterationLog>& logs,
                               const TrainSummary& summary,

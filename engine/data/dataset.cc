@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <utility>
@@ -81,7 +82,29 @@ Status CheckVocab(const std::string& name, int64_t max_token_id,
           "data' needs vocab_size >= 257)");
 }
 
+std::string GiB(long double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1Lf GiB", bytes / (1024.0L * 1024 * 1024));
+  return buf;
+}
+
 }  // namespace
+
+Status CheckSampleIndexFits(long double bytes, int64_t num_samples) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  // Unknown memory: nothing to compare with.
+  if (pages <= 0 || page_bytes <= 0) return Status::Ok();
+  const long double memory =
+      static_cast<long double>(pages) * static_cast<long double>(page_bytes);
+  if (bytes <= memory) return Status::Ok();
+  return Status::InvalidArgument(
+      "the data index for " + std::to_string(num_samples) +
+          " training samples needs " + GiB(bytes) +
+          " of memory, more than this machine's " + GiB(memory),
+      "train fewer samples: lower --steps or --gbs (with --load, check the "
+      "checkpoint's consumed_samples)");
+}
 
 StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(
     const DataConfig& config, int64_t model_vocab_size) {
@@ -93,6 +116,12 @@ StatusOr<std::unique_ptr<TokenDataset>> OpenTrainingData(
             std::to_string(config.num_samples),
         "train for at least one iteration");
   }
+  // Every sample costs at least its window and shuffle entry (24 bytes) and,
+  // in a blend, two blend entries (16): checked before a blend sizes its
+  // parts in floating point.
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckSampleIndexFits(40.0L * static_cast<long double>(config.num_samples),
+                           config.num_samples));
   if (config.data_path.empty() || SplitWords(config.data_path).empty()) {
     auto corpus = LoadBuiltinCorpus();
     if (!corpus.ok()) return corpus.status();

@@ -39,6 +39,12 @@ struct DataConfig {
   uint64_t seed = 1234;     // shuffle seed (Megatron --seed)
 };
 
+// OK when a sample index of `bytes` (for `num_samples` samples) fits in this
+// machine's physical memory; otherwise InvalidArgument naming both. An index
+// that cannot fit (a --steps typo, an edited checkpoint's consumed_samples)
+// would end in std::bad_alloc part-way through building it.
+Status CheckSampleIndexFits(long double bytes, int64_t num_samples);
+
 // Opens, validates and indexes the training data; every problem (missing
 // file, bad header, weights that do not parse, tokens >= model_vocab_size)
 // is an error naming the path and the fix. model_vocab_size is the model's

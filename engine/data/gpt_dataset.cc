@@ -30,15 +30,33 @@ StatusOr<std::unique_ptr<GptDataset>> GptDataset::Build(
     return Status::InvalidArgument(tokens->name() + ": holds no tokens",
                                    "give 'tune data' inputs with text in them");
   }
+  // num_samples windows end at token num_samples*seq + 1 of the stream
+  // (Megatron's _get_num_epochs, with its one extra token per sample).
+  int64_t needed = 0;
+  if (__builtin_mul_overflow(num_samples, seq_length, &needed) ||
+      __builtin_add_overflow(needed, 1, &needed)) {
+    return Status::InvalidArgument(
+        std::to_string(num_samples) + " training samples of " +
+            std::to_string(seq_length) +
+            " tokens are more tokens than can be counted",
+        "train fewer samples: lower --steps or --gbs (with --load, check the "
+        "checkpoint's consumed_samples)");
+  }
+  const int64_t num_epochs = (needed + tokens_per_epoch - 1) / tokens_per_epoch;
+  // The three indices: 8 bytes per document of every epoch, 16 per window
+  // and 8 per shuffle entry (long double: the product may exceed int64).
+  const long double epoch_tokens =
+      static_cast<long double>(num_epochs) * tokens_per_epoch;
+  MESHTUNE_RETURN_IF_ERROR(CheckSampleIndexFits(
+      8.0L * num_epochs * static_cast<long double>(tokens->num_sequences()) +
+          24.0L * (epoch_tokens / seq_length),
+      num_samples));
+
   std::unique_ptr<GptDataset> ds(new GptDataset());
   ds->tokens_ = std::move(tokens);
   ds->seq_length_ = seq_length;
   ds->vocab_size_ = vocab_size;
-
-  // num_samples windows end at token num_samples*seq + 1 of the stream
-  // (Megatron's _get_num_epochs, with its one extra token per sample).
-  const int64_t needed = num_samples * seq_length + 1;
-  ds->num_epochs_ = (needed + tokens_per_epoch - 1) / tokens_per_epoch;
+  ds->num_epochs_ = num_epochs;
 
   // One engine for both shuffles, documents first, as Megatron draws both
   // from one numpy RandomState seeded with --seed.

@@ -36,7 +36,8 @@ class GptDataset : public TokenDataset {
   // Builds the three indices in memory (Megatron caches them in .npy
   // files; ours are cheap to rebuild). `vocab_size` is reported by
   // vocab_size() (the data's max token id + 1, or the tokenizer's).
-  // Errors: seq_length or num_samples below 1, a dataset without tokens.
+  // Errors: seq_length or num_samples below 1, a dataset without tokens,
+  // indices that would not fit in memory (CheckSampleIndexFits).
   static StatusOr<std::unique_ptr<GptDataset>> Build(
       std::shared_ptr<const IndexedDataset> tokens, int64_t seq_length,
       int64_t num_samples, uint64_t seed, int64_t vocab_size);

@@ -11,10 +11,14 @@
 // global (row, col), so a wrong slice cannot go unnoticed.
 #include "engine/checkpoint.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -22,7 +26,9 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -220,6 +226,16 @@ void SetState(const Expected& e, Optimizer& opt) {
     opt.exp_avg()[k] = real ? e.m[o] : 0.0f;
     opt.exp_avg_sq()[k] = real ? e.v[o] : 0.0f;
   }
+}
+
+// The pid of a process that has exited (a child, reaped): what a save
+// killed part-way leaves its temporary entries under.
+pid_t DeadPid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
 }
 
 class CheckpointTest : public ::testing::Test {
@@ -448,10 +464,13 @@ TEST_F(CheckpointTest, WritesMegatronLayoutAndMetadata) {
 TEST_F(CheckpointTest, KilledSaveLeavesPreviousCheckpoint) {
   ExpectAllOk(Save({2, 1, 1, false}, 10));
   // What a process killed while writing iteration 20 leaves behind.
-  fs::create_directories(dir_ + "/iter_0000020.tmp-123");
-  std::ofstream(dir_ + "/iter_0000020.tmp-123/shard_tp0_pp0.bin") << "garbage";
-  std::ofstream(dir_ + "/iter_0000020.tmp-123/metadata.json") << "{\"trunc";
-  std::ofstream(dir_ + "/latest_checkpointed_iteration.txt.tmp-123") << "2";
+  const std::string pid = std::to_string(DeadPid());
+  fs::create_directories(dir_ + "/iter_0000020.tmp-" + pid);
+  std::ofstream(dir_ + "/iter_0000020.tmp-" + pid + "/shard_tp0_pp0.bin")
+      << "garbage";
+  std::ofstream(dir_ + "/iter_0000020.tmp-" + pid + "/metadata.json")
+      << "{\"trunc";
+  std::ofstream(dir_ + "/latest_checkpointed_iteration.txt.tmp-" + pid) << "2";
   ExpectLoaded(Load({1, 2, 1, false}), 10);
   // The next successful save removes the leftovers.
   ExpectAllOk(Save({2, 1, 1, false}, 20, {}, 1.0f));
@@ -577,6 +596,256 @@ TEST_F(CheckpointTest, TrackerNamingAMissingIterationIsNotFound) {
   const std::vector<Loaded> out = Load({1, 1, 1, false});
   ExpectAllFail(out, "iter_0000030/metadata.json is missing");
   EXPECT_EQ(out[0].status.code(), Status::Code::kNotFound);
+}
+
+// ------------------------------------------------- special and stale files
+
+TEST_F(CheckpointTest, FifoInPlaceOfAnyCheckpointFileIsAnErrorNotAHang) {
+  ExpectAllOk(Save({1, 1, 1, false}, 10));
+  const std::string iter_dir = dir_ + "/iter_0000010";
+  struct Case {
+    std::string path, what;
+  };
+  for (const Case& c :
+       {Case{iter_dir + "/shard_tp0_pp0.bin", "checkpoint shard"},
+        Case{iter_dir + "/metadata.json", "checkpoint metadata"},
+        Case{dir_ + "/latest_checkpointed_iteration.txt",
+             "checkpoint tracker file"}}) {
+    SCOPED_TRACE(c.path);
+    const std::string saved = c.path + ".saved";
+    fs::rename(c.path, saved);
+    ASSERT_EQ(::mkfifo(c.path.c_str(), 0600), 0);
+    // A reader blocked on the FIFO (the bug) is released by opening its
+    // write end, so a regression fails the test instead of hanging it.
+    auto load = std::async(std::launch::async, [&] {
+      return Load({1, 1, 1, false});
+    });
+    const bool hung =
+        load.wait_for(std::chrono::seconds(10)) != std::future_status::ready;
+    while (hung && load.wait_for(std::chrono::milliseconds(50)) !=
+                       std::future_status::ready) {
+      const int fd = ::open(c.path.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    }
+    const std::vector<Loaded> out = load.get();
+    EXPECT_FALSE(hung) << "loading blocked on the FIFO";
+    const std::string want =
+        c.what + " '" + c.path +
+        "' is not a regular file (a FIFO, socket or device)";
+    ExpectAllFail(out, want);
+    EXPECT_EQ(out[0].status.message(), want);
+    EXPECT_EQ(out[0].status.hint(),
+              "the checkpoint is corrupt; load an older checkpoint or save "
+              "again");
+    EXPECT_EQ(out[0].status.ExitCode(), 2);
+    fs::remove(c.path);
+    fs::rename(saved, c.path);
+  }
+  ExpectLoaded(Load({1, 1, 1, false}), 10);
+}
+
+TEST_F(CheckpointTest, StaleTempsOfDeadSavesGoLiveOnesStay) {
+  ExpectAllOk(Save({1, 1, 1, false}, 10));
+  const std::string dead = std::to_string(DeadPid());
+  // A process that is certainly alive and not this one: our parent.
+  const std::string live = std::to_string(::getppid());
+  const std::vector<std::string> dead_entries = {
+      "iter_0000020.tmp-" + dead, "iter_0000020.tmp-" + dead + "-old",
+      "latest_checkpointed_iteration.txt.tmp-" + dead};
+  const std::vector<std::string> live_entries = {
+      "iter_0000030.tmp-" + live,
+      "latest_checkpointed_iteration.txt.tmp-" + live};
+  auto make = [&] {
+    for (const std::string& e : dead_entries) {
+      if (e.rfind("iter_", 0) == 0) {
+        fs::create_directories(dir_ + "/" + e);
+        std::ofstream(dir_ + "/" + e + "/shard_tp0_pp0.bin") << "partial";
+      } else {
+        std::ofstream(dir_ + "/" + e) << "20";
+      }
+    }
+  };
+  fs::create_directories(dir_ + "/" + live_entries[0]);
+  std::ofstream(dir_ + "/" + live_entries[1]) << "30";
+  // A load removes the dead saves' leftovers (a run that only loads would
+  // otherwise keep them for ever) and keeps the live save's files.
+  make();
+  ExpectLoaded(Load({1, 1, 1, false}), 10);
+  std::vector<std::string> expected = {
+      "iter_0000010", "iter_0000030.tmp-" + live,
+      "latest_checkpointed_iteration.txt",
+      "latest_checkpointed_iteration.txt.tmp-" + live};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Entries(), expected);
+  // So does a save.
+  make();
+  ExpectAllOk(Save({1, 1, 1, false}, 10));
+  EXPECT_EQ(Entries(), expected);
+}
+
+// ----------------------------------------------- what metadata.json says
+
+// Rewrites the saved metadata.json of iteration 10 through `edit`.
+void EditMetadata(const std::string& dir,
+                  const std::function<void(nlohmann::json&)>& edit) {
+  const std::string path = dir + "/iter_0000010/metadata.json";
+  std::ifstream in(path);
+  nlohmann::json meta = nlohmann::json::parse(in);
+  in.close();
+  edit(meta);
+  std::ofstream(path) << meta.dump(1);
+}
+
+TEST_F(CheckpointTest, EditedConsumedSamplesIsAnInputError) {
+  ExpectAllOk(Save({1, 1, 1, false}, 10));
+  const std::string path = dir_ + "/iter_0000010/metadata.json";
+  for (int64_t consumed : {int64_t{-5}, int64_t{9}}) {
+    EditMetadata(dir_,
+                 [&](nlohmann::json& m) { m["consumed_samples"] = consumed; });
+    const std::string want =
+        path + ": consumed_samples " + std::to_string(consumed) +
+        " is below iteration 10 (every iteration consumes at least one "
+        "sample)";
+    const std::vector<Loaded> out = Load({1, 1, 1, false});
+    ExpectAllFail(out, want);
+    EXPECT_EQ(out[0].status.message(), want);
+    EXPECT_EQ(out[0].status.hint(),
+              "the metadata was edited or is corrupt; restore it, or load an "
+              "older checkpoint");
+    EXPECT_EQ(out[0].status.ExitCode(), 2);
+    const StatusOr<CheckpointState> state = ReadCheckpointState(dir_);
+    ASSERT_FALSE(state.ok());
+    EXPECT_EQ(state.status().message(), want);
+  }
+  // 10 iterations of one sample each is possible, and loads.
+  EditMetadata(dir_, [](nlohmann::json& m) { m["consumed_samples"] = 10; });
+  const StatusOr<CheckpointState> state = ReadCheckpointState(dir_);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->iteration, 10);
+  EXPECT_EQ(state->consumed_samples, 10);
+}
+
+TEST_F(CheckpointTest, MetadataCannotPointOutsideItsShards) {
+  ExpectAllOk(Save({1, 1, 1, false}, 10));
+  const std::string path = dir_ + "/iter_0000010/metadata.json";
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;
+  };
+  const std::string proj = "decoder.layers.0.self_attention.linear_proj.weight";
+  auto tensor = [&](nlohmann::json& m) -> nlohmann::json& {
+    for (auto& t : m["shards"][0]["tensors"]) {
+      if (t["name"] == proj) return t;
+    }
+    return m["shards"][0]["tensors"][0];
+  };
+  const std::vector<Case> cases = {
+      // Another file named as a shard (a device, another directory).
+      {[](nlohmann::json& m) { m["shards"][0]["file"] = "../../dev/zero"; },
+       "shard (tp 0, pp 0) is not named shard_tp0_pp0.bin"},
+      // A size that would make the loader allocate petabytes.
+      {[&](nlohmann::json& m) { tensor(m)["bytes"] = int64_t{1} << 50; },
+       "tensor " + proj + " in shard_tp0_pp0.bin has offset " +
+           std::to_string(0) + " and size " + std::to_string(int64_t{1} << 50) +
+           ", which do not fit its record"},
+      {[&](nlohmann::json& m) {
+         tensor(m)["blocks"] = nlohmann::json::parse("[[0, 9, 0, 8]]");
+       },
+       "tensor " + proj +
+           " in shard_tp0_pp0.bin has a block outside its "
+           "shape"},
+      {[](nlohmann::json& m) { m["parallel"]["tp"] = 2; },
+       "it lists 1 shards but tp·pp = 2"},
+      {[](nlohmann::json& m) { m["iteration"] = -1; },
+       "iteration -1 is negative"},
+  };
+  for (const Case& c : cases) {
+    ExpectAllOk(Save({1, 1, 1, false}, 10));
+    // The offset in the expected message is the saved one.
+    std::string want = c.message;
+    {
+      std::ifstream in(path);
+      const nlohmann::json meta = nlohmann::json::parse(in);
+      for (const auto& t : meta["shards"][0]["tensors"]) {
+        if (t["name"] == proj) {
+          const std::string at = "has offset 0 ";
+          const size_t pos = want.find(at);
+          if (pos != std::string::npos) {
+            want.replace(pos, at.size(),
+                         "has offset " +
+                             std::to_string(t["offset"].get<int64_t>()) + " ");
+          }
+        }
+      }
+    }
+    EditMetadata(dir_, c.edit);
+    SCOPED_TRACE(want);
+    const std::vector<Loaded> out = Load({1, 1, 1, false});
+    ExpectAllFail(out, path + ": " + want);
+    EXPECT_EQ(out[0].status.ExitCode(), 2);
+  }
+}
+
+TEST_F(CheckpointTest, ReadCheckpointStateReadsNoShard) {
+  ExpectAllOk(Save({2, 1, 1, false}, 10));
+  fs::remove(dir_ + "/iter_0000010/shard_tp1_pp0.bin");
+  const StatusOr<CheckpointState> state = ReadCheckpointState(dir_);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->iteration, 10);
+  EXPECT_EQ(state->consumed_samples, 80);
+  const StatusOr<CheckpointState> none = ReadCheckpointState(root_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+}
+
+TEST(ResumeSamplesTest, CoversTheCheckpointAndTheRemainingSteps) {
+  TrainConfig c;
+  c.global_batch_size = 2;
+  c.train_iters = 4;
+  // Saved at gbs 8 after 3 steps: reads samples 24 and 25 next.
+  StatusOr<int64_t> n = ResumeSamples("ck", {3, 24}, c);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 26);
+  // The same gbs throughout: what a straight run reads (same data order).
+  c.global_batch_size = 8;
+  c.train_iters = 10;
+  n = ResumeSamples("ck", {3, 24}, c);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 80);
+  // A smaller gbs before: the straight run's count still holds.
+  n = ResumeSamples("ck", {3, 6}, c);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 80);
+  EXPECT_TRUE(CheckResume("ck", {3, 6}, c, 80).ok());
+  const Status short_data = CheckResume("ck", {3, 60}, c, 80);
+  EXPECT_EQ(short_data.message(),
+            "resuming from the checkpoint in ck at iteration 3 (60 samples "
+            "consumed) needs 116 training samples, but the data holds 80");
+  EXPECT_EQ(short_data.ExitCode(), 2);
+}
+
+TEST(ResumeSamplesTest, NothingToTrainAndOverflowAreInputErrors) {
+  TrainConfig c;
+  c.global_batch_size = 8;
+  c.train_iters = 3;
+  for (int64_t at : {3, 7}) {
+    const StatusOr<int64_t> n = ResumeSamples("ck", {at, 8 * at}, c);
+    ASSERT_FALSE(n.ok());
+    EXPECT_EQ(n.status().message(), "the checkpoint in ck is at iteration " +
+                                        std::to_string(at) +
+                                        " >= --steps 3: nothing to train");
+    EXPECT_EQ(n.status().hint(),
+              "pass --steps greater than " + std::to_string(at) +
+                  " (--steps counts the checkpoint's iterations), or leave "
+                  "out --load");
+    EXPECT_EQ(n.status().ExitCode(), 2);
+  }
+  const StatusOr<int64_t> n =
+      ResumeSamples("ck", {1, std::numeric_limits<int64_t>::max() - 4}, c);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().ExitCode(), 2);
+  EXPECT_NE(n.status().message().find("more samples than can be counted"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "engine/data/dataset.h"
 #include "engine/data/gpt_dataset.h"
 #include "engine/data/indexed_dataset.h"
 #include "engine/data/shuffle.h"
@@ -150,6 +153,41 @@ TEST(DataGptDataset, RefusesBadSizesAndEmptyData) {
   ds = GptDataset::Build(Documents({0, 0}), 4, 1, 1, 10);
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().message(), "test: holds no tokens");
+}
+
+// A sample count from an edited checkpoint or a --steps typo used to end
+// in std::bad_alloc (or undefined overflow) while the indices were built.
+TEST(DataGptDataset, RefusesIndicesThatCannotBeCountedOrFitInMemory) {
+  const auto tokens = Documents({4});
+  auto ds = GptDataset::Build(tokens, 32, int64_t{1} << 60, 1, 10);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().message(),
+            std::to_string(int64_t{1} << 60) +
+                " training samples of 32 tokens are more tokens than can be "
+                "counted");
+  EXPECT_EQ(ds.status().ExitCode(), 2);
+  // 10^15 windows of 32 tokens over a 4-token corpus: petabytes of index.
+  ds = GptDataset::Build(tokens, 32, 1000000000000000, 1, 10);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(
+      ds.status().message().rfind(
+          "the data index for 1000000000000000 training samples needs ", 0),
+      0u)
+      << ds.status().message();
+  EXPECT_EQ(ds.status().hint(),
+            "train fewer samples: lower --steps or --gbs (with --load, check "
+            "the checkpoint's consumed_samples)");
+  DataConfig config;
+  config.seq_length = 32;
+  config.num_samples = int64_t{1} << 60;
+  const auto opened = OpenTrainingData(config, 300);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.status().message().rfind(
+                "the data index for " + std::to_string(int64_t{1} << 60) +
+                    " training samples needs ",
+                0),
+            0u)
+      << opened.status().message();
 }
 
 TEST(DataShuffle, EngineAndPermutationArePinned) {

@@ -7,7 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "engine/checkpoint.h"
+#include "engine/data/dataset.h"
+#include "engine/data/indexed_dataset.h"
 #include "engine/trainer.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/tolerance.h"
@@ -121,6 +126,98 @@ TEST_F(TrainerCheckpointTest, NonFiniteLossStopsAndKeepsTheLastCheckpoint) {
   tracker >> latest;
   EXPECT_EQ(latest, "1");
   EXPECT_TRUE(fs::exists(dir_ / "iter_0000001" / "metadata.json"));
+}
+
+// Issue 16 D2: saved at gbs 8 after 3 steps (24 samples consumed), resumed
+// at gbs 2 for a 4th step over a corpus so small that data sized for 4·2
+// samples ends before sample 24. The sampler used to read past the end of
+// the data (a failed check in GptDataset::GetSample, exit 134).
+TEST_F(TrainerCheckpointTest, ResumeWithASmallerGbsNeedsDataSizedForIt) {
+  const std::string prefix = (dir_ / "small").string();
+  {
+    auto builder =
+        data::IndexedDatasetBuilder::Create(prefix, data::TokenDtype::kUint16);
+    ASSERT_TRUE(builder.ok()) << builder.status().message();
+    std::vector<int32_t> doc(50);
+    for (size_t i = 0; i < doc.size(); ++i)
+      doc[i] = static_cast<int32_t>(i % 90 + 1);
+    ASSERT_TRUE((*builder)->AddDocument(doc.data(), 50).ok());
+    ASSERT_TRUE((*builder)->AddDocument(doc.data(), 40).ok());
+    ASSERT_TRUE((*builder)->Finalize().ok());
+  }
+  const std::string ckpt = (dir_ / "ck").string();
+  auto open = [&](const TrainConfig& c, int64_t samples) {
+    data::DataConfig d;
+    d.data_path = {prefix};
+    d.seq_length = c.seq();
+    d.num_samples = samples;
+    d.seed = c.seed;
+    auto ds = data::OpenTrainingData(d, c.model.vocab_size);
+    EXPECT_TRUE(ds.ok()) << ds.status().message();
+    return std::move(ds).value();
+  };
+
+  TrainConfig first = Config(false, 3);
+  first.global_batch_size = 8;
+  first.save_dir = ckpt;
+  const auto first_data = open(first, 3 * 8);
+  RunLocalRanks(1, [&](Communicator& world) {
+    auto trainer = Trainer::Create(first, first_data.get(), &world);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+    ASSERT_TRUE((*trainer)->Run({}).ok());
+  });
+
+  TrainConfig second = Config(false, 4);
+  second.global_batch_size = 2;
+  second.load_dir = ckpt;
+  // What tune train opened before the fix: train_iters·gbs samples.
+  const auto short_data = open(second, 4 * 2);
+  ASSERT_LT(short_data->num_samples(), 26);
+  RunLocalRanks(1, [&](Communicator& world) {
+    auto trainer = Trainer::Create(second, short_data.get(), &world);
+    ASSERT_FALSE(trainer.ok());
+    EXPECT_EQ(trainer.status().message(),
+              "resuming from the checkpoint in " + ckpt +
+                  " at iteration 3 (24 samples consumed) needs 26 training "
+                  "samples, but the data holds " +
+                  std::to_string(short_data->num_samples()));
+    EXPECT_EQ(trainer.status().ExitCode(), 2);
+  });
+
+  // Sized by ResumeSamples, the 4th step reads samples 24 and 25.
+  const StatusOr<CheckpointState> state = ReadCheckpointState(ckpt);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  const StatusOr<int64_t> samples = ResumeSamples(ckpt, *state, second);
+  ASSERT_TRUE(samples.ok()) << samples.status().message();
+  EXPECT_EQ(*samples, 26);
+  const auto data = open(second, *samples);
+  RunLocalRanks(1, [&](Communicator& world) {
+    auto trainer = Trainer::Create(second, data.get(), &world);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+    ASSERT_TRUE((*trainer)->Run({}).ok());
+    ASSERT_EQ((*trainer)->history().size(), 1u);
+    EXPECT_EQ((*trainer)->history()[0].iteration, 4);
+    EXPECT_EQ((*trainer)->history()[0].consumed_samples, 26);
+  });
+}
+
+// A checkpoint already at --steps: the run used to train nothing and report
+// a loss of 0.
+TEST_F(TrainerCheckpointTest, CheckpointAtTheLastStepLeavesNothingToTrain) {
+  TrainConfig first = Config(false, 3);
+  first.save_dir = dir_.string();
+  testing::TrainLocally(first);
+  TrainConfig again = Config(false, 3);
+  again.load_dir = dir_.string();
+  testing::SyntheticDataset data(again.seq(), again.model.vocab_size);
+  RunLocalRanks(1, [&](Communicator& world) {
+    auto trainer = Trainer::Create(again, &data, &world);
+    ASSERT_FALSE(trainer.ok());
+    EXPECT_EQ(trainer.status().message(),
+              "the checkpoint in " + dir_.string() +
+                  " is at iteration 3 >= --steps 3: nothing to train");
+    EXPECT_EQ(trainer.status().ExitCode(), 2);
+  });
 }
 
 }  // namespace

@@ -255,7 +255,8 @@ TEST(TrainValidation, ConfigErrorsPassThroughWithTheirExitCodes) {
             "seq_length 512 exceeds the learned position table (256 "
             "positions)");
   EXPECT_EQ(s.ExitCode(), 2);
-  // Context parallelism is planned but not built in the engine: exit 1.
+  // Context parallelism is planned but not built in the engine: an input
+  // error (exit 2) whose hint names the flag to change.
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/cp.yaml",
             "model: gpt-tiny\nparallelism:\n  context_parallel_size: 2\n");
@@ -263,7 +264,8 @@ TEST(TrainValidation, ConfigErrorsPassThroughWithTheirExitCodes) {
   EXPECT_EQ(s.message(),
             "the training engine does not support context parallelism yet "
             "(cp=2)");
-  EXPECT_EQ(s.ExitCode(), 1);
+  EXPECT_EQ(s.hint(), "use --cp 1");
+  EXPECT_EQ(s.ExitCode(), 2);
   std::filesystem::remove_all(dir);
 }
 
@@ -605,7 +607,7 @@ TEST(TrainBinary, TwoRanksUnderMpirunMatchOneRank) {
   EXPECT_EQ(j2["memory"][1]["dp_rank"], 1);
   ASSERT_EQ(j1["iterations"].size(), 3u);
   ASSERT_EQ(j2["iterations"].size(), 3u);
-  // DESIGN §9: every layout reproduces the single-rank losses (fp32).
+  // docs/design.md §9: every layout reproduces the single-rank losses (fp32).
   for (size_t i = 0; i < 3; ++i) {
     const double a = j1["iterations"][i]["loss"].get<double>();
     const double b = j2["iterations"][i]["loss"].get<double>();
@@ -641,7 +643,7 @@ TEST(TrainBinary, NonFiniteLossStopsWithExitOne) {
 TEST(TrainBinary, TrainsTheConfigThatSearchWrote) {
   const std::string dir = MakeTempDir();
   const TuneRun search = RunTune(
-      "search --model gpt-tiny --gpus 1 --gpu local --gbs 2 --seq-len 32 "
+      "search --model gpt-tiny --gpus 1 " MESHTUNE_PINNED_LOCAL_GPU " --gbs 2 --seq-len 32 "
       "--no-db --out best.yaml",
       dir, Env());
   ASSERT_EQ(search.exit_code, 0) << search.err;
