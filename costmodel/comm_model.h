@@ -18,7 +18,7 @@
 // τ = 50 µs, busbw_max = 230 GB/s and 3.4 µs per ring step, the 8×A100
 // all-reduce busbw comes out at 13/74/182/216/226 GB/s for 1 MiB/8 MiB/
 // 64 MiB/256 MiB/1 GiB against the measured 18/110/172/194/229
-// (ml-engineering tables, hardware.md; comm_model_test prints the curve).
+// (ml-engineering tables; comm_model_test prints the curve).
 #ifndef MESHTUNE_COSTMODEL_COMM_MODEL_H_
 #define MESHTUNE_COSTMODEL_COMM_MODEL_H_
 

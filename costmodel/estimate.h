@@ -1,4 +1,5 @@
-// Estimate: the cost model's answer for one configuration (DESIGN.md §5).
+// Estimate: the cost model's answer for one configuration (its JSON form:
+// docs/design.md §5).
 //
 // Memory is per GPU on the most loaded rank (pipeline stage 0 unless the last
 // stage's logits dominate); time is per optimizer step. Time parts are the

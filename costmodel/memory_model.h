@@ -1,4 +1,4 @@
-// Memory model: bytes per GPU on one pipeline stage (DESIGN.md §6).
+// Memory model: bytes per GPU on one pipeline stage (docs/design.md §6).
 //
 // Weights, gradients and optimizer states follow Megatron's
 // theoretical_memory_usage.py and dist_optimizer.md for bf16/fp16 training:

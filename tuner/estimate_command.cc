@@ -44,7 +44,8 @@ class EstimateCommand : public Command {
     CLI::App* sub = app->add_subcommand(
         "estimate", "predict time and memory of one fully given configuration");
     AddInputFlags(sub, &flags_, /*pins_are_lists=*/false);
-    sub->add_flag("--json", json_, "print one DESIGN §5 JSON object on stdout");
+    sub->add_flag("--json", json_,
+                  "print one JSON estimate (docs/design.md §5) on stdout");
     sub->add_option("--db", flags_.db,
                     "results database whose measurements calibrate the "
                     "estimate (default $TUNE_DB, else ./tune.db if present)")

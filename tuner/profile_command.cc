@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/mpi_communicator.h"
 #include "profiler/backend.h"
 #include "profiler/engine_ops.h"
 #include "profiler/report.h"
@@ -22,6 +23,7 @@
 #include "search_spaces/presets.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
+#include "tuner/mpi_bench_note.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -340,14 +342,19 @@ class ProfileCommand : public Command {
               std::to_string(mpi_ranks_),
           "e.g. --mpi-ranks 2");
     }
-    const std::string bench = ExecutableDir() + "/meshtune_mpi_bench";
+    MpiBenchSetup setup;
+    setup.mpi_built = engine::MpiAvailable();
+    setup.tune_dir = ExecutableDir();
+    const std::string bench = setup.tune_dir + "/meshtune_mpi_bench";
     const std::string mpirun = FindOnPath("mpirun");
-    if (!IsExecutable(bench) || mpirun.empty()) {
-      out << "# collectives skipped: "
-          << (mpirun.empty() ? "mpirun is not on PATH"
-                             : "meshtune_mpi_bench was not built (configure "
-                               "found no MPI)")
-          << "\n";
+    setup.bench_executable = IsExecutable(bench);
+    setup.tune_dir_is_build_tree =
+        !setup.tune_dir.empty() &&
+        access((setup.tune_dir + "/CMakeCache.txt").c_str(), F_OK) == 0;
+    setup.mpirun_on_path = !mpirun.empty();
+    const std::string skip_reason = MpiBenchSkipReason(setup);
+    if (!skip_reason.empty()) {
+      out << "# collectives skipped: " << skip_reason << "\n";
       return Status::Ok();
     }
     std::string cmd = ShellQuote(mpirun) + " -np " +

@@ -1,6 +1,7 @@
 // Ranking of feasible estimates: fastest first, deterministic.
 //
-// Order (the search contract, DESIGN.md §4 "output order is deterministic"):
+// Order (the search contract, docs/design.md §4: output order is
+// deterministic):
 //   1. step time; two estimates within kStepTimeTieFraction (0.1 %) of the
 //      fastest of their tie group count as equally fast, because the cost
 //      model is not that precise;

@@ -24,7 +24,8 @@ namespace meshtune::tuner {
 
 // fp32 on one thread repeats bit for bit on one machine; the tolerance
 // leaves room for other CPUs' vector widths (AVX2 vs AVX-512 change GEMM
-// summation order), as the engine's layout tests do (DESIGN §9: 1e-5).
+// summation order), as the engine's layout tests do (1e-5, docs/design.md
+// §9).
 inline constexpr double kDefaultLossRtol = 1e-5;
 
 // The throughput the gate judges: tokens per process CPU second (default;

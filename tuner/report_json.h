@@ -1,4 +1,4 @@
-// JSON reports (DESIGN.md §5): one object per estimate, and the search
+// JSON reports (docs/design.md §5): one object per estimate, and the search
 // envelope {"candidates", "evaluated", "feasible", "pruned", "elapsed_s"}.
 // Memory is in GiB (2^30 bytes), times in seconds.
 #ifndef MESHTUNE_TUNER_REPORT_JSON_H_
@@ -15,8 +15,8 @@
 
 namespace meshtune::tuner {
 
-// The DESIGN §5 "config" object: {"tp", "pp", "dp", "cp", "ep", "vpp", "sp",
-// "mbs", "gbs", "recompute", "recompute_num_layers", "dist_opt",
+// The docs/design.md §5 "config" object: {"tp", "pp", "dp", "cp", "ep",
+// "vpp", "sp", "mbs", "gbs", "recompute", "recompute_num_layers", "dist_opt",
 // "precision"}. Shared by estimates and `tune train --json`.
 nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
                             const std::string& precision);

@@ -59,7 +59,8 @@ class SearchCommand : public Command {
         ->type_name("FILE");
     sub->add_option("--top", top_, "how many candidates to list (default 10)")
         ->type_name("K");
-    sub->add_flag("--json", json_, "print the DESIGN §5 JSON on stdout");
+    sub->add_flag("--json", json_,
+                  "print the JSON report (docs/design.md §5) on stdout");
     sub->add_option("--out", out_file_,
                     "write the best configuration as YAML to FILE")
         ->type_name("FILE");

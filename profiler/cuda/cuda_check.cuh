@@ -2,8 +2,8 @@
 // NCCL_CHECK and CUPTI_CHECK. A failing call prints one line,
 //   <file>:<line>: [<hostname>] <expression> failed: <library message>
 // and aborts: a vendor error inside a benchmark is a broken invariant (bad
-// driver, lost device), not user input (DESIGN.md §3). The hostname is there
-// because GPU jobs run on machines the user is not logged into.
+// driver, lost device), not user input (docs/design.md §3). The hostname is
+// there because GPU jobs run on machines the user is not logged into.
 // Conditions a user can cause (no device, a shape too big for memory, fp8 on
 // a GPU without it) are checked before the call and returned as Status.
 #ifndef MESHTUNE_PROFILER_CUDA_CUDA_CHECK_CUH_

@@ -1,4 +1,4 @@
-// Speed of the search path (DESIGN.md §9: speed lives in benchmarks).
+// Speed of the search path (docs/design.md §9: speed lives in benchmarks).
 //
 //   BM_EstimateConfig   one cost-model call for GPT-3 175B on 1024 A100-80GB
 //                       (tp8 pp8 vpp3 sp selective); counter estimates/s.

@@ -1,7 +1,8 @@
 // Specs built in code for the cost-model tests, so they do not depend on the
-// preset YAML files. Numbers: /work/shared/data/hardware.md (datasheet peaks,
-// measured GEMM ceilings and NCCL bus bandwidths) and NCCL's Simple-protocol
-// latencies (cost_model.md §3.3); 3 GiB reserve as in the presets.
+// preset YAML files. Numbers: the sources cited in search_spaces/clusters/
+// (datasheet peaks, measured GEMM ceilings and NCCL bus bandwidths) and NCCL's
+// Simple-protocol latencies (docs/costmodel.md §3); 3 GiB reserve as in the
+// presets.
 #ifndef MESHTUNE_TESTS_COSTMODEL_TEST_SPECS_H_
 #define MESHTUNE_TESTS_COSTMODEL_TEST_SPECS_H_
 

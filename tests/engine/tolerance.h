@@ -1,7 +1,7 @@
-// The engine's one tolerance policy (DESIGN §9): fp32 runs of the same model
-// and data under different parallel layouts agree to 1e-5 relative (the
-// summation order of tensor-parallel and data-parallel reductions differs,
-// nothing else does).
+// The engine's one tolerance policy (docs/design.md §9): fp32 runs of the
+// same model and data under different parallel layouts agree to 1e-5
+// relative (the summation order of tensor-parallel and data-parallel
+// reductions differs, nothing else does).
 #ifndef MESHTUNE_TESTS_ENGINE_TOLERANCE_H_
 #define MESHTUNE_TESTS_ENGINE_TOLERANCE_H_
 

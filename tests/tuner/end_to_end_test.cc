@@ -1,5 +1,5 @@
 // The end-to-end acceptance checks against published measurements
-// (../shared/data/published_calibration.csv):
+// (tests/data/published_calibration.csv):
 //  * the best configuration for GPT-3 175B on 1024 A100-80GB trains 300B
 //    tokens in 18-27 days. Narayanan et al. 2021 (arXiv:2104.04473 §5.1)
 //    estimate 34 days at 140 TFLOP/s/GPU with full recompute; sequence

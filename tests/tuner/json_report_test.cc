@@ -1,5 +1,5 @@
-// `--json` output: exactly the DESIGN.md §5 keys, parts that add up, and the
-// --out YAML round trip through `--model FILE`.
+// `--json` output: exactly the docs/design.md §5 keys, parts that add up, and
+// the --out YAML round trip through `--model FILE`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +24,7 @@ std::set<std::string> Keys(const json& j) {
   return keys;
 }
 
-// Checks one estimate object against DESIGN.md §5.
+// Checks one estimate object against docs/design.md §5.
 void CheckEstimateShape(const json& e) {
   EXPECT_EQ(Keys(e), (std::set<std::string>{
                          "config", "fits", "infeasible_reason", "memory_gib",
