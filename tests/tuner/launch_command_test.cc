@@ -28,7 +28,8 @@ using testing::WriteFile;
 
 constexpr const char* k175b = "--model 175b --gpus 1024 --gpu a100-80g --no-db";
 constexpr const char* kTiny =
-    "--model gpt-tiny --gpus 2 --gpu local --gbs 4 --seq-len 64 --no-db";
+    "--model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+    " --gbs 4 --seq-len 64 --no-db";
 
 // The one volatile line: the tool version and git revision.
 std::string MaskVersion(const std::string& script) {

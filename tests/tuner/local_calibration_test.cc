@@ -18,7 +18,8 @@ using testing::RunTune;
 TEST(LocalCalibration, ProfileThenEstimateUsesTheMeasurements) {
   const std::string db = MakeTempDir() + "/local.db";
   const std::string estimate =
-      "estimate --model gpt-tiny --gpus 2 --gpu local --tp 2 --sp --json "
+      "estimate --model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+      " --tp 2 --sp --json "
       "--db '" +
       db + "'";
 
@@ -49,8 +50,9 @@ TEST(LocalCalibration, ForeignDatabaseIsAnInputError) {
   const std::string dir = MakeTempDir();
   testing::WriteFile(dir + "/foreign.db", "not a database\n");
   const auto run =
-      RunTune("estimate --model gpt-tiny --gpus 2 --gpu local --db '" + dir +
-              "/foreign.db'");
+      RunTune("estimate --model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+              " --db '" +
+              dir + "/foreign.db'");
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_NE(run.err.find("tune: error: "), std::string::npos) << run.err;
   EXPECT_EQ(testing::ReadFile(dir + "/foreign.db"), "not a database\n");

@@ -12,6 +12,15 @@
 #include <sstream>
 #include <string>
 
+// `--gpu FILE` naming the pinned `local` preset (tests/tuner/testdata/
+// local-cpu-4core.yaml, a fixed 4-core CPU machine named `local`): tests use it
+// instead of `--gpu local`, whose numbers tune reads from this machine's /proc,
+// so that no test or golden depends on the CPU it runs on (docs/build.md). A
+// macro so that it joins string literals: "... " MESHTUNE_PINNED_LOCAL_GPU "
+// ...".
+#define MESHTUNE_PINNED_LOCAL_GPU \
+  "--gpu '" MESHTUNE_SOURCE_DIR "/tests/tuner/testdata/local-cpu-4core.yaml'"
+
 namespace meshtune::tuner::testing {
 
 struct TuneRun {

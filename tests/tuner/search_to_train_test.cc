@@ -32,7 +32,8 @@ using testing::TuneRun;
 const char kEnv[] = "OMP_NUM_THREADS=1 TUNE_DB=";
 // gpt-tiny, 2 sequences of 32 tokens per step on one rank: seconds.
 const char kSearch[] =
-    "search --model gpt-tiny --gpus 1 --gpu local --gbs 2 --seq-len 32 --cp 1 "
+    "search --model gpt-tiny --gpus 1 " MESHTUNE_PINNED_LOCAL_GPU
+    " --gbs 2 --seq-len 32 --cp 1 "
     "--out best.yaml --db t.db";
 
 bool Contains(const std::string& text, const std::string& part) {
@@ -82,10 +83,11 @@ TEST_F(SearchToTrainTest, OutFileNamesTheRecordedCandidate) {
               1e-9 * best_.step_time_s);
   EXPECT_EQ(file->config.parallel, best_.config);
   // Without a database there is nothing to link to.
-  const TuneRun no_db = RunTune(
-      "search --model gpt-tiny --gpus 1 --gpu local --gbs 2 "
-      "--seq-len 32 --out plain.yaml --no-db",
-      dir_, kEnv);
+  const TuneRun no_db =
+      RunTune("search --model gpt-tiny --gpus 1 " MESHTUNE_PINNED_LOCAL_GPU
+              " --gbs 2 "
+              "--seq-len 32 --out plain.yaml --no-db",
+              dir_, kEnv);
   ASSERT_EQ(no_db.exit_code, 0) << no_db.err;
   EXPECT_FALSE(Contains(ReadFile(dir_ + "/plain.yaml"), "search:"));
 }
@@ -284,10 +286,11 @@ TEST_F(SearchToTrainTest, FromSearchErrorsExitTwoBeforeTraining) {
 TEST(SearchToTrain, TwoRanksUnderMpirunAreLinked) {
   if (FindOnPath("mpirun").empty()) GTEST_SKIP() << "mpirun is not on PATH";
   const std::string dir = MakeTempDir();
-  const TuneRun search = RunTune(
-      "search --model gpt-tiny --gpus 2 --gpu local --gbs 4 --seq-len 64 "
-      "--cp 1 --out best.yaml --db t.db",
-      dir, kEnv);
+  const TuneRun search =
+      RunTune("search --model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+              " --gbs 4 --seq-len 64 "
+              "--cp 1 --out best.yaml --db t.db",
+              dir, kEnv);
   ASSERT_EQ(search.exit_code, 0) << search.err;
   const TuneRun train = RunTune(
       "train --config best.yaml --steps 3 --nproc 2 --db t.db", dir, kEnv);

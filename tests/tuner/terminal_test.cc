@@ -306,10 +306,11 @@ TEST(TerminalQuiet, CompareKeepsTheClosingLines) {
 
 TEST(TerminalQuiet, LaunchOutWritesSilently) {
   const std::string dir = testing::MakeTempDir();
-  const auto run = RunTune(
-      "launch --model gpt-tiny --gpus 2 --gpu local --gbs 4 --seq-len 64 "
-      "--no-db --quiet --out " +
-      dir + "/job.sh");
+  const auto run =
+      RunTune("launch --model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+              " --gbs 4 --seq-len 64 "
+              "--no-db --quiet --out " +
+              dir + "/job.sh");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err, "");

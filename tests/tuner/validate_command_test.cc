@@ -39,7 +39,8 @@ class ValidateCommandTest : public ::testing::Test {
 };
 
 constexpr const char* kModel =
-    "validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128 ";
+    "validate --model gpt-tiny --gpus 2 " MESHTUNE_PINNED_LOCAL_GPU
+    " --gbs 8 --seq-len 128 ";
 
 TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
   const auto first =
