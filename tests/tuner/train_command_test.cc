@@ -642,10 +642,11 @@ TEST(TrainBinary, NonFiniteLossStopsWithExitOne) {
 
 TEST(TrainBinary, TrainsTheConfigThatSearchWrote) {
   const std::string dir = MakeTempDir();
-  const TuneRun search = RunTune(
-      "search --model gpt-tiny --gpus 1 " MESHTUNE_PINNED_LOCAL_GPU " --gbs 2 --seq-len 32 "
-      "--no-db --out best.yaml",
-      dir, Env());
+  const TuneRun search =
+      RunTune("search --model gpt-tiny --gpus 1 " MESHTUNE_PINNED_LOCAL_GPU
+              " --gbs 2 --seq-len 32 "
+              "--no-db --out best.yaml",
+              dir, Env());
   ASSERT_EQ(search.exit_code, 0) << search.err;
   const TuneRun train =
       RunTune("train --config best.yaml --steps 2 --no-db", dir, Env());
