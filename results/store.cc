@@ -24,8 +24,8 @@ constexpr const char* kProvenanceColumns =
 
 std::string V1Sql() {
   const std::string prov = kProvenanceColumns;
-  // Parallel configuration columns follow Megatron's argument names (DESIGN
-  // §2); recompute is split so it can be queried.
+  // Parallel configuration columns follow Megatron's argument names
+  // (docs/design.md §2); recompute is split so it can be queried.
   const std::string config =
       "tp INTEGER NOT NULL, pp INTEGER NOT NULL, vpp INTEGER NOT NULL, "
       "cp INTEGER NOT NULL, dp INTEGER NOT NULL, ep INTEGER NOT NULL, "
@@ -90,7 +90,7 @@ std::string V1Sql() {
          "ON training_runs(candidate_id);\n"
          // Predictions (candidates) and measurements (training_runs) stay in
          // separate tables; this view is the one "predicted vs measured"
-         // query of DESIGN §7.
+         // query of docs/design.md §7.
          "CREATE VIEW predicted_vs_measured AS "
          "SELECT c.search_id AS search_id, c.id AS candidate_id, "
          "c.rank AS rank, c.config_text AS config_text, "
@@ -230,6 +230,28 @@ Status CheckFileHeader(const std::string& path, bool read_only) {
         "pass --db with a meshtune results database or a new file name");
   }
   return Status::Ok();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0;
+}
+
+// `path` as an SQLite URI that opens it immutable (docs: sqlite.org/uri.html):
+// '%', '?' and '#' are percent-encoded, and an absolute path gets an empty
+// authority ("file:///abs") so that "//x" is never read as a host name.
+std::string ImmutableUri(const std::string& path) {
+  std::string uri = path.empty() || path[0] != '/' ? "file:" : "file://";
+  for (char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", static_cast<unsigned char>(ch));
+      uri += buf;
+    } else {
+      uri += ch;
+    }
+  }
+  return uri + "?immutable=1";
 }
 
 // Refuses SQLite files of other programs and newer schemas; returns the
@@ -392,10 +414,24 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
     MESHTUNE_RETURN_IF_ERROR(CheckFileHeader(path, options.read_only));
   }
   sqlite3* db = nullptr;
-  const int flags = options.read_only
-                        ? SQLITE_OPEN_READONLY
-                        : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  int flags = options.read_only ? SQLITE_OPEN_READONLY
+                                : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  std::string name = path;
+  // A read-only open of a WAL database makes SQLite create -wal and -shm
+  // next to it (and leave them, since a reader cannot checkpoint), which
+  // fails on a read-only mount and writes where `tune db` promised not to.
+  // Without a -wal or -journal file no writer has the database open and
+  // nothing is pending, so the file alone is the database: open it
+  // immutable, which creates nothing and takes no locks. A writer starting
+  // during the read only appends to its own WAL; its checkpoint could at
+  // worst make this one short read fail with a one-line error, never change
+  // stored data. With a -wal present, the normal read-only open shares it.
+  if (options.read_only && !in_memory && !PathExists(path + "-wal") &&
+      !PathExists(path + "-journal")) {
+    name = ImmutableUri(path);
+    flags |= SQLITE_OPEN_URI;
+  }
+  int rc = sqlite3_open_v2(name.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
     Status s = SqliteError(path, db, rc, "cannot open the results database");
     sqlite3_close(db);

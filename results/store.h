@@ -1,4 +1,4 @@
-// Store: the SQLite results database (DESIGN.md §7, issue 4).
+// Store: the SQLite results database (docs/design.md §7, issue 4).
 //
 // One SQLite file (or ":memory:" in tests) in WAL mode with a busy timeout,
 // foreign keys on, a schema version kept in `PRAGMA user_version` and
@@ -128,7 +128,7 @@ struct CandidateRecord {
   double mfu = 0;
   double memory_gib = 0;      // total per GPU on the most loaded rank
   std::string calibration;    // "datasheet" | "measured:<hardware id>"
-  std::string estimate_json;  // the full estimate (DESIGN §5), may be ""
+  std::string estimate_json;  // the full estimate (docs/design.md §5) or ""
 };
 
 // A measured training run (written by `tune train` / `tune validate`).
@@ -249,7 +249,10 @@ struct FittedFactorsRecord {
 const std::vector<Migration>& BuiltinMigrations();
 
 struct OpenOptions {
-  bool read_only = false;      // never create or modify (for `tune db` reads)
+  // Never create or modify anything (`tune db` reads, `tune export`): not
+  // the file, and not -wal/-shm files next to it, so a database on a
+  // read-only mount or with mode 0444 reads too (store.cc says how).
+  bool read_only = false;
   int busy_timeout_ms = 5000;  // wait this long for another writer
   // Migrations to run (tests inject fake steps); null = BuiltinMigrations().
   // The target version is the last entry's to_version.

@@ -6,6 +6,7 @@
 
 #include "tuner/command.h"
 #include "tuner/regress_command.h"
+#include "tuner/results_db.h"
 #include "tuner/version.h"
 
 namespace meshtune::tuner {
@@ -150,6 +151,12 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
                                        " --help' for its flags and examples"),
                err);
     return 2;
+  }
+
+  const Status db_flag = CheckDbFlags(app);
+  if (!db_flag.ok()) {
+    PrintError(db_flag, err);
+    return db_flag.ExitCode();
   }
 
   for (size_t i = 0; i < subs.size(); ++i) {

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iomanip>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "results/store.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
+#include "tuner/output_file.h"
 #include "tuner/results_db.h"
 
 namespace meshtune::tuner {
@@ -198,6 +198,9 @@ class DbCommand : public Command {
             "--table: unknown table '" + table_ + "'",
             "use one of: " + Join(tables));
       }
+    }
+    if (export_->parsed() && csv_file_ != "-") {
+      MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(csv_file_, "--csv"));
     }
     int64_t search_id = 0;
     if (runs_->parsed() && !search_id_text_.empty()) {
@@ -396,14 +399,7 @@ class DbCommand : public Command {
       out << csv.str();
       return Status::Ok();
     }
-    std::ofstream file(csv_file_, std::ios::binary);
-    file << csv.str();
-    file.close();
-    if (!file) {
-      return Status::IoError("--csv: cannot write '" + csv_file_ + "'",
-                             "check that the directory exists and is "
-                             "writable");
-    }
+    MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(csv_file_, csv.str(), "--csv"));
     err << "tune: wrote " << table_ << " to " << csv_file_ << "\n";
     return Status::Ok();
   }

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +30,7 @@
 #include "tuner/config_file_inputs.h"
 #include "tuner/inputs.h"
 #include "tuner/launch_script.h"
+#include "tuner/output_file.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
@@ -92,8 +92,8 @@ struct LaunchPlan {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// SLURM job names are free text, but file names (--output) and `squeue`
-// columns are happier without spaces or slashes.
+// The default job name: "tune-<model>" in the characters CheckSlurmName
+// allows (a model file's name may hold anything), cut to its length limit.
 std::string JobName(const std::string& model) {
   std::string name = "tune-" + model;
   for (char& c : name) {
@@ -102,7 +102,7 @@ std::string JobName(const std::string& model) {
       c = '-';
     }
   }
-  return name;
+  return name.substr(0, kMaxSlurmNameLength);
 }
 
 // job.sh -> job.yaml; anything else gets ".yaml" appended.
@@ -116,19 +116,10 @@ std::string ConfigPathFor(const std::string& script_path) {
   return script_path + ".yaml";
 }
 
+// Atomically (tuner/output_file.h), then +x: a failed write leaves a
+// previous script as it was, never a truncated one that sbatch would run.
 Status WriteExecutable(const std::string& path, const std::string& text) {
-  {
-    std::ofstream f(path);
-    if (!f) {
-      return Status::IoError("--out: cannot write " + path,
-                             "check that its folder exists and is writable");
-    }
-    f << text;
-    if (!f.flush()) {
-      return Status::IoError("--out: writing " + path + " failed",
-                             "check the free space of its file system");
-    }
-  }
+  MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(path, text, "--out"));
   if (chmod(path.c_str(), 0755) != 0) {
     return Status::IoError("--out: cannot make " + path + " executable",
                            "run chmod +x on it, or write it elsewhere");
@@ -206,6 +197,20 @@ class LaunchCommand : public Command {
     if (!rank.ok()) return rank.status();
     auto cpus = ParsePositiveInt(cpus_text_, "--cpus-per-task");
     if (!cpus.ok()) return cpus.status();
+    // Every value that lands in the script is checked before the search.
+    // Given but empty is an error too: it would silently mean the default.
+    if (sub_->count("--job-name") > 0) {
+      MESHTUNE_RETURN_IF_ERROR(CheckSlurmName("--job-name", job_name_));
+    }
+    if (sub_->count("--partition") > 0) {
+      MESHTUNE_RETURN_IF_ERROR(CheckSlurmPartition(partition_));
+    }
+    if (sub_->count("--account") > 0) {
+      MESHTUNE_RETURN_IF_ERROR(CheckSlurmName("--account", account_));
+    }
+    if (sub_->count("--out") > 0 && !dry_run_) {
+      MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(out_file_, "--out"));
+    }
 
     auto plan = !search_text_.empty()   ? PlanFromSearch(rank.value())
                 : !config_file_.empty() ? PlanFromConfigFile()

@@ -10,6 +10,7 @@
 #ifndef MESHTUNE_TUNER_LAUNCH_SCRIPT_H_
 #define MESHTUNE_TUNER_LAUNCH_SCRIPT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -31,6 +32,23 @@ Status CheckScheduler(const std::string& text);
 // A SLURM --time value: minutes ("90"), "HH:MM:SS", "MM:SS" or
 // "D-HH[:MM[:SS]]". InvalidArgument naming --time otherwise.
 Status CheckSlurmTime(const std::string& text);
+
+// A SLURM name given by `flag` (--job-name, --account): 1 to
+// kMaxSlurmNameLength letters, digits, '.', '_' or '-'. The value lands on an
+// #SBATCH line and in the --output file name, where a newline would end
+// SLURM's directives and start a shell command, and a quote, '$' or '/'
+// would change the line's meaning. InvalidArgument naming the flag and the
+// allowed characters otherwise.
+inline constexpr size_t kMaxSlurmNameLength = 128;
+Status CheckSlurmName(const std::string& flag, const std::string& value);
+
+// --partition: one name as CheckSlurmName, or a comma-separated list of them
+// (SLURM takes the first partition that can run the job).
+Status CheckSlurmPartition(const std::string& value);
+
+// `text` as one shell word: single-quoted, each ' written as '\''. Safe for
+// any bytes, newlines included.
+std::string ShellQuote(const std::string& text);
 
 // Nodes and tasks of a job with one task per GPU.
 struct SlurmLayout {
@@ -73,7 +91,11 @@ struct LaunchScriptSpec {
 };
 
 // The script text. InvalidArgument when the GPUs do not fill whole nodes
-// (ComputeSlurmLayout).
+// (ComputeSlurmLayout), or when job_name, partition, account or time would
+// not be safe on an #SBATCH line (the checks above). Free text that only
+// reaches comments (model and cluster names, source) has its control
+// characters written as escapes (\n, \x1b), so it cannot leave the comment;
+// config_path is shell-quoted.
 StatusOr<std::string> SlurmScript(const LaunchScriptSpec& spec);
 
 }  // namespace meshtune::tuner

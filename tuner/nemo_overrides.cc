@@ -31,6 +31,17 @@ using search_spaces::yaml_util::MapReader;
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
+// A model name (a model file's, so any bytes) for the header comment: a
+// newline in it would end the comment and inject YAML keys, so control
+// characters become '?'.
+std::string CommentText(std::string text) {
+  for (char& ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) ch = '?';
+  }
+  return text;
+}
+
 bool IsNull(const YAML::Node& map, const std::string& key) {
   const YAML::Node value = map[key];
   return !value || value.IsNull();
@@ -267,8 +278,8 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   }
   const int64_t devices = std::min(gpus, gpus_per_node);
   std::ostringstream y;
-  y << "# NeMo megatron_gpt overrides from meshtune for " << model.name << ": "
-    << search_spaces::ToString(c) << "\n";
+  y << "# NeMo megatron_gpt overrides from meshtune for "
+    << CommentText(model.name) << ": " << search_spaces::ToString(c) << "\n";
   y << "# merge into the model's NeMo config; docs/export.md maps each key\n";
   y << "trainer:\n";
   y << "  devices: " << devices << "\n";

@@ -1,11 +1,11 @@
 #include "tuner/regress_baseline_file.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
+#include "search_spaces/file_io.h"
+#include "tuner/output_file.h"
 #include "tuner/regress_benchmarks.h"
 
 namespace meshtune::tuner {
@@ -165,27 +165,22 @@ std::string BaselineFileText(const BaselineFile& file) {
 }
 
 Status WriteBaselineFile(const std::string& path, const BaselineFile& file) {
-  std::ofstream out(path);
-  if (out) out << BaselineFileText(file);
-  out.close();
-  if (!out) {
-    return Status::IoError("cannot write baseline file '" + path + "'",
-                           "check that the directory exists and is writable");
-  }
-  return Status::Ok();
+  return WriteOutputFile(path, BaselineFileText(file), "--file");
 }
 
 StatusOr<BaselineFile> ReadBaselineFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  // ReadRegularFile, not an ifstream: a FIFO or device given as --baseline
+  // or --file would block the read for ever.
+  StatusOr<std::string> text =
+      search_spaces::ReadRegularFile(path, "baseline file");
+  if (!text.ok()) {
+    if (text.status().code() != Status::Code::kNotFound) return text.status();
     return Status::NotFound("no baseline file '" + path + "'",
                             "pass a file written by 'tune regress baseline "
                             "export', or a baseline name ('tune regress "
                             "baseline list')");
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  const json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  const json j = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return Status::InvalidArgument(path + ": not a JSON file", kHint);
   }

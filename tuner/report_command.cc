@@ -5,10 +5,7 @@
 // search given by the usual search flags.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +15,7 @@
 #include "tuner/cli.h"
 #include "tuner/command.h"
 #include "tuner/inputs.h"
+#include "tuner/output_file.h"
 #include "tuner/report_html.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"
@@ -121,35 +119,23 @@ class ReportCommand : public Command {
           "pass --search ID (see 'tune db searches') or search flags such as "
           "--model 175b --gpus 1024");
     }
-    // Opened before searching so that an unwritable path fails at once.
-    std::ofstream file(html_file_, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      return Status::InvalidArgument(
-          "--html: cannot write " + html_file_ + ": " + std::strerror(errno),
-          "pick a path in an existing, writable directory");
-    }
+    // Checked before searching so that a mistyped directory fails at once;
+    // the file itself is only written (atomically) once the report exists,
+    // so a failing search leaves a previous report untouched.
+    MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_file_, "--html"));
 
     Report report;
     Status status = search_text_.empty() ? SearchTyped(&report)
                                          : SearchRecorded(&report, err);
     if (status.ok() && !scale_gpus_.empty()) status = Scale(&report);
-    if (!status.ok()) {
-      file.close();
-      std::remove(html_file_.c_str());
-      return status;
-    }
+    if (!status.ok()) return status;
     report.source.version = VersionString();
     HtmlReportOptions options;
     options.top_k = top.value();
     const std::string html = RenderHtmlReport(
         report.inputs, report.result, report.validations, report.source,
         options, report.scale ? &*report.scale : nullptr);
-    file << html;
-    file.close();
-    if (!file) {
-      return Status::Internal("--html: writing " + html_file_ +
-                              " failed: " + std::strerror(errno));
-    }
+    MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(html_file_, html, "--html"));
     err << "tune: wrote the HTML report to " << html_file_ << " ("
         << (html.size() + 1023) / 1024 << " KiB; best "
         << search_spaces::ToString(report.result.ranked.front().config)

@@ -1,12 +1,10 @@
 #include "tuner/report_yaml.h"
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "search_spaces/pipeline_layout.h"
+#include "tuner/output_file.h"
 #include "tuner/version.h"
 
 namespace meshtune::tuner {
@@ -15,10 +13,19 @@ namespace {
 using search_spaces::RecomputeGranularity;
 
 // Quotes a string scalar so YAML never reinterprets it (names like "1.3b",
-// "yes" or "null" would otherwise change type).
+// "yes" or "null" would otherwise change type). Control characters are
+// escaped: a raw newline (a model file's name may hold one) would be folded
+// into a space or break the file for `tune train --config`.
 std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+      continue;
+    }
     if (ch == '"' || ch == '\\') out += '\\';
     out += ch;
   }
@@ -148,19 +155,7 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
 
 Status WriteConfigYaml(const std::string& path, const Inputs& in,
                        const costmodel::Estimate& e, const SearchLink* search) {
-  std::ofstream file(path);
-  if (!file) {
-    return Status::IoError("--out " + path + ": cannot open for writing (" +
-                               std::strerror(errno) + ")",
-                           "check that the directory exists and is writable");
-  }
-  file << ConfigToYaml(in, e, search);
-  file.close();
-  if (!file) {
-    return Status::IoError("--out " + path + ": write failed",
-                           "check free disk space");
-  }
-  return Status::Ok();
+  return WriteOutputFile(path, ConfigToYaml(in, e, search), "--out");
 }
 
 }  // namespace meshtune::tuner

@@ -1,10 +1,10 @@
 // The --out file: the best configuration as YAML with Megatron argument names
-// (DESIGN.md §2), readable back by `tune --model FILE` (model: section) and by
-// `tune train --config`. Sections: model, parallelism, training, cluster,
-// and search (which recorded search and candidate the configuration is, so
-// that `tune train` can store its measured run against that prediction;
-// only when the search was recorded); a comment header carries the
-// prediction.
+// (docs/design.md §2), readable back by `tune --model FILE` (model: section)
+// and by `tune train --config`. Sections: model, parallelism, training,
+// cluster, and search (which recorded search and candidate the configuration
+// is, so that `tune train` can store its measured run against that
+// prediction; only when the search was recorded); a comment header carries
+// the prediction.
 #ifndef MESHTUNE_TUNER_REPORT_YAML_H_
 #define MESHTUNE_TUNER_REPORT_YAML_H_
 
@@ -23,7 +23,8 @@ namespace meshtune::tuner {
 std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
                          const SearchLink* search = nullptr);
 
-// Writes ConfigToYaml to `path`; IoError naming the path on failure.
+// Writes ConfigToYaml to `path` atomically (tuner/output_file.h): errors name
+// --out; on a failed write the previous file is left as it was.
 Status WriteConfigYaml(const std::string& path, const Inputs& in,
                        const costmodel::Estimate& e,
                        const SearchLink* search = nullptr);

@@ -1,5 +1,6 @@
 #include "tuner/results_db.h"
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <ostream>
 
@@ -42,6 +43,24 @@ std::string ResolveDbPath(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("TUNE_DB");
   return env != nullptr && *env != '\0' ? env : kDefaultDbPath;
+}
+
+Status CheckDbFlags(const CLI::App& app) {
+  const CLI::Option* db = app.get_option_no_throw("--db");
+  if (db != nullptr && db->count() > 0) {
+    for (const std::string& value : db->results()) {
+      if (value.empty()) {
+        return Status::InvalidArgument(
+            "--db: the database path is empty",
+            "give the database file, e.g. --db tune.db, or leave --db out to "
+            "use $TUNE_DB, else ./tune.db");
+      }
+    }
+  }
+  for (const CLI::App* sub : app.get_subcommands()) {
+    MESHTUNE_RETURN_IF_ERROR(CheckDbFlags(*sub));
+  }
+  return Status::Ok();
 }
 
 results::Provenance ToolProvenance() {

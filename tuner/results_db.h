@@ -1,6 +1,6 @@
 // The results database as the tuner commands use it: where it is (--db,
 // $TUNE_DB, ./tune.db), the provenance of this build, and how a search is
-// recorded (DESIGN.md §4, §7; docs/results.md).
+// recorded (docs/design.md §4, §7; docs/results.md).
 //
 // Policy for `tune search`: a database named explicitly (--db) must open, or
 // the command fails before searching (a foreign/corrupt/newer file is an
@@ -20,6 +20,10 @@
 #include "tuner/inputs.h"
 #include "tuner/search_driver.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace meshtune::tuner {
 
 // The database file used when --db is absent.
@@ -27,6 +31,12 @@ inline constexpr const char* kDefaultDbPath = "tune.db";
 
 // `flag` if non-empty, else $TUNE_DB if set and non-empty, else "tune.db".
 std::string ResolveDbPath(const std::string& flag);
+
+// InvalidArgument (exit 2) naming --db when a parsed (sub)command of `app`
+// got --db with an empty value: ResolveDbPath cannot tell it from an absent
+// flag and would silently use $TUNE_DB or ./tune.db. Checked once, after
+// parsing, for every command that has --db.
+Status CheckDbFlags(const CLI::App& app);
 
 // The search flags as a command line, "tune search --model M --gpus N ...":
 // the searches.arguments column, and what `tune report` re-parses.

@@ -9,6 +9,7 @@
 #include "tuner/command.h"
 #include "tuner/inputs.h"
 #include "tuner/megatron_args.h"
+#include "tuner/output_file.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
 #include "tuner/report_yaml.h"
@@ -89,6 +90,10 @@ class SearchCommand : public Command {
       return Status::InvalidArgument(
           "--json and --format megatron both choose the stdout format",
           "pick one of them");
+    }
+    // A mistyped --out directory fails before the search, as an input error.
+    if (!out_file_.empty()) {
+      MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(out_file_, "--out"));
     }
     auto inputs = ResolveInputs(flags_);
     if (!inputs.ok()) return inputs.status();

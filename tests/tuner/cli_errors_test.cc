@@ -1,6 +1,6 @@
-// The `tune` binary's error contract (DESIGN.md §4): one `tune: error:` line,
-// an optional `tune: hint:` line, nothing on stdout, exit 2 for input errors
-// and 1 for runtime failures.
+// The `tune` binary's error contract (docs/design.md §4): one `tune: error:`
+// line, an optional `tune: hint:` line, nothing on stdout, exit 2 for input
+// errors and 1 for runtime failures.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -202,12 +202,12 @@ TEST(CliErrors, EstimateRuleViolationGivesDetail) {
               "use 'tune search --tp 8,4' to compare several");
 }
 
-TEST(CliErrors, UnwritableOutFileIsARuntimeError) {
+TEST(CliErrors, OutFileInAMissingDirectoryIsAnInputError) {
   ExpectError(
-      RunTune("--model gpt3-1.3b --gpus 8 --out /nonexistent-dir/best.yaml"), 1,
-      "--out /nonexistent-dir/best.yaml: cannot open for writing (No such "
-      "file or directory)",
-      "check that the directory exists and is writable");
+      RunTune("--model gpt3-1.3b --gpus 8 --out /nonexistent-dir/best.yaml"), 2,
+      "--out: cannot write '/nonexistent-dir/best.yaml': directory "
+      "'/nonexistent-dir': No such file or directory",
+      "create the directory first, or write somewhere else");
 }
 
 TEST(CliErrors, SubcommandsRefuseBadInputWithoutFakeOutput) {

@@ -264,10 +264,12 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
       "db export --table hardware --csv "
       "/nonexistent/dir/h.csv --db '" +
       db + "'");
-  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_EQ(unwritable.exit_code, 2);
   EXPECT_EQ(unwritable.err,
-            "tune: error: --csv: cannot write '/nonexistent/dir/h.csv'\n"
-            "tune: hint: check that the directory exists and is writable\n");
+            "tune: error: --csv: cannot write '/nonexistent/dir/h.csv': "
+            "directory '/nonexistent/dir': No such file or directory\n"
+            "tune: hint: create the directory first, or write somewhere "
+            "else\n");
 }
 
 TEST(DbCommandTest, NewerSchemaIsRefusedWithBothVersions) {

@@ -353,9 +353,10 @@ TEST(ReportCommandTest, BadInputIsOneLineWithAHintAndExitCode2) {
            "searches --db " +
            db + "'\n"},
       {"report --html " + dir + "/no/such/dir/r.html " + kSearch,
-       "tune: error: --html: cannot write " + dir +
-           "/no/such/dir/r.html: No such file or directory\ntune: hint: pick "
-           "a path in an existing, writable directory\n"},
+       "tune: error: --html: cannot write '" + dir +
+           "/no/such/dir/r.html': directory '" + dir +
+           "/no/such/dir': No such file or directory\ntune: hint: create the "
+           "directory first, or write somewhere else\n"},
       {"report " + std::string(kSearch),
        "tune: error: tune report needs --html FILE\ntune: hint: e.g. tune "
        "report --html report.html --model 175b --gpus 1024\n"},
