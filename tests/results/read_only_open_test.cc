@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "results/store.h"
+#include "tests/file_faults.h"
 
 namespace meshtune::results {
 namespace {
+
+using test_files::ListDir;
 
 Provenance Prov() { return {"0.1.0", "test", 1700000000}; }
 
@@ -28,19 +31,6 @@ HardwareFingerprint Cpu(const std::string& model) {
   hw.cpu_cores = 4;
   hw.memory_gib = 16;
   return hw;
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::string Bytes(const std::string& path) {

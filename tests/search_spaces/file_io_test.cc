@@ -17,8 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/file_faults.h"
+
 namespace meshtune::search_spaces {
 namespace {
+
+using test_files::FileSizeLimit;
+using test_files::ListDir;
 
 std::string MakeTempDir() {
   char dir[] = "/tmp/file_io_test_XXXXXX";
@@ -37,40 +42,6 @@ std::string ReadFile(const std::string& path) {
   s << f.rdbuf();
   return s.str();
 }
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  closedir(d);
-  return names;
-}
-
-// A full disk, as root too: RLIMIT_FSIZE makes every write past `bytes` of
-// a regular file fail with EFBIG (SIGXFSZ ignored, as a shell's `trap ''
-// XFSZ` would), for as long as the object lives.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    saved_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved_;
-    limit.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    std::signal(SIGXFSZ, saved_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  void (*saved_handler_)(int) = nullptr;
-};
 
 TEST(WriteFileAtomically, CreatesAndReplaces) {
   const std::string dir = MakeTempDir();

@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "tests/file_faults.h"
 #include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/cli.h"
 #include "tuner/output_file.h"
 #include "tuner/regress_baseline_file.h"
@@ -23,59 +25,13 @@
 namespace meshtune::tuner {
 namespace {
 
+using test_files::FileSizeLimit;
+using test_files::ListDir;
+using testing::InProcessRun;
 using testing::MakeTempDir;
 using testing::ReadFile;
+using testing::Tune;
 using testing::WriteFile;
-
-struct InProcessRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// `tune args...` in this process (tuner/cli.h).
-InProcessRun Tune(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  InProcessRun run;
-  run.exit_code = RunTune(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
-
-// Writes past `bytes` of any regular file fail with EFBIG while this lives.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    saved_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved_;
-    limit.rlim_cur = bytes;
-    setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    std::signal(SIGXFSZ, saved_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  void (*saved_handler_)(int) = nullptr;
-};
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 // The last two lines of `err`: the error and its hint.
 std::string LastTwoLines(const std::string& err) {

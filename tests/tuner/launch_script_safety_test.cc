@@ -15,6 +15,7 @@
 
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/cli.h"
 #include "tuner/launch_script.h"
 #include "tuner/nemo_overrides.h"
@@ -23,25 +24,11 @@
 namespace meshtune::tuner {
 namespace {
 
+using testing::InProcessRun;
 using testing::MakeTempDir;
 using testing::ReadFile;
+using testing::Tune;
 using testing::WriteFile;
-
-struct InProcessRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-InProcessRun Tune(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  InProcessRun run;
-  run.exit_code = RunTune(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
 
 std::vector<std::string> Launch(const std::vector<std::string>& extra) {
   std::vector<std::string> args = {
