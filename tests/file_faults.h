@@ -1,15 +1,22 @@
 // Helpers for tests of what happens to files under faults: a full disk
-// simulated without root's exemption, and a folder's listing (to show that
-// no temporary file was left behind).
+// simulated without root's exemption, a folder's listing (to show that no
+// temporary file was left behind), and a watchdog that unblocks a reader
+// stuck on a FIFO.
 #ifndef MESHTUNE_TESTS_FILE_FAULTS_H_
 #define MESHTUNE_TESTS_FILE_FAULTS_H_
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace meshtune::test_files {
@@ -51,6 +58,37 @@ class FileSizeLimit {
  private:
   rlimit saved_{};
   void (*saved_handler_)(int) = nullptr;
+};
+
+// Reading a FIFO used to block in open() for ever. So that such a
+// regression fails instead of hanging CI, this opens the FIFO's write end
+// after 5 s if the test is still running: a blocked reader then sees end of
+// file and the test fails on its message.
+class FifoWatchdog {
+ public:
+  explicit FifoWatchdog(std::string path) : path_(std::move(path)) {
+    thread_ = std::thread([this] {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!done_ && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (done_) return;
+      const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);
+      if (fd >= 0) ::close(fd);
+    });
+  }
+  ~FifoWatchdog() {
+    done_ = true;
+    thread_.join();
+  }
+  FifoWatchdog(const FifoWatchdog&) = delete;
+  FifoWatchdog& operator=(const FifoWatchdog&) = delete;
+
+ private:
+  std::string path_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
 };
 
 }  // namespace meshtune::test_files

@@ -17,44 +17,18 @@
 #include <thread>
 
 #include "search_spaces/presets.h"
+#include "tests/file_faults.h"
 
 namespace meshtune::search_spaces {
 namespace {
+
+using test_files::FifoWatchdog;
 
 std::string TempDir() {
   char dir[] = "/tmp/meshtune_yaml_util_test_XXXXXX";
   const char* made = ::mkdtemp(dir);
   return made ? made : "/tmp";
 }
-
-// Before the fix, reading a FIFO blocked in open() for ever. So that such a
-// regression fails instead of hanging CI, this opens the FIFO's write end
-// after a few seconds if the test is still running: a blocked reader then
-// sees end of file and the test fails on the message.
-class FifoWatchdog {
- public:
-  explicit FifoWatchdog(std::string path) : path_(std::move(path)) {
-    thread_ = std::thread([this] {
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (!done_ && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      if (done_) return;
-      const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);
-      if (fd >= 0) ::close(fd);
-    });
-  }
-  ~FifoWatchdog() {
-    done_ = true;
-    thread_.join();
-  }
-
- private:
-  std::string path_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 std::string MakeFifo(const std::string& dir, const std::string& name) {
   const std::string path = dir + "/" + name;

@@ -16,12 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include "tests/file_faults.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/cli.h"
 #include "tuner/inputs.h"
 
 namespace meshtune::tuner {
 namespace {
+
+using test_files::FifoWatchdog;
 
 struct CliRun {
   int exit_code;
@@ -135,34 +138,6 @@ TEST(HostileSizes, EveryFlagIsBounded) {
   f.seq_len = "16777216";
   EXPECT_TRUE(ResolveInputs(f).ok());
 }
-
-// Opens a FIFO's write end after a few seconds if the test still runs, so
-// that a reader blocked in open() (the bug) sees end of file and the test
-// fails instead of hanging.
-class FifoWatchdog {
- public:
-  explicit FifoWatchdog(std::string path) : path_(std::move(path)) {
-    thread_ = std::thread([this] {
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (!done_ && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      if (done_) return;
-      const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);
-      if (fd >= 0) ::close(fd);
-    });
-  }
-  ~FifoWatchdog() {
-    done_ = true;
-    thread_.join();
-  }
-
- private:
-  std::string path_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 TEST(HostileFiles, FifoAsModelClusterSpaceAndCsv) {
   // D7: `mkfifo m.yaml; tune search --model m.yaml --gpus 4` hung for ever.
