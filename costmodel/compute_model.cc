@@ -22,13 +22,14 @@ void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
   if (m <= 0 || n <= 0 || k <= 0 || multiplicity <= 0) return;
   // fp8 backward GEMMs run with TE's split accumulator (slower on Hopper).
   const double bwd_x =
-      p == Precision::kFp8 ? cal.Fp8BackwardGemmSlowdown(o) : 1.0;
+      search_spaces::IsQuantized(p) ? cal.Fp8BackwardGemmSlowdown(o) : 1.0;
   const double fwd = cal.GemmTime_s(m, n, k, p, o);
   const double dgrad = bwd_x * cal.GemmTime_s(m, k, n, p, o);
   const double wgrad = bwd_x * cal.GemmTime_s(k, n, m, p, o);
   lc->gemm_fwd_s += multiplicity * fwd;
   lc->gemm_bwd_s += multiplicity * (dgrad + wgrad);
-  if (p == Precision::kFp8 && o.enabled(Refinement::kFp8CastOverhead)) {
+  if (search_spaces::IsQuantized(p) &&
+      o.enabled(Refinement::kFp8CastOverhead)) {
     // Transformer Engine cast-transpose: read 16-bit, write the fp8 tensor
     // and its transpose (for wgrad / dgrad): 4 B per element, for the
     // input in forward and the output gradient in backward.
@@ -138,7 +139,7 @@ LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
   const int64_t T = c.mbs * seq / c.cp;
   const int64_t v_local = padded_vocab / c.tp;
   // Megatron keeps the output layer in 16-bit even in fp8 recipes.
-  const Precision out_p = p == Precision::kFp8 ? Precision::kBf16 : p;
+  const Precision out_p = search_spaces::IsQuantized(p) ? Precision::kBf16 : p;
   AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr, o);
   // Final norm + the vocab-parallel cross-entropy over the local logits
   // (ElementwiseOp::kCrossEntropy).

@@ -17,6 +17,7 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   }
   peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12;
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
+  peak_fp4_flops_ = c.gpu.peak_fp4_tflops * 1e12;
   half_size_flops_ =
       std::min(kGemmHalfSizeFlops, peak_bf16_flops_ * kGemmHalfSizeSeconds);
   if (c.gpu.gemm_tile_half_dim > 0) half_dim_ = c.gpu.gemm_tile_half_dim;
@@ -49,7 +50,7 @@ double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
                                             const ModelOptions& o) const {
   if (m <= 0 || n <= 0 || k <= 0) return 1.0;
   const double ceiling =
-      precision == Precision::kFp8 ? ceiling_fp8_ : ceiling_bf16_;
+      search_spaces::IsQuantized(precision) ? ceiling_fp8_ : ceiling_bf16_;
   const double flops = 2.0 * static_cast<double>(m) * n * k;
   const double size = SizeFactor(flops, o);
   double shape = 1.0;
@@ -69,10 +70,15 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
   // fp8 on a GPU without fp8 tensor cores: the caller should have rejected
   // the config (CheckConfig); fall back to the 16-bit rate rather than
   // dividing by zero.
-  const bool fp8 = precision == Precision::kFp8 && peak_fp8_flops_ > 0;
-  const double peak = fp8 ? peak_fp8_flops_ : peak_bf16_flops_;
-  const double eff =
-      GemmEfficiency(m, n, k, fp8 ? Precision::kFp8 : Precision::kBf16, o);
+  // NVFP4 runs at the FP4 rate where the GPU has one (twice FP8 on B200),
+  // with FP8's efficiency ceiling.
+  const bool fp4 = precision == Precision::kNvfp4 && peak_fp4_flops_ > 0;
+  const bool fp8 =
+      !fp4 && search_spaces::IsQuantized(precision) && peak_fp8_flops_ > 0;
+  const double peak =
+      fp4 ? peak_fp4_flops_ : (fp8 ? peak_fp8_flops_ : peak_bf16_flops_);
+  const double eff = GemmEfficiency(
+      m, n, k, fp4 || fp8 ? Precision::kFp8 : Precision::kBf16, o);
   return 2.0 * static_cast<double>(m) * n * k /
          (peak * KernelEfficiency(o) * eff);
 }

@@ -131,6 +131,7 @@ class DatasheetCalibration : public Calibration {
   double fp8_bwd_slowdown_ = 1.0;   // split accumulator (Hopper), else 1
   double peak_bf16_flops_ = 0;      // FLOP/s, datasheet
   double peak_fp8_flops_ = 0;
+  double peak_fp4_flops_ = 0;
   double ceiling_bf16_ = 0;
   double ceiling_fp8_ = 0;
   double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s (× hbm_efficiency)

@@ -87,7 +87,7 @@ double LayerActivationBytes(const ModelSpec& m, const ParallelConfig& c,
   const double dh = HeadDim(m);
   const double q = m.num_attention_heads * dh;
   const double kv = m.num_query_groups * dh;
-  const bool fp8 = precision == Precision::kFp8;
+  const bool fp8 = search_spaces::IsQuantized(precision);
   const double l = fp8 ? 1.0 : 2.0;  // bytes of a saved linear input
   const bool swiglu = m.activation == Activation::kSwiglu;
   const double drop = HasDropout(m) ? 1.0 : 0.0;

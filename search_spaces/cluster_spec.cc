@@ -51,18 +51,29 @@ const char* ToString(Precision p) {
       return "fp16";
     case Precision::kFp8:
       return "fp8";
+    case Precision::kFp8Tensorwise:
+      return "fp8-tensorwise";
+    case Precision::kFp8Blockwise:
+      return "fp8-blockwise";
+    case Precision::kMxfp8:
+      return "mxfp8";
+    case Precision::kNvfp4:
+      return "nvfp4";
   }
   return "?";
 }
 
 double GpuSpec::PeakTflops(Precision p) const {
   // BF16 and FP16 run at the same tensor-core rate on every GPU we model.
-  return p == Precision::kFp8 ? peak_fp8_tflops : peak_bf16_tflops;
+  if (p == Precision::kNvfp4) return peak_fp4_tflops;
+  return IsFp8(p) ? peak_fp8_tflops : peak_bf16_tflops;
 }
 
 double GpuSpec::GemmMaxEfficiency(Precision p) const {
-  return p == Precision::kFp8 ? gemm_max_efficiency_fp8
-                              : gemm_max_efficiency_bf16;
+  if (p == Precision::kNvfp4 && gemm_max_efficiency_fp4 > 0) {
+    return gemm_max_efficiency_fp4;
+  }
+  return IsQuantized(p) ? gemm_max_efficiency_fp8 : gemm_max_efficiency_bf16;
 }
 
 double ClusterSpec::UsableMemoryGib() const {

@@ -15,13 +15,47 @@
 
 namespace meshtune::search_spaces {
 
-enum class Precision { kBf16, kFp16, kFp8 };
+// The GEMM precision recipe of a run (Megatron --bf16 / --fp16, --fp8-format
+// with --fp8-recipe, --fp4-format; moe_models.md §2.5 and §4.9). kFp8 is
+// Megatron's default FP8 recipe, delayed scaling. Attention, master weights
+// and optimizer states stay in high precision in every recipe.
+enum class Precision {
+  kBf16,
+  kFp16,
+  kFp8,            // --fp8-recipe delayed: per-tensor, amax history
+  kFp8Tensorwise,  // --fp8-recipe tensorwise: per-tensor current scaling
+  kFp8Blockwise,   // --fp8-recipe blockwise: 1x128 / 128x128 FP32 scales
+  kMxfp8,          // --fp8-recipe mxfp8: 1x32 E8M0 scales (Blackwell)
+  kNvfp4,          // --fp4-format e2m1 --fp4-recipe nvfp4 (Blackwell)
+};
+// Canonical --precision spelling: "bf16", "fp16", "fp8" (delayed),
+// "fp8-tensorwise", "fp8-blockwise", "mxfp8", "nvfp4".
 const char* ToString(Precision p);
+// Every precision, in the order above (for listings and round-trip tests).
+inline constexpr Precision kAllPrecisions[] = {
+    Precision::kBf16,          Precision::kFp16,         Precision::kFp8,
+    Precision::kFp8Tensorwise, Precision::kFp8Blockwise, Precision::kMxfp8,
+    Precision::kNvfp4};
+// FP8 GEMMs (every FP8 recipe, MXFP8 included).
+inline bool IsFp8(Precision p) {
+  return p == Precision::kFp8 || p == Precision::kFp8Tensorwise ||
+         p == Precision::kFp8Blockwise || p == Precision::kMxfp8;
+}
+// GEMM operands quantised below 16 bits (FP8 or FP4): quantised weight
+// copies, casts before each GEMM, BF16 attention.
+inline bool IsQuantized(Precision p) {
+  return IsFp8(p) || p == Precision::kNvfp4;
+}
+// Recipes that need Blackwell's block-scaled tensor cores.
+inline bool NeedsBlackwell(Precision p) {
+  return p == Precision::kMxfp8 || p == Precision::kNvfp4;
+}
 
 struct GpuSpec {
   std::string display_name;     // "NVIDIA A100 SXM4 80GB"
   double peak_bf16_tflops = 0;  // also FP16
   double peak_fp8_tflops = 0;   // 0 = no FP8 tensor cores
+  double peak_fp4_tflops = 0;   // dense NVFP4; 0 = no FP4 tensor cores
   double peak_tf32_tflops = 0;
   double peak_fp32_tflops = 0;
   double hbm_gb = 0;  // capacity as the vendor states it ("80 GB")
@@ -34,6 +68,7 @@ struct GpuSpec {
   // precision; the GEMM efficiency curve saturates at this value.
   double gemm_max_efficiency_bf16 = 0;
   double gemm_max_efficiency_fp8 = 0;
+  double gemm_max_efficiency_fp4 = 0;  // 0 = the FP8 value
   // Achieved fraction of hbm_gbps for large streaming transfers.
   double hbm_efficiency = 0.9;
   // GEMM shape fall-off d/(d + half_dim) per dimension (tile quantisation;
@@ -41,7 +76,8 @@ struct GpuSpec {
   // CPU's register blocks are a few elements wide (the `local` preset).
   double gemm_tile_half_dim = 48;
 
-  // Peak for a precision (bf16 and fp16 share tensor-core rate); 0 if absent.
+  // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
+  // recipe runs at the FP8 rate); 0 if absent.
   double PeakTflops(Precision p) const;
   double GemmMaxEfficiency(Precision p) const;
 };

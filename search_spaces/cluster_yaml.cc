@@ -38,6 +38,7 @@ const std::vector<std::string>& GpuKeys() {
       "display_name",
       "peak_bf16_tflops",
       "peak_fp8_tflops",
+      "peak_fp4_tflops",
       "peak_tf32_tflops",
       "peak_fp32_tflops",
       "hbm_gb",
@@ -45,6 +46,7 @@ const std::vector<std::string>& GpuKeys() {
       "hbm_gbps",
       "gemm_max_efficiency_bf16",
       "gemm_max_efficiency_fp8",
+      "gemm_max_efficiency_fp4",
       "hbm_efficiency",
       "gemm_tile_half_dim",
   };
@@ -80,6 +82,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("peak_fp8_tflops", false, &g.peak_fp8_tflops));
   MESHTUNE_RETURN_IF_ERROR(
+      r.Double("peak_fp4_tflops", false, &g.peak_fp4_tflops));
+  MESHTUNE_RETURN_IF_ERROR(
       r.Double("peak_tf32_tflops", true, &g.peak_tf32_tflops));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("peak_fp32_tflops", true, &g.peak_fp32_tflops));
@@ -91,6 +95,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("gemm_max_efficiency_bf16", true, &g.gemm_max_efficiency_bf16));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("gemm_max_efficiency_fp8", false, &g.gemm_max_efficiency_fp8));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("gemm_max_efficiency_fp4", false, &g.gemm_max_efficiency_fp4));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("hbm_efficiency", false, &g.hbm_efficiency));
   MESHTUNE_RETURN_IF_ERROR(

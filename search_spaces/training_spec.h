@@ -32,7 +32,7 @@ struct TrainingSpec {
 
   // Bytes per parameter of the model weights and of the main-grad buffer.
   double weight_bytes_per_param() const {
-    return fp8_param_gather && precision == Precision::kFp8 ? 1.0 : 2.0;
+    return fp8_param_gather && IsQuantized(precision) ? 1.0 : 2.0;
   }
   double grad_bytes_per_param() const {
     return grad_reduce_in_bf16 ? 2.0 : 4.0;

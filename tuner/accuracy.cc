@@ -305,7 +305,7 @@ StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
       reason = "unknown precision '" + r.Text("precision") +
                "' (known: bf16, fp16, mixed 16-bit, fp8 variants)";
     }
-    if (reason.empty() && *precision == Precision::kFp8 &&
+    if (reason.empty() && search_spaces::IsQuantized(*precision) &&
         c.cluster.gpu.peak_fp8_tflops <= 0) {
       reason =
           "fp8 run on " + c.cluster.name + ", which has no FP8 tensor cores";
@@ -324,12 +324,15 @@ StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
       // optimizer.
       const bool nemo = IsNemoSource(c.source);
       c.config.dist_opt = nemo;
-      c.training.fp8_param_gather = nemo && *precision == Precision::kFp8;
-      c.training.grad_reduce_in_bf16 = nemo && *precision == Precision::kFp8;
+      c.training.fp8_param_gather =
+          nemo && search_spaces::IsQuantized(*precision);
+      c.training.grad_reduce_in_bf16 =
+          nemo && search_spaces::IsQuantized(*precision);
       // ... and overlap TP communication with userbuffers (NeMo launcher
       // ub_cfg_h100_* tables, tp_comm_overlap: true; the cost model applies
       // it only with sequence parallelism, tp > 1).
-      c.training.tp_comm_overlap = nemo && *precision == Precision::kFp8;
+      c.training.tp_comm_overlap =
+          nemo && search_spaces::IsQuantized(*precision);
       c.attention = AttentionKernelForSource(c.source);
       const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
       c.config.dp = dp > 0 ? dp : c.num_gpus / model_parallel;

@@ -342,9 +342,18 @@ StatusOr<Precision> ParsePrecision(const std::string& raw) {
   const std::string text = Trim(raw);
   if (text == "bf16") return Precision::kBf16;
   if (text == "fp16") return Precision::kFp16;
-  if (text == "fp8") return Precision::kFp8;
-  return Status::InvalidArgument("--precision: unknown precision '" + raw + "'",
-                                 "use bf16, fp16 or fp8");
+  for (Precision p : search_spaces::kAllPrecisions) {
+    if (text == search_spaces::ToString(p)) return p;
+  }
+  // Megatron's recipe names and TE's spellings.
+  if (text == "fp8-delayed") return Precision::kFp8;
+  if (text == "fp8-cs" || text == "fp8-current") {
+    return Precision::kFp8Tensorwise;
+  }
+  return Status::InvalidArgument(
+      "--precision: unknown precision '" + raw + "'",
+      "use bf16, fp16, fp8 (delayed scaling), fp8-tensorwise, fp8-blockwise, "
+      "mxfp8 or nvfp4");
 }
 
 namespace {
@@ -438,17 +447,28 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   auto precision = ParsePrecision(f.precision);
   if (!precision.ok()) return precision.status();
   in.training.precision = precision.value();
-  if (in.training.precision == Precision::kFp8 &&
-      in.cluster.gpu.peak_fp8_tflops <= 0) {
+  const Precision prec = in.training.precision;
+  if (search_spaces::IsQuantized(prec) &&
+      in.cluster.gpu.PeakTflops(prec) <= 0) {
     return Status::InvalidArgument(
-        "--precision fp8: " + in.cluster.name + " (" +
-            in.cluster.gpu.display_name + ") has no FP8 tensor cores",
-        "use --precision bf16, or a GPU with FP8 (tune gpus lists peak fp8)");
+        std::string("--precision ") + search_spaces::ToString(prec) + ": " +
+            in.cluster.name + " (" + in.cluster.gpu.display_name + ") has no " +
+            (prec == Precision::kNvfp4 ? "FP4" : "FP8") + " tensor cores",
+        "use --precision bf16, or a GPU that has them (tune gpus lists the "
+        "peaks)");
   }
-  if (f.fp8_param_gather && in.training.precision != Precision::kFp8) {
+  if (search_spaces::NeedsBlackwell(prec) &&
+      in.cluster.gpu.peak_fp4_tflops <= 0) {
     return Status::InvalidArgument(
-        "--fp8-param-gather needs --precision fp8, got --precision " +
-            std::string(search_spaces::ToString(in.training.precision)),
+        std::string("--precision ") + search_spaces::ToString(prec) +
+            " needs Blackwell's block-scaled tensor cores, which " +
+            in.cluster.name + " does not have",
+        "use --precision fp8-tensorwise or fp8-blockwise on Hopper");
+  }
+  if (f.fp8_param_gather && !search_spaces::IsQuantized(prec)) {
+    return Status::InvalidArgument(
+        "--fp8-param-gather needs an fp8 or fp4 --precision, got --precision " +
+            std::string(search_spaces::ToString(prec)),
         "add --precision fp8 or drop --fp8-param-gather");
   }
   in.training.fp8_param_gather = f.fp8_param_gather;

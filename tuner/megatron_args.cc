@@ -7,6 +7,21 @@
 namespace meshtune::tuner {
 namespace {
 
+// Megatron --fp8-recipe value of an FP8 precision.
+const char* Fp8RecipeName(search_spaces::Precision p) {
+  using search_spaces::Precision;
+  switch (p) {
+    case Precision::kFp8Tensorwise:
+      return "tensorwise";
+    case Precision::kFp8Blockwise:
+      return "blockwise";
+    case Precision::kMxfp8:
+      return "mxfp8";
+    default:
+      return "delayed";
+  }
+}
+
 using search_spaces::Activation;
 using search_spaces::Normalization;
 using search_spaces::PositionEmbedding;
@@ -106,10 +121,26 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
       a.push_back("--fp16");
       break;
     case Precision::kFp8:
+    case Precision::kFp8Tensorwise:
+    case Precision::kFp8Blockwise:
+    case Precision::kMxfp8:
       // FP8 GEMMs run inside a bf16 model (Transformer Engine recipe);
-      // "hybrid" = E4M3 forward, E5M2 gradients.
+      // "hybrid" = E4M3 forward, E5M2 gradients; blockwise and mxfp8 use
+      // E4M3 in both passes.
       a.push_back("--bf16");
-      a.push_back("--fp8-format hybrid");
+      a.push_back(t.precision == Precision::kFp8 ||
+                          t.precision == Precision::kFp8Tensorwise
+                      ? "--fp8-format hybrid"
+                      : "--fp8-format e4m3");
+      // delayed is Megatron's default recipe.
+      if (t.precision != Precision::kFp8) {
+        a.push_back(std::string("--fp8-recipe ") + Fp8RecipeName(t.precision));
+      }
+      break;
+    case Precision::kNvfp4:
+      a.push_back("--bf16");
+      a.push_back("--fp4-format e2m1");
+      a.push_back("--fp4-recipe nvfp4");
       break;
   }
   if (t.fp8_param_gather) a.push_back("--fp8-param-gather");

@@ -72,6 +72,9 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--bf16", Kind::kSwitch},
       {"--fp16", Kind::kSwitch},
       {"--fp8-format", Kind::kString},
+      {"--fp8-recipe", Kind::kString},
+      {"--fp4-format", Kind::kString},
+      {"--fp4-recipe", Kind::kString},
       {"--fp8-param-gather", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
@@ -275,6 +278,9 @@ class ArgReader {
     if (flag == "--position-embedding-type") return "rope";
     if (flag == "--recompute-granularity") return "selective";
     if (flag == "--recompute-method") return "uniform";
+    if (flag == "--fp8-recipe") return "mxfp8";
+    if (flag == "--fp4-format") return "e2m1";
+    if (flag == "--fp4-recipe") return "nvfp4";
     return "hybrid";  // --fp8-format
   }
 
@@ -524,6 +530,18 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
   const bool fp16 = r.Has("--fp16");
   auto fp8 = r.Choice("--fp8-format", {"hybrid", "e4m3"});
   if (!fp8.ok()) return fp8.status();
+  auto fp8_recipe =
+      r.Choice("--fp8-recipe", {"delayed", "tensorwise", "blockwise", "mxfp8"});
+  if (!fp8_recipe.ok()) return fp8_recipe.status();
+  auto fp4 = r.Choice("--fp4-format", {"e2m1"});
+  if (!fp4.ok()) return fp4.status();
+  auto fp4_recipe = r.Choice("--fp4-recipe", {"nvfp4"});
+  if (!fp4_recipe.ok()) return fp4_recipe.status();
+  if (!fp4->empty() && !fp8->empty()) {
+    return Status::InvalidArgument(
+        "--fp4-format and --fp8-format are exclusive in Megatron",
+        "keep one of them");
+  }
   if (bf16 && fp16) {
     return Status::InvalidArgument("--bf16 and --fp16 contradict each other",
                                    "keep one of them");
@@ -541,11 +559,21 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
           "use --bf16 with --fp8-format");
     }
     t.precision = Precision::kFp8;
+    if (*fp8_recipe == "tensorwise") t.precision = Precision::kFp8Tensorwise;
+    if (*fp8_recipe == "blockwise") t.precision = Precision::kFp8Blockwise;
+    if (*fp8_recipe == "mxfp8") t.precision = Precision::kMxfp8;
+  } else if (!fp4->empty()) {
+    if (fp16) {
+      return Status::InvalidArgument(
+          "--fp4-format with --fp16: NVFP4 GEMMs run inside a bf16 model",
+          "use --bf16 with --fp4-format");
+    }
+    t.precision = Precision::kNvfp4;
   } else {
     t.precision = fp16 ? Precision::kFp16 : Precision::kBf16;
   }
   t.fp8_param_gather = r.Has("--fp8-param-gather");
-  if (t.fp8_param_gather && t.precision != Precision::kFp8) {
+  if (t.fp8_param_gather && !search_spaces::IsFp8(t.precision)) {
     return Status::InvalidArgument("--fp8-param-gather needs --fp8-format",
                                    "add --fp8-format hybrid or remove "
                                    "--fp8-param-gather");

@@ -238,7 +238,7 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
             (e4m3 ? "fp8_e4m3" : "fp8_hybrid") + " without fp8: true",
         "set fp8: true, or set the format keys to false");
   }
-  if (t.fp8_param_gather && t.precision != Precision::kFp8) {
+  if (t.fp8_param_gather && !search_spaces::IsFp8(t.precision)) {
     return Status::InvalidArgument(
         r.WhereKey("fp8_params") + ": fp8_params needs fp8: true",
         "set fp8: true or fp8_params: false");
@@ -325,7 +325,7 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   }
   // fp32 main parameters and gradients, as the cost model's memory assumes.
   y << "  megatron_amp_O2: true\n";
-  const bool fp8 = t.precision == Precision::kFp8;
+  const bool fp8 = search_spaces::IsFp8(t.precision);
   y << "  fp8: " << Bool(fp8) << "\n";
   // "hybrid" = E4M3 forward, E5M2 gradients, as --fp8-format hybrid.
   y << "  fp8_hybrid: " << Bool(fp8) << "\n";
