@@ -1,5 +1,7 @@
 #include "search_spaces/parallel_config.h"
 
+#include <utility>
+
 namespace meshtune::search_spaces {
 
 const char* ToString(RecomputeGranularity g) {
@@ -24,7 +26,30 @@ const char* ToString(RecomputeMethod m) {
   return "?";
 }
 
+std::string RecomputeModulesToString(uint32_t modules) {
+  static constexpr std::pair<uint32_t, const char*> kNames[] = {
+      {kRecomputeCoreAttn, "core_attn"},
+      {kRecomputeMlp, "mlp"},
+      {kRecomputeMoe, "moe"},
+      {kRecomputeMoeAct, "moe_act"},
+      {kRecomputeLayernorm, "layernorm"},
+      {kRecomputeMlaUpProj, "mla_up_proj"},
+      {kRecomputeSharedExperts, "shared_experts"},
+  };
+  std::string s;
+  for (const auto& [bit, name] : kNames) {
+    if ((modules & bit) == 0) continue;
+    if (!s.empty()) s += "+";
+    s += name;
+  }
+  return s;
+}
+
 std::string ToString(const Recompute& r) {
+  if (r.granularity == RecomputeGranularity::kSelective &&
+      r.modules != kRecomputeCoreAttn) {
+    return "selective:" + RecomputeModulesToString(r.modules);
+  }
   if (r.granularity != RecomputeGranularity::kFull) {
     return ToString(r.granularity);
   }
@@ -43,9 +68,14 @@ std::string ToString(const ParallelConfig& c) {
                   " vpp" + std::to_string(c.vpp) + " cp" +
                   std::to_string(c.cp) + " ep" + std::to_string(c.ep) + " dp" +
                   std::to_string(c.dp);
+  if (c.expert_tp() != c.tp) s += " etp" + std::to_string(c.expert_tp());
   if (c.sp) s += " sp";
   s += " mbs" + std::to_string(c.mbs) + " " + ToString(c.recompute);
   if (c.dist_opt) s += " dist_opt";
+  if (c.uneven_layout()) {
+    s += " layout" + std::to_string(c.layout_first_layers) + "/" +
+         std::to_string(c.layout_last_layers);
+  }
   return s;
 }
 

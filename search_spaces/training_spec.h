@@ -29,6 +29,15 @@ struct TrainingSpec {
   // recipes enable it for every tp > 1 configuration (tp_comm_overlap: true
   // with the ub_cfg_h100_* tables).
   bool tp_comm_overlap = false;
+  // Megatron --overlap-moe-expert-parallel-comm with --delay-wgrad-compute:
+  // the EP all-to-all of one micro-batch hides behind the computation of
+  // another (1F1B merged forward/backward). Needs ep > 1, the alltoall or
+  // flex dispatcher, no full recompute, and virtual stages when pp > 1
+  // (moe_models.md §2.3).
+  bool moe_ep_overlap = false;
+  // Megatron --moe-shared-expert-overlap: the shared expert runs during the
+  // dispatch all-to-all (exclusive with moe_ep_overlap).
+  bool moe_shared_expert_overlap = false;
 
   // Bytes per parameter of the model weights and of the main-grad buffer.
   double weight_bytes_per_param() const {
