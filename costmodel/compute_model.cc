@@ -1,5 +1,6 @@
 #include "costmodel/compute_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace meshtune::costmodel {
@@ -54,81 +55,261 @@ int64_t HeadDim(const ModelSpec& m) {
 
 }  // namespace
 
-LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
-                              int64_t seq, Precision p, bool moe_layer,
-                              const Calibration& cal, const ModelOptions& o) {
-  LayerCompute lc;
+namespace {
+
+// Seconds of core attention for one micro-batch: `heads` local heads, local
+// queries s/cp against all s keys (CP ring attention visits every KV chunk;
+// causal balancing halves it). Sliding-window layers (window_size, with
+// every window_attn_skip_freq-th layer at full attention) attend to at most
+// window keys per query; the kind-level time averages full and windowed
+// layers in their proportion.
+void AddCoreAttention(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                      int64_t heads, int64_t head_dim, const Calibration& cal,
+                      LayerCompute* lc, const ModelOptions& o) {
+  const int64_t bh = c.mbs * heads;
+  double fwd =
+      cal.AttentionForwardTime_s(bh, seq / c.cp, seq, head_dim, true, o);
+  double bwd =
+      cal.AttentionBackwardTime_s(bh, seq / c.cp, seq, head_dim, true, o);
+  if (m.window_size >= 0 && m.window_size < seq) {
+    const double full_share =
+        m.window_attn_skip_freq > 0 ? 1.0 / m.window_attn_skip_freq : 0.0;
+    const int64_t window = std::max<int64_t>(1, m.window_size + 1);
+    const double wfwd =
+        cal.AttentionForwardTime_s(bh, seq / c.cp, window, head_dim, false, o);
+    const double wbwd =
+        cal.AttentionBackwardTime_s(bh, seq / c.cp, window, head_dim, false, o);
+    fwd = full_share * fwd + (1 - full_share) * wfwd;
+    bwd = full_share * bwd + (1 - full_share) * wbwd;
+  }
+  lc->attn_fwd_s += fwd;
+  lc->attn_bwd_s += bwd;
+}
+
+// GQA/MHA self-attention: QKV and output projections split over tp.
+void AddAttention(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                  Precision p, const Calibration& cal, LayerCompute* lc,
+                  LayerCompute* elem, const ModelOptions& o) {
   const int64_t t = c.tp;
-  const int64_t T = c.mbs * seq / c.cp;  // tokens per GPU in the GEMMs
+  const int64_t T = c.mbs * seq / c.cp;
   const int64_t h = m.hidden_size;
   const int64_t dh = HeadDim(m);
   const int64_t q = m.num_attention_heads * dh;
   const int64_t kv = m.num_query_groups * dh;
-  const bool swiglu = m.activation == Activation::kSwiglu;
-  const bool gpt = m.normalization == Normalization::kLayerNorm;
+  AddGemm(T, (q + 2 * kv) / t, h, p, 1, cal, lc, &lc->column_dgrad_s,
+          &lc->column_wgrad_s, o);
+  AddGemm(T, h, q / t, p, 1, cal, lc, nullptr, nullptr, o);
+  AddCoreAttention(m, c, seq, m.num_attention_heads / t, dh, cal, lc, o);
+  if (m.position_embedding_type == PositionEmbedding::kRope) {
+    AddElementwise(ElementwiseOp::kRope,
+                   static_cast<double>(T) * static_cast<double>(q + kv) / t,
+                   cal, elem, o);
+  }
+}
 
-  // Attention linears.
-  AddGemm(T, (q + 2 * kv) / t, h, p, 1, cal, &lc, &lc.column_dgrad_s,
-          &lc.column_wgrad_s, o);
-  AddGemm(T, h, q / t, p, 1, cal, &lc, nullptr, nullptr, o);
-  // Core attention: local heads a/t, local queries s/cp against all s keys
-  // (CP ring attention visits every KV chunk; causal balancing halves it).
-  lc.attn_fwd_s = cal.AttentionForwardTime_s(
-      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true, o);
-  lc.attn_bwd_s = cal.AttentionBackwardTime_s(
-      c.mbs * (m.num_attention_heads / t), seq / c.cp, seq, dh, true, o);
+// Multi-latent attention (multi_latent_attention.py): the q and kv
+// down-projections run replicated on the sequence-parallel shard, the
+// up-projections and the output projection split heads over tp; core
+// attention has q/k heads of qk_head_dim + qk_pos_emb_head_dim and v heads of
+// v_head_dim (FLOPs ∝ their mean).
+void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+            Precision p, const Calibration& cal, LayerCompute* lc,
+            LayerCompute* elem, const ModelOptions& o) {
+  const int64_t t = c.tp;
+  const int64_t T = c.mbs * seq / c.cp;
+  const int64_t T_sp = c.sp ? T / t : T;
+  const int64_t h = m.hidden_size;
+  const int64_t n = m.num_attention_heads;
+  const int64_t dqk = m.mla_qk_head_dim();
+  if (m.q_lora_rank > 0) {
+    AddGemm(T_sp, m.q_lora_rank, h, p, 1, cal, lc, nullptr, nullptr, o);
+    AddGemm(T, n * dqk / t, m.q_lora_rank, p, 1, cal, lc, &lc->column_dgrad_s,
+            &lc->column_wgrad_s, o);
+    AddElementwise(ElementwiseOp::kNorm,
+                   static_cast<double>(T_sp) * m.q_lora_rank, cal, elem, o);
+  } else {
+    AddGemm(T, n * dqk / t, h, p, 1, cal, lc, &lc->column_dgrad_s,
+            &lc->column_wgrad_s, o);
+  }
+  AddGemm(T_sp, m.kv_lora_rank + m.qk_pos_emb_head_dim, h, p, 1, cal, lc,
+          nullptr, nullptr, o);
+  AddElementwise(ElementwiseOp::kNorm,
+                 static_cast<double>(T_sp) * m.kv_lora_rank, cal, elem, o);
+  AddGemm(T, n * (m.qk_head_dim + m.v_head_dim) / t, m.kv_lora_rank, p, 1, cal,
+          lc, &lc->column_dgrad_s, &lc->column_wgrad_s, o);
+  AddGemm(T, h, n * m.v_head_dim / t, p, 1, cal, lc, nullptr, nullptr, o);
+  AddCoreAttention(m, c, seq, n / t, (dqk + m.v_head_dim) / 2, cal, lc, o);
+  AddElementwise(ElementwiseOp::kRope,
+                 static_cast<double>(T) * (n / t + 1) * m.qk_pos_emb_head_dim,
+                 cal, elem, o);
+}
+
+// Mamba-2 mixer (megatron/core/ssm/mamba_mixer.py): in-projection to
+// z, x, B, C, dt (2·d_in + 2·G·N + H columns) and out-projection split over
+// tp by heads; the causal conv1d and the gated RMSNorm are memory bound; the
+// chunked SSD scan does about 7·d_in·N FLOPs per token forward (Megatron's
+// hybrid FLOP count, moe_models.md §3.2), timed as a GEMM of that work at
+// chunk-sized shapes.
+void AddMamba(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+              Precision p, const Calibration& cal, LayerCompute* lc,
+              LayerCompute* elem, const ModelOptions& o) {
+  const int64_t t = c.tp;
+  const int64_t T = c.mbs * seq / c.cp;
+  const int64_t h = m.hidden_size;
+  const int64_t heads = m.mamba_heads();
+  const int64_t d_in = heads * m.mamba_head_dim;
+  const int64_t gn = m.mamba_num_groups * m.mamba_state_dim;
+  AddGemm(T, (2 * d_in + 2 * gn + heads) / t, h, p, 1, cal, lc,
+          &lc->column_dgrad_s, &lc->column_wgrad_s, o);
+  AddGemm(T, h, d_in / t, p, 1, cal, lc, nullptr, nullptr, o);
+  // The scan runs in 16-bit whatever the GEMM recipe.
+  const Precision scan_p = search_spaces::IsQuantized(p) ? Precision::kBf16 : p;
+  const int64_t scan_k = std::max<int64_t>(1, 7 * m.mamba_state_dim / 2);
+  const double fwd = cal.GemmTime_s(T, d_in / t, scan_k, scan_p, o);
+  lc->attn_fwd_s += fwd;
+  lc->attn_bwd_s += 2 * fwd;
+  const double conv = static_cast<double>(T) * (d_in + 2 * gn) / t;
+  AddElementwise(ElementwiseOp::kNorm, conv, cal, elem, o);  // conv1d + act
+  AddElementwise(ElementwiseOp::kNorm, static_cast<double>(T) * d_in / t, cal,
+                 elem, o);  // gated RMSNorm
+}
+
+ElementwiseOp ActivationOp(const ModelSpec& m) {
+  return m.gated_mlp() ? ElementwiseOp::kSwiglu : ElementwiseOp::kGelu;
+}
+
+// Dense MLP of width f split over tp (gated: gate and up in one fc1).
+void AddDenseMlp(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                 int64_t f, Precision p, const Calibration& cal,
+                 LayerCompute* lc, LayerCompute* elem, const ModelOptions& o) {
+  const int64_t t = c.tp;
+  const int64_t T = c.mbs * seq / c.cp;
+  const int64_t h = m.hidden_size;
+  AddGemm(T, (m.gated_mlp() ? 2 : 1) * f / t, h, p, 1, cal, lc,
+          &lc->column_dgrad_s, &lc->column_wgrad_s, o);
+  AddGemm(T, h, f / t, p, 1, cal, lc, nullptr, nullptr, o);
+  AddElementwise(ActivationOp(m),
+                 static_cast<double>(T) * static_cast<double>(f) / t, cal, elem,
+                 o);
+}
+
+}  // namespace
+
+double TokensPerLocalExpert(const ModelSpec& m, const ParallelConfig& c,
+                            int64_t seq, const ModelOptions& o) {
+  // Each rank of an expert model replica (etp·ep ranks) routes k copies of
+  // its T/tp tokens; the E experts share them, and each of an expert's etp
+  // ranks sees all its tokens (on fe/etp columns). With etp = tp this is
+  // k·T·ep/E.
+  const double T = static_cast<double>(c.mbs) * seq / c.cp;
+  const double mean = static_cast<double>(m.moe_router_topk) * T *
+                      c.expert_tp() * c.ep / (c.tp * m.num_experts);
+  double load = o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
+  if (m.moe_expert_capacity_factor > 0) {
+    // Token dropping caps the busiest expert at the capacity; padding fills
+    // every expert to it (static shapes).
+    load = m.moe_pad_expert_input_to_capacity
+               ? m.moe_expert_capacity_factor
+               : std::min(load, m.moe_expert_capacity_factor);
+  }
+  return std::ceil(load * mean);
+}
+
+LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
+                              int64_t seq, Precision p,
+                              search_spaces::LayerKind kind,
+                              const Calibration& cal, const ModelOptions& o) {
+  using search_spaces::Mixer;
+  using search_spaces::Mlp;
+  LayerCompute lc;
+  const int64_t t = c.tp;
+  const int64_t T = c.mbs * seq / c.cp;  // tokens per GPU in the GEMMs
+  const int64_t h = m.hidden_size;
+  const bool gpt = m.normalization == Normalization::kLayerNorm;
 
   // Elementwise work (element counts; the calibration prices them, see
   // ElementwiseOp). Tensors replicated across tp ranks are split by SP.
   LayerCompute elem;
   const double tsp = c.sp ? static_cast<double>(t) : 1.0;
   const double e_repl = static_cast<double>(T) * h / tsp;
-  const ElementwiseOp act =
-      swiglu ? ElementwiseOp::kSwiglu : ElementwiseOp::kGelu;
-  AddElementwise(ElementwiseOp::kNorm, 2 * e_repl, cal, &elem, o);  // two
+  // One norm and one residual add per block (GPT layers have two blocks).
+  const double blocks = (kind.mixer != Mixer::kNone) + (kind.mlp != Mlp::kNone);
+  AddElementwise(ElementwiseOp::kNorm, blocks * e_repl, cal, &elem, o);
   AddElementwise(
       gpt ? ElementwiseOp::kBiasDropoutAdd : ElementwiseOp::kResidualAdd,
-      2 * e_repl, cal, &elem, o);  // after attention and after the MLP
-  if (m.position_embedding_type == PositionEmbedding::kRope) {
-    AddElementwise(ElementwiseOp::kRope,
-                   static_cast<double>(T) * static_cast<double>(q + kv) / t,
-                   cal, &elem, o);
+      blocks * e_repl, cal, &elem, o);
+
+  switch (kind.mixer) {
+    case Mixer::kAttention:
+      AddAttention(m, c, seq, p, cal, &lc, &elem, o);
+      break;
+    case Mixer::kMla:
+      AddMla(m, c, seq, p, cal, &lc, &elem, o);
+      break;
+    case Mixer::kMamba:
+      AddMamba(m, c, seq, p, cal, &lc, &elem, o);
+      break;
+    case Mixer::kNone:
+      break;
   }
 
-  if (!moe_layer) {
-    const int64_t f = m.ffn_hidden_size;
-    AddGemm(T, (swiglu ? 2 : 1) * f / t, h, p, 1, cal, &lc, &lc.column_dgrad_s,
-            &lc.column_wgrad_s, o);
-    AddGemm(T, h, f / t, p, 1, cal, &lc, nullptr, nullptr, o);
-    AddElementwise(act, static_cast<double>(T) * static_cast<double>(f) / t,
-                   cal, &elem, o);
-  } else {
+  if (kind.mlp == Mlp::kDense) {
+    AddDenseMlp(m, c, seq, m.ffn_hidden_size, p, cal, &lc, &elem, o);
+  } else if (kind.mlp == Mlp::kMoe) {
     const int64_t fe = m.expert_ffn_hidden_size();
     const int64_t E = m.num_experts;
     const int64_t k = m.moe_router_topk;
+    const int64_t etp = c.expert_tp();
     const int64_t local_experts = E / c.ep;
-    const double imbalance =
-        o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
-    const int64_t tokens_per_expert = static_cast<int64_t>(
-        std::ceil(imbalance * static_cast<double>(k * T * c.ep) / E));
-    AddGemm(T, E, h, p, 1, cal, &lc, nullptr, nullptr, o);  // router
-    AddGemm(tokens_per_expert, (swiglu ? 2 : 1) * fe / t, h, p,
+    // Latent MoE: tokens go h -> latent before dispatch and back after
+    // combine (replicated projections on the SP shard); experts then work
+    // at the latent width.
+    const int64_t h_in = m.moe_latent_size > 0 ? m.moe_latent_size : h;
+    const int64_t T_sp = c.sp ? T / t : T;
+    if (m.moe_latent_size > 0) {
+      AddGemm(T_sp, h_in, h, p, 1, cal, &lc, nullptr, nullptr, o);
+      AddGemm(T_sp, h, h_in, p, 1, cal, &lc, nullptr, nullptr, o);
+    }
+    const int64_t tokens_per_expert =
+        static_cast<int64_t>(TokensPerLocalExpert(m, c, seq, o));
+    // Router: [T, h]·[h, E], in 16-bit (Megatron casts it up to fp32 only
+    // with --moe-router-dtype; the GEMM is small either way).
+    AddGemm(T, E, h, Precision::kBf16, 1, cal, &lc, nullptr, nullptr, o);
+    AddGemm(tokens_per_expert, (m.gated_mlp() ? 2 : 1) * fe / etp, h_in, p,
             static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
-    AddGemm(tokens_per_expert, h, fe / t, p, static_cast<double>(local_experts),
-            cal, &lc, nullptr, nullptr, o);
-    const double routed = static_cast<double>(k) * T;
-    AddElementwise(act, routed * static_cast<double>(fe) / t, cal, &elem, o);
+    AddGemm(tokens_per_expert, h_in, fe / etp, p,
+            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
+    const double routed =
+        static_cast<double>(tokens_per_expert) * local_experts;
+    AddElementwise(ActivationOp(m), routed * static_cast<double>(fe) / etp, cal,
+                   &elem, o);
     // Permute + unpermute of the routed tokens: 8 B per element streamed,
     // twice that backward.
-    const double permute_bytes = 8.0 * routed * h / tsp;
+    const double permute_bytes = 8.0 * k * static_cast<double>(T) * h_in / tsp;
     elem.elem_fwd_s += cal.MemoryTime_s(permute_bytes, o);
     elem.elem_bwd_s += cal.MemoryTime_s(2.0 * permute_bytes, o);
+    if (m.moe_shared_expert_intermediate_size > 0) {
+      AddDenseMlp(m, c, seq, m.moe_shared_expert_intermediate_size, p, cal, &lc,
+                  &elem, o);
+    }
   }
   if (o.enabled(Refinement::kElementwise)) {
     lc.elem_fwd_s += elem.elem_fwd_s;
     lc.elem_bwd_s += elem.elem_bwd_s;
   }
   return lc;
+}
+
+LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
+                              int64_t seq, Precision p, bool moe_layer,
+                              const Calibration& cal, const ModelOptions& o) {
+  using search_spaces::Mixer;
+  using search_spaces::Mlp;
+  return LayerComputeTime(
+      m, c, seq, p,
+      {m.multi_latent_attention ? Mixer::kMla : Mixer::kAttention,
+       moe_layer ? Mlp::kMoe : Mlp::kDense},
+      cal, o);
 }
 
 LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,

@@ -60,12 +60,32 @@ struct LayerCompute {
 // expert stays just under 1.25× the mean; we take 1.2.
 inline constexpr double kMoeLoadImbalance = 1.2;
 
-// One transformer layer (dense MLP or MoE MLP).
+// One decoder layer of `kind` (search_spaces::LayerKind: a GQA, MLA or Mamba
+// mixer and/or a dense or MoE MLP). MoE layers with shared experts add a
+// dense MLP of moe_shared_expert_intermediate_size; latent MoE adds the
+// h <-> moe_latent_size projections and runs the experts at that width;
+// expert GEMMs split fe over expert_tp() and hold TokensPerLocalExpert rows.
+LayerCompute LayerComputeTime(const search_spaces::ModelSpec& model,
+                              const search_spaces::ParallelConfig& config,
+                              int64_t seq, search_spaces::Precision precision,
+                              search_spaces::LayerKind kind,
+                              const Calibration& calibration,
+                              const ModelOptions& options);
+// The model's own GPT layer kind: its attention (GQA or MLA) with a dense
+// (moe_layer false) or MoE MLP.
 LayerCompute LayerComputeTime(const search_spaces::ModelSpec& model,
                               const search_spaces::ParallelConfig& config,
                               int64_t seq, search_spaces::Precision precision,
                               bool moe_layer, const Calibration& calibration,
                               const ModelOptions& options);
+
+// Rows of each local expert's GEMMs for one micro-batch: the mean k·T·etp·ep
+// / (tp·E) routed tokens times the busiest expert's load (kMoeLoadImbalance
+// when dropless; the capacity factor caps it, and padding fills every expert
+// to capacity).
+double TokensPerLocalExpert(const search_spaces::ModelSpec& model,
+                            const search_spaces::ParallelConfig& config,
+                            int64_t seq, const ModelOptions& options);
 
 // Output layer + vocab-parallel cross-entropy (last stage), with
 // `padded_vocab` rows, and the embedding lookup (first stage).
