@@ -17,6 +17,9 @@
 namespace meshtune::costmodel {
 
 using search_spaces::ClusterSpec;
+using search_spaces::LayerKind;
+using search_spaces::Mixer;
+using search_spaces::Mlp;
 using search_spaces::ModelSpec;
 using search_spaces::ParallelConfig;
 using search_spaces::PipelineSchedule;
@@ -73,11 +76,13 @@ struct LayerComm {
 };
 
 LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
-                        int64_t seq, bool moe_layer, bool tp_comm_overlap,
+                        int64_t seq, LayerKind kind, bool tp_comm_overlap,
                         const LayerCompute& lc, const CommGroup& tp_group,
                         const CommGroup& cp_group, const CommGroup& ep_group,
-                        const Calibration& cal, const ModelOptions& options) {
+                        const CommGroup& etp_group, const Calibration& cal,
+                        const ModelOptions& options) {
   LayerComm out;
+  const bool moe_layer = kind.mlp == Mlp::kMoe;
   const double T = static_cast<double>(c.mbs) * seq / c.cp;
   const double act_bytes = 2.0 * T * m.hidden_size;  // [T, h] in 16-bit
   if (c.tp > 1) {
@@ -123,15 +128,27 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
       out.tp_bwd_s = Exposed(bwd, lc.column_wgrad_s);
     }
   }
-  if (c.cp > 1) {
+  // A hybrid layer holds one block (mixer or MLP), so half a GPT layer's
+  // TP collectives.
+  if (kind.mixer == Mixer::kNone || kind.mlp == Mlp::kNone) {
+    out.tp_fwd_s *= 0.5;
+    out.tp_bwd_s *= 0.5;
+  }
+  const bool attention =
+      kind.mixer == Mixer::kAttention || kind.mixer == Mixer::kMla;
+  if (c.cp > 1 && attention) {
     // Ring attention: cp−1 steps passing this rank's K and V chunk
-    // (2·T·g·d_h/t elements), overlapped with the attention of the chunk
-    // in hand; backward also returns dK, dV (2× the bytes).
+    // (2·T·g·d_h/t elements; MLA up-projects full per-head K and V,
+    // n·(d_qk + d_v)), overlapped with the attention of the chunk in hand;
+    // backward also returns dK, dV (2× the bytes).
     const int64_t dh = m.kv_channels > 0
                            ? m.kv_channels
                            : m.hidden_size / m.num_attention_heads;
-    const double kv_bytes =
-        2.0 * 2.0 * T * m.num_query_groups * dh / static_cast<double>(c.tp);
+    const double kv_elems = kind.mixer == Mixer::kMla
+                                ? static_cast<double>(m.num_attention_heads) *
+                                      (m.mla_qk_head_dim() + m.v_head_dim)
+                                : 2.0 * m.num_query_groups * dh;
+    const double kv_bytes = 2.0 * T * kv_elems / static_cast<double>(c.tp);
     const double step = cal.CollectiveTime_s(Collective::kSendRecv, kv_bytes,
                                              cp_group, options);
     const double fwd = (c.cp - 1) * step;
@@ -139,23 +156,28 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     out.cp_fwd_s = overlap ? Exposed(fwd, lc.attn_fwd_s) : fwd;
     out.cp_bwd_s = overlap ? Exposed(2 * fwd, lc.attn_bwd_s) : 2 * fwd;
   }
-  if (moe_layer && (c.ep > 1 || c.tp > 1)) {
+  const int64_t etp_size = c.expert_tp();
+  if (moe_layer && (c.ep > 1 || etp_size > 1)) {
     // alltoall dispatcher: A2A(EP) dispatch and combine of the k routed
-    // copies of this rank's T/t tokens, and the expert-TP AG/RS of the
-    // k·T routed tokens; backward repeats both. Not overlapped (Megatron
-    // default; --overlap-moe-expert-parallel-comm is not modelled).
+    // copies of this rank's T/t tokens (at the latent width for latent
+    // MoE), and the expert-TP AG/RS of the routed tokens inside the etp
+    // group; backward repeats both. Not overlapped (Megatron default).
     // The busiest EP rank receives ι× the mean (kMoeLoadImbalance).
+    const double width =
+        m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
+    const double routed_bytes = 2.0 * T * width;
     const double k =
         static_cast<double>(m.moe_router_topk) *
         (options.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0);
     const double a2a = cal.CollectiveTime_s(
-        Collective::kAllToAll, k * act_bytes / c.tp, ep_group, options);
+        Collective::kAllToAll, k * routed_bytes / c.tp, ep_group, options);
     double etp = 0;
-    if (c.tp > 1) {
-      etp = cal.CollectiveTime_s(Collective::kAllGather, k * act_bytes,
-                                 tp_group, options) +
-            cal.CollectiveTime_s(Collective::kReduceScatter, k * act_bytes,
-                                 tp_group, options);
+    if (etp_size > 1) {
+      const double bytes = k * routed_bytes * etp_size / c.tp;
+      etp = cal.CollectiveTime_s(Collective::kAllGather, bytes, etp_group,
+                                 options) +
+            cal.CollectiveTime_s(Collective::kReduceScatter, bytes, etp_group,
+                                 options);
     }
     out.ep_fwd_s = 2 * a2a + etp;
     out.ep_bwd_s = 2 * a2a + etp;
@@ -205,7 +227,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const int64_t m =
       std::max<int64_t>(1, c.num_microbatches(training.global_batch_size));
   const PipelineSchedule schedule(c.pp, c.vpp, m);
-  const search_spaces::PipelineLayout layout(model.num_layers, c.pp, c.vpp);
+  const search_spaces::PipelineLayout layout(model.num_layers, c);
 
   // ---- Memory: stage 0 (most in-flight micro-batches) or the last stage
   // (logits, tied output copy), whichever is larger.
@@ -248,64 +270,47 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                              : std::max(1, cluster.gpus_per_node);
   const CommGroup tp_group = AxisGroup(1, c.tp, domain);
   const CommGroup cp_group = AxisGroup(c.tp, c.cp, domain);
-  const CommGroup ep_group = AxisGroup(c.tp, c.ep, domain);
+  // The expert grid folds etp·ep over the dense tp·cp·dp ranks (Megatron
+  // order tp-cp-ep-dp-pp; EP may span tp ranks when etp < tp).
+  const CommGroup etp_group = AxisGroup(1, c.expert_tp(), domain);
+  const CommGroup ep_group = AxisGroup(c.expert_tp(), c.ep, domain);
   const CommGroup dpcp_group = AxisGroup(c.tp, c.dp * c.cp, domain);
   const int64_t edp = std::max<int64_t>(1, c.dp * c.cp / c.ep);
   const CommGroup edp_group = AxisGroup(c.tp * c.ep, edp, domain);
   const CommGroup pp_group = AxisGroup(c.tp * c.cp * c.dp, c.pp, domain);
 
-  // ---- One layer of each kind, one micro-batch.
-  const double p = static_cast<double>(c.pp);
-  const double moe_share =
-      static_cast<double>(model.num_moe_layers()) / model.num_layers;
-  // Layers on the stage that sets the pace (chosen below, once the edge
-  // stages' embedding/logits time is known).
-  double moe_layers = moe_share * model.num_layers / p;
-  double dense_layers = model.num_layers / p - moe_layers;
-  const LayerCompute dense_c =
-      LayerComputeTime(model, c, seq, prec, false, calibration, options);
-  const LayerComm dense_x =
-      LayerCommTime(model, c, seq, false, training.tp_comm_overlap, dense_c,
-                    tp_group, cp_group, ep_group, calibration, options);
-  LayerCompute moe_c;
-  LayerComm moe_x;
-  if (moe_layers > 0) {
-    moe_c = LayerComputeTime(model, c, seq, prec, true, calibration, options);
-    moe_x = LayerCommTime(model, c, seq, true, training.tp_comm_overlap, moe_c,
-                          tp_group, cp_group, ep_group, calibration, options);
-  }
+  // ---- Each distinct layer kind once, one micro-batch.
+  struct KindCost {
+    LayerKind kind;
+    LayerCompute c;
+    LayerComm x;
+  };
+  std::vector<KindCost> kind_costs;
+  auto cost_of = [&](LayerKind kind) -> const KindCost& {
+    for (const KindCost& k : kind_costs) {
+      if (k.kind == kind) return k;
+    }
+    KindCost k{kind, {}, {}};
+    k.c = LayerComputeTime(model, c, seq, prec, kind, calibration, options);
+    k.x = LayerCommTime(model, c, seq, kind, training.tp_comm_overlap, k.c,
+                        tp_group, cp_group, ep_group, etp_group, calibration,
+                        options);
+    kind_costs.push_back(k);
+    return kind_costs.back();
+  };
+  const std::vector<LayerKind> layer_kinds = model.DecoderLayers();
+  const std::vector<LayerKind> mtp_kinds = model.MtpDepthLayers();
+
   // Logits on the last stage, embedding on the first; with pp == 1 both.
   const LayerCompute logits = LogitsComputeTime(model, c, seq, padded_vocab,
                                                 prec, calibration, options);
   const LayerCompute embed =
       EmbeddingComputeTime(model, c, seq, calibration, options);
-  const double edge_fwd = c.pp == 1 ? logits.fwd_s() + embed.fwd_s()
-                                    : std::max(logits.fwd_s(), embed.fwd_s());
-  const double edge_bwd = c.pp == 1 ? logits.bwd_s() + embed.bwd_s()
-                                    : std::max(logits.bwd_s(), embed.bwd_s());
   double logits_tp = 0;  // vocab-parallel CE: 3 small all-reduces of [T]
   if (c.tp > 1 && options.enabled(Refinement::kOutputLayer)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
     logits_tp = 3 * calibration.CollectiveTime_s(Collective::kAllReduce,
                                                  4.0 * T, tp_group, options);
-  }
-
-  // With the embedding and loss counted as layers (PipelineLayout), the
-  // first and last stage hold one layer fewer plus their edge work and the
-  // middle stages one layer more; the slower of the two sets the pace.
-  double edge_scale = 1.0;
-  if (layout.accounts_embedding_and_loss()) {
-    const double layer_s =
-        (1 - moe_share) * (dense_c.fwd_s() + dense_c.bwd_s()) +
-        moe_share * (moe_c.fwd_s() + moe_c.bwd_s());
-    const double mid = static_cast<double>(layout.MaxLayersOnStage());
-    const double edge = static_cast<double>(layout.LayersOnStage(c.pp - 1));
-    const bool middle_slower =
-        mid * layer_s > edge * layer_s + edge_fwd + edge_bwd;
-    const double stage_layers = middle_slower ? mid : edge;
-    if (middle_slower) edge_scale = 0.0;
-    moe_layers = moe_share * stage_layers;
-    dense_layers = stage_layers - moe_layers;
   }
 
   // ---- Recompute: which fraction of the layers re-runs its forward.
@@ -321,35 +326,79 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const bool selective =
       c.recompute.granularity == RecomputeGranularity::kSelective;
 
-  // ---- Per micro-batch on the slowest (last) stage.
-  auto sum_layers = [&](double dense_v, double moe_v) {
-    return dense_layers * dense_v + moe_layers * moe_v;
+  // ---- Per micro-batch on each stage: its layers (from the layout), the
+  // embedding on the first, logits and MTP depths on the last. The slowest
+  // stage sets the pace of the pipeline.
+  struct StageWork {
+    double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;
+    double fwd = 0, bwd = 0;          // compute only (p2p overlap windows)
+    double fwd_win = 0, bwd_win = 0;  // compute + TP (DP overlap windows)
+    double total() const { return compute + recompute + tp + cp + ep; }
   };
-  const double compute_mb = sum_layers(dense_c.fwd_s() + dense_c.bwd_s(),
-                                       moe_c.fwd_s() + moe_c.bwd_s()) +
-                            edge_scale * (edge_fwd + edge_bwd);
-  double recompute_mb = 0;
-  if (selective) {
-    recompute_mb = sum_layers(dense_c.attn_fwd_s, moe_c.attn_fwd_s);
-  } else if (full_fraction > 0) {
-    recompute_mb = full_fraction * sum_layers(dense_c.fwd_s(), moe_c.fwd_s());
+  auto add_layer = [&](StageWork* w, LayerKind kind) {
+    const KindCost& k = cost_of(kind);
+    const double f = k.c.fwd_s(), b = k.c.bwd_s();
+    w->compute += f + b;
+    w->fwd += f;
+    w->bwd += b;
+    if (selective) {
+      w->recompute += k.c.attn_fwd_s;
+    } else if (full_fraction > 0) {
+      w->recompute += full_fraction * f;
+    }
+    w->tp += k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s;
+    w->cp += k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s;
+    w->ep += k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s;
+    w->fwd_win += f + k.x.tp_fwd_s;
+    w->bwd_win += b + k.x.tp_bwd_s;
+  };
+  // Embedding, logits and MTP glue: compute, but not part of the chunk
+  // windows the p2p and DP transfers hide behind.
+  auto add_edge = [&](StageWork* w, const LayerCompute& e, double tp_s) {
+    w->compute += e.fwd_s() + e.bwd_s();
+    w->tp += tp_s;
+  };
+  StageWork pace;
+  for (int64_t stage = 0; stage < c.pp; ++stage) {
+    StageWork w;
+    for (int64_t chunk = 0; chunk < c.vpp; ++chunk) {
+      const int64_t first = layout.FirstLayerOfChunk(stage, chunk);
+      const int64_t n = layout.LayersInChunk(stage, chunk);
+      for (int64_t i = first; i < first + n; ++i) {
+        add_layer(&w, layer_kinds[i]);
+      }
+    }
+    if (stage == 0) add_edge(&w, embed, 0.0);
+    if (stage == c.pp - 1) {
+      add_edge(&w, logits, logits_tp);
+      // MTP (Megatron's default placement: the last stage): each depth
+      // runs its layers, a 2h -> h projection and one more output layer.
+      for (int64_t d = 0; d < model.mtp_num_layers; ++d) {
+        for (const LayerKind& kind : mtp_kinds) add_layer(&w, kind);
+        add_edge(&w, logits, logits_tp);
+        LayerCompute glue;
+        const double T = static_cast<double>(c.mbs) * seq / c.cp;
+        const double fwd = calibration.GemmTime_s(
+            static_cast<int64_t>(T), model.hidden_size / c.tp,
+            2 * model.hidden_size, prec, options);
+        glue.gemm_fwd_s = fwd;
+        glue.gemm_bwd_s = 2 * fwd;
+        add_edge(&w, glue, 0.0);
+      }
+    }
+    if (stage == 0 || w.total() > pace.total()) pace = w;
   }
-  const double tp_mb =
-      sum_layers(dense_x.tp_fwd_s * (1 + full_fraction) + dense_x.tp_bwd_s,
-                 moe_x.tp_fwd_s * (1 + full_fraction) + moe_x.tp_bwd_s) +
-      edge_scale * logits_tp;
-  const double cp_mb =
-      sum_layers(dense_x.cp_fwd_s * (1 + full_fraction) + dense_x.cp_bwd_s,
-                 moe_x.cp_fwd_s * (1 + full_fraction) + moe_x.cp_bwd_s);
-  const double ep_mb =
-      moe_layers * (moe_x.ep_fwd_s * (1 + full_fraction) + moe_x.ep_bwd_s);
+  const double compute_mb = pace.compute;
+  const double recompute_mb = pace.recompute;
+  const double tp_mb = pace.tp;
+  const double cp_mb = pace.cp;
+  const double ep_mb = pace.ep;
 
   // Pipeline p2p: one activation forward and one gradient backward per
   // chunk boundary and micro-batch. Without SP, Megatron's scatter-gather
   // sends 1/t of the tensor across nodes and all-gathers it over NVLink.
-  const double chunk_fwd_s =
-      sum_layers(dense_c.fwd_s(), moe_c.fwd_s());  // all chunks of a stage
-  const double chunk_bwd_s = sum_layers(dense_c.bwd_s(), moe_c.bwd_s());
+  const double chunk_fwd_s = pace.fwd;  // all chunks of a stage
+  const double chunk_bwd_s = pace.bwd;
   double pp_mb = 0;
   if (c.pp > 1 && options.enabled(Refinement::kPipelineP2p)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
@@ -393,11 +442,9 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const LocalParams lp_last = StageLocalParams(model, stats, c, c.pp - 1);
   const LocalParams lp =
       (lp_last.dense + lp_last.expert > lp0.dense + lp0.expert) ? lp_last : lp0;
-  const double bwd_window = sum_layers(dense_c.bwd_s() + dense_x.tp_bwd_s,
-                                       moe_c.bwd_s() + moe_x.tp_bwd_s) +
-                            (full_fraction > 0 ? recompute_mb : 0.0);
-  const double fwd_window = sum_layers(dense_c.fwd_s() + dense_x.tp_fwd_s,
-                                       moe_c.fwd_s() + moe_x.tp_fwd_s);
+  const double bwd_window =
+      pace.bwd_win + (full_fraction > 0 ? recompute_mb : 0.0);
+  const double fwd_window = pace.fwd_win;
   const int64_t dpcp = c.dp * c.cp;
   // Gradients reduce in the main-grad dtype; parameters gather in the weight
   // dtype (Megatron DDP config: grad_reduce_in_fp32, fp8_param_gather).
