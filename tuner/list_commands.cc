@@ -3,12 +3,13 @@
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "costmodel/model_stats.h"
 #include "search_spaces/presets.h"
 #include "tuner/calibration_source.h"
 #include "tuner/command.h"
-#include "tuner/model_facts.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -23,38 +24,95 @@ std::string Line(const char* format, ...) {
   return std::string(buf) + "\n";
 }
 
+// Parameter counts of a preset as the cost model makes them: vocabulary
+// padded as Megatron does for tp = 1, positions for the recipe's seq_length.
+// total = every routed expert, MTP excluded, untied embedding and output
+// layer each counted; active = the moe_models.md §1.6 convention (dense
+// parts + k routed + shared experts + router, both embedding matrices).
+costmodel::ModelStats PresetStats(const search_spaces::ModelSpec& m) {
+  return costmodel::ComputeModelStats(
+      m, costmodel::PaddedVocabSize(m.vocab_size, /*tp=*/1), m.seq_length);
+}
+
 class ModelsCommand : public Command {
  public:
   explicit ModelsCommand(CLI::App* app) {
     CLI::App* sub = app->add_subcommand("models", "list the model presets");
+    sub->add_flag("--json", json_,
+                  "print one JSON object {\"models\": [...]} with the numbers "
+                  "of the table, params_b and active_params_b");
     sub->footer(
-        "Examples:\n  tune models\n  tune --model gpt3-175b --gpus 1024\n"
-        "Parameters are counted by the cost model (vocab padded to a multiple "
-        "of 128; tied embeddings counted once).");
+        "Examples:\n  tune models\n  tune models --json\n"
+        "  tune --model gpt3-175b --gpus 1024\n"
+        "Parameters (billions) are counted by the cost model: vocab padded to "
+        "a multiple of 128, tied embeddings counted once, MTP depths "
+        "excluded; active_B = dense parts + top-k routed and shared experts "
+        "+ router, both embedding matrices included.");
   }
 
   Status Run(std::ostream& out, std::ostream& /*err*/) override {
-    out << Line("%-16s %-24s %6s %7s %11s %7s %7s %6s %8s %6s %s", "name",
+    if (json_) {
+      out << ToJson().dump(2) << "\n";
+      return Status::Ok();
+    }
+    out << Line("%-16s %-27s %6s %7s %11s %7s %7s %6s %8s %8s %6s %s", "name",
                 "model", "layers", "hidden", "heads/grps", "ffn", "vocab",
-                "seq", "params_B", "gbs", "experts/topk");
+                "seq", "params_B", "active_B", "gbs", "experts/topk");
     for (const search_spaces::ModelSpec& m : search_spaces::ModelPresets()) {
+      const costmodel::ModelStats stats = PresetStats(m);
       const std::string heads = std::to_string(m.num_attention_heads) + "/" +
                                 std::to_string(m.num_query_groups);
       const std::string moe = m.is_moe() ? std::to_string(m.num_experts) + "/" +
                                                std::to_string(m.moe_router_topk)
                                          : "-";
       out << Line(
-          "%-16s %-24s %6lld %7lld %11s %7lld %7lld %6lld %8.1f %6lld %s",
+          "%-16s %-27s %6lld %7lld %11s %7lld %7lld %6lld %8.1f %8.1f %6lld "
+          "%s",
           m.name.c_str(), m.display_name.c_str(),
           static_cast<long long>(m.num_layers),
           static_cast<long long>(m.hidden_size), heads.c_str(),
           static_cast<long long>(m.ffn_hidden_size),
           static_cast<long long>(m.vocab_size),
-          static_cast<long long>(m.seq_length), ParameterCountB(m),
+          static_cast<long long>(m.seq_length), stats.total_params / 1e9,
+          stats.active_params / 1e9,
           static_cast<long long>(m.global_batch_size), moe.c_str());
     }
     return Status::Ok();
   }
+
+ private:
+  // One object per preset, in the table's order; counts in billions (1e9).
+  static nlohmann::ordered_json ToJson() {
+    nlohmann::ordered_json models = nlohmann::ordered_json::array();
+    for (const search_spaces::ModelSpec& m : search_spaces::ModelPresets()) {
+      const costmodel::ModelStats stats = PresetStats(m);
+      nlohmann::ordered_json j;
+      j["name"] = m.name;
+      j["display_name"] = m.display_name;
+      j["params_b"] = stats.total_params / 1e9;
+      j["active_params_b"] = stats.active_params / 1e9;
+      j["published_params_b"] = m.published_params_b;
+      j["num_layers"] = m.num_layers;
+      j["hidden_size"] = m.hidden_size;
+      j["num_attention_heads"] = m.num_attention_heads;
+      j["num_query_groups"] = m.num_query_groups;
+      j["ffn_hidden_size"] = m.ffn_hidden_size;
+      j["vocab_size"] = m.vocab_size;
+      j["seq_length"] = m.seq_length;
+      j["global_batch_size"] = m.global_batch_size;
+      j["num_experts"] = m.num_experts;
+      j["moe_router_topk"] = m.moe_router_topk;
+      j["multi_latent_attention"] = m.multi_latent_attention;
+      j["mtp_num_layers"] = m.mtp_num_layers;
+      j["hybrid_layer_pattern"] = m.hybrid_layer_pattern;
+      models.push_back(std::move(j));
+    }
+    nlohmann::ordered_json root;
+    root["models"] = std::move(models);
+    return root;
+  }
+
+  bool json_ = false;
 };
 
 class GpusCommand : public Command {

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "search_spaces/presets.h"
 
@@ -264,6 +266,116 @@ TEST(ModelSpecTest, EnumNames) {
   EXPECT_STREQ(ToString(PositionEmbedding::kLearnedAbsolute),
                "learned_absolute");
   EXPECT_STREQ(ToString(PositionEmbedding::kRope), "rope");
+}
+
+// Megatron's --moe-layer-freq list expressions (moe_models.md §2.2): the
+// expansions below are the Python values of the same expressions.
+TEST(MoeLayerFreqTest, ExpandsMegatronExpressions) {
+  StatusOr<std::vector<uint8_t>> p = ParseMoeLayerFreq("([0]*3+[1]*58)");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->size(), 61u);
+  EXPECT_EQ(std::count(p->begin(), p->end(), 1), 58);
+  EXPECT_EQ((*p)[2], 0);
+  EXPECT_EQ((*p)[3], 1);
+  // Without parentheses, as NVIDIA's DeepSeek-R1.sh writes it.
+  EXPECT_EQ(ParseMoeLayerFreq("[0]*3+[1]*58").value(), *p);
+  // Llama-4 Maverick: MoE on odd layers.
+  p = ParseMoeLayerFreq("([0,1]*24)");
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 48u);
+  for (size_t i = 0; i < p->size(); ++i) EXPECT_EQ((*p)[i], i % 2) << i;
+  EXPECT_EQ(ParseMoeLayerFreq("[1, 1, 0]").value(),
+            std::vector<uint8_t>({1, 1, 0}));
+  EXPECT_EQ(ParseMoeLayerFreq("([0]+[1]*2)*2").value(),
+            std::vector<uint8_t>({0, 1, 1, 0, 1, 1}));
+}
+
+TEST(MoeLayerFreqTest, FormatRoundTrips) {
+  EXPECT_EQ(FormatMoeLayerFreq(ParseMoeLayerFreq("[0]*3+[1]*58").value()),
+            "([0]*3+[1]*58)");
+  EXPECT_EQ(FormatMoeLayerFreq({1, 1, 0}), "([1]*2+[0]*1)");
+  for (const char* expr : {"([0,1]*24)", "([1]*10)", "[0,0,1,0,1,1,1]",
+                           "([0]+[1]*26)", "([1,1,0]*5+[0]*2)"}) {
+    SCOPED_TRACE(expr);
+    const std::vector<uint8_t> pattern = ParseMoeLayerFreq(expr).value();
+    const std::string text = FormatMoeLayerFreq(pattern);
+    StatusOr<std::vector<uint8_t>> back = ParseMoeLayerFreq(text);
+    ASSERT_TRUE(back.ok()) << text << ": " << back.status().message();
+    EXPECT_EQ(*back, pattern) << text;
+  }
+  // Alternating flags have one run per layer.
+  EXPECT_EQ(FormatMoeLayerFreq({0, 1, 0}), "([0]*1+[1]*1+[0]*1)");
+}
+
+TEST(MoeLayerFreqTest, ErrorsNameThePosition) {
+  StatusOr<std::vector<uint8_t>> p = ParseMoeLayerFreq("([0]*3+[2]*58)");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "moe_layer_freq '([0]*3+[2]*58)': layer flags must be 0 or 1 at "
+            "position 10");
+  EXPECT_EQ(p.status().hint(),
+            "write an integer or Megatron's list expression, e.g. "
+            "([0]*3+[1]*58) for 3 dense then 58 MoE layers");
+  EXPECT_EQ(ParseMoeLayerFreq("([0]*3+[1]*58").status().message(),
+            "moe_layer_freq '([0]*3+[1]*58': expected ')' at position 14");
+  EXPECT_EQ(ParseMoeLayerFreq("[0]*3-[1]").status().message(),
+            "moe_layer_freq '[0]*3-[1]': unexpected '-' at position 6");
+  EXPECT_EQ(ParseMoeLayerFreq("[0]*x").status().message(),
+            "moe_layer_freq '[0]*x': expected a number at position 5");
+  EXPECT_EQ(ParseMoeLayerFreq("").status().message(),
+            "moe_layer_freq '': expected '[' or '(' at position 1");
+  EXPECT_EQ(ParseMoeLayerFreq("[1]*20000").status().message(),
+            "moe_layer_freq '[1]*20000': list longer than 10000 layers at "
+            "position 10");
+}
+
+TEST(HybridPatternTest, SplitsLayersSegmentsAndMtp) {
+  StatusOr<HybridPattern> p = ParseHybridPattern("M*-E|M*-E/*E/*E");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->layers, "M*-EM*-E");
+  EXPECT_EQ(p->segments, 2);
+  EXPECT_EQ(p->mtp_depth, "*E");
+  EXPECT_EQ(p->mtp_depths, 2);
+  p = ParseHybridPattern("M-M*-");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->segments, 1);
+  EXPECT_EQ(p->mtp_depths, 0);
+  EXPECT_EQ(p->mtp_depth, "");
+}
+
+TEST(HybridPatternTest, ErrorsNameSymbolAndPosition) {
+  const std::string hint =
+      "use M (Mamba), * (attention), - (MLP), E (MoE), | between pipeline "
+      "segments and /<pattern> per MTP depth";
+  StatusOr<HybridPattern> p = ParseHybridPattern("M-X*");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "hybrid_layer_pattern 'M-X*': unknown symbol 'X' at position 3");
+  EXPECT_EQ(p.status().hint(), hint);
+  EXPECT_EQ(ParseHybridPattern("M*/*Q").status().message(),
+            "hybrid_layer_pattern 'M*/*Q': unknown MTP symbol 'Q' at "
+            "position 5");
+  EXPECT_EQ(ParseHybridPattern("M*//*E").status().message(),
+            "hybrid_layer_pattern 'M*//*E': empty MTP depth at position 4");
+  EXPECT_EQ(ParseHybridPattern("M*/*E/*-").status().message(),
+            "hybrid_layer_pattern 'M*/*E/*-': MTP depths differ ('*E' vs "
+            "'*-') at position 7");
+  EXPECT_EQ(ParseHybridPattern("|").status().message(),
+            "hybrid_layer_pattern '|': no layers at position 1");
+  EXPECT_EQ(ParseHybridPattern("/*E").status().message(),
+            "hybrid_layer_pattern '/*E': no layers at position 1");
+}
+
+TEST(ModelSpecTest, NewEnumNames) {
+  EXPECT_STREQ(ToString(Activation::kSquaredRelu), "squared_relu");
+  EXPECT_STREQ(ToString(Activation::kQuickGeglu), "quick_geglu");
+  EXPECT_STREQ(ToString(PositionEmbedding::kNone), "none");
+  EXPECT_STREQ(ToString(RouterScore::kSoftmax), "softmax");
+  EXPECT_STREQ(ToString(RouterScore::kSigmoid), "sigmoid");
+  EXPECT_STREQ(ToString(RouterScore::kSqrtSoftplus), "sqrtsoftplus");
+  EXPECT_STREQ(ToString(TokenDispatcher::kAllgather), "allgather");
+  EXPECT_STREQ(ToString(TokenDispatcher::kAlltoall), "alltoall");
+  EXPECT_STREQ(ToString(TokenDispatcher::kFlex), "flex");
 }
 
 }  // namespace
