@@ -62,6 +62,13 @@ enum Reason {
   kMicrobatchesVsPp,
   kSpRequiresTp,
   kRecomputeNumLayersOutOfRange,
+  kMambaHeadsNotDivisibleByTp,
+  kMambaHeadsNotDivisibleByCp,
+  kMtpWithCp,
+  kEtpNotDividingExpertFfn,
+  kExpertBiasRequiresEtp1,
+  kExpertGridNotDividingWorld,
+  kEpOverlapPreconditions,
   kNumReasons,
 };
 
@@ -82,6 +89,13 @@ constexpr std::array<const char*, kNumReasons> kReasonNames = {
     "microbatches_vs_pp",
     "sp_requires_tp",
     "recompute_num_layers_out_of_range",
+    "mamba_heads_not_divisible_by_tp",
+    "mamba_heads_not_divisible_by_cp",
+    "mtp_with_cp",
+    "etp_not_dividing_expert_ffn",
+    "expert_bias_requires_etp_1",
+    "expert_grid_not_dividing_world",
+    "ep_overlap_preconditions",
 };
 
 using std::to_string;
@@ -119,7 +133,38 @@ Reason CheckTp(const ModelSpec& model, int64_t num_gpus, int64_t tp,
     }
     return kTpNotDividingQueryGroups;
   }
+  // Mamba-2 splits heads and groups over tp (mamba_mixer.py asserts
+  // nheads % tp == 0 and ngroups % tp == 0).
+  if (model.is_hybrid() &&
+      (model.mamba_heads() % tp != 0 || model.mamba_num_groups % tp != 0)) {
+    if (detail) {
+      *detail = "tp " + to_string(tp) + " does not divide the Mamba heads " +
+                to_string(model.mamba_heads()) + " and groups " +
+                to_string(model.mamba_num_groups);
+    }
+    return kMambaHeadsNotDivisibleByTp;
+  }
   return kOk;
+}
+
+// The layouts searched for (pp, vpp): Megatron's even split (with the
+// embedding/loss accounting) where it exists, otherwise the uneven family
+// (PipelineLayout::UnevenFamily). (first, last) pairs; (-1, -1) is the even
+// split.
+std::vector<std::pair<int64_t, int64_t>> LayoutOptions(int64_t layers,
+                                                       int64_t pp,
+                                                       int64_t vpp) {
+  if (PipelineLayout::Valid(layers, pp, vpp)) return {{-1, -1}};
+  return PipelineLayout::UnevenFamily(layers, pp, vpp);
+}
+
+constexpr int64_t kMaxUnevenVpp = PipelineLayout::kMaxUnevenVpp;
+
+bool AnyLayout(int64_t layers, int64_t pp) {
+  for (int64_t v = 1; v <= kMaxUnevenVpp; ++v) {
+    if (!LayoutOptions(layers, pp, v).empty()) return true;
+  }
+  return PipelineLayout::Valid(layers, pp, 1);
 }
 
 // `rest` = GPUs per tensor-parallel group slice = num_gpus / tp.
@@ -136,12 +181,12 @@ Reason CheckPp(const ModelSpec& model, int64_t rest, int64_t pp,
     }
     return kWorldNotDivisible;
   }
-  if (!PipelineLayout::Valid(model.num_layers, pp, 1)) {
+  if (!AnyLayout(model.num_layers, pp)) {
     if (detail) {
       *detail = "num_layers " + to_string(model.num_layers) +
-                " is not divisible by pp " + to_string(pp) +
-                ", even counting the embedding and loss as layers (" +
-                to_string(model.num_layers + 2) + ")";
+                " has no pipeline layout over pp " + to_string(pp) +
+                " (even split, embedding/loss accounting or an uneven "
+                "first/last stage)";
     }
     return kLayersNotDivisibleByPp;
   }
@@ -172,6 +217,34 @@ Reason CheckCp(int64_t seq_length, int64_t rest, int64_t cp,
   return kOk;
 }
 
+// Model-specific context-parallel rules: Megatron's MTP does not support
+// CP (docs/user-guide/features/multi_token_prediction.md); Mamba's CP is
+// head-parallel all-to-all, so the heads per tp rank must split over cp
+// (megatron/core/ssm/mamba_context_parallel.py).
+Reason CheckModelCp(const ModelSpec& model, int64_t tp, int64_t cp,
+                    std::string* detail) {
+  if (cp <= 1) return kOk;
+  if (model.mtp_num_layers > 0) {
+    if (detail) {
+      *detail = "cp " + to_string(cp) + " with " +
+                to_string(model.mtp_num_layers) +
+                " MTP layers: Megatron's multi-token prediction does not "
+                "support context parallelism";
+    }
+    return kMtpWithCp;
+  }
+  if (model.is_hybrid() && (model.mamba_heads() / tp) % cp != 0) {
+    if (detail) {
+      *detail = "cp " + to_string(cp) +
+                " does not divide the Mamba heads "
+                "per tp rank (" +
+                to_string(model.mamba_heads() / tp) + ")";
+    }
+    return kMambaHeadsNotDivisibleByCp;
+  }
+  return kOk;
+}
+
 // No micro-batch size can work when dp does not divide gbs.
 Reason CheckDp(int64_t gbs, int64_t dp, std::string* detail) {
   if (gbs % dp != 0) {
@@ -180,6 +253,46 @@ Reason CheckDp(int64_t gbs, int64_t dp, std::string* detail) {
                 " is not divisible by dp " + to_string(dp);
     }
     return kGbsNotDivisibleByMbsDp;
+  }
+  return kOk;
+}
+
+// Expert tensor parallelism: the expert FFN splits over etp, expert biases
+// need etp 1 (transformer_config.py: "Bias in Moe is only supported when
+// ETP==1"), and the folded expert grid etp·ep·edp·pp covers the world
+// (parallel_state.py), i.e. etp·ep divides tp·cp·dp.
+Reason CheckEtp(const ModelSpec& model, int64_t tp, int64_t tp_cp_dp,
+                int64_t etp, int64_t ep, std::string* detail) {
+  if (!model.is_moe()) return kOk;
+  if (etp < 1) {
+    if (detail) *detail = "etp " + to_string(etp) + " must be at least 1";
+    return kNonpositiveSize;
+  }
+  if (model.expert_ffn_hidden_size() % etp != 0) {
+    if (detail) {
+      *detail = "etp " + to_string(etp) + " does not divide the expert FFN " +
+                to_string(model.expert_ffn_hidden_size());
+    }
+    return kEtpNotDividingExpertFfn;
+  }
+  // Only an explicit add_bias_linear counts: the LayerNorm-implies-biases
+  // default describes 2020-22 dense GPTs, not an MoE recipe.
+  if (etp > 1 && model.add_bias_linear.value_or(false)) {
+    if (detail) {
+      *detail = "etp " + to_string(etp) +
+                " with expert biases: Megatron supports biases in MoE only "
+                "with expert_tensor_parallel_size 1";
+    }
+    return kExpertBiasRequiresEtp1;
+  }
+  // etp == tp: CheckEp states the same rule as ep | dp·cp.
+  if (etp != tp && tp_cp_dp % (etp * ep) != 0) {
+    if (detail) {
+      *detail = "etp·ep = " + to_string(etp * ep) +
+                " does not divide tp·cp·dp = " + to_string(tp_cp_dp) +
+                " (expert grid etp·ep·edp·pp = world)";
+    }
+    return kExpertGridNotDividingWorld;
   }
   return kOk;
 }
@@ -231,19 +344,30 @@ Reason CheckVpp(const ModelSpec& model, int64_t pp, int64_t vpp, int64_t m,
     if (detail) *detail = "vpp " + to_string(vpp) + " must be at least 1";
     return kNonpositiveSize;
   }
-  if (vpp == 1) return kOk;
+  if (vpp == 1) {
+    if (pp >= 2 && LayoutOptions(model.num_layers, pp, 1).empty()) {
+      if (detail) {
+        *detail = "num_layers " + to_string(model.num_layers) +
+                  " has no layout over pp " + to_string(pp) +
+                  " without interleaving";
+      }
+      return kLayersNotDivisibleByPpVpp;
+    }
+    return kOk;
+  }
   if (pp < 2) {
     if (detail) {
       *detail = "vpp " + to_string(vpp) + " (interleaving) needs pp >= 2";
     }
     return kVppRequiresPp;
   }
-  if (!PipelineLayout::Valid(model.num_layers, pp, vpp)) {
+  if (LayoutOptions(model.num_layers, pp, vpp).empty()) {
     if (detail) {
       *detail = "num_layers " + to_string(model.num_layers) +
                 " is not divisible by pp·vpp = " + to_string(pp * vpp) +
                 ", even counting the embedding and loss as layers (" +
-                to_string(model.num_layers + 2) + ")";
+                to_string(model.num_layers + 2) +
+                "), and no uneven first/last layout fits";
     }
     return kLayersNotDivisibleByPpVpp;
   }
@@ -280,6 +404,29 @@ Reason CheckRecompute(const Recompute& r, int64_t chunk_layers,
   return kOk;
 }
 
+// --overlap-moe-expert-parallel-comm preconditions (transformer_config.py,
+// moe_models.md §2.3): ep > 1, the alltoall or flex dispatcher, no full
+// recompute, at most one MTP layer, and virtual stages when pp > 1.
+Reason CheckEpOverlap(const ModelSpec& model, const TrainingSpec& training,
+                      const ParallelConfig& c, std::string* detail) {
+  if (!training.moe_ep_overlap || !model.is_moe()) return kOk;
+  std::string why;
+  if (c.ep < 2) {
+    why = "needs ep > 1";
+  } else if (model.moe_token_dispatcher_type == TokenDispatcher::kAllgather) {
+    why = "needs the alltoall or flex dispatcher";
+  } else if (c.recompute.granularity == RecomputeGranularity::kFull) {
+    why = "does not support full recompute";
+  } else if (model.mtp_num_layers > 1) {
+    why = "supports at most one MTP layer";
+  } else if (c.pp > 1 && c.vpp < 2) {
+    why = "needs virtual pipeline stages when pp > 1";
+  }
+  if (why.empty()) return kOk;
+  if (detail) *detail = "EP communication overlap " + why;
+  return kEpOverlapPreconditions;
+}
+
 Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
                 const ParallelConfig& c, std::string* detail) {
   const int64_t n = training.num_gpus;
@@ -296,6 +443,7 @@ Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
       kOk) {
     return r;
   }
+  if ((r = CheckModelCp(model, c.tp, c.cp, detail)) != kOk) return r;
   if (c.world() != n) {
     if (detail) {
       *detail = "tp·pp·cp·dp = " + to_string(c.world()) + " but there are " +
@@ -304,7 +452,14 @@ Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
     return kWorldNotDivisible;
   }
   if ((r = CheckDp(training.global_batch_size, c.dp, detail)) != kOk) return r;
-  if ((r = CheckEp(model, c.dp * c.cp, c.ep, detail)) != kOk) return r;
+  if ((r = CheckEtp(model, c.tp, c.tp * c.cp * c.dp, c.expert_tp(), c.ep,
+                    detail)) != kOk) {
+    return r;
+  }
+  if ((r = CheckEp(model, c.tp * c.cp * c.dp / c.expert_tp(), c.ep, detail)) !=
+      kOk) {
+    return r;
+  }
   if ((r = CheckMbs(training.global_batch_size, c.dp, c.mbs, detail)) != kOk) {
     return r;
   }
@@ -313,10 +468,24 @@ Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
       kOk) {
     return r;
   }
+  if (!PipelineLayout::Valid(model.num_layers, c)) {
+    if (detail) {
+      *detail = "the layout (first " + to_string(c.layout_first_layers) +
+                ", last " + to_string(c.layout_last_layers) +
+                " layers) does not split num_layers " +
+                to_string(model.num_layers) +
+                " over pp·vpp = " + to_string(c.pp * c.vpp) +
+                " evenly in the middle stages";
+    }
+    return kLayersNotDivisibleByPpVpp;
+  }
   if ((r = CheckSp(c.tp, c.sp, detail)) != kOk) return r;
-  return CheckRecompute(
-      c.recompute,
-      PipelineLayout(model.num_layers, c.pp, c.vpp).units_per_chunk(), detail);
+  if ((r = CheckRecompute(c.recompute,
+                          PipelineLayout(model.num_layers, c).units_per_chunk(),
+                          detail)) != kOk) {
+    return r;
+  }
+  return CheckEpOverlap(model, training, c, detail);
 }
 
 // ---- Axis domains. ----
@@ -464,6 +633,7 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
       }
     }
     const std::vector<int64_t> ep_pins = SortedUnique(space.ep);
+    const std::vector<int64_t> etp_pins = SortedUnique(space.etp);
     const std::vector<int64_t> vpp_pins = SortedUnique(space.vpp);
     const std::vector<int64_t> mbs_pins = SortedUnique(space.mbs);
     const std::vector<int64_t> experts =
@@ -514,9 +684,11 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
             std::vector<int64_t> all = Divisors(layers);
             const std::vector<int64_t> more = Divisors(layers + 2);
             all.insert(all.end(), more.begin(), more.end());
+            // ... and the uneven family up to kMaxUnevenVpp chunks.
+            for (int64_t v = 1; v <= kMaxUnevenVpp; ++v) all.push_back(v);
             vpps.clear();
             for (int64_t v : SortedUnique(all)) {
-              if (PipelineLayout::Valid(layers, pp, v)) vpps.push_back(v);
+              if (!LayoutOptions(layers, pp, v).empty()) vpps.push_back(v);
             }
           }
         }
@@ -524,6 +696,10 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
           if (Reason r =
                   CheckCp(training.seq_length, n / (tp * pp), cp, nullptr);
               r != kOk) {
+            ++pruned[r];
+            continue;
+          }
+          if (Reason r = CheckModelCp(model, tp, cp, nullptr); r != kOk) {
             ++pruned[r];
             continue;
           }
@@ -537,55 +713,103 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
               space.dist_opt, dp * cp > 1 ? std::vector<bool>{false, true}
                                           : std::vector<bool>{false});
           const std::vector<int64_t>& eps = ep_pins.empty() ? experts : ep_pins;
-          for (int64_t ep : eps) {
-            if (Reason r = CheckEp(model, dp * cp, ep, nullptr); r != kOk) {
-              ++pruned[r];
-              continue;
+          // Expert TP: pinned values, or 1, 2, 4, 8 (up to max_tp) and tp
+          // itself (Megatron's default) for an MoE model; dense models keep
+          // etp = tp (0).
+          std::vector<int64_t> etps = etp_pins;
+          if (!model.is_moe()) {
+            etps = {0};
+          } else if (etps.empty()) {
+            for (int64_t e = 1; e <= std::min<int64_t>(8, max_tp); e *= 2) {
+              etps.push_back(e);
             }
-            const std::vector<int64_t>& mbss =
-                mbs_pins.empty() ? mbs_all : mbs_pins;
-            for (int64_t mbs : mbss) {
-              if (Reason r = CheckMbs(gbs, dp, mbs, nullptr); r != kOk) {
+            etps.push_back(tp);
+            etps = SortedUnique(etps);
+          }
+          for (int64_t etp : etps) {
+            if (etp != 0) {
+              if (Reason r = CheckEtp(model, tp, tp * cp * dp, etp, 1, nullptr);
+                  r != kOk) {
                 ++pruned[r];
                 continue;
               }
-              const int64_t m = gbs / (mbs * dp);
-              for (int64_t vpp : vpps) {
-                if (Reason r = CheckVpp(model, pp, vpp, m, nullptr); r != kOk) {
+            }
+            const int64_t etp_size = etp > 0 ? etp : tp;
+            for (int64_t ep : eps) {
+              if (etp != 0) {
+                if (Reason r =
+                        CheckEtp(model, tp, tp * cp * dp, etp, ep, nullptr);
+                    r != kOk) {
                   ++pruned[r];
                   continue;
                 }
-                const int64_t chunk_layers =
-                    PipelineLayout(layers, pp, vpp).units_per_chunk();
-                auto domain = recompute_by_chunk.find(chunk_layers);
-                if (domain == recompute_by_chunk.end()) {
-                  domain = recompute_by_chunk
-                               .emplace(chunk_layers,
-                                        MakeRecomputeDomain(space.recompute,
-                                                            chunk_layers))
-                               .first;
+              }
+              if (Reason r =
+                      CheckEp(model, tp * cp * dp / etp_size, ep, nullptr);
+                  r != kOk) {
+                ++pruned[r];
+                continue;
+              }
+              const std::vector<int64_t>& mbss =
+                  mbs_pins.empty() ? mbs_all : mbs_pins;
+              for (int64_t mbs : mbss) {
+                if (Reason r = CheckMbs(gbs, dp, mbs, nullptr); r != kOk) {
+                  ++pruned[r];
+                  continue;
                 }
-                const RecomputeDomain& recomputes = domain->second;
-                ParallelConfig c;
-                c.tp = tp;
-                c.pp = pp;
-                c.vpp = vpp;
-                c.cp = cp;
-                c.dp = dp;
-                c.ep = ep;
-                c.mbs = mbs;
-                for (bool sp : sps) {
-                  if (Reason r = CheckSp(tp, sp, nullptr); r != kOk) {
+                const int64_t m = gbs / (mbs * dp);
+                for (int64_t vpp : vpps) {
+                  if (Reason r = CheckVpp(model, pp, vpp, m, nullptr);
+                      r != kOk) {
                     ++pruned[r];
                     continue;
                   }
-                  c.sp = sp;
-                  for (Reason r : recomputes.pruned) ++pruned[r];
-                  for (const Recompute& recompute : recomputes.valid) {
-                    c.recompute = recompute;
-                    for (bool dist_opt : dist_opts) {
-                      c.dist_opt = dist_opt;
-                      result.configs.push_back(c);
+                  for (const auto& [first, last] :
+                       LayoutOptions(layers, pp, vpp)) {
+                    ParallelConfig c;
+                    c.layout_first_layers = first;
+                    c.layout_last_layers = last;
+                    c.pp = pp;
+                    c.vpp = vpp;
+                    const int64_t chunk_layers =
+                        PipelineLayout(layers, c).units_per_chunk();
+                    auto domain = recompute_by_chunk.find(chunk_layers);
+                    if (domain == recompute_by_chunk.end()) {
+                      domain = recompute_by_chunk
+                                   .emplace(chunk_layers,
+                                            MakeRecomputeDomain(space.recompute,
+                                                                chunk_layers))
+                                   .first;
+                    }
+                    const RecomputeDomain& recomputes = domain->second;
+                    c.tp = tp;
+                    c.etp = etp;
+                    c.pp = pp;
+                    c.vpp = vpp;
+                    c.cp = cp;
+                    c.dp = dp;
+                    c.ep = ep;
+                    c.mbs = mbs;
+                    for (bool sp : sps) {
+                      if (Reason r = CheckSp(tp, sp, nullptr); r != kOk) {
+                        ++pruned[r];
+                        continue;
+                      }
+                      c.sp = sp;
+                      for (Reason r : recomputes.pruned) ++pruned[r];
+                      for (const Recompute& recompute : recomputes.valid) {
+                        c.recompute = recompute;
+                        if (Reason r =
+                                CheckEpOverlap(model, training, c, nullptr);
+                            r != kOk) {
+                          ++pruned[r];
+                          continue;
+                        }
+                        for (bool dist_opt : dist_opts) {
+                          c.dist_opt = dist_opt;
+                          result.configs.push_back(c);
+                        }
+                      }
                     }
                   }
                 }

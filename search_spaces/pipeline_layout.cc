@@ -34,11 +34,39 @@ bool PipelineLayout::ValidUneven(int64_t num_layers, int64_t pp, int64_t vpp,
   return first <= middle && last <= middle;
 }
 
+std::vector<std::pair<int64_t, int64_t>> PipelineLayout::UnevenFamily(
+    int64_t num_layers, int64_t pp, int64_t vpp) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const int64_t stages = pp * vpp;
+  if (num_layers < 1 || pp < 1 || vpp < 1 || stages < 2 ||
+      vpp > kMaxUnevenVpp) {
+    return out;
+  }
+  if (stages == 2) {
+    out.emplace_back(num_layers - num_layers / 2, num_layers / 2);
+    return out;
+  }
+  const int64_t m = (num_layers + stages - 1) / stages;
+  const int64_t r = num_layers - (stages - 2) * m;
+  if (r < 0) return out;
+  const int64_t heavy = std::min(m, r);
+  for (const auto& fl :
+       {std::make_pair(heavy, r - heavy), std::make_pair(r - heavy, heavy)}) {
+    if (ValidUneven(num_layers, pp, vpp, fl.first, fl.second) &&
+        std::find(out.begin(), out.end(), fl) == out.end()) {
+      out.push_back(fl);
+    }
+  }
+  return out;
+}
+
 bool PipelineLayout::Valid(int64_t num_layers, const ParallelConfig& c) {
-  return c.uneven_layout()
-             ? ValidUneven(num_layers, c.pp, c.vpp, c.layout_first_layers,
-                           c.layout_last_layers)
-             : Valid(num_layers, c.pp, c.vpp);
+  if (c.uneven_layout()) {
+    return ValidUneven(num_layers, c.pp, c.vpp, c.layout_first_layers,
+                       c.layout_last_layers);
+  }
+  return Valid(num_layers, c.pp, c.vpp) ||
+         !UnevenFamily(num_layers, c.pp, c.vpp).empty();
 }
 
 PipelineLayout::PipelineLayout(int64_t num_layers, int64_t pp, int64_t vpp)
@@ -62,23 +90,27 @@ PipelineLayout::PipelineLayout(int64_t num_layers, int64_t pp, int64_t vpp)
 }
 
 PipelineLayout::PipelineLayout(int64_t num_layers, const ParallelConfig& c)
-    : PipelineLayout(c.uneven_layout() ? c.pp * c.vpp : num_layers, c.pp,
-                     c.vpp) {
-  if (!c.uneven_layout()) return;
+    : PipelineLayout(Valid(num_layers, c.pp, c.vpp) && !c.uneven_layout()
+                         ? num_layers
+                         : c.pp * c.vpp,
+                     c.pp, c.vpp) {
+  if (!c.uneven_layout() && Valid(num_layers, c.pp, c.vpp)) return;
   // Re-split: the delegated constructor built a placeholder even layout.
-  MESHTUNE_CHECK(ValidUneven(num_layers, c.pp, c.vpp, c.layout_first_layers,
-                             c.layout_last_layers));
+  MESHTUNE_CHECK(Valid(num_layers, c));
+  int64_t first = c.layout_first_layers, last = c.layout_last_layers;
+  if (!c.uneven_layout()) {
+    const auto fl = UnevenFamily(num_layers, c.pp, c.vpp).front();
+    first = fl.first;
+    last = fl.second;
+  }
   const int64_t stages = c.pp * c.vpp;
   accounts_ = false;
   uneven_ = true;
-  const int64_t rest =
-      num_layers - c.layout_first_layers - c.layout_last_layers;
-  units_per_chunk_ =
-      stages > 2 ? rest / (stages - 2)
-                 : std::max(c.layout_first_layers, c.layout_last_layers);
+  const int64_t rest = num_layers - first - last;
+  units_per_chunk_ = stages > 2 ? rest / (stages - 2) : std::max(first, last);
   counts_.assign(stages, units_per_chunk_);
-  counts_.front() = c.layout_first_layers;
-  counts_.back() = c.layout_last_layers;
+  counts_.front() = first;
+  counts_.back() = last;
   int64_t next = 0;
   for (int64_t v = 0; v < stages; ++v) {
     starts_[v] = next;

@@ -14,6 +14,10 @@
 // get_transformer_layer_offset; NeMo's LLaMA-3 405B and Qwen3-235B recipes:
 // 126 + 2 = 128 units over pp 16).
 //
+// NVIDIA's uneven recipes interleave at most 8 chunks per rank
+// (kMaxUnevenVpp); deeper interleaving of thin stages buys bubble that the
+// per-chunk p2p latency takes back.
+//
 // Uneven layouts (ParallelConfig::layout_first_layers/_last_layers): the
 // first virtual stage holds `first` layers besides the embedding, the last
 // one `last` besides the MTP layers and the loss, and the S − 2 others an
@@ -27,6 +31,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "search_spaces/parallel_config.h"
@@ -48,7 +53,18 @@ class PipelineLayout {
   // num_layers).
   static bool ValidUneven(int64_t num_layers, int64_t pp, int64_t vpp,
                           int64_t first, int64_t last);
-  // Valid() or ValidUneven() as the config asks.
+  // The uneven layouts searched for (pp, vpp) when the even split (and its
+  // embedding/loss accounting) does not exist: the balanced middle depth
+  // m = ceil(L / S) and the remainder r = L − (S−2)·m split first-heavy
+  // (first = min(m, r)) and last-heavy (last = min(m, r)), as NVIDIA's
+  // DeepSeek-V3 layouts do; (first, last) pairs, first-heavy first. Empty
+  // when pp·vpp < 2, vpp > kMaxUnevenVpp or no member fits.
+  static constexpr int64_t kMaxUnevenVpp = 8;
+  static std::vector<std::pair<int64_t, int64_t>> UnevenFamily(
+      int64_t num_layers, int64_t pp, int64_t vpp);
+  // The config's layout exists: its explicit uneven layout, or (fields -1)
+  // the even split, or else the first member of UnevenFamily, which is
+  // what a config without layout fields means.
   static bool Valid(int64_t num_layers, const ParallelConfig& c);
 
   // REQUIRES: Valid(num_layers, pp, vpp).

@@ -99,6 +99,8 @@ StatusOr<SearchSpace> SearchSpace::Merge(const SearchSpace& file,
       IntersectAxis("context_parallel_size", file.cp, flags.cp, &out.cp));
   MESHTUNE_RETURN_IF_ERROR(
       IntersectAxis("expert_model_parallel_size", file.ep, flags.ep, &out.ep));
+  MESHTUNE_RETURN_IF_ERROR(IntersectAxis("expert_tensor_parallel_size",
+                                         file.etp, flags.etp, &out.etp));
   MESHTUNE_RETURN_IF_ERROR(
       IntersectAxis("data_parallel_size", file.dp, flags.dp, &out.dp));
   MESHTUNE_RETURN_IF_ERROR(

@@ -17,6 +17,8 @@ namespace meshtune::search_spaces {
 
 struct SearchSpace {
   std::vector<int64_t> tp, pp, vpp, cp, ep, dp, mbs;
+  // expert_tensor_parallel_size pins (MoE models only).
+  std::vector<int64_t> etp;
   std::vector<bool> sp;
   std::vector<bool> dist_opt;
   // Recompute pins by granularity; a kFull entry with num_layers == 0 means

@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include "search_spaces/pipeline_layout.h"
+
 namespace meshtune::search_spaces {
 namespace {
 
@@ -76,12 +78,15 @@ Recompute Full(RecomputeMethod method, int64_t layers) {
 std::string Describe(const ParallelConfig& c) {
   return "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) + " vpp" +
          std::to_string(c.vpp) + " cp" + std::to_string(c.cp) + " dp" +
-         std::to_string(c.dp) + " ep" + std::to_string(c.ep) +
-         (c.sp ? " sp" : "") + " mbs" + std::to_string(c.mbs) + " rc" +
+         std::to_string(c.dp) + " ep" + std::to_string(c.ep) + " etp" +
+         std::to_string(c.expert_tp()) + (c.sp ? " sp" : "") + " mbs" +
+         std::to_string(c.mbs) + " rc" +
          std::to_string(static_cast<int>(c.recompute.granularity)) + "/" +
          std::to_string(static_cast<int>(c.recompute.method)) + "/" +
          std::to_string(c.recompute.num_layers) +
-         (c.dist_opt ? " dist_opt" : "");
+         (c.dist_opt ? " dist_opt" : "") + " layout" +
+         std::to_string(c.layout_first_layers) + "/" +
+         std::to_string(c.layout_last_layers);
 }
 
 // A search space with every axis pinned to one configuration.
@@ -93,6 +98,7 @@ SearchSpace PinAll(const ParallelConfig& c) {
   s.cp = {c.cp};
   s.dp = {c.dp};
   s.ep = {c.ep};
+  s.etp = {c.expert_tp()};
   s.mbs = {c.mbs};
   s.sp = {c.sp};
   s.dist_opt = {c.dist_opt};
@@ -132,8 +138,8 @@ TEST(EnumerateTest, EachRuleHasItsReasonCode) {
        Config(8, 1, 1, 1), "tp 8 does not divide num_attention_heads 12"},
       {"tp_not_dividing_query_groups", Dense(8, 24, 6), Training(8, 16),
        Config(4, 1, 1, 2), "num_query_groups 6"},
-      {"layers_not_divisible_by_pp", Dense(7, 8), Training(8, 16),
-       Config(1, 4, 1, 2), "num_layers 7 is not divisible by pp 4"},
+      {"layers_not_divisible_by_pp", Dense(3, 8), Training(8, 16),
+       Config(1, 8, 1, 1), "num_layers 3 has no pipeline layout over pp 8"},
       {"seq_not_divisible_by_cp", Dense(8, 8), Training(8, 16, 2052),
        Config(1, 1, 4, 2), "2·cp = 8"},
       {"gbs_not_divisible_by_mbs_dp", Dense(8, 8), Training(8, 12),
@@ -149,7 +155,7 @@ TEST(EnumerateTest, EachRuleHasItsReasonCode) {
       {"vpp_requires_pp", Dense(8, 8), Training(8, 16), Config(1, 1, 1, 8, 2),
        "pp >= 2"},
       {"layers_not_divisible_by_pp_vpp", Dense(8, 8), Training(8, 16),
-       Config(1, 2, 1, 4, 3), "pp·vpp = 6"},
+       Config(1, 2, 1, 4, 9), "pp·vpp = 18"},
       {"microbatches_vs_pp", Dense(8, 8), Training(8, 20),
        Config(1, 4, 1, 2, 2), "10 micro-batches"},
       {"microbatches_vs_pp", Dense(8, 8), Training(8, 16),
@@ -244,22 +250,26 @@ TEST(EnumerateTest, ImpossibleTpPinGivesOneCount) {
 //   tp 2 (sp off/on): pp 1: cp 1/2, each 2 mbs × 5 × 2 dist × 2 sp = 80
 //                     pp 2: dp 1, 2 mbs × 7 × 1 × 2 sp = 28        -> 108
 //   tp 4 (sp off/on): pp 1 dp 1: 2 mbs × 5 × 1 × 2 sp = 20
-//   Total 250, nothing pruned. With 2-GPU NVLink domains tp 4 is pruned:
-//   230 valid + 1 tp_exceeds_nvlink_domain.
+//   Even splits: 250. pp 2 x vpp 3 has no even split of 4 layers, but the
+//   uneven family (PipelineLayout::UnevenFamily) has first 0, four middle
+//   chunks of 1, last 0, with Lc 1 (3 rc): tp 1: cp 1/2 × 2 mbs × 3 × 2
+//   dist_opt = 24, tp 2 dp 1: 2 mbs × 3 × 2 sp = 12 -> 36.
+//   Total 286, nothing pruned. With 2-GPU NVLink domains tp 4 is pruned:
+//   266 valid + 1 tp_exceeds_nvlink_domain.
 TEST(EnumerateTest, SmallSpaceMatchesHandCount) {
   const ModelSpec model = Dense(4, 4);
   const TrainingSpec training = Training(4, 8, 1024);
   SearchSpace space;
   space.max_mbs = 2;
   Enumeration e = EnumerateConfigs(model, training, Cluster(4, 4), space);
-  EXPECT_EQ(e.configs.size(), 250u);
+  EXPECT_EQ(e.configs.size(), 286u);
   EXPECT_TRUE(e.pruned.empty());
-  EXPECT_EQ(e.considered, 250);
+  EXPECT_EQ(e.considered, 286);
   e = EnumerateConfigs(model, training, Cluster(2, 2), space);
-  EXPECT_EQ(e.configs.size(), 230u);
+  EXPECT_EQ(e.configs.size(), 266u);
   EXPECT_EQ(e.pruned,
             (std::map<std::string, int64_t>{{"tp_exceeds_nvlink_domain", 1}}));
-  EXPECT_EQ(e.considered, 231);
+  EXPECT_EQ(e.considered, 267);
 }
 
 TEST(EnumerateTest, PinsAreHonoured) {
@@ -402,13 +412,32 @@ TEST(EnumerateTest, PinnedPointAgreesWithCheckConfig) {
     ++codes[code];
     const Enumeration e =
         EnumerateConfigs(model, training, Cluster(), PinAll(c));
-    if (code.empty()) {
+    if (code.empty() && !PipelineLayout::Valid(model.num_layers, c.pp, c.vpp)) {
+      // No even split: the pin enumerates the uneven family, and the
+      // config without layout fields means its first member.
+      const auto family =
+          PipelineLayout::UnevenFamily(model.num_layers, c.pp, c.vpp);
+      ASSERT_EQ(e.configs.size(), family.size());
+      EXPECT_EQ(e.configs[0].layout_first_layers, family[0].first);
+      EXPECT_EQ(e.configs[0].layout_last_layers, family[0].second);
+      EXPECT_TRUE(e.pruned.empty());
+    } else if (code.empty()) {
       ASSERT_EQ(e.configs.size(), 1u);
       EXPECT_TRUE(e.configs[0] == c);
       EXPECT_TRUE(e.pruned.empty());
     } else {
+      // A rule decided after the layout counts once per layout member.
+      const int64_t members = std::max<size_t>(
+          1, PipelineLayout::Valid(model.num_layers, c.pp, c.vpp)
+                 ? 1
+                 : PipelineLayout::UnevenFamily(model.num_layers, c.pp, c.vpp)
+                       .size());
       EXPECT_TRUE(e.configs.empty());
-      EXPECT_EQ(e.pruned, (std::map<std::string, int64_t>{{code, 1}}));
+      const int64_t want = code == "sp_requires_tp" ||
+                                   code == "recompute_num_layers_out_of_range"
+                               ? members
+                               : 1;
+      EXPECT_EQ(e.pruned, (std::map<std::string, int64_t>{{code, want}}));
     }
   }
   // The sample reaches valid configs and most rules.
@@ -456,16 +485,17 @@ TEST(EnumerateTest, UnevenLayerCountsUseEmbeddingAndLossAccounting) {
     EXPECT_EQ(CheckConfig(m, t, Cluster(), c), "");
     vpps.insert(c.vpp);
   }
-  // 128 units over 16 stages: 8 per stage, so vpp 1, 2, 4 (8 would leave a
-  // chunk of 1 unit, whose first/last chunks would hold no layer).
-  EXPECT_EQ(vpps, (std::set<int64_t>{1, 2, 4}));
-  std::string detail;
-  EXPECT_EQ(
-      CheckConfig(m, Training(40, 8), Cluster(), Config(8, 5, 1, 1), &detail),
-      "layers_not_divisible_by_pp");
-  EXPECT_EQ(detail,
-            "num_layers 126 is not divisible by pp 5, even counting the "
-            "embedding and loss as layers (128)");
+  // 128 units over 16 stages: 8 per stage, so vpp 1, 2, 4 with the
+  // accounting; vpp 8 (128 chunks of 1 unit) only in the uneven family:
+  // empty first and last chunks, 126 chunks of one layer.
+  EXPECT_EQ(vpps, (std::set<int64_t>{1, 2, 4, 8}));
+  // pp 5 has neither split; the uneven family puts 26 layers on the first
+  // stage, 26 on the middle ones and 22 on the last.
+  EXPECT_EQ(CheckConfig(m, Training(40, 8), Cluster(), Config(8, 5, 1, 1)), "");
+  const PipelineLayout five(126, Config(8, 5, 1, 1));
+  EXPECT_EQ(five.LayersOnStage(0), 26);
+  EXPECT_EQ(five.LayersOnStage(2), 26);
+  EXPECT_EQ(five.LayersOnStage(4), 22);
 }
 
 }  // namespace
