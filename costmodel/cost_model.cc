@@ -229,28 +229,14 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const PipelineSchedule schedule(c.pp, c.vpp, m);
   const search_spaces::PipelineLayout layout(model.num_layers, c);
 
-  // ---- Memory: stage 0 (most in-flight micro-batches) or the last stage
-  // (logits, tied output copy), whichever is larger.
+  // ---- Memory: the most loaded pipeline stage (memory_model.h).
   const StateBytes state_bytes{training.weight_bytes_per_param(),
                                training.grad_bytes_per_param()};
-  MemoryBreakdown mem0 =
-      StageMemory(model, stats, c, seq, prec, schedule, 0,
-                  calibration.UsesFlashAttention(), state_bytes);
-  if (c.pp > 1) {
-    const MemoryBreakdown mem_last =
-        StageMemory(model, stats, c, seq, prec, schedule, c.pp - 1,
-                    calibration.UsesFlashAttention(), state_bytes);
-    if (mem_last.total_bytes() > mem0.total_bytes()) mem0 = mem_last;
-  }
-  if (c.pp > 2 && layout.accounts_embedding_and_loss()) {
-    // Stage 1 holds one layer more than stage 0 and only one in-flight
-    // micro-batch fewer, so it can be the most loaded.
-    const MemoryBreakdown mem1 =
-        StageMemory(model, stats, c, seq, prec, schedule, 1,
-                    calibration.UsesFlashAttention(), state_bytes);
-    if (mem1.total_bytes() > mem0.total_bytes()) mem0 = mem1;
-  }
-  est.memory = mem0;
+  // Every stage of the layout; the most loaded one's allocated peak.
+  est.memory = MostLoadedStage(model, stats, c, seq, prec, schedule,
+                               calibration.UsesFlashAttention(),
+                               MemoryRecipeFor(training))
+                   .memory;
   if (UsesTpCommOverlap(training, c, options)) {
     // Userbuffers: Transformer Engine's initialize_ub registers one
     // [T, h] 16-bit buffer per overlapped GEMM (qkv/fc1 fprop, proj/fc2

@@ -14,17 +14,65 @@
 
 namespace meshtune::costmodel {
 
+// Memory of one GPU, in bytes, split the way it is measured
+// (moe_models.md §4; docs/costmodel.md "Memory"):
+//  - what PyTorch's caching allocator hands out, whose peak is
+//    torch.cuda.max_memory_allocated() (allocated_bytes());
+//  - what the allocator holds from the driver on top of that
+//    (fragmentation_bytes; reserved_bytes() = max_memory_reserved());
+//  - what the process uses outside PyTorch (CUDA context, NCCL buffers).
+// The cost model fills the allocated terms (costmodel/memory_model.h
+// StageMemory) and, where it accounts for them instead of the cluster's
+// memory_reserve_gib, the other three (AddMemoryBesidesModel).
 struct MemoryBreakdown {
-  double weights_bytes = 0;      // bf16/fp16 model parameters
-  double gradients_bytes = 0;    // fp32 main gradients (DDP buffer)
+  // ---- Allocated by PyTorch (torch.cuda.max_memory_allocated).
+  double weights_bytes = 0;      // model parameters (bf16/fp16) + TE's
+                                 // quantised weight copies (FP8/FP4 recipes)
+  double gradients_bytes = 0;    // main-grad buffer (fp32, or bf16 with
+                                 // --grad-reduce-in-bf16)
   double optimizer_bytes = 0;    // fp32 master weights + Adam m and v
   double activations_bytes = 0;  // saved for backward, peak over the schedule
-  double other_bytes = 0;        // logits, embedding buffers, workspace
-  // (the cluster's memory_reserve_gib is subtracted from
-  // Estimate::memory_capacity_bytes instead of being counted here)
-  double total_bytes() const {
+  // Transients at the peak (backward of the output layer: logits and the
+  // output layer's weight-gradient buffer; of the embedding; of the largest
+  // layer) and the first/last stage's small buffers (token ids, final norm).
+  double other_bytes = 0;
+  // Persistent library buffers allocated through PyTorch: Transformer
+  // Engine's cached "dummy" weight gradients (one per distinct linear weight
+  // shape, in the parameter dtype, with gradient-accumulation fusion; TE >=
+  // 2.3, grouped GEMM >= 2.10: transformer_engine/pytorch/module/base.py
+  // get_dummy_wgrad) and the cuBLAS workspaces of PyTorch and TE.
+  double workspace_bytes = 0;
+
+  // ---- Besides the allocated peak (AddMemoryBesidesModel; 0 until added).
+  // Caching-allocator blocks reserved but not allocated at the peak
+  // (max_memory_reserved − max_memory_allocated).
+  double fragmentation_bytes = 0;
+  // Outside PyTorch: the CUDA context with its loaded kernels, and NCCL's
+  // per-communicator channel buffers.
+  double cuda_context_bytes = 0;
+  double nccl_bytes = 0;
+
+  // torch.cuda.max_memory_allocated() predicted for this GPU.
+  double allocated_bytes() const {
     return weights_bytes + gradients_bytes + optimizer_bytes +
-           activations_bytes + other_bytes;
+           activations_bytes + other_bytes + workspace_bytes;
+  }
+  // torch.cuda.max_memory_reserved() predicted for this GPU.
+  double reserved_bytes() const {
+    return allocated_bytes() + fragmentation_bytes;
+  }
+  // What must fit in Estimate::memory_capacity_bytes: everything above.
+  // (While the besides-terms are 0, the cluster's memory_reserve_gib stands
+  // for them and is subtracted from the capacity instead.)
+  double total_bytes() const {
+    return reserved_bytes() + cuda_context_bytes + nccl_bytes;
+  }
+  // Everything besides weights, gradients, optimizer and activations (other
+  // buffers, workspaces, fragmentation, context, NCCL): the "other" of the
+  // reports, so their parts add up to total_bytes().
+  double rest_bytes() const {
+    return total_bytes() - weights_bytes - gradients_bytes - optimizer_bytes -
+           activations_bytes;
   }
 };
 

@@ -1,21 +1,60 @@
 #include "costmodel/memory_model.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "costmodel/compute_model.h"
+#include "costmodel/model_options.h"
 #include "search_spaces/pipeline_layout.h"
 
 namespace meshtune::costmodel {
 
-using search_spaces::Activation;
+using search_spaces::LayerKind;
+using search_spaces::Mixer;
+using search_spaces::Mlp;
 using search_spaces::ModelSpec;
 using search_spaces::Normalization;
 using search_spaces::ParallelConfig;
+using search_spaces::PipelineLayout;
 using search_spaces::PipelineSchedule;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 
 namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+
+// cuBLAS workspaces allocated through PyTorch's caching allocator: PyTorch's
+// own per handle (aten/src/ATen/cuda/CublasHandlePool.cpp, default
+// CUBLAS_WORKSPACE_CONFIG ":4096:8" = 32 MiB on Hopper and Blackwell) and
+// Transformer Engine's (transformer_engine/pytorch/module/base.py
+// get_cublas_workspace_size_bytes: 32 MiB on sm90+), plus TE's extra
+// workspaces for the multi-stream grouped GEMM of MoE experts (4 streams).
+constexpr double kCublasWorkspaceBytes = 32 * kMiB;
+constexpr double kGroupedGemmStreams = 4;
+
+// Mamba-2's chunked scan materialises one fp32 state [H, P, N] per chunk of
+// this many tokens (megatron/core/ssm/mamba_mixer.py chunk_size = 128).
+constexpr double kMambaChunkTokens = 128;
+
+// Besides the allocated peak (AddMemoryBesidesModel):
+// Fragmentation: PyTorch's caching allocator reserves more than it hands
+// out; SimuMax v1.2 models reserved = allocated / 0.94 (its strategy
+// mem_factor), and the 10 measured B200 runs of
+// ../shared/data/measured_b200_dev.csv span 2.8-7.9 % (median 5.9 %).
+constexpr double kAllocatorFragmentation = 1.0 / 0.94 - 1.0;
+// CUDA context with lazily loaded kernels (CUDA_MODULE_LOADING=LAZY, the
+// default since CUDA 11.7 / PyTorch 1.13) on Hopper/Blackwell: about 0.5 GiB
+// of device memory before the first tensor (assumption, typical
+// nvidia-smi per-process usage of a bare torch.cuda.init()).
+constexpr double kCudaContextBytes = 0.5 * kGiB;
+// NCCL per communicator: per channel and peer, the Simple (NCCL_BUFFSIZE
+// 4 MiB), LL128 (~4.5 MiB) and LL (256 KiB) buffers, ~16 channels on
+// NVLink for a ring's send and receive peers: ~256 MiB (NCCL docs,
+// env.html NCCL_BUFFSIZE; assumption for the channel count).
+constexpr double kNcclBytesPerCommunicator = 256 * kMiB;
 
 double HeadDim(const ModelSpec& m) {
   return m.kv_channels > 0
@@ -29,38 +68,159 @@ bool HasDropout(const ModelSpec& m) {
   return m.normalization == Normalization::kLayerNorm;
 }
 
-}  // namespace
+double Tokens(const ParallelConfig& c, int64_t seq) {
+  return static_cast<double>(c.mbs) * seq / c.cp;
+}
 
-StageLayers LayersOnStage(const ModelSpec& m, const ParallelConfig& c,
-                          int64_t stage) {
-  const search_spaces::PipelineLayout layout(m.num_layers, c.pp, c.vpp);
+// One TE linear weight on this GPU: rows × cols, `instances` of it per layer
+// (the local experts of a grouped GEMM).
+struct Shape {
+  double rows = 0, cols = 0, instances = 1;
+};
+
+void MixerShapes(const ModelSpec& m, const ParallelConfig& c, Mixer mixer,
+                 std::vector<Shape>* out) {
+  const double t = static_cast<double>(c.tp);
+  const double h = static_cast<double>(m.hidden_size);
+  switch (mixer) {
+    case Mixer::kAttention: {
+      const double q = m.num_attention_heads * HeadDim(m);
+      const double kv = m.num_query_groups * HeadDim(m);
+      out->push_back({(q + 2 * kv) / t, h});
+      out->push_back({h, q / t});
+      break;
+    }
+    case Mixer::kMla: {
+      const double n = static_cast<double>(m.num_attention_heads);
+      const double dqk = static_cast<double>(m.mla_qk_head_dim());
+      if (m.q_lora_rank > 0) {
+        out->push_back({static_cast<double>(m.q_lora_rank), h});
+        out->push_back({n * dqk / t, static_cast<double>(m.q_lora_rank)});
+      } else {
+        out->push_back({n * dqk / t, h});
+      }
+      out->push_back(
+          {static_cast<double>(m.kv_lora_rank + m.qk_pos_emb_head_dim), h});
+      out->push_back({n * (m.qk_head_dim + m.v_head_dim) / t,
+                      static_cast<double>(m.kv_lora_rank)});
+      out->push_back({h, n * m.v_head_dim / t});
+      break;
+    }
+    case Mixer::kMamba: {
+      const double H = static_cast<double>(m.mamba_heads());
+      const double P = static_cast<double>(m.mamba_head_dim);
+      const double GN =
+          static_cast<double>(m.mamba_num_groups) * m.mamba_state_dim;
+      out->push_back({(2 * H * P + 2 * GN + H) / t, h});
+      out->push_back({h, H * P / t});
+      break;
+    }
+    case Mixer::kNone:
+      break;
+  }
+}
+
+void MlpShapes(const ModelSpec& m, const ParallelConfig& c, Mlp mlp,
+               std::vector<Shape>* out) {
+  const double t = static_cast<double>(c.tp);
+  const double h = static_cast<double>(m.hidden_size);
+  const double phi = m.gated_mlp() ? 2.0 : 1.0;
+  switch (mlp) {
+    case Mlp::kDense: {
+      const double f = static_cast<double>(m.ffn_hidden_size);
+      out->push_back({phi * f / t, h});
+      out->push_back({h, f / t});
+      break;
+    }
+    case Mlp::kMoe: {
+      const double etp = static_cast<double>(c.expert_tp());
+      const double fe = static_cast<double>(m.expert_ffn_hidden_size());
+      const double h_in = m.moe_latent_size > 0 ? m.moe_latent_size : h;
+      const double local = static_cast<double>(m.num_experts) / c.ep;
+      out->push_back({phi * fe / etp, h_in, local});
+      out->push_back({h_in, fe / etp, local});
+      const double fs =
+          static_cast<double>(m.moe_shared_expert_intermediate_size);
+      if (fs > 0) {
+        out->push_back({phi * fs / t, h});
+        out->push_back({h, fs / t});
+      }
+      if (m.moe_latent_size > 0) {
+        out->push_back({h_in, h});
+        out->push_back({h, h_in});
+      }
+      break;
+    }
+    case Mlp::kNone:
+      break;
+  }
+}
+
+std::vector<Shape> LayerShapes(const ModelSpec& m, const ParallelConfig& c,
+                               LayerKind kind) {
+  std::vector<Shape> s;
+  MixerShapes(m, c, kind.mixer, &s);
+  MlpShapes(m, c, kind.mlp, &s);
+  return s;
+}
+
+double LinearParams(const std::vector<Shape>& shapes) {
+  double n = 0;
+  for (const Shape& s : shapes) n += s.rows * s.cols * s.instances;
+  return n;
+}
+
+// The stage's layers from the model's layer list and the layout.
+StageLayers StageLayersOf(const ModelSpec& m, const ParallelConfig& c,
+                          const std::vector<LayerKind>& all,
+                          const PipelineLayout& layout, int64_t stage) {
   StageLayers sl;
-  sl.layers = static_cast<double>(layout.LayersOnStage(stage));
-  // MoE layers are spread evenly (moe_layer_freq), so each stage holds its
-  // share of them.
-  sl.moe = sl.layers * static_cast<double>(m.num_moe_layers()) / m.num_layers;
+  for (int64_t chunk = 0; chunk < c.vpp; ++chunk) {
+    const int64_t first = layout.FirstLayerOfChunk(stage, chunk);
+    const int64_t n = layout.LayersInChunk(stage, chunk);
+    for (int64_t i = first; i < first + n; ++i) {
+      const LayerKind kind = all[static_cast<size_t>(i)];
+      sl.layers += 1;
+      if (kind.mlp == Mlp::kMoe) sl.moe += 1;
+      auto it =
+          std::find_if(sl.kinds.begin(), sl.kinds.end(),
+                       [&](const KindCount& k) { return k.kind == kind; });
+      if (it == sl.kinds.end()) {
+        sl.kinds.push_back({kind, 1});
+      } else {
+        ++it->count;
+      }
+    }
+  }
+  if (stage == c.pp - 1) sl.mtp_depths = m.mtp_num_layers;
   return sl;
 }
 
-LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
-                             const ParallelConfig& c, int64_t stage) {
+LocalParams LocalParamsOf(const ModelSpec& m, const ModelStats& st,
+                          const ParallelConfig& c, const StageLayers& sl,
+                          const std::vector<LayerKind>& mtp_kinds,
+                          int64_t stage) {
   const double t = static_cast<double>(c.tp);
-  const StageLayers sl = LayersOnStage(m, c, stage);
-  const double layers = sl.layers;
-  const double moe_layers = sl.moe;
-  const double dense_layers = layers - moe_layers;
+  const double expert_split = static_cast<double>(c.ep * c.expert_tp());
   LocalParams lp;
-  // The two row-parallel biases of a dense layer are replicated over tp
-  // (counted once per rank, not divided); MoE layers keep the attention one.
-  const double row_bias = st.row_parallel_bias_params;
-  lp.dense =
-      (layers * st.attention_params + dense_layers * st.dense_mlp_params -
-       (layers + dense_layers) * row_bias / 2) /
-          t +
-      (layers + dense_layers) * row_bias / 2 + layers * st.norm_params +
-      moe_layers * st.router_params;
-  lp.expert = moe_layers * st.expert_params * m.num_experts /
-              (t * static_cast<double>(c.ep));
+  auto add = [&](const LayerParams& p, double times) {
+    lp.dense += times * (p.tp_sharded / t + p.replicated);
+    lp.expert += times * p.routed_experts / expert_split;
+  };
+  for (const KindCount& k : sl.kinds) {
+    add(ParamsOfLayer(m, k.kind), static_cast<double>(k.count));
+    lp.linear += k.count * LinearParams(LayerShapes(m, c, k.kind));
+  }
+  if (sl.mtp_depths > 0) {
+    const double d = static_cast<double>(sl.mtp_depths);
+    add(MtpGlueParams(m), d);
+    const double h = static_cast<double>(m.hidden_size);
+    lp.linear += d * 2 * h * h / t;  // eh_proj
+    for (const LayerKind& kind : mtp_kinds) {
+      add(ParamsOfLayer(m, kind), d);
+      lp.linear += d * LinearParams(LayerShapes(m, c, kind));
+    }
+  }
   const bool first = stage == 0;
   const bool last = stage == c.pp - 1;
   if (first) lp.dense += st.word_embedding_params / t + st.position_params;
@@ -77,54 +237,402 @@ LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
   return lp;
 }
 
+// Per-token activation bytes of one block, split by how they shard:
+// `repl` over the SP group only with sequence parallelism, `shard` over tp;
+// `rows_bytes` are absolute bytes of the routed-expert rows (MoE).
+struct BlockActs {
+  double repl = 0, shard = 0, rows_bytes = 0;
+};
+
+BlockActs MixerActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                    Precision precision, Mixer mixer,
+                    const MemoryRecipe& recipe) {
+  BlockActs b;
+  const double h = static_cast<double>(m.hidden_size);
+  const bool quant = search_spaces::IsQuantized(precision);
+  const double l = QuantizedBytesPerElement(precision);
+  const double drop = HasDropout(m) ? 1.0 : 0.0;
+  const bool cp_a2a = c.cp > 1 && recipe.cp_all_to_all;
+  const bool selective =
+      c.recompute.granularity == RecomputeGranularity::kSelective;
+  (void)seq;
+  switch (mixer) {
+    case Mixer::kAttention: {
+      const double dh = HeadDim(m);
+      const double q = m.num_attention_heads * dh;
+      const double kv = m.num_query_groups * dh;
+      // norm1 in, QKV in, attention dropout mask | Q, K, V, O, quantised
+      // copy of O (proj input), LSE; CP a2a keeps O before the all-to-all.
+      b.repl = 2 * h + l * h + drop * h;
+      b.shard = 2 * q + 4 * kv + 2 * q + (quant ? l * q : 0.0) +
+                4.0 * m.num_attention_heads + (cp_a2a ? 2 * q : 0.0);
+      break;
+    }
+    case Mixer::kMla: {
+      // moe_models.md §4.6: latents at s/tp granularity (the
+      // down-projections run on the SP shard), Q, K, V up-projected per
+      // head (d_qk = nope + rope for Q and K, d_v for V), O and LSE.
+      const double n = static_cast<double>(m.num_attention_heads);
+      const double dqk = static_cast<double>(m.mla_qk_head_dim());
+      const double dv = static_cast<double>(m.v_head_dim);
+      const double qr = static_cast<double>(m.q_lora_rank);
+      const double kr = static_cast<double>(m.kv_lora_rank);
+      const double dr = static_cast<double>(m.qk_pos_emb_head_dim);
+      // norm1 in, its output (down-projection input), q latent (q norm in,
+      // q_up in), kv down output (kv norm keeps it), kv latent (kv_up in).
+      b.repl = 2 * h + l * h + drop * h + (qr > 0 ? 2 * qr + l * qr : 0.0) +
+               2 * (kr + dr) + l * kr;
+      // mla_up_proj recompute discards Q, K, V after core attention and
+      // rebuilds them from the latents in backward.
+      const bool up_proj_recomputed =
+          selective &&
+          (c.recompute.modules & search_spaces::kRecomputeMlaUpProj) != 0;
+      const double qkv =
+          up_proj_recomputed ? 0.0 : 2 * n * dqk * 2 + 2 * n * dv;
+      b.shard = qkv + 2 * n * dv + (quant ? l * n * dv : 0.0) + 4.0 * n +
+                (cp_a2a ? 2 * n * dv : 0.0);
+      break;
+    }
+    case Mixer::kMamba: {
+      // §4.7: the fused in_proj (norm fused) keeps its input and norm
+      // output; its output z|x|B|C|dt feeds the conv + chunked scan, which
+      // keeps it, dt and the cumulative decay in fp32, and one fp32 state
+      // [H/t, P, N] per chunk; the gated norm keeps its input y; out_proj
+      // its input. TP splits heads and groups.
+      const double H = static_cast<double>(m.mamba_heads());
+      const double P = static_cast<double>(m.mamba_head_dim);
+      const double GN =
+          static_cast<double>(m.mamba_num_groups) * m.mamba_state_dim;
+      b.repl = 2 * h + l * h;
+      b.shard = 2 * (2 * H * P + 2 * GN + H) + 8 * H +
+                4 * H * P * m.mamba_state_dim / kMambaChunkTokens + 2 * H * P +
+                l * H * P;
+      break;
+    }
+    case Mixer::kNone:
+      break;
+  }
+  return b;
+}
+
+BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                  Precision precision, Mlp mlp, const MemoryRecipe& recipe) {
+  (void)recipe;
+  BlockActs b;
+  const double h = static_cast<double>(m.hidden_size);
+  const bool quant = search_spaces::IsQuantized(precision);
+  const double l = QuantizedBytesPerElement(precision);
+  const double drop = HasDropout(m) ? 1.0 : 0.0;
+  switch (mlp) {
+    case Mlp::kDense: {
+      const double f = static_cast<double>(m.ffn_hidden_size);
+      // norm2 in, fc1 in, dropout mask | fc1 out (activation input), fc2 in.
+      b.repl = 2 * h + l * h + drop * h;
+      b.shard = (m.gated_mlp() ? 4 * f : 2 * f) + l * f;
+      break;
+    }
+    case Mlp::kMoe: {
+      // §4.5, alltoall dispatcher. Per token of this rank: norm2 in, its
+      // 16-bit output (router and shared-expert input; a quantised copy for
+      // the shared fc1), fp32 router scores [E], dropout mask; latent MoE
+      // keeps the up-projection's latent input.
+      const double E = static_cast<double>(m.num_experts);
+      const double fs =
+          static_cast<double>(m.moe_shared_expert_intermediate_size);
+      const double lat = static_cast<double>(m.moe_latent_size);
+      b.repl = 2 * h + 2 * h + (quant && fs > 0 ? l * h : 0.0) + 4 * E +
+               drop * h + 2 * lat;
+      // Shared experts: a dense MLP of their width, split over tp.
+      if (fs > 0) b.shard = (m.gated_mlp() ? 4 * fs : 2 * fs) + l * fs;
+      // Routed copies on this GPU: expert fc1 input at h_in (gathered over
+      // etp), fc1 output and activation output at fe/etp (moe_act
+      // recompute discards the latter); capacity and imbalance in the row
+      // count. Combine: the unpermute keeps its 16-bit input (k copies of
+      // this rank's T/tp tokens, padded to capacity) for the probs' grad.
+      const double h_in = lat > 0 ? lat : h;
+      const double fe = static_cast<double>(m.expert_ffn_hidden_size());
+      const double etp = static_cast<double>(c.expert_tp());
+      const bool act_recomputed =
+          c.recompute.granularity == RecomputeGranularity::kSelective &&
+          (c.recompute.modules & search_spaces::kRecomputeMoeAct) != 0;
+      const double per_row = l * h_in +
+                             (m.gated_mlp() ? 4 * fe : 2 * fe) / etp +
+                             (act_recomputed ? 0.0 : l * fe / etp);
+      const double pad =
+          m.moe_expert_capacity_factor > 0 && m.moe_pad_expert_input_to_capacity
+              ? m.moe_expert_capacity_factor
+              : 1.0;
+      const double back_rows =
+          static_cast<double>(m.moe_router_topk) * Tokens(c, seq) / c.tp * pad;
+      b.rows_bytes =
+          RoutedRowsPerRank(m, c, seq) * per_row + back_rows * 2 * h_in;
+      break;
+    }
+    case Mlp::kNone:
+      break;
+  }
+  return b;
+}
+
+double BlockBytes(const BlockActs& b, const ParallelConfig& c, int64_t seq) {
+  const double t = static_cast<double>(c.tp);
+  const double tsp = c.sp ? t : 1.0;
+  return Tokens(c, seq) * (b.repl / tsp + b.shard / t) + b.rows_bytes;
+}
+
+// The gradient buffers of a layer's largest block, live while its backward
+// runs (e.g. dense MLP: the gradients of the fc1 and activation outputs).
+double LayerBackwardTransientBytes(const ModelSpec& m, const ParallelConfig& c,
+                                   int64_t seq, Precision p, LayerKind kind,
+                                   const MemoryRecipe& r) {
+  const double T = Tokens(c, seq);
+  const double t = static_cast<double>(c.tp);
+  const BlockActs mixer = MixerActs(m, c, seq, p, kind.mixer, r);
+  const BlockActs mlp = MlpActs(m, c, seq, p, kind.mlp, r);
+  return std::max(T * mixer.shard / t, T * mlp.shard / t + mlp.rows_bytes);
+}
+
+// Per-depth activations of the MTP glue (enorm and hnorm inputs, eh_proj
+// input [T, 2h], the depth's final norm and its output-layer input) and the
+// depth's saved logits.
+double MtpGlueActivationBytes(const ModelSpec& m, const ModelStats& st,
+                              const ParallelConfig& c, int64_t seq, Precision p,
+                              const MemoryRecipe& r) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double t = static_cast<double>(c.tp);
+  const double tsp = c.sp ? t : 1.0;
+  const double l = QuantizedBytesPerElement(p);
+  const double T = Tokens(c, seq);
+  const double logits = (r.cross_entropy_fusion ? 2.0 : 4.0) * T *
+                        static_cast<double>(st.padded_vocab) / t;
+  return T * (2 * h + 2 * h + l * 2 * h + 2 * h + 2 * h) / tsp + logits;
+}
+
+double TeDummyWgradBytes(const ModelSpec& m, const ParallelConfig& c,
+                         const StageLayers& sl,
+                         const std::vector<LayerKind>& mtp_kinds) {
+  std::vector<std::pair<double, double>> seen;
+  double elements = 0;
+  auto add = [&](const std::vector<Shape>& shapes) {
+    for (const Shape& s : shapes) {
+      const std::pair<double, double> key{s.rows, s.cols};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      elements += s.rows * s.cols;
+    }
+  };
+  for (const KindCount& k : sl.kinds) add(LayerShapes(m, c, k.kind));
+  if (sl.mtp_depths > 0) {
+    const double h = static_cast<double>(m.hidden_size);
+    add({{h / c.tp, 2 * h}});
+    for (const LayerKind& kind : mtp_kinds) add(LayerShapes(m, c, kind));
+  }
+  return 2.0 * elements;  // parameter dtype (bf16/fp16)
+}
+
+MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
+                              const ParallelConfig& c, int64_t seq,
+                              Precision precision,
+                              const PipelineSchedule& schedule, int64_t stage,
+                              bool flash_attention, const MemoryRecipe& r,
+                              const StageLayers& sl,
+                              const std::vector<LayerKind>& mtp_kinds) {
+  MemoryBreakdown mem;
+  const LocalParams lp = LocalParamsOf(m, st, c, sl, mtp_kinds, stage);
+  const int64_t dpcp = c.dp * c.cp;
+  const int64_t edp = ExpertDataParallelSize(c);
+  const double params = lp.dense + lp.expert;
+  if (search_spaces::IsQuantized(precision)) {
+    // TE keeps a quantised copy of every linear weight next to the 16-bit
+    // one; with quantised param gather the copy is the weight (§4.3).
+    const double q = QuantizedBytesPerElement(precision);
+    mem.weights_bytes =
+        r.quantized_param_gather
+            ? r.weight_bytes_per_param * (params - lp.linear) + q * lp.linear
+            : r.weight_bytes_per_param * params + q * lp.linear;
+  } else {
+    mem.weights_bytes = r.weight_bytes_per_param * params;
+  }
+  mem.gradients_bytes = r.grad_bytes_per_param * params;
+  mem.optimizer_bytes = lp.dense * OptimizerBytesPerParam(c.dist_opt, dpcp) +
+                        lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
+
+  // Activations of one micro-batch through all of this stage's layers.
+  double a_full = 0, a_max = 0, transient = 0;
+  bool has_moe = false;
+  double moe_rows = 0;  // one MoE layer's routed working set
+  auto add_kind = [&](LayerKind kind, double count) {
+    const double a =
+        LayerActivationBytes(m, c, seq, precision, kind, r, flash_attention);
+    a_full += count * a;
+    a_max = std::max(a_max, a);
+    transient = std::max(
+        transient, LayerBackwardTransientBytes(m, c, seq, precision, kind, r));
+    if (kind.mlp == Mlp::kMoe) {
+      has_moe = true;
+      moe_rows = std::max(
+          moe_rows, MlpActs(m, c, seq, precision, Mlp::kMoe, r).rows_bytes);
+    }
+  };
+  for (const KindCount& k : sl.kinds) {
+    add_kind(k.kind, static_cast<double>(k.count));
+  }
+  double units = sl.layers;
+  if (sl.mtp_depths > 0) {
+    const double d = static_cast<double>(sl.mtp_depths);
+    for (const LayerKind& kind : mtp_kinds) add_kind(kind, d);
+    a_full += d * MtpGlueActivationBytes(m, st, c, seq, precision, r);
+    units += d * static_cast<double>(mtp_kinds.size());
+  }
+  const double a_avg = units > 0 ? a_full / units : 0.0;
+  const double ckpt = CheckpointBytes(m, c, seq);
+  const double in_flight = schedule.InFlightMicrobatches(stage);
+
+  double stored = a_full;  // per in-flight micro-batch
+  double working = 0;      // one recompute chunk materialised in backward
+  if (c.recompute.granularity == RecomputeGranularity::kFull) {
+    const double n =
+        static_cast<double>(std::max<int64_t>(1, c.recompute.num_layers));
+    if (c.recompute.method == RecomputeMethod::kUniform) {
+      stored = units / n * ckpt;
+      working = std::min(n, units) * a_max;
+    } else {
+      const double per_chunk = units / static_cast<double>(c.vpp);
+      const double rr = std::min(n, per_chunk);
+      stored = c.vpp * (rr * ckpt + (per_chunk - rr) * a_avg);
+      working = a_max;
+    }
+  }
+  // EP A2A overlap keeps a second micro-batch's MoE working set live (§4.5).
+  const double ep_overlap = r.moe_ep_overlap && has_moe ? moe_rows : 0.0;
+  mem.activations_bytes = in_flight * stored + working + ep_overlap;
+
+  // Other: small first/last-stage buffers and the largest transient of the
+  // backward at the peak.
+  const double T = Tokens(c, seq);
+  const double t = static_cast<double>(c.tp);
+  const double tsp = c.sp ? t : 1.0;
+  const double h = static_cast<double>(m.hidden_size);
+  const double V = static_cast<double>(st.padded_vocab);
+  double small = 0;
+  double peak = transient;  // backward of the largest layer
+  if (stage == 0) {
+    // Token/position ids and the embedding dropout mask of each in-flight
+    // micro-batch.
+    small += in_flight * T * (8.0 + (HasDropout(m) ? h / tsp : 0.0));
+    // Embedding backward: a dense 16-bit weight gradient [V/t, h] before it
+    // is added to the main grad, once this micro-batch's activations are
+    // freed.
+    peak = std::max(peak, 2.0 * V * h / t - stored);
+  }
+  if (stage == c.pp - 1) {
+    // Final norm input and output (the output layer's input).
+    small += 4.0 * T * h / tsp;
+    // Output-layer backward: the logits (16-bit with their gradient in
+    // place when fused; fp32 saved + a 16-bit gradient copy unfused), the
+    // weight-gradient buffer Megatron's LinearWithGradAccumulation... with
+    // gradient-accumulation fusion allocates (tensor_parallel/layers.py),
+    // and the [T, h] input gradient before its reduction.
+    const double logits = (r.cross_entropy_fusion ? 2.0 : 6.0) * T * V / t;
+    const double wgrad = r.te_dummy_wgrad ? 2.0 * V * h / t : 0.0;
+    peak = std::max(peak, logits + wgrad + 2.0 * T * h);
+  }
+  mem.other_bytes = small + std::max(0.0, peak);
+
+  // Persistent library buffers allocated through PyTorch.
+  mem.workspace_bytes =
+      (r.te_dummy_wgrad ? TeDummyWgradBytes(m, c, sl, mtp_kinds) : 0.0) +
+      2 * kCublasWorkspaceBytes +
+      (has_moe && m.moe_grouped_gemm ? kGroupedGemmStreams : 0.0) *
+          kCublasWorkspaceBytes;
+  return mem;
+}
+
+}  // namespace
+
+MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training) {
+  MemoryRecipe r;
+  r.weight_bytes_per_param = 2.0;
+  r.grad_bytes_per_param = training.grad_bytes_per_param();
+  r.quantized_param_gather = training.fp8_param_gather &&
+                             search_spaces::IsQuantized(training.precision);
+  r.moe_ep_overlap = training.moe_ep_overlap;
+  return r;
+}
+
+double QuantizedBytesPerElement(Precision p) {
+  switch (p) {
+    case Precision::kFp8:
+    case Precision::kFp8Tensorwise:
+      return 1.0;
+    case Precision::kFp8Blockwise:
+      return 1.0 + 4.0 / 128;
+    case Precision::kMxfp8:
+      return 2.0 * (1.0 + 1.0 / 32);
+    case Precision::kNvfp4:
+      return 0.5 + 1.0 / 16;
+    case Precision::kBf16:
+    case Precision::kFp16:
+      return 2.0;
+  }
+  return 2.0;
+}
+
+int64_t ExpertDataParallelSize(const ParallelConfig& c) {
+  const int64_t grid = c.expert_tp() * c.ep * c.pp;
+  return std::max<int64_t>(1, c.world() / std::max<int64_t>(1, grid));
+}
+
+StageLayers LayersOnStage(const ModelSpec& m, const ParallelConfig& c,
+                          int64_t stage) {
+  const PipelineLayout layout(m.num_layers, c);
+  return StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
+}
+
+LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
+                             const ParallelConfig& c, int64_t stage) {
+  const PipelineLayout layout(m.num_layers, c);
+  const StageLayers sl = StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
+  return LocalParamsOf(m, st, c, sl, m.MtpDepthLayers(), stage);
+}
+
+double RoutedRowsPerRank(const ModelSpec& m, const ParallelConfig& c,
+                         int64_t seq) {
+  if (!m.is_moe()) return 0.0;
+  return static_cast<double>(m.num_experts) / c.ep *
+         TokensPerLocalExpert(m, c, seq, ModelOptions());
+}
+
+double LayerActivationBytes(const ModelSpec& m, const ParallelConfig& c,
+                            int64_t seq, Precision precision, LayerKind kind,
+                            const MemoryRecipe& recipe, bool flash_attention) {
+  const BlockActs mixer = MixerActs(m, c, seq, precision, kind.mixer, recipe);
+  const BlockActs mlp = MlpActs(m, c, seq, precision, kind.mlp, recipe);
+  double bytes = BlockBytes(mixer, c, seq) + BlockBytes(mlp, c, seq);
+  const bool attention =
+      kind.mixer == Mixer::kAttention || kind.mixer == Mixer::kMla;
+  if (attention && !flash_attention &&
+      c.recompute.granularity == RecomputeGranularity::kNone) {
+    // Korthikanti Table 2: softmax output, its dropout mask and output.
+    bytes += Tokens(c, seq) * 5.0 * m.num_attention_heads *
+             static_cast<double>(seq) / c.tp;
+  }
+  return bytes;
+}
+
 double LayerActivationBytes(const ModelSpec& m, const ParallelConfig& c,
                             int64_t seq, Precision precision, bool moe_layer,
                             bool flash_attention) {
-  const double t = static_cast<double>(c.tp);
-  const double tsp = c.sp ? t : 1.0;  // divisor of the replicated region
-  const double tokens = static_cast<double>(c.mbs) * seq / c.cp;
-  const double h = static_cast<double>(m.hidden_size);
-  const double dh = HeadDim(m);
-  const double q = m.num_attention_heads * dh;
-  const double kv = m.num_query_groups * dh;
-  const bool fp8 = search_spaces::IsQuantized(precision);
-  const double l = fp8 ? 1.0 : 2.0;  // bytes of a saved linear input
-  const bool swiglu = m.activation == Activation::kSwiglu;
-  const double drop = HasDropout(m) ? 1.0 : 0.0;
-
-  // Attention block (norm1 in, QKV in, attention dropout mask | Q, K, V, O,
-  // fp8 copy of O, LSE).
-  double repl = 2 * h + l * h + drop * h;
-  double shard =
-      2 * q + 4 * kv + 2 * q + (fp8 ? q : 0.0) + 4.0 * m.num_attention_heads;
-  double unsharded = 0;  // replicated over the tp group even with SP
-  if (!moe_layer) {
-    const double f = static_cast<double>(m.ffn_hidden_size);
-    repl += 2 * h + l * h + drop * h;
-    shard += (swiglu ? 4 * f : 2 * f) + l * f;
-  } else {
-    const double fe = static_cast<double>(m.expert_ffn_hidden_size());
-    const double k = static_cast<double>(m.moe_router_topk);
-    repl += 2 * h + 2 * h;  // norm2 input, router / permutation input
-    // Routed copies: expert-TP all-gathers the tokens, so the expert fc1
-    // input is replicated over etp = tp; activation, fc2 input and the
-    // dispatch/combine buffers are sharded; fp32 router logits.
-    unsharded += k * l * h;
-    shard +=
-        k * ((swiglu ? 4 * fe : 2 * fe) + l * fe + 4 * h) + 4.0 * m.num_experts;
-  }
-  double scores = 0;
-  if (!flash_attention &&
-      c.recompute.granularity == RecomputeGranularity::kNone) {
-    scores = 5.0 * m.num_attention_heads * static_cast<double>(seq);
-  }
-  return tokens * (repl / tsp + (shard + scores) / t + unsharded);
+  const LayerKind kind{
+      m.multi_latent_attention ? Mixer::kMla : Mixer::kAttention,
+      moe_layer ? Mlp::kMoe : Mlp::kDense};
+  return LayerActivationBytes(m, c, seq, precision, kind, MemoryRecipe(),
+                              flash_attention);
 }
 
 double CheckpointBytes(const ModelSpec& m, const ParallelConfig& c,
                        int64_t seq) {
-  const double tokens = static_cast<double>(c.mbs) * seq / c.cp;
-  return 2.0 * tokens * m.hidden_size / (c.sp ? c.tp : 1);
+  return 2.0 * Tokens(c, seq) * m.hidden_size / (c.sp ? c.tp : 1);
 }
 
 double OptimizerBytesPerParam(bool dist_opt, int64_t shard) {
@@ -136,67 +644,48 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const ModelStats& st,
                             const ParallelConfig& c, int64_t seq,
                             Precision precision,
                             const PipelineSchedule& schedule, int64_t stage,
-                            bool flash_attention, StateBytes state_bytes) {
-  MemoryBreakdown mem;
-  const LocalParams lp = StageLocalParams(m, st, c, stage);
-  const int64_t dpcp = c.dp * c.cp;
-  const int64_t edp = std::max<int64_t>(1, dpcp / c.ep);
-  mem.weights_bytes =
-      state_bytes.weight_bytes_per_param * (lp.dense + lp.expert);
-  mem.gradients_bytes =
-      state_bytes.grad_bytes_per_param * (lp.dense + lp.expert);
-  mem.optimizer_bytes = lp.dense * OptimizerBytesPerParam(c.dist_opt, dpcp) +
-                        lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
+                            bool flash_attention, const MemoryRecipe& recipe) {
+  const PipelineLayout layout(m.num_layers, c);
+  const StageLayers sl = StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
+  return StageMemoryOf(m, st, c, seq, precision, schedule, stage,
+                       flash_attention, recipe, sl, m.MtpDepthLayers());
+}
 
-  // Activations of one micro-batch through all of this stage's layers.
-  const StageLayers sl = LayersOnStage(m, c, stage);
-  const double layers = sl.layers;
-  const double moe_layers = sl.moe;
-  const double dense_layers = layers - moe_layers;
-  const double a_dense =
-      LayerActivationBytes(m, c, seq, precision, false, flash_attention);
-  const double a_moe =
-      moe_layers > 0
-          ? LayerActivationBytes(m, c, seq, precision, true, flash_attention)
-          : 0.0;
-  const double a_full = dense_layers * a_dense + moe_layers * a_moe;
-  const double a_max = std::max(a_dense, a_moe);
-  const double a_avg = layers > 0 ? a_full / layers : 0.0;
-  const double ckpt = CheckpointBytes(m, c, seq);
-  const double in_flight = schedule.InFlightMicrobatches(stage);
-
-  double stored = a_full;  // per in-flight micro-batch
-  double working = 0;      // one recompute chunk materialised in backward
-  if (c.recompute.granularity == RecomputeGranularity::kFull) {
-    const double n =
-        static_cast<double>(std::max<int64_t>(1, c.recompute.num_layers));
-    if (c.recompute.method == RecomputeMethod::kUniform) {
-      stored = layers / n * ckpt;
-      working = std::min(n, layers) * a_max;
-    } else {
-      const double per_chunk = layers / static_cast<double>(c.vpp);
-      const double r = std::min(n, per_chunk);
-      stored = c.vpp * (r * ckpt + (per_chunk - r) * a_avg);
-      working = a_max;
+StagePeak MostLoadedStage(const ModelSpec& m, const ModelStats& st,
+                          const ParallelConfig& c, int64_t seq,
+                          Precision precision, const PipelineSchedule& schedule,
+                          bool flash_attention, const MemoryRecipe& recipe) {
+  const PipelineLayout layout(m.num_layers, c);
+  const std::vector<LayerKind> all = m.DecoderLayers();
+  const std::vector<LayerKind> mtp = m.MtpDepthLayers();
+  StagePeak best;
+  for (int64_t stage = 0; stage < c.pp; ++stage) {
+    const StageLayers sl = StageLayersOf(m, c, all, layout, stage);
+    const MemoryBreakdown mem =
+        StageMemoryOf(m, st, c, seq, precision, schedule, stage,
+                      flash_attention, recipe, sl, mtp);
+    if (stage == 0 || mem.allocated_bytes() > best.memory.allocated_bytes()) {
+      best.stage = stage;
+      best.memory = mem;
     }
   }
-  mem.activations_bytes = in_flight * stored + working;
+  return best;
+}
 
-  // Other: backward workspace of one layer, first/last-stage buffers.
-  const double tokens = static_cast<double>(c.mbs) * seq / c.cp;
-  const double tsp = c.sp ? static_cast<double>(c.tp) : 1.0;
-  double other = a_max;
-  if (stage == 0) {
-    const double drop =
-        m.normalization == search_spaces::Normalization::kLayerNorm ? 1.0 : 0.0;
-    other += in_flight * tokens * (8.0 + drop * m.hidden_size / tsp);
-  }
-  if (stage == c.pp - 1) {
-    other += 4.0 * tokens * st.padded_vocab / c.tp +
-             4.0 * tokens * m.hidden_size / tsp;
-  }
-  mem.other_bytes = other;
-  return mem;
+void AddMemoryBesidesModel(const ParallelConfig& c, MemoryBreakdown* mem) {
+  mem->fragmentation_bytes = kAllocatorFragmentation * mem->allocated_bytes();
+  mem->cuda_context_bytes = kCudaContextBytes;
+  // Communicators this rank uses: tp, cp, the dp·cp gradient group, pp
+  // (p2p), ep, etp when it differs from tp, and the expert dp group.
+  int64_t comms = 0;
+  comms += c.tp > 1;
+  comms += c.cp > 1;
+  comms += c.dp * c.cp > 1;
+  comms += c.pp > 1;
+  comms += c.ep > 1;
+  comms += c.expert_tp() != c.tp && c.expert_tp() > 1;
+  comms += c.ep > 1 && ExpertDataParallelSize(c) > 1;
+  mem->nccl_bytes = static_cast<double>(comms) * kNcclBytesPerCommunicator;
 }
 
 }  // namespace meshtune::costmodel

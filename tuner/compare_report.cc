@@ -53,7 +53,7 @@ const std::vector<Term>& MemoryTerms() {
       {"optimizer", [](const Estimate& e) { return e.memory.optimizer_bytes; }},
       {"activations",
        [](const Estimate& e) { return e.memory.activations_bytes; }},
-      {"other", [](const Estimate& e) { return e.memory.other_bytes; }},
+      {"other", [](const Estimate& e) { return e.memory.rest_bytes(); }},
       {"total", [](const Estimate& e) { return e.memory.total_bytes(); }},
   };
   return kTerms;

@@ -65,7 +65,7 @@ constexpr Term kMemoryTerms[] = {
     {"gradients", "gradients", "#1a7f37"},
     {"optimizer", "optimizer states", "#bf8700"},
     {"activations", "activations", "#cf222e"},
-    {"other", "other (logits, buffers)", "#6e7781"},
+    {"other", "other (logits, buffers, workspaces)", "#6e7781"},
 };
 
 std::vector<double> TimeValues(const Estimate& e) {
@@ -78,7 +78,7 @@ std::vector<double> MemoryValuesGib(const Estimate& e) {
   const costmodel::MemoryBreakdown& m = e.memory;
   return {m.weights_bytes / kGiB, m.gradients_bytes / kGiB,
           m.optimizer_bytes / kGiB, m.activations_bytes / kGiB,
-          m.other_bytes / kGiB};
+          m.rest_bytes() / kGiB};
 }
 
 std::string ConfigText(const Estimate& e) {

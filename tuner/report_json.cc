@@ -44,7 +44,7 @@ nlohmann::json EstimateToJson(const costmodel::Estimate& e,
       {"gradients", m.gradients_bytes / kGiB},
       {"optimizer", m.optimizer_bytes / kGiB},
       {"activations", m.activations_bytes / kGiB},
-      {"other", m.other_bytes / kGiB},
+      {"other", m.rest_bytes() / kGiB},
   };
   const auto& t = e.time;
   json time = {

@@ -125,7 +125,7 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
   const std::vector<std::pair<const char*, double>> memory_parts = {
       {"weights", m.weights_bytes},     {"gradients", m.gradients_bytes},
       {"optimizer", m.optimizer_bytes}, {"activations", m.activations_bytes},
-      {"other", m.other_bytes},
+      {"other", m.rest_bytes()},
   };
   out << Fmt("  %-22s %12s\n", "memory per GPU", "GiB");
   for (const auto& [name, bytes] : memory_parts) {

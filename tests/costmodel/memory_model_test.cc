@@ -116,12 +116,25 @@ TEST(BytesPerParam, EighteenOrSixPlusTwelveOverD) {
                   lp.dense,
               6.0 + 12.0 / 16, 1e-9);
   // fp8 weights (--fp8-param-gather) and bf16 main grads
-  // (--grad-reduce-in-bf16): 1 + 2 + 12/d.
-  const StateBytes fp8_bf16{1.0, 2.0};
+  // (--grad-reduce-in-bf16): the linear weights (12h² per layer / t) are
+  // held as 1-byte fp8 copies, norms and biases stay 16-bit: 2·(P − lin) +
+  // lin + 2·P + 12/d·P.
+  MemoryRecipe fp8_bf16;
+  fp8_bf16.grad_bytes_per_param = 2.0;
+  fp8_bf16.quantized_param_gather = true;
+  const double linear = 12 * 12 * h * h / t;
+  EXPECT_DOUBLE_EQ(lp.linear, linear);
   EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kFp8, sched, 3,
                                  true, fp8_bf16)) /
                   lp.dense,
-              3.0 + 12.0 / 16, 1e-9);
+              (2 * (lp.dense - linear) + linear) / lp.dense + 2.0 + 12.0 / 16,
+              1e-9);
+  // Without param gather TE keeps the 16-bit weight and an fp8 copy.
+  fp8_bf16.quantized_param_gather = false;
+  EXPECT_NEAR(states(StageMemory(m, st, c, 2048, Precision::kFp8, sched, 3,
+                                 true, fp8_bf16)) /
+                  lp.dense,
+              2.0 + linear / lp.dense + 2.0 + 12.0 / 16, 1e-9);
 }
 
 TEST(StateBytes, FollowTrainingSpecFlags) {

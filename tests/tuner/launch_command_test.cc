@@ -199,9 +199,9 @@ TEST(LaunchErrors, BadTime) {
 
 TEST(LaunchErrors, RankBeyondTheFittingConfigs) {
   ExpectUsageError(std::string(kTiny) + " --rank 100000",
-                   "--rank: the search found 98 fitting configurations, not "
+                   "--rank: the search found 104 fitting configurations, not "
                    "rank 100000",
-                   "pick a rank from 1 to 98");
+                   "pick a rank from 1 to 104");
 }
 
 TEST(LaunchErrors, GpusNotFillingNodes) {

@@ -251,7 +251,7 @@ TEST(TerminalQuiet, SearchPrintsTheWinnerLine) {
   EXPECT_EQ(run.out,
             "best: tp1 pp1 vpp1 cp1 ep1 dp8 mbs16 none dist_opt "
             "(recompute none): step 2.956 s, 22172.4 tokens/s/GPU, MFU "
-            "60.3%, 68.94 GiB per GPU\n");
+            "60.3%, 70.41 GiB per GPU\n");
   EXPECT_EQ(run.err, "");
   // The full report's best line names the same configuration.
   const auto full = RunTune(kSearch);
@@ -278,7 +278,7 @@ TEST(TerminalQuiet, EstimatePrintsOneLine) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
             "tp8 pp8 vpp1 cp1 ep1 dp16 sp mbs1 selective: step "
-            "19.795 s, 155.2 tokens/s/GPU, MFU 52.8%, 57.01 of 77.00 GiB per "
+            "19.795 s, 155.2 tokens/s/GPU, MFU 52.8%, 57.45 of 77.00 GiB per "
             "GPU\n");
 }
 

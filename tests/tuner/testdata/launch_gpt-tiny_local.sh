@@ -3,7 +3,7 @@
 # Source: rank 1 of a search that was not recorded (--no-db)
 # Model gpt-tiny on 2 local GPUs (1 node x 2), global batch 4, sequence 64, bf16
 # Configuration: tp2 pp1 vpp1 cp1 ep1 dp1 sp mbs4 none
-# Predicted: step time 0.088 s, memory 44.8 MiB of 3.6 GiB per GPU
+# Predicted: step time 0.088 s, memory 110.6 MiB of 3.6 GiB per GPU
 # Trainer: tune train (meshtune engine); submit with: sbatch <this file>
 #SBATCH --job-name=tiny
 #SBATCH --nodes=1
