@@ -1,5 +1,6 @@
 #include "tuner/accuracy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -8,11 +9,14 @@
 #include <map>
 #include <utility>
 
+#include "costmodel/compute_model.h"
 #include "costmodel/cost_model.h"
+#include "costmodel/model_options.h"
 #include "search_spaces/enumerate.h"
 #include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
+#include "tuner/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -135,11 +139,15 @@ ModelSpec FamilyDefaults(const std::string& name) {
   return m;
 }
 
-// Model of a row: the matching preset, overridden by the row's own dims.
-StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
+// Model of a row: the matching preset (the name without its variants) with
+// the variants applied, overridden by the row's own dims.
+StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& column,
                                 std::string* reason) {
+  const ModelVariant variant = ParseModelVariant(column);
+  const std::string& name = variant.base_name;
   const std::optional<ModelSpec> preset = FindModelPreset(name);
   ModelSpec m = preset ? *preset : FamilyDefaults(name);
+  if (variant.num_layers) m.num_layers = *variant.num_layers;
   struct Dim {
     const char* column;
     int64_t* field;
@@ -158,6 +166,13 @@ StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
     auto v = r.Int(d.column);
     if (!v.ok()) return v.status();
     if (!v.value()) continue;
+    // MoE rows write the routed experts' width in ffn_hidden (published_dev
+    // DeepSeek-V3: 2048, its dense layers 18432; Qwen3-30B-A3B: 768): that
+    // is the preset's expert width, not a new dense width.
+    if (d.field == &m.ffn_hidden_size && preset && preset->is_moe() &&
+        *v.value() == preset->expert_ffn_hidden_size()) {
+      continue;
+    }
     if ((d.field == &m.hidden_size || d.field == &m.num_attention_heads) &&
         *d.field != *v.value()) {
       head_shape_changed = true;
@@ -169,9 +184,16 @@ StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
   if (preset_mha && !kv_heads.value()) {
     m.num_query_groups = m.num_attention_heads;
   }
+  if (!variant.unknown.empty()) {
+    *reason = "unknown model variant '(" + Printable(variant.unknown) +
+              ")' in '" + Printable(column) +
+              "' (known: tokendrop, dropless, w/o MTP, w/ MTP, alt, N-layer, "
+              "single transformer layer)";
+    return m;
+  }
   if (!preset) {
     if (m.num_layers == 0 || m.hidden_size == 0 || m.num_attention_heads == 0) {
-      *reason = "no model preset matches '" + name +
+      *reason = "no model preset matches '" + Printable(name) +
                 "' and the row does not give layers, hidden and heads";
       return m;
     }
@@ -181,17 +203,269 @@ StatusOr<ModelSpec> ModelForRow(const RowReader& r, const std::string& name,
     if (m.ffn_hidden_size == 0 && gpt) m.ffn_hidden_size = 4 * m.hidden_size;
     if (m.vocab_size == 0 && gpt) m.vocab_size = 51200;  // GPT-3's, padded
     if (m.ffn_hidden_size == 0 || m.vocab_size == 0 || m.seq_length == 0) {
-      *reason = "no model preset matches '" + name +
+      *reason = "no model preset matches '" + Printable(name) +
                 "' and the row leaves ffn_hidden, vocab or seq_len blank";
       return m;
     }
   }
-  if (head_shape_changed && m.num_attention_heads > 0) {
+  if (head_shape_changed && m.num_attention_heads > 0 &&
+      !m.multi_latent_attention) {
     m.kv_channels = m.hidden_size / m.num_attention_heads;
   }
-  const Status valid = m.Validate();
-  if (!valid.ok()) *reason = "model: " + valid.message();
+  // Fewer layers than the preset (a "(4-layer)" slice of DeepSeek-V2): the
+  // first layers of its MoE list, so the leading dense layers stay. A longer
+  // model keeps the list and fails validation unless megatron_args gives
+  // --moe-layer-freq.
+  if (!m.moe_layer_pattern.empty() &&
+      static_cast<int64_t>(m.moe_layer_pattern.size()) > m.num_layers) {
+    m.moe_layer_pattern.resize(static_cast<size_t>(m.num_layers));
+  }
+  if (variant.moe_expert_capacity_factor) {
+    if (!m.is_moe()) {
+      *reason = "variant in '" + Printable(column) +
+                "' sets the expert capacity, but the model has no experts";
+      return m;
+    }
+    m.moe_expert_capacity_factor = *variant.moe_expert_capacity_factor;
+    m.moe_pad_expert_input_to_capacity =
+        variant.moe_pad_expert_input_to_capacity;
+  }
+  if (variant.mtp_num_layers) m.mtp_num_layers = *variant.mtp_num_layers;
   return m;
+}
+
+// The model with one more decoder layer (per-layer rows: Predict).
+ModelSpec WithOneMoreLayer(ModelSpec m) {
+  if (!m.moe_layer_pattern.empty()) {
+    m.moe_layer_pattern.push_back(m.moe_layer_pattern.back());
+  }
+  ++m.num_layers;
+  return m;
+}
+
+// The reason a row cannot be predicted ("" = it can); `c` holds what the
+// columns say. Errors are file-level problems (malformed cells).
+Status MapRow(const CsvTable& table, const CsvRecord& record,
+              std::map<std::string, StatusOr<ClusterSpec>>* clusters,
+              AccuracyCase* out) {
+  AccuracyCase& c = *out;
+  const RowReader r(table, record);
+  c.line = record.line;
+  c.source = r.Text("source");
+  c.model_name = r.Text("model");
+  c.gpu_name = r.Text("gpu");
+  c.metric = r.Text("measured_metric");
+  c.kind = MetricKindOf(c.metric);
+  std::string reason;
+  // Every cell first: a malformed cell is an error for the whole file, a
+  // blank required one skips the row.
+  for (const std::string& column : RequiredAccuracyColumns()) {
+    if (reason.empty() && r.Text(column).empty()) {
+      reason = "column '" + column + "' is blank; it is required";
+    }
+  }
+  int64_t ints[4] = {0, 0, 0, 0};
+  const char* const int_columns[4] = {"num_gpus", "tp", "pp", "gbs"};
+  for (int k = 0; k < 4; ++k) {
+    auto v = r.Int(int_columns[k]);
+    if (!v.ok()) return v.status();
+    if (v.value()) ints[k] = *v.value();
+  }
+  c.num_gpus = ints[0];
+  c.config.tp = std::max<int64_t>(1, ints[1]);
+  c.config.pp = std::max<int64_t>(1, ints[2]);
+  c.training.num_gpus = c.num_gpus;
+  c.training.global_batch_size = ints[3];
+  struct Optional {
+    const char* column;
+    int64_t* field;
+  };
+  int64_t dp = 0;
+  for (const Optional& o :
+       {Optional{"cp", &c.config.cp}, Optional{"ep", &c.config.ep},
+        Optional{"vp", &c.config.vpp}, Optional{"mbs", &c.config.mbs},
+        Optional{"dp", &dp}}) {
+    auto v = r.Int(o.column);
+    if (!v.ok()) return v.status();
+    if (v.value()) *o.field = *v.value();
+  }
+  const std::string sp = Lower(r.Text("sp"));
+  if (sp.empty()) {
+    c.config.sp = c.config.tp > 1;
+  } else if (sp == "1" || sp == "true" || sp == "on" || sp == "yes") {
+    c.config.sp = true;
+  } else if (sp == "0" || sp == "false" || sp == "off" || sp == "no") {
+    c.config.sp = false;
+  } else {
+    return r.Bad("sp", sp, "0/1 (or blank: on when tp > 1)");
+  }
+  if (!r.Text("measured_value").empty()) {
+    auto value = r.PositiveNumber("measured_value");
+    if (!value.ok()) return value.status();
+    c.published_value = value.value();
+  }
+  std::string model_reason;
+  auto model = ModelForRow(r, c.model_name, &model_reason);
+  if (!model.ok()) return model.status();
+  c.model = std::move(model).value();
+  if (reason.empty()) reason = model_reason;
+  c.training.seq_length = c.model.seq_length;
+  if (!reason.empty()) {
+    c.skipped_reason = reason;
+    return Status::Ok();
+  }
+
+  if (c.kind == MetricKind::kUnknown) {
+    reason = "metric '" + Printable(c.metric) +
+             "' is not one tune accuracy compares (known: iteration_time_s, "
+             "step_time_s, tokens_per_sec_per_gpu, tflops_per_gpu, "
+             "model_tflops_per_gpu, mfu_pct, hfu_pct, layer_fwd_ms, "
+             "layer_bwd_ms, layer_fwd_bwd_ms, allocated_memory_gib)";
+  }
+  const std::string cluster_name = ClusterPresetForGpu(c.gpu_name);
+  const std::string precision_text = r.Text("precision");
+  const std::optional<Precision> precision =
+      PrecisionForRow(precision_text, c.source);
+  const auto recompute = RecomputeFromText(r.Text("recompute"));
+  if (reason.empty() && cluster_name.empty()) {
+    reason = "no cluster preset for GPU '" + Printable(c.gpu_name) +
+             "' (known: GB300, GB200, B300, B200, H200, H100, "
+             "A100 40GB/80GB)";
+  }
+  if (reason.empty()) {
+    auto it = clusters->find(cluster_name);
+    if (it == clusters->end()) {
+      it = clusters
+               ->emplace(cluster_name,
+                         search_spaces::ResolveCluster(cluster_name))
+               .first;
+    }
+    if (it->second.ok()) {
+      c.cluster = it->second.value();
+    } else {
+      reason = "GPU '" + Printable(c.gpu_name) + "' needs cluster preset '" +
+               cluster_name + "', which is not built in";
+    }
+  }
+  if (reason.empty() && !precision) {
+    reason = "unknown precision '" + Printable(precision_text) +
+             "' (known: bf16, fp16, mixed 16-bit, fp8 (delayed), FP8-CS / "
+             "current scaling, blockwise / 128x128, MXFP8 / FP8-MX, NVFP4)";
+  }
+  if (reason.empty() && search_spaces::IsQuantized(*precision) &&
+      c.cluster.gpu.peak_fp8_tflops <= 0) {
+    reason = std::string(search_spaces::ToString(*precision)) + " run on " +
+             c.cluster.name + ", which has no FP8 tensor cores";
+  }
+  if (reason.empty() && search_spaces::NeedsBlackwell(*precision) &&
+      c.cluster.gpu.peak_fp4_tflops <= 0) {
+    reason = std::string(search_spaces::ToString(*precision)) + " run on " +
+             c.cluster.name +
+             ", which has no block-scaled (Blackwell) tensor cores";
+  }
+  if (reason.empty() && !recompute) {
+    reason = "unknown recompute '" + Printable(r.Text("recompute")) +
+             "' (known: none, full, selective, selective (core_attn, mlp, "
+             "moe, moe_act, layernorm, mla_up_proj, shared_experts))";
+  }
+  if (!reason.empty()) {
+    c.skipped_reason = reason;
+    return Status::Ok();
+  }
+  c.training.precision = *precision;
+  c.config.recompute = *recompute;
+  c.attention = AttentionKernelForSource(c.source);
+  const std::string megatron_args = r.Text("megatron_args");
+  if (megatron_args.empty()) {
+    // NVIDIA's recipes: distributed optimizer; fp8 recipes keep fp8 weights
+    // and reduce gradients in bf16 (NeMo `fp8_params: true`,
+    // `optim.grad_sync_dtype: bf16`; Megatron --fp8-param-gather
+    // --grad-reduce-in-bf16), and overlap TP communication with
+    // userbuffers (NeMo launcher ub_cfg_h100_* tables, tp_comm_overlap:
+    // true; the cost model applies it only with sequence parallelism).
+    // Megatron 2021-22 had no distributed optimizer.
+    const bool nvidia = IsNvidiaRecipeSource(c.source);
+    const bool quantized = search_spaces::IsQuantized(*precision);
+    c.config.dist_opt = nvidia;
+    c.training.fp8_param_gather = nvidia && quantized;
+    c.training.grad_reduce_in_bf16 = nvidia && quantized;
+    c.training.tp_comm_overlap = nvidia && quantized;
+  } else {
+    // The run's own flags on top of Megatron's defaults: nothing overlapped
+    // or sharded unless a flag says so.
+    c.config.dist_opt = false;
+    c.training.fp8_param_gather = false;
+    c.training.grad_reduce_in_bf16 = false;
+    c.training.tp_comm_overlap = false;
+    auto applied =
+        ApplyMegatronFlags(megatron_args, &c.model, &c.training, &c.config);
+    if (!applied.ok()) {
+      c.skipped_reason = "megatron_args: " + applied.status().message();
+      return Status::Ok();
+    }
+    c.flags_without_effect = applied.value().without_effect;
+  }
+  const Status valid = c.model.Validate();
+  if (!valid.ok()) {
+    c.skipped_reason = "model: " + valid.message();
+    return Status::Ok();
+  }
+  const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
+  c.config.dp = dp > 0 ? dp : std::max<int64_t>(1, c.num_gpus / model_parallel);
+  if (c.config.world() != c.num_gpus) {
+    c.skipped_reason = "tp·pp·cp·dp = " + std::to_string(c.config.world()) +
+                       " but num_gpus = " + std::to_string(c.num_gpus);
+    return Status::Ok();
+  }
+  std::string detail;
+  std::string code = search_spaces::CheckConfig(c.model, c.training, c.cluster,
+                                                c.config, &detail);
+  if (!code.empty()) {
+    c.skipped_reason =
+        "invalid configuration: " + (detail.empty() ? code : detail);
+    return Status::Ok();
+  }
+  switch (c.kind) {
+    case MetricKind::kStepTime: {
+      const std::optional<double> step =
+          PublishedStepTime(c.source, c.metric, c.published_value, c.model,
+                            c.training, c.config, c.cluster, &reason);
+      if (step) c.published = c.published_step_s = *step;
+      break;
+    }
+    case MetricKind::kLayerForward:
+    case MetricKind::kLayerBackward:
+    case MetricKind::kLayerForwardBackward: {
+      // One layer is isolated by adding one (Predict), which needs every
+      // layer on one stage and the longer model to stay valid.
+      if (c.config.pp != 1 || c.config.vpp != 1) {
+        reason = c.metric +
+                 ": per-layer times are predicted for pp 1 runs "
+                 "only (this row has pp " +
+                 std::to_string(c.config.pp) + ")";
+        break;
+      }
+      const ModelSpec longer = WithOneMoreLayer(c.model);
+      if (!longer.Validate().ok() ||
+          !search_spaces::CheckConfig(longer, c.training, c.cluster, c.config,
+                                      &detail)
+               .empty()) {
+        reason = c.metric +
+                 ": the model cannot take one more layer to "
+                 "isolate one";
+        break;
+      }
+      c.published = c.published_value;  // ms
+      break;
+    }
+    case MetricKind::kAllocatedMemory:
+      c.published = c.published_value;  // GiB
+      break;
+    case MetricKind::kUnknown:
+      break;
+  }
+  c.skipped_reason = reason;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -217,145 +491,10 @@ StatusOr<std::vector<AccuracyCase>> MapAccuracyRows(const CsvTable& table) {
   }
   std::map<std::string, StatusOr<ClusterSpec>> clusters;
   std::vector<AccuracyCase> cases;
+  cases.reserve(table.records().size());
   for (const CsvRecord& record : table.records()) {
-    const RowReader r(table, record);
     AccuracyCase c;
-    c.line = record.line;
-    c.source = r.Text("source");
-    c.model_name = r.Text("model");
-    c.gpu_name = r.Text("gpu");
-    c.metric = r.Text("measured_metric");
-    // Numbers first: a malformed cell is an error for the whole file.
-    int64_t ints[4] = {0, 0, 0, 0};
-    const char* const int_columns[4] = {"num_gpus", "tp", "pp", "gbs"};
-    for (int k = 0; k < 4; ++k) {
-      auto v = r.Int(int_columns[k]);
-      if (!v.ok()) return v.status();
-      if (!v.value()) {
-        return Status::InvalidArgument(table.Where(record) + ": column '" +
-                                           int_columns[k] +
-                                           "' is blank; it is required",
-                                       "fill in the cell in the CSV");
-      }
-      ints[k] = *v.value();
-    }
-    c.num_gpus = ints[0];
-    c.config.tp = ints[1];
-    c.config.pp = ints[2];
-    c.training.num_gpus = c.num_gpus;
-    c.training.global_batch_size = ints[3];
-    struct Optional {
-      const char* column;
-      int64_t* field;
-    };
-    int64_t dp = 0;
-    for (const Optional& o :
-         {Optional{"cp", &c.config.cp}, Optional{"ep", &c.config.ep},
-          Optional{"vp", &c.config.vpp}, Optional{"mbs", &c.config.mbs},
-          Optional{"dp", &dp}}) {
-      auto v = r.Int(o.column);
-      if (!v.ok()) return v.status();
-      if (v.value()) *o.field = *v.value();
-    }
-    const std::string sp = Lower(r.Text("sp"));
-    if (sp.empty()) {
-      c.config.sp = c.config.tp > 1;
-    } else if (sp == "1" || sp == "true" || sp == "on" || sp == "yes") {
-      c.config.sp = true;
-    } else if (sp == "0" || sp == "false" || sp == "off" || sp == "no") {
-      c.config.sp = false;
-    } else {
-      return r.Bad("sp", sp, "0/1 (or blank: on when tp > 1)");
-    }
-    auto value = r.PositiveNumber("measured_value");
-    if (!value.ok()) return value.status();
-    c.published_value = value.value();
-
-    std::string reason;
-    auto model = ModelForRow(r, c.model_name, &reason);
-    if (!model.ok()) return model.status();
-    c.model = std::move(model).value();
-    c.training.seq_length = c.model.seq_length;
-
-    const std::string cluster_name = ClusterPresetForGpu(c.gpu_name);
-    const std::optional<Precision> precision =
-        PrecisionFromText(r.Text("precision"));
-    const auto recompute = RecomputeFromText(r.Text("recompute"));
-    if (reason.empty() && cluster_name.empty()) {
-      reason = "no cluster preset for GPU '" + c.gpu_name +
-               "' (known: GB300, GB200, B300, B200, H200, H100, "
-               "A100 40GB/80GB)";
-    }
-    if (reason.empty()) {
-      auto it = clusters.find(cluster_name);
-      if (it == clusters.end()) {
-        it = clusters
-                 .emplace(cluster_name,
-                          search_spaces::ResolveCluster(cluster_name))
-                 .first;
-      }
-      if (it->second.ok()) {
-        c.cluster = it->second.value();
-      } else {
-        reason = "GPU '" + c.gpu_name + "' needs cluster preset '" +
-                 cluster_name + "', which is not built in";
-      }
-    }
-    if (reason.empty() && !precision) {
-      reason = "unknown precision '" + r.Text("precision") +
-               "' (known: bf16, fp16, mixed 16-bit, fp8 variants)";
-    }
-    if (reason.empty() && search_spaces::IsQuantized(*precision) &&
-        c.cluster.gpu.peak_fp8_tflops <= 0) {
-      reason =
-          "fp8 run on " + c.cluster.name + ", which has no FP8 tensor cores";
-    }
-    if (reason.empty() && !recompute) {
-      reason = "unknown recompute '" + r.Text("recompute") +
-               "' (known: none, selective, full)";
-    }
-    if (reason.empty()) {
-      c.training.precision = *precision;
-      c.config.recompute = *recompute;
-      // NeMo recipes: distributed optimizer; fp8 recipes keep fp8 weights
-      // and reduce gradients in bf16 (NeMo `fp8_params: true`,
-      // `optim.grad_sync_dtype: bf16`; Megatron --fp8-param-gather
-      // --grad-reduce-in-bf16). Megatron 2021-22 had no distributed
-      // optimizer.
-      const bool nemo = IsNemoSource(c.source);
-      c.config.dist_opt = nemo;
-      c.training.fp8_param_gather =
-          nemo && search_spaces::IsQuantized(*precision);
-      c.training.grad_reduce_in_bf16 =
-          nemo && search_spaces::IsQuantized(*precision);
-      // ... and overlap TP communication with userbuffers (NeMo launcher
-      // ub_cfg_h100_* tables, tp_comm_overlap: true; the cost model applies
-      // it only with sequence parallelism, tp > 1).
-      c.training.tp_comm_overlap =
-          nemo && search_spaces::IsQuantized(*precision);
-      c.attention = AttentionKernelForSource(c.source);
-      const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
-      c.config.dp = dp > 0 ? dp : c.num_gpus / model_parallel;
-      if (c.config.world() != c.num_gpus) {
-        reason = "tp·pp·cp·dp = " + std::to_string(c.config.world()) +
-                 " but num_gpus = " + std::to_string(c.num_gpus);
-      }
-    }
-    if (reason.empty()) {
-      std::string detail;
-      const std::string code = search_spaces::CheckConfig(
-          c.model, c.training, c.cluster, c.config, &detail);
-      if (!code.empty()) {
-        reason = "invalid configuration: " + (detail.empty() ? code : detail);
-      }
-    }
-    if (reason.empty()) {
-      const std::optional<double> step =
-          PublishedStepTime(c.source, c.metric, c.published_value, c.model,
-                            c.training, c.config, c.cluster, &reason);
-      if (step) c.published_step_s = *step;
-    }
-    c.skipped_reason = reason;
+    MESHTUNE_RETURN_IF_ERROR(MapRow(table, record, &clusters, &c));
     cases.push_back(std::move(c));
   }
   return cases;
@@ -371,6 +510,19 @@ Estimator DefaultEstimator() {
   };
 }
 
+namespace {
+
+// Per-micro-batch time of the layers' own work: compute, recompute and the
+// exposed TP/CP/EP collectives (not the optimizer, the gradient reduction or
+// the bubble, which do not belong to a layer).
+double LayerWork_s(const costmodel::Estimate& e, int64_t microbatches) {
+  const costmodel::TimeBreakdown& t = e.time;
+  return (t.compute_s + t.tp_comm_s + t.cp_comm_s + t.ep_comm_s) /
+         static_cast<double>(microbatches);
+}
+
+}  // namespace
+
 AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator) {
   MESHTUNE_CHECK(c.skipped_reason.empty());
   const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
@@ -378,11 +530,52 @@ AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator) {
       estimator(c.model, c.cluster, c.training, c.config, calibration);
   AccuracyPrediction p;
   p.predicted_step_s = e.step_time_s;
-  p.error_pct =
-      100.0 * (e.step_time_s - c.published_step_s) / c.published_step_s;
   p.fits = e.fits;
   p.memory_gib = e.memory.total_bytes() / kGiB;
   p.capacity_gib = e.memory_capacity_bytes / kGiB;
+  switch (c.kind) {
+    case MetricKind::kAllocatedMemory:
+      // torch.cuda.max_memory_allocated: the allocator's peak, without the
+      // fragmentation, CUDA context and NCCL buffers of total_bytes().
+      p.predicted = e.memory.allocated_bytes() / kGiB;
+      break;
+    case MetricKind::kLayerForward:
+    case MetricKind::kLayerBackward:
+    case MetricKind::kLayerForwardBackward: {
+      const costmodel::Estimate longer =
+          estimator(WithOneMoreLayer(c.model), c.cluster, c.training, c.config,
+                    calibration);
+      const int64_t microbatches = std::max<int64_t>(
+          1, c.config.num_microbatches(c.training.global_batch_size));
+      const double recompute_s =
+          (longer.time.recompute_s - e.time.recompute_s) /
+          static_cast<double>(microbatches);
+      const double work_s =
+          LayerWork_s(longer, microbatches) - LayerWork_s(e, microbatches);
+      const double comm_s = (longer.time.tp_comm_s + longer.time.cp_comm_s +
+                             longer.time.ep_comm_s - e.time.tp_comm_s -
+                             e.time.cp_comm_s - e.time.ep_comm_s) /
+                            static_cast<double>(microbatches);
+      const costmodel::LayerCompute layer = costmodel::LayerComputeTime(
+          c.model, c.config, c.training.seq_length, c.training.precision,
+          /*moe_layer=*/false, calibration, costmodel::ModelOptions());
+      const double compute_total = layer.fwd_s() + layer.bwd_s();
+      const double fwd_share =
+          compute_total > 0 ? layer.fwd_s() / compute_total : 1.0 / 3;
+      const double fwd_s = (work_s - comm_s) * fwd_share + comm_s / 2;
+      const double total_s = work_s + recompute_s;
+      const double s = c.kind == MetricKind::kLayerForward    ? fwd_s
+                       : c.kind == MetricKind::kLayerBackward ? total_s - fwd_s
+                                                              : total_s;
+      p.predicted = 1e3 * s;
+      break;
+    }
+    case MetricKind::kStepTime:
+    case MetricKind::kUnknown:
+      p.predicted = e.step_time_s;
+      break;
+  }
+  p.error_pct = 100.0 * (p.predicted - c.published) / c.published;
   return p;
 }
 
@@ -400,7 +593,6 @@ std::vector<AccuracyResult> PredictAll(const std::vector<AccuracyCase>& cases,
 
 AccuracySummary Summarize(const std::vector<AccuracyResult>& results) {
   AccuracySummary summary;
-  std::map<std::string, size_t> index;
   auto add = [](ErrorStats* s, double error_pct, int64_t line) {
     ++s->n;
     s->mape_pct += std::fabs(error_pct);  // a sum until the end
@@ -410,27 +602,69 @@ AccuracySummary Summarize(const std::vector<AccuracyResult>& results) {
       s->worst_line = line;
     }
   };
-  for (const AccuracyResult& r : results) {
-    auto it = index.find(r.row.source);
-    if (it == index.end()) {
-      it = index.emplace(r.row.source, summary.per_source.size()).first;
-      summary.per_source.push_back(SourceStats{r.row.source, {}});
+  auto source_stats = [](std::vector<SourceStats>* list,
+                         const std::string& source) -> ErrorStats* {
+    for (SourceStats& s : *list) {
+      if (s.source == source) return &s.stats;
     }
+    list->push_back(SourceStats{source, {}});
+    return &list->back().stats;
+  };
+  std::map<std::string, int64_t> reasons;
+  for (const AccuracyResult& r : results) {
+    ++summary.rows;
+    // Every source gets a step-time line, in order of first appearance.
+    ErrorStats* step = source_stats(&summary.per_source, r.row.source);
     if (!r.prediction) {
       ++summary.skipped;
+      ++reasons[r.row.skipped_reason];
       continue;
     }
-    if (!r.prediction->fits) ++summary.out_of_memory;
-    add(&summary.per_source[it->second].stats, r.prediction->error_pct,
-        r.row.line);
-    add(&summary.all, r.prediction->error_pct, r.row.line);
+    ++summary.predicted;
+    // A per-layer row times one layer (Korthikanti et al. measured a
+    // shortened model); whether the full model fits is not what it reports.
+    const bool layer_row = r.row.kind == MetricKind::kLayerForward ||
+                           r.row.kind == MetricKind::kLayerBackward ||
+                           r.row.kind == MetricKind::kLayerForwardBackward;
+    if (!r.prediction->fits && !layer_row) ++summary.out_of_memory;
+    const double err = r.prediction->error_pct;
+    switch (r.row.kind) {
+      case MetricKind::kAllocatedMemory:
+        add(source_stats(&summary.memory.per_source, r.row.source), err,
+            r.row.line);
+        add(&summary.memory.all, err, r.row.line);
+        break;
+      case MetricKind::kLayerForward:
+      case MetricKind::kLayerBackward:
+      case MetricKind::kLayerForwardBackward:
+        add(source_stats(&summary.layer_time.per_source, r.row.source), err,
+            r.row.line);
+        add(&summary.layer_time.all, err, r.row.line);
+        break;
+      case MetricKind::kStepTime:
+      case MetricKind::kUnknown:
+        add(step, err, r.row.line);
+        add(&summary.all, err, r.row.line);
+        break;
+    }
   }
-  for (SourceStats& s : summary.per_source) {
-    if (s.stats.n > 0) s.stats.mape_pct /= static_cast<double>(s.stats.n);
+  auto finish = [](ErrorStats* s) {
+    if (s->n > 0) s->mape_pct /= static_cast<double>(s->n);
+  };
+  for (auto* list : {&summary.per_source, &summary.layer_time.per_source,
+                     &summary.memory.per_source}) {
+    for (SourceStats& s : *list) finish(&s.stats);
   }
-  if (summary.all.n > 0) {
-    summary.all.mape_pct /= static_cast<double>(summary.all.n);
+  finish(&summary.all);
+  finish(&summary.layer_time.all);
+  finish(&summary.memory.all);
+  for (const auto& [reason, count] : reasons) {
+    summary.skip_reasons.push_back(SkipReasonCount{reason, count});
   }
+  std::stable_sort(summary.skip_reasons.begin(), summary.skip_reasons.end(),
+                   [](const SkipReasonCount& a, const SkipReasonCount& b) {
+                     return a.count > b.count;
+                   });
   return summary;
 }
 

@@ -1,26 +1,47 @@
 // `tune accuracy`: predicts every row of a published-runs CSV (the columns of
-// tests/data/published_calibration.csv) and compares step times.
+// tests/data/published_calibration.csv, plus an optional megatron_args) and
+// compares step times, per-layer times and peak allocated memory.
 //
 // One CSV record becomes an AccuracyCase: the model, cluster, training and
 // parallel configuration it describes, the attention kernel its software
-// ran, and its published measurement converted to seconds per step (or the
-// reason it is skipped). Predict() runs the cost model on a case; Summarize()
-// gives the mean absolute percentage error (MAPE) and worst error per source
-// and overall. Mapping rules (each documented at its function):
-//   model      preset whose normalised name/alias matches the row's model;
-//              the row's own non-blank dims (layers, hidden, heads, kv_heads,
-//              ffn_hidden, vocab, seq_len) always win over the preset
+// ran, and its published measurement in the unit it is compared in (or the
+// reason it is skipped). A row that cannot be predicted is skipped with its
+// reason and never stops the file; only file-level problems are errors (a
+// missing column, an unreadable file, malformed CSV, a cell that is not a
+// number where one must be). Predict() runs the cost model on a case;
+// Summarize() gives the mean absolute percentage error (MAPE) and worst
+// error per source and overall, for step times, per-layer times and memory
+// apart, and groups the skip reasons. Mapping rules (each documented at its
+// function; tuner/accuracy_rules.h has the per-cell rules):
+//   model      preset whose normalised name/alias matches the row's model
+//              (variants in parentheses stripped and applied:
+//              ParseModelVariant) or, with no preset, the row's architecture
+//              columns; the row's own non-blank dims (layers, hidden, heads,
+//              kv_heads, ffn_hidden, vocab, seq_len) win over the preset
+//              (except an MoE row's ffn_hidden equal to the preset's
+//              expert width, which the dev set writes there)
 //   cluster    GPU name by substring -> preset (ResolveCluster)
-//   precision  16-bit spellings -> bf16/fp16, fp8 spellings -> fp8
+//   precision  PrecisionForRow (every dev-set spelling; the table is in
+//              tuner/accuracy_rules.h)
 //   blanks     sp = on when tp > 1; recompute none; vp 1; mbs 1; cp, ep 1;
-//              dp = num_gpus / (tp·pp·cp)
-//   software   NeMo sources use the distributed optimizer, and in fp8 the
-//              fp8 weights, bf16 gradient reduction and TP comm overlap of
-//              NVIDIA's recipes;
-//              sources dated 2022 or earlier ran unfused attention
-// (the per-cell rules and the metric conversions: tuner/accuracy_rules.h).
-// Units: times in seconds, errors in percent (signed: predicted − published
-// over published), memory in GiB.
+//              dp = num_gpus / (tp·pp·cp); a blank required cell (num_gpus,
+//              tp, pp, gbs, measured_value, ...) skips the row
+//   software   a non-blank megatron_args cell: Megatron's defaults (no
+//              distributed optimizer, no TP comm overlap, fp32 gradient
+//              reduction, no fp8 weights) with the cell's flags on top
+//              (ApplyMegatronFlags). Otherwise NVIDIA recipe sources (NeMo,
+//              Megatron-Bridge, DGX Cloud) use the distributed optimizer, and
+//              in fp8 the fp8 weights, bf16 gradient reduction and TP comm
+//              overlap of NVIDIA's recipes; sources dated 2022 or earlier ran
+//              unfused attention
+//   metrics    step-time metrics -> seconds per step (PublishedStepTime);
+//              layer_fwd_ms / layer_bwd_ms / layer_fwd_bwd_ms -> one
+//              transformer layer, one micro-batch (Predict); and
+//              allocated_memory_gib -> the predicted allocator peak of the
+//              most loaded rank (Estimate::memory.allocated_bytes(), what
+//              torch.cuda.max_memory_allocated reports).
+// Units: step times in seconds, layer times in ms, memory in GiB (2^30
+// bytes), errors in percent (signed: predicted − published over published).
 #ifndef MESHTUNE_TUNER_ACCURACY_H_
 #define MESHTUNE_TUNER_ACCURACY_H_
 
@@ -43,9 +64,10 @@
 
 namespace meshtune::tuner {
 
-// Columns a published-runs CSV must have; the others (layers, hidden, heads,
-// kv_heads, ffn_hidden, vocab, seq_len, dp, cp, ep, vp, sp, mbs, recompute)
-// may be absent or blank.
+// Columns a published-runs CSV must have (a blank cell in one of them skips
+// that row); the others (layers, hidden, heads, kv_heads, ffn_hidden, vocab,
+// seq_len, dp, cp, ep, vp, sp, mbs, recompute, megatron_args) may be absent
+// or blank.
 const std::vector<std::string>& RequiredAccuracyColumns();
 
 // One CSV record, mapped. The spec fields are meaningful only when
@@ -56,8 +78,9 @@ struct AccuracyCase {
   std::string model_name;  // as written in the CSV
   std::string gpu_name;    // as written in the CSV
   std::string metric;
+  MetricKind kind = MetricKind::kUnknown;
   int64_t num_gpus = 0;
-  double published_value = 0;
+  double published_value = 0;  // as written, in the metric's own unit
   std::string skipped_reason;  // "" = predicted
 
   search_spaces::ModelSpec model;
@@ -65,7 +88,14 @@ struct AccuracyCase {
   search_spaces::TrainingSpec training;
   search_spaces::ParallelConfig config;
   costmodel::AttentionKernel attention = costmodel::AttentionKernel::kFlash;
+  // The published value in the unit it is compared in (MetricUnit(kind)):
+  // seconds per step, ms per layer, or GiB. published_step_s is the same
+  // number for step-time rows and 0 for the others.
+  double published = 0;
   double published_step_s = 0;
+  // Flags of the megatron_args cell that the cost model does not model
+  // (accepted, listed for the report).
+  std::vector<std::string> flags_without_effect;
 };
 
 // Maps every record of `table`. Errors (a missing required column, a cell
@@ -82,6 +112,7 @@ using Estimator = std::function<costmodel::Estimate(
 Estimator DefaultEstimator();
 
 struct AccuracyPrediction {
+  double predicted = 0;  // in MetricUnit(kind), compared with published
   double predicted_step_s = 0;
   double error_pct = 0;  // 100·(predicted − published)/published
   bool fits = false;
@@ -89,6 +120,14 @@ struct AccuracyPrediction {
   double capacity_gib = 0;  // usable HBM per GPU
 };
 
+// Per-layer rows (Korthikanti et al. 2022 Table 4: one transformer layer of a
+// pp 1 run, one micro-batch) are predicted from two estimates that differ by
+// one decoder layer: the layer's time is the difference of the per-micro-
+// batch compute, recompute and TP/CP/EP communication (optimizer, gradient
+// reduction and bubble excluded). Its forward gets the forward share of the
+// layer's compute (costmodel::LayerComputeTime) plus half of its exposed
+// communication (the forward and backward issue the same collectives);
+// the backward gets the rest, the recompute included, as in the paper.
 // REQUIRES: c.skipped_reason is empty.
 AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator);
 
@@ -111,11 +150,29 @@ struct SourceStats {
   std::string source;
   ErrorStats stats;
 };
-struct AccuracySummary {
+struct MetricStats {
   std::vector<SourceStats> per_source;  // in order of first appearance
   ErrorStats all;
+};
+struct SkipReasonCount {
+  std::string reason;
+  int64_t count = 0;
+};
+struct AccuracySummary {
+  // Step-time rows (per_source lists every source of the file, in order of
+  // first appearance, also those without a predicted step-time row).
+  std::vector<SourceStats> per_source;
+  ErrorStats all;
+  MetricStats layer_time;  // per-layer rows (ms)
+  MetricStats memory;      // allocated_memory_gib rows
+  int64_t rows = 0;
+  int64_t predicted = 0;
   int64_t skipped = 0;
-  int64_t out_of_memory = 0;  // predicted rows that do not fit
+  // Predicted rows that do not fit (per-layer rows not counted: they time
+  // one layer, measured on a shortened model).
+  int64_t out_of_memory = 0;
+  // Skipped rows grouped by reason: most frequent first, then by reason.
+  std::vector<SkipReasonCount> skip_reasons;
 };
 AccuracySummary Summarize(const std::vector<AccuracyResult>& results);
 

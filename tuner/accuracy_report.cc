@@ -27,10 +27,22 @@ nlohmann::ordered_json StatsToJson(const ErrorStats& s) {
   if (s.n > 0) {
     j["mape_pct"] = s.mape_pct;
     j["max_abs_pct"] = s.max_abs_pct;
+    j["worst_pct"] = s.worst_pct;
+    j["worst_line"] = s.worst_line;
   } else {
     j["mape_pct"] = nullptr;
     j["max_abs_pct"] = nullptr;
+    j["worst_pct"] = nullptr;
+    j["worst_line"] = nullptr;
   }
+  return j;
+}
+
+nlohmann::ordered_json GroupToJson(const std::vector<SourceStats>& per_source,
+                                   const ErrorStats& all) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const SourceStats& s : per_source) j[s.source] = StatsToJson(s.stats);
+  j["all"] = StatsToJson(all);
   return j;
 }
 
@@ -51,32 +63,57 @@ nlohmann::ordered_json AccuracyToJson(
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const AccuracyResult& r : results) {
     nlohmann::ordered_json j;
+    j["line"] = r.row.line;
     j["source"] = r.row.source;
     j["model"] = r.row.model_name;
+    j["gpu"] = r.row.gpu_name;
     j["num_gpus"] = r.row.num_gpus;
     j["metric"] = r.row.metric;
-    j["published"] = r.row.published_value;
+    j["unit"] = MetricUnit(r.row.kind);
+    j["published_value"] = r.row.published_value;
     if (r.prediction) {
-      j["predicted_step_s"] = r.prediction->predicted_step_s;
-      j["published_step_s"] = r.row.published_step_s;
+      j["published"] = r.row.published;
+      j["predicted"] = r.prediction->predicted;
       j["error_pct"] = r.prediction->error_pct;
+      j["predicted_step_s"] = r.prediction->predicted_step_s;
+      if (r.row.kind == MetricKind::kStepTime) {
+        j["published_step_s"] = r.row.published_step_s;
+      } else {
+        j["published_step_s"] = nullptr;
+      }
+      j["memory_gib"] = r.prediction->memory_gib;
+      j["fits"] = r.prediction->fits;
       j["skipped_reason"] = nullptr;
     } else {
-      j["predicted_step_s"] = nullptr;
-      j["published_step_s"] = nullptr;
-      j["error_pct"] = nullptr;
+      for (const char* key :
+           {"published", "predicted", "error_pct", "predicted_step_s",
+            "published_step_s", "memory_gib", "fits"}) {
+        j[key] = nullptr;
+      }
       j["skipped_reason"] = r.row.skipped_reason;
     }
     rows.push_back(std::move(j));
   }
-  nlohmann::ordered_json per_source;
-  for (const SourceStats& s : summary.per_source) {
-    per_source[s.source] = StatsToJson(s.stats);
+  nlohmann::ordered_json s;
+  s["rows"] = summary.rows;
+  s["predicted"] = summary.predicted;
+  s["skipped"] = summary.skipped;
+  s["out_of_memory"] = summary.out_of_memory;
+  s["step_time"] = GroupToJson(summary.per_source, summary.all);
+  s["layer_time"] =
+      GroupToJson(summary.layer_time.per_source, summary.layer_time.all);
+  s["memory"] = GroupToJson(summary.memory.per_source, summary.memory.all);
+  nlohmann::ordered_json reasons = nlohmann::ordered_json::array();
+  for (const SkipReasonCount& r : summary.skip_reasons) {
+    nlohmann::ordered_json j;
+    j["reason"] = r.reason;
+    j["count"] = r.count;
+    reasons.push_back(std::move(j));
   }
-  per_source["all"] = StatsToJson(summary.all);
+  s["skip_reasons"] = std::move(reasons);
   nlohmann::ordered_json doc;
   doc["rows"] = std::move(rows);
-  doc["summary"] = std::move(per_source);
+  doc["summary"] = std::move(s);
   return doc;
 }
 
@@ -84,14 +121,15 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
                         const std::vector<AccuracyResult>& results,
                         const AccuracySummary& summary) {
   out << "# tune accuracy: " << csv_path << "\n";
-  out << "# published step time from the row's metric; predicted by the cost "
-         "model (datasheet calibration); error = (predicted - published) / "
+  out << "# published value converted to the unit it is compared in (s per "
+         "step, ms per layer, GiB allocated); predicted by the cost model "
+         "(datasheet calibration); error = (predicted - published) / "
          "published\n#\n";
   out << Format(
-      "%5s  %-25s %-14s %5s %-9s %-4s %-50s %-22s %10s %9s %9s %8s "
-      "%13s\n",
+      "%5s  %-25s %-14s %5s %-9s %-14s %-50s %-22s %10s %10s %10s %-3s "
+      "%8s %13s\n",
       "line", "source", "model", "gpus", "cluster", "prec", "config", "metric",
-      "published", "publ_s", "pred_s", "error", "mem_GiB/cap");
+      "published", "publ", "pred", "", "error", "mem_GiB/cap");
   for (const AccuracyResult& r : results) {
     const AccuracyCase& c = r.row;
     const std::string lead =
@@ -100,7 +138,7 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
                static_cast<long long>(c.num_gpus));
     if (!r.prediction) {
       out << lead
-          << Format("%-9s %-4s %-50s %-22s %10g  skipped: %s\n", "-", "-", "-",
+          << Format("%-9s %-14s %-50s %-22s %10g  skipped: %s\n", "-", "-", "-",
                     Fit(c.metric, 22).c_str(), c.published_value,
                     c.skipped_reason.c_str());
       continue;
@@ -108,49 +146,74 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
     const AccuracyPrediction& p = *r.prediction;
     out << lead
         << Format(
-               "%-9s %-4s %-50s %-22s %10g %9.3f %9.3f %+7.1f%% "
+               "%-9s %-14s %-50s %-22s %10g %10.4g %10.4g %-3s %+7.1f%% "
                "%6.1f/%-4.1f%s\n",
                c.cluster.name.c_str(),
                search_spaces::ToString(c.training.precision),
                Fit(search_spaces::ToString(c.config), 50).c_str(),
-               Fit(c.metric, 22).c_str(), c.published_value, c.published_step_s,
-               p.predicted_step_s, p.error_pct, p.memory_gib, p.capacity_gib,
-               p.fits ? "" : " OOM");
+               Fit(c.metric, 22).c_str(), c.published_value, c.published,
+               p.predicted, MetricUnit(c.kind), p.error_pct, p.memory_gib,
+               p.capacity_gib, p.fits ? "" : " OOM");
   }
-  out << "#\n";
-  out << Format("# %-28s %5s %12s %16s\n", "source", "rows", "mean |err|",
-                "worst (line)");
   auto stats_line = [&](const std::string& name, const ErrorStats& s) {
     const std::string worst = s.n > 0
                                   ? Format("%+.1f %% (%lld)", s.worst_pct,
                                            static_cast<long long>(s.worst_line))
                                   : "-";
-    out << Format("# %-28s %5lld %12s %16s\n", Fit(name, 28).c_str(),
+    out << Format("# %-36s %5lld %12s %16s\n", Fit(name, 36).c_str(),
                   static_cast<long long>(s.n),
                   s.n > 0 ? Format("%.1f %%", s.mape_pct).c_str() : "-",
                   worst.c_str());
   };
-  for (const SourceStats& s : summary.per_source) stats_line(s.source, s.stats);
-  stats_line("all", summary.all);
+  auto group = [&](const char* title, const std::vector<SourceStats>& list,
+                   const ErrorStats& all) {
+    out << "#\n";
+    out << Format("# %-36s %5s %12s %16s\n", title, "rows", "mean |err|",
+                  "worst (line)");
+    for (const SourceStats& s : list) stats_line("  " + s.source, s.stats);
+    stats_line("  all", all);
+  };
+  group("step time (s per step)", summary.per_source, summary.all);
+  if (summary.layer_time.all.n > 0) {
+    group("layer time (ms per layer)", summary.layer_time.per_source,
+          summary.layer_time.all);
+  }
+  if (summary.memory.all.n > 0) {
+    group("allocated memory (GiB)", summary.memory.per_source,
+          summary.memory.all);
+  }
   out << "#\n";
-  out << Format("# Rows predicted      : %lld of %zu\n",
-                static_cast<long long>(summary.all.n), results.size());
+  out << Format("# Rows predicted      : %lld of %lld\n",
+                static_cast<long long>(summary.predicted),
+                static_cast<long long>(summary.rows));
   out << Format("# Rows skipped        : %lld%s\n",
                 static_cast<long long>(summary.skipped),
-                summary.skipped > 0 ? " (reasons listed above)" : "");
+                summary.skipped > 0 ? " (reasons below)" : "");
+  for (const SkipReasonCount& r : summary.skip_reasons) {
+    out << Format("#   %5lld  %s\n", static_cast<long long>(r.count),
+                  r.reason.c_str());
+  }
   out << Format("# Out of memory rows  : %lld %s\n",
                 static_cast<long long>(summary.out_of_memory),
                 summary.out_of_memory == 0 ? "OK" : "FAILED");
-  out << "# Mean abs error      : "
-      << (summary.all.n > 0 ? Format("%.2f %%", summary.all.mape_pct) : "-")
-      << "\n";
-  out << "# Worst error         : "
-      << (summary.all.n > 0
-              ? Format("%s (line %lld)",
-                       ErrorCell(summary.all, summary.all.worst_pct).c_str(),
-                       static_cast<long long>(summary.all.worst_line))
-              : "-")
-      << "\n";
+  auto error_lines = [&](const char* what, const ErrorStats& s) {
+    out << Format("# %-20s: ", (std::string(what) + " MAPE").c_str())
+        << (s.n > 0 ? Format("%.2f %% over %lld rows", s.mape_pct,
+                             static_cast<long long>(s.n))
+                    : "-")
+        << "\n";
+    out << Format("# %-20s: ", (std::string(what) + " worst").c_str())
+        << (s.n > 0
+                ? Format("%s (line %lld)", ErrorCell(s, s.worst_pct).c_str(),
+                         static_cast<long long>(s.worst_line))
+                : "-")
+        << "\n";
+  };
+  error_lines("Step time", summary.all);
+  if (summary.layer_time.all.n > 0) {
+    error_lines("Layer time", summary.layer_time.all);
+  }
+  if (summary.memory.all.n > 0) error_lines("Memory", summary.memory.all);
 }
 
 void PrintAblationTable(std::ostream& out, const std::string& csv_path,

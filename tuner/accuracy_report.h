@@ -1,12 +1,24 @@
 // Reports of `tune accuracy`: the per-row table with an nccl-tests style
 // footer, and the JSON document
-//   {"rows":[{"source","model","num_gpus","metric","published",
-//             "predicted_step_s","published_step_s","error_pct",
+//   {"rows":[{"line","source","model","gpu","num_gpus","metric","unit",
+//             "published_value","published","predicted","error_pct",
+//             "predicted_step_s","published_step_s","memory_gib","fits",
 //             "skipped_reason"}...],
-//    "summary":{"<source>":{"n","mape_pct","max_abs_pct"},..., "all":{...}}}
-// Skipped rows have null step times and error and a reason string; predicted
-// rows have a null reason. A source with no predicted row has n 0 and null
-// errors. Times in seconds, errors in percent, memory in GiB.
+//    "summary":{"rows","predicted","skipped","out_of_memory",
+//               "step_time":{"<source>":STATS,...,"all":STATS},
+//               "layer_time":{...},"memory":{...},
+//               "skip_reasons":[{"reason","count"}...]}}
+// with STATS = {"n","mape_pct","max_abs_pct","worst_pct","worst_line"}.
+// `metric` and `published_value` are as written in the CSV; `published` and
+// `predicted` are in `unit`, the unit the row is compared in: "s" (seconds
+// per step, for every step-time metric: tokens/s and TFLOP/s rows are
+// converted), "ms" (one layer's time) or "GiB" (peak allocated memory);
+// error_pct = 100·(predicted − published)/published. Skipped rows have null
+// published/predicted/error/step times/memory/fits and a reason string;
+// predicted rows have a null reason. step_time lists every source of the
+// file (n 0 and null errors where none has a predicted step-time row);
+// layer_time and memory list the sources that have such rows. skip_reasons
+// groups the skipped rows by reason, most frequent first.
 #ifndef MESHTUNE_TUNER_ACCURACY_REPORT_H_
 #define MESHTUNE_TUNER_ACCURACY_REPORT_H_
 

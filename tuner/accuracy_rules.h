@@ -1,11 +1,30 @@
 // The rules that turn one published-runs CSV row into cost-model inputs
-// (`tune accuracy`, tuner/accuracy.h): model preset by normalised name, GPU
-// and precision spellings, recompute text, the attention kernel and
-// optimizer of the source's software, and the conversion of each published
-// metric to seconds per step in the source's own FLOP convention.
+// (`tune accuracy`, tuner/accuracy.h): model preset by normalised name and the
+// variants written after it, GPU and precision spellings, recompute text, the
+// attention kernel and optimizer of the source's software, the kind of each
+// published metric, and the conversion of step-time metrics to seconds per
+// step in the source's own FLOP convention.
+//
+// Precision spellings (PrecisionForRow; every spelling in
+// ../shared/data/published_dev.csv and measured_b200_dev.csv):
+//   "NVFP4", "fp4..."                                      -> nvfp4
+//   "MXFP8", "FP8-MX", "mxfp8 (fp8-recipe mxfp8, e4m3)",
+//   "fp8 block-scaled MXFP8 (page note: 32x32 ...)"        -> mxfp8
+//   "fp8 block-scaled: 128x128 weights / 1x128 ...",
+//   "blockwise", "FP8-SC" (subchannel)                    -> fp8-blockwise
+//   "FP8-CS", "fp8 current scaling (FP8-CS) [...]",
+//   "fp8 (per-tensor, current scaling)", "tensorwise"      -> fp8-tensorwise
+//   "fp8 ... delayed"                                      -> fp8 (delayed)
+//   plain "fp8", "FP8", "fp8 (hybrid format)"              -> fp8 (delayed),
+//       except Megatron-Bridge 25.09+ sources: fp8-tensorwise (see
+//       PrecisionForRow for the evidence)
+//   the NeMo 25.07 "fp8 alternative (...) UNCERTAIN" rows  -> mxfp8 (ditto)
+//   "bf16", "mixed (16-bit)"                               -> bf16
+//   "fp16 ..."                                             -> fp16
 #ifndef MESHTUNE_TUNER_ACCURACY_RULES_H_
 #define MESHTUNE_TUNER_ACCURACY_RULES_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -23,35 +42,87 @@ std::string NormalizeModelName(const std::string& name);
 // The model preset whose name or an alias normalises like `name`.
 std::optional<search_spaces::ModelSpec> FindModelPreset(
     const std::string& name);
+// A model column split into the model's name and the variants written after
+// it in parentheses ("DeepSeekV3 (w/o MTP)", "Llama3-70B (12-layer)"). The
+// variants are part of the row's configuration:
+//   (tokendrop)   moe_expert_capacity_factor 1.0 with
+//                 moe_pad_expert_input_to_capacity (Megatron-Bridge's
+//                 DeepSeek-V3 / Qwen3 token-drop recipes)
+//   (dropless)    capacity factor 0 (no dropping, no padding)
+//   (w/o MTP)     mtp_num_layers 0;  (w/ MTP): the preset's MTP depths
+//   (alt)         an alternate recipe of the same model: no change
+//   (12-layer), (4-layer)       num_layers N (a non-blank layers column
+//                               wins)
+//   (single transformer layer)  no change (per-layer timing rows)
+struct ModelVariant {
+  std::string base_name;  // the name without the variants, trimmed
+  std::optional<double> moe_expert_capacity_factor;
+  bool moe_pad_expert_input_to_capacity = false;
+  std::optional<int64_t> mtp_num_layers;
+  std::optional<int64_t> num_layers;
+  // A parenthesised part that is none of the above, as written ("" = none).
+  std::string unknown;
+};
+ModelVariant ParseModelVariant(const std::string& model_column);
+
 // Cluster preset name for a GPU description ("A100-SXM4-80GB (Selene)" ->
 // "a100-80g"); "" when no known GPU is named. Substrings are tried in the
 // order GB300, GB200, B300, B200, H200, H100, A100 (so "GB200" is not a
 // B200); an A100 needs 40GB or 80GB to pick its preset.
 std::string ClusterPresetForGpu(const std::string& gpu);
-// "bf16", "fp16 mixed (--fp16)", "mixed (16-bit)", "fp8", "FP8-CS",
-// "MXFP8", ...; nullopt when the text names no precision we model.
+// The recipe a precision cell spells out (the table in the header comment,
+// without the per-source rule): plain "fp8" is delayed scaling, Megatron's
+// default recipe. nullopt when the text names no precision we model.
 std::optional<search_spaces::Precision> PrecisionFromText(
     const std::string& text);
+// The precision of a row: PrecisionFromText with the per-source rule for
+// Megatron-Bridge's unqualified "FP8" column (see the header comment).
+std::optional<search_spaces::Precision> PrecisionForRow(
+    const std::string& text, const std::string& source);
 // Megatron-LM 2021-22 (sources dated up to 2022, e.g. Narayanan2021,
 // Korthikanti2022) ran the unfused softmax attention; later sources and
 // undated ones (NeMo containers) run flash attention.
 costmodel::AttentionKernel AttentionKernelForSource(const std::string& source);
-// Sources whose runs used NeMo recipes (distributed optimizer).
+// Sources whose runs used NeMo recipes (NeMo 24.07-25.x performance tables):
+// the FLOP convention of their model_tflops_per_gpu.
 bool IsNemoSource(const std::string& source);
+// Sources that ran NVIDIA's tuned performance recipes (NeMo, Megatron-Bridge,
+// DGX Cloud benchmarking, which runs NeMo): distributed optimizer, and in
+// fp8 the fp8 weights, bf16 gradient reduction and TP comm overlap.
+bool IsNvidiaRecipeSource(const std::string& source);
 // Recompute column: blank or "none" -> none; "full..." -> full, uniform,
 // every layer (what the published scripts set); "selective..." -> selective
-// (also Korthikanti's App. C microbatch-level variant, modelled as plain
-// selective); nullopt otherwise.
+// of Megatron's default module core_attn ("selective (attention core)";
+// also Korthikanti's App. C microbatch-level variant, modelled as plain
+// selective), or of the --recompute-modules listed in parentheses
+// ("selective (moe_act, mlp)"); nullopt otherwise.
 std::optional<search_spaces::Recompute> RecomputeFromText(
     const std::string& text);
+
+// What a published metric measures, and so what it is compared with.
+enum class MetricKind {
+  kStepTime,              // every metric PublishedStepTime converts
+  kLayerForward,          // layer_fwd_ms: one transformer layer's forward
+  kLayerBackward,         // layer_bwd_ms: its backward (+ recompute)
+  kLayerForwardBackward,  // layer_fwd_bwd_ms
+  kAllocatedMemory,       // allocated_memory_gib: the largest
+                          // torch.cuda.max_memory_allocated over the ranks
+  kUnknown,
+};
+MetricKind MetricKindOf(const std::string& metric);
+// The unit rows of a kind are compared in: "s", "ms", "GiB" ("" unknown).
+const char* MetricUnit(MetricKind kind);
 
 // Seconds per step from a published `metric` of `value` for a run of
 // `training.num_gpus` GPUs, or nullopt with `reason` set:
 //   iteration_time_s, step_time_s   the value
 //   tokens_per_sec_per_gpu          gbs·seq/(value·gpus)
-//   tflops_per_gpu                  source's FLOPs/(value·1e12·gpus); only
-//                                   Narayanan2021 (SC21 eq. 3) is known
-//   model_tflops_per_gpu            Megatron model FLOPs (NeMo sources: causal
+//   tflops_per_gpu                  source's FLOPs/(value·1e12·gpus):
+//                                   Narayanan2021 (SC21 eq. 3), or Megatron's
+//                                   logged model FLOPs for Megatron-LM /
+//                                   Megatron-Core sources
+//   model_tflops_per_gpu            Megatron model FLOPs (NeMo sources and
+//                                   Megatron-LM's examples/llama: causal
 //                                   attention counted in
 //                                   full)/(value·1e12·gpus)
 //   mfu_pct, hfu_pct                model/hardware FLOPs over value % of the

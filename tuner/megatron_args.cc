@@ -58,8 +58,28 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
     a.push_back("--normalization RMSNorm");
   }
   if (m.activation == Activation::kSwiglu) a.push_back("--swiglu");
+  if (m.activation == Activation::kSquaredRelu) a.push_back("--squared-relu");
+  if (m.activation == Activation::kQuickGeglu) {
+    // GPT-OSS's clamped gated activation (moe_models.md §1.5).
+    a.push_back("--quick-geglu");
+    a.push_back("--glu-linear-offset 1.0");
+    a.push_back("--activation-func-clamp-value 7.0");
+  }
   if (m.position_embedding_type == PositionEmbedding::kRope) {
     a.push_back("--position-embedding-type rope");
+  } else if (m.position_embedding_type == PositionEmbedding::kNone) {
+    a.push_back("--position-embedding-type none");
+  }
+  if (m.is_hybrid()) {
+    // Quoted: '*' and '|' are shell syntax.
+    a.push_back("--is-hybrid-model");
+    a.push_back("--hybrid-layer-pattern '" + m.hybrid_layer_pattern + "'");
+    a.push_back(Arg("--mamba-state-dim", m.mamba_state_dim));
+    a.push_back(Arg("--mamba-head-dim", m.mamba_head_dim));
+    a.push_back(Arg("--mamba-num-groups", m.mamba_num_groups));
+    if (m.mamba_num_heads > 0) {
+      a.push_back(Arg("--mamba-num-heads", m.mamba_num_heads));
+    }
   }
   if (m.untie_embeddings_and_output_weights) {
     a.push_back("--untie-embeddings-and-output-weights");
@@ -67,8 +87,15 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
 
   a.push_back(Arg("--tensor-model-parallel-size", c.tp));
   a.push_back(Arg("--pipeline-model-parallel-size", c.pp));
-  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(m.num_layers,
-                                                              c.pp, c.vpp)) {
+  const search_spaces::PipelineLayout layout(m.num_layers, c);
+  if (layout.uneven()) {
+    // The first/middle/last layout family (search_spaces/pipeline_layout.h)
+    // as Megatron's layout string; quoted, since '|' and '*' are shell
+    // syntax. It also sets the virtual stages.
+    a.push_back("--pipeline-model-parallel-layout '" +
+                layout.MegatronString(m.mtp_num_layers) + "'");
+  } else if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+                 m.num_layers, c.pp, c.vpp)) {
     // num_layers + 2 units split evenly (search_spaces/pipeline_layout.h).
     a.push_back("--account-for-embedding-in-pipeline-split");
     a.push_back("--account-for-loss-in-pipeline-split");
@@ -82,12 +109,16 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   a.push_back(Arg("--context-parallel-size", c.cp));
   if (m.is_moe()) {
     a.push_back(Arg("--expert-model-parallel-size", c.ep));
+    a.push_back(Arg("--expert-tensor-parallel-size", c.expert_tp()));
     a.push_back(Arg("--num-experts", m.num_experts));
     a.push_back(Arg("--moe-router-topk", m.moe_router_topk));
     if (m.moe_ffn_hidden_size > 0) {
       a.push_back(Arg("--moe-ffn-hidden-size", m.moe_ffn_hidden_size));
     }
-    if (m.moe_layer_freq != 1) {
+    if (!m.moe_layer_pattern.empty()) {
+      a.push_back("--moe-layer-freq '" +
+                  search_spaces::FormatMoeLayerFreq(m.moe_layer_pattern) + "'");
+    } else if (m.moe_layer_freq != 1) {
       a.push_back(Arg("--moe-layer-freq", m.moe_layer_freq));
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -58,7 +59,19 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--num-experts", Kind::kInt},
       {"--moe-router-topk", Kind::kInt},
       {"--moe-ffn-hidden-size", Kind::kInt},
-      {"--moe-layer-freq", Kind::kInt},
+      {"--moe-layer-freq", Kind::kString},
+      {"--expert-tensor-parallel-size", Kind::kInt},
+      {"--pipeline-model-parallel-layout", Kind::kString},
+      {"--squared-relu", Kind::kSwitch},
+      {"--hybrid-layer-pattern", Kind::kString},
+      {"--is-hybrid-model", Kind::kSwitch},
+      {"--mamba-state-dim", Kind::kInt},
+      {"--mamba-head-dim", Kind::kInt},
+      {"--mamba-num-groups", Kind::kInt},
+      {"--mamba-num-heads", Kind::kInt},
+      {"--quick-geglu", Kind::kSwitch},
+      {"--glu-linear-offset", Kind::kString},
+      {"--activation-func-clamp-value", Kind::kString},
       {"--sequence-parallel", Kind::kSwitch},
       {"--use-distributed-optimizer", Kind::kSwitch},
       {"--overlap-grad-reduce", Kind::kSwitch},
@@ -102,7 +115,6 @@ const SizeLimit& FlagLimit(const std::string& flag) {
       {"--virtual-pipeline-model-parallel-size", limits::kLayerCount},
       {"--num-layers-per-virtual-pipeline-stage", limits::kLayerCount},
       {"--recompute-num-layers", limits::kLayerCount},
-      {"--moe-layer-freq", limits::kLayerCount},
       {"--micro-batch-size", limits::kMicroBatchSize},
       {"--global-batch-size", limits::kGlobalBatchSize},
   };
@@ -195,6 +207,13 @@ class ArgReader {
   }
 
   bool Has(const std::string& flag) const { return entries_.count(flag) > 0; }
+  // The flag's value as written ("" when absent).
+  std::string Text(const std::string& flag) const {
+    const auto it = entries_.find(flag);
+    return it == entries_.end() || it->second.values.empty()
+               ? std::string()
+               : it->second.values.front();
+  }
 
   // The flag's value as a positive integer; `*out` untouched when absent.
   Status Int(const std::string& flag, int64_t* out) const {
@@ -334,6 +353,8 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
   // Given only with Megatron's NullTokenizer; otherwise the tokenizer has it.
   MESHTUNE_RETURN_IF_ERROR(r.Int("--vocab-size", &m.vocab_size));
   if (r.Has("--swiglu")) m.activation = Activation::kSwiglu;
+  if (r.Has("--squared-relu")) m.activation = Activation::kSquaredRelu;
+  if (r.Has("--quick-geglu")) m.activation = Activation::kQuickGeglu;
   m.ffn_hidden_size =
       DefaultFfnHiddenSize(m.hidden_size, m.activation == Activation::kSwiglu);
   MESHTUNE_RETURN_IF_ERROR(r.Int("--ffn-hidden-size", &m.ffn_hidden_size));
@@ -341,10 +362,23 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
   auto norm = r.Choice("--normalization", {"LayerNorm", "RMSNorm"});
   if (!norm.ok()) return norm.status();
   if (*norm == "RMSNorm") m.normalization = Normalization::kRMSNorm;
-  auto pos =
-      r.Choice("--position-embedding-type", {"learned_absolute", "rope"});
+  auto pos = r.Choice("--position-embedding-type",
+                      {"learned_absolute", "rope", "none"});
   if (!pos.ok()) return pos.status();
   if (*pos == "rope") m.position_embedding_type = PositionEmbedding::kRope;
+  if (*pos == "none") m.position_embedding_type = PositionEmbedding::kNone;
+  if (r.Has("--hybrid-layer-pattern")) {
+    // Hybrid Mamba models (moe_models.md §1.4): the pattern sets the layer
+    // kinds and the MTP depths.
+    m.hybrid_layer_pattern = r.Text("--hybrid-layer-pattern");
+    auto parsed = search_spaces::ParseHybridPattern(m.hybrid_layer_pattern);
+    if (!parsed.ok()) return parsed.status();
+    m.mtp_num_layers = parsed->mtp_depths;
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--mamba-state-dim", &m.mamba_state_dim));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--mamba-head-dim", &m.mamba_head_dim));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--mamba-num-groups", &m.mamba_num_groups));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--mamba-num-heads", &m.mamba_num_heads));
+  }
   m.untie_embeddings_and_output_weights =
       r.Has("--untie-embeddings-and-output-weights");
 
@@ -354,7 +388,18 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
     MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-router-topk", &m.moe_router_topk));
     MESHTUNE_RETURN_IF_ERROR(
         r.Int("--moe-ffn-hidden-size", &m.moe_ffn_hidden_size));
-    MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-layer-freq", &m.moe_layer_freq));
+    if (r.Has("--moe-layer-freq")) {
+      // An integer, or Megatron's list expression ("([0]*3+[1]*58)").
+      const std::string v = r.Text("--moe-layer-freq");
+      if (!v.empty() &&
+          v.find_first_not_of("0123456789") == std::string::npos) {
+        MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-layer-freq", &m.moe_layer_freq));
+      } else {
+        auto pattern = search_spaces::ParseMoeLayerFreq(v);
+        if (!pattern.ok()) return pattern.status();
+        m.moe_layer_pattern = pattern.value();
+      }
+    }
   } else {
     for (const char* flag :
          {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
@@ -382,6 +427,27 @@ Status ReadPipeline(const ArgReader& r, ParsedMegatronArgs* out) {
             (embedding ? "loss" : "embedding") + "-in-pipeline-split",
         "give both (meshtune's layout counts the embedding and the loss as "
         "one layer each) or neither");
+  }
+  if (r.Has("--pipeline-model-parallel-layout")) {
+    // The layout sets the virtual stages and the layers of each
+    // (search_spaces/pipeline_layout.h); Megatron allows no other
+    // interleaving flag with it.
+    if (embedding || r.Has("--virtual-pipeline-model-parallel-size") ||
+        r.Has("--num-layers-per-virtual-pipeline-stage")) {
+      return Status::InvalidArgument(
+          "--pipeline-model-parallel-layout with another pipeline split flag",
+          "keep the layout alone; it sets the virtual stages");
+    }
+    auto parsed = search_spaces::ParsePipelineLayout(
+        r.Text("--pipeline-model-parallel-layout"), layers, c.pp,
+        out->model.mtp_num_layers);
+    if (!parsed.ok()) return parsed.status();
+    c.vpp = parsed->vpp;
+    if (!parsed->even) {
+      c.layout_first_layers = parsed->first_layers;
+      c.layout_last_layers = parsed->last_layers;
+    }
+    return Status::Ok();
   }
   const bool has_vpp = r.Has("--virtual-pipeline-model-parallel-size");
   const bool has_per_stage = r.Has("--num-layers-per-virtual-pipeline-stage");
@@ -454,6 +520,9 @@ Status ReadParallel(const ArgReader& r, ParsedMegatronArgs* out) {
   MESHTUNE_RETURN_IF_ERROR(r.Int("--pipeline-model-parallel-size", &c.pp));
   MESHTUNE_RETURN_IF_ERROR(r.Int("--context-parallel-size", &c.cp));
   MESHTUNE_RETURN_IF_ERROR(r.Int("--expert-model-parallel-size", &c.ep));
+  if (r.Has("--expert-tensor-parallel-size")) {
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--expert-tensor-parallel-size", &c.etp));
+  }
   MESHTUNE_RETURN_IF_ERROR(ReadPipeline(r, out));
   c.sp = r.Has("--sequence-parallel");
   if (c.sp && c.tp == 1) {
@@ -637,6 +706,271 @@ const std::vector<std::string>& IgnoredMegatronFlags() {
     return v;
   }();
   return *flags;
+}
+
+namespace {
+
+// The flags ApplyMegatronFlags reads (see the header), with their kinds;
+// kString covers the numbers, which are parsed where they are read.
+const std::map<std::string, Kind>& RunFlags() {
+  static const auto* flags = new std::map<std::string, Kind>{
+      {"--use-distributed-optimizer", Kind::kSwitch},
+      {"--tp-comm-overlap", Kind::kSwitch},
+      {"--grad-reduce-in-bf16", Kind::kSwitch},
+      {"--fp8-param-gather", Kind::kSwitch},
+      {"--overlap-grad-reduce", Kind::kSwitch},
+      {"--overlap-param-gather", Kind::kSwitch},
+      {"--cross-entropy-loss-fusion", Kind::kSwitch},
+      {"--transformer-impl", Kind::kString},
+      {"--moe-layer-freq", Kind::kString},
+      {"--moe-token-dispatcher-type", Kind::kString},
+      {"--moe-expert-capacity-factor", Kind::kString},
+      {"--moe-pad-expert-input-to-capacity", Kind::kSwitch},
+      {"--moe-grouped-gemm", Kind::kSwitch},
+      {"--moe-permute-fusion", Kind::kSwitch},
+      {"--moe-router-pre-softmax", Kind::kSwitch},
+      {"--moe-router-topk-scaling-factor", Kind::kString},
+      {"--moe-router-num-groups", Kind::kInt},
+      {"--moe-router-group-topk", Kind::kInt},
+      {"--qk-layernorm", Kind::kSwitch},
+  };
+  return *flags;
+}
+
+// Accepted flags that do not change the cost model's inputs.
+bool WithoutEffect(const std::string& flag) {
+  return flag == "--cross-entropy-loss-fusion" ||
+         flag == "--transformer-impl" || flag == "--moe-permute-fusion" ||
+         flag == "--moe-router-topk-scaling-factor" ||
+         flag == "--overlap-grad-reduce" || flag == "--overlap-param-gather";
+}
+
+const char* kRunFlagsHint =
+    "the megatron_args column takes the run's flags beyond the CSV's columns "
+    "(tuner/megatron_args_parser.h lists them)";
+
+StatusOr<int64_t> PositiveInt(const std::string& flag, const std::string& s,
+                              const SizeLimit& limit) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || v < 1) {
+    return Status::InvalidArgument(
+        flag + ": expected a positive integer, got '" + Printable(s) + "'",
+        "e.g. " + flag + " 4");
+  }
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(v, limit, flag));
+  return static_cast<int64_t>(v);
+}
+
+StatusOr<double> PositiveReal(const std::string& flag, const std::string& s) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v > 0) ||
+      !std::isfinite(v)) {
+    return Status::InvalidArgument(
+        flag + ": expected a positive number, got '" + Printable(s) + "'",
+        "e.g. " + flag + " 1.0");
+  }
+  return v;
+}
+
+}  // namespace
+
+StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
+    const std::string& text, search_spaces::ModelSpec* model,
+    search_spaces::TrainingSpec* training,
+    search_spaces::ParallelConfig* config) {
+  auto words = SplitShellWords(text, "the Megatron arguments");
+  if (!words.ok()) return words.status();
+  AppliedMegatronFlags out;
+  std::map<std::string, std::string> values;  // flag -> value ("" switches)
+  const std::vector<std::string>& args = words.value();
+  size_t i = 0;
+  while (i < args.size()) {
+    const std::string& word = args[i];
+    if (!IsFlag(word)) {
+      return Status::InvalidArgument(
+          "unexpected '" + Printable(word) +
+              "' where a Megatron argument (--flag) was expected",
+          "each argument is --flag or --flag VALUE; quote values that "
+          "contain spaces");
+    }
+    const size_t eq = word.find('=');
+    const std::string flag = word.substr(0, eq);
+    std::vector<std::string> flag_values;
+    if (eq != std::string::npos) flag_values.push_back(word.substr(eq + 1));
+    ++i;
+    while (i < args.size() && !IsFlag(args[i]))
+      flag_values.push_back(args[i++]);
+    // The flags read here first: the full parser skips some of them
+    // (--moe-grouped-gemm, --moe-token-dispatcher-type) as plan-neutral.
+    const auto known = RunFlags().find(flag);
+    if (known == RunFlags().end()) {
+      if (std::binary_search(IgnoredMegatronFlags().begin(),
+                             IgnoredMegatronFlags().end(), flag)) {
+        out.without_effect.push_back(flag);
+        continue;
+      }
+      return Status::InvalidArgument(
+          "unknown Megatron argument '" + Printable(flag) + "'", kRunFlagsHint);
+    }
+    if (known->second == Kind::kSwitch && !flag_values.empty()) {
+      return Status::InvalidArgument(flag + " takes no value, got '" +
+                                         Printable(flag_values.front()) + "'",
+                                     "write " + flag + " alone to turn it on");
+    }
+    if (known->second != Kind::kSwitch &&
+        (flag_values.size() != 1 || flag_values.front().empty())) {
+      return Status::InvalidArgument(
+          flag + (flag_values.empty() ? ": missing value"
+                                      : " takes one value, got " +
+                                            std::to_string(flag_values.size())),
+          "give it one value; quote values that contain spaces");
+    }
+    if (!values.emplace(flag, flag_values.empty() ? "" : flag_values.front())
+             .second) {
+      return Status::InvalidArgument(
+          flag + " given twice",
+          "keep one of them (Megatron silently uses the last)");
+    }
+    if (WithoutEffect(flag)) out.without_effect.push_back(flag);
+  }
+  auto has = [&](const char* flag) { return values.count(flag) > 0; };
+
+  if (has("--transformer-impl") &&
+      values["--transformer-impl"] != "transformer_engine" &&
+      values["--transformer-impl"] != "local") {
+    return Status::InvalidArgument(
+        "--transformer-impl: expected one of transformer_engine, local, got '" +
+            Printable(values["--transformer-impl"]) + "'",
+        "e.g. --transformer-impl transformer_engine");
+  }
+  if (has("--moe-router-topk-scaling-factor")) {
+    auto v = PositiveReal("--moe-router-topk-scaling-factor",
+                          values["--moe-router-topk-scaling-factor"]);
+    if (!v.ok()) return v.status();
+  }
+  // MoE flags need experts (Megatron ignores or rejects them otherwise).
+  for (const auto& [flag, value] : values) {
+    if (flag.rfind("--moe-", 0) == 0 && !model->is_moe()) {
+      return Status::InvalidArgument(
+          flag + " needs a mixture-of-experts model, and '" +
+              Printable(model->name.empty() ? model->display_name
+                                            : model->name) +
+              "' has no experts",
+          "name an MoE preset in the model column, or remove " + flag);
+    }
+  }
+  if (has("--moe-layer-freq")) {
+    const std::string& v = values["--moe-layer-freq"];
+    const bool integer =
+        !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+    if (integer) {
+      auto freq = PositiveInt("--moe-layer-freq", v, limits::kLayerCount);
+      if (!freq.ok()) return freq.status();
+      model->moe_layer_freq = freq.value();
+      model->moe_layer_pattern.clear();
+    } else {
+      auto pattern = search_spaces::ParseMoeLayerFreq(v);
+      if (!pattern.ok()) return pattern.status();
+      if (static_cast<int64_t>(pattern.value().size()) != model->num_layers) {
+        return Status::InvalidArgument(
+            "--moe-layer-freq " + Printable(v) + " has " +
+                std::to_string(pattern.value().size()) + " entries for " +
+                std::to_string(model->num_layers) + " layers",
+            "give one 0/1 entry per decoder layer");
+      }
+      model->moe_layer_pattern = std::move(pattern).value();
+    }
+  }
+  if (has("--moe-token-dispatcher-type")) {
+    const std::string& v = values["--moe-token-dispatcher-type"];
+    if (v == "allgather") {
+      model->moe_token_dispatcher_type =
+          search_spaces::TokenDispatcher::kAllgather;
+    } else if (v == "alltoall") {
+      model->moe_token_dispatcher_type =
+          search_spaces::TokenDispatcher::kAlltoall;
+    } else if (v == "flex") {
+      model->moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
+    } else {
+      return Status::InvalidArgument(
+          "--moe-token-dispatcher-type: expected one of allgather, alltoall, "
+          "flex, got '" +
+              Printable(v) + "'",
+          "e.g. --moe-token-dispatcher-type alltoall");
+    }
+  }
+  if (has("--moe-expert-capacity-factor")) {
+    auto v = PositiveReal("--moe-expert-capacity-factor",
+                          values["--moe-expert-capacity-factor"]);
+    if (!v.ok()) return v.status();
+    model->moe_expert_capacity_factor = v.value();
+  }
+  if (has("--moe-pad-expert-input-to-capacity")) {
+    if (!(model->moe_expert_capacity_factor > 0)) {
+      // Megatron asserts a capacity factor for padding (arguments.py).
+      return Status::InvalidArgument(
+          "--moe-pad-expert-input-to-capacity needs "
+          "--moe-expert-capacity-factor",
+          "add --moe-expert-capacity-factor 1.0 or remove the padding flag");
+    }
+    model->moe_pad_expert_input_to_capacity = true;
+  }
+  if (has("--moe-grouped-gemm")) model->moe_grouped_gemm = true;
+  if (has("--moe-router-pre-softmax")) model->moe_router_pre_softmax = true;
+  if (has("--moe-router-num-groups")) {
+    auto v =
+        PositiveInt("--moe-router-num-groups",
+                    values["--moe-router-num-groups"], limits::kNumExperts);
+    if (!v.ok()) return v.status();
+    if (model->num_experts % v.value() != 0) {
+      return Status::InvalidArgument(
+          "--moe-router-num-groups " + std::to_string(v.value()) +
+              " does not divide the " + std::to_string(model->num_experts) +
+              " experts",
+          "use a divisor of the number of experts");
+    }
+    model->moe_router_num_groups = v.value();
+  }
+  if (has("--moe-router-group-topk")) {
+    auto v =
+        PositiveInt("--moe-router-group-topk",
+                    values["--moe-router-group-topk"], limits::kNumExperts);
+    if (!v.ok()) return v.status();
+    if (model->moe_router_num_groups == 0 ||
+        v.value() > model->moe_router_num_groups) {
+      return Status::InvalidArgument(
+          "--moe-router-group-topk " + std::to_string(v.value()) +
+              " needs --moe-router-num-groups of at least that many groups",
+          "add --moe-router-num-groups G with G >= " +
+              std::to_string(v.value()));
+    }
+    model->moe_router_group_topk = v.value();
+  }
+  if (has("--qk-layernorm")) model->qk_layernorm = true;
+
+  if (has("--use-distributed-optimizer")) config->dist_opt = true;
+  if (has("--grad-reduce-in-bf16")) training->grad_reduce_in_bf16 = true;
+  if (has("--tp-comm-overlap")) {
+    if (!config->sp || config->tp < 2) {
+      return Status::InvalidArgument(
+          "--tp-comm-overlap needs sequence parallelism with tp 2 or more",
+          "set sp 1 and tp > 1 in the row, or remove --tp-comm-overlap");
+    }
+    training->tp_comm_overlap = true;
+  }
+  if (has("--fp8-param-gather")) {
+    if (!search_spaces::IsQuantized(training->precision) || !config->dist_opt) {
+      return Status::InvalidArgument(
+          "--fp8-param-gather needs an fp8/fp4 precision and "
+          "--use-distributed-optimizer",
+          "remove --fp8-param-gather or fix the row's precision");
+    }
+    training->fp8_param_gather = true;
+  }
+  return out;
 }
 
 StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,

@@ -64,6 +64,54 @@ struct ParsedMegatronArgs {
 StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,
                                                int64_t num_gpus = 0);
 
+// What ApplyMegatronFlags did besides changing the specs.
+struct AppliedMegatronFlags {
+  // Accepted flags that do not change the cost model's inputs, in order of
+  // appearance (the allow-list of IgnoredMegatronFlags() and the kernel
+  // switches listed at ApplyMegatronFlags).
+  std::vector<std::string> without_effect;
+};
+
+// Applies one run's Megatron flags (the megatron_args column of a `tune
+// accuracy` CSV) on top of a model, training and configuration that already
+// hold what the row's columns say, instead of requiring a full command line.
+// The flags read, and what they set:
+//   --use-distributed-optimizer           config.dist_opt
+//   --tp-comm-overlap                     training.tp_comm_overlap (needs sp)
+//   --grad-reduce-in-bf16                 training.grad_reduce_in_bf16
+//   --fp8-param-gather                    training.fp8_param_gather (fp8/fp4
+//                                         runs with the distributed optimizer)
+//   --moe-layer-freq N | LIST             model.moe_layer_freq, or
+//                                         moe_layer_pattern from Megatron's
+//                                         list (search_spaces::
+//                                         ParseMoeLayerFreq; one entry per
+//                                         layer)
+//   --moe-token-dispatcher-type T         allgather, alltoall or flex
+//   --moe-expert-capacity-factor F        model.moe_expert_capacity_factor
+//   --moe-pad-expert-input-to-capacity    (needs a capacity factor)
+//   --moe-grouped-gemm                    model.moe_grouped_gemm
+//   --moe-router-pre-softmax              model.moe_router_pre_softmax
+//   --moe-router-num-groups G, --moe-router-group-topk K
+//                                         group-limited routing (G divides
+//                                         the experts, K <= G)
+//   --qk-layernorm                        model.qk_layernorm
+// Accepted without effect on the cost model (listed in `without_effect`):
+//   --cross-entropy-loss-fusion (the fused loss's memory saving is not
+//   modelled), --transformer-impl transformer_engine|local (the cost model
+//   prices Transformer Engine kernels), --moe-permute-fusion (permutation is
+//   priced as memory traffic either way), --moe-router-topk-scaling-factor
+//   (scales the routing weights, not the work), --overlap-grad-reduce and
+//   --overlap-param-gather (the cost model always overlaps the data-parallel
+//   collectives: with or without the flag the row is priced the same), and
+//   every flag of IgnoredMegatronFlags().
+// A MoE flag on a dense model, an unknown flag, a bad value, a flag given
+// twice or a combination Megatron rejects is an InvalidArgument naming the
+// flag; the specs may then be partly changed.
+StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
+    const std::string& text, search_spaces::ModelSpec* model,
+    search_spaces::TrainingSpec* training,
+    search_spaces::ParallelConfig* config);
+
 // The flags ParseMegatronArgs skips because they do not affect the parallel
 // plan (optimizer, schedule, data, tokenizer, checkpointing, logging,
 // kernels), sorted.

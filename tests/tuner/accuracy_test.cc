@@ -142,11 +142,33 @@ TEST(AccuracyMapping, PrecisionSpellings) {
   EXPECT_EQ(PrecisionFromText("fp16 mixed (--fp16)"), Precision::kFp16);
   EXPECT_EQ(PrecisionFromText("mixed (16-bit)"), Precision::kBf16);
   EXPECT_EQ(PrecisionFromText("fp8"), Precision::kFp8);
-  EXPECT_EQ(PrecisionFromText("FP8-CS"), Precision::kFp8);
-  EXPECT_EQ(PrecisionFromText("MXFP8"), Precision::kFp8);
-  EXPECT_FALSE(PrecisionFromText("nvfp4").has_value());
+  EXPECT_EQ(PrecisionFromText("FP8-CS"), Precision::kFp8Tensorwise);
+  EXPECT_EQ(PrecisionFromText("MXFP8"), Precision::kMxfp8);
+  EXPECT_EQ(PrecisionFromText("nvfp4"), Precision::kNvfp4);
   EXPECT_FALSE(PrecisionFromText("tf32").has_value());
   EXPECT_FALSE(PrecisionFromText("").has_value());
+}
+
+TEST(AccuracyMapping, RecomputeSpellings) {
+  using search_spaces::kRecomputeCoreAttn;
+  using search_spaces::kRecomputeMlp;
+  using search_spaces::kRecomputeMoeAct;
+  EXPECT_EQ(RecomputeFromText("")->granularity, RecomputeGranularity::kNone);
+  EXPECT_EQ(RecomputeFromText("full")->granularity,
+            RecomputeGranularity::kFull);
+  const auto core = RecomputeFromText("selective (attention core)");
+  EXPECT_EQ(core->granularity, RecomputeGranularity::kSelective);
+  EXPECT_EQ(core->modules, kRecomputeCoreAttn);
+  // published_dev.csv's DeepSeek-V3 GB200 guide row.
+  EXPECT_EQ(RecomputeFromText("selective (moe_act, mlp)")->modules,
+            kRecomputeMoeAct | kRecomputeMlp);
+  // Korthikanti's App. C variant: plain selective.
+  EXPECT_EQ(RecomputeFromText("selective + microbatch-level (skip "
+                              "checkpointing some microbatches)")
+                ->modules,
+            kRecomputeCoreAttn);
+  EXPECT_FALSE(RecomputeFromText("selective (everything)").has_value());
+  EXPECT_FALSE(RecomputeFromText("offload").has_value());
 }
 
 TEST(AccuracyMapping, AttentionKernelFromTheSourceYear) {
@@ -247,22 +269,27 @@ TEST(AccuracyMapping, RowsThatCannotBePredictedSayWhy) {
   EXPECT_EQ(MapOne({{"gpu", "MI300X"}}).skipped_reason,
             "no cluster preset for GPU 'MI300X' (known: GB300, GB200, B300, "
             "B200, H200, H100, A100 40GB/80GB)");
-  EXPECT_EQ(MapOne({{"precision", "nvfp4"}}).skipped_reason,
-            "unknown precision 'nvfp4' (known: bf16, fp16, mixed 16-bit, fp8 "
-            "variants)");
+  EXPECT_EQ(MapOne({{"precision", "tf32"}}).skipped_reason,
+            "unknown precision 'tf32' (known: bf16, fp16, mixed 16-bit, fp8 "
+            "(delayed), FP8-CS / current scaling, blockwise / 128x128, MXFP8 "
+            "/ FP8-MX, NVFP4)");
   EXPECT_EQ(MapOne({{"measured_metric", "loss"}}).skipped_reason,
-            "metric 'loss' is not convertible to a step time (known: "
+            "metric 'loss' is not one tune accuracy compares (known: "
             "iteration_time_s, step_time_s, tokens_per_sec_per_gpu, "
-            "tflops_per_gpu, model_tflops_per_gpu, mfu_pct, hfu_pct)");
+            "tflops_per_gpu, model_tflops_per_gpu, mfu_pct, hfu_pct, "
+            "layer_fwd_ms, layer_bwd_ms, layer_fwd_bwd_ms, "
+            "allocated_memory_gib)");
   EXPECT_EQ(MapOne({{"measured_metric", "tflops_per_gpu"}}).skipped_reason,
             "tflops_per_gpu: FLOP convention of source "
             "'Korthikanti2022_Table5' unknown (known: Narayanan2021 SC21 eq. "
-            "3)");
+            "3, Megatron-LM / Megatron-Core logs)");
   EXPECT_EQ(MapOne({{"model", "Mystery-9B"}, {"layers", ""}}).skipped_reason,
             "no model preset matches 'Mystery-9B' and the row does not give "
             "layers, hidden and heads");
   EXPECT_EQ(MapOne({{"recompute", "offload"}}).skipped_reason,
-            "unknown recompute 'offload' (known: none, selective, full)");
+            "unknown recompute 'offload' (known: none, full, selective, "
+            "selective (core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, "
+            "shared_experts))");
   EXPECT_EQ(MapOne({{"dp", "2"}}).skipped_reason,
             "tp·pp·cp·dp = 16 but num_gpus = 8");
   EXPECT_EQ(MapOne({{"precision", "fp8"}}).skipped_reason,
@@ -385,8 +412,9 @@ TEST(AccuracyMapping, MalformedCellsAndMissingColumnsAreFileLineErrors) {
   EXPECT_EQ(s.message(),
             "bad.csv:3: column 'measured_value' is 'fast', not a positive "
             "number");
-  s = MapError(std::string(kHeader) + "\n" + Line({{"gbs", ""}}) + "\n");
-  EXPECT_EQ(s.message(), "bad.csv:2: column 'gbs' is blank; it is required");
+  // A blank required cell skips its row (tests/tuner/accuracy_rows_test.cc).
+  EXPECT_TRUE(
+      MapError(std::string(kHeader) + "\n" + Line({{"gbs", ""}}) + "\n").ok());
   s = MapError(std::string(kHeader) + "\n" + Line({{"sp", "maybe"}}) + "\n");
   EXPECT_EQ(s.message(),
             "bad.csv:2: column 'sp' is 'maybe', not 0/1 (or blank: on when tp "
@@ -403,6 +431,7 @@ TEST(AccuracySummary, MapeWorstAndOutOfMemoryPerSource) {
     AccuracyResult r;
     r.row.source = source;
     r.row.line = line;
+    r.row.kind = MetricKind::kStepTime;
     AccuracyPrediction p;
     p.error_pct = err;
     p.fits = fits;
@@ -427,6 +456,13 @@ TEST(AccuracySummary, MapeWorstAndOutOfMemoryPerSource) {
   EXPECT_NEAR(s.all.mape_pct, 11.0 / 3, 1e-12);
   EXPECT_EQ(s.skipped, 1);
   EXPECT_EQ(s.out_of_memory, 1);
+  EXPECT_EQ(s.rows, 4);
+  EXPECT_EQ(s.predicted, 3);
+  ASSERT_EQ(s.skip_reasons.size(), 1u);
+  EXPECT_EQ(s.skip_reasons[0].reason, "why");
+  EXPECT_EQ(s.skip_reasons[0].count, 1);
+  EXPECT_EQ(s.memory.all.n, 0);
+  EXPECT_EQ(s.layer_time.all.n, 0);
 }
 
 // ---- Through the built binary. ----
@@ -458,7 +494,7 @@ TEST(AccuracyCommand, PublishedCalibrationMeetsTheIssueBars) {
       ++korthikanti_n;
     }
   }
-  const nlohmann::json& all = doc["summary"]["all"];
+  const nlohmann::json& all = doc["summary"]["step_time"]["all"];
   EXPECT_EQ(all["n"].get<size_t>(), doc["rows"].size());
   EXPECT_LE(all["mape_pct"].get<double>(), kMaxMeanAbsErrorPct);
   EXPECT_LE(all["max_abs_pct"].get<double>(), kMaxRowAbsErrorPct);
@@ -491,13 +527,14 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
   EXPECT_EQ(loss["metric"], "loss");
   EXPECT_TRUE(loss["predicted_step_s"].is_null());
   EXPECT_TRUE(loss["published_step_s"].is_null());
+  EXPECT_TRUE(loss["predicted"].is_null());
   EXPECT_TRUE(loss["error_pct"].is_null());
   EXPECT_EQ(loss["skipped_reason"].get<std::string>().rfind(
-                "metric 'loss' is not convertible to a step time", 0),
+                "metric 'loss' is not one tune accuracy compares", 0),
             0u);
-  EXPECT_EQ(doc["summary"]["all"]["n"], 1);
-  EXPECT_EQ(doc["summary"]["Example2025"]["n"], 0);
-  EXPECT_TRUE(doc["summary"]["Example2025"]["mape_pct"].is_null());
+  EXPECT_EQ(doc["summary"]["step_time"]["all"]["n"], 1);
+  EXPECT_EQ(doc["summary"]["step_time"]["Example2025"]["n"], 0);
+  EXPECT_TRUE(doc["summary"]["step_time"]["Example2025"]["mape_pct"].is_null());
   // Exactly the contract's keys, in the contract's order.
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(run.out);
   std::vector<std::string> keys;
@@ -506,12 +543,21 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
     keys.push_back(it.key());
   }
   EXPECT_EQ(keys, (std::vector<std::string>{
-                      "source", "model", "num_gpus", "metric", "published",
-                      "predicted_step_s", "published_step_s", "error_pct",
-                      "skipped_reason"}));
+                      "line", "source", "model", "gpu", "num_gpus", "metric",
+                      "unit", "published_value", "published", "predicted",
+                      "error_pct", "predicted_step_s", "published_step_s",
+                      "memory_gib", "fits", "skipped_reason"}));
   keys.clear();
   for (auto it = ordered["summary"].begin(); it != ordered["summary"].end();
        ++it) {
+    keys.push_back(it.key());
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "rows", "predicted", "skipped", "out_of_memory",
+                      "step_time", "layer_time", "memory", "skip_reasons"}));
+  keys.clear();
+  for (auto it = ordered["summary"]["step_time"].begin();
+       it != ordered["summary"]["step_time"].end(); ++it) {
     keys.push_back(it.key());
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"Korthikanti2022_Table5",
@@ -522,7 +568,7 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("skipped: no cluster preset for GPU 'MI300X'"),
             std::string::npos);
-  EXPECT_NE(table.out.find("# Rows skipped        : 5 (reasons listed above)"),
+  EXPECT_NE(table.out.find("# Rows skipped        : 5 (reasons below)"),
             std::string::npos)
       << table.out;
 

@@ -362,5 +362,138 @@ TEST(MegatronArgsParser, WorldSizeMustBeAMultipleOfModelParallelism) {
   EXPECT_EQ(parsed.status().hint(), "run on a multiple of 4 GPUs");
 }
 
+// ---- ApplyMegatronFlags: a run's flags on top of existing specs. ----
+
+// A 4-layer, 160-expert MoE model (DeepSeek-V2's expert count) with
+// Megatron's defaults elsewhere.
+ModelSpec SmallMoe() {
+  ModelSpec m;
+  m.name = "small-moe";
+  m.num_layers = 4;
+  m.hidden_size = 1024;
+  m.num_attention_heads = 8;
+  m.num_query_groups = 8;
+  m.kv_channels = 128;
+  m.ffn_hidden_size = 4096;
+  m.vocab_size = 32000;
+  m.seq_length = 4096;
+  m.num_experts = 160;
+  m.moe_router_topk = 6;
+  m.moe_grouped_gemm = false;
+  return m;
+}
+
+TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
+  ModelSpec m = SmallMoe();
+  TrainingSpec t;
+  ParallelConfig c;
+  auto applied = ApplyMegatronFlags(
+      "--use-distributed-optimizer --cross-entropy-loss-fusion "
+      "--transformer-impl transformer_engine --moe-layer-freq "
+      "([0]*1+[1]*3) --moe-token-dispatcher-type alltoall "
+      "--moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity "
+      "--moe-grouped-gemm --moe-permute-fusion --moe-router-pre-softmax "
+      "--moe-router-topk-scaling-factor 16 --moe-router-num-groups 8 "
+      "--moe-router-group-topk 3 --qk-layernorm",
+      &m, &t, &c);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_TRUE(c.dist_opt);
+  EXPECT_EQ(m.moe_layer_pattern, (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(m.num_moe_layers(), 3);
+  EXPECT_EQ(m.moe_token_dispatcher_type,
+            search_spaces::TokenDispatcher::kAlltoall);
+  EXPECT_EQ(m.moe_expert_capacity_factor, 1.0);
+  EXPECT_TRUE(m.moe_pad_expert_input_to_capacity);
+  EXPECT_TRUE(m.moe_grouped_gemm);
+  EXPECT_TRUE(m.moe_router_pre_softmax);
+  EXPECT_EQ(m.moe_router_num_groups, 8);
+  EXPECT_EQ(m.moe_router_group_topk, 3);
+  EXPECT_TRUE(m.qk_layernorm);
+  // Nothing else turned on.
+  EXPECT_FALSE(t.tp_comm_overlap);
+  EXPECT_FALSE(t.grad_reduce_in_bf16);
+  EXPECT_FALSE(t.fp8_param_gather);
+  EXPECT_EQ(applied.value().without_effect,
+            (std::vector<std::string>{
+                "--cross-entropy-loss-fusion", "--transformer-impl",
+                "--moe-permute-fusion", "--moe-router-topk-scaling-factor"}));
+  EXPECT_TRUE(m.Validate().ok()) << m.Validate().message();
+
+  // The integer form, the allow-listed flags and the overlap switches.
+  ModelSpec m2 = SmallMoe();
+  TrainingSpec t2;
+  t2.precision = Precision::kFp8Tensorwise;
+  ParallelConfig c2;
+  c2.tp = 2;
+  c2.sp = true;
+  applied = ApplyMegatronFlags(
+      "--moe-layer-freq 2 --moe-token-dispatcher-type flex --lr 3e-4 "
+      "--use-distributed-optimizer --fp8-param-gather --tp-comm-overlap "
+      "--grad-reduce-in-bf16 --overlap-grad-reduce",
+      &m2, &t2, &c2);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(m2.moe_layer_freq, 2);
+  EXPECT_TRUE(m2.moe_layer_pattern.empty());
+  EXPECT_EQ(m2.moe_token_dispatcher_type,
+            search_spaces::TokenDispatcher::kFlex);
+  EXPECT_TRUE(t2.fp8_param_gather);
+  EXPECT_TRUE(t2.tp_comm_overlap);
+  EXPECT_TRUE(t2.grad_reduce_in_bf16);
+  EXPECT_EQ(applied.value().without_effect,
+            (std::vector<std::string>{"--lr", "--overlap-grad-reduce"}));
+}
+
+TEST(ApplyMegatronFlags, ErrorsNameTheFlag) {
+  auto error = [](const std::string& text, ModelSpec m = SmallMoe()) {
+    TrainingSpec t;
+    ParallelConfig c;
+    auto applied = ApplyMegatronFlags(text, &m, &t, &c);
+    return applied.ok() ? std::string("ok") : applied.status().message();
+  };
+  EXPECT_EQ(error("--use-distributed-optimizer --frobnicate 3"),
+            "unknown Megatron argument '--frobnicate'");
+  EXPECT_EQ(error("--qk-layernorm --qk-layernorm"),
+            "--qk-layernorm given twice");
+  EXPECT_EQ(error("--qk-layernorm yes"),
+            "--qk-layernorm takes no value, got 'yes'");
+  EXPECT_EQ(error("--moe-router-num-groups"),
+            "--moe-router-num-groups: missing value");
+  EXPECT_EQ(error("--moe-pad-expert-input-to-capacity"),
+            "--moe-pad-expert-input-to-capacity needs "
+            "--moe-expert-capacity-factor");
+  EXPECT_EQ(error("--moe-layer-freq ([0]*1+[1]*5)"),
+            "--moe-layer-freq ([0]*1+[1]*5) has 6 entries for 4 layers");
+  EXPECT_EQ(error("--moe-router-num-groups 7"),
+            "--moe-router-num-groups 7 does not divide the 160 experts");
+  EXPECT_EQ(error("--moe-router-group-topk 3"),
+            "--moe-router-group-topk 3 needs --moe-router-num-groups of at "
+            "least that many groups");
+  EXPECT_EQ(error("--moe-expert-capacity-factor none"),
+            "--moe-expert-capacity-factor: expected a positive number, got "
+            "'none'");
+  EXPECT_EQ(error("--moe-token-dispatcher-type deepep"),
+            "--moe-token-dispatcher-type: expected one of allgather, "
+            "alltoall, flex, got 'deepep'");
+  EXPECT_EQ(error("--transformer-impl inference"),
+            "--transformer-impl: expected one of transformer_engine, local, "
+            "got 'inference'");
+  EXPECT_EQ(error("--tp-comm-overlap"),
+            "--tp-comm-overlap needs sequence parallelism with tp 2 or more");
+  EXPECT_EQ(error("--fp8-param-gather"),
+            "--fp8-param-gather needs an fp8/fp4 precision and "
+            "--use-distributed-optimizer");
+  EXPECT_EQ(error("pretrain_gpt.py --qk-layernorm"),
+            "unexpected 'pretrain_gpt.py' where a Megatron argument (--flag) "
+            "was expected");
+  ModelSpec dense = SmallMoe();
+  dense.num_experts = 0;
+  dense.name = "dense";
+  EXPECT_EQ(error("--moe-grouped-gemm", dense),
+            "--moe-grouped-gemm needs a mixture-of-experts model, and 'dense' "
+            "has no experts");
+  EXPECT_EQ(error("--qk-layernorm '--unterminated"),
+            "unterminated ' quote in the Megatron arguments");
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
