@@ -11,6 +11,16 @@
 namespace meshtune::search_spaces {
 namespace {
 
+// The user's text for a one-line message: control bytes as '?', at most 80
+// characters.
+std::string Shown(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 80)) {
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  }
+  return text.size() > 80 ? out + "..." : out;
+}
+
 std::string Num(double v) {
   std::ostringstream ss;
   ss << v;
@@ -192,10 +202,10 @@ StatusOr<std::vector<uint8_t>> ParseMoeLayerFreq(const std::string& expr) {
   bool ok = p.Sum(&out);
   p.Skip();
   if (ok && p.pos != expr.size())
-    ok = p.Fail("unexpected '" + std::string(1, expr[p.pos]) + "'");
+    ok = p.Fail("unexpected '" + Shown(std::string(1, expr[p.pos])) + "'");
   if (!ok) {
     return Status::InvalidArgument(
-        "moe_layer_freq '" + expr + "': " + p.error,
+        "moe_layer_freq '" + Shown(expr) + "': " + p.error,
         "write an integer or Megatron's list expression, e.g. "
         "([0]*3+[1]*58) for 3 dense then 58 MoE layers");
   }
@@ -222,8 +232,8 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
   const std::string main = pattern.substr(0, slash);
   auto bad = [&](size_t pos, const std::string& why) {
     return Status::InvalidArgument(
-        "hybrid_layer_pattern '" + pattern + "': " + why + " at position " +
-            std::to_string(pos + 1),
+        "hybrid_layer_pattern '" + Shown(pattern) + "': " + why +
+            " at position " + std::to_string(pos + 1),
         "use M (Mamba), * (attention), - (MLP), E (MoE), | between pipeline "
         "segments and /<pattern> per MTP depth");
   };
@@ -234,7 +244,8 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
     } else if (c == 'M' || c == '*' || c == '-' || c == 'E') {
       out.layers += c;
     } else {
-      return bad(i, std::string("unknown symbol '") + c + "'");
+      return bad(
+          i, std::string("unknown symbol '") + Shown(std::string(1, c)) + "'");
     }
   }
   if (out.layers.empty()) return bad(0, "no layers");
@@ -247,7 +258,8 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
       for (size_t i = 0; i < depth.size(); ++i) {
         const char c = depth[i];
         if (c != 'M' && c != '*' && c != '-' && c != 'E') {
-          return bad(start + i, std::string("unknown MTP symbol '") + c + "'");
+          return bad(start + i, std::string("unknown MTP symbol '") +
+                                    Shown(std::string(1, c)) + "'");
         }
       }
       if (depth.empty()) return bad(start, "empty MTP depth");

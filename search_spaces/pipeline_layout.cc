@@ -144,6 +144,16 @@ int64_t PipelineLayout::MaxLayersOnStage() const {
 
 namespace {
 
+// The user's text for a one-line message: control bytes as '?', at most 80
+// characters.
+std::string Shown(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 80)) {
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  }
+  return text.size() > 80 ? out + "..." : out;
+}
+
 std::string Layers(int64_t n) {
   if (n == 0) return "";
   if (n <= 2) return std::string(n, 't');
@@ -180,7 +190,7 @@ StatusOr<std::string> ExpandLayout(const std::string& s, size_t* pos,
   std::string out;
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(
-        "pipeline layout '" + s + "': " + why + " at position " +
+        "pipeline layout '" + Shown(s) + "': " + why + " at position " +
             std::to_string(*pos + 1),
         "write stages like Et|(tt|)*30mL: E embedding, t layer, m MTP "
         "layer, L loss, | between virtual stages");
@@ -207,7 +217,8 @@ StatusOr<std::string> ExpandLayout(const std::string& s, size_t* pos,
       unit = std::string(1, c);
       ++*pos;
     } else {
-      return bad(std::string("unknown symbol '") + c + "'");
+      return bad(std::string("unknown symbol '") + Shown(std::string(1, c)) +
+                 "'");
     }
     if (*pos < s.size() && s[*pos] == '*') {
       ++*pos;
@@ -241,8 +252,8 @@ StatusOr<ParsedLayout> ParsePipelineLayout(const std::string& layout,
   auto expanded = ExpandLayout(layout, &pos, 0);
   if (!expanded.ok()) return expanded.status();
   auto bad = [&](const std::string& why, const std::string& hint) {
-    return Status::InvalidArgument("pipeline layout '" + layout + "': " + why,
-                                   hint);
+    return Status::InvalidArgument(
+        "pipeline layout '" + Shown(layout) + "': " + why, hint);
   };
   std::vector<std::string> stages(1);
   for (char c : *expanded) {

@@ -23,7 +23,17 @@ int main(int argc, char** argv) {
   int err = errno;
   const bool flushed = std::fflush(stdout) == 0;
   if (err == 0) err = errno;
-  if (!flushed || std::ferror(stdout) || std::cout.fail()) {
+  const bool failed = !flushed || std::ferror(stdout) || std::cout.fail();
+  if (failed && err == 0) {
+    // Output larger than stdio's buffer failed during RunTune, and that
+    // errno is gone: write one byte again to learn the reason.
+    std::clearerr(stdout);
+    errno = 0;
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    err = errno;
+  }
+  if (failed) {
     std::fprintf(stderr, "tune: error: cannot write to standard output: %s\n",
                  std::strerror(err != 0 ? err : EIO));
     if (code == 0) code = 1;
