@@ -32,6 +32,24 @@
 //   sp_requires_tp                    sequence parallel with tp == 1
 //   recompute_num_layers_out_of_range full recompute with num_layers outside
 //                                     [1, num_layers/(pp·vpp)]
+//   mamba_heads_not_divisible_by_tp   Mamba-2 heads or groups % tp != 0
+//   mamba_heads_not_divisible_by_cp   Mamba-2 heads per tp rank % cp != 0
+//   mtp_with_cp                       MTP layers with cp > 1 (Megatron has
+//                                     no MTP with context parallelism)
+//   etp_not_dividing_expert_ffn       expert FFN % etp != 0
+//   expert_bias_requires_etp_1        etp > 1 with add_bias_linear set
+//   expert_grid_not_dividing_world    etp·ep does not divide tp·cp·dp (etp
+//                                     != tp; with etp == tp the rule is
+//                                     ep_not_dividing_dp_cp)
+//   ep_overlap_preconditions          --overlap-moe-expert-parallel-comm
+//                                     without ep > 1, the alltoall/flex
+//                                     dispatcher, vpp when pp > 1, or with
+//                                     full recompute or > 1 MTP layer
+//
+// Layouts: (pp, vpp) uses Megatron's even split where it exists, otherwise
+// each member of PipelineLayout::UnevenFamily (first/last virtual stage
+// lighter or heavier than the equal middle ones, vpp <= 8). MoE models also
+// search expert TP over 1, 2, 4, 8 (up to max_tp) and tp.
 //
 // Rules are applied axis by axis in the order tp, pp, cp, dp, ep, mbs, vpp,
 // sp, recompute, dist_opt; a candidate is pruned under the first rule it
