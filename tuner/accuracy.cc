@@ -417,6 +417,15 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
                        " but num_gpus = " + std::to_string(c.num_gpus);
     return Status::Ok();
   }
+  // A row whose EP does not fit in dp·cp folds the expert grid over the
+  // tensor-parallel ranks: only expert_tensor_parallel_size 1 allows that,
+  // which is what NVIDIA's fine-grained MoE recipes set (Megatron-Bridge
+  // DeepSeek-V3 and Qwen3 perf recipes; moe_models.md §2.1).
+  if (c.model.is_moe() && c.config.etp == 0 && c.config.ep > 1 &&
+      (c.config.dp * c.config.cp) % c.config.ep != 0 &&
+      (c.config.tp * c.config.dp * c.config.cp) % c.config.ep == 0) {
+    c.config.etp = 1;
+  }
   std::string detail;
   std::string code = search_spaces::CheckConfig(c.model, c.training, c.cluster,
                                                 c.config, &detail);
