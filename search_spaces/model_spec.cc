@@ -87,10 +87,20 @@ std::vector<LayerKind> ModelSpec::DecoderLayers() const {
     return out;
   }
   const Mixer mixer = multi_latent_attention ? Mixer::kMla : Mixer::kAttention;
-  out.reserve(num_layers);
-  for (int64_t i = 0; i < num_layers; ++i) {
-    out.push_back({mixer, IsMoeLayer(i) ? Mlp::kMoe : Mlp::kDense});
+  // Called for every estimate of a search: fill, then mark the MoE layers.
+  out.assign(num_layers, LayerKind{mixer, Mlp::kDense});
+  if (!is_moe()) return out;
+  if (!moe_layer_pattern.empty()) {
+    const int64_t n = std::min<int64_t>(
+        num_layers, static_cast<int64_t>(moe_layer_pattern.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      if (moe_layer_pattern[i] != 0) out[i].mlp = Mlp::kMoe;
+    }
+    return out;
   }
+  // Integer moe_layer_freq n: layer i is MoE iff i % n == 0.
+  const int64_t freq = moe_layer_freq > 0 ? moe_layer_freq : 1;
+  for (int64_t i = 0; i < num_layers; i += freq) out[i].mlp = Mlp::kMoe;
   return out;
 }
 
