@@ -261,8 +261,9 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const CommGroup etp_group = AxisGroup(1, c.expert_tp(), domain);
   const CommGroup ep_group = AxisGroup(c.expert_tp(), c.ep, domain);
   const CommGroup dpcp_group = AxisGroup(c.tp, c.dp * c.cp, domain);
-  const int64_t edp = std::max<int64_t>(1, c.dp * c.cp / c.ep);
-  const CommGroup edp_group = AxisGroup(c.tp * c.ep, edp, domain);
+  // Expert data parallel over the folded grid: world / (etp·ep·pp).
+  const int64_t edp = ExpertDataParallelSize(c);
+  const CommGroup edp_group = AxisGroup(c.expert_tp() * c.ep, edp, domain);
   const CommGroup pp_group = AxisGroup(c.tp * c.cp * c.dp, c.pp, domain);
 
   // ---- Each distinct layer kind once, one micro-batch.
@@ -428,9 +429,13 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   const LocalParams lp_last = StageLocalParams(model, stats, c, c.pp - 1);
   const LocalParams lp =
       (lp_last.dense + lp_last.expert > lp0.dense + lp0.expert) ? lp_last : lp0;
+  // Without --overlap-grad-reduce (--overlap-param-gather) Megatron runs
+  // the collectives after backward (before forward): nothing hides them.
   const double bwd_window =
-      pace.bwd_win + (full_fraction > 0 ? recompute_mb : 0.0);
-  const double fwd_window = pace.fwd_win;
+      training.overlap_grad_reduce
+          ? pace.bwd_win + (full_fraction > 0 ? recompute_mb : 0.0)
+          : 0.0;
+  const double fwd_window = training.overlap_param_gather ? pace.fwd_win : 0.0;
   const int64_t dpcp = c.dp * c.cp;
   // Gradients reduce in the main-grad dtype; parameters gather in the weight
   // dtype (Megatron DDP config: grad_reduce_in_fp32, fp8_param_gather).

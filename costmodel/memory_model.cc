@@ -557,6 +557,8 @@ MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training) {
   r.quantized_param_gather = training.fp8_param_gather &&
                              search_spaces::IsQuantized(training.precision);
   r.moe_ep_overlap = training.moe_ep_overlap;
+  r.cross_entropy_fusion = training.cross_entropy_loss_fusion;
+  r.cp_all_to_all = training.cp_comm_a2a;
   return r;
 }
 

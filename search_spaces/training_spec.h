@@ -35,6 +35,19 @@ struct TrainingSpec {
   // flex dispatcher, no full recompute, and virtual stages when pp > 1
   // (moe_models.md §2.3).
   bool moe_ep_overlap = false;
+  // Megatron --overlap-grad-reduce / --overlap-param-gather: the DP
+  // gradient reduce (and, with the distributed optimizer, the parameter
+  // all-gather) overlaps backward (forward). Megatron's default is off;
+  // meshtune's plans and exports turn both on, and a measured run's own
+  // flags (`tune accuracy` megatron_args) say what it ran.
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  // Megatron --cross-entropy-loss-fusion: the logits' softmax and loss in
+  // one fused kernel (fewer fp32 logits copies in memory).
+  bool cross_entropy_loss_fusion = false;
+  // Megatron --cp-comm-type a2a (Ulysses-style all-to-all) instead of the
+  // default p2p ring.
+  bool cp_comm_a2a = false;
   // Megatron --moe-shared-expert-overlap: the shared expert runs during the
   // dispatch all-to-all (exclusive with moe_ep_overlap).
   bool moe_shared_expert_overlap = false;

@@ -721,6 +721,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--overlap-grad-reduce", Kind::kSwitch},
       {"--overlap-param-gather", Kind::kSwitch},
       {"--cross-entropy-loss-fusion", Kind::kSwitch},
+      {"--cp-comm-type", Kind::kString},
       {"--transformer-impl", Kind::kString},
       {"--moe-layer-freq", Kind::kString},
       {"--moe-token-dispatcher-type", Kind::kString},
@@ -739,10 +740,8 @@ const std::map<std::string, Kind>& RunFlags() {
 
 // Accepted flags that do not change the cost model's inputs.
 bool WithoutEffect(const std::string& flag) {
-  return flag == "--cross-entropy-loss-fusion" ||
-         flag == "--transformer-impl" || flag == "--moe-permute-fusion" ||
-         flag == "--moe-router-topk-scaling-factor" ||
-         flag == "--overlap-grad-reduce" || flag == "--overlap-param-gather";
+  return flag == "--transformer-impl" || flag == "--moe-permute-fusion" ||
+         flag == "--moe-router-topk-scaling-factor";
 }
 
 const char* kRunFlagsHint =
@@ -953,6 +952,19 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
 
   if (has("--use-distributed-optimizer")) config->dist_opt = true;
   if (has("--grad-reduce-in-bf16")) training->grad_reduce_in_bf16 = true;
+  // Megatron's defaults: no DP overlap, no fused cross-entropy, p2p CP.
+  training->overlap_grad_reduce = has("--overlap-grad-reduce");
+  training->overlap_param_gather = has("--overlap-param-gather");
+  training->cross_entropy_loss_fusion = has("--cross-entropy-loss-fusion");
+  if (has("--cp-comm-type")) {
+    const std::string& v = values["--cp-comm-type"];
+    if (v != "p2p" && v != "a2a") {
+      return Status::InvalidArgument(
+          "--cp-comm-type: expected p2p or a2a, got '" + Printable(v) + "'",
+          "e.g. --cp-comm-type a2a");
+    }
+    training->cp_comm_a2a = v == "a2a";
+  }
   if (has("--tp-comm-overlap")) {
     if (!config->sp || config->tp < 2) {
       return Status::InvalidArgument(

@@ -95,15 +95,18 @@ struct AppliedMegatronFlags {
 //                                         group-limited routing (G divides
 //                                         the experts, K <= G)
 //   --qk-layernorm                        model.qk_layernorm
+//   --overlap-grad-reduce, --overlap-param-gather
+//                                         training.overlap_grad_reduce /
+//                                         overlap_param_gather; off unless
+//                                         given (Megatron's default)
+//   --cross-entropy-loss-fusion           training.cross_entropy_loss_fusion
+//   --cp-comm-type p2p|a2a                training.cp_comm_a2a
 // Accepted without effect on the cost model (listed in `without_effect`):
-//   --cross-entropy-loss-fusion (the fused loss's memory saving is not
-//   modelled), --transformer-impl transformer_engine|local (the cost model
-//   prices Transformer Engine kernels), --moe-permute-fusion (permutation is
-//   priced as memory traffic either way), --moe-router-topk-scaling-factor
-//   (scales the routing weights, not the work), --overlap-grad-reduce and
-//   --overlap-param-gather (the cost model always overlaps the data-parallel
-//   collectives: with or without the flag the row is priced the same), and
-//   every flag of IgnoredMegatronFlags().
+//   --transformer-impl transformer_engine|local (the cost model prices
+//   Transformer Engine kernels), --moe-permute-fusion (permutation is priced
+//   as memory traffic either way), --moe-router-topk-scaling-factor (scales
+//   the routing weights, not the work), and every flag of
+//   IgnoredMegatronFlags().
 // A MoE flag on a dense model, an unknown flag, a bad value, a flag given
 // twice or a combination Megatron rejects is an InvalidArgument naming the
 // flag; the specs may then be partly changed.

@@ -485,10 +485,14 @@ TEST(AccuracyRows, MegatronArgsColumnOnTopOfMegatronDefaults) {
   EXPECT_FALSE(c.training.tp_comm_overlap);
   EXPECT_FALSE(c.training.grad_reduce_in_bf16);
   EXPECT_FALSE(c.training.fp8_param_gather);
-  EXPECT_EQ(c.flags_without_effect,
-            (std::vector<std::string>{
-                "--cross-entropy-loss-fusion", "--transformer-impl",
-                "--moe-permute-fusion", "--moe-router-topk-scaling-factor"}));
+  // No DP overlap unless a flag says so; the fused cross-entropy is one.
+  EXPECT_FALSE(c.training.overlap_grad_reduce);
+  EXPECT_FALSE(c.training.overlap_param_gather);
+  EXPECT_TRUE(c.training.cross_entropy_loss_fusion);
+  EXPECT_EQ(
+      c.flags_without_effect,
+      (std::vector<std::string>{"--transformer-impl", "--moe-permute-fusion",
+                                "--moe-router-topk-scaling-factor"}));
   // Without --use-distributed-optimizer there is none, even for a source
   // whose recipes use it.
   const AccuracyCase plain = MapOne(

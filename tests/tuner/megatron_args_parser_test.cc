@@ -413,10 +413,12 @@ TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
   EXPECT_FALSE(t.tp_comm_overlap);
   EXPECT_FALSE(t.grad_reduce_in_bf16);
   EXPECT_FALSE(t.fp8_param_gather);
-  EXPECT_EQ(applied.value().without_effect,
-            (std::vector<std::string>{
-                "--cross-entropy-loss-fusion", "--transformer-impl",
-                "--moe-permute-fusion", "--moe-router-topk-scaling-factor"}));
+  EXPECT_TRUE(t.cross_entropy_loss_fusion);
+  EXPECT_FALSE(t.overlap_grad_reduce);  // Megatron's default: no overlap
+  EXPECT_EQ(
+      applied.value().without_effect,
+      (std::vector<std::string>{"--transformer-impl", "--moe-permute-fusion",
+                                "--moe-router-topk-scaling-factor"}));
   EXPECT_TRUE(m.Validate().ok()) << m.Validate().message();
 
   // The integer form, the allow-listed flags and the overlap switches.
@@ -439,8 +441,20 @@ TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
   EXPECT_TRUE(t2.fp8_param_gather);
   EXPECT_TRUE(t2.tp_comm_overlap);
   EXPECT_TRUE(t2.grad_reduce_in_bf16);
-  EXPECT_EQ(applied.value().without_effect,
-            (std::vector<std::string>{"--lr", "--overlap-grad-reduce"}));
+  EXPECT_TRUE(t2.overlap_grad_reduce);
+  EXPECT_FALSE(t2.overlap_param_gather);
+  EXPECT_EQ(applied.value().without_effect, (std::vector<std::string>{"--lr"}));
+
+  // --cp-comm-type picks the CP collective; other values are refused.
+  ModelSpec m3 = SmallMoe();
+  TrainingSpec t3;
+  ParallelConfig c3;
+  ASSERT_TRUE(ApplyMegatronFlags("--cp-comm-type a2a", &m3, &t3, &c3).ok());
+  EXPECT_TRUE(t3.cp_comm_a2a);
+  auto bad = ApplyMegatronFlags("--cp-comm-type ring", &m3, &t3, &c3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--cp-comm-type: expected p2p or a2a, got 'ring'");
 }
 
 TEST(ApplyMegatronFlags, ErrorsNameTheFlag) {
