@@ -30,7 +30,9 @@ auto Key(const ParallelConfig& c) {
   return std::make_tuple(c.tp, c.pp, c.vpp, c.cp, c.ep, c.dp, c.mbs, c.sp,
                          static_cast<int>(c.recompute.granularity),
                          full ? static_cast<int>(c.recompute.method) : 0,
-                         full ? c.recompute.num_layers : 0, c.dist_opt);
+                         full ? c.recompute.num_layers : 0, c.dist_opt,
+                         c.expert_tp(), c.layout_first_layers,
+                         c.layout_last_layers, c.recompute.modules);
 }
 
 double Headroom(const costmodel::Estimate& e) {
@@ -45,13 +47,16 @@ bool ConfigKeyBefore(const ParallelConfig& a, const ParallelConfig& b) {
 
 bool TieBreakBefore(const costmodel::Estimate& a,
                     const costmodel::Estimate& b) {
-  const double ha = Headroom(a), hb = Headroom(b);
-  if (ha != hb) return ha > hb;
   const int64_t pa = ModelParallelProduct(a.config);
   const int64_t pb = ModelParallelProduct(b.config);
   if (pa != pb) return pa < pb;
   const int ra = RecomputeRank(a.config), rb = RecomputeRank(b.config);
   if (ra != rb) return ra < rb;
+  if (a.config.uneven_layout() != b.config.uneven_layout()) {
+    return !a.config.uneven_layout();
+  }
+  const double ha = Headroom(a), hb = Headroom(b);
+  if (ha != hb) return ha > hb;
   if (a.config.sp != b.config.sp) return !a.config.sp;
   return ConfigKeyBefore(a.config, b.config);
 }

@@ -5,9 +5,13 @@
 //   1. step time; two estimates within kStepTimeTieFraction (0.1 %) of the
 //      fastest of their tie group count as equally fast, because the cost
 //      model is not that precise;
-//   2. within a tie group, more memory headroom (capacity − total) first;
-//   3. then the simpler configuration: smaller tp·pp·cp·ep·vpp, then
-//      recompute none < selective < full, then sp off before sp on;
+//   2. within a tie group, the simpler configuration first: smaller
+//      tp·pp·cp·ep·vpp (cp 1 before cp 2, fewer virtual stages), then
+//      recompute none < selective < full, then Megatron's even layout
+//      before an uneven one (issue 17: equally fast plans are told apart by
+//      what a user has to run, not by the model's noise);
+//   3. then more memory headroom (capacity − total), then sp off before sp
+//      on;
 //   4. then a fixed key over every axis, so equal scores never depend on the
 //      enumeration order.
 #ifndef MESHTUNE_TUNER_RANKING_H_
