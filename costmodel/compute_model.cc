@@ -148,7 +148,7 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
 // z, x, B, C, dt (2·d_in + 2·G·N + H columns) and out-projection split over
 // tp by heads; the causal conv1d and the gated RMSNorm are memory bound; the
 // chunked SSD scan does about 7·d_in·N FLOPs per token forward (Megatron's
-// hybrid FLOP count, moe_models.md §3.2), timed as a GEMM of that work at
+// hybrid FLOP count, docs/sources.md §3.2), timed as a GEMM of that work at
 // chunk-sized shapes.
 void AddMamba(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
               Precision p, const Calibration& cal, LayerCompute* lc,

@@ -15,7 +15,7 @@
 namespace meshtune::costmodel {
 
 // Memory of one GPU, in bytes, split the way it is measured
-// (moe_models.md §4; docs/costmodel.md "Memory"):
+// (docs/sources.md §4; docs/costmodel.md "Memory"):
 //  - what PyTorch's caching allocator hands out, whose peak is
 //    torch.cuda.max_memory_allocated() (allocated_bytes());
 //  - what the allocator holds from the driver on top of that

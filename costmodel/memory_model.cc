@@ -42,8 +42,8 @@ constexpr double kMambaChunkTokens = 128;
 // Besides the allocated peak (AddMemoryBesidesModel):
 // Fragmentation: PyTorch's caching allocator reserves more than it hands
 // out; SimuMax v1.2 models reserved = allocated / 0.94 (its strategy
-// mem_factor), and the 10 measured B200 runs of
-// ../shared/data/measured_b200_dev.csv span 2.8-7.9 % (median 5.9 %).
+// mem_factor), and the 10 measured B200 runs (SimuMax v1.2's B200 release,
+// docs/accuracy.md "The development data") span 2.8-7.9 % (median 5.9 %).
 constexpr double kAllocatorFragmentation = 1.0 / 0.94 - 1.0;
 // CUDA context with lazily loaded kernels (CUDA_MODULE_LOADING=LAZY, the
 // default since CUDA 11.7 / PyTorch 1.13) on Hopper/Blackwell: about 0.5 GiB
@@ -269,7 +269,7 @@ BlockActs MixerActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
       break;
     }
     case Mixer::kMla: {
-      // moe_models.md §4.6: latents at s/tp granularity (the
+      // docs/sources.md §4.6: latents at s/tp granularity (the
       // down-projections run on the SP shard), Q, K, V up-projected per
       // head (d_qk = nope + rope for Q and K, d_v for V), O and LSE.
       const double n = static_cast<double>(m.num_attention_heads);

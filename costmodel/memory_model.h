@@ -1,5 +1,5 @@
 // Memory model: bytes per GPU on one pipeline stage (docs/costmodel.md
-// "Memory"; /work/shared/research/moe_models.md §4).
+// "Memory"; docs/sources.md §4).
 //
 // Parameters. Each stage holds the parameters of its real layers
 // (search_spaces::PipelineLayout, every chunk; ParamsOfLayer per LayerKind):
@@ -62,7 +62,7 @@
 namespace meshtune::costmodel {
 
 // How the run keeps its state and which memory-relevant switches are on
-// (Megatron flags; moe_models.md §2.5, §4.3-4.5).
+// (Megatron flags; docs/sources.md §2.5, §4.3-4.5).
 struct MemoryRecipe {
   // Bytes per parameter of the 16-bit model weights (2) and of the main-grad
   // buffer (4 fp32 by default; 2 with --grad-reduce-in-bf16).
@@ -93,7 +93,7 @@ using StateBytes = MemoryRecipe;
 MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training);
 
 // Bytes per element of the quantised copy Transformer Engine keeps of a
-// linear input or weight (moe_models.md §4.9): FP8 delayed / tensorwise 1,
+// linear input or weight (docs/sources.md §4.9): FP8 delayed / tensorwise 1,
 // FP8 blockwise 1 + 4/128 (fp32 scale per 128), MXFP8 2·(1 + 1/32) (row-
 // and column-wise copies, one E8M0 scale per 32), NVFP4 0.5 + 1/16 (E2M1 and
 // one E4M3 scale per 16); 2 for bf16/fp16 (no copy).

@@ -45,7 +45,7 @@ Mixer GptMixer(const ModelSpec& m) {
 
 bool IsAttention(Mixer x) { return x == Mixer::kAttention || x == Mixer::kMla; }
 
-// The mixer's parameters (moe_models.md §4.2).
+// The mixer's parameters (docs/sources.md §4.2).
 LayerParams MixerParams(const ModelSpec& m, Mixer mixer) {
   LayerParams p;
   const double h = static_cast<double>(m.hidden_size);

@@ -1,7 +1,7 @@
 // ModelStats: parameter counts and FLOPs of a transformer (ModelSpec).
 //
 // Parameter counts follow Megatron-LM's module layout (the per-layer formulas
-// of /work/shared/research/moe_models.md §4.2, validated there against the
+// of docs/sources.md §4.2, validated there against the
 // published totals of §1.6): attention (GQA with kv_channels independent of
 // hidden/heads, QK norm, MLA), MLP (gated or not), MoE (routed, shared and
 // latent experts, router), Mamba-2 mixers, norms, embeddings and MTP depths,
@@ -12,7 +12,7 @@
 //
 // FLOPs come in two conventions (FlopCount):
 //   kMegatron: Megatron-LM's num_floating_point_operations
-//     (megatron/training/training.py; moe_models.md §3.1 GPT branch, §3.2
+//     (megatron/training/training.py; docs/sources.md §3.1 GPT branch, §3.2
 //     hybrid branch) with all its simplifications, for parity with the MFU
 //     that published runs report. This is what ModelFlopsPerStep returns.
 //   kTrue: the GEMM and attention work the model really does
@@ -35,7 +35,7 @@ namespace meshtune::costmodel {
 int64_t PaddedVocabSize(int64_t vocab_size, int64_t tp);
 
 // The parameters of one layer, split the way parallelism shards them
-// (moe_models.md §4.2 placement table).
+// (docs/sources.md §4.2 placement table).
 struct LayerParams {
   // Split over the TP ranks: QKV/O projections, MLA up-projections (and the
   // full query projection without q_lora_rank), dense MLP, shared experts,
@@ -102,7 +102,7 @@ struct ModelStats {
 
   // Everything in the main model, every routed expert, MTP excluded.
   double total_params = 0;
-  // Parameters a token passes through (moe_models.md §1.6 convention):
+  // Parameters a token passes through (docs/sources.md §1.6 convention):
   // dense parts + k routed experts + shared experts + router per MoE layer,
   // both embedding matrices included, MTP excluded.
   double active_params = 0;

@@ -16,7 +16,7 @@
 namespace meshtune::search_spaces {
 
 // The GEMM precision recipe of a run (Megatron --bf16 / --fp16, --fp8-format
-// with --fp8-recipe, --fp4-format; moe_models.md §2.5 and §4.9). kFp8 is
+// with --fp8-recipe, --fp4-format; docs/sources.md §2.5 and §4.9). kFp8 is
 // Megatron's default FP8 recipe, delayed scaling. Attention, master weights
 // and optimizer states stay in high precision in every recipe.
 enum class Precision {

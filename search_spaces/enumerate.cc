@@ -405,7 +405,7 @@ Reason CheckRecompute(const Recompute& r, int64_t chunk_layers,
 }
 
 // --overlap-moe-expert-parallel-comm preconditions (transformer_config.py,
-// moe_models.md §2.3): ep > 1, the alltoall or flex dispatcher, no full
+// docs/sources.md §2.3): ep > 1, the alltoall or flex dispatcher, no full
 // recompute, at most one MTP layer, and virtual stages when pp > 1.
 Reason CheckEpOverlap(const ModelSpec& model, const TrainingSpec& training,
                       const ParallelConfig& c, std::string* detail) {

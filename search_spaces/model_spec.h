@@ -7,7 +7,7 @@
 // experts (DeepSeek-V3, Qwen3, GPT-OSS, Kimi-K2, Nemotron 3), multi-latent
 // attention (MLA), multi-token prediction (MTP) and hybrid Mamba-2 models
 // (Nemotron-H, Nemotron 3). Field names are Megatron-LM's argument names
-// (docs/research notes: moe_models.md §2). A ModelSpec is a plain value;
+// (docs/sources.md §2). A ModelSpec is a plain value;
 // Validate() checks its internal consistency (sizes positive, heads divide
 // hidden, the pattern's length matches num_layers, ...).
 //

@@ -1,7 +1,7 @@
 // ParseModelYaml: Megatron-named model keys -> ModelSpec (docs/design.md
 // §2). Every key is Megatron-LM's argument name with underscores
 // (--moe-layer-freq -> moe_layer_freq); the 2025-26 keys (MoE routing, MLA,
-// MTP, hybrid Mamba patterns) follow /work/shared/research/moe_models.md §2.2
+// MTP, hybrid Mamba patterns) follow docs/sources.md §2.2
 // and §2.4. Checks that need one key's line are made here; the consistency of
 // the whole spec is ValidateModel's (search_spaces/model_spec.cc), which
 // locates its messages through the same reader.
@@ -24,7 +24,7 @@ namespace {
 using yaml_util::MapReader;
 
 // Megatron renamed --hybrid-override-pattern to --hybrid-layer-pattern and
-// keeps the old name as a deprecated alias (moe_models.md §2.0, MLM:args
+// keeps the old name as a deprecated alias (docs/sources.md §2.0, MLM:args
 // ~3660); Nemotron's published command lines still use the old one.
 constexpr char kHybridPattern[] = "hybrid_layer_pattern";
 constexpr char kHybridPatternAlias[] = "hybrid_override_pattern";
@@ -280,7 +280,7 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   MESHTUNE_RETURN_IF_ERROR(r.StringList("aliases", &m.aliases));
 
   // The hybrid pattern first: it makes num_layers optional (one layer per
-  // symbol) and carries the MTP depths (moe_models.md §2.4).
+  // symbol) and carries the MTP depths (docs/sources.md §2.4).
   if (r.Has(kHybridPattern) && r.Has(kHybridPatternAlias)) {
     return Status::InvalidArgument(
         r.WhereKey(kHybridPatternAlias) +
@@ -327,7 +327,7 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   MESHTUNE_RETURN_IF_ERROR(r.Int("num_query_groups", false, 1,
                                  limits::kAttentionHeads, &m.num_query_groups));
 
-  // Multi-latent attention (moe_models.md §1.3, §2.4). Megatron's CLI default
+  // Multi-latent attention (docs/sources.md §1.3, §2.4). Megatron's CLI default
   // kv_lora_rank is 32, not DeepSeek's 512, so nothing here is defaulted.
   MESHTUNE_RETURN_IF_ERROR(
       r.Bool("multi_latent_attention", false, &m.multi_latent_attention));
@@ -350,7 +350,7 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   }
 
   // kv_channels: 0 or absent means hidden_size / heads (model_spec.h), as
-  // Megatron derives it. MLA shapes do not use it (moe_models.md §1.3 note),
+  // Megatron derives it. MLA shapes do not use it (docs/sources.md §1.3 note),
   // so an MLA model without it takes v_head_dim, the value NVIDIA's
   // DeepSeek-V3 and Kimi-K2 command lines pass, and needs no divisibility.
   MESHTUNE_RETURN_IF_ERROR(

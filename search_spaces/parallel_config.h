@@ -20,7 +20,7 @@ enum class RecomputeMethod { kUniform, kBlock };
 
 // Megatron --recompute-modules (selective granularity), as bits. core_attn is
 // Megatron's default; mla_up_proj and moe_act are output-discarding
-// checkpoints (moe_models.md §2.6).
+// checkpoints (docs/sources.md §2.6).
 enum RecomputeModule : uint32_t {
   kRecomputeCoreAttn = 1u << 0,
   kRecomputeMlp = 1u << 1,

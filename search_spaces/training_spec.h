@@ -33,7 +33,7 @@ struct TrainingSpec {
   // the EP all-to-all of one micro-batch hides behind the computation of
   // another (1F1B merged forward/backward). Needs ep > 1, the alltoall or
   // flex dispatcher, no full recompute, and virtual stages when pp > 1
-  // (moe_models.md §2.3).
+  // (docs/sources.md §2.3).
   bool moe_ep_overlap = false;
   // Megatron --overlap-grad-reduce / --overlap-param-gather: the DP
   // gradient reduce (and, with the distributed optimizer, the parameter

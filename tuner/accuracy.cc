@@ -420,7 +420,7 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   // A row whose EP does not fit in dp·cp folds the expert grid over the
   // tensor-parallel ranks: only expert_tensor_parallel_size 1 allows that,
   // which is what NVIDIA's fine-grained MoE recipes set (Megatron-Bridge
-  // DeepSeek-V3 and Qwen3 perf recipes; moe_models.md §2.1).
+  // DeepSeek-V3 and Qwen3 perf recipes; docs/sources.md §2.1).
   if (c.model.is_moe() && c.config.etp == 0 && c.config.ep > 1 &&
       (c.config.dp * c.config.cp) % c.config.ep != 0 &&
       (c.config.tp * c.config.dp * c.config.cp) % c.config.ep == 0) {

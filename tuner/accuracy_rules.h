@@ -6,7 +6,7 @@
 // step in the source's own FLOP convention.
 //
 // Precision spellings (PrecisionForRow; every spelling in
-// ../shared/data/published_dev.csv and measured_b200_dev.csv):
+// the development CSVs, docs/accuracy.md "The development data"):
 //   "NVFP4", "fp4..."                                      -> nvfp4
 //   "MXFP8", "FP8-MX", "mxfp8 (fp8-recipe mxfp8, e4m3)",
 //   "fp8 block-scaled MXFP8 (page note: 32x32 ...)"        -> mxfp8

@@ -27,7 +27,7 @@ std::string Line(const char* format, ...) {
 // Parameter counts of a preset as the cost model makes them: vocabulary
 // padded as Megatron does for tp = 1, positions for the recipe's seq_length.
 // total = every routed expert, MTP excluded, untied embedding and output
-// layer each counted; active = the moe_models.md §1.6 convention (dense
+// layer each counted; active = the docs/sources.md §1.6 convention (dense
 // parts + k routed + shared experts + router, both embedding matrices).
 costmodel::ModelStats PresetStats(const search_spaces::ModelSpec& m) {
   return costmodel::ComputeModelStats(

@@ -60,7 +60,7 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   if (m.activation == Activation::kSwiglu) a.push_back("--swiglu");
   if (m.activation == Activation::kSquaredRelu) a.push_back("--squared-relu");
   if (m.activation == Activation::kQuickGeglu) {
-    // GPT-OSS's clamped gated activation (moe_models.md §1.5).
+    // GPT-OSS's clamped gated activation (docs/sources.md §1.5).
     a.push_back("--quick-geglu");
     a.push_back("--glu-linear-offset 1.0");
     a.push_back("--activation-func-clamp-value 7.0");

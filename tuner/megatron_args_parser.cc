@@ -368,7 +368,7 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
   if (*pos == "rope") m.position_embedding_type = PositionEmbedding::kRope;
   if (*pos == "none") m.position_embedding_type = PositionEmbedding::kNone;
   if (r.Has("--hybrid-layer-pattern")) {
-    // Hybrid Mamba models (moe_models.md §1.4): the pattern sets the layer
+    // Hybrid Mamba models (docs/sources.md §1.4): the pattern sets the layer
     // kinds and the MTP depths.
     m.hybrid_layer_pattern = r.Text("--hybrid-layer-pattern");
     auto parsed = search_spaces::ParseHybridPattern(m.hybrid_layer_pattern);

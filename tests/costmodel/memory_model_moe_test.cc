@@ -1,7 +1,8 @@
 // The memory model for MoE (EP, ETP, EDP, shared/latent experts), MLA,
 // Mamba-2, hybrid layers, MTP, uneven layouts and precision recipes, against
-// hand-computed values (moe_models.md §4), and the allocated peak against the
-// measured B200 runs of ../shared/data/measured_b200_dev.csv.
+// hand-computed values (docs/sources.md §4), and the allocated peak against the
+// measured B200 runs of SimuMax v1.2 (github.com/MooreThreads/SimuMax,
+// docs/b200/b200_release_v1.2_summary.json; docs/accuracy.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +33,7 @@ using search_spaces::RecomputeGranularity;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// DeepSeek-V2 shapes (moe_models.md §1), 4 layers: 1 dense + 3 MoE.
+// DeepSeek-V2 shapes (docs/sources.md §1), 4 layers: 1 dense + 3 MoE.
 ModelSpec DeepSeekV2Layers4() {
   ModelSpec m = testing::Llama(4, 5120, 128, 128, 12288, 102400, 4096);
   m.multi_latent_attention = true;

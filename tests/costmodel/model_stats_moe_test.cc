@@ -1,6 +1,6 @@
 // Parameter counts and FLOPs of MLA, fine-grained/shared/latent MoE, MTP and
 // hybrid Mamba models against the derived numbers of
-// /work/shared/research/moe_models.md (§1.6 totals and actives, §3.4 FLOPs
+// docs/sources.md (§1.6 totals and actives, §3.4 FLOPs
 // per token) and per-layer formulas worked out by hand (§4.2).
 //
 // The specs are built here from the §1 tables (not from the preset YAMLs),

@@ -268,7 +268,7 @@ TEST(ModelSpecTest, EnumNames) {
   EXPECT_STREQ(ToString(PositionEmbedding::kRope), "rope");
 }
 
-// Megatron's --moe-layer-freq list expressions (moe_models.md §2.2): the
+// Megatron's --moe-layer-freq list expressions (docs/sources.md §2.2): the
 // expansions below are the Python values of the same expressions.
 TEST(MoeLayerFreqTest, ExpandsMegatronExpressions) {
   StatusOr<std::vector<uint8_t>> p = ParseMoeLayerFreq("([0]*3+[1]*58)");

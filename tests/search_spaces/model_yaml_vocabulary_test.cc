@@ -1,4 +1,4 @@
-// The model YAML reader's 2025-26 vocabulary (moe_models.md §2.2, §2.4):
+// The model YAML reader's 2025-26 vocabulary (docs/sources.md §2.2, §2.4):
 // every new key with Megatron's name, the list form of moe_layer_freq, hybrid
 // patterns (num_layers and mtp_num_layers taken from them), and the located
 // errors of each.

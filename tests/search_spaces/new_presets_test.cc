@@ -1,7 +1,7 @@
 // The 2025-26 presets (fine-grained MoE, MLA, MTP, hybrid Mamba): each loads
 // and validates, its layer structure is the published one, its names include
 // the dev set's spellings, and its dimensions reproduce the parameter totals
-// derived in moe_models.md §1.6.
+// derived in docs/sources.md §1.6.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,7 +34,7 @@ ModelSpec Preset(const std::string& name) {
 }
 
 // Parameters of the main model (MTP excluded) by the per-layer formulas of
-// moe_models.md §4.2, written out here independently of the cost model:
+// docs/sources.md §4.2, written out here independently of the cost model:
 // untied embedding and output layer V·h each, one norm of h per hybrid layer
 // and two per GPT layer, the final norm, GPT-OSS biases and attention sinks,
 // and one router bias per expert with aux-loss-free balancing. Vocabulary as
@@ -113,12 +113,12 @@ TEST(NewPresetsTest, EachLoadsFromItsFileAndValidates) {
     EXPECT_TRUE(m.untie_embeddings_and_output_weights);
     EXPECT_EQ(m.normalization, Normalization::kRMSNorm);
     ASSERT_TRUE(m.add_bias_linear.has_value());
-    // Only GPT-OSS keeps linear biases (moe_models.md §1.5).
+    // Only GPT-OSS keeps linear biases (docs/sources.md §1.5).
     EXPECT_EQ(*m.add_bias_linear, name.rfind("gpt-oss", 0) == 0);
   }
 }
 
-// moe_models.md §1.6 "derived" column: the architecture tables evaluated
+// docs/sources.md §1.6 "derived" column: the architecture tables evaluated
 // with the §4.2 formulas (MTP excluded).
 TEST(NewPresetsTest, DimensionsReproduceDerivedTotals) {
   const std::map<std::string, double> derived_b = {

@@ -79,7 +79,7 @@ TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
     EXPECT_FALSE(m.display_name.empty());
     EXPECT_GT(m.global_batch_size, 0);
     // Heads tile the hidden size, except where the published architecture
-    // sets the head size apart (moe_models.md §1.1: Qwen3-MoE, GPT-OSS;
+    // sets the head size apart (docs/sources.md §1.1: Qwen3-MoE, GPT-OSS;
     // §1.4: Nemotron 3 Nano, 32 x 128 at h 2688). MLA does not use
     // kv_channels for shapes (§1.3 note).
     const bool own_head_size = m.name.rfind("qwen3-", 0) == 0 ||

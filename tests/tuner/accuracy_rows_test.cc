@@ -1,10 +1,10 @@
 // `tune accuracy` on the 2025-26 development rows (issue 17): every row that
 // cannot be predicted is skipped with its reason and the file goes on; the
 // variants of the model column; every precision spelling of
-// ../shared/data/published_dev.csv and measured_b200_dev.csv; the per-layer
-// and allocated-memory metrics; the megatron_args column; the JSON fields.
-// The dev CSVs are not in the repository, so the rows here are copied from
-// them (tests/tuner/testdata/accuracy_dev_rows.csv holds twelve of them).
+// the development CSVs (docs/accuracy.md, "The development data"); the
+// per-layer and allocated-memory metrics; the megatron_args column; the JSON
+// fields. The dev CSVs are not in the repository, so the rows here are copied
+// from them (tests/tuner/testdata/accuracy_dev_rows.csv holds twelve of them).
 #include <gtest/gtest.h>
 
 #include <cmath>
