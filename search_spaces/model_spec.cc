@@ -7,19 +7,10 @@
 
 #include "search_spaces/limits.h"
 #include "search_spaces/spec_validation.h"
+#include "search_spaces/yaml_util.h"
 
 namespace meshtune::search_spaces {
 namespace {
-
-// The user's text for a one-line message: control bytes as '?', at most 80
-// characters.
-std::string Shown(const std::string& text) {
-  std::string out;
-  for (char c : text.substr(0, 80)) {
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  }
-  return text.size() > 80 ? out + "..." : out;
-}
 
 std::string Num(double v) {
   std::ostringstream ss;
@@ -212,10 +203,11 @@ StatusOr<std::vector<uint8_t>> ParseMoeLayerFreq(const std::string& expr) {
   bool ok = p.Sum(&out);
   p.Skip();
   if (ok && p.pos != expr.size())
-    ok = p.Fail("unexpected '" + Shown(std::string(1, expr[p.pos])) + "'");
+    ok = p.Fail("unexpected '" +
+                yaml_util::Printable(std::string(1, expr[p.pos])) + "'");
   if (!ok) {
     return Status::InvalidArgument(
-        "moe_layer_freq '" + Shown(expr) + "': " + p.error,
+        "moe_layer_freq '" + yaml_util::Printable(expr) + "': " + p.error,
         "write an integer or Megatron's list expression, e.g. "
         "([0]*3+[1]*58) for 3 dense then 58 MoE layers");
   }
@@ -242,7 +234,7 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
   const std::string main = pattern.substr(0, slash);
   auto bad = [&](size_t pos, const std::string& why) {
     return Status::InvalidArgument(
-        "hybrid_layer_pattern '" + Shown(pattern) + "': " + why +
+        "hybrid_layer_pattern '" + yaml_util::Printable(pattern) + "': " + why +
             " at position " + std::to_string(pos + 1),
         "use M (Mamba), * (attention), - (MLP), E (MoE), | between pipeline "
         "segments and /<pattern> per MTP depth");
@@ -254,8 +246,8 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
     } else if (c == 'M' || c == '*' || c == '-' || c == 'E') {
       out.layers += c;
     } else {
-      return bad(
-          i, std::string("unknown symbol '") + Shown(std::string(1, c)) + "'");
+      return bad(i, std::string("unknown symbol '") +
+                        yaml_util::Printable(std::string(1, c)) + "'");
     }
   }
   if (out.layers.empty()) return bad(0, "no layers");
@@ -269,7 +261,8 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
         const char c = depth[i];
         if (c != 'M' && c != '*' && c != '-' && c != 'E') {
           return bad(start + i, std::string("unknown MTP symbol '") +
-                                    Shown(std::string(1, c)) + "'");
+                                    yaml_util::Printable(std::string(1, c)) +
+                                    "'");
         }
       }
       if (depth.empty()) return bad(start, "empty MTP depth");
@@ -288,7 +281,7 @@ StatusOr<HybridPattern> ParseHybridPattern(const std::string& pattern) {
 
 namespace {
 
-// The 2025-26 architecture keys (moe_models.md §2): each one positive where
+// The 2025-26 architecture keys (docs/sources.md §2): each one positive where
 // it is used, the layer pattern as long as num_layers, and the divisibility
 // Megatron-Core asserts.
 Status ValidateArchitecture(const ModelSpec& m, const KeyLocator& where) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "search_spaces/yaml_util.h"
+
 namespace meshtune::search_spaces {
 
 bool PipelineLayout::Valid(int64_t num_layers, int64_t pp, int64_t vpp) {
@@ -74,29 +76,21 @@ PipelineLayout::PipelineLayout(int64_t num_layers, int64_t pp, int64_t vpp)
       vpp_(vpp),
       accounts_(AccountsEmbeddingAndLoss(num_layers, pp, vpp)) {
   MESHTUNE_CHECK(Valid(num_layers, pp, vpp));
-  const int64_t stages = pp * vpp;
-  units_per_chunk_ = (num_layers + (accounts_ ? 2 : 0)) / stages;
-  counts_.assign(stages, units_per_chunk_);
-  if (accounts_) {
-    --counts_.front();  // embedding
-    --counts_.back();   // loss
-  }
-  starts_.resize(stages);
-  int64_t next = 0;
-  for (int64_t v = 0; v < stages; ++v) {
-    starts_[v] = next;
-    next += counts_[v];
-  }
+  units_per_chunk_ = (num_layers + (accounts_ ? 2 : 0)) / (pp * vpp);
+  // The accounting takes one layer from the first (embedding) and the last
+  // (loss) virtual stage.
+  SetCounts(accounts_ ? units_per_chunk_ - 1 : units_per_chunk_,
+            accounts_ ? units_per_chunk_ - 1 : units_per_chunk_);
 }
 
 PipelineLayout::PipelineLayout(int64_t num_layers, const ParallelConfig& c)
-    : PipelineLayout(Valid(num_layers, c.pp, c.vpp) && !c.uneven_layout()
-                         ? num_layers
-                         : c.pp * c.vpp,
-                     c.pp, c.vpp) {
-  if (!c.uneven_layout() && Valid(num_layers, c.pp, c.vpp)) return;
-  // Re-split: the delegated constructor built a placeholder even layout.
+    : pp_(c.pp), vpp_(c.vpp) {
   MESHTUNE_CHECK(Valid(num_layers, c));
+  if (!c.uneven_layout() && Valid(num_layers, c.pp, c.vpp)) {
+    *this = PipelineLayout(num_layers, c.pp, c.vpp);
+    return;
+  }
+  // Explicit uneven fields, or (none given) the family's first member.
   int64_t first = c.layout_first_layers, last = c.layout_last_layers;
   if (!c.uneven_layout()) {
     const auto fl = UnevenFamily(num_layers, c.pp, c.vpp).front();
@@ -104,13 +98,18 @@ PipelineLayout::PipelineLayout(int64_t num_layers, const ParallelConfig& c)
     last = fl.second;
   }
   const int64_t stages = c.pp * c.vpp;
-  accounts_ = false;
   uneven_ = true;
-  const int64_t rest = num_layers - first - last;
-  units_per_chunk_ = stages > 2 ? rest / (stages - 2) : std::max(first, last);
+  units_per_chunk_ = stages > 2 ? (num_layers - first - last) / (stages - 2)
+                                : std::max(first, last);
+  SetCounts(first, last);
+}
+
+void PipelineLayout::SetCounts(int64_t first, int64_t last) {
+  const int64_t stages = pp_ * vpp_;
   counts_.assign(stages, units_per_chunk_);
   counts_.front() = first;
   counts_.back() = last;
+  starts_.resize(stages);
   int64_t next = 0;
   for (int64_t v = 0; v < stages; ++v) {
     starts_[v] = next;
@@ -143,16 +142,6 @@ int64_t PipelineLayout::MaxLayersOnStage() const {
 }
 
 namespace {
-
-// The user's text for a one-line message: control bytes as '?', at most 80
-// characters.
-std::string Shown(const std::string& text) {
-  std::string out;
-  for (char c : text.substr(0, 80)) {
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  }
-  return text.size() > 80 ? out + "..." : out;
-}
 
 std::string Layers(int64_t n) {
   if (n == 0) return "";
@@ -190,8 +179,8 @@ StatusOr<std::string> ExpandLayout(const std::string& s, size_t* pos,
   std::string out;
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(
-        "pipeline layout '" + Shown(s) + "': " + why + " at position " +
-            std::to_string(*pos + 1),
+        "pipeline layout '" + yaml_util::Printable(s) + "': " + why +
+            " at position " + std::to_string(*pos + 1),
         "write stages like Et|(tt|)*30mL: E embedding, t layer, m MTP "
         "layer, L loss, | between virtual stages");
   };
@@ -217,8 +206,8 @@ StatusOr<std::string> ExpandLayout(const std::string& s, size_t* pos,
       unit = std::string(1, c);
       ++*pos;
     } else {
-      return bad(std::string("unknown symbol '") + Shown(std::string(1, c)) +
-                 "'");
+      return bad(std::string("unknown symbol '") +
+                 yaml_util::Printable(std::string(1, c)) + "'");
     }
     if (*pos < s.size() && s[*pos] == '*') {
       ++*pos;
@@ -253,7 +242,7 @@ StatusOr<ParsedLayout> ParsePipelineLayout(const std::string& layout,
   if (!expanded.ok()) return expanded.status();
   auto bad = [&](const std::string& why, const std::string& hint) {
     return Status::InvalidArgument(
-        "pipeline layout '" + Shown(layout) + "': " + why, hint);
+        "pipeline layout '" + yaml_util::Printable(layout) + "': " + why, hint);
   };
   std::vector<std::string> stages(1);
   for (char c : *expanded) {

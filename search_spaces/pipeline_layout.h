@@ -91,6 +91,10 @@ class PipelineLayout {
   std::string MegatronString(int64_t mtp_layers) const;
 
  private:
+  // Every virtual stage units_per_chunk_ layers, the first `first` and the
+  // last `last`; fills counts_ and starts_.
+  void SetCounts(int64_t first, int64_t last);
+
   int64_t pp_, vpp_;
   bool accounts_ = false;
   bool uneven_ = false;
