@@ -207,36 +207,100 @@ double BucketedExposed(Collective op, double params, double bytes_per_param,
 Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const ParallelConfig& c,
                         const Calibration& calibration) {
-  return EstimateConfig(model, cluster, training, c, calibration,
-                        ModelOptions());
+  return Estimator(model, cluster, training, calibration)(c);
 }
 
 Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const ParallelConfig& c,
                         const Calibration& calibration,
                         const ModelOptions& options) {
+  return Estimator(model, cluster, training, calibration, options)(c);
+}
+
+Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster,
+                     const TrainingSpec& training,
+                     const Calibration& calibration,
+                     const ModelOptions& options)
+    : model_(model),
+      cluster_(cluster),
+      training_(training),
+      calibration_(calibration),
+      options_(options),
+      layers_(model) {}
+
+const ModelStats& Estimator::StatsFor(int64_t padded_vocab,
+                                      int64_t positions) const {
+  const std::pair<int64_t, int64_t> key{padded_vocab, positions};
+  for (const auto& [k, stats] : stats_) {
+    if (k == key) return stats;
+  }
+  stats_.emplace_back(key, ComputeModelStats(model_, padded_vocab, positions));
+  return stats_.back().second;
+}
+
+const Estimator::StagePlan& Estimator::PlanFor(const ParallelConfig& c) const {
+  const auto key =
+      std::make_tuple(c.pp, c.vpp, c.layout_first_layers, c.layout_last_layers);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    search_spaces::PipelineLayout layout(model_.num_layers, c);
+    std::vector<StageClass> stages = DistinctStages(model_, layers_, layout, c);
+    it = plans_.emplace(key, StagePlan{std::move(layout), std::move(stages)})
+             .first;
+  }
+  return it->second;
+}
+
+const std::vector<StageStatics>& Estimator::StaticsFor(
+    const ParallelConfig& c, const StagePlan& plan,
+    const ModelStats& stats) const {
+  const auto key =
+      std::make_tuple(c.pp, c.vpp, c.layout_first_layers, c.layout_last_layers,
+                      c.tp, c.ep, c.expert_tp());
+  auto it = statics_.find(key);
+  if (it == statics_.end()) {
+    std::vector<StageStatics> statics;
+    statics.reserve(plan.stages.size());
+    for (const StageClass& sc : plan.stages) {
+      statics.push_back(StageStaticsOf(model_, layers_, stats, c, sc));
+    }
+    it = statics_.emplace(key, std::move(statics)).first;
+  }
+  return it->second;
+}
+
+Estimate Estimator::operator()(const ParallelConfig& c,
+                               bool time_out_of_memory) const {
+  const ModelSpec& model = model_;
+  const ClusterSpec& cluster = cluster_;
+  const TrainingSpec& training = training_;
+  const Calibration& calibration = calibration_;
+  const ModelOptions& options = options_;
   Estimate est;
   est.config = c;
   est.calibration = calibration.Name();
   const int64_t seq = training.seq_length;
   const Precision prec = training.precision;
   const int64_t padded_vocab = PaddedVocabSize(model.vocab_size, c.tp);
-  const ModelStats stats = ComputeModelStats(
-      model, padded_vocab,
-      model.seq_length > 0 ? std::max(model.seq_length, seq) : seq);
+  const ModelStats& stats =
+      StatsFor(padded_vocab,
+               model.seq_length > 0 ? std::max(model.seq_length, seq) : seq);
   const int64_t m =
       std::max<int64_t>(1, c.num_microbatches(training.global_batch_size));
   const PipelineSchedule schedule(c.pp, c.vpp, m);
-  const search_spaces::PipelineLayout layout(model.num_layers, c);
+  const StagePlan& plan = PlanFor(c);
+  const search_spaces::PipelineLayout& layout = plan.layout;
+  const std::vector<StageStatics>& statics = StaticsFor(c, plan, stats);
 
   // ---- Memory: the most loaded pipeline stage (memory_model.h).
   const StateBytes state_bytes{training.weight_bytes_per_param(),
                                training.grad_bytes_per_param()};
   // Every stage of the layout; the most loaded one's allocated peak.
-  est.memory = MostLoadedStage(model, stats, c, seq, prec, schedule,
-                               calibration.UsesFlashAttention(),
-                               MemoryRecipeFor(training))
-                   .memory;
+  est.memory =
+      MostLoadedStage(model, layers_, stats, c, plan.stages, statics, seq, prec,
+                      schedule, calibration.UsesFlashAttention(),
+                      MemoryRecipeFor(training))
+          .memory;
   if (UsesTpCommOverlap(training, c, options)) {
     // Userbuffers: Transformer Engine's initialize_ub registers one
     // [T, h] 16-bit buffer per overlapped GEMM (qkv/fc1 fprop, proj/fc2
@@ -249,6 +313,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   est.memory_capacity_bytes = cluster.UsableMemoryGib() * kGiB;
   est.fits = est.memory.total_bytes() <= est.memory_capacity_bytes;
   if (!est.fits) est.infeasible_reason = "out_of_memory";
+  if (!est.fits && !time_out_of_memory) return est;
 
   // ---- Placement of the groups (Megatron order tp-cp-ep-dp-pp).
   const int64_t domain = cluster.nvlink_domain_gpus > 0
@@ -285,8 +350,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
     kind_costs.push_back(k);
     return kind_costs.back();
   };
-  const std::vector<LayerKind> layer_kinds = model.DecoderLayers();
-  const std::vector<LayerKind> mtp_kinds = model.MtpDepthLayers();
+  const std::vector<LayerKind>& mtp_kinds = layers_.mtp();
 
   // Logits on the last stage, embedding on the first; with pp == 1 both.
   const LayerCompute logits = LogitsComputeTime(model, c, seq, padded_vocab,
@@ -322,22 +386,23 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
     double fwd_win = 0, bwd_win = 0;  // compute + TP (DP overlap windows)
     double total() const { return compute + recompute + tp + cp + ep; }
   };
-  auto add_layer = [&](StageWork* w, LayerKind kind) {
+  // `n` layers of `kind`.
+  auto add_layer = [&](StageWork* w, LayerKind kind, double n) {
     const KindCost& k = cost_of(kind);
     const double f = k.c.fwd_s(), b = k.c.bwd_s();
-    w->compute += f + b;
-    w->fwd += f;
-    w->bwd += b;
+    w->compute += n * (f + b);
+    w->fwd += n * f;
+    w->bwd += n * b;
     if (selective) {
-      w->recompute += k.c.attn_fwd_s;
+      w->recompute += n * k.c.attn_fwd_s;
     } else if (full_fraction > 0) {
-      w->recompute += full_fraction * f;
+      w->recompute += n * full_fraction * f;
     }
-    w->tp += k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s;
-    w->cp += k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s;
-    w->ep += k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s;
-    w->fwd_win += f + k.x.tp_fwd_s;
-    w->bwd_win += b + k.x.tp_bwd_s;
+    w->tp += n * (k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s);
+    w->cp += n * (k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s);
+    w->ep += n * (k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s);
+    w->fwd_win += n * (f + k.x.tp_fwd_s);
+    w->bwd_win += n * (b + k.x.tp_bwd_s);
   };
   // Embedding, logits and MTP glue: compute, but not part of the chunk
   // windows the p2p and DP transfers hide behind.
@@ -345,15 +410,16 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
     w->compute += e.fwd_s() + e.bwd_s();
     w->tp += tp_s;
   };
+  // Middle stages holding the same layers do the same work: each distinct
+  // set is costed once (DistinctStages, prepared once per layout).
   StageWork pace;
-  for (int64_t stage = 0; stage < c.pp; ++stage) {
+  bool first_stage = true;
+  for (const StageClass& sc : plan.stages) {
+    const int64_t stage = sc.stage;
+    const StageLayers& sl = sc.layers;
     StageWork w;
-    for (int64_t chunk = 0; chunk < c.vpp; ++chunk) {
-      const int64_t first = layout.FirstLayerOfChunk(stage, chunk);
-      const int64_t n = layout.LayersInChunk(stage, chunk);
-      for (int64_t i = first; i < first + n; ++i) {
-        add_layer(&w, layer_kinds[i]);
-      }
+    for (const KindCount& k : sl.kinds) {
+      add_layer(&w, k.kind, static_cast<double>(k.count));
     }
     if (stage == 0) add_edge(&w, embed, 0.0);
     if (stage == c.pp - 1) {
@@ -361,7 +427,7 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
       // MTP (Megatron's default placement: the last stage): each depth
       // runs its layers, a 2h -> h projection and one more output layer.
       for (int64_t d = 0; d < model.mtp_num_layers; ++d) {
-        for (const LayerKind& kind : mtp_kinds) add_layer(&w, kind);
+        for (const LayerKind& kind : mtp_kinds) add_layer(&w, kind, 1.0);
         add_edge(&w, logits, logits_tp);
         LayerCompute glue;
         const double T = static_cast<double>(c.mbs) * seq / c.cp;
@@ -373,7 +439,8 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
         add_edge(&w, glue, 0.0);
       }
     }
-    if (stage == 0 || w.total() > pace.total()) pace = w;
+    if (first_stage || w.total() > pace.total()) pace = w;
+    first_stage = false;
   }
   const double compute_mb = pace.compute;
   const double recompute_mb = pace.recompute;
@@ -425,8 +492,8 @@ Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
   // ---- Data parallel: gradient reduce (fp32) overlapped with the last
   // micro-batch's backward except the last bucket; with the distributed
   // optimizer the bf16 parameter all-gather overlaps the first forward.
-  const LocalParams lp0 = StageLocalParams(model, stats, c, 0);
-  const LocalParams lp_last = StageLocalParams(model, stats, c, c.pp - 1);
+  const LocalParams& lp0 = statics.front().params;
+  const LocalParams& lp_last = statics.back().params;
   const LocalParams lp =
       (lp_last.dense + lp_last.expert > lp0.dense + lp0.expert) ? lp_last : lp0;
   // Without --overlap-grad-reduce (--overlap-param-gather) Megatron runs

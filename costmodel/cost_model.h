@@ -7,12 +7,22 @@
 #ifndef MESHTUNE_COSTMODEL_COST_MODEL_H_
 #define MESHTUNE_COSTMODEL_COST_MODEL_H_
 
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
 #include "costmodel/calibration.h"
 #include "costmodel/estimate.h"
+#include "costmodel/memory_model.h"
+#include "costmodel/model_layers.h"
 #include "costmodel/model_options.h"
+#include "costmodel/model_stats.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
+#include "search_spaces/pipeline_layout.h"
 #include "search_spaces/training_spec.h"
 
 namespace meshtune::costmodel {
@@ -32,6 +42,61 @@ Estimate EstimateConfig(const search_spaces::ModelSpec& model,
                         const search_spaces::ParallelConfig& config,
                         const Calibration& calibration,
                         const ModelOptions& options);
+
+// EstimateConfig for many configurations of one problem: what does not
+// depend on the configuration (the layer list and its per-kind prefix
+// counts, the parameter counts per padded vocabulary, the pipeline layout
+// and its distinct stages per (pp, vpp, first, last)) is prepared once.
+// Same results as EstimateConfig (which builds one per call). The
+// referenced model, cluster, training and calibration must outlive it; not
+// thread-safe (it caches ModelStats per padded vocabulary): one per thread.
+class Estimator {
+ public:
+  Estimator(const search_spaces::ModelSpec& model,
+            const search_spaces::ClusterSpec& cluster,
+            const search_spaces::TrainingSpec& training,
+            const Calibration& calibration,
+            const ModelOptions& options = ModelOptions());
+
+  // REQUIRES: config passed search_spaces::CheckConfig. With
+  // `time_out_of_memory` false, a configuration that does not fit returns
+  // after the memory model: config, memory, capacity, fits and
+  // infeasible_reason are set, every time and throughput field is 0 (most
+  // of a large search does not fit; its time is not needed to reject it).
+  Estimate operator()(const search_spaces::ParallelConfig& config,
+                      bool time_out_of_memory = true) const;
+
+ private:
+  struct StagePlan {
+    search_spaces::PipelineLayout layout;
+    std::vector<StageClass> stages;  // DistinctStages(layout)
+  };
+  const ModelStats& StatsFor(int64_t padded_vocab, int64_t positions) const;
+  const StagePlan& PlanFor(const search_spaces::ParallelConfig& config) const;
+  // StageStaticsOf for every stage of `plan` (same order).
+  const std::vector<StageStatics>& StaticsFor(
+      const search_spaces::ParallelConfig& config, const StagePlan& plan,
+      const ModelStats& stats) const;
+
+  const search_spaces::ModelSpec& model_;
+  const search_spaces::ClusterSpec& cluster_;
+  const search_spaces::TrainingSpec& training_;
+  const Calibration& calibration_;
+  const ModelOptions options_;
+  const ModelLayers layers_;
+  // ModelStats per (padded vocabulary, positions); a search sees a few.
+  mutable std::vector<std::pair<std::pair<int64_t, int64_t>, ModelStats>>
+      stats_;
+  // Per (pp, vpp, layout_first_layers, layout_last_layers).
+  mutable std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, StagePlan>
+      plans_;
+  // Per (pp, vpp, layout_first_layers, layout_last_layers, tp, ep, etp); the
+  // padded vocabulary follows from tp and the positions from the training.
+  mutable std::map<
+      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
+      std::vector<StageStatics>>
+      statics_;
+};
 
 }  // namespace meshtune::costmodel
 

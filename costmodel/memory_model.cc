@@ -1,11 +1,15 @@
 #include "costmodel/memory_model.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <utility>
 
 #include "costmodel/compute_model.h"
+#include "costmodel/model_layers.h"
 #include "costmodel/model_options.h"
 #include "search_spaces/pipeline_layout.h"
+#include "search_spaces/status.h"
 
 namespace meshtune::costmodel {
 
@@ -77,9 +81,26 @@ double Tokens(const ParallelConfig& c, int64_t seq) {
 struct Shape {
   double rows = 0, cols = 0, instances = 1;
 };
+// The linear weights of one layer: at most 5 (MLA) + 6 (MoE with shared and
+// latent projections). A fixed array: the search builds one per layer kind
+// and configuration, and a heap vector there was most of its allocations.
+class ShapeList {
+ public:
+  static constexpr size_t kCapacity = 12;
+  void push_back(const Shape& s) {
+    MESHTUNE_CHECK(size_ < kCapacity);
+    shapes_[size_++] = s;
+  }
+  const Shape* begin() const { return shapes_.data(); }
+  const Shape* end() const { return shapes_.data() + size_; }
+
+ private:
+  std::array<Shape, kCapacity> shapes_;
+  size_t size_ = 0;
+};
 
 void MixerShapes(const ModelSpec& m, const ParallelConfig& c, Mixer mixer,
-                 std::vector<Shape>* out) {
+                 ShapeList* out) {
   const double t = static_cast<double>(c.tp);
   const double h = static_cast<double>(m.hidden_size);
   switch (mixer) {
@@ -121,7 +142,7 @@ void MixerShapes(const ModelSpec& m, const ParallelConfig& c, Mixer mixer,
 }
 
 void MlpShapes(const ModelSpec& m, const ParallelConfig& c, Mlp mlp,
-               std::vector<Shape>* out) {
+               ShapeList* out) {
   const double t = static_cast<double>(c.tp);
   const double h = static_cast<double>(m.hidden_size);
   const double phi = m.gated_mlp() ? 2.0 : 1.0;
@@ -156,44 +177,41 @@ void MlpShapes(const ModelSpec& m, const ParallelConfig& c, Mlp mlp,
   }
 }
 
-std::vector<Shape> LayerShapes(const ModelSpec& m, const ParallelConfig& c,
-                               LayerKind kind) {
-  std::vector<Shape> s;
+ShapeList LayerShapes(const ModelSpec& m, const ParallelConfig& c,
+                      LayerKind kind) {
+  ShapeList s;
   MixerShapes(m, c, kind.mixer, &s);
   MlpShapes(m, c, kind.mlp, &s);
   return s;
 }
 
-double LinearParams(const std::vector<Shape>& shapes) {
+double LinearParams(const ShapeList& shapes) {
   double n = 0;
   for (const Shape& s : shapes) n += s.rows * s.cols * s.instances;
   return n;
 }
 
-// The stage's layers from the model's layer list and the layout.
-StageLayers StageLayersOf(const ModelSpec& m, const ParallelConfig& c,
-                          const std::vector<LayerKind>& all,
-                          const PipelineLayout& layout, int64_t stage) {
-  StageLayers sl;
-  for (int64_t chunk = 0; chunk < c.vpp; ++chunk) {
-    const int64_t first = layout.FirstLayerOfChunk(stage, chunk);
-    const int64_t n = layout.LayersInChunk(stage, chunk);
-    for (int64_t i = first; i < first + n; ++i) {
-      const LayerKind kind = all[static_cast<size_t>(i)];
-      sl.layers += 1;
-      if (kind.mlp == Mlp::kMoe) sl.moe += 1;
-      auto it =
-          std::find_if(sl.kinds.begin(), sl.kinds.end(),
-                       [&](const KindCount& k) { return k.kind == kind; });
-      if (it == sl.kinds.end()) {
-        sl.kinds.push_back({kind, 1});
-      } else {
-        ++it->count;
-      }
+// The stage's layers (every chunk of the layout) counted per kind from the
+// prepared prefix counts; `sl` is refilled (its buffer reused).
+void FillStageLayers(const ModelSpec& m, const ModelLayers& layers,
+                     const PipelineLayout& layout, const ParallelConfig& c,
+                     int64_t stage, StageLayers* sl) {
+  sl->layers = 0;
+  sl->moe = 0;
+  sl->kinds.clear();
+  for (size_t k = 0; k < layers.kinds().size(); ++k) {
+    int64_t n = 0;
+    for (int64_t chunk = 0; chunk < c.vpp; ++chunk) {
+      n += layers.CountInRange(k, layout.FirstLayerOfChunk(stage, chunk),
+                               layout.LayersInChunk(stage, chunk));
     }
+    if (n == 0) continue;
+    const LayerKind kind = layers.kinds()[k];
+    sl->kinds.push_back({kind, n});
+    sl->layers += static_cast<double>(n);
+    if (kind.mlp == Mlp::kMoe) sl->moe += static_cast<double>(n);
   }
-  if (stage == c.pp - 1) sl.mtp_depths = m.mtp_num_layers;
-  return sl;
+  sl->mtp_depths = stage == c.pp - 1 ? m.mtp_num_layers : 0;
 }
 
 LocalParams LocalParamsOf(const ModelSpec& m, const ModelStats& st,
@@ -411,20 +429,32 @@ double MtpGlueActivationBytes(const ModelSpec& m, const ModelStats& st,
 double TeDummyWgradBytes(const ModelSpec& m, const ParallelConfig& c,
                          const StageLayers& sl,
                          const std::vector<LayerKind>& mtp_kinds) {
-  std::vector<std::pair<double, double>> seen;
+  // Distinct shapes: at most every shape of every kind and of the MTP
+  // layers, plus eh_proj. Left uninitialised (written before read): this
+  // runs for every stage of every configuration of a search.
+  struct Key {
+    double rows, cols;
+  };
+  Key seen[2 * 12 * ShapeList::kCapacity + 1];
+  size_t num_seen = 0;
   double elements = 0;
-  auto add = [&](const std::vector<Shape>& shapes) {
+  auto add = [&](const ShapeList& shapes) {
     for (const Shape& s : shapes) {
-      const std::pair<double, double> key{s.rows, s.cols};
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-      seen.push_back(key);
+      const bool known = std::any_of(seen, seen + num_seen, [&](const Key& k) {
+        return k.rows == s.rows && k.cols == s.cols;
+      });
+      if (known) continue;
+      MESHTUNE_CHECK(num_seen < std::size(seen));
+      seen[num_seen++] = {s.rows, s.cols};
       elements += s.rows * s.cols;
     }
   };
   for (const KindCount& k : sl.kinds) add(LayerShapes(m, c, k.kind));
   if (sl.mtp_depths > 0) {
     const double h = static_cast<double>(m.hidden_size);
-    add({{h / c.tp, 2 * h}});
+    ShapeList eh_proj;
+    eh_proj.push_back({h / c.tp, 2 * h});
+    add(eh_proj);
     for (const LayerKind& kind : mtp_kinds) add(LayerShapes(m, c, kind));
   }
   return 2.0 * elements;  // parameter dtype (bf16/fp16)
@@ -436,9 +466,10 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
                               const PipelineSchedule& schedule, int64_t stage,
                               bool flash_attention, const MemoryRecipe& r,
                               const StageLayers& sl,
-                              const std::vector<LayerKind>& mtp_kinds) {
+                              const std::vector<LayerKind>& mtp_kinds,
+                              const StageStatics& statics) {
   MemoryBreakdown mem;
-  const LocalParams lp = LocalParamsOf(m, st, c, sl, mtp_kinds, stage);
+  const LocalParams& lp = statics.params;
   const int64_t dpcp = c.dp * c.cp;
   const int64_t edp = ExpertDataParallelSize(c);
   const double params = lp.dense + lp.expert;
@@ -541,7 +572,7 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
 
   // Persistent library buffers allocated through PyTorch.
   mem.workspace_bytes =
-      (r.te_dummy_wgrad ? TeDummyWgradBytes(m, c, sl, mtp_kinds) : 0.0) +
+      (r.te_dummy_wgrad ? statics.te_dummy_wgrad_bytes : 0.0) +
       2 * kCublasWorkspaceBytes +
       (has_moe && m.moe_grouped_gemm ? kGroupedGemmStreams : 0.0) *
           kCublasWorkspaceBytes;
@@ -585,17 +616,27 @@ int64_t ExpertDataParallelSize(const ParallelConfig& c) {
   return std::max<int64_t>(1, c.world() / std::max<int64_t>(1, grid));
 }
 
+StageLayers LayersOnStage(const ModelSpec& m, const ModelLayers& layers,
+                          const PipelineLayout& layout, const ParallelConfig& c,
+                          int64_t stage) {
+  StageLayers sl;
+  FillStageLayers(m, layers, layout, c, stage, &sl);
+  return sl;
+}
+
 StageLayers LayersOnStage(const ModelSpec& m, const ParallelConfig& c,
                           int64_t stage) {
-  const PipelineLayout layout(m.num_layers, c);
-  return StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
+  return LayersOnStage(m, ModelLayers(m), PipelineLayout(m.num_layers, c), c,
+                       stage);
 }
 
 LocalParams StageLocalParams(const ModelSpec& m, const ModelStats& st,
                              const ParallelConfig& c, int64_t stage) {
-  const PipelineLayout layout(m.num_layers, c);
-  const StageLayers sl = StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
-  return LocalParamsOf(m, st, c, sl, m.MtpDepthLayers(), stage);
+  const ModelLayers layers(m);
+  return StageLocalParams(
+      m, layers, st, c,
+      {stage,
+       LayersOnStage(m, layers, PipelineLayout(m.num_layers, c), c, stage)});
 }
 
 double RoutedRowsPerRank(const ModelSpec& m, const ParallelConfig& c,
@@ -647,31 +688,84 @@ MemoryBreakdown StageMemory(const ModelSpec& m, const ModelStats& st,
                             Precision precision,
                             const PipelineSchedule& schedule, int64_t stage,
                             bool flash_attention, const MemoryRecipe& recipe) {
-  const PipelineLayout layout(m.num_layers, c);
-  const StageLayers sl = StageLayersOf(m, c, m.DecoderLayers(), layout, stage);
+  const ModelLayers layers(m);
+  const StageLayers sl =
+      LayersOnStage(m, layers, PipelineLayout(m.num_layers, c), c, stage);
   return StageMemoryOf(m, st, c, seq, precision, schedule, stage,
-                       flash_attention, recipe, sl, m.MtpDepthLayers());
+                       flash_attention, recipe, sl, layers.mtp(),
+                       StageStaticsOf(m, layers, st, c, {stage, sl}));
+}
+
+std::vector<StageClass> DistinctStages(const ModelSpec& m,
+                                       const ModelLayers& layers,
+                                       const PipelineLayout& layout,
+                                       const ParallelConfig& c) {
+  std::vector<StageClass> out;
+  StageLayers sl;
+  for (int64_t stage = 0; stage < c.pp; ++stage) {
+    FillStageLayers(m, layers, layout, c, stage, &sl);
+    const bool edge = stage == 0 || stage == c.pp - 1;
+    if (!edge && std::any_of(out.begin(), out.end(), [&](const StageClass& o) {
+          return o.stage != 0 && o.layers.kinds == sl.kinds;
+        })) {
+      continue;
+    }
+    out.push_back({stage, sl});
+  }
+  return out;
+}
+
+LocalParams StageLocalParams(const ModelSpec& m, const ModelLayers& layers,
+                             const ModelStats& st, const ParallelConfig& c,
+                             const StageClass& stage) {
+  return LocalParamsOf(m, st, c, stage.layers, layers.mtp(), stage.stage);
+}
+
+StageStatics StageStaticsOf(const ModelSpec& m, const ModelLayers& layers,
+                            const ModelStats& st, const ParallelConfig& c,
+                            const StageClass& stage) {
+  StageStatics s;
+  s.params = LocalParamsOf(m, st, c, stage.layers, layers.mtp(), stage.stage);
+  s.te_dummy_wgrad_bytes = TeDummyWgradBytes(m, c, stage.layers, layers.mtp());
+  return s;
+}
+
+StagePeak MostLoadedStage(const ModelSpec& m, const ModelLayers& layers,
+                          const ModelStats& st, const ParallelConfig& c,
+                          const std::vector<StageClass>& stages,
+                          const std::vector<StageStatics>& statics, int64_t seq,
+                          Precision precision, const PipelineSchedule& schedule,
+                          bool flash_attention, const MemoryRecipe& recipe) {
+  MESHTUNE_CHECK(statics.size() == stages.size());
+  StagePeak best;
+  bool first = true;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const StageClass& sc = stages[i];
+    const MemoryBreakdown mem = StageMemoryOf(
+        m, st, c, seq, precision, schedule, sc.stage, flash_attention, recipe,
+        sc.layers, layers.mtp(), statics[i]);
+    if (first || mem.allocated_bytes() > best.memory.allocated_bytes()) {
+      best.stage = sc.stage;
+      best.memory = mem;
+      first = false;
+    }
+  }
+  return best;
 }
 
 StagePeak MostLoadedStage(const ModelSpec& m, const ModelStats& st,
                           const ParallelConfig& c, int64_t seq,
                           Precision precision, const PipelineSchedule& schedule,
                           bool flash_attention, const MemoryRecipe& recipe) {
-  const PipelineLayout layout(m.num_layers, c);
-  const std::vector<LayerKind> all = m.DecoderLayers();
-  const std::vector<LayerKind> mtp = m.MtpDepthLayers();
-  StagePeak best;
-  for (int64_t stage = 0; stage < c.pp; ++stage) {
-    const StageLayers sl = StageLayersOf(m, c, all, layout, stage);
-    const MemoryBreakdown mem =
-        StageMemoryOf(m, st, c, seq, precision, schedule, stage,
-                      flash_attention, recipe, sl, mtp);
-    if (stage == 0 || mem.allocated_bytes() > best.memory.allocated_bytes()) {
-      best.stage = stage;
-      best.memory = mem;
-    }
+  const ModelLayers layers(m);
+  const std::vector<StageClass> stages =
+      DistinctStages(m, layers, PipelineLayout(m.num_layers, c), c);
+  std::vector<StageStatics> statics;
+  for (const StageClass& sc : stages) {
+    statics.push_back(StageStaticsOf(m, layers, st, c, sc));
   }
-  return best;
+  return MostLoadedStage(m, layers, st, c, stages, statics, seq, precision,
+                         schedule, flash_attention, recipe);
 }
 
 void AddMemoryBesidesModel(const ParallelConfig& c, MemoryBreakdown* mem) {

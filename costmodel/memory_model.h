@@ -52,10 +52,12 @@
 #include <vector>
 
 #include "costmodel/estimate.h"
+#include "costmodel/model_layers.h"
 #include "costmodel/model_stats.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
+#include "search_spaces/pipeline_layout.h"
 #include "search_spaces/pipeline_schedule.h"
 #include "search_spaces/training_spec.h"
 
@@ -105,6 +107,9 @@ double QuantizedBytesPerElement(search_spaces::Precision precision);
 struct KindCount {
   search_spaces::LayerKind kind;
   int64_t count = 0;
+  bool operator==(const KindCount& o) const {
+    return kind == o.kind && count == o.count;
+  }
 };
 struct StageLayers {
   double layers = 0;             // decoder layers
@@ -113,6 +118,12 @@ struct StageLayers {
   int64_t mtp_depths = 0;        // MTP depths (last stage only)
 };
 StageLayers LayersOnStage(const search_spaces::ModelSpec& model,
+                          const search_spaces::ParallelConfig& config,
+                          int64_t stage);
+// The same from layers and a layout prepared once (the search's hot path).
+StageLayers LayersOnStage(const search_spaces::ModelSpec& model,
+                          const ModelLayers& layers,
+                          const search_spaces::PipelineLayout& layout,
                           const search_spaces::ParallelConfig& config,
                           int64_t stage);
 
@@ -129,6 +140,36 @@ LocalParams StageLocalParams(const search_spaces::ModelSpec& model,
                              const ModelStats& stats,
                              const search_spaces::ParallelConfig& config,
                              int64_t stage);
+
+// The stages that can be the most loaded or the slowest, with their layers:
+// the first, the last, and of the middle stages the first of each distinct
+// set of layers (a later middle stage with the same layers has the same
+// work and fewer micro-batches in flight:
+// PipelineSchedule::InFlightMicrobatches falls with the rank). Ascending.
+struct StageClass {
+  int64_t stage = 0;
+  StageLayers layers;
+};
+std::vector<StageClass> DistinctStages(
+    const search_spaces::ModelSpec& model, const ModelLayers& layers,
+    const search_spaces::PipelineLayout& layout,
+    const search_spaces::ParallelConfig& config);
+LocalParams StageLocalParams(const search_spaces::ModelSpec& model,
+                             const ModelLayers& layers, const ModelStats& stats,
+                             const search_spaces::ParallelConfig& config,
+                             const StageClass& stage);
+// What a stage's memory needs that depends only on its layers and on tp,
+// ep and etp (not on micro-batching, recompute or dp): its parameters and
+// Transformer Engine's dummy weight-gradient bytes. The search prepares it
+// once per layout and expert grid.
+struct StageStatics {
+  LocalParams params;
+  double te_dummy_wgrad_bytes = 0;
+};
+StageStatics StageStaticsOf(const search_spaces::ModelSpec& model,
+                            const ModelLayers& layers, const ModelStats& stats,
+                            const search_spaces::ParallelConfig& config,
+                            const StageClass& stage);
 
 // Expert data-parallel size world / (etp · ep · pp) (at least 1).
 int64_t ExpertDataParallelSize(const search_spaces::ParallelConfig& config);
@@ -191,6 +232,16 @@ StagePeak MostLoadedStage(const search_spaces::ModelSpec& model,
                           const search_spaces::PipelineSchedule& schedule,
                           bool flash_attention = true,
                           const MemoryRecipe& recipe = MemoryRecipe());
+// The same over DistinctStages and their StageStaticsOf (one per stage, same
+// order) prepared once (the search's hot path).
+StagePeak MostLoadedStage(const search_spaces::ModelSpec& model,
+                          const ModelLayers& layers, const ModelStats& stats,
+                          const search_spaces::ParallelConfig& config,
+                          const std::vector<StageClass>& stages,
+                          const std::vector<StageStatics>& statics, int64_t seq,
+                          search_spaces::Precision precision,
+                          const search_spaces::PipelineSchedule& schedule,
+                          bool flash_attention, const MemoryRecipe& recipe);
 
 // The memory a real run has besides PyTorch's allocated peak, each term
 // stated in memory_model.cc with its source: allocator fragmentation (a

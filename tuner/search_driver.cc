@@ -46,12 +46,13 @@ SearchResult RunSearch(const search_spaces::ModelSpec& model,
   result.evaluated = static_cast<int64_t>(en.configs.size());
   for (const auto& [reason, count] : en.pruned) result.evaluated += count;
 
-  result.ranked.reserve(en.configs.size());
   const int64_t pruned =
       result.evaluated - static_cast<int64_t>(en.configs.size());
+  const costmodel::Estimator estimate(model, cluster, training, calibration);
   for (const search_spaces::ParallelConfig& c : en.configs) {
-    costmodel::Estimate e =
-        costmodel::EstimateConfig(model, cluster, training, c, calibration);
+    // The HTML report plots the rejected ones' step times; otherwise they
+    // are rejected on memory alone.
+    costmodel::Estimate e = estimate(c, options.keep_out_of_memory);
     ++result.estimated;
     if (options.on_progress) {
       options.on_progress(pruned + result.estimated, result.evaluated);

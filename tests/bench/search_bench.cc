@@ -4,8 +4,12 @@
 //                       (tp8 pp8 vpp3 sp selective); counter estimates/s.
 //   BM_Search175b1024   the whole default search for the same problem:
 //                       enumeration + every estimate + ranking. The contract
-//                       is < 1 s (costmodel/cost_model.h); counters report the
-//                       configurations evaluated and estimated per run.
+//                       is < 0.2 s; counters report the configurations
+//                       evaluated and estimated per run.
+//   BM_SearchDeepSeekV3On1024H100
+//                       the whole default search for DeepSeek-V3 (MTP) on
+//                       1024 H100 in fp8: EP, ETP and uneven layouts
+//                       included. The contract is < 1 s.
 //
 // Run: ./build/bench/search_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -27,13 +31,14 @@ struct Problem {
   search_spaces::TrainingSpec training;
 };
 
-// GPT-3 175B on 1024 A100-80GB with the recipe's gbs and seq; aborts if the
+// `model` on 1024 GPUs of `gpu` with the recipe's gbs and seq; aborts if the
 // presets are missing, since every number below would be meaningless.
-Problem Gpt175bOn1024() {
-  auto model = search_spaces::ResolveModel("gpt3-175b");
-  auto cluster = search_spaces::ResolveCluster("a100-80g");
+Problem On1024(const char* model_name, const char* gpu) {
+  auto model = search_spaces::ResolveModel(model_name);
+  auto cluster = search_spaces::ResolveCluster(gpu);
   if (!model.ok() || !cluster.ok()) {
-    std::fprintf(stderr, "search_bench: presets gpt3-175b/a100-80g missing\n");
+    std::fprintf(stderr, "search_bench: presets %s/%s missing\n", model_name,
+                 gpu);
     std::abort();
   }
   Problem p{model.value(), cluster.value(), {}};
@@ -42,6 +47,8 @@ Problem Gpt175bOn1024() {
   p.training.seq_length = p.model.seq_length;
   return p;
 }
+
+Problem Gpt175bOn1024() { return On1024("gpt3-175b", "a100-80g"); }
 
 void BM_EstimateConfig(benchmark::State& state) {
   const Problem p = Gpt175bOn1024();
@@ -63,8 +70,7 @@ void BM_EstimateConfig(benchmark::State& state) {
 }
 BENCHMARK(BM_EstimateConfig);
 
-void BM_Search175b1024(benchmark::State& state) {
-  const Problem p = Gpt175bOn1024();
+void RunSearchBenchmark(benchmark::State& state, const Problem& p) {
   const costmodel::DatasheetCalibration calibration(p.cluster);
   const search_spaces::SearchSpace space;
   int64_t evaluated = 0, estimated = 0;
@@ -81,7 +87,18 @@ void BM_Search175b1024(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(estimated * state.iterations()),
                          benchmark::Counter::kIsRate);
 }
+
+void BM_Search175b1024(benchmark::State& state) {
+  RunSearchBenchmark(state, Gpt175bOn1024());
+}
 BENCHMARK(BM_Search175b1024)->Unit(benchmark::kMillisecond);
+
+void BM_SearchDeepSeekV3On1024H100(benchmark::State& state) {
+  Problem p = On1024("deepseek-v3", "h100");
+  p.training.precision = search_spaces::Precision::kFp8;
+  RunSearchBenchmark(state, p);
+}
+BENCHMARK(BM_SearchDeepSeekV3On1024H100)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace meshtune::tuner
