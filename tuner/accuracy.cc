@@ -256,6 +256,14 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   c.gpu_name = r.Text("gpu");
   c.metric = r.Text("measured_metric");
   c.kind = MetricKindOf(c.metric);
+  // Every cell ModelForRow and ApplyMegatronFlags read, each prefixed with
+  // its length so that no two rows' cells concatenate to the same key.
+  for (const char* column :
+       {"model", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab",
+        "seq_len", "megatron_args"}) {
+    const std::string text = r.Text(column);
+    c.model_key += std::to_string(text.size()) + ':' + text;
+  }
   std::string reason;
   // Every cell first: a malformed cell is an error for the whole file, a
   // blank required one skips the row.
@@ -593,12 +601,60 @@ std::vector<AccuracyResult> PredictAll(const std::vector<AccuracyCase>& cases,
   std::vector<AccuracyResult> results;
   results.reserve(cases.size());
   for (const AccuracyCase& c : cases) {
-    AccuracyResult r{c, std::nullopt};
+    AccuracyResult r{c, std::nullopt, std::nullopt};
     if (c.skipped_reason.empty()) r.prediction = Predict(c, estimator);
     results.push_back(std::move(r));
   }
   return results;
 }
+
+namespace {
+
+// The --with-best statistics; nullopt when no result carries a BestPlan.
+std::optional<WithBestSummary> SummarizeBestPlans(
+    const std::vector<AccuracyResult>& results) {
+  bool any = false;
+  WithBestSummary s;
+  std::vector<double> gains;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].best) continue;
+    any = true;
+    const BestPlan& b = *results[i].best;
+    if (!b.searched) continue;
+    ++s.searched;
+    if (!b.cached) ++s.problems;
+    if (!b.config) {
+      ++s.no_plan;
+      continue;
+    }
+    ++s.found;
+    gains.push_back(b.gain_pct);
+    if (s.found == 1 || b.gain_pct > s.max_gain_pct) {
+      s.max_gain_pct = b.gain_pct;
+      s.max_gain_line = results[i].row.line;
+    }
+    if (b.gain_pct <= kBestGainBarPct) {
+      ++s.within;
+    } else {
+      s.beyond.push_back(i);
+    }
+  }
+  if (!any) return std::nullopt;
+  if (!gains.empty()) {
+    std::sort(gains.begin(), gains.end());
+    const size_t n = gains.size();
+    s.median_gain_pct =
+        n % 2 == 1 ? gains[n / 2] : (gains[n / 2 - 1] + gains[n / 2]) / 2;
+    s.within_share_pct =
+        100.0 * static_cast<double>(s.within) / static_cast<double>(s.found);
+  }
+  std::stable_sort(s.beyond.begin(), s.beyond.end(), [&](size_t a, size_t b) {
+    return results[a].best->gain_pct > results[b].best->gain_pct;
+  });
+  return s;
+}
+
+}  // namespace
 
 AccuracySummary Summarize(const std::vector<AccuracyResult>& results) {
   AccuracySummary summary;
@@ -674,6 +730,7 @@ AccuracySummary Summarize(const std::vector<AccuracyResult>& results) {
                    [](const SkipReasonCount& a, const SkipReasonCount& b) {
                      return a.count > b.count;
                    });
+  summary.with_best = SummarizeBestPlans(results);
   return summary;
 }
 

@@ -96,6 +96,11 @@ struct AccuracyCase {
   // Flags of the megatron_args cell that the cost model does not model
   // (accepted, listed for the report).
   std::vector<std::string> flags_without_effect;
+  // The cells that define the row's model, as written (model column with its
+  // variants, the architecture columns, megatron_args): rows with equal
+  // model_key resolve to the same ModelSpec (--with-best's search cache,
+  // tuner/accuracy_best.h, keys problems by it).
+  std::string model_key;
 };
 
 // Maps every record of `table`. Errors (a missing required column, a cell
@@ -131,10 +136,29 @@ struct AccuracyPrediction {
 // REQUIRES: c.skipped_reason is empty.
 AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator);
 
-// A case with its prediction (absent when skipped).
+// `tune accuracy --with-best` (tuner/accuracy_best.h): the best plan the
+// search finds for a step-time row's problem, against the row's own plan.
+struct BestPlan {
+  bool searched = false;  // false: the row is not searched (see reason)
+  // Another row of the same problem was searched first (the result reused).
+  bool cached = false;
+  // The search's best plan; absent when the row is not searched or nothing
+  // in the space is feasible (reason says which).
+  std::optional<search_spaces::ParallelConfig> config;
+  double step_s = 0;  // its predicted step time, seconds
+  // 100·(row's predicted step − step_s)/row's predicted step: how much
+  // faster than the row's own configuration the search's plan is predicted
+  // (negative when the row's plan is faster: it lies outside the space).
+  double gain_pct = 0;
+  std::string reason;  // "" when config is set
+};
+
+// A case with its prediction (absent when skipped) and, with --with-best,
+// the best plan of its problem.
 struct AccuracyResult {
   AccuracyCase row;
   std::optional<AccuracyPrediction> prediction;
+  std::optional<BestPlan> best;
 };
 std::vector<AccuracyResult> PredictAll(const std::vector<AccuracyCase>& cases,
                                        const Estimator& estimator);
@@ -154,6 +178,27 @@ struct MetricStats {
   std::vector<SourceStats> per_source;  // in order of first appearance
   ErrorStats all;
 };
+// The bar of issue 17: the best plan predicted at most this much faster
+// than a tuned published configuration in at least 90 % of the rows.
+inline constexpr double kBestGainBarPct = 10.0;
+
+// --with-best over the rows searched (those with a feasible best plan for
+// the gain statistics).
+struct WithBestSummary {
+  int64_t searched = 0;         // step-time rows searched
+  int64_t problems = 0;         // distinct problems among them (searches run)
+  int64_t found = 0;            // rows with a feasible best plan
+  int64_t no_plan = 0;          // rows whose search found nothing feasible
+  int64_t within = 0;           // rows with gain_pct <= kBestGainBarPct
+  double within_share_pct = 0;  // 100·within/found (0 when found is 0)
+  double median_gain_pct = 0;
+  double max_gain_pct = 0;
+  int64_t max_gain_line = 0;
+  // Indices into the results of the rows with gain_pct > kBestGainBarPct,
+  // largest gain first.
+  std::vector<size_t> beyond;
+};
+
 struct SkipReasonCount {
   std::string reason;
   int64_t count = 0;
@@ -173,6 +218,8 @@ struct AccuracySummary {
   int64_t out_of_memory = 0;
   // Skipped rows grouped by reason: most frequent first, then by reason.
   std::vector<SkipReasonCount> skip_reasons;
+  // Present when any result carries a BestPlan (--with-best).
+  std::optional<WithBestSummary> with_best;
 };
 AccuracySummary Summarize(const std::vector<AccuracyResult>& results);
 

@@ -9,9 +9,11 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/model_options.h"
 #include "tuner/accuracy.h"
+#include "tuner/accuracy_best.h"
 #include "tuner/accuracy_report.h"
 #include "tuner/command.h"
 #include "tuner/csv_reader.h"
+#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -21,13 +23,20 @@ constexpr const char* kAccuracyExamples = R"(Examples:
   tune accuracy --csv tests/data/published_calibration.csv --json
   tune accuracy --csv tests/data/published_calibration.csv --source Korthikanti
   tune accuracy --csv tests/data/published_calibration.csv --ablation
+  tune accuracy --csv runs.csv --with-best
+  tune accuracy --csv runs.csv --with-best --json > with_best.json
 The CSV has the columns of tests/data/published_calibration.csv. Step times
 are compared: tokens_per_sec_per_gpu -> gbs*seq/(value*gpus); tflops_per_gpu
 in the source's FLOP convention (SC21 eq. 3); model_tflops_per_gpu, mfu_pct
 and hfu_pct through model/hardware FLOPs; iteration_time_s and step_time_s
 directly. Other metrics, GPUs without a preset and unknown precisions are
 listed as skipped with the reason. --ablation prints one line per cost-model
-refinement with it switched off: MAPE, worst error and the change of MAPE.)";
+refinement with it switched off: MAPE, worst error and the change of MAPE.
+--with-best also searches each predicted step-time row's problem (its model,
+GPU preset and count, gbs, seq_len, precision and software flags) over the
+default space of 'tune search' and reports the best plan and its gain: how
+much faster than the row's own configuration the cost model predicts it.
+Each distinct problem is searched once; large MoE problems take seconds.)";
 
 class AccuracyCommand : public Command {
  public:
@@ -44,10 +53,19 @@ class AccuracyCommand : public Command {
     sub->add_flag("--ablation", ablation_,
                   "switch each cost-model refinement off in turn and print "
                   "the error of each (with --json: {\"ablation\":[...]})");
+    sub->add_flag("--with-best", with_best_,
+                  "also search each step-time row's problem and report the "
+                  "best plan and how much faster it is predicted than the "
+                  "row's own configuration");
     sub->footer(kAccuracyExamples);
   }
 
-  Status Run(std::ostream& out, std::ostream& /*err*/) override {
+  Status Run(std::ostream& out, std::ostream& err) override {
+    if (ablation_ && with_best_) {
+      return Status::InvalidArgument(
+          "--ablation and --with-best cannot be combined",
+          "run tune accuracy once with each");
+    }
     auto table = ReadCsvFile(csv_);
     if (!table.ok()) return table.status();
     auto mapped = MapAccuracyRows(table.value());
@@ -70,8 +88,17 @@ class AccuracyCommand : public Command {
           known.empty() ? "add rows to the CSV" : "sources: " + known);
     }
     if (ablation_) return RunAblation(cases, out);
-    const std::vector<AccuracyResult> results =
-        PredictAll(cases, DefaultEstimator());
+    std::vector<AccuracyResult> results = PredictAll(cases, DefaultEstimator());
+    if (with_best_) {
+      // A bar on a terminal only (tuner/terminal.h), as `tune search` shows.
+      ProgressBar bar(err, "searching best plans", 0,
+                      DefaultProgressOptions(err, /*quiet=*/false));
+      BestPlanFinder finder;
+      AddBestPlans(&results, &finder, [&bar](int64_t done, int64_t total) {
+        bar.Update(done, total);
+      });
+      bar.Finish();
+    }
     const AccuracySummary summary = Summarize(results);
     if (json_) {
       out << AccuracyToJson(results, summary).dump(2) << "\n";
@@ -118,6 +145,7 @@ class AccuracyCommand : public Command {
   std::string source_prefix_;
   bool json_ = false;
   bool ablation_ = false;
+  bool with_best_ = false;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/parallel_config.h"
+#include "tuner/report_json.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -55,6 +56,105 @@ std::string ErrorCell(const ErrorStats& s, double value) {
   return s.n > 0 ? Format("%+.1f %%", value) : "-";
 }
 
+// The --with-best keys of one row (BestPlan in tuner/accuracy.h): the plan
+// as `tune search --json` writes configs (ConfigToJson) and as one line
+// (ToString, which also names etp and uneven layouts), or nulls and the
+// reason.
+void AddBestPlanJson(const AccuracyCase& c, const BestPlan& b,
+                     nlohmann::ordered_json* j) {
+  if (b.config) {
+    (*j)["best_config"] = nlohmann::ordered_json(
+        ConfigToJson(*b.config, c.training.global_batch_size,
+                     search_spaces::ToString(c.training.precision)));
+    (*j)["best_config_text"] = search_spaces::ToString(*b.config);
+    (*j)["best_step_s"] = b.step_s;
+    (*j)["best_gain_pct"] = b.gain_pct;
+    (*j)["best_reason"] = nullptr;
+  } else {
+    for (const char* key :
+         {"best_config", "best_config_text", "best_step_s", "best_gain_pct"}) {
+      (*j)[key] = nullptr;
+    }
+    (*j)["best_reason"] = b.reason;
+  }
+}
+
+nlohmann::ordered_json WithBestToJson(
+    const std::vector<AccuracyResult>& results, const WithBestSummary& w) {
+  nlohmann::ordered_json j;
+  j["searched"] = w.searched;
+  j["problems"] = w.problems;
+  j["found"] = w.found;
+  j["no_plan"] = w.no_plan;
+  j["bar_pct"] = kBestGainBarPct;
+  j["within"] = w.within;
+  if (w.found > 0) {
+    j["within_share_pct"] = w.within_share_pct;
+    j["median_gain_pct"] = w.median_gain_pct;
+    j["max_gain_pct"] = w.max_gain_pct;
+    j["max_gain_line"] = w.max_gain_line;
+  } else {
+    for (const char* key : {"within_share_pct", "median_gain_pct",
+                            "max_gain_pct", "max_gain_line"}) {
+      j[key] = nullptr;
+    }
+  }
+  nlohmann::ordered_json beyond = nlohmann::ordered_json::array();
+  for (size_t i : w.beyond) {
+    const AccuracyResult& r = results[i];
+    nlohmann::ordered_json b;
+    b["line"] = r.row.line;
+    b["model"] = r.row.model_name;
+    b["gpu"] = r.row.gpu_name;
+    b["num_gpus"] = r.row.num_gpus;
+    b["config"] = search_spaces::ToString(r.row.config);
+    b["best_config"] = search_spaces::ToString(*r.best->config);
+    b["gain_pct"] = r.best->gain_pct;
+    beyond.push_back(std::move(b));
+  }
+  j["beyond"] = std::move(beyond);
+  return j;
+}
+
+// The footer of --with-best: rows searched, the share within the bar, the
+// median and largest gain, and every row beyond the bar.
+void PrintWithBest(std::ostream& out,
+                   const std::vector<AccuracyResult>& results,
+                   const WithBestSummary& w) {
+  out << "#\n# Best plan (--with-best): each step-time row's problem searched "
+         "over tune's default space with the same cost model; gain = (row "
+         "predicted - best) / row predicted\n";
+  out << Format("# Rows searched       : %lld (%lld distinct problems)",
+                static_cast<long long>(w.searched),
+                static_cast<long long>(w.problems));
+  if (w.no_plan > 0) {
+    out << Format(", %lld with no feasible plan",
+                  static_cast<long long>(w.no_plan));
+  }
+  out << "\n";
+  if (w.found == 0) return;
+  out << Format("# Gain <= %.0f %%        : %lld of %lld (%.1f %%)\n",
+                kBestGainBarPct, static_cast<long long>(w.within),
+                static_cast<long long>(w.found), w.within_share_pct);
+  out << Format("# Median gain         : %+.1f %%\n", w.median_gain_pct);
+  out << Format("# Max gain            : %+.1f %% (line %lld)\n",
+                w.max_gain_pct, static_cast<long long>(w.max_gain_line));
+  out << Format("# Rows beyond %.0f %%    : %zu\n", kBestGainBarPct,
+                w.beyond.size());
+  if (w.beyond.empty()) return;
+  out << Format("#   %5s %-26s %-9s %5s %-52s %-52s %7s\n", "line", "model",
+                "gpu", "gpus", "row config", "best config", "gain");
+  for (size_t i : w.beyond) {
+    const AccuracyResult& r = results[i];
+    out << Format(
+        "#   %5lld %-26s %-9s %5lld %-52s %-52s %+6.1f%%\n",
+        static_cast<long long>(r.row.line), Fit(r.row.model_name, 26).c_str(),
+        r.row.cluster.name.c_str(), static_cast<long long>(r.row.num_gpus),
+        search_spaces::ToString(r.row.config).c_str(),
+        search_spaces::ToString(*r.best->config).c_str(), r.best->gain_pct);
+  }
+}
+
 }  // namespace
 
 nlohmann::ordered_json AccuracyToJson(
@@ -92,6 +192,7 @@ nlohmann::ordered_json AccuracyToJson(
       }
       j["skipped_reason"] = r.row.skipped_reason;
     }
+    if (r.best) AddBestPlanJson(r.row, *r.best, &j);
     rows.push_back(std::move(j));
   }
   nlohmann::ordered_json s;
@@ -111,6 +212,9 @@ nlohmann::ordered_json AccuracyToJson(
     reasons.push_back(std::move(j));
   }
   s["skip_reasons"] = std::move(reasons);
+  if (summary.with_best) {
+    s["with_best"] = WithBestToJson(results, *summary.with_best);
+  }
   nlohmann::ordered_json doc;
   doc["rows"] = std::move(rows);
   doc["summary"] = std::move(s);
@@ -127,9 +231,11 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
          "published\n#\n";
   out << Format(
       "%5s  %-25s %-14s %5s %-9s %-14s %-50s %-22s %10s %10s %10s %-3s "
-      "%8s %13s\n",
+      "%8s %s%13s\n",
       "line", "source", "model", "gpus", "cluster", "prec", "config", "metric",
-      "published", "publ", "pred", "", "error", "mem_GiB/cap");
+      "published", "publ", "pred", "", "error",
+      summary.with_best ? Format("%9s ", "best_gain").c_str() : "",
+      "mem_GiB/cap");
   for (const AccuracyResult& r : results) {
     const AccuracyCase& c = r.row;
     const std::string lead =
@@ -144,16 +250,26 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
       continue;
     }
     const AccuracyPrediction& p = *r.prediction;
+    // --with-best: the gain of the best plan, "none fits" when the search
+    // found nothing, "-" for rows not searched (per-layer, memory).
+    std::string gain;
+    if (summary.with_best) {
+      const std::string cell = !r.best || !r.best->searched ? "-"
+                               : r.best->config
+                                   ? Format("%+.1f%%", r.best->gain_pct)
+                                   : "none fits";
+      gain = Format("%9s ", cell.c_str());
+    }
     out << lead
         << Format(
                "%-9s %-14s %-50s %-22s %10g %10.4g %10.4g %-3s %+7.1f%% "
-               "%6.1f/%-4.1f%s\n",
+               "%s%6.1f/%-4.1f%s\n",
                c.cluster.name.c_str(),
                search_spaces::ToString(c.training.precision),
                Fit(search_spaces::ToString(c.config), 50).c_str(),
                Fit(c.metric, 22).c_str(), c.published_value, c.published,
-               p.predicted, MetricUnit(c.kind), p.error_pct, p.memory_gib,
-               p.capacity_gib, p.fits ? "" : " OOM");
+               p.predicted, MetricUnit(c.kind), p.error_pct, gain.c_str(),
+               p.memory_gib, p.capacity_gib, p.fits ? "" : " OOM");
   }
   auto stats_line = [&](const std::string& name, const ErrorStats& s) {
     const std::string worst = s.n > 0
@@ -214,6 +330,7 @@ void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
     error_lines("Layer time", summary.layer_time.all);
   }
   if (summary.memory.all.n > 0) error_lines("Memory", summary.memory.all);
+  if (summary.with_best) PrintWithBest(out, results, *summary.with_best);
 }
 
 void PrintAblationTable(std::ostream& out, const std::string& csv_path,

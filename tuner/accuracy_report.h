@@ -19,6 +19,21 @@
 // file (n 0 and null errors where none has a predicted step-time row);
 // layer_time and memory list the sources that have such rows. skip_reasons
 // groups the skipped rows by reason, most frequent first.
+// With --with-best (tuner/accuracy_best.h) every row also has
+// "best_config" (ConfigToJson's object, tuner/report_json.h),
+// "best_config_text" (search_spaces::ToString, with etp and the layout),
+// "best_step_s" (s), "best_gain_pct" (100·(predicted_step_s −
+// best_step_s)/predicted_step_s) and "best_reason" (null when a plan was
+// found; otherwise why the row was not searched or why nothing fits, with
+// the other best_* keys null), and the summary has
+//   "with_best":{"searched","problems","found","no_plan","bar_pct",
+//                "within","within_share_pct","median_gain_pct",
+//                "max_gain_pct","max_gain_line",
+//                "beyond":[{"line","model","gpu","num_gpus","config",
+//                           "best_config","gain_pct"}...]}
+// (searched: step-time rows searched; problems: distinct searches; found:
+// rows with a feasible plan, the base of within_share_pct; beyond: the rows
+// with gain above bar_pct, largest first).
 #ifndef MESHTUNE_TUNER_ACCURACY_REPORT_H_
 #define MESHTUNE_TUNER_ACCURACY_REPORT_H_
 
@@ -36,7 +51,9 @@ nlohmann::ordered_json AccuracyToJson(
 
 // One line per row (configuration, published value, published and
 // predicted step time, signed error, predicted memory and whether it fits;
-// or the reason it was skipped), then the summary footer.
+// or the reason it was skipped), then the summary footer. With
+// --with-best, a best_gain column and a footer with the gain statistics and
+// every row beyond kBestGainBarPct.
 void PrintAccuracyTable(std::ostream& out, const std::string& csv_path,
                         const std::vector<AccuracyResult>& results,
                         const AccuracySummary& summary);

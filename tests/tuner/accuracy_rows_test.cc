@@ -410,7 +410,7 @@ TEST(AccuracyRows, AllocatedMemoryIsThePredictedPeakOfTheMostLoadedRank) {
   EXPECT_DOUBLE_EQ(p.error_pct, 100 * (gib - 66.55) / 66.55);
   EXPECT_DOUBLE_EQ(p.predicted_step_s, e.step_time_s);
   // Compared apart from step times.
-  const AccuracySummary s = Summarize({{c, p}});
+  const AccuracySummary s = Summarize({{c, p, std::nullopt}});
   EXPECT_EQ(s.all.n, 0);
   EXPECT_EQ(s.memory.all.n, 1);
   EXPECT_DOUBLE_EQ(s.memory.all.mape_pct, std::fabs(p.error_pct));

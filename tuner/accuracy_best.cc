@@ -1,0 +1,123 @@
+#include "tuner/accuracy_best.h"
+
+#include <set>
+#include <utility>
+
+#include "costmodel/datasheet_calibration.h"
+#include "search_spaces/search_space.h"
+#include "tuner/search_driver.h"
+
+namespace meshtune::tuner {
+
+std::string ProblemKey(const AccuracyCase& c) {
+  const search_spaces::TrainingSpec& t = c.training;
+  std::string key = c.model_key;
+  auto add = [&key](const std::string& field) {
+    key += std::to_string(field.size()) + ':' + field;
+  };
+  add(c.cluster.name);
+  add(std::to_string(t.num_gpus));
+  add(std::to_string(t.global_batch_size));
+  add(std::to_string(t.seq_length));
+  add(search_spaces::ToString(t.precision));
+  // The software flags, in TrainingSpec's order (train_tokens only sets
+  // days_to_train, which no ranking reads).
+  std::string flags;
+  for (bool flag : {t.grad_reduce_in_bf16, t.fp8_param_gather,
+                    t.tp_comm_overlap, t.moe_ep_overlap, t.overlap_grad_reduce,
+                    t.overlap_param_gather, t.cross_entropy_loss_fusion,
+                    t.cp_comm_a2a, t.moe_shared_expert_overlap}) {
+    flags += flag ? '1' : '0';
+  }
+  add(flags);
+  add(c.attention == costmodel::AttentionKernel::kFlash ? "flash" : "unfused");
+  return key;
+}
+
+std::string WhyNotSearched(const AccuracyResult& r) {
+  if (!r.prediction) return "row not predicted: " + r.row.skipped_reason;
+  switch (r.row.kind) {
+    case MetricKind::kLayerForward:
+    case MetricKind::kLayerBackward:
+    case MetricKind::kLayerForwardBackward:
+      return "not searched: a per-layer row times one layer of a shortened "
+             "model, there is no step time to compare";
+    case MetricKind::kAllocatedMemory:
+      return "not searched: a memory row compares allocated memory, not a "
+             "step time";
+    case MetricKind::kStepTime:
+    case MetricKind::kUnknown:
+      break;
+  }
+  if (!(r.prediction->predicted_step_s > 0)) {
+    return "not searched: the row's predicted step time is not positive";
+  }
+  return "";
+}
+
+BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
+  const std::string key = ProblemKey(c);
+  auto it = cache_.find(key);
+  BestPlan plan;
+  plan.searched = true;
+  if (it != cache_.end()) {
+    ++cache_hits_;
+    plan.cached = true;
+  } else {
+    ++searches_;
+    // The calibration Predict() uses for the row (tuner/accuracy.cc), so
+    // that the gain compares two predictions of one cost model.
+    const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
+    const SearchResult result =
+        RunSearch(c.model, c.cluster, c.training, search_spaces::SearchSpace(),
+                  calibration);
+    Searched searched;
+    if (result.ranked.empty()) {
+      searched.reason =
+          NoFeasibleConfigStatus(c.model, c.cluster, c.training, result)
+              .message();
+    } else {
+      searched.config = result.ranked.front().config;
+      searched.step_s = result.ranked.front().step_time_s;
+    }
+    it = cache_.emplace(key, std::move(searched)).first;
+  }
+  const Searched& s = it->second;
+  if (!s.config) {
+    plan.reason = s.reason;
+    return plan;
+  }
+  plan.config = s.config;
+  plan.step_s = s.step_s;
+  plan.gain_pct = 100.0 * (row_step_s - s.step_s) / row_step_s;
+  return plan;
+}
+
+void AddBestPlans(std::vector<AccuracyResult>* results, BestPlanFinder* finder,
+                  const BestPlanProgress& progress) {
+  std::set<std::string> problems;
+  for (const AccuracyResult& r : *results) {
+    if (WhyNotSearched(r).empty() && !finder->HasSearched(r.row)) {
+      problems.insert(ProblemKey(r.row));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(problems.size());
+  const int64_t searches_before = finder->searches();
+  if (progress) progress(0, total);
+  for (AccuracyResult& r : *results) {
+    const std::string why = WhyNotSearched(r);
+    if (!why.empty()) {
+      BestPlan plan;
+      plan.reason = why;
+      r.best = std::move(plan);
+      continue;
+    }
+    const int64_t before = finder->searches();
+    r.best = finder->Find(r.row, r.prediction->predicted_step_s);
+    if (progress && finder->searches() != before) {
+      progress(finder->searches() - searches_before, total);
+    }
+  }
+}
+
+}  // namespace meshtune::tuner
