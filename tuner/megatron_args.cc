@@ -1,6 +1,9 @@
 #include "tuner/megatron_args.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "search_spaces/pipeline_layout.h"
 
@@ -34,9 +37,31 @@ std::string Arg(const std::string& flag, int64_t value) {
 
 }  // namespace
 
+const char* AttentionBackend(const search_spaces::ModelSpec& m,
+                             bool flash_attention) {
+  if (!flash_attention) return "unfused";
+  return m.multi_latent_attention && m.mla_qk_head_dim() != m.v_head_dim
+             ? "fused"
+             : "flash";
+}
+
+std::string FormatMegatronNumber(double value) {
+  if (std::isfinite(value) && value == std::floor(value) &&
+      std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
 std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
                                       const search_spaces::TrainingSpec& t,
-                                      const search_spaces::ParallelConfig& c) {
+                                      const search_spaces::ParallelConfig& c,
+                                      bool flash_attention) {
   std::vector<std::string> a;
   a.push_back(Arg("--num-layers", m.num_layers));
   a.push_back(Arg("--hidden-size", m.hidden_size));
@@ -49,6 +74,25 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   if (m.kv_channels > 0 &&
       m.kv_channels * m.num_attention_heads != m.hidden_size) {
     a.push_back(Arg("--kv-channels", m.kv_channels));
+  }
+  if (m.multi_latent_attention) {
+    // Megatron's CLI defaults (kv_lora_rank 32, ...) are not DeepSeek's, so
+    // every rank is written; q_lora_rank 0 = a full query projection, which
+    // is the flag left out (docs/sources.md §1.3, §2.4).
+    a.push_back("--multi-latent-attention");
+    if (m.q_lora_rank > 0) a.push_back(Arg("--q-lora-rank", m.q_lora_rank));
+    a.push_back(Arg("--kv-lora-rank", m.kv_lora_rank));
+    a.push_back(Arg("--qk-head-dim", m.qk_head_dim));
+    a.push_back(Arg("--qk-pos-emb-head-dim", m.qk_pos_emb_head_dim));
+    a.push_back(Arg("--v-head-dim", m.v_head_dim));
+  }
+  if (m.qk_layernorm) a.push_back("--qk-layernorm");
+  if (m.window_size >= 0) {
+    // Megatron's (left, right) window; a causal decoder's right is 0.
+    a.push_back("--window-size " + std::to_string(m.window_size) + ",0");
+    if (m.window_attn_skip_freq > 0) {
+      a.push_back(Arg("--window-attn-skip-freq", m.window_attn_skip_freq));
+    }
   }
   a.push_back(Arg("--ffn-hidden-size", m.ffn_hidden_size));
   a.push_back(Arg("--seq-length", t.seq_length));
@@ -67,6 +111,7 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   }
   if (m.position_embedding_type == PositionEmbedding::kRope) {
     a.push_back("--position-embedding-type rope");
+    a.push_back("--rotary-base " + FormatMegatronNumber(m.rotary_base));
   } else if (m.position_embedding_type == PositionEmbedding::kNone) {
     a.push_back("--position-embedding-type none");
   }
@@ -84,6 +129,18 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   if (m.untie_embeddings_and_output_weights) {
     a.push_back("--untie-embeddings-and-output-weights");
   }
+  // Megatron's add_bias_linear defaults to true; the cost model counts
+  // biases only where the model has them (model_spec.h has_linear_biases).
+  if (!m.has_linear_biases()) a.push_back("--disable-bias-linear");
+  if (m.mtp_num_layers > 0) {
+    // Hybrid models also carry the depths in the pattern's '/' part;
+    // NVIDIA's Nemotron 3 lines pass both (docs/sources.md §2.4).
+    a.push_back(Arg("--mtp-num-layers", m.mtp_num_layers));
+  }
+
+  // The core-attention kernel the calibration priced (megatron_args.h).
+  a.push_back(std::string("--attention-backend ") +
+              AttentionBackend(m, flash_attention));
 
   a.push_back(Arg("--tensor-model-parallel-size", c.tp));
   a.push_back(Arg("--pipeline-model-parallel-size", c.pp));
@@ -121,6 +178,35 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
     } else if (m.moe_layer_freq != 1) {
       a.push_back(Arg("--moe-layer-freq", m.moe_layer_freq));
     }
+    if (m.moe_shared_expert_intermediate_size > 0) {
+      a.push_back(Arg("--moe-shared-expert-intermediate-size",
+                      m.moe_shared_expert_intermediate_size));
+    }
+    if (m.moe_latent_size > 0) {
+      a.push_back(Arg("--moe-latent-size", m.moe_latent_size));
+    }
+    a.push_back(std::string("--moe-router-score-function ") +
+                search_spaces::ToString(m.moe_router_score_function));
+    if (m.moe_router_pre_softmax) a.push_back("--moe-router-pre-softmax");
+    if (m.moe_router_num_groups > 0) {
+      a.push_back(Arg("--moe-router-num-groups", m.moe_router_num_groups));
+      a.push_back(Arg("--moe-router-group-topk", m.moe_router_group_topk));
+    }
+    if (m.moe_router_enable_expert_bias) {
+      a.push_back("--moe-router-enable-expert-bias");
+    }
+    if (m.moe_expert_capacity_factor > 0) {
+      // Token dropping; without the flag Megatron is dropless.
+      a.push_back("--moe-expert-capacity-factor " +
+                  FormatMegatronNumber(m.moe_expert_capacity_factor));
+      if (m.moe_pad_expert_input_to_capacity) {
+        a.push_back("--moe-pad-expert-input-to-capacity");
+      }
+    }
+    // Megatron's default dispatcher is allgather; the plan's is always said.
+    a.push_back(std::string("--moe-token-dispatcher-type ") +
+                search_spaces::ToString(m.moe_token_dispatcher_type));
+    if (m.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
   }
   if (c.sp) a.push_back("--sequence-parallel");
   if (c.dist_opt) a.push_back("--use-distributed-optimizer");

@@ -91,6 +91,31 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--fp8-param-gather", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      // 2025-26 vocabulary (docs/sources.md §2.2-2.4).
+      {"--multi-latent-attention", Kind::kSwitch},
+      {"--q-lora-rank", Kind::kInt},
+      {"--kv-lora-rank", Kind::kInt},
+      {"--qk-head-dim", Kind::kInt},
+      {"--qk-pos-emb-head-dim", Kind::kInt},
+      {"--v-head-dim", Kind::kInt},
+      {"--qk-layernorm", Kind::kSwitch},
+      {"--window-size", Kind::kString},
+      {"--window-attn-skip-freq", Kind::kInt},
+      {"--mtp-num-layers", Kind::kInt},
+      {"--disable-bias-linear", Kind::kSwitch},
+      {"--rotary-base", Kind::kString},
+      {"--attention-backend", Kind::kString},
+      {"--moe-shared-expert-intermediate-size", Kind::kInt},
+      {"--moe-latent-size", Kind::kInt},
+      {"--moe-router-score-function", Kind::kString},
+      {"--moe-router-pre-softmax", Kind::kSwitch},
+      {"--moe-router-num-groups", Kind::kInt},
+      {"--moe-router-group-topk", Kind::kInt},
+      {"--moe-router-enable-expert-bias", Kind::kSwitch},
+      {"--moe-expert-capacity-factor", Kind::kString},
+      {"--moe-pad-expert-input-to-capacity", Kind::kSwitch},
+      {"--moe-token-dispatcher-type", Kind::kString},
+      {"--moe-grouped-gemm", Kind::kSwitch},
   };
   return *flags;
 }
@@ -117,6 +142,17 @@ const SizeLimit& FlagLimit(const std::string& flag) {
       {"--recompute-num-layers", limits::kLayerCount},
       {"--micro-batch-size", limits::kMicroBatchSize},
       {"--global-batch-size", limits::kGlobalBatchSize},
+      {"--q-lora-rank", limits::kHiddenSize},
+      {"--kv-lora-rank", limits::kHiddenSize},
+      {"--qk-head-dim", limits::kKvChannels},
+      {"--qk-pos-emb-head-dim", limits::kKvChannels},
+      {"--v-head-dim", limits::kKvChannels},
+      {"--window-attn-skip-freq", limits::kNumLayers},
+      {"--mtp-num-layers", limits::kLayerCount},
+      {"--moe-shared-expert-intermediate-size", limits::kFfnHiddenSize},
+      {"--moe-latent-size", limits::kHiddenSize},
+      {"--moe-router-num-groups", limits::kNumExperts},
+      {"--moe-router-group-topk", limits::kNumExperts},
   };
   const auto it = kLimits->find(flag);
   // --tensor-, --pipeline-, --context- and --expert-model-parallel-size.
@@ -300,16 +336,124 @@ class ArgReader {
     if (flag == "--fp8-recipe") return "mxfp8";
     if (flag == "--fp4-format") return "e2m1";
     if (flag == "--fp4-recipe") return "nvfp4";
+    if (flag == "--window-size") return "127,0";
+    if (flag == "--rotary-base") return "10000";
+    if (flag == "--attention-backend") return "flash";
+    if (flag == "--moe-router-score-function") return "sigmoid";
+    if (flag == "--moe-expert-capacity-factor") return "1.0";
+    if (flag == "--moe-token-dispatcher-type") return "alltoall";
+    if (flag == "--moe-layer-freq") return "'([0]*3+[1]*58)'";
+    if (flag == "--hybrid-layer-pattern") return "'M*M*'";
+    if (flag == "--pipeline-model-parallel-layout") return "'Et|(tt|)*30mL'";
     return "hybrid";  // --fp8-format
   }
 
   std::map<std::string, Entry> entries_;
 };
 
+// A flag's value as a positive finite number ("1.25", "1e6").
+Status PositiveNumber(const ArgReader& r, const std::string& flag,
+                      double* out) {
+  if (!r.Has(flag)) return Status::Ok();
+  const std::string s = r.Text(flag);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v > 0) ||
+      !std::isfinite(v)) {
+    return Status::InvalidArgument(
+        flag + ": expected a positive number, got '" + Printable(s) + "'",
+        "e.g. " + flag + " " + (flag == "--rotary-base" ? "10000" : "1.0"));
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+// --window-size "L,R" (Megatron's tuple; -1 = unlimited). A causal decoder
+// attends to no later token, so R must be 0; "-1,-1" is full attention.
+Status ReadWindowSize(const ArgReader& r, search_spaces::ModelSpec* m) {
+  if (!r.Has("--window-size")) return Status::Ok();
+  const std::string s = r.Text("--window-size");
+  const size_t comma = s.find(',');
+  auto whole = [](const std::string& text, int64_t* v) {
+    errno = 0;
+    char* end = nullptr;
+    const long long x = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE ||
+        x < -1 || x > limits::kSeqLength.max) {
+      return false;
+    }
+    *v = x;
+    return true;
+  };
+  int64_t left = 0, right = 0;
+  if (comma == std::string::npos || !whole(s.substr(0, comma), &left) ||
+      !whole(s.substr(comma + 1), &right)) {
+    return Status::InvalidArgument(
+        "--window-size: expected Megatron's 'LEFT,RIGHT' window in tokens, "
+        "got '" +
+            Printable(s) + "'",
+        "e.g. --window-size 127,0 (GPT-OSS), -1,-1 for full attention");
+  }
+  if (left == -1 && right == -1) return Status::Ok();
+  if (right != 0 || left < 0) {
+    return Status::InvalidArgument(
+        "--window-size " + Printable(s) +
+            ": a causal decoder needs a left window >= 0 and a right window "
+            "of 0",
+        "e.g. --window-size 127,0");
+  }
+  m->window_size = left;
+  return Status::Ok();
+}
+
 // Megatron's --ffn-hidden-size default (arguments.py validate_args).
 int64_t DefaultFfnHiddenSize(int64_t hidden_size, bool swiglu) {
   if (swiglu) return (4 * hidden_size * 2 / 3) / 64 * 64;
   return 4 * hidden_size;
+}
+
+// The router: score function, pre-softmax, group-limited routing and the
+// expert bias, with Megatron's checks (transformer_config.py).
+Status ReadRouter(const ArgReader& r, search_spaces::ModelSpec* m) {
+  using search_spaces::RouterScore;
+  auto score = r.Choice("--moe-router-score-function",
+                        {"softmax", "sigmoid", "sqrtsoftplus"});
+  if (!score.ok()) return score.status();
+  m->moe_router_score_function = *score == "sigmoid" ? RouterScore::kSigmoid
+                                 : *score == "sqrtsoftplus"
+                                     ? RouterScore::kSqrtSoftplus
+                                     : RouterScore::kSoftmax;
+  m->moe_router_pre_softmax = r.Has("--moe-router-pre-softmax");
+  if (r.Has("--moe-router-num-groups") != r.Has("--moe-router-group-topk")) {
+    return Status::InvalidArgument(
+        "--moe-router-num-groups and --moe-router-group-topk go together",
+        "give both (DeepSeek-V3: 8 and 4) or neither");
+  }
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("--moe-router-num-groups", &m->moe_router_num_groups));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("--moe-router-group-topk", &m->moe_router_group_topk));
+  if (m->moe_router_num_groups > 0 &&
+      (m->num_experts % m->moe_router_num_groups != 0 ||
+       m->moe_router_group_topk > m->moe_router_num_groups)) {
+    return Status::InvalidArgument(
+        "--moe-router-num-groups " + std::to_string(m->moe_router_num_groups) +
+            " with --moe-router-group-topk " +
+            std::to_string(m->moe_router_group_topk) + " for " +
+            std::to_string(m->num_experts) + " experts",
+        "use a group count that divides the experts and a group top-k of at "
+        "most the group count");
+  }
+  m->moe_router_enable_expert_bias = r.Has("--moe-router-enable-expert-bias");
+  if (m->moe_router_enable_expert_bias &&
+      m->moe_router_score_function == RouterScore::kSoftmax) {
+    return Status::InvalidArgument(
+        "--moe-router-enable-expert-bias needs --moe-router-score-function "
+        "sigmoid or sqrtsoftplus",
+        "add --moe-router-score-function sigmoid (DeepSeek-V3) or remove "
+        "the expert bias");
+  }
+  return Status::Ok();
 }
 
 Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
@@ -381,6 +525,60 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
   }
   m.untie_embeddings_and_output_weights =
       r.Has("--untie-embeddings-and-output-weights");
+  // Megatron's add_bias_linear defaults to true.
+  m.add_bias_linear = !r.Has("--disable-bias-linear");
+  MESHTUNE_RETURN_IF_ERROR(PositiveNumber(r, "--rotary-base", &m.rotary_base));
+  m.qk_layernorm = r.Has("--qk-layernorm");
+  MESHTUNE_RETURN_IF_ERROR(ReadWindowSize(r, &m));
+  if (r.Has("--window-attn-skip-freq")) {
+    if (m.window_size < 0) {
+      return Status::InvalidArgument(
+          "--window-attn-skip-freq without a sliding window",
+          "add --window-size L,0 or remove --window-attn-skip-freq");
+    }
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--window-attn-skip-freq", &m.window_attn_skip_freq));
+  }
+  m.multi_latent_attention = r.Has("--multi-latent-attention");
+  if (m.multi_latent_attention) {
+    // Megatron's CLI defaults (arguments.py _add_mla_args): no q latent,
+    // kv_lora_rank 32, qk 128 + 64, v 128 (docs/sources.md §2.4).
+    m.q_lora_rank = 0;
+    m.kv_lora_rank = 32;
+    m.qk_head_dim = 128;
+    m.qk_pos_emb_head_dim = 64;
+    m.v_head_dim = 128;
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--q-lora-rank", &m.q_lora_rank));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--kv-lora-rank", &m.kv_lora_rank));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--qk-head-dim", &m.qk_head_dim));
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("--qk-pos-emb-head-dim", &m.qk_pos_emb_head_dim));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--v-head-dim", &m.v_head_dim));
+  } else {
+    for (const char* flag : {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
+                             "--qk-pos-emb-head-dim", "--v-head-dim"}) {
+      if (r.Has(flag)) {
+        return Status::InvalidArgument(
+            std::string(flag) + " needs --multi-latent-attention",
+            "add --multi-latent-attention for an MLA model, or remove " +
+                std::string(flag));
+      }
+    }
+  }
+  if (r.Has("--mtp-num-layers")) {
+    int64_t depths = 0;
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--mtp-num-layers", &depths));
+    if (m.is_hybrid() && depths != m.mtp_num_layers) {
+      // Megatron infers a hybrid model's depths from the pattern's '/'.
+      return Status::InvalidArgument(
+          "--mtp-num-layers " + std::to_string(depths) +
+              " but --hybrid-layer-pattern has " +
+              std::to_string(m.mtp_num_layers) + " MTP depths ('/' parts)",
+          "make them agree, or leave --mtp-num-layers out for a hybrid "
+          "model");
+    }
+    m.mtp_num_layers = depths;
+  }
 
   MESHTUNE_RETURN_IF_ERROR(r.Int("--num-experts", &m.num_experts));
   if (m.is_moe()) {
@@ -400,10 +598,42 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
         m.moe_layer_pattern = pattern.value();
       }
     }
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-shared-expert-intermediate-size",
+                                   &m.moe_shared_expert_intermediate_size));
+    MESHTUNE_RETURN_IF_ERROR(r.Int("--moe-latent-size", &m.moe_latent_size));
+    MESHTUNE_RETURN_IF_ERROR(ReadRouter(r, &m));
+    MESHTUNE_RETURN_IF_ERROR(PositiveNumber(r, "--moe-expert-capacity-factor",
+                                            &m.moe_expert_capacity_factor));
+    m.moe_pad_expert_input_to_capacity =
+        r.Has("--moe-pad-expert-input-to-capacity");
+    if (m.moe_pad_expert_input_to_capacity &&
+        !(m.moe_expert_capacity_factor > 0)) {
+      // Megatron asserts a capacity factor for padding (arguments.py).
+      return Status::InvalidArgument(
+          "--moe-pad-expert-input-to-capacity needs "
+          "--moe-expert-capacity-factor",
+          "add --moe-expert-capacity-factor 1.0 or remove the padding flag");
+    }
+    auto dispatcher = r.Choice("--moe-token-dispatcher-type",
+                               {"allgather", "alltoall", "flex"});
+    if (!dispatcher.ok()) return dispatcher.status();
+    // Megatron's default is allgather (not meshtune's alltoall).
+    m.moe_token_dispatcher_type =
+        *dispatcher == "alltoall" ? search_spaces::TokenDispatcher::kAlltoall
+        : *dispatcher == "flex"   ? search_spaces::TokenDispatcher::kFlex
+                                  : search_spaces::TokenDispatcher::kAllgather;
+    // Megatron's default is off (meshtune's model default is on).
+    m.moe_grouped_gemm = r.Has("--moe-grouped-gemm");
   } else {
     for (const char* flag :
          {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
-          "--expert-model-parallel-size"}) {
+          "--expert-model-parallel-size",
+          "--moe-shared-expert-intermediate-size", "--moe-latent-size",
+          "--moe-router-score-function", "--moe-router-pre-softmax",
+          "--moe-router-num-groups", "--moe-router-group-topk",
+          "--moe-router-enable-expert-bias", "--moe-expert-capacity-factor",
+          "--moe-pad-expert-input-to-capacity", "--moe-token-dispatcher-type",
+          "--moe-grouped-gemm"}) {
       if (r.Has(flag)) {
         return Status::InvalidArgument(
             std::string(flag) + " needs --num-experts",
@@ -648,6 +878,10 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
                                    "--fp8-param-gather");
   }
   t.grad_reduce_in_bf16 = r.Has("--grad-reduce-in-bf16");
+  auto backend = r.Choice("--attention-backend",
+                          {"flash", "fused", "unfused", "local", "auto"});
+  if (!backend.ok()) return backend.status();
+  out->attention_backend = *backend;
   t.tp_comm_overlap = r.Has("--tp-comm-overlap");
   if (t.tp_comm_overlap && !out->config.sp) {
     // Megatron asserts sequence parallelism for --tp-comm-overlap.
@@ -681,14 +915,15 @@ constexpr const char* kIgnoredFlags = R"(
 --log-timers-to-tensorboard --tensorboard-dir --wandb-project
 --wandb-exp-name --timing-log-level
 # Kernels and implementation choices that keep the plan.
---use-mcore-models --transformer-impl --use-flash-attn --attention-backend
+--use-mcore-models --transformer-impl --use-flash-attn
 --distributed-backend --attention-softmax-in-fp32
 --no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion
---disable-bias-linear --norm-epsilon --rotary-base --rotary-percent
+--norm-epsilon --rotary-percent
 --use-rotary-position-embeddings --manual-gc --manual-gc-interval
 --bucket-size --ddp-bucket-size --cross-entropy-loss-fusion
---moe-router-load-balancing-type --moe-aux-loss-coeff --moe-grouped-gemm
---moe-token-dispatcher-type
+--moe-router-load-balancing-type --moe-aux-loss-coeff
+# Which tokens a full expert drops (probs or position): the same work.
+--moe-token-drop-policy
 )";
 
 const std::vector<std::string>& IgnoredMegatronFlags() {
@@ -734,14 +969,20 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--moe-router-num-groups", Kind::kInt},
       {"--moe-router-group-topk", Kind::kInt},
       {"--qk-layernorm", Kind::kSwitch},
+      {"--disable-bias-linear", Kind::kSwitch},
+      {"--rotary-base", Kind::kString},
+      {"--attention-backend", Kind::kString},
   };
   return *flags;
 }
 
-// Accepted flags that do not change the cost model's inputs.
+// Accepted flags that do not change the cost model's inputs. The attention
+// kernel a row is priced with follows its software generation
+// (tuner/accuracy_rules.h), not this flag.
 bool WithoutEffect(const std::string& flag) {
   return flag == "--transformer-impl" || flag == "--moe-permute-fusion" ||
-         flag == "--moe-router-topk-scaling-factor";
+         flag == "--moe-router-topk-scaling-factor" ||
+         flag == "--attention-backend";
 }
 
 const char* kRunFlagsHint =
@@ -845,6 +1086,23 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
             Printable(values["--transformer-impl"]) + "'",
         "e.g. --transformer-impl transformer_engine");
   }
+  if (has("--attention-backend")) {
+    const std::string& v = values["--attention-backend"];
+    if (v != "flash" && v != "fused" && v != "unfused" && v != "local" &&
+        v != "auto") {
+      return Status::InvalidArgument(
+          "--attention-backend: expected one of flash, fused, unfused, local, "
+          "auto, got '" +
+              Printable(v) + "'",
+          "e.g. --attention-backend fused");
+    }
+  }
+  if (has("--rotary-base")) {
+    auto v = PositiveReal("--rotary-base", values["--rotary-base"]);
+    if (!v.ok()) return v.status();
+    model->rotary_base = v.value();
+  }
+  if (has("--disable-bias-linear")) model->add_bias_linear = false;
   if (has("--moe-router-topk-scaling-factor")) {
     auto v = PositiveReal("--moe-router-topk-scaling-factor",
                           values["--moe-router-topk-scaling-factor"]);

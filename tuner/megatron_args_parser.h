@@ -7,10 +7,15 @@
 // ("torchrun --nproc_per_node 8 pretrain_gpt.py ...": everything up to the
 // last word ending in ".py" is dropped).
 //
-// Every flag MegatronArgs can emit is read (model shape, GQA, MoE, tp/pp/vpp
-// either as --virtual-pipeline-model-parallel-size or as
-// --num-layers-per-virtual-pipeline-stage, cp, ep, sp, dist-opt, recompute,
-// micro and global batch, bf16/fp16/fp8 and the fp8 and overlap switches).
+// Every flag MegatronArgs can emit is read (model shape, GQA, MLA, QK norm,
+// sliding windows, MTP, biases, RoPE base, hybrid patterns and Mamba sizes,
+// MoE with shared/latent experts, router, capacity, dispatcher and grouped
+// GEMM, tp/pp/vpp either as --virtual-pipeline-model-parallel-size, as
+// --num-layers-per-virtual-pipeline-stage or as a layout, cp, ep, etp, sp,
+// dist-opt, recompute, micro and global batch, the precision recipes, the
+// fp8 and overlap switches and the attention backend). An absent flag takes
+// Megatron's default, not meshtune's: allgather dispatcher, no grouped GEMM,
+// linear biases on, MLA ranks 0/32/128/64/128.
 // Flags that do not change the parallel plan (--lr, --train-iters,
 // --data-path, ...; IgnoredMegatronFlags()) are skipped with their values and
 // listed in `ignored`. Any other flag is an InvalidArgument naming it; so are
@@ -37,7 +42,11 @@ struct ParsedMegatronArgs {
   // (hidden / heads unless --kv-channels), ffn_hidden_size (Megatron's
   // default when absent), seq_length (= --max-position-embeddings, else
   // --seq-length), normalization, activation, position_embedding_type,
-  // untie_embeddings_and_output_weights, the MoE fields, and vocab_size when
+  // untie_embeddings_and_output_weights, add_bias_linear, rotary_base,
+  // qk_layernorm, window_size / window_attn_skip_freq, the MLA ranks,
+  // mtp_num_layers, the hybrid pattern and Mamba sizes, the MoE fields
+  // (experts, top-k, sizes, layer pattern, shared and latent sizes, router,
+  // capacity, dispatcher, grouped GEMM), and vocab_size when
   // --vocab-size is given (NullTokenizer runs; else the tokenizer has it and
   // it stays 0). name and global_batch_size stay empty/0.
   search_spaces::ModelSpec model;
@@ -52,6 +61,9 @@ struct ParsedMegatronArgs {
   // assumes both; MegatronArgs always emits them).
   bool overlap_grad_reduce = false;
   bool overlap_param_gather = false;
+  // --attention-backend as written (flash, fused, unfused, local, auto);
+  // "" when absent (Megatron's auto).
+  std::string attention_backend;
   // Allow-listed flags that were skipped, in order of appearance.
   std::vector<std::string> ignored;
   // Adjustments Megatron itself would make, one sentence each (e.g.
@@ -95,6 +107,8 @@ struct AppliedMegatronFlags {
 //                                         group-limited routing (G divides
 //                                         the experts, K <= G)
 //   --qk-layernorm                        model.qk_layernorm
+//   --disable-bias-linear                 model.add_bias_linear = false
+//   --rotary-base B                       model.rotary_base
 //   --overlap-grad-reduce, --overlap-param-gather
 //                                         training.overlap_grad_reduce /
 //                                         overlap_param_gather; off unless
@@ -105,7 +119,9 @@ struct AppliedMegatronFlags {
 //   --transformer-impl transformer_engine|local (the cost model prices
 //   Transformer Engine kernels), --moe-permute-fusion (permutation is priced
 //   as memory traffic either way), --moe-router-topk-scaling-factor (scales
-//   the routing weights, not the work), and every flag of
+//   the routing weights, not the work), --attention-backend (checked against
+//   Megatron's choices; the row's software generation picks the kernel the
+//   cost model prices), and every flag of
 //   IgnoredMegatronFlags().
 // A MoE flag on a dense model, an unknown flag, a bad value, a flag given
 // twice or a combination Megatron rejects is an InvalidArgument naming the

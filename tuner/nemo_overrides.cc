@@ -20,6 +20,7 @@
 
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
+#include "tuner/megatron_args.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -147,7 +148,93 @@ Status ReadRecompute(const YAML::Node& node, const MapReader& r,
   return Status::Ok();
 }
 
+// The MoE run choices and the layout: Megatron-Core TransformerConfig
+// names, which Megatron-Bridge sets under model. (docs/export.md).
+Status ReadCoreKeys(const YAML::Node& node, const MapReader& r,
+                    const search_spaces::ModelSpec* model,
+                    ParsedNemoOverrides* out) {
+  search_spaces::ParallelConfig& c = out->config;
+  if (!IsNull(node, "expert_tensor_parallel_size")) {
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("expert_tensor_parallel_size", false, 1, &c.etp));
+  }
+  if (r.Has("moe_token_dispatcher_type")) {
+    std::string d;
+    MESHTUNE_RETURN_IF_ERROR(r.Enum("moe_token_dispatcher_type", false,
+                                    {"allgather", "alltoall", "flex"}, &d));
+    out->moe_token_dispatcher_type =
+        d == "alltoall" ? search_spaces::TokenDispatcher::kAlltoall
+        : d == "flex"   ? search_spaces::TokenDispatcher::kFlex
+                        : search_spaces::TokenDispatcher::kAllgather;
+  }
+  if (r.Has("moe_grouped_gemm")) {
+    bool grouped = false;
+    MESHTUNE_RETURN_IF_ERROR(r.Bool("moe_grouped_gemm", false, &grouped));
+    out->moe_grouped_gemm = grouped;
+  }
+  if (!IsNull(node, "moe_expert_capacity_factor")) {
+    double factor = 0;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Double("moe_expert_capacity_factor", false, &factor));
+    if (!(factor > 0)) {
+      return Status::InvalidArgument(
+          r.WhereKey("moe_expert_capacity_factor") +
+              ": moe_expert_capacity_factor must be positive (null = "
+              "dropless)",
+          "e.g. moe_expert_capacity_factor: 1.0");
+    }
+    out->moe_expert_capacity_factor = factor;
+  }
+  if (r.Has("moe_pad_expert_input_to_capacity")) {
+    bool pad = false;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Bool("moe_pad_expert_input_to_capacity", false, &pad));
+    out->moe_pad_expert_input_to_capacity = pad;
+  }
+  if (r.Has("attention_backend")) {
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Enum("attention_backend", false,
+               {"flash", "fused", "unfused", "local", "auto"},
+               &out->attention_backend));
+  }
+  if (!IsNull(node, "pipeline_model_parallel_layout")) {
+    if (model == nullptr) {
+      return Status::InvalidArgument(
+          r.WhereKey("pipeline_model_parallel_layout") +
+              ": pipeline_model_parallel_layout needs the model's layer "
+              "count to be read",
+          "pass the model to ParseNemoOverrides");
+    }
+    std::string layout;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.String("pipeline_model_parallel_layout", false, &layout));
+    auto parsed = search_spaces::ParsePipelineLayout(
+        layout, model->num_layers, c.pp, model->mtp_num_layers);
+    if (!parsed.ok()) {
+      return Status::InvalidArgument(
+          r.WhereKey("pipeline_model_parallel_layout") + ": " +
+              parsed.status().message(),
+          parsed.status().hint());
+    }
+    if (c.vpp != parsed->vpp) {
+      return Status::InvalidArgument(
+          r.WhereKey("pipeline_model_parallel_layout") + ": the layout has " +
+              std::to_string(parsed->vpp) +
+              " virtual stages per rank, virtual_pipeline_model_parallel_size "
+              "says " +
+              std::to_string(c.vpp),
+          "make them agree (null means 1)");
+    }
+    if (!parsed->even) {
+      c.layout_first_layers = parsed->first_layers;
+      c.layout_last_layers = parsed->last_layers;
+    }
+  }
+  return Status::Ok();
+}
+
 Status ReadModel(const YAML::Node& node, const std::string& source,
+                 const search_spaces::ModelSpec* model,
                  ParsedNemoOverrides* out) {
   MapReader r(node, source, "NeMo model section");
   MESHTUNE_RETURN_IF_ERROR(r.CheckIsMap());
@@ -173,6 +260,13 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       "fp8_params",
       "ub_tp_comm_overlap",
       "optim",
+      "expert_tensor_parallel_size",
+      "pipeline_model_parallel_layout",
+      "moe_token_dispatcher_type",
+      "moe_grouped_gemm",
+      "moe_expert_capacity_factor",
+      "moe_pad_expert_input_to_capacity",
+      "attention_backend",
   }));
   search_spaces::ParallelConfig& c = out->config;
   search_spaces::TrainingSpec& t = out->training;
@@ -253,7 +347,7 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
   if (r.Has("optim")) {
     MESHTUNE_RETURN_IF_ERROR(ReadOptim(node["optim"], source, out));
   }
-  return Status::Ok();
+  return ReadCoreKeys(node, r, model, out);
 }
 
 }  // namespace
@@ -261,7 +355,8 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
 StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
                                     const search_spaces::TrainingSpec& t,
                                     const search_spaces::ParallelConfig& c,
-                                    int64_t gpus_per_node) {
+                                    int64_t gpus_per_node,
+                                    bool flash_attention) {
   const int64_t gpus = t.num_gpus;
   if (gpus <= 0 || gpus_per_node <= 0) {
     return Status::InvalidArgument(
@@ -298,8 +393,13 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   y << "  micro_batch_size: " << c.mbs << "\n";
   y << "  global_batch_size: " << t.global_batch_size << "\n";
   y << "  encoder_seq_length: " << t.seq_length << "\n";
-  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(model.num_layers,
-                                                              c.pp, c.vpp)) {
+  const search_spaces::PipelineLayout layout(model.num_layers, c);
+  if (layout.uneven()) {
+    // Megatron-Core's pipeline_model_parallel_layout (quoted: '|' and '*').
+    y << "  pipeline_model_parallel_layout: '"
+      << layout.MegatronString(model.mtp_num_layers) << "'\n";
+  } else if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+                 model.num_layers, c.pp, c.vpp)) {
     // num_layers + 2 units split evenly (search_spaces/pipeline_layout.h).
     y << "  account_for_embedding_in_pipeline_split: true\n";
     y << "  account_for_loss_in_pipeline_split: true\n";
@@ -333,6 +433,23 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   // Userbuffers overlap needs sequence parallelism (as --tp-comm-overlap).
   y << "  ub_tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";
+  if (model.is_moe()) {
+    // The MoE run choices the cost model priced (model_spec.h).
+    y << "  expert_tensor_parallel_size: " << c.expert_tp() << "\n";
+    y << "  moe_token_dispatcher_type: "
+      << search_spaces::ToString(model.moe_token_dispatcher_type) << "\n";
+    y << "  moe_grouped_gemm: " << Bool(model.moe_grouped_gemm) << "\n";
+    if (model.moe_expert_capacity_factor > 0) {
+      y << "  moe_expert_capacity_factor: "
+        << FormatMegatronNumber(model.moe_expert_capacity_factor) << "\n";
+      y << "  moe_pad_expert_input_to_capacity: "
+        << Bool(model.moe_pad_expert_input_to_capacity) << "\n";
+    } else {
+      y << "  moe_expert_capacity_factor: null\n";
+    }
+  }
+  y << "  attention_backend: " << AttentionBackend(model, flash_attention)
+    << "\n";
   y << "  optim:\n";
   if (c.dist_opt) {
     y << "    name: distributed_fused_adam\n";
@@ -350,8 +467,9 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   return y.str();
 }
 
-StatusOr<ParsedNemoOverrides> ParseNemoOverrides(const std::string& yaml_text,
-                                                 const std::string& source) {
+StatusOr<ParsedNemoOverrides> ParseNemoOverrides(
+    const std::string& yaml_text, const std::string& source,
+    const search_spaces::ModelSpec* model) {
   auto root = search_spaces::yaml_util::Load(yaml_text, source);
   if (!root.ok()) return root.status();
   MapReader r(*root, source, "NeMo override block");
@@ -361,7 +479,7 @@ StatusOr<ParsedNemoOverrides> ParseNemoOverrides(const std::string& yaml_text,
   if (!r.Has("model")) return r.Missing("model", "{micro_batch_size: 1, ...}");
   ParsedNemoOverrides out;
   MESHTUNE_RETURN_IF_ERROR(ReadTrainer((*root)["trainer"], source, &out));
-  MESHTUNE_RETURN_IF_ERROR(ReadModel((*root)["model"], source, &out));
+  MESHTUNE_RETURN_IF_ERROR(ReadModel((*root)["model"], source, model, &out));
 
   search_spaces::ParallelConfig& c = out.config;
   const int64_t model_parallel = c.tp * c.pp * c.cp;

@@ -15,6 +15,7 @@
 #define MESHTUNE_TUNER_NEMO_OVERRIDES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,18 @@ namespace meshtune::tuner {
 // grad_reduce_in_bf16 is exported as optim.grad_sync_dtype, which exists only
 // for distributed_fused_adam: without dist_opt it is not exported (a comment
 // says so).
+// For MoE models the block also carries the run choices the cost model
+// priced, under Megatron-Core TransformerConfig names as Megatron-Bridge
+// sets them on model: expert_tensor_parallel_size, moe_token_dispatcher_type,
+// moe_grouped_gemm, moe_expert_capacity_factor (null = dropless) and
+// moe_pad_expert_input_to_capacity; every block has attention_backend
+// (`flash_attention` as in MegatronArgs), and an uneven pipeline
+// pipeline_model_parallel_layout.
 StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
                                     const search_spaces::TrainingSpec& training,
                                     const search_spaces::ParallelConfig& config,
-                                    int64_t gpus_per_node);
+                                    int64_t gpus_per_node,
+                                    bool flash_attention = true);
 
 struct ParsedNemoOverrides {
   // num_gpus (devices × num_nodes), global_batch_size, seq_length
@@ -44,6 +53,12 @@ struct ParsedNemoOverrides {
   // All axes; dp = num_gpus / (tp·pp·cp).
   search_spaces::ParallelConfig config;
   int64_t gpus_per_node = 0;  // trainer.devices
+  // The Megatron-Core keys, when present (unset = the key was absent).
+  std::optional<search_spaces::TokenDispatcher> moe_token_dispatcher_type;
+  std::optional<bool> moe_grouped_gemm;
+  double moe_expert_capacity_factor = 0;  // 0 = null/absent (dropless)
+  std::optional<bool> moe_pad_expert_input_to_capacity;
+  std::string attention_backend;  // "" = absent
   // Adjustments NeMo/Megatron would make, one sentence each.
   std::vector<std::string> notes;
 };
@@ -53,9 +68,12 @@ struct ParsedNemoOverrides {
 // trainer.num_nodes, trainer.precision, model.micro_batch_size,
 // model.global_batch_size and model.encoder_seq_length are required. Errors
 // are one line `source:line: message` with a hint; unknown keys name the
-// closest known one.
+// closest known one. `model` (not owned; may be null) gives the layer and
+// MTP counts that pipeline_model_parallel_layout is read against; a layout
+// without it is an error.
 StatusOr<ParsedNemoOverrides> ParseNemoOverrides(
-    const std::string& yaml_text, const std::string& source = "NeMo overrides");
+    const std::string& yaml_text, const std::string& source = "NeMo overrides",
+    const search_spaces::ModelSpec* model = nullptr);
 
 }  // namespace meshtune::tuner
 

@@ -511,3 +511,125 @@ TEST(ApplyMegatronFlags, ErrorsNameTheFlag) {
 
 }  // namespace
 }  // namespace meshtune::tuner
+
+namespace meshtune::tuner {
+namespace {
+
+const char* kSmall =
+    "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 "
+    "--seq-length 1024 --global-batch-size 8 --bf16 ";
+
+// Absent flags take Megatron's defaults, not meshtune's model defaults.
+TEST(MegatronArgsParser, NewVocabularyDefaultsAreMegatrons) {
+  auto p = ParseMegatronArgs(std::string(kSmall) +
+                             "--num-experts 8 --multi-latent-attention");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const ModelSpec& m = p->model;
+  EXPECT_TRUE(m.has_linear_biases());  // add_bias_linear defaults to true
+  EXPECT_EQ(m.q_lora_rank, 0);
+  EXPECT_EQ(m.kv_lora_rank, 32);
+  EXPECT_EQ(m.qk_head_dim, 128);
+  EXPECT_EQ(m.qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.v_head_dim, 128);
+  EXPECT_EQ(m.moe_token_dispatcher_type,
+            search_spaces::TokenDispatcher::kAllgather);
+  EXPECT_FALSE(m.moe_grouped_gemm);
+  EXPECT_EQ(m.moe_expert_capacity_factor, 0.0);
+  EXPECT_EQ(m.window_size, -1);
+  EXPECT_EQ(p->attention_backend, "");
+
+  auto q = ParseMegatronArgs(std::string(kSmall) +
+                             "--disable-bias-linear --rotary-base 1000000 "
+                             "--position-embedding-type rope "
+                             "--window-size 127,0 --window-attn-skip-freq 2 "
+                             "--attention-backend fused --mtp-num-layers 2 "
+                             "--moe-token-drop-policy position");
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_FALSE(q->model.has_linear_biases());
+  EXPECT_EQ(q->model.rotary_base, 1e6);
+  EXPECT_EQ(q->model.window_size, 127);
+  EXPECT_EQ(q->model.window_attn_skip_freq, 2);
+  EXPECT_EQ(q->model.mtp_num_layers, 2);
+  EXPECT_EQ(q->attention_backend, "fused");
+  EXPECT_EQ(q->ignored, std::vector<std::string>{"--moe-token-drop-policy"});
+}
+
+TEST(MegatronArgsParser, NewVocabularyErrorsNameTheFlag) {
+  auto error = [](const std::string& extra) {
+    auto p = ParseMegatronArgs(std::string(kSmall) + extra);
+    return p.ok() ? std::string("(parsed)") : p.status().message();
+  };
+  EXPECT_EQ(error("--q-lora-rank 64"),
+            "--q-lora-rank needs --multi-latent-attention");
+  EXPECT_EQ(error("--moe-latent-size 64"),
+            "--moe-latent-size needs --num-experts");
+  EXPECT_EQ(error("--num-experts 8 --moe-router-enable-expert-bias"),
+            "--moe-router-enable-expert-bias needs --moe-router-score-function "
+            "sigmoid or sqrtsoftplus");
+  EXPECT_EQ(error("--num-experts 8 --moe-router-num-groups 2"),
+            "--moe-router-num-groups and --moe-router-group-topk go together");
+  EXPECT_EQ(error("--num-experts 8 --moe-router-num-groups 3 "
+                  "--moe-router-group-topk 1"),
+            "--moe-router-num-groups 3 with --moe-router-group-topk 1 for 8 "
+            "experts");
+  EXPECT_EQ(error("--num-experts 8 --moe-pad-expert-input-to-capacity"),
+            "--moe-pad-expert-input-to-capacity needs "
+            "--moe-expert-capacity-factor");
+  EXPECT_EQ(error("--num-experts 8 --moe-token-dispatcher-type ring"),
+            "--moe-token-dispatcher-type: expected one of allgather, "
+            "alltoall, flex, got 'ring'");
+  EXPECT_EQ(error("--window-size 128,128"),
+            "--window-size 128,128: a causal decoder needs a left window >= 0 "
+            "and a right window of 0");
+  EXPECT_EQ(error("--window-size 128"),
+            "--window-size: expected Megatron's 'LEFT,RIGHT' window in "
+            "tokens, got '128'");
+  EXPECT_EQ(error("--window-attn-skip-freq 2"),
+            "--window-attn-skip-freq without a sliding window");
+  EXPECT_EQ(error("--rotary-base 0"),
+            "--rotary-base: expected a positive number, got '0'");
+  EXPECT_EQ(error("--attention-backend cudnn"),
+            "--attention-backend: expected one of flash, fused, unfused, "
+            "local, auto, got 'cudnn'");
+  EXPECT_EQ(error("--hybrid-layer-pattern 'M*/*' --mtp-num-layers 2"),
+            "--mtp-num-layers 2 but --hybrid-layer-pattern has 1 MTP depths "
+            "('/' parts)");
+}
+
+// A DeepSeek-V3-style uneven layout with an MTP layer on the last stage
+// reads back only when --mtp-num-layers is read first.
+TEST(MegatronArgsParser, LayoutWithMtpReadsBack) {
+  auto p = ParseMegatronArgs(
+      "--num-layers 61 --hidden-size 7168 --num-attention-heads 128 "
+      "--seq-length 4096 --global-batch-size 4096 --bf16 --mtp-num-layers 1 "
+      "--position-embedding-type rope "
+      "--pipeline-model-parallel-size 16 "
+      "--pipeline-model-parallel-layout 'Et*4|(t*4|)*14tmL'");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->config.layout_first_layers, 4);
+  EXPECT_EQ(p->config.layout_last_layers, 1);
+  EXPECT_EQ(p->config.vpp, 1);
+}
+
+TEST(ApplyMegatronFlags, BiasesRopeBaseAndAttentionBackend) {
+  ModelSpec m;
+  m.name = "m";
+  TrainingSpec t;
+  ParallelConfig c;
+  auto applied = ApplyMegatronFlags(
+      "--disable-bias-linear --rotary-base 500000 --attention-backend fused",
+      &m, &t, &c);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_FALSE(m.has_linear_biases());
+  EXPECT_EQ(m.rotary_base, 500000);
+  EXPECT_EQ(applied->without_effect,
+            std::vector<std::string>{"--attention-backend"});
+  auto bad = ApplyMegatronFlags("--attention-backend best", &m, &t, &c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--attention-backend: expected one of flash, fused, unfused, "
+            "local, auto, got 'best'");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

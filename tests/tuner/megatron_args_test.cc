@@ -190,3 +190,126 @@ TEST(MegatronArgs, UnevenLayersCountEmbeddingAndLoss) {
 
 }  // namespace
 }  // namespace meshtune::tuner
+
+namespace meshtune::tuner {
+namespace {
+
+// DeepSeek-V3's published architecture (docs/sources.md §1.2, §1.3): every
+// 2025-26 flag has its value from the spec.
+TEST(MegatronArgs, MlaMoeMtpFlagsComeFromTheSpec) {
+  ModelSpec m = Llama70b();
+  m.num_layers = 61;
+  m.hidden_size = 7168;
+  m.num_attention_heads = 128;
+  m.num_query_groups = 128;
+  m.kv_channels = 128;
+  m.multi_latent_attention = true;
+  m.q_lora_rank = 1536;
+  m.kv_lora_rank = 512;
+  m.qk_head_dim = 128;
+  m.qk_pos_emb_head_dim = 64;
+  m.v_head_dim = 128;
+  m.qk_layernorm = true;
+  m.add_bias_linear = false;
+  m.mtp_num_layers = 1;
+  m.num_experts = 256;
+  m.moe_router_topk = 8;
+  m.moe_ffn_hidden_size = 2048;
+  m.moe_shared_expert_intermediate_size = 2048;
+  m.moe_router_score_function = search_spaces::RouterScore::kSigmoid;
+  m.moe_router_num_groups = 8;
+  m.moe_router_group_topk = 4;
+  m.moe_router_enable_expert_bias = true;
+  m.moe_expert_capacity_factor = 1.25;
+  m.moe_pad_expert_input_to_capacity = true;
+  m.moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
+  TrainingSpec t;
+  t.global_batch_size = 4096;
+  t.seq_length = 4096;
+  ParallelConfig c;
+  c.ep = 8;
+  c.etp = 1;
+  const auto a = MegatronArgs(m, t, c);
+  for (const char* flag :
+       {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512",
+        "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128",
+        "--qk-layernorm", "--disable-bias-linear", "--mtp-num-layers 1",
+        "--rotary-base 10000", "--kv-channels 128",
+        "--moe-shared-expert-intermediate-size 2048",
+        "--moe-router-score-function sigmoid", "--moe-router-num-groups 8",
+        "--moe-router-group-topk 4", "--moe-router-enable-expert-bias",
+        "--moe-expert-capacity-factor 1.25",
+        "--moe-pad-expert-input-to-capacity",
+        "--moe-token-dispatcher-type flex", "--moe-grouped-gemm",
+        "--expert-tensor-parallel-size 1",
+        // q/k 192 wide, v 128: FlashAttention-2 cannot, cuDNN can.
+        "--attention-backend fused"}) {
+    EXPECT_TRUE(Has(a, flag)) << flag;
+  }
+  EXPECT_FALSE(Has(a, "--moe-latent-size 0"));
+  m.q_lora_rank = 0;  // DeepSeek-V2-Lite: a full query projection
+  m.moe_grouped_gemm = false;
+  m.moe_expert_capacity_factor = 0;
+  const auto b = MegatronArgs(m, t, c, /*flash_attention=*/false);
+  EXPECT_FALSE(Has(b, "--q-lora-rank 0"));
+  EXPECT_FALSE(Has(b, "--moe-grouped-gemm"));
+  EXPECT_FALSE(Has(b, "--moe-pad-expert-input-to-capacity"));
+  EXPECT_TRUE(Has(b, "--attention-backend unfused"));
+}
+
+// GPT-OSS: biases kept, a 127-token left window on odd layers, RoPE base
+// 150000 (docs/sources.md §1.5).
+TEST(MegatronArgs, WindowBiasesAndRopeBase) {
+  ModelSpec m = Llama70b();
+  m.add_bias_linear = true;
+  m.window_size = 127;
+  m.window_attn_skip_freq = 2;
+  m.rotary_base = 150000;
+  TrainingSpec t;
+  t.global_batch_size = 512;
+  t.seq_length = 4096;
+  const auto a = MegatronArgs(m, t, ParallelConfig());
+  EXPECT_TRUE(Has(a, "--window-size 127,0"));
+  EXPECT_TRUE(Has(a, "--window-attn-skip-freq 2"));
+  EXPECT_TRUE(Has(a, "--rotary-base 150000"));
+  EXPECT_FALSE(Has(a, "--disable-bias-linear"));
+  EXPECT_TRUE(Has(a, "--attention-backend flash"));
+  // GPT-3: learned positions, no RoPE base; LayerNorm models have biases.
+  const auto g = MegatronArgs(Gpt175b(), t, ParallelConfig());
+  EXPECT_FALSE(Has(g, "--disable-bias-linear"));
+  for (const std::string& arg : g) EXPECT_NE(arg.rfind("--rotary-base", 0), 0u);
+}
+
+TEST(MegatronArgs, HybridLatentMoeAndMtp) {
+  ModelSpec m = Llama70b();
+  m.hybrid_layer_pattern = "M*ME/*E";
+  m.num_layers = 4;
+  m.mtp_num_layers = 1;
+  m.position_embedding_type = search_spaces::PositionEmbedding::kNone;
+  m.num_experts = 512;
+  m.moe_router_topk = 22;
+  m.moe_latent_size = 1024;
+  m.mamba_num_heads = 128;
+  TrainingSpec t;
+  t.global_batch_size = 64;
+  t.seq_length = 8192;
+  const auto a = MegatronArgs(m, t, ParallelConfig());
+  EXPECT_TRUE(Has(a, "--hybrid-layer-pattern 'M*ME/*E'"));
+  EXPECT_TRUE(Has(a, "--mamba-num-heads 128"));
+  EXPECT_TRUE(Has(a, "--mtp-num-layers 1"));
+  EXPECT_TRUE(Has(a, "--moe-latent-size 1024"));
+  EXPECT_TRUE(Has(a, "--moe-router-score-function softmax"));
+  EXPECT_TRUE(Has(a, "--position-embedding-type none"));
+  for (const std::string& arg : a) EXPECT_NE(arg.rfind("--rotary-base", 0), 0u);
+}
+
+TEST(FormatMegatronNumber, ShortestTextThatReadsBack) {
+  EXPECT_EQ(FormatMegatronNumber(10000), "10000");
+  EXPECT_EQ(FormatMegatronNumber(1e6), "1000000");
+  EXPECT_EQ(FormatMegatronNumber(1.25), "1.25");
+  EXPECT_EQ(FormatMegatronNumber(0.1), "0.1");
+  EXPECT_EQ(FormatMegatronNumber(1.0 / 3), "0.3333333333333333");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,7 @@ TEST(NemoOverrides, WritesTheBlockForAnInterleavedFp8Configuration) {
                 "  fp8_hybrid: true\n"
                 "  fp8_params: true\n"
                 "  ub_tp_comm_overlap: true\n"
+                "  attention_backend: flash\n"
                 "  optim:\n"
                 "    name: distributed_fused_adam\n"
                 "    overlap_grad_sync: true\n"
@@ -271,6 +273,51 @@ TEST(ParseNemoOverrides, ErrorsNameTheKeyAndTheFix) {
     EXPECT_EQ(parsed.status().message(), c.message) << c.yaml;
     EXPECT_EQ(parsed.status().hint(), c.hint) << c.yaml;
   }
+}
+
+}  // namespace
+}  // namespace meshtune::tuner
+
+namespace meshtune::tuner {
+namespace {
+
+// An uneven DeepSeek-V3 layout and its MoE run choices survive the block;
+// the layout cannot be read without the model's layer count.
+TEST(NemoOverrides, LayoutAndMoeKeysReadBackWithTheModel) {
+  auto m = search_spaces::ResolveModel("deepseek-v3");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  search_spaces::TrainingSpec t;
+  t.num_gpus = 1024;
+  t.global_batch_size = 4096;
+  t.seq_length = 4096;
+  search_spaces::ParallelConfig c;
+  c.tp = 4;
+  c.pp = 16;
+  c.ep = 8;
+  c.etp = 1;
+  c.dp = 16;
+  c.layout_first_layers = 4;
+  c.layout_last_layers = 1;
+  auto y = NemoOverrides(m.value(), t, c, 8);
+  ASSERT_TRUE(y.ok()) << y.status().message();
+  EXPECT_NE(y->find("  pipeline_model_parallel_layout: 'Et*4|(t*4|)*14tmL'\n"),
+            std::string::npos)
+      << y.value();
+  EXPECT_NE(y->find("  expert_tensor_parallel_size: 1\n"), std::string::npos);
+  EXPECT_NE(y->find("  moe_token_dispatcher_type: alltoall\n"),
+            std::string::npos);
+  EXPECT_NE(y->find("  moe_expert_capacity_factor: null\n"), std::string::npos);
+  EXPECT_NE(y->find("  attention_backend: fused\n"), std::string::npos);
+  auto back = ParseNemoOverrides(y.value(), "nemo", &m.value());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->config, c);
+  EXPECT_EQ(back->moe_grouped_gemm, std::optional<bool>(true));
+  auto without = ParseNemoOverrides(y.value(), "nemo");
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.status().message().find(
+                "pipeline_model_parallel_layout needs the model's layer count"),
+            std::string::npos)
+      << without.status().message();
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ MEGATRON_ARGS=(
   --ffn-hidden-size 49152
   --seq-length 2048
   --max-position-embeddings 2048
+  --attention-backend flash
   --tensor-model-parallel-size 4
   --pipeline-model-parallel-size 8
   --num-layers-per-virtual-pipeline-stage 1
