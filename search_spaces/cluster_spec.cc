@@ -76,11 +76,18 @@ double GpuSpec::GemmMaxEfficiency(Precision p) const {
   return IsQuantized(p) ? gemm_max_efficiency_fp8 : gemm_max_efficiency_bf16;
 }
 
-double ClusterSpec::UsableMemoryGib() const {
-  const double capacity_gib = gpu.hbm_capacity_gib > 0
-                                  ? gpu.hbm_capacity_gib
+double ClusterSpec::CapacityGib() const {
+  return gpu.hbm_capacity_gib > 0 ? gpu.hbm_capacity_gib
                                   : gpu.hbm_gb * 1e9 / kBytesPerGib;
-  return capacity_gib - memory_reserve_gib;
+}
+
+double ClusterSpec::UsableMemoryGib() const {
+  return CapacityGib() - memory_reserve_gib - memory_headroom_gib;
+}
+
+bool IsNearMemoryCapacity(double total_bytes, double capacity_bytes) {
+  return capacity_bytes > 0 && total_bytes <= capacity_bytes &&
+         total_bytes >= kNearCapacityFraction * capacity_bytes;
 }
 
 Status ClusterSpec::Validate(const std::string& where) const {
@@ -152,6 +159,7 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
       {"network_latency_us", c.network_latency_us},
       {"nvls_allreduce_busbw_gbps", c.nvls_allreduce_busbw_gbps},
       {"memory_reserve_gib", c.memory_reserve_gib},
+      {"memory_headroom_gib", c.memory_headroom_gib},
   };
   for (const auto& [key, v] : non_negative) {
     if (v < 0) return Negative(where, key, v);
@@ -175,11 +183,21 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
         "achieved");
   }
   if (c.UsableMemoryGib() <= 0) {
+    if (c.memory_headroom_gib > 0) {
+      return Status::InvalidArgument(
+          Located(where("memory_headroom_gib"),
+                  "memory_headroom_gib " + Num(c.memory_headroom_gib) +
+                      " with memory_reserve_gib " + Num(c.memory_reserve_gib) +
+                      " leaves no usable memory of " + Num(c.CapacityGib()) +
+                      " GiB HBM"),
+          "keep the headroom below " +
+              Num(c.CapacityGib() - c.memory_reserve_gib) +
+              " GiB; a few GiB or percent is typical");
+    }
     return Status::InvalidArgument(
         Located(where("memory_reserve_gib"),
                 "memory_reserve_gib " + Num(c.memory_reserve_gib) +
-                    " leaves no usable memory of " +
-                    Num(c.UsableMemoryGib() + c.memory_reserve_gib) +
+                    " leaves no usable memory of " + Num(c.CapacityGib()) +
                     " GiB HBM"),
         "the reserve is a few GiB per GPU (3 is typical)");
   }

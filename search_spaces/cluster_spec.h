@@ -104,11 +104,36 @@ struct ClusterSpec {
   // Memory the framework cannot use: CUDA context, NCCL and cuBLAS workspaces,
   // allocator fragmentation (GiB per GPU).
   double memory_reserve_gib = 0;
+  // Margin the user keeps free on top of the reserve (GiB per GPU; 0 = none):
+  // `--memory-headroom` or the cluster YAML key memory_headroom_gib. A
+  // percentage ("--memory-headroom 5%") is resolved against CapacityGib() when
+  // the inputs are read (tuner/inputs.cc), so this is always GiB. Plans must
+  // fit in what is left, so a search keeps the margin on every candidate.
+  double memory_headroom_gib = 0;
 
-  // Usable HBM in GiB after the reserve.
+  // The memory the driver exposes per GPU in GiB: gpu.hbm_capacity_gib, or
+  // gpu.hbm_gb·1e9 bytes when that is unknown.
+  double CapacityGib() const;
+  // Usable HBM in GiB: CapacityGib() − memory_reserve_gib −
+  // memory_headroom_gib. The cost model's Estimate::memory_capacity_bytes.
   double UsableMemoryGib() const;
   Status Validate(const std::string& where = "") const;
 };
+
+// A plan whose predicted total memory is at least this fraction of its usable
+// memory (and still fits) is flagged "near capacity" in reports. The cost
+// model predicts the caching allocator's fragmentation as one fraction of the
+// allocated peak, but measured runs of the same configuration range from 2.8
+// to 7.9 % (docs/costmodel.md §2 "Memory", the fragmentation row; SimuMax's
+// B200 runs), and fragmentation varies from run to run with allocation order:
+// a plan within 5 % of the limit may run out of memory where the prediction
+// says it fits. --memory-headroom keeps a margin instead.
+inline constexpr double kNearCapacityFraction = 0.95;
+
+// True when a plan fits (total_bytes <= capacity_bytes) and total_bytes >=
+// kNearCapacityFraction · capacity_bytes. Bytes, per GPU; false for a capacity
+// <= 0.
+bool IsNearMemoryCapacity(double total_bytes, double capacity_bytes);
 
 }  // namespace meshtune::search_spaces
 

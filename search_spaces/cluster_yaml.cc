@@ -29,6 +29,7 @@ const std::vector<std::string>& ClusterKeys() {
       "nic_busbw_gbps",
       "network_latency_us",
       "memory_reserve_gib",
+      "memory_headroom_gib",
   };
   return kKeys;
 }
@@ -143,6 +144,9 @@ StatusOr<ClusterSpec> ParseClusterMap(const YAML::Node& node,
   c.memory_reserve_gib = kDefaultMemoryReserveGib;
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("memory_reserve_gib", false, &c.memory_reserve_gib));
+  // GiB only: a percentage is a command-line convenience (--memory-headroom).
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("memory_headroom_gib", false, &c.memory_headroom_gib));
 
   // GPU keys ("gpu.hbm_gb") are located inside the gpu mapping.
   const MapReader gpu_reader(gpu_node, source, "gpu");

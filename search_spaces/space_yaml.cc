@@ -20,6 +20,7 @@ const std::vector<std::string>& SpaceKeys() {
       "virtual_pipeline_model_parallel_size",
       "context_parallel_size",
       "expert_model_parallel_size",
+      "expert_tensor_parallel_size",
       "data_parallel_size",
       "sequence_parallel",
       "micro_batch_size",
@@ -113,6 +114,10 @@ StatusOr<SearchSpace> ParseSearchSpaceYaml(const std::string& text,
       r.IntList("context_parallel_size", 1, limits::kParallelSize, &space.cp));
   MESHTUNE_RETURN_IF_ERROR(r.IntList("expert_model_parallel_size", 1,
                                      limits::kParallelSize, &space.ep));
+  // MoE models only; a dense model keeps etp = tp whatever is pinned
+  // (search_spaces/enumerate.cc).
+  MESHTUNE_RETURN_IF_ERROR(r.IntList("expert_tensor_parallel_size", 1,
+                                     limits::kParallelSize, &space.etp));
   MESHTUNE_RETURN_IF_ERROR(
       r.IntList("data_parallel_size", 1, limits::kParallelSize, &space.dp));
   MESHTUNE_RETURN_IF_ERROR(

@@ -20,8 +20,9 @@ constexpr const char* kEstimateExamples = R"(Examples:
   tune estimate --model 175b --gpus 1024 --tp 8 --pp 8 --mbs 1 --gbs 1536 --sp --recompute selective
   tune estimate --model 175b --gpus 1024 --gpu a100-80g --tp 8 --pp 8 --recompute full --json
   tune estimate --model llama3-70b --gpus 64 --gpu h100 --tp 8 --pp 4 --vpp 5 --sp --dist-opt --precision fp8
-Axes not given default to tp=pp=cp=ep=vpp=mbs=1, sp off, recompute none,
-dist_opt off; dp = gpus / (tp*pp*cp). --quiet prints one line: step time,
+  tune estimate --model mixtral-8x7b --gpus 16 --gpu h100 --tp 4 --ep 4 --etp 1 --memory-headroom 4GiB
+Axes not given default to tp=pp=cp=ep=vpp=mbs=1, etp=tp, sp off, recompute
+none, dist_opt off; dp = gpus / (tp*pp*cp). --quiet prints one line: step time,
 throughput, MFU and memory.)";
 
 // The line --quiet prints.

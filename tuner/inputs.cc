@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -24,6 +25,34 @@ using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 using search_spaces::SizeLimit;
 using search_spaces::yaml_util::Printable;
+
+// Spellings --precision accepts besides each precision's canonical name
+// (search_spaces::ToString over kAllPrecisions): Megatron's recipe name and
+// Transformer Engine's names of current scaling.
+struct PrecisionAlias {
+  const char* text;
+  Precision precision;
+};
+constexpr PrecisionAlias kPrecisionAliases[] = {
+    {"fp8-delayed", Precision::kFp8},
+    {"fp8-cs", Precision::kFp8Tensorwise},
+    {"fp8-current", Precision::kFp8Tensorwise},
+};
+
+// The --precision help: every spelling ParsePrecision accepts, built from
+// the same two lists.
+std::string PrecisionHelp() {
+  std::string names;
+  for (Precision p : search_spaces::kAllPrecisions) {
+    names +=
+        std::string(names.empty() ? "" : " | ") + search_spaces::ToString(p);
+  }
+  std::string aliases;
+  for (const PrecisionAlias& a : kPrecisionAliases) {
+    aliases += std::string(aliases.empty() ? "" : ", ") + a.text;
+  }
+  return names + " (default bf16; also " + aliases + ")";
+}
 
 std::string Trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -65,7 +94,7 @@ bool ParseInt64(const std::string& text, int64_t* value,
 const SizeLimit& PinLimit(const std::string& flag) {
   if (flag == "--vpp") return limits::kLayerCount;
   if (flag == "--mbs") return limits::kMicroBatchSize;
-  return limits::kParallelSize;  // --tp --pp --cp --ep --dp
+  return limits::kParallelSize;  // --tp --pp --cp --ep --etp --dp
 }
 
 // Integer pins: "--tp 8" or, for search, "--tp 4,8".
@@ -121,13 +150,15 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
   app->add_option("--seq-len", f->seq_len,
                   "sequence length in tokens; default from the model")
       ->type_name("S");
-  app->add_option("--precision", f->precision,
-                  "bf16 | fp16 | fp8 (default bf16)")
-      ->type_name("P");
+  app->add_option("--precision", f->precision, PrecisionHelp())->type_name("P");
   app->add_option("--tokens", f->tokens,
                   "token budget for days-to-train: 300e9, 300B, 1.4T "
                   "(default 300B)")
       ->type_name("T");
+  app->add_option("--memory-headroom", f->memory_headroom,
+                  "GPU memory every plan leaves free besides the reserve: GiB "
+                  "(4, 4GiB) or a percent of the GPU's memory (5%)")
+      ->type_name("H");
 
   const std::string what =
       pins_are_lists ? "sizes to try (comma list)" : "size";
@@ -138,6 +169,12 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
       ->type_name(n);
   app->add_option("--cp", f->cp, "context parallel " + what)->type_name(n);
   app->add_option("--ep", f->ep, "expert parallel " + what)->type_name(n);
+  app->add_option("--etp", f->etp,
+                  pins_are_lists
+                      ? "expert tensor parallel sizes to try (comma list; MoE "
+                        "models; default 1, 2, 4, 8 and tp)"
+                      : "expert tensor parallel size (MoE models; default tp)")
+      ->type_name(n);
   app->add_option("--dp", f->dp,
                   pins_are_lists ? "data parallel sizes to try (comma list)"
                                  : "data parallel size (default: derived)")
@@ -345,15 +382,68 @@ StatusOr<Precision> ParsePrecision(const std::string& raw) {
   for (Precision p : search_spaces::kAllPrecisions) {
     if (text == search_spaces::ToString(p)) return p;
   }
-  // Megatron's recipe names and TE's spellings.
-  if (text == "fp8-delayed") return Precision::kFp8;
-  if (text == "fp8-cs" || text == "fp8-current") {
-    return Precision::kFp8Tensorwise;
+  for (const PrecisionAlias& a : kPrecisionAliases) {
+    if (text == a.text) return a.precision;
   }
   return Status::InvalidArgument(
       "--precision: unknown precision '" + raw + "'",
       "use bf16, fp16, fp8 (delayed scaling), fp8-tensorwise, fp8-blockwise, "
       "mxfp8 or nvfp4");
+}
+
+StatusOr<double> ParseMemoryHeadroom(const std::string& raw,
+                                     double capacity_gib) {
+  const std::string text = Trim(raw);
+  const Status bad = Status::InvalidArgument(
+      "--memory-headroom must be GiB per GPU (4, 4GiB) or a percent of the "
+      "GPU's memory (5%), got '" +
+          Printable(raw) + "'",
+      "write e.g. --memory-headroom 4GiB or --memory-headroom 5%");
+  std::string number = text;
+  bool percent = false;
+  auto ends_with_gib = [](const std::string& s) {
+    if (s.size() < 3) return false;
+    std::string tail = s.substr(s.size() - 3);
+    for (char& ch : tail) {
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    return tail == "gib";
+  };
+  if (!number.empty() && number.back() == '%') {
+    percent = true;
+    number.pop_back();
+  } else if (ends_with_gib(number)) {
+    number.resize(number.size() - 3);
+  }
+  number = Trim(number);
+  // Plain decimal notation only: strtod alone would also take "inf", "nan"
+  // and hexadecimal.
+  if (number.empty() ||
+      number.find_first_not_of("0123456789.+-eE") != std::string::npos) {
+    return bad;
+  }
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(number.c_str(), &end);
+  if (errno != 0 || end != number.c_str() + number.size() ||
+      !std::isfinite(v)) {
+    return bad;
+  }
+  if (v < 0) {
+    return Status::InvalidArgument(
+        "--memory-headroom must not be negative, got '" + Printable(raw) + "'",
+        "write 0 for no headroom, or a margin such as --memory-headroom 4GiB");
+  }
+  const double gib = percent ? v / 100.0 * capacity_gib : v;
+  if (!(gib < capacity_gib)) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "is not below the GPU's memory of %.2f GiB",
+                  capacity_gib);
+    return Status::InvalidArgument(
+        "--memory-headroom " + Printable(text) + " " + buf,
+        "keep a margin of a few GiB or percent, e.g. --memory-headroom 5%");
+  }
+  return gib;
 }
 
 namespace {
@@ -366,6 +456,7 @@ StatusOr<search_spaces::SearchSpace> SpaceFromFlags(const InputFlags& f) {
   MESHTUNE_RETURN_IF_ERROR(ParsePin(f.vpp, "--vpp", &s.vpp));
   MESHTUNE_RETURN_IF_ERROR(ParsePin(f.cp, "--cp", &s.cp));
   MESHTUNE_RETURN_IF_ERROR(ParsePin(f.ep, "--ep", &s.ep));
+  MESHTUNE_RETURN_IF_ERROR(ParsePin(f.etp, "--etp", &s.etp));
   MESHTUNE_RETURN_IF_ERROR(ParsePin(f.dp, "--dp", &s.dp));
   MESHTUNE_RETURN_IF_ERROR(ParsePin(f.mbs, "--mbs", &s.mbs));
   if (!f.recompute.empty()) {
@@ -422,6 +513,28 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
             std::to_string(per_node) + " GPUs per node)",
         "use a multiple of " + std::to_string(per_node) +
             ", or set --gpus-per-node");
+  }
+  if (!f.memory_headroom.empty()) {
+    // The flag replaces a cluster file's memory_headroom_gib (flags over
+    // files, as for the pins).
+    const double capacity_gib = in.cluster.CapacityGib();
+    auto headroom = ParseMemoryHeadroom(f.memory_headroom, capacity_gib);
+    if (!headroom.ok()) return headroom.status();
+    in.cluster.memory_headroom_gib = headroom.value();
+    if (in.cluster.UsableMemoryGib() <= 0) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf),
+                    " leaves no usable memory: %s has %.2f GiB per GPU and "
+                    "reserves %.2f GiB of it",
+                    in.cluster.name.c_str(), capacity_gib,
+                    in.cluster.memory_reserve_gib);
+      char hint[96];
+      std::snprintf(hint, sizeof(hint), "keep the headroom below %.2f GiB",
+                    capacity_gib - in.cluster.memory_reserve_gib);
+      return Status::InvalidArgument(
+          "--memory-headroom " + Printable(Trim(f.memory_headroom)) + buf,
+          hint);
+    }
   }
 
   if (f.gbs.empty()) {
@@ -480,6 +593,13 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
 
   auto flag_space = SpaceFromFlags(f);
   if (!flag_space.ok()) return flag_space.status();
+  if (!f.etp.empty() && !in.model.is_moe()) {
+    return Status::InvalidArgument(
+        "--etp " + Printable(Trim(f.etp)) + ": model " + in.model.name +
+            " has no experts; expert tensor parallelism applies to MoE models "
+            "only",
+        "drop --etp (--tp splits the dense layers)");
+  }
   if (f.space_file.empty()) {
     in.space = flag_space.value();
   } else {
@@ -501,6 +621,8 @@ StatusOr<search_spaces::ParallelConfig> SingleConfigFromFlags(
   MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.vpp, "--vpp", &c.vpp));
   MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.cp, "--cp", &c.cp));
   MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.ep, "--ep", &c.ep));
+  // Unset: etp 0, which means etp = tp (Megatron's default).
+  MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.etp, "--etp", &c.etp));
   MESHTUNE_RETURN_IF_ERROR(ParseSinglePin(f.mbs, "--mbs", &c.mbs));
   const int64_t model_parallel = c.tp * c.pp * c.cp;
   if (num_gpus % model_parallel != 0) {

@@ -43,9 +43,14 @@ struct InputFlags {
   std::string precision = "bf16";
   std::string tokens = kDefaultTokens;
   std::string space_file;  // search only
+  // --memory-headroom: GiB per GPU ("4", "4GiB") or a percent of the GPU's
+  // memory ("5%"); replaces the cluster file's memory_headroom_gib when
+  // given (ParseMemoryHeadroom).
+  std::string memory_headroom;
 
-  // Pins: comma lists for search, single values for estimate.
-  std::string tp, pp, vpp, cp, ep, dp, mbs, recompute;
+  // Pins: comma lists for search, single values for estimate. etp is
+  // Megatron's expert_tensor_parallel_size (MoE models only).
+  std::string tp, pp, vpp, cp, ep, etp, dp, mbs, recompute;
   std::optional<bool> sp;        // --sp / --no-sp
   std::optional<bool> dist_opt;  // --dist-opt / --no-dist-opt
 
@@ -85,8 +90,8 @@ struct Inputs {
 StatusOr<Inputs> ResolveInputs(const InputFlags& flags);
 
 // For `tune estimate`: the single configuration the pins describe. Missing
-// axes default to tp=pp=cp=ep=vpp=mbs=1, sp off, recompute none, dist_opt
-// off; dp is derived as gpus / (tp·pp·cp) and must divide evenly.
+// axes default to tp=pp=cp=ep=vpp=mbs=1, etp = tp, sp off, recompute none,
+// dist_opt off; dp is derived as gpus / (tp·pp·cp) and must divide evenly.
 StatusOr<search_spaces::ParallelConfig> SingleConfigFromFlags(
     const InputFlags& flags, int64_t num_gpus);
 
@@ -115,6 +120,13 @@ StatusOr<double> ParseTokenCount(const std::string& text);
 StatusOr<search_spaces::Recompute> ParseRecompute(const std::string& text,
                                                   bool any_full);
 StatusOr<search_spaces::Precision> ParsePrecision(const std::string& text);
+// --memory-headroom: GiB per GPU ("4", "4.5", "4GiB", "4 GiB") or a percent
+// of `capacity_gib`, the memory the GPU exposes (ClusterSpec::CapacityGib;
+// "5%" of 79.65 GiB is 3.98 GiB). Returns GiB. Errors (InvalidArgument, the
+// value as typed in the message): not a number with one of those units,
+// negative, or not below capacity_gib.
+StatusOr<double> ParseMemoryHeadroom(const std::string& text,
+                                     double capacity_gib);
 
 // The inverse of ParseRecompute for a concrete mode: "none", "selective",
 // "full" (uniform, 1 layer), "full:N" (uniform), "full:block:N".

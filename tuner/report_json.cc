@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "search_spaces/cluster_spec.h"
 #include "tuner/inputs.h"
 
 namespace meshtune::tuner {
@@ -62,6 +63,11 @@ nlohmann::json EstimateToJson(const costmodel::Estimate& e,
               : json(e.infeasible_reason.empty() ? "out_of_memory"
                                                  : e.infeasible_reason)},
       {"memory_gib", memory},
+      // Fits, but within 5 % of the usable memory
+      // (search_spaces::kNearCapacityFraction): a plan that run-to-run
+      // allocator fragmentation may push out of memory.
+      {"near_capacity", search_spaces::IsNearMemoryCapacity(
+                            m.total_bytes(), e.memory_capacity_bytes)},
       {"time_s", time},
       {"step_time_s", e.step_time_s},
       {"tokens_per_s", e.tokens_per_s},

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/model_facts.h"
 #include "tuner/terminal.h"
@@ -31,6 +33,29 @@ const char* OnOff(bool b) { return b ? "on" : "off"; }
 double Percent(double part, double whole) {
   return whole > 0 ? 100.0 * part / whole : 0.0;
 }
+
+bool NearCapacity(const costmodel::Estimate& e) {
+  return search_spaces::IsNearMemoryCapacity(e.memory.total_bytes(),
+                                             e.memory_capacity_bytes);
+}
+
+// The table's layout cell: "-" for Megatron's even split, else the decoder
+// layers of the first and the last virtual stage ("1/0"; the embedding and
+// the loss sit on those, and every other virtual stage holds an equal
+// share). The full --pipeline-model-parallel-layout string is too wide for a
+// column (DeepSeek-V3 on pp 16: "Et*4|(t*4|)*14tmL"); the best plan's
+// breakdown prints it.
+std::string LayoutCell(const search_spaces::ModelSpec& m,
+                       const search_spaces::ParallelConfig& c) {
+  if (!search_spaces::PipelineLayout::Valid(m.num_layers, c)) return "?";
+  const search_spaces::PipelineLayout layout(m.num_layers, c);
+  if (!layout.uneven() && !layout.accounts_embedding_and_loss()) return "-";
+  return std::to_string(layout.LayersInChunk(0, 0)) + "/" +
+         std::to_string(layout.LayersInChunk(c.pp - 1, c.vpp - 1));
+}
+
+// Marks a near-capacity row (after mem_GiB); explained under the table.
+constexpr const char* kNearCapacityMark = "*";
 
 }  // namespace
 
@@ -60,10 +85,14 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
       static_cast<long long>(m.hidden_size),
       static_cast<long long>(m.num_attention_heads),
       static_cast<long long>(m.num_query_groups));
-  out << Fmt("gpu          %s%s: %s, %.0f GB HBM, usable %.1f GiB per GPU\n",
+  out << Fmt("gpu          %s%s: %s, %.0f GB HBM, usable %.1f GiB per GPU",
              c.name.c_str(),
              in.gpu_defaulted ? " (default; choose with --gpu)" : "",
              c.gpu.display_name.c_str(), c.gpu.hbm_gb, c.UsableMemoryGib());
+  if (c.memory_headroom_gib > 0) {
+    out << Fmt(" (%.1f GiB headroom kept free)", c.memory_headroom_gib);
+  }
+  out << "\n";
   out << Fmt("cluster      %lld GPUs = %lld node%s x %d GPUs per node\n",
              static_cast<long long>(t.num_gpus),
              static_cast<long long>(in.num_nodes()),
@@ -100,8 +129,25 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
       {"optimizer", t.optimizer_s},
   };
   const search_spaces::ParallelConfig& c = e.config;
-  if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
-          in.model.num_layers, c.pp, c.vpp)) {
+  if (search_spaces::PipelineLayout::Valid(in.model.num_layers, c) &&
+      search_spaces::PipelineLayout(in.model.num_layers, c).uneven()) {
+    const search_spaces::PipelineLayout layout(in.model.num_layers, c);
+    out << Fmt(
+        "  pipeline layout: --pipeline-model-parallel-layout '%s': %lld "
+        "layers over pp %lld x vpp %lld; the first virtual stage holds %lld, "
+        "the last %lld",
+        layout.MegatronString(in.model.mtp_num_layers).c_str(),
+        static_cast<long long>(in.model.num_layers),
+        static_cast<long long>(c.pp), static_cast<long long>(c.vpp),
+        static_cast<long long>(layout.LayersInChunk(0, 0)),
+        static_cast<long long>(layout.LayersInChunk(c.pp - 1, c.vpp - 1)));
+    if (c.pp * c.vpp > 2) {
+      out << Fmt(", the others %lld",
+                 static_cast<long long>(layout.units_per_chunk()));
+    }
+    out << "\n";
+  } else if (search_spaces::PipelineLayout::AccountsEmbeddingAndLoss(
+                 in.model.num_layers, c.pp, c.vpp)) {
     const search_spaces::PipelineLayout layout(in.model.num_layers, c.pp,
                                                c.vpp);
     out << Fmt(
@@ -134,7 +180,15 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
   out << Fmt("  %-22s %12.2f of %.2f usable (%.1f%%)", "total",
              m.total_bytes() / kGiB, e.memory_capacity_bytes / kGiB,
              Percent(m.total_bytes(), e.memory_capacity_bytes))
-      << (e.fits ? "" : StyleFor(out).Red(" -- does NOT fit")) << "\n";
+      << (e.fits ? "" : StyleFor(out).Red(" -- does NOT fit"));
+  if (NearCapacity(e)) {
+    out << Fmt(" -- near capacity (within %.0f%%)",
+               100 * (1 - search_spaces::kNearCapacityFraction))
+        << (in.cluster.memory_headroom_gib > 0
+                ? ""
+                : ": keep a margin with --memory-headroom");
+  }
+  out << "\n";
   out << Fmt(
       "  throughput: %.0f tokens/s/GPU, %.3g tokens/s in total, %.1f "
       "model TFLOP/s per GPU, MFU %.1f%%, HFU %.1f%%\n",
@@ -158,25 +212,74 @@ void PrintSearchReport(std::ostream& out, const Inputs& in,
              Fmt("top %zu of %lld feasible configurations (fastest first)", n,
                  static_cast<long long>(result.feasible)))
       << "\n";
-  out << style.Bold(
-             Fmt("%4s %4s %4s %4s %4s %4s %6s %4s %4s %-13s %-8s %9s %13s %6s "
-                 "%8s",
-                 "rank", "tp", "pp", "vpp", "cp", "ep", "dp", "sp", "mbs",
-                 "recompute", "dist_opt", "step_s", "tokens/s/GPU", "MFU%",
-                 "mem_GiB"))
-      << "\n";
+  // Optional columns: etp for a model with experts, the layout when a listed
+  // plan splits its layers unevenly (LayoutCell), as wide as its widest cell.
+  const bool show_etp = in.model.is_moe();
+  std::vector<std::string> layouts(n);
+  size_t layout_width = 0;
+  bool any_near_capacity = false;
+  for (size_t i = 0; i < n; ++i) {
+    layouts[i] = LayoutCell(in.model, result.ranked[i].config);
+    if (layouts[i] != "-") layout_width = std::strlen("layout");
+    any_near_capacity |= NearCapacity(result.ranked[i]);
+  }
+  if (layout_width > 0) {
+    for (const std::string& cell : layouts) {
+      layout_width = std::max(layout_width, cell.size());
+    }
+  }
+  const int lw = static_cast<int>(layout_width);
+  std::string header =
+      Fmt("%4s %4s %4s %4s %4s %4s", "rank", "tp", "pp", "vpp", "cp", "ep");
+  if (show_etp) header += Fmt(" %4s", "etp");
+  header += Fmt(" %6s %4s %4s", "dp", "sp", "mbs");
+  if (lw > 0) header += Fmt(" %-*s", lw, "layout");
+  header += Fmt(" %-13s %-8s %9s %13s %6s %8s", "recompute", "dist_opt",
+                "step_s", "tokens/s/GPU", "MFU%", "mem_GiB");
+  out << style.Bold(header) << "\n";
   for (size_t i = 0; i < n; ++i) {
     const costmodel::Estimate& e = result.ranked[i];
     const auto& c = e.config;
-    out << Fmt(
-        "%4zu %4lld %4lld %4lld %4lld %4lld %6lld %4s %4lld %-13s %-8s "
-        "%9.3f %13.1f %6.1f %8.2f\n",
-        i + 1, static_cast<long long>(c.tp), static_cast<long long>(c.pp),
-        static_cast<long long>(c.vpp), static_cast<long long>(c.cp),
-        static_cast<long long>(c.ep), static_cast<long long>(c.dp), OnOff(c.sp),
-        static_cast<long long>(c.mbs), FormatRecompute(c.recompute).c_str(),
-        OnOff(c.dist_opt), e.step_time_s, e.tokens_per_s_per_gpu, 100 * e.mfu,
-        e.memory.total_bytes() / kGiB);
+    std::string row =
+        Fmt("%4zu %4lld %4lld %4lld %4lld %4lld", i + 1,
+            static_cast<long long>(c.tp), static_cast<long long>(c.pp),
+            static_cast<long long>(c.vpp), static_cast<long long>(c.cp),
+            static_cast<long long>(c.ep));
+    if (show_etp) row += Fmt(" %4lld", static_cast<long long>(c.expert_tp()));
+    row += Fmt(" %6lld %4s %4lld", static_cast<long long>(c.dp), OnOff(c.sp),
+               static_cast<long long>(c.mbs));
+    if (lw > 0) row += Fmt(" %-*s", lw, layouts[i].c_str());
+    row += Fmt(" %-13s %-8s %9.3f %13.1f %6.1f %8.2f",
+               FormatRecompute(c.recompute).c_str(), OnOff(c.dist_opt),
+               e.step_time_s, e.tokens_per_s_per_gpu, 100 * e.mfu,
+               e.memory.total_bytes() / kGiB);
+    if (NearCapacity(e)) row += kNearCapacityMark;
+    out << row << "\n";
+  }
+  if (lw > 0) {
+    out << style.Dim(
+               "layout: decoder layers on the first/last virtual pipeline "
+               "stage (with the embedding / the loss); the others hold equal "
+               "shares; - = even split")
+        << "\n";
+  }
+  if (any_near_capacity) {
+    const double headroom_gib = in.cluster.memory_headroom_gib;
+    const std::string advice =
+        headroom_gib > 0
+            ? Fmt("the usable memory already leaves %.2f GiB of "
+                  "--memory-headroom free",
+                  headroom_gib)
+            : std::string("keep a margin with --memory-headroom (e.g. 5%)");
+    out << style.Dim(Fmt(
+               "%s near capacity: memory within %.0f%% of the usable %.2f "
+               "GiB; allocator fragmentation varies from run to run, so such "
+               "a plan may run out of memory: %s",
+               kNearCapacityMark,
+               100 * (1 - search_spaces::kNearCapacityFraction),
+               result.ranked.front().memory_capacity_bytes / kGiB,
+               advice.c_str()))
+        << "\n";
   }
   const costmodel::Estimate& best = result.ranked.front();
   out << "\n"

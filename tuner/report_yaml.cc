@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/output_file.h"
 #include "tuner/version.h"
@@ -54,6 +55,24 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
       e.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0), e.days_to_train,
       t.train_tokens, e.calibration.c_str());
   y << line;
+  if (in.cluster.memory_headroom_gib > 0) {
+    std::snprintf(line, sizeof(line),
+                  "# Memory headroom: %.2f GiB per GPU kept free "
+                  "(--memory-headroom); usable %.2f GiB.\n",
+                  in.cluster.memory_headroom_gib, in.cluster.UsableMemoryGib());
+    y << line;
+  }
+  if (search_spaces::IsNearMemoryCapacity(e.memory.total_bytes(),
+                                          e.memory_capacity_bytes)) {
+    // A comment, not a key: `tune train --config` and `tune launch
+    // --config` read this file and accept only their own keys.
+    std::snprintf(
+        line, sizeof(line),
+        "# near_capacity: true -- %.1f %% of the usable memory; allocator "
+        "fragmentation varies from run to run, consider --memory-headroom.\n",
+        100 * e.memory.total_bytes() / e.memory_capacity_bytes);
+    y << line;
+  }
   y << "# Keys follow Megatron-LM argument names.\n";
 
   y << "model:\n";

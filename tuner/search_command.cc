@@ -29,12 +29,15 @@ constexpr const char* kSearchExamples = R"(Examples:
   tune --model 175b --gpus 1024 --json > result.json
   tune --model 175b --gpus 1024 --out best.yaml --format megatron
   tune --model my_model.yaml --gpus 64 --space my_space.yaml
+  tune search --model deepseek-v2-lite --gpus 16 --gpu h100 --etp 1 --memory-headroom 5%
   tune --model 175b --gpus 1024 --db runs.db          record into runs.db (default ./tune.db)
   tune search --model gpt-tiny --gpus 2 --gpu local --gbs 4 --seq-len 64 --out best.yaml
   tune train --config best.yaml --steps 20            train it; the run is stored against
                                                       the search's prediction (tune db runs)
 With a database, --out also writes a search: section (db, id, rank, candidate_id,
 predicted_step_time_s) that links 'tune train --config' runs to this search.
+--memory-headroom (GiB, or % of the GPU's memory) keeps that much free on every GPU; a
+'*' after mem_GiB marks a plan within 5 % of the usable memory.
 --quiet prints only the winner line (or the JSON / Megatron arguments).)";
 
 // The one line --quiet prints: the winner and its headline numbers.

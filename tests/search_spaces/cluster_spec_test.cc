@@ -145,6 +145,69 @@ TEST(ClusterYamlTest, ConsistencyErrors) {
       << s.message();
 }
 
+TEST(ClusterSpecTest, HeadroomComesOffTheUsableMemory) {
+  // The h100 preset: nvidia-smi total 81559 MiB written as 79.65 GiB, a
+  // 3 GiB reserve. By hand: 79.65 - 3 = 76.65; with 4 GiB headroom 72.65.
+  StatusOr<ClusterSpec> h100 = ResolveCluster("h100");
+  ASSERT_TRUE(h100.ok()) << h100.status().message();
+  ClusterSpec c = *h100;
+  EXPECT_EQ(c.memory_headroom_gib, 0.0);
+  EXPECT_NEAR(c.CapacityGib(), 79.65, 1e-12);
+  EXPECT_NEAR(c.UsableMemoryGib(), 76.65, 1e-12);
+  c.memory_headroom_gib = 4;
+  EXPECT_NEAR(c.UsableMemoryGib(), 72.65, 1e-12);
+  EXPECT_NEAR(c.CapacityGib(), 79.65, 1e-12);  // capacity is unchanged
+  EXPECT_TRUE(c.Validate().ok());
+  // Headroom + reserve must leave something.
+  c.memory_headroom_gib = 76.65;
+  const Status s = c.Validate("h100");
+  EXPECT_EQ(s.message(),
+            "h100: memory_headroom_gib 76.65 with memory_reserve_gib 3 leaves "
+            "no usable memory of 79.65 GiB HBM");
+  EXPECT_EQ(s.hint(),
+            "keep the headroom below 76.65 GiB; a few GiB or percent is "
+            "typical");
+  c.memory_headroom_gib = -1;
+  EXPECT_EQ(c.Validate("h100").message(),
+            "h100: memory_headroom_gib: expected a non-negative number, got "
+            "'-1'");
+}
+
+TEST(ClusterYamlTest, MemoryHeadroomKey) {
+  StatusOr<ClusterSpec> c = ParseClusterYaml(
+      std::string(kCluster) + "memory_headroom_gib: 2.5\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->memory_headroom_gib, 2.5);
+  // 32e9 B = 29.8023 GiB, minus the 3 GiB reserve and 2.5 GiB headroom.
+  EXPECT_NEAR(c->UsableMemoryGib(), 32e9 / kGib - 5.5, 1e-12);
+  EXPECT_NEAR(c->UsableMemoryGib(), 24.3023, 1e-4);
+
+  Status s = ParseError(std::string(kCluster) + "memory_headroom_gib: -1\n");
+  EXPECT_EQ(s.message(),
+            "c.yaml:16: memory_headroom_gib: expected a non-negative number, "
+            "got '-1'");
+  s = ParseError(std::string(kCluster) + "memory_headroom_gib: 5%\n");
+  EXPECT_EQ(s.message(),
+            "c.yaml:16: memory_headroom_gib: expected a non-negative number, "
+            "got '5%'");
+  s = ParseError(std::string(kCluster) + "memory_headroom_gib: 27\n");
+  EXPECT_EQ(s.message(),
+            "c.yaml:16: memory_headroom_gib 27 with memory_reserve_gib 3 "
+            "leaves no usable memory of 29.8023 GiB HBM");
+}
+
+TEST(NearMemoryCapacityTest, FlagsWithinFivePercentOfUsable) {
+  EXPECT_EQ(kNearCapacityFraction, 0.95);
+  const double capacity = 100e9;
+  EXPECT_TRUE(IsNearMemoryCapacity(96e9, capacity));
+  EXPECT_TRUE(IsNearMemoryCapacity(95e9, capacity));  // the boundary counts
+  EXPECT_TRUE(IsNearMemoryCapacity(100e9, capacity));
+  EXPECT_FALSE(IsNearMemoryCapacity(94.9e9, capacity));
+  EXPECT_FALSE(IsNearMemoryCapacity(90e9, capacity));
+  EXPECT_FALSE(IsNearMemoryCapacity(101e9, capacity));  // does not fit at all
+  EXPECT_FALSE(IsNearMemoryCapacity(0, 0));
+}
+
 TEST(ClusterYamlTest, MissingKeys) {
   Status s = ParseError(Replace(kCluster, "nic_gbps: 25\n", ""));
   EXPECT_EQ(s.message(),

@@ -218,6 +218,31 @@ TEST(SearchSpaceYamlTest, Errors) {
       << s.message();
 }
 
+TEST(SearchSpaceYamlTest, ExpertTensorParallelSize) {
+  StatusOr<SearchSpace> s =
+      ParseSearchSpaceYaml("expert_tensor_parallel_size: [4, 1]\n", "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->etp, I({1, 4}));
+  EXPECT_TRUE(s->ep.empty());
+  s = ParseSearchSpaceYaml("expert_tensor_parallel_size: 2\n", "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->etp, I({2}));
+
+  Status e = ParseError("expert_tensor_parallel_size: 0\n");
+  EXPECT_EQ(e.message(),
+            "s.yaml:1: expert_tensor_parallel_size: expected a positive "
+            "integer, got '0'");
+  // A flag pin that the file does not allow is a contradiction.
+  SearchSpace file, flags;
+  file.etp = {1};
+  flags.etp = {2};
+  StatusOr<SearchSpace> merged = SearchSpace::Merge(file, flags);
+  ASSERT_FALSE(merged.ok());
+  EXPECT_EQ(merged.status().message(),
+            "contradictory pins: expert_tensor_parallel_size 2 (command line) "
+            "and 1 (search space file)");
+}
+
 TEST(SearchSpaceYamlTest, CommentsOnlyPinNothing) {
   StatusOr<SearchSpace> s = ParseSearchSpaceYaml("# nothing\n", "s.yaml");
   ASSERT_TRUE(s.ok()) << s.status().message();

@@ -80,6 +80,17 @@ TEST(Golden, Gpt3_1_3bOn8A100Table) {
               "search_gpt3-1.3b_8xa100-80g.txt");
 }
 
+// A model with experts and an uneven layout: the etp and layout columns,
+// the near-capacity mark and its footnote, and the headroom in the header
+// (DeepSeek-V2-Lite's 27 layers over pp 2 split unevenly; --memory-headroom
+// 5% of an H100's 79.65 GiB).
+TEST(Golden, DeepSeekV2LiteOn16H100Table) {
+  CheckGolden(
+      "--model deepseek-v2-lite --gpus 16 --gpu h100 --tp 2 --pp 2 --top 8 "
+      "--memory-headroom 5%",
+      "search_deepseek-v2-lite_16xh100_pp2.txt");
+}
+
 TEST(Golden, Gpt3_1_3bOn8A100Megatron) {
   CheckGolden("--model gpt3-1.3b --gpus 8 --format megatron",
               "search_gpt3-1.3b_8xa100-80g_megatron.txt");

@@ -123,5 +123,144 @@ TEST(SingleConfigFromFlags, RejectsListsAndContradictions) {
   EXPECT_TRUE(SingleConfigFromFlags(f, 64).ok());
 }
 
+TEST(ParseMemoryHeadroom, GibAndPercent) {
+  // An h100 exposes 79.65 GiB (nvidia-smi 81559 MiB).
+  const double h100_gib = 79.65;
+  EXPECT_DOUBLE_EQ(ParseMemoryHeadroom("4", h100_gib).value(), 4.0);
+  EXPECT_DOUBLE_EQ(ParseMemoryHeadroom("4GiB", h100_gib).value(), 4.0);
+  EXPECT_DOUBLE_EQ(ParseMemoryHeadroom(" 4 GiB ", h100_gib).value(), 4.0);
+  EXPECT_DOUBLE_EQ(ParseMemoryHeadroom("4.5gib", h100_gib).value(), 4.5);
+  EXPECT_DOUBLE_EQ(ParseMemoryHeadroom("0", h100_gib).value(), 0.0);
+  // 5 % of 79.65 GiB = 3.9825 GiB; 10 % = 7.965.
+  EXPECT_NEAR(ParseMemoryHeadroom("5%", h100_gib).value(), 3.9825, 1e-12);
+  EXPECT_NEAR(ParseMemoryHeadroom("5 %", h100_gib).value(), 3.9825, 1e-12);
+  EXPECT_NEAR(ParseMemoryHeadroom("10%", h100_gib).value(), 7.965, 1e-12);
+  EXPECT_NEAR(ParseMemoryHeadroom("2.5%", 80.0).value(), 2.0, 1e-12);
+}
+
+TEST(ParseMemoryHeadroom, RejectsBadValuesWithOneLineMessages) {
+  for (const char* bad : {"", "GiB", "%", "4GB", "4 MiB", "abc", "inf", "nan",
+                          "0x10", "4%%", "5%GiB", "1e999"}) {
+    auto r = ParseMemoryHeadroom(bad, 79.65);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().message(),
+              std::string("--memory-headroom must be GiB per GPU (4, 4GiB) or "
+                          "a percent of the GPU's memory (5%), got '") +
+                  bad + "'");
+    EXPECT_EQ(r.status().hint(),
+              "write e.g. --memory-headroom 4GiB or --memory-headroom 5%");
+    EXPECT_EQ(r.status().ExitCode(), 2);
+  }
+  for (const char* negative : {"-4", "-4GiB", "-5%"}) {
+    auto r = ParseMemoryHeadroom(negative, 79.65);
+    ASSERT_FALSE(r.ok()) << negative;
+    EXPECT_EQ(r.status().message(),
+              std::string("--memory-headroom must not be negative, got '") +
+                  negative + "'");
+    EXPECT_EQ(r.status().hint(),
+              "write 0 for no headroom, or a margin such as "
+              "--memory-headroom 4GiB");
+    EXPECT_EQ(r.status().ExitCode(), 2);
+  }
+  for (const char* whole : {"79.65", "100%", "120GiB", "250%"}) {
+    auto r = ParseMemoryHeadroom(whole, 79.65);
+    ASSERT_FALSE(r.ok()) << whole;
+    EXPECT_EQ(r.status().message(),
+              std::string("--memory-headroom ") + whole +
+                  " is not below the GPU's memory of 79.65 GiB");
+    EXPECT_EQ(r.status().hint(),
+              "keep a margin of a few GiB or percent, e.g. "
+              "--memory-headroom 5%");
+  }
+  EXPECT_TRUE(ParseMemoryHeadroom("79.6", 79.65).ok());
+  EXPECT_TRUE(ParseMemoryHeadroom("99%", 79.65).ok());
+}
+
+InputFlags H100Flags(const std::string& model) {
+  InputFlags f;
+  f.model = model;
+  f.gpus = "8";
+  f.gpu = "h100";
+  return f;
+}
+
+TEST(ResolveInputs, MemoryHeadroomReducesUsableMemory) {
+  InputFlags f = H100Flags("gpt3-1.3b");
+  auto plain = ResolveInputs(f);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->cluster.memory_headroom_gib, 0.0);
+  EXPECT_NEAR(plain->cluster.UsableMemoryGib(), 76.65, 1e-12);
+
+  f.memory_headroom = "5%";
+  auto in = ResolveInputs(f);
+  ASSERT_TRUE(in.ok()) << in.status().message();
+  // 79.65 - 3 reserve - 5 % of 79.65 = 79.65 - 3 - 3.9825 = 72.6675.
+  EXPECT_NEAR(in->cluster.memory_headroom_gib, 3.9825, 1e-12);
+  EXPECT_NEAR(in->cluster.UsableMemoryGib(), 72.6675, 1e-12);
+
+  f.memory_headroom = "4GiB";
+  in = ResolveInputs(f);
+  ASSERT_TRUE(in.ok()) << in.status().message();
+  EXPECT_NEAR(in->cluster.UsableMemoryGib(), 72.65, 1e-12);
+
+  // Below the capacity but not below capacity − reserve.
+  f.memory_headroom = "77";
+  in = ResolveInputs(f);
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.status().message(),
+            "--memory-headroom 77 leaves no usable memory: h100 has 79.65 GiB "
+            "per GPU and reserves 3.00 GiB of it");
+  EXPECT_EQ(in.status().hint(), "keep the headroom below 76.65 GiB");
+  EXPECT_EQ(in.status().ExitCode(), 2);
+
+  f.memory_headroom = "4GB";
+  in = ResolveInputs(f);
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.status().message(),
+            "--memory-headroom must be GiB per GPU (4, 4GiB) or a percent of "
+            "the GPU's memory (5%), got '4GB'");
+}
+
+TEST(ResolveInputs, EtpPins) {
+  InputFlags f = H100Flags("mixtral-8x7b");
+  f.etp = "2,1";
+  auto in = ResolveInputs(f);
+  ASSERT_TRUE(in.ok()) << in.status().message();
+  EXPECT_EQ(in->space.etp, (std::vector<int64_t>{2, 1}));
+
+  f.etp = "0";
+  in = ResolveInputs(f);
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.status().message(),
+            "--etp must be a comma list of positive integers, got '0'");
+
+  InputFlags dense = H100Flags("gpt3-1.3b");
+  dense.etp = "2";
+  in = ResolveInputs(dense);
+  ASSERT_FALSE(in.ok());
+  EXPECT_EQ(in.status().message(),
+            "--etp 2: model gpt3-1.3b has no experts; expert tensor "
+            "parallelism applies to MoE models only");
+  EXPECT_EQ(in.status().hint(), "drop --etp (--tp splits the dense layers)");
+  EXPECT_EQ(in.status().ExitCode(), 2);
+}
+
+TEST(SingleConfigFromFlags, Etp) {
+  InputFlags f;
+  f.tp = "4";
+  auto c = SingleConfigFromFlags(f, 64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->etp, 0);  // unset: etp = tp
+  EXPECT_EQ(c->expert_tp(), 4);
+  f.etp = "1";
+  c = SingleConfigFromFlags(f, 64);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->etp, 1);
+  EXPECT_EQ(c->expert_tp(), 1);
+  f.etp = "1,2";
+  EXPECT_EQ(SingleConfigFromFlags(f, 64).status().message(),
+            "--etp takes one value in 'tune estimate', got '1,2'");
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
