@@ -21,6 +21,7 @@ nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
       {"dp", c.dp},
       {"cp", c.cp},
       {"ep", c.ep},
+      {"etp", c.expert_tp()},
       {"vpp", c.vpp},
       {"sp", c.sp},
       {"mbs", c.mbs},
@@ -30,6 +31,11 @@ nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
        full ? json(c.recompute.num_layers) : json(nullptr)},
       {"dist_opt", c.dist_opt},
       {"precision", precision},
+      // Megatron's uneven-layout flags; null for the even split.
+      {"decoder_first_pipeline_num_layers",
+       c.uneven_layout() ? json(c.layout_first_layers) : json(nullptr)},
+      {"decoder_last_pipeline_num_layers",
+       c.uneven_layout() ? json(c.layout_last_layers) : json(nullptr)},
   };
 }
 

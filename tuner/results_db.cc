@@ -22,12 +22,19 @@ std::string DescribeFlags(const InputFlags& f) {
   add("--seq-len", f.seq_len);
   add("--precision", f.precision);
   add("--tokens", f.tokens);
+  // "5 %" and "4 GiB" are one word here, so stored_search.cc reads it back.
+  std::string headroom;
+  for (char ch : f.memory_headroom) {
+    if (ch != ' ' && ch != '\t') headroom += ch;
+  }
+  add("--memory-headroom", headroom);
   add("--space", f.space_file);
   add("--tp", f.tp);
   add("--pp", f.pp);
   add("--vpp", f.vpp);
   add("--cp", f.cp);
   add("--ep", f.ep);
+  add("--etp", f.etp);
   add("--dp", f.dp);
   add("--mbs", f.mbs);
   add("--recompute", f.recompute);

@@ -146,8 +146,10 @@ class SearchCommand : public Command {
     if (json_) {
       out << SearchToJson(result, in.training, top.value()).dump(2) << "\n";
     } else if (format_ == "megatron") {
+      // The attention backend the calibration's kernel times assume.
       out << FormatMegatronArgs(
-          MegatronArgs(in.model, in.training, best.config));
+          MegatronArgs(in.model, in.training, best.config,
+                       calibration.value()->UsesFlashAttention()));
     } else if (terminal_.quiet) {
       out << StyleFor(out).Green(WinnerLine(best)) << "\n";
     } else {

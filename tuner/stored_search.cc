@@ -91,6 +91,8 @@ InputFlags FlagsOfStoredSearch(const results::SearchRecord& s) {
   f.precision = s.precision;
   const std::string tokens = WordAfter(words, "--tokens");
   if (!tokens.empty()) f.tokens = tokens;
+  // The headroom decided which plans fit, so a re-run keeps it.
+  f.memory_headroom = WordAfter(words, "--memory-headroom");
   f.grad_reduce_in_bf16 = HasSwitch(words, "--grad-reduce-in-bf16");
   f.fp8_param_gather = HasSwitch(words, "--fp8-param-gather");
   f.tp_comm_overlap = HasSwitch(words, "--tp-comm-overlap");

@@ -34,8 +34,10 @@ void CheckEstimateShape(const json& e) {
                 "days_to_train", "calibration"}));
   EXPECT_EQ(Keys(e["config"]),
             (std::set<std::string>{
-                "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "mbs", "gbs",
-                "recompute", "recompute_num_layers", "dist_opt", "precision"}));
+                "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "mbs", "gbs",
+                "recompute", "recompute_num_layers", "dist_opt", "precision",
+                "decoder_first_pipeline_num_layers",
+                "decoder_last_pipeline_num_layers"}));
   EXPECT_EQ(Keys(e["memory_gib"]),
             (std::set<std::string>{"total", "weights", "gradients", "optimizer",
                                    "activations", "other"}));
@@ -112,6 +114,32 @@ TEST(JsonReport, EstimateIsOneObject) {
   EXPECT_EQ(e["config"]["recompute"], "full:block:2");
   EXPECT_EQ(e["config"]["recompute_num_layers"], 2);
   EXPECT_EQ(e["config"]["precision"], "bf16");
+}
+
+TEST(JsonReport, ConfigCarriesEtpAndTheUnevenLayout) {
+  // DeepSeek-V2-Lite's 27 layers do not split evenly over pp 2: the search
+  // ranks uneven layouts (first/last stage layers) and MoE plans with etp.
+  const TuneRun run = RunTune(
+      "--model deepseek-v2-lite --gpus 16 --gpu h100 --pp 2 --top 20 --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json out = json::parse(run.out);
+  ASSERT_FALSE(out["candidates"].empty());
+  for (const json& e : out["candidates"]) {
+    CheckEstimateShape(e);
+    const json& c = e["config"];
+    EXPECT_GE(c["etp"].get<int>(), 1);
+    EXPECT_LE(c["etp"].get<int>(), c["tp"].get<int>());
+    // The layout's decoder layers add up: first + middle stages + last.
+    ASSERT_FALSE(c["decoder_first_pipeline_num_layers"].is_null());
+    const int first = c["decoder_first_pipeline_num_layers"];
+    const int last = c["decoder_last_pipeline_num_layers"];
+    const int middle_stages = 2 * c["vpp"].get<int>() - 2;
+    if (middle_stages == 0) {
+      EXPECT_EQ(first + last, 27);
+    } else {
+      EXPECT_EQ((27 - first - last) % middle_stages, 0);
+    }
+  }
 }
 
 TEST(JsonReport, TokenBudgetScalesDaysToTrain) {
