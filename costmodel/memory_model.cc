@@ -268,7 +268,7 @@ BlockActs MixerActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   BlockActs b;
   const double h = static_cast<double>(m.hidden_size);
   const bool quant = search_spaces::IsQuantized(precision);
-  const double l = QuantizedBytesPerElement(precision);
+  const double l = SavedInputBytesPerElement(precision);
   const double drop = HasDropout(m) ? 1.0 : 0.0;
   const bool cp_a2a = c.cp > 1 && recipe.cp_all_to_all;
   const bool selective =
@@ -339,7 +339,7 @@ BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   BlockActs b;
   const double h = static_cast<double>(m.hidden_size);
   const bool quant = search_spaces::IsQuantized(precision);
-  const double l = QuantizedBytesPerElement(precision);
+  const double l = SavedInputBytesPerElement(precision);
   const double drop = HasDropout(m) ? 1.0 : 0.0;
   switch (mlp) {
     case Mlp::kDense: {
@@ -419,7 +419,7 @@ double MtpGlueActivationBytes(const ModelSpec& m, const ModelStats& st,
   const double h = static_cast<double>(m.hidden_size);
   const double t = static_cast<double>(c.tp);
   const double tsp = c.sp ? t : 1.0;
-  const double l = QuantizedBytesPerElement(p);
+  const double l = SavedInputBytesPerElement(p);
   const double T = Tokens(c, seq);
   const double logits = (r.cross_entropy_fusion ? 2.0 : 4.0) * T *
                         static_cast<double>(st.padded_vocab) / t;
@@ -460,6 +460,55 @@ double TeDummyWgradBytes(const ModelSpec& m, const ParallelConfig& c,
   return 2.0 * elements;  // parameter dtype (bf16/fp16)
 }
 
+// Megatron-FSDP's working set on one GPU: the all-gathered weights and the
+// unsharded gradient bucket of the two largest FSDP units in use at once.
+// Units are the transformer layers (megatron_fsdp fsdp_unit_modules; MTP
+// layers likewise) and, on their stages, the embedding and the output
+// layer; during backward the unit being computed and the next one
+// (prefetched all-gather; the previous unit's reduce-scatter in flight)
+// are live. Parameter counts are this GPU's tp / ep·etp shard of a unit.
+struct FsdpWorkingSet {
+  double weights_bytes = 0, grads_bytes = 0;
+};
+FsdpWorkingSet FsdpWorkingSetBytes(const ModelSpec& m, const ModelStats& st,
+                                   const ParallelConfig& c,
+                                   const StageLayers& sl,
+                                   const std::vector<LayerKind>& mtp_kinds,
+                                   int64_t stage, double weight_bytes,
+                                   double grad_bytes) {
+  const double t = static_cast<double>(c.tp);
+  const double expert_split = static_cast<double>(c.ep * c.expert_tp());
+  auto unit = [&](const LayerParams& p) {
+    return p.tp_sharded / t + p.replicated + p.routed_experts / expert_split;
+  };
+  double first = 0, second = 0;  // the two largest units
+  auto add = [&](double params, int64_t count) {
+    for (int64_t i = 0; i < std::min<int64_t>(count, 2); ++i) {
+      if (params > first) {
+        second = first;
+        first = params;
+      } else if (params > second) {
+        second = params;
+      }
+    }
+  };
+  for (const KindCount& k : sl.kinds)
+    add(unit(ParamsOfLayer(m, k.kind)), k.count);
+  for (const LayerKind& kind : mtp_kinds) {
+    if (sl.mtp_depths > 0) add(unit(ParamsOfLayer(m, kind)), sl.mtp_depths);
+  }
+  if (stage == 0) add(st.word_embedding_params / t + st.position_params, 1);
+  if (stage == c.pp - 1) {
+    const double out =
+        st.output_params > 0 ? st.output_params : st.word_embedding_params;
+    if (st.output_params > 0 || stage != 0) add(out / t, 1);
+  }
+  FsdpWorkingSet ws;
+  ws.weights_bytes = (first + second) * weight_bytes;
+  ws.grads_bytes = (first + second) * grad_bytes;
+  return ws;
+}
+
 MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
                               const ParallelConfig& c, int64_t seq,
                               Precision precision,
@@ -473,20 +522,44 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
   const int64_t dpcp = c.dp * c.cp;
   const int64_t edp = ExpertDataParallelSize(c);
   const double params = lp.dense + lp.expert;
-  if (search_spaces::IsQuantized(precision)) {
-    // TE keeps a quantised copy of every linear weight next to the 16-bit
-    // one; with quantised param gather the copy is the weight (§4.3).
-    const double q = QuantizedBytesPerElement(precision);
-    mem.weights_bytes =
-        r.quantized_param_gather
-            ? r.weight_bytes_per_param * (params - lp.linear) + q * lp.linear
-            : r.weight_bytes_per_param * params + q * lp.linear;
+  if (r.megatron_fsdp) {
+    // Megatron-FSDP (optim_grads_params): every persistent state is a
+    // shard, dense parameters over dp·cp and experts over edp; the
+    // all-gathered weights and unsharded gradients of the units in use
+    // are the working set (FsdpWorkingSetBytes).
+    const double dense_shard = static_cast<double>(std::max<int64_t>(1, dpcp));
+    const double expert_shard = static_cast<double>(std::max<int64_t>(1, edp));
+    const double sharded = lp.dense / dense_shard + lp.expert / expert_shard;
+    const double linear_share = params > 0 ? lp.linear / params : 0.0;
+    double weight_bytes = r.weight_bytes_per_param;
+    if (search_spaces::IsQuantized(precision)) {
+      const double q = QuantizedBytesPerElement(precision);
+      weight_bytes =
+          r.quantized_param_gather
+              ? r.weight_bytes_per_param * (1 - linear_share) + q * linear_share
+              : r.weight_bytes_per_param + q * linear_share;
+    }
+    const FsdpWorkingSet ws = FsdpWorkingSetBytes(
+        m, st, c, sl, mtp_kinds, stage, weight_bytes, r.grad_bytes_per_param);
+    mem.weights_bytes = weight_bytes * sharded + ws.weights_bytes;
+    mem.gradients_bytes = r.grad_bytes_per_param * sharded + ws.grads_bytes;
+    mem.optimizer_bytes = OptimizerBytesPerParam(true, 1) * sharded;
   } else {
-    mem.weights_bytes = r.weight_bytes_per_param * params;
+    if (search_spaces::IsQuantized(precision)) {
+      // TE keeps a quantised copy of every linear weight next to the 16-bit
+      // one; with quantised param gather the copy is the weight (§4.3).
+      const double q = QuantizedBytesPerElement(precision);
+      mem.weights_bytes =
+          r.quantized_param_gather
+              ? r.weight_bytes_per_param * (params - lp.linear) + q * lp.linear
+              : r.weight_bytes_per_param * params + q * lp.linear;
+    } else {
+      mem.weights_bytes = r.weight_bytes_per_param * params;
+    }
+    mem.gradients_bytes = r.grad_bytes_per_param * params;
+    mem.optimizer_bytes = lp.dense * OptimizerBytesPerParam(c.dist_opt, dpcp) +
+                          lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
   }
-  mem.gradients_bytes = r.grad_bytes_per_param * params;
-  mem.optimizer_bytes = lp.dense * OptimizerBytesPerParam(c.dist_opt, dpcp) +
-                        lp.expert * OptimizerBytesPerParam(c.dist_opt, edp);
 
   // Activations of one micro-batch through all of this stage's layers.
   double a_full = 0, a_max = 0, transient = 0;
@@ -534,6 +607,18 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
       working = a_max;
     }
   }
+  // CPU activation offloading (--cpu-offloading-num-layers N; Megatron
+  // allows it only with pp 1 and no recompute, transformer_config.py): the
+  // saved activations of N layers go to host memory. One offloaded layer's
+  // activations stay on the device while its copy is in flight (the
+  // offload of layer i overlaps the forward of layer i+1, the reload of
+  // layer i−1 the backward of layer i), so N − 1 layers' worth leaves.
+  if (r.cpu_offloading_num_layers > 1 &&
+      c.recompute.granularity == RecomputeGranularity::kNone) {
+    const double offloaded =
+        std::min(static_cast<double>(r.cpu_offloading_num_layers), units) - 1;
+    stored = std::max(0.0, stored - std::max(0.0, offloaded) * a_avg);
+  }
   // EP A2A overlap keeps a second micro-batch's MoE working set live (§4.5).
   const double ep_overlap = r.moe_ep_overlap && has_moe ? moe_rows : 0.0;
   mem.activations_bytes = in_flight * stored + working + ep_overlap;
@@ -554,7 +639,7 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
     // Embedding backward: a dense 16-bit weight gradient [V/t, h] before it
     // is added to the main grad, once this micro-batch's activations are
     // freed.
-    peak = std::max(peak, 2.0 * V * h / t - stored);
+    if (!r.megatron_fsdp) peak = std::max(peak, 2.0 * V * h / t - stored);
   }
   if (stage == c.pp - 1) {
     // Final norm input and output (the output layer's input).
@@ -565,7 +650,10 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
     // gradient-accumulation fusion allocates (tensor_parallel/layers.py),
     // and the [T, h] input gradient before its reduction.
     const double logits = (r.cross_entropy_fusion ? 2.0 : 6.0) * T * V / t;
-    const double wgrad = r.te_dummy_wgrad ? 2.0 * V * h / t : 0.0;
+    // With Megatron-FSDP the weight gradient goes to the unit's unsharded
+    // gradient bucket, counted in the working set.
+    const double wgrad =
+        r.te_dummy_wgrad && !r.megatron_fsdp ? 2.0 * V * h / t : 0.0;
     peak = std::max(peak, logits + wgrad + 2.0 * T * h);
   }
   mem.other_bytes = small + std::max(0.0, peak);
@@ -590,6 +678,8 @@ MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training) {
   r.moe_ep_overlap = training.moe_ep_overlap;
   r.cross_entropy_fusion = training.cross_entropy_loss_fusion;
   r.cp_all_to_all = training.cp_comm_a2a;
+  r.megatron_fsdp = training.megatron_fsdp;
+  r.cpu_offloading_num_layers = training.cpu_offloading_num_layers;
   return r;
 }
 
@@ -609,6 +699,10 @@ double QuantizedBytesPerElement(Precision p) {
       return 2.0;
   }
   return 2.0;
+}
+
+double SavedInputBytesPerElement(Precision p) {
+  return p == Precision::kMxfp8 ? 1.0 + 1.0 / 32 : QuantizedBytesPerElement(p);
 }
 
 int64_t ExpertDataParallelSize(const ParallelConfig& c) {

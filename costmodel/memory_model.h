@@ -86,12 +86,20 @@ struct MemoryRecipe {
   // Megatron --gradient-accumulation-fusion (on by default) with TE >= 2.3:
   // TE caches one dummy weight gradient per distinct linear weight shape.
   bool te_dummy_wgrad = true;
+  // Megatron-FSDP with optim_grads_params (TrainingSpec::megatron_fsdp):
+  // weights, main grads and optimizer state / dp·cp (experts / edp), plus
+  // the working set of two gathered FSDP units (see StageMemory).
+  bool megatron_fsdp = false;
+  // --cpu-offloading-num-layers: the saved activations of this many layers
+  // live in host memory (TrainingSpec::cpu_offloading_num_layers).
+  int64_t cpu_offloading_num_layers = 0;
 };
 // The name this struct had before it carried more than the state bytes.
 using StateBytes = MemoryRecipe;
 
 // The recipe a TrainingSpec describes (weight/grad bytes, param gather, EP
-// overlap; the other switches keep their Megatron defaults).
+// overlap, cross-entropy fusion, CP a2a, Megatron-FSDP, CPU offloading; the
+// other switches keep their Megatron defaults).
 MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training);
 
 // Bytes per element of the quantised copy Transformer Engine keeps of a
@@ -100,6 +108,14 @@ MemoryRecipe MemoryRecipeFor(const search_spaces::TrainingSpec& training);
 // and column-wise copies, one E8M0 scale per 32), NVFP4 0.5 + 1/16 (E2M1 and
 // one E4M3 scale per 16); 2 for bf16/fp16 (no copy).
 double QuantizedBytesPerElement(search_spaces::Precision precision);
+// Bytes per element of a quantised linear input saved for backward: only
+// the weight-gradient GEMM reads it, so Transformer Engine keeps only its
+// column-wise data (transformer_engine/pytorch/module/linear.py and
+// grouped_linear.py: update_usage(rowwise_usage=False,
+// columnwise_usage=True) before saving). MXFP8 1 + 1/32 (one of its two
+// copies); the other recipes keep one copy already
+// (QuantizedBytesPerElement); 2 for bf16/fp16.
+double SavedInputBytesPerElement(search_spaces::Precision precision);
 
 // The real layers pipeline stage `stage` holds, all its virtual chunks
 // (search_spaces::PipelineLayout), counted per LayerKind; `layers` and

@@ -51,6 +51,20 @@ struct TrainingSpec {
   // Megatron --moe-shared-expert-overlap: the shared expert runs during the
   // dispatch all-to-all (exclusive with moe_ep_overlap).
   bool moe_shared_expert_overlap = false;
+  // Megatron-FSDP: --use-megatron-fsdp with
+  // --data-parallel-sharding-strategy optim_grads_params (ZeRO-3). The
+  // weights, main gradients and optimizer state are sharded over the
+  // data-parallel group (dp·cp; experts over their edp group) and each
+  // FSDP unit (a transformer layer; the embedding and output layer) is
+  // all-gathered just before use and freed after it, the next unit
+  // prefetched (megatron/core/distributed/fsdp/src/megatron_fsdp). Off =
+  // Megatron's DDP (with or without the distributed optimizer).
+  bool megatron_fsdp = false;
+  // Megatron --cpu-offloading with --cpu-offloading-num-layers N
+  // (--cpu-offloading-activations, its default): the saved activations of
+  // N transformer layers are copied to host memory in forward and back in
+  // backward (Transformer Engine's CPU offload context). 0 = off.
+  int64_t cpu_offloading_num_layers = 0;
 
   // Bytes per parameter of the model weights and of the main-grad buffer.
   double weight_bytes_per_param() const {
