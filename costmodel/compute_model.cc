@@ -195,6 +195,11 @@ void AddDenseMlp(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
 
 }  // namespace
 
+double MoeLoadImbalance(const ModelSpec& m, const ModelOptions& o) {
+  if (m.moe_router_force_load_balancing) return 1.0;
+  return o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
+}
+
 double TokensPerLocalExpert(const ModelSpec& m, const ParallelConfig& c,
                             int64_t seq, const ModelOptions& o) {
   // Each rank of an expert model replica (etp·ep ranks) routes k copies of
@@ -204,7 +209,7 @@ double TokensPerLocalExpert(const ModelSpec& m, const ParallelConfig& c,
   const double T = static_cast<double>(c.mbs) * seq / c.cp;
   const double mean = static_cast<double>(m.moe_router_topk) * T *
                       c.expert_tp() * c.ep / (c.tp * m.num_experts);
-  double load = o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
+  double load = MoeLoadImbalance(m, o);
   if (m.moe_expert_capacity_factor > 0) {
     // Token dropping caps the busiest expert at the capacity; padding fills
     // every expert to it (static shapes).

@@ -60,6 +60,12 @@ struct LayerCompute {
 // expert stays just under 1.25× the mean; we take 1.2.
 inline constexpr double kMoeLoadImbalance = 1.2;
 
+// The busiest expert's (and EP rank's) load over the mean for `model`:
+// 1 with forced load balancing (ModelSpec::moe_router_force_load_balancing)
+// or the kMoeImbalance refinement off, else kMoeLoadImbalance.
+double MoeLoadImbalance(const search_spaces::ModelSpec& model,
+                        const ModelOptions& options);
+
 // One decoder layer of `kind` (search_spaces::LayerKind: a GQA, MLA or Mamba
 // mixer and/or a dense or MoE MLP). MoE layers with shared experts add a
 // dense MLP of moe_shared_expert_intermediate_size; latent MoE adds the

@@ -162,13 +162,12 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     // copies of this rank's T/t tokens (at the latent width for latent
     // MoE), and the expert-TP AG/RS of the routed tokens inside the etp
     // group; backward repeats both. Not overlapped (Megatron default).
-    // The busiest EP rank receives ι× the mean (kMoeLoadImbalance).
+    // The busiest EP rank receives ι× the mean (MoeLoadImbalance).
     const double width =
         m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
     const double routed_bytes = 2.0 * T * width;
     const double k =
-        static_cast<double>(m.moe_router_topk) *
-        (options.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0);
+        static_cast<double>(m.moe_router_topk) * MoeLoadImbalance(m, options);
     const double a2a = cal.CollectiveTime_s(
         Collective::kAllToAll, k * routed_bytes / c.tp, ep_group, options);
     double etp = 0;

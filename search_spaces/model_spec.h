@@ -100,6 +100,11 @@ struct ModelSpec {
   int64_t moe_router_group_topk = 0;
   // Aux-loss-free balancing with a per-expert router bias.
   bool moe_router_enable_expert_bias = false;
+  // Megatron --moe-router-force-load-balancing: the router assigns tokens
+  // round-robin so every expert gets exactly k·T/E (NVIDIA's MoE benchmark
+  // tables run this way); off, the busiest expert gets more
+  // (costmodel::MoeLoadImbalance).
+  bool moe_router_force_load_balancing = false;
   // Token dropping: per-expert capacity = ceil(T·k/E · factor); 0 = dropless.
   double moe_expert_capacity_factor = 0;
   bool moe_pad_expert_input_to_capacity = false;

@@ -68,6 +68,7 @@ const std::vector<std::string>& ModelKeys() {
       "moe_router_num_groups",
       "moe_router_group_topk",
       "moe_router_enable_expert_bias",
+      "moe_router_force_load_balancing",
       "moe_expert_capacity_factor",
       "moe_pad_expert_input_to_capacity",
       "moe_token_dispatcher_type",
@@ -100,6 +101,7 @@ const std::vector<std::string>& MoeKeys() {
       "moe_router_num_groups",
       "moe_router_group_topk",
       "moe_router_enable_expert_bias",
+      "moe_router_force_load_balancing",
       "moe_expert_capacity_factor",
       "moe_pad_expert_input_to_capacity",
       "moe_token_dispatcher_type",
@@ -477,6 +479,8 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
                                  &m.moe_router_group_topk));
   MESHTUNE_RETURN_IF_ERROR(r.Bool("moe_router_enable_expert_bias", false,
                                   &m.moe_router_enable_expert_bias));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("moe_router_force_load_balancing", false,
+                                  &m.moe_router_force_load_balancing));
   // Megatron-Core: "Expert bias for aux-loss-free routing only supports
   // sigmoid score function" (MLM:tc; sqrtsoftplus added since, §2.2).
   if (m.moe_router_enable_expert_bias &&

@@ -275,6 +275,62 @@ bool IsNvidiaRecipeSource(const std::string& source) {
          StartsWith(s, "dgxc");
 }
 
+std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes) {
+  const std::string t = Upper(notes);
+  const std::string key = "FSDP=";
+  size_t at = t.find(key);
+  while (at != std::string::npos) {
+    // Not part of a longer word ("MEGATRON_FSDP=" would be another flag).
+    const bool word_start =
+        at == 0 || (!std::isalnum(static_cast<unsigned char>(t[at - 1])) &&
+                    t[at - 1] != '_');
+    size_t i = at + key.size();
+    int64_t n = 0;
+    bool digits = false;
+    while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i])) &&
+           n < 1000000) {
+      n = n * 10 + (t[i] - '0');
+      digits = true;
+      ++i;
+    }
+    if (word_start && digits) return n;
+    at = t.find(key, at + 1);
+  }
+  return std::nullopt;
+}
+
+bool ForceBalancedFromNotes(const std::string& notes) {
+  return Lower(notes).find("force-balance") != std::string::npos;
+}
+
+void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
+                         const std::string& cluster_name,
+                         search_spaces::TrainingSpec* training) {
+  const std::string s = Lower(source);
+  if (!StartsWith(s, "megatronbridge")) return;
+  training->cross_entropy_loss_fusion = true;
+  if (!training->megatron_fsdp || !IsMegatronBridge2509OrLater(source)) return;
+  // The recipes' activation offloading (see the header for the file): the
+  // only Megatron-FSDP recipes of the performance tables are LLaMA-3 70B's.
+  struct Offload {
+    const char* gpu;
+    Precision precision;
+    int64_t layers;
+  };
+  static const Offload kLlama3_70b[] = {
+      {"gb200", Precision::kBf16, 20},
+      {"gb200", Precision::kFp8Tensorwise, 40},
+      {"gb300", Precision::kBf16, 30},
+      {"gb300", Precision::kFp8Tensorwise, 20},
+  };
+  if (NormalizeModelName(model.name) != "llama370b") return;
+  for (const Offload& o : kLlama3_70b) {
+    if (cluster_name == o.gpu && training->precision == o.precision) {
+      training->cpu_offloading_num_layers = o.layers;
+    }
+  }
+}
+
 // Recompute column: blank or "none" -> none; "full..." -> full, uniform,
 // every layer (Megatron --recompute-method uniform --recompute-num-layers
 // 1, as the published scripts set); "selective..." -> selective (also the

@@ -90,6 +90,36 @@ bool IsNemoSource(const std::string& source);
 // DGX Cloud benchmarking, which runs NeMo): distributed optimizer, and in
 // fp8 the fp8 weights, bf16 gradient reduction and TP comm overlap.
 bool IsNvidiaRecipeSource(const std::string& source);
+// The Megatron-FSDP sharding group size a row's notes state ("FSDP=64",
+// "FSDP=1 (Megatron FSDP)"; the dev set's convention: "0=DDP; >0
+// Megatron-FSDP sharding group size, older pages used 1=on"), nullopt when
+// the notes say nothing. Any value > 0 means Megatron-FSDP over the whole
+// data-parallel group (the only sharding group size the rows use: 64 on
+// 64 GPUs at tp·pp·cp 1, and the older pages' 1 = on).
+std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes);
+
+// True when the notes say the benchmark forced a balanced routing ("force-
+// balance tokens across experts", the footnote of Megatron-Bridge's MoE
+// performance tables; case-insensitive).
+bool ForceBalancedFromNotes(const std::string& notes);
+
+// What NVIDIA's performance recipes set that a row of `source` does not
+// state, applied to `training` (docs/costmodel.md "Memory"):
+//   Megatron-Bridge sources: --cross-entropy-loss-fusion
+//     (src/megatron/bridge/models/gpt_provider.py: cross_entropy_loss_fusion
+//     defaults to True);
+//   Megatron-FSDP runs of the Megatron-Bridge (25.09+) LLaMA-3 70B
+//     recipes: --cpu-offloading-num-layers as the recipe sets it per GPU and
+//     precision (scripts/performance/configs/llama/
+//     llama3_workload_base_configs.py, LLAMA3_70B_PRETRAIN_CONFIG_<GPU>_
+//     <PRECISION>: GB200 bf16 20, fp8-cs 40; GB300 bf16 30, fp8-cs 20;
+//     unchanged from 2025-12 to 2026-07).
+// REQUIRES: training->megatron_fsdp already set from the row.
+void ApplyRecipeDefaults(const std::string& source,
+                         const search_spaces::ModelSpec& model,
+                         const std::string& cluster_name,
+                         search_spaces::TrainingSpec* training);
+
 // Recompute column: blank or "none" -> none; "full..." -> full, uniform,
 // every layer (what the published scripts set); "selective..." -> selective
 // of Megatron's default module core_attn ("selective (attention core)";

@@ -195,6 +195,9 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
     if (m.moe_router_enable_expert_bias) {
       a.push_back("--moe-router-enable-expert-bias");
     }
+    if (m.moe_router_force_load_balancing) {
+      a.push_back("--moe-router-force-load-balancing");
+    }
     if (m.moe_expert_capacity_factor > 0) {
       // Token dropping; without the flag Megatron is dropless.
       a.push_back("--moe-expert-capacity-factor " +

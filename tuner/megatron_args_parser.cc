@@ -112,6 +112,7 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--moe-router-num-groups", Kind::kInt},
       {"--moe-router-group-topk", Kind::kInt},
       {"--moe-router-enable-expert-bias", Kind::kSwitch},
+      {"--moe-router-force-load-balancing", Kind::kSwitch},
       {"--moe-expert-capacity-factor", Kind::kString},
       {"--moe-pad-expert-input-to-capacity", Kind::kSwitch},
       {"--moe-token-dispatcher-type", Kind::kString},
@@ -445,6 +446,8 @@ Status ReadRouter(const ArgReader& r, search_spaces::ModelSpec* m) {
         "most the group count");
   }
   m->moe_router_enable_expert_bias = r.Has("--moe-router-enable-expert-bias");
+  m->moe_router_force_load_balancing =
+      r.Has("--moe-router-force-load-balancing");
   if (m->moe_router_enable_expert_bias &&
       m->moe_router_score_function == RouterScore::kSoftmax) {
     return Status::InvalidArgument(
@@ -631,7 +634,8 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
           "--moe-shared-expert-intermediate-size", "--moe-latent-size",
           "--moe-router-score-function", "--moe-router-pre-softmax",
           "--moe-router-num-groups", "--moe-router-group-topk",
-          "--moe-router-enable-expert-bias", "--moe-expert-capacity-factor",
+          "--moe-router-enable-expert-bias",
+          "--moe-router-force-load-balancing", "--moe-expert-capacity-factor",
           "--moe-pad-expert-input-to-capacity", "--moe-token-dispatcher-type",
           "--moe-grouped-gemm"}) {
       if (r.Has(flag)) {
@@ -965,6 +969,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--moe-grouped-gemm", Kind::kSwitch},
       {"--moe-permute-fusion", Kind::kSwitch},
       {"--moe-router-pre-softmax", Kind::kSwitch},
+      {"--moe-router-force-load-balancing", Kind::kSwitch},
       {"--moe-router-topk-scaling-factor", Kind::kString},
       {"--moe-router-num-groups", Kind::kInt},
       {"--moe-router-group-topk", Kind::kInt},
@@ -1177,6 +1182,9 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
   }
   if (has("--moe-grouped-gemm")) model->moe_grouped_gemm = true;
   if (has("--moe-router-pre-softmax")) model->moe_router_pre_softmax = true;
+  if (has("--moe-router-force-load-balancing")) {
+    model->moe_router_force_load_balancing = true;
+  }
   if (has("--moe-router-num-groups")) {
     auto v =
         PositiveInt("--moe-router-num-groups",

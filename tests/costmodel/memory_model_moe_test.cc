@@ -11,6 +11,7 @@
 #include <iterator>
 #include <string>
 
+#include "costmodel/compute_model.h"
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/memory_model.h"
@@ -156,6 +157,24 @@ TEST(MoeActivations, CapacityPaddedRowsSharedExpertsAndMoeAct) {
                    4096 * per_token + routed - rows * 2 * fe);
 }
 
+TEST(MoeLoad, ForcedBalancingRoutesExactlyTheMean) {
+  // DeepSeek-V2 shapes, dropless: T = 4096 tokens, k = 6 of E = 160, ep 8,
+  // tp 1: the mean per local expert is k·T·ep/E = 6·4096·8/160 = 1228.8
+  // rows; the busiest gets 1.2× that (ceil 1475), forced balancing exactly
+  // the mean (ceil 1229).
+  ModelSpec m = DeepSeekV2Layers4();
+  m.moe_expert_capacity_factor = 0;
+  m.moe_pad_expert_input_to_capacity = false;
+  ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  EXPECT_DOUBLE_EQ(MoeLoadImbalance(m, ModelOptions()), 1.2);
+  EXPECT_EQ(TokensPerLocalExpert(m, c, 4096, ModelOptions()), 1475);
+  m.moe_router_force_load_balancing = true;
+  EXPECT_DOUBLE_EQ(MoeLoadImbalance(m, ModelOptions()), 1.0);
+  EXPECT_EQ(TokensPerLocalExpert(m, c, 4096, ModelOptions()), 1229);
+}
+
 TEST(MoeActivations, EpOverlapKeepsASecondMoeWorkingSet) {
   const ModelSpec m = DeepSeekV2Layers4();
   const ModelStats st = ComputeModelStats(m, 102400, 4096);
@@ -221,7 +240,11 @@ TEST(PrecisionRecipes, QuantisedCopiesOfLinearInputsAndWeights) {
   const MemoryRecipe r;
   const double hh = 8192, q = 8192, kv = 1024, f = 28672, a = 64;
   for (Precision p : {Precision::kFp8, Precision::kMxfp8, Precision::kNvfp4}) {
-    const double l = QuantizedBytesPerElement(p);
+    // Saved linear inputs keep only their column-wise copy (MXFP8: one of
+    // its two, 1 + 1/32 bytes; FP8 and NVFP4 have one).
+    const double l =
+        p == Precision::kMxfp8 ? 1.03125 : QuantizedBytesPerElement(p);
+    EXPECT_DOUBLE_EQ(SavedInputBytesPerElement(p), l) << ToString(p);
     // Linear inputs as quantised copies (QKV, proj = O copy, fc1, fc2);
     // attention (Q, K, V, O, LSE) and norm inputs in 16 bits.
     EXPECT_DOUBLE_EQ(

@@ -466,6 +466,57 @@ TEST(AccuracyRows, PerLayerTimesComeFromOneMoreLayer) {
             "(this row has pp 2)");
 }
 
+TEST(AccuracyRows, LayerRowsFitAsTheOneLayerRunTheyTimed) {
+  // Korthikanti's baseline (no SP, no recompute): the full 48-layer 22B
+  // model holds s·b·h·(10 + 24/t) ≈ 3.4 GiB per layer, 165 GiB in all, far
+  // beyond 80 GB, but the timed run had one layer.
+  const AccuracyCase c = MapOne(With(KorthikantiLayer("layer_fwd_ms", "7.2"),
+                                     {{"sp", "0"}, {"recompute", "none"}}));
+  ASSERT_EQ(c.skipped_reason, "");
+  const Estimator estimator = DefaultEstimator();
+  const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
+  const costmodel::Estimate full = costmodel::EstimateConfig(
+      c.model, c.cluster, c.training, c.config, calibration);
+  EXPECT_FALSE(full.fits);
+  search_spaces::ModelSpec one = c.model;
+  one.num_layers = 1;
+  const costmodel::Estimate single = costmodel::EstimateConfig(
+      one, c.cluster, c.training, c.config, calibration);
+  const AccuracyPrediction p = Predict(c, estimator);
+  EXPECT_TRUE(p.fits);
+  EXPECT_DOUBLE_EQ(p.memory_gib,
+                   single.memory.total_bytes() / (1024.0 * 1024.0 * 1024.0));
+  EXPECT_TRUE(single.fits);
+}
+
+TEST(AccuracyRows, FsdpNotesTurnOnMegatronFsdp) {
+  std::map<std::string, std::string> row = {
+      {"source", "MegatronBridge_26.04_perf_summary"},
+      {"model", "LLAMA3_70B"},
+      {"gpu", "GB200 (DGX-GB200 NVL72)"},
+      {"num_gpus", "64"},
+      {"tp", "1"},
+      {"pp", "1"},
+      {"mbs", "2"},
+      {"gbs", "256"},
+      {"seq_len", "8192"},
+      {"precision", "FP8"},
+      {"measured_metric", "tokens_per_sec_per_gpu"},
+      {"measured_value", "3000"},
+      {"notes", "container NeMo 26.04; FSDP=64 (0=DDP; >0 Megatron-FSDP)"}};
+  const AccuracyCase fsdp = MapOne(row);
+  ASSERT_EQ(fsdp.skipped_reason, "");
+  EXPECT_TRUE(fsdp.training.megatron_fsdp);
+  EXPECT_TRUE(fsdp.training.cross_entropy_loss_fusion);
+  EXPECT_EQ(fsdp.training.cpu_offloading_num_layers, 40);
+  EXPECT_TRUE(Predict(fsdp, DefaultEstimator()).fits);
+  row["notes"] = "container NeMo 26.04; FSDP=0 (0=DDP)";
+  const AccuracyCase ddp = MapOne(row);
+  EXPECT_FALSE(ddp.training.megatron_fsdp);
+  EXPECT_EQ(ddp.training.cpu_offloading_num_layers, 0);
+  EXPECT_FALSE(Predict(ddp, DefaultEstimator()).fits);
+}
+
 TEST(AccuracyRows, MegatronArgsColumnOnTopOfMegatronDefaults) {
   const AccuracyCase c = MapOne(DeepSeekV2Four());
   ASSERT_EQ(c.skipped_reason, "");

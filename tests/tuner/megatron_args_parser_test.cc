@@ -633,3 +633,34 @@ TEST(ApplyMegatronFlags, BiasesRopeBaseAndAttentionBackend) {
 
 }  // namespace
 }  // namespace meshtune::tuner
+
+namespace meshtune::tuner {
+namespace {
+
+TEST(MegatronArgsParser, ForcedLoadBalancingRoundTrips) {
+  auto model = search_spaces::ResolveModel("qwen3-30b-a3b");
+  ASSERT_TRUE(model.ok());
+  ModelSpec m = model.value();
+  m.moe_router_force_load_balancing = true;
+  TrainingSpec t;
+  t.num_gpus = 8;
+  t.global_batch_size = 512;
+  t.seq_length = 4096;
+  ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  const std::string text = FormatMegatronArgs(MegatronArgs(m, t, c));
+  ASSERT_NE(text.find("--moe-router-force-load-balancing"), std::string::npos)
+      << text;
+  auto parsed = ParseMegatronArgs(text, 8);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed.value().model.moe_router_force_load_balancing);
+  // Without the flag Megatron routes by the router's scores.
+  m.moe_router_force_load_balancing = false;
+  auto plain = ParseMegatronArgs(FormatMegatronArgs(MegatronArgs(m, t, c)), 8);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_FALSE(plain.value().model.moe_router_force_load_balancing);
+}
+
+}  // namespace
+}  // namespace meshtune::tuner
