@@ -265,6 +265,15 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   }
   if (t.fp8_param_gather) a.push_back("--fp8-param-gather");
   if (t.grad_reduce_in_bf16) a.push_back("--grad-reduce-in-bf16");
+  if (t.megatron_fsdp) {
+    a.push_back("--use-megatron-fsdp");
+    a.push_back("--data-parallel-sharding-strategy optim_grads_params");
+  }
+  if (t.cpu_offloading_num_layers > 0) {
+    a.push_back("--cpu-offloading");
+    a.push_back(
+        Arg("--cpu-offloading-num-layers", t.cpu_offloading_num_layers));
+  }
   // Megatron requires sequence parallelism for --tp-comm-overlap.
   if (t.tp_comm_overlap && c.sp && c.tp > 1) a.push_back("--tp-comm-overlap");
   return a;

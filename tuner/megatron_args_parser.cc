@@ -91,6 +91,10 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--fp8-param-gather", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--use-megatron-fsdp", Kind::kSwitch},
+      {"--data-parallel-sharding-strategy", Kind::kString},
+      {"--cpu-offloading", Kind::kSwitch},
+      {"--cpu-offloading-num-layers", Kind::kInt},
       // 2025-26 vocabulary (docs/sources.md §2.2-2.4).
       {"--multi-latent-attention", Kind::kSwitch},
       {"--q-lora-rank", Kind::kInt},
@@ -195,6 +199,28 @@ std::string ClosestFlagHint(const std::string& flag) {
     return "did you mean '" + best + "'? " + kIgnoredHint;
   }
   return std::string(kIgnoredHint) + "; remove '" + Printable(flag) + "'";
+}
+
+// Megatron-FSDP's sharding strategy as meshtune models it: no_shard is
+// plain DDP, optim the distributed optimizer, optim_grads_params
+// TrainingSpec::megatron_fsdp; optim_grads (ZeRO-2) is not modelled.
+// Megatron's default strategy is no_shard.
+Status ApplyFsdpStrategy(const std::string& strategy,
+                         search_spaces::TrainingSpec* training,
+                         search_spaces::ParallelConfig* config) {
+  if (strategy.empty() || strategy == "no_shard") return Status::Ok();
+  if (strategy == "optim") {
+    config->dist_opt = true;
+    return Status::Ok();
+  }
+  if (strategy == "optim_grads_params") {
+    training->megatron_fsdp = true;
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(
+      "--data-parallel-sharding-strategy '" + Printable(strategy) +
+          "' is not modelled (no_shard, optim and optim_grads_params are)",
+      "use --data-parallel-sharding-strategy optim_grads_params or optim");
 }
 
 class ArgReader {
@@ -882,6 +908,15 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
                                    "--fp8-param-gather");
   }
   t.grad_reduce_in_bf16 = r.Has("--grad-reduce-in-bf16");
+  if (r.Has("--use-megatron-fsdp")) {
+    auto strategy =
+        r.Choice("--data-parallel-sharding-strategy",
+                 {"no_shard", "optim", "optim_grads", "optim_grads_params"});
+    if (!strategy.ok()) return strategy.status();
+    MESHTUNE_RETURN_IF_ERROR(ApplyFsdpStrategy(*strategy, &t, &out->config));
+  }
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Int("--cpu-offloading-num-layers", &t.cpu_offloading_num_layers));
   auto backend = r.Choice("--attention-backend",
                           {"flash", "fused", "unfused", "local", "auto"});
   if (!backend.ok()) return backend.status();
@@ -957,6 +992,10 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--tp-comm-overlap", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--fp8-param-gather", Kind::kSwitch},
+      {"--use-megatron-fsdp", Kind::kSwitch},
+      {"--data-parallel-sharding-strategy", Kind::kString},
+      {"--cpu-offloading", Kind::kSwitch},
+      {"--cpu-offloading-num-layers", Kind::kString},
       {"--overlap-grad-reduce", Kind::kSwitch},
       {"--overlap-param-gather", Kind::kSwitch},
       {"--cross-entropy-loss-fusion", Kind::kSwitch},
@@ -1218,6 +1257,17 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
 
   if (has("--use-distributed-optimizer")) config->dist_opt = true;
   if (has("--grad-reduce-in-bf16")) training->grad_reduce_in_bf16 = true;
+  if (has("--use-megatron-fsdp")) {
+    MESHTUNE_RETURN_IF_ERROR(ApplyFsdpStrategy(
+        values["--data-parallel-sharding-strategy"], training, config));
+  }
+  if (has("--cpu-offloading-num-layers")) {
+    auto n =
+        PositiveInt("--cpu-offloading-num-layers",
+                    values["--cpu-offloading-num-layers"], limits::kNumLayers);
+    if (!n.ok()) return n.status();
+    training->cpu_offloading_num_layers = n.value();
+  }
   // Megatron's defaults: no DP overlap, no fused cross-entropy, p2p CP.
   training->overlap_grad_reduce = has("--overlap-grad-reduce");
   training->overlap_param_gather = has("--overlap-param-gather");

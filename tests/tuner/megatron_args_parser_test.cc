@@ -662,5 +662,40 @@ TEST(MegatronArgsParser, ForcedLoadBalancingRoundTrips) {
   EXPECT_FALSE(plain.value().model.moe_router_force_load_balancing);
 }
 
+TEST(MegatronArgsParser, MegatronFsdpAndOffloadingRoundTrip) {
+  auto model = search_spaces::ResolveModel("llama3-70b");
+  ASSERT_TRUE(model.ok());
+  TrainingSpec t;
+  t.num_gpus = 64;
+  t.global_batch_size = 256;
+  t.seq_length = 8192;
+  t.megatron_fsdp = true;
+  t.cpu_offloading_num_layers = 20;
+  ParallelConfig c;
+  c.dp = 64;
+  const std::string text =
+      FormatMegatronArgs(MegatronArgs(model.value(), t, c));
+  for (const char* flag :
+       {"--use-megatron-fsdp",
+        "--data-parallel-sharding-strategy "
+        "optim_grads_params",
+        "--cpu-offloading", "--cpu-offloading-num-layers 20"}) {
+    EXPECT_NE(text.find(flag), std::string::npos) << flag << "\n" << text;
+  }
+  auto parsed = ParseMegatronArgs(text, 64);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed.value().training.megatron_fsdp);
+  EXPECT_EQ(parsed.value().training.cpu_offloading_num_layers, 20);
+  // The strategies meshtune does not model are named.
+  std::string zero2_text = text;
+  const std::string full = "optim_grads_params";
+  zero2_text.replace(zero2_text.find(full), full.size(), "optim_grads");
+  auto zero2 = ParseMegatronArgs(zero2_text, 64);
+  ASSERT_FALSE(zero2.ok());
+  EXPECT_EQ(zero2.status().message(),
+            "--data-parallel-sharding-strategy 'optim_grads' is not modelled "
+            "(no_shard, optim and optim_grads_params are)");
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
