@@ -48,6 +48,30 @@ struct LinkTier {
   double ramp_s = 50e-6;  // τ: busbw(S) = busbw·S/(S + busbw·τ)
 };
 
+// Expected number of distinct bins hit by `draws` independent uniform draws
+// over `bins` bins: bins·(1 − (1 − 1/bins)^draws). The flex dispatcher's
+// destinations: a token routed to k experts spread evenly over N nodes (or
+// ranks) reaches this many of them (sampling with replacement, which
+// slightly overstates the spread of k distinct experts). 0 if bins < 1.
+double ExpectedDistinctBins(double bins, double draws);
+
+// Seconds of one dispatch (or combine) of Megatron's flex token dispatcher
+// (--moe-token-dispatcher-type flex: DeepEP normal kernels or HybridEP) for
+// one rank: `copy_bytes` is one copy of the rank's routed tokens, `topk`
+// the experts each token goes to, `ep_group` the EP group's placement.
+// DeepEP README (deepseek-ai/DeepEP, "normal kernels ... forwarding data
+// from NVLink domain to RDMA domain"): a token crosses the network once per
+// destination node, to the GPU on its own rail, and that GPU forwards it
+// over NVLink to the GPUs holding its experts; both domains run at once:
+//   max(send/recv of remote·copy_bytes on the network,
+//       all-to-all of topk·copy_bytes among the ranks_per_node ranks),
+// remote = ExpectedDistinctBins(N, topk)·(N−1)/N for N = ep_group.nodes.
+// Inside one NVLink domain a token goes once to each destination rank:
+// all-to-all of ExpectedDistinctBins(ep, topk)·copy_bytes.
+double FlexDispatchTime_s(double copy_bytes, double topk,
+                          const CommGroup& ep_group, const Calibration& cal,
+                          const ModelOptions& options);
+
 // Flat (single-tier) collective time on n ranks, `bytes` in nccl-tests
 // convention. Zero when n <= 1 or bytes <= 0.
 double FlatCollectiveTime_s(Collective op, double bytes, int64_t n,

@@ -26,6 +26,7 @@ using search_spaces::PipelineSchedule;
 using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
+using search_spaces::TokenDispatcher;
 using search_spaces::TpCommKind;
 using search_spaces::TpCommOp;
 using search_spaces::TrainingSpec;
@@ -166,10 +167,16 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     const double width =
         m.moe_latent_size > 0 ? m.moe_latent_size : m.hidden_size;
     const double routed_bytes = 2.0 * T * width;
-    const double k =
-        static_cast<double>(m.moe_router_topk) * MoeLoadImbalance(m, options);
-    const double a2a = cal.CollectiveTime_s(
-        Collective::kAllToAll, k * routed_bytes / c.tp, ep_group, options);
+    const double imbalance = MoeLoadImbalance(m, options);
+    const double k = static_cast<double>(m.moe_router_topk) * imbalance;
+    const double a2a =
+        m.moe_token_dispatcher_type == TokenDispatcher::kFlex &&
+                options.enabled(Refinement::kFlexDispatcherDedup)
+            ? FlexDispatchTime_s(routed_bytes * imbalance / c.tp,
+                                 static_cast<double>(m.moe_router_topk),
+                                 ep_group, cal, options)
+            : cal.CollectiveTime_s(Collective::kAllToAll,
+                                   k * routed_bytes / c.tp, ep_group, options);
     double etp = 0;
     if (etp_size > 1) {
       const double bytes = k * routed_bytes * etp_size / c.tp;
@@ -452,7 +459,9 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // sends 1/t of the tensor across nodes and all-gathers it over NVLink.
   const double chunk_fwd_s = pace.fwd;  // all chunks of a stage
   const double chunk_bwd_s = pace.bwd;
-  double pp_mb = 0;
+  const double md = static_cast<double>(m);
+  double pp_step = 0;     // exposed p2p of the whole step
+  double fill_drain = 0;  // transfers on the bubble's critical path
   if (c.pp > 1 && options.enabled(Refinement::kPipelineP2p)) {
     const double T = static_cast<double>(c.mbs) * seq / c.cp;
     const double full = 2.0 * T * model.hidden_size;
@@ -462,31 +471,57 @@ Estimate Estimator::operator()(const ParallelConfig& c,
       msg += calibration.CollectiveTime_s(Collective::kAllGather, full,
                                           tp_group, options);
     }
+    const bool warmup_flush =
+        options.enabled(Refinement::kPipelineWarmupFlushP2p);
     // Interleaved 1F1B (Megatron overlap_p2p_comm, on by default with
     // virtual stages) posts the sends and receives of the next chunk
-    // before computing this one: each transfer hides behind one chunk's
-    // forward (or backward) and only the excess is exposed. 1F1B without
-    // interleaving waits for its batched send/recv.
+    // before computing this one: in the steady state each transfer hides
+    // behind one chunk's forward (or backward) and only the excess is
+    // exposed. 1F1B without interleaving waits for its batched send/recv.
     if (c.vpp > 1 && options.enabled(Refinement::kPipelineP2pOverlap)) {
       const double chunk_fwd = chunk_fwd_s / c.vpp;
       const double chunk_bwd = chunk_bwd_s / c.vpp;
-      pp_mb = c.vpp * (Exposed(msg, chunk_fwd) + Exposed(msg, chunk_bwd));
+      const double steps = md * c.vpp;  // chunk forwards (and backwards)
+      // The warm-up forwards and flush backwards post their transfer only
+      // after computing (overlap_p2p_comm_warmup_flush = False by default,
+      // megatron/core/model_parallel_config.py; schedules.py
+      // forward_backward_pipelining_with_interleaving), so each waits for
+      // it: rank 0's warm-up, 2(pp−1) + (vpp−1)·pp chunk steps
+      // (PipelineSchedule::WarmupSteps), is the longest.
+      const double blocking =
+          warmup_flush
+              ? std::min(steps, static_cast<double>(schedule.WarmupSteps(0)))
+              : 0.0;
+      pp_step = blocking * 2.0 * msg +
+                (steps - blocking) *
+                    (Exposed(msg, chunk_fwd) + Exposed(msg, chunk_bwd));
     } else {
-      pp_mb = 2.0 * c.vpp * msg;
+      pp_step = md * 2.0 * c.vpp * msg;
+    }
+    // Fill and drain: the first micro-batch's activation passes pp−1
+    // stage boundaries before the last stage starts, its gradient pp−1
+    // on the way back, and nothing else is in flight to hide them
+    // (Narayanan et al. SC21 §2.2: the bubble is pp−1 chunk hops each
+    // way). Equal to the old (pp−1)/vpp share of 2·vpp transfers per
+    // micro-batch when nothing overlaps.
+    if (warmup_flush || c.vpp == 1 ||
+        !options.enabled(Refinement::kPipelineP2pOverlap)) {
+      fill_drain = (c.pp - 1) * 2.0 * msg;
     }
   }
 
   TimeBreakdown& tb = est.time;
-  const double md = static_cast<double>(m);
   tb.compute_s = md * compute_mb;
   tb.recompute_s = md * recompute_mb;
   tb.tp_comm_s = md * tp_mb;
   tb.cp_comm_s = md * cp_mb;
   tb.ep_comm_s = md * ep_mb;
-  tb.pp_comm_s = md * pp_mb;
-  // Bubble: (pp−1)/vpp micro-batch-stage times of the whole stage.
+  tb.pp_comm_s = pp_step;
+  // Bubble: (pp−1)/vpp micro-batch-stage times of the whole stage, plus
+  // the fill and drain transfers.
   tb.pp_bubble_s = schedule.BubbleMicrobatches() *
-                   (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb);
+                       (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb) +
+                   fill_drain;
 
   // ---- Data parallel: gradient reduce (fp32) overlapped with the last
   // micro-batch's backward except the last bucket; with the distributed

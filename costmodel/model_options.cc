@@ -46,6 +46,12 @@ const std::vector<RefinementInfo>& AllRefinements() {
            "--tp-comm-overlap pipelines SP collectives with their GEMMs"},
           {Refinement::kMoeImbalance, "moe_imbalance",
            "the busiest expert gets more than the mean k*T/E tokens"},
+          {Refinement::kPipelineWarmupFlushP2p, "pipeline_warmup_flush_p2p",
+           "interleaved warm-up/flush p2p and pipeline fill/drain transfers "
+           "exposed"},
+          {Refinement::kFlexDispatcherDedup, "flex_dispatcher",
+           "flex (DeepEP/HybridEP) sends one copy per destination node, "
+           "forwards on NVLink"},
       };
   return *kAll;
 }

@@ -79,6 +79,17 @@ enum class Refinement : uint8_t {
   // MoE: the busiest expert (and EP rank) gets more than the mean k·T/E
   // tokens; the step waits for it. Off: perfectly balanced routing.
   kMoeImbalance = 18,
+  // Interleaved 1F1B: Megatron overlaps p2p only in the steady state
+  // (overlap_p2p_comm_warmup_flush defaults to False,
+  // megatron/core/model_parallel_config.py), so the warm-up forwards and
+  // flush backwards each wait for their transfer; the pipeline fill and
+  // drain pass pp−1 transfers each way on the critical path. Off: every
+  // chunk's transfer hides behind the next chunk and the bubble pays none.
+  kPipelineWarmupFlushP2p = 19,
+  // flex dispatcher (DeepEP / HybridEP): one copy of a token per
+  // destination node over the network, forwarded to the expert GPUs on
+  // NVLink. Off: priced as the alltoall dispatcher (k copies).
+  kFlexDispatcherDedup = 20,
   kCount  // not a refinement
 };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "costmodel/datasheet_calibration.h"
@@ -169,6 +170,46 @@ TEST(Gemm, EfficiencySaturatesAtTheCeilingAndFallsForSkinnyShapes) {
   const double eta = DatasheetCalibration::TrainingKernelEfficiency(a100.gpu);
   EXPECT_NEAR(cal.GemmTime_s(8192, 8192, 8192, bf16, ModelOptions()),
               2.0 * 8192 * 8192 * 8192 / (312e12 * eta * big), 1e-12);
+}
+
+TEST(ExpectedDistinctBins, HandComputed) {
+  // 4·(1 − 0.75^8) = 4·(1 − 0.1001129150390625).
+  EXPECT_NEAR(ExpectedDistinctBins(4, 8), 3.59954833984375, 1e-12);
+  // 8·(1 − (7/8)^8) = 8·(1 − 0.3436089158058167).
+  EXPECT_NEAR(ExpectedDistinctBins(8, 8), 5.251128673553467, 1e-12);
+  EXPECT_DOUBLE_EQ(ExpectedDistinctBins(1, 8), 1.0);
+  EXPECT_DOUBLE_EQ(ExpectedDistinctBins(16, 1), 1.0);
+  EXPECT_DOUBLE_EQ(ExpectedDistinctBins(0, 8), 0.0);
+}
+
+// DeepSeek-V3-like dispatch on H100 nodes: 4096 tokens of h = 7168 in bf16,
+// top-8, EP 32 over 4 nodes of 8 (test_specs.h: NVLink 370 GB/s busbw,
+// 3.4 us per step; NIC 47 GB/s, 14 us; ramp 50 us).
+TEST(FlexDispatch, OneCopyPerRemoteNodeThenNvlinkForwarding) {
+  const DatasheetCalibration cal(testing::H100Cluster());
+  const double b = 2.0 * 4096 * 7168;  // one copy of the rank's tokens
+  const CommGroup ep{32, 4, 8};
+  // Network: 3·(1 − 0.75^8) = 2.69966 remote nodes per token, one send.
+  const double remote = 3.0 * (1.0 - 0.1001129150390625);
+  const double inter = 14e-6 + 50e-6 + remote * b / 47e9;
+  // NVLink forwarding: all-to-all of the 8 copies among 8 ranks.
+  const double intra = 7 * 3.4e-6 + 7.0 / 8 * 50e-6 + 7.0 / 8 * 8 * b / 370e9;
+  const double flex = FlexDispatchTime_s(b, 8, ep, cal, {});
+  EXPECT_NEAR(flex, std::max(inter, intra), 1e-12);
+  EXPECT_NEAR(flex, 3.4368e-3, 1e-6);
+  // The alltoall dispatcher sends all 8 copies, 24/32 of them on the NIC:
+  // 31·14 us + 50 us + 8·b·(24/32)/47 GB/s = 7.98 ms.
+  const double alltoall =
+      cal.CollectiveTime_s(Collective::kAllToAll, 8 * b, ep, {});
+  EXPECT_NEAR(alltoall, 31 * 14e-6 + 50e-6 + 8 * b * 24 / 32 / 47e9, 1e-12);
+  EXPECT_LT(flex, 0.45 * alltoall);
+  // Inside one node: once per destination rank, 8·(1 − (7/8)^8) copies.
+  const CommGroup node{8, 1, 8};
+  EXPECT_NEAR(FlexDispatchTime_s(b, 8, node, cal, {}),
+              cal.CollectiveTime_s(Collective::kAllToAll, 5.251128673553467 * b,
+                                   node, {}),
+              1e-12);
+  EXPECT_EQ(FlexDispatchTime_s(b, 8, CommGroup{}, cal, {}), 0.0);
 }
 
 }  // namespace

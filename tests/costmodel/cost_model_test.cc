@@ -239,5 +239,72 @@ TEST(EstimateConfig,
   EXPECT_LT(e.time.cp_comm_s, 0.01 * e.step_time_s);
 }
 
+// Interleaved GPT-3 175B on 1024 A100 (tp 8, pp 8, vpp 2, dp 16, SP, m = 96):
+// each p2p message is one [2048, 12288] bf16 activation / tp = 6 291 456 B
+// on the network (pp stride 128 ranks): 14 us + 50 us ramp + B / 24 GB/s
+// (test_specs.h) = 326.144 us, far below one 6-layer chunk, so the steady
+// state hides it. Megatron's warm-up and flush do not overlap
+// (overlap_p2p_comm_warmup_flush = False): rank 0 runs 2·7 + 1·8 = 22
+// warm-up forwards and 22 flush backwards, each waiting for its transfer;
+// the fill and drain pass 7 transfers each way on the critical path.
+TEST(EstimateConfig, InterleavedWarmupFlushAndFillDrainP2pAreExposed) {
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Gpt(96, 12288, 96);
+  ParallelConfig c = Tp8Pp8Dp16();
+  c.vpp = 2;
+  c.sp = true;
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  const Estimate on = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  ModelOptions without;
+  without.Disable(Refinement::kPipelineWarmupFlushP2p);
+  const Estimate off =
+      EstimateConfig(m, cluster, Gpt3Training(), c, cal, without);
+  ExpectConsistent(on);
+  const double msg = 14e-6 + 50e-6 + 2.0 * 2048 * 12288 / 8 / 24e9;
+  EXPECT_NEAR(msg, 326.144e-6, 1e-12);
+  EXPECT_NEAR(on.time.pp_comm_s, 44 * msg, 1e-12);
+  EXPECT_EQ(off.time.pp_comm_s, 0.0);
+  EXPECT_NEAR(on.time.pp_bubble_s - off.time.pp_bubble_s, 14 * msg, 1e-12);
+  EXPECT_DOUBLE_EQ(on.time.compute_s, off.time.compute_s);
+  // Deeper interleaving lengthens the warm-up: vpp 4 gives 2·7 + 3·8 = 38
+  // blocking steps each way.
+  c.vpp = 4;
+  const Estimate deep = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
+  EXPECT_NEAR(deep.time.pp_comm_s, 76 * msg, 1e-12);
+}
+
+// The flex dispatcher prices one copy per destination node; with the
+// refinement off (or the alltoall dispatcher) the k copies of alltoall.
+TEST(EstimateConfig, FlexDispatcherSendsFewerCopiesAcrossNodes) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  ModelSpec m = testing::Llama(8, 7168, 128, 128, 18432, 129280, 4096);
+  m.num_experts = 256;
+  m.moe_router_topk = 8;
+  m.moe_ffn_hidden_size = 2048;
+  TrainingSpec tr;
+  tr.num_gpus = 64;
+  tr.global_batch_size = 64;
+  tr.seq_length = 4096;
+  ParallelConfig c;
+  c.dp = 64;
+  c.ep = 32;
+  c.dist_opt = true;
+  const Estimate a2a = EstimateConfig(m, cluster, tr, c, cal);
+  m.moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
+  const Estimate flex = EstimateConfig(m, cluster, tr, c, cal);
+  ModelOptions without;
+  without.Disable(Refinement::kFlexDispatcherDedup);
+  const Estimate off = EstimateConfig(m, cluster, tr, c, cal, without);
+  ExpectConsistent(flex);
+  EXPECT_GT(a2a.time.ep_comm_s, 0.0);
+  EXPECT_DOUBLE_EQ(off.time.ep_comm_s, a2a.time.ep_comm_s);
+  // Per call 3.44 ms against 7.98 ms at ι = 1 (comm_model_test); the 1.2
+  // imbalance scales both byte terms alike.
+  EXPECT_LT(flex.time.ep_comm_s, 0.5 * a2a.time.ep_comm_s);
+  EXPECT_GT(flex.time.ep_comm_s, 0.35 * a2a.time.ep_comm_s);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

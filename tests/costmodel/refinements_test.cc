@@ -124,13 +124,20 @@ TEST(PipelineP2p, InterleavedTransfersHideBehindTheNextChunk) {
   const Estimate off =
       EstimateConfig(p.model, p.cluster, p.training, p.config, cal,
                      Without(Refinement::kPipelineP2pOverlap));
-  // A 6 MiB activation crosses IB in ~0.1 ms; a 4-layer chunk takes ~10 ms.
-  EXPECT_EQ(on.time.pp_comm_s, 0.0);
+  const Estimate steady =
+      EstimateConfig(p.model, p.cluster, p.training, p.config, cal,
+                     Without(Refinement::kPipelineWarmupFlushP2p));
+  // A 6 MiB activation crosses IB in ~0.1 ms; a 4-layer chunk takes ~10 ms:
+  // the steady state hides every transfer.
+  EXPECT_EQ(steady.time.pp_comm_s, 0.0);
   EXPECT_GT(off.time.pp_comm_s, 0.0);
-  // Exposed = 2·vpp messages per micro-batch without the overlap.
   const CommGroup pp_group = AxisGroup(8, 8, 8);
   const double msg = cal.CollectiveTime_s(Collective::kSendRecv,
                                           2.0 * 2048 * 12288 / 8, pp_group, {});
+  // The warm-up (2·7 + 2·8 = 30 chunk forwards on rank 0) and the flush
+  // (30 backwards) wait for theirs (overlap_p2p_comm_warmup_flush off).
+  EXPECT_NEAR(on.time.pp_comm_s, 2 * 30 * msg, 1e-12);
+  // Exposed = 2·vpp messages per micro-batch without the overlap.
   EXPECT_NEAR(off.time.pp_comm_s, 64 * 2 * 3 * msg, 1e-9);
   // Without interleaving Megatron waits for its batched send/recv.
   p.config.vpp = 1;

@@ -287,8 +287,8 @@ TEST(TerminalQuiet, ScalePrintsOneLinePerSize) {
       "scale --model 175b --gpus 64,128 --gpu a100-80g --no-db --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
-            "    64  tp4 pp16 vpp6 dp1 mbs1 sp none 267.792 s\n"
-            "   128  tp4 pp8 vpp12 dp4 mbs1 sp none dist-opt 130.220 s\n");
+            "    64  tp4 pp16 vpp6 dp1 mbs1 sp none 267.939 s\n"
+            "   128  tp4 pp8 vpp12 dp4 mbs1 sp none dist-opt 130.348 s\n");
   EXPECT_EQ(run.err, "");
 }
 
