@@ -365,8 +365,16 @@ BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
       // Routed copies on this GPU: expert fc1 input at h_in (gathered over
       // etp), fc1 output and activation output at fe/etp (moe_act
       // recompute discards the latter); capacity and imbalance in the row
-      // count. Combine: the unpermute keeps its 16-bit input (k copies of
-      // this rank's T/tp tokens, padded to capacity) for the probs' grad.
+      // count. The routing probabilities are applied inside the expert
+      // activation (megatron/core/transformer/moe/experts.py
+      // bias_act_func: weighted SwiGLU of fc1 output and permuted_probs),
+      // and the combine's unpermute runs without probs
+      // (token_dispatcher.py: unpermute(..., probs=None), TE
+      // fused_unpermute with merging_probs=None saves only its row map):
+      // nothing of the combine input [k·T, h] is kept for backward
+      // (Megatron-Core >= 0.13, "Memory efficient token permutation",
+      // commit 2659630721, 2025-04-09; before it the unpermute kept its
+      // 16-bit input for the probs' gradient).
       const double h_in = lat > 0 ? lat : h;
       const double fe = static_cast<double>(m.expert_ffn_hidden_size());
       const double etp = static_cast<double>(c.expert_tp());
@@ -376,14 +384,7 @@ BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
       const double per_row = l * h_in +
                              (m.gated_mlp() ? 4 * fe : 2 * fe) / etp +
                              (act_recomputed ? 0.0 : l * fe / etp);
-      const double pad =
-          m.moe_expert_capacity_factor > 0 && m.moe_pad_expert_input_to_capacity
-              ? m.moe_expert_capacity_factor
-              : 1.0;
-      const double back_rows =
-          static_cast<double>(m.moe_router_topk) * Tokens(c, seq) / c.tp * pad;
-      b.rows_bytes =
-          RoutedRowsPerRank(m, c, seq) * per_row + back_rows * 2 * h_in;
+      b.rows_bytes = RoutedRowsPerRank(m, c, seq) * per_row;
       break;
     }
     case Mlp::kNone:

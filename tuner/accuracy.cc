@@ -420,6 +420,14 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     const std::optional<int64_t> fsdp = FsdpSizeFromNotes(r.Text("notes"));
     c.training.megatron_fsdp = fsdp && *fsdp > 0;
     ApplyRecipeDefaults(c.source, c.model, cluster_name, &c.training);
+    // The recipe's recompute where the row leaves the column blank (the
+    // published tables do not print it; tuner/accuracy_rules.h).
+    if (r.Text("recompute").empty()) {
+      if (auto rr = RecipeRecompute(c.source, c.model, cluster_name,
+                                    c.training.precision, c.config)) {
+        c.config.recompute = *rr;
+      }
+    }
     // NVIDIA's MoE tables "force-balance tokens across experts" (their
     // footnote, copied into the notes): Megatron's
     // --moe-router-force-load-balancing.

@@ -272,7 +272,7 @@ bool IsNemoSource(const std::string& source) {
 bool IsNvidiaRecipeSource(const std::string& source) {
   const std::string s = Lower(source);
   return StartsWith(s, "nemo") || StartsWith(s, "megatronbridge") ||
-         StartsWith(s, "dgxc");
+         StartsWith(s, "dgxc") || StartsWith(s, "megatronlm_examples_llama");
 }
 
 std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes) {
@@ -307,6 +307,10 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
                          const std::string& cluster_name,
                          search_spaces::TrainingSpec* training) {
   const std::string s = Lower(source);
+  if (StartsWith(s, "megatronlm_examples_llama")) {
+    training->cross_entropy_loss_fusion = true;
+    return;
+  }
   if (!StartsWith(s, "megatronbridge")) return;
   training->cross_entropy_loss_fusion = true;
   if (!training->megatron_fsdp || !IsMegatronBridge2509OrLater(source)) return;
@@ -329,6 +333,51 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
       training->cpu_offloading_num_layers = o.layers;
     }
   }
+}
+
+std::optional<search_spaces::Recompute> RecipeRecompute(
+    const std::string& source, const ModelSpec& model,
+    const std::string& cluster_name, Precision precision,
+    const search_spaces::ParallelConfig& config) {
+  if (!StartsWith(Lower(source), "megatronbridge_")) return std::nullopt;
+  if (NormalizeModelName(model.name) != "deepseekv3") return std::nullopt;
+  // The recipes' layouts (see the header; any_precision false: only the
+  // recipe of `precision` is known to use these modules).
+  struct Layout {
+    const char* gpu;
+    int64_t tp, pp, vpp, ep, mbs;
+    bool any_precision;
+    Precision precision;
+    uint32_t modules;
+  };
+  using search_spaces::kRecomputeMlaUpProj;
+  using search_spaces::kRecomputeMlp;
+  using search_spaces::kRecomputeMoeAct;
+  static const Layout kLayouts[] = {
+      {"gb300", 1, 2, 8, 32, 2, true, Precision::kBf16, kRecomputeMlaUpProj},
+      {"gb300", 1, 4, 4, 64, 1, false, Precision::kBf16, kRecomputeMoeAct},
+      {"gb200", 1, 4, 4, 64, 1, false, Precision::kBf16, kRecomputeMlaUpProj},
+      {"b200", 1, 16, 1, 8, 1, true, Precision::kBf16, kRecomputeMlaUpProj},
+      {"b200", 1, 8, 2, 32, 1, false, Precision::kMxfp8,
+       kRecomputeMlaUpProj | kRecomputeMlp},
+      {"b300", 1, 16, 1, 8, 1, true, Precision::kBf16, kRecomputeMlaUpProj},
+      {"b300", 1, 8, 1, 8, 2, true, Precision::kBf16, kRecomputeMlaUpProj},
+      {"h100", 2, 8, 4, 64, 1, true, Precision::kBf16,
+       kRecomputeMlaUpProj | kRecomputeMlp},
+      {"h100", 2, 8, 2, 64, 1, true, Precision::kBf16,
+       kRecomputeMlaUpProj | kRecomputeMlp},
+  };
+  for (const Layout& l : kLayouts) {
+    if (cluster_name == l.gpu && config.tp == l.tp && config.pp == l.pp &&
+        config.vpp == l.vpp && config.ep == l.ep && config.mbs == l.mbs &&
+        (l.any_precision || precision == l.precision)) {
+      search_spaces::Recompute r;
+      r.granularity = RecomputeGranularity::kSelective;
+      r.modules = l.modules;
+      return r;
+    }
+  }
+  return std::nullopt;
 }
 
 // Recompute column: blank or "none" -> none; "full..." -> full, uniform,

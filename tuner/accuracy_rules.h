@@ -87,8 +87,12 @@ costmodel::AttentionKernel AttentionKernelForSource(const std::string& source);
 // the FLOP convention of their model_tflops_per_gpu.
 bool IsNemoSource(const std::string& source);
 // Sources that ran NVIDIA's tuned performance recipes (NeMo, Megatron-Bridge,
-// DGX Cloud benchmarking, which runs NeMo): distributed optimizer, and in
-// fp8 the fp8 weights, bf16 gradient reduction and TP comm overlap.
+// DGX Cloud benchmarking, which runs NeMo; Megatron-LM's examples/llama,
+// whose README table "follows NeMo Framework's performance scripts" and whose
+// train_llama3_8b_h100_fp8.sh sets --use-distributed-optimizer,
+// --fp8-param-gather and --grad-reduce-in-bf16, Megatron-LM commit
+// bf6e99859f): distributed optimizer, and in fp8 the fp8 weights, bf16
+// gradient reduction and TP comm overlap.
 bool IsNvidiaRecipeSource(const std::string& source);
 // The Megatron-FSDP sharding group size a row's notes state ("FSDP=64",
 // "FSDP=1 (Megatron FSDP)"; the dev set's convention: "0=DDP; >0
@@ -107,7 +111,8 @@ bool ForceBalancedFromNotes(const std::string& notes);
 // state, applied to `training` (docs/costmodel.md "Memory"):
 //   Megatron-Bridge sources: --cross-entropy-loss-fusion
 //     (src/megatron/bridge/models/gpt_provider.py: cross_entropy_loss_fusion
-//     defaults to True);
+//     defaults to True); Megatron-LM examples/llama sources likewise
+//     (train_llama3_8b_h100_fp8.sh passes --cross-entropy-loss-fusion);
 //   Megatron-FSDP runs of the Megatron-Bridge (25.09+) LLaMA-3 70B
 //     recipes: --cpu-offloading-num-layers as the recipe sets it per GPU and
 //     precision (scripts/performance/configs/llama/
@@ -119,6 +124,30 @@ void ApplyRecipeDefaults(const std::string& source,
                          const search_spaces::ModelSpec& model,
                          const std::string& cluster_name,
                          search_spaces::TrainingSpec* training);
+
+// The selective recompute NVIDIA's Megatron-Bridge DeepSeek-V3 performance
+// recipes set, for a Megatron-Bridge row of the deepseek-v3 preset whose
+// recompute cell is blank: recompute_granularity "selective"
+// (scripts/performance/configs/deepseek/: _deepseek_v3_common) with the
+// recompute_modules of the DEEPSEEK_V3_PRETRAIN_CONFIG_<GPU>_<PRECISION>[_V1|
+// _V2] of the row's layout in deepseek_workload_base_configs.py
+// (workload_base_configs.py before 2025-12). The recipe is recognised by the
+// row's layout (cluster, tp, pp, vpp, ep, mbs) and precision; only layouts
+// whose modules are the same in every version of the file (2025-11-08 to
+// 2026-06-30, both variants) are mapped:
+//   GB300 tp1 pp2 vpp8 ep32 mbs2, any precision   mla_up_proj
+//   GB300 tp1 pp4 vpp4 ep64 mbs1, bf16            moe_act
+//   GB200 tp1 pp4 vpp4 ep64 mbs1, bf16            mla_up_proj (the fp8
+//       recipes of this layout switched between mla_up_proj and mlp)
+//   B200/B300 tp1 pp16 ep8 mbs1, any              mla_up_proj
+//   B200 tp1 pp8 vpp2 ep32 mbs1, mxfp8            mla_up_proj, mlp
+//   B300 tp1 pp8 ep8 mbs2, any                    mla_up_proj
+//   H100 tp2 pp8 vpp4 or vpp2 ep64 mbs1, any      mla_up_proj, mlp
+// nullopt for every other row (the caller keeps the row's recompute).
+std::optional<search_spaces::Recompute> RecipeRecompute(
+    const std::string& source, const search_spaces::ModelSpec& model,
+    const std::string& cluster_name, search_spaces::Precision precision,
+    const search_spaces::ParallelConfig& config);
 
 // Recompute column: blank or "none" -> none; "full..." -> full, uniform,
 // every layer (what the published scripts set); "selective..." -> selective

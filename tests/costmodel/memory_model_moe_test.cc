@@ -143,9 +143,10 @@ TEST(MoeActivations, CapacityPaddedRowsSharedExpertsAndMoeAct) {
   // ceil(k·T·ep/E) = ceil(6·4096·8/160) = 1229 rows; 20 local experts.
   EXPECT_DOUBLE_EQ(RoutedRowsPerRank(m, c, 4096), 20 * 1229.0);
   const double rows = 20 * 1229.0;
-  // Per row: fc1 in 2h, fc1 out 4fe, act out 2fe; combine keeps k·T rows
-  // at 2h; per token: norm in + out (4h), fp32 scores 4E, shared experts 6fs.
-  const double routed = rows * (2 * h + 4 * fe + 2 * fe) + 6 * 4096 * 2 * h;
+  // Per row: fc1 in 2h, fc1 out 4fe, act out 2fe; the combine's unpermute
+  // keeps nothing (probs applied in the activation, Megatron-Core >= 0.13);
+  // per token: norm in + out (4h), fp32 scores 4E, shared experts 6fs.
+  const double routed = rows * (2 * h + 4 * fe + 2 * fe);
   const double per_token = 4 * h + 4 * E + 6 * fs;
   const LayerKind moe{Mixer::kNone, Mlp::kMoe};
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, moe, r),
@@ -155,6 +156,32 @@ TEST(MoeActivations, CapacityPaddedRowsSharedExpertsAndMoeAct) {
   c.recompute.modules = search_spaces::kRecomputeMoeAct;
   EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, moe, r),
                    4096 * per_token + routed - rows * 2 * fe);
+}
+
+TEST(MoeActivations, Mxfp8DroplessRowsKeepNoCombineInput) {
+  // DeepSeek-V2 shapes, dropless with forced balancing, MXFP8: each of the
+  // 20 local experts gets ceil(6·4096·8/160) = 1229 rows. A saved linear
+  // input keeps one MXFP8 copy, l = 1 + 1/32. Per row: fc1 in l·h, fc1 out
+  // 4fe (bf16, gated), fc2 in l·fe; the combine's unpermute saves nothing
+  // (probs applied in the activation). Per token: norm in + out (4h), the
+  // shared fc1's quantised input l·h, fp32 scores 4E, shared experts
+  // 4fs + l·fs.
+  ModelSpec m = DeepSeekV2Layers4();
+  m.moe_expert_capacity_factor = 0;
+  m.moe_pad_expert_input_to_capacity = false;
+  m.moe_router_force_load_balancing = true;
+  ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  const double l = 1.0 + 1.0 / 32;
+  const double rows = 20 * 1229.0;
+  const double per_row = l * h + 4 * fe + l * fe;
+  const double per_token = 4 * h + l * h + 4 * E + 4 * fs + l * fs;
+  EXPECT_DOUBLE_EQ(per_row, 13008);  // 5280 + 6144 + 1584 (hand count)
+  const LayerKind moe{Mixer::kNone, Mlp::kMoe};
+  EXPECT_DOUBLE_EQ(
+      LayerActivationBytes(m, c, 4096, Precision::kMxfp8, moe, MemoryRecipe()),
+      4096 * per_token + rows * per_row);
 }
 
 TEST(MoeLoad, ForcedBalancingRoutesExactlyTheMean) {
@@ -191,7 +218,7 @@ TEST(MoeActivations, EpOverlapKeepsASecondMoeWorkingSet) {
   EXPECT_NEAR(StageMemory(m, st, c, 4096, Precision::kBf16, sched, 0, true, r)
                       .activations_bytes -
                   base,
-              rows * (2 * h + 6 * fe) + 6 * 4096 * 2 * h, 1e-3);
+              rows * (2 * h + 6 * fe), 1e-3);
 }
 
 TEST(MambaActivations, HybridBlocksHoldOneNormEach) {

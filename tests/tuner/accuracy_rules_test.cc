@@ -80,5 +80,77 @@ TEST(ForceBalancedFromNotes, ReadsTheMegatronBridgeFootnote) {
   EXPECT_FALSE(ForceBalancedFromNotes(""));
 }
 
+TEST(IsNvidiaRecipeSource, MegatronLmLlamaExamplesRunTheNemoRecipe) {
+  // Megatron-LM examples/llama: train_llama3_8b_h100_fp8.sh passes
+  // --use-distributed-optimizer, --fp8-param-gather, --grad-reduce-in-bf16
+  // and --cross-entropy-loss-fusion.
+  EXPECT_TRUE(IsNvidiaRecipeSource("MegatronLM_examples_llama_FP8"));
+  EXPECT_TRUE(IsNvidiaRecipeSource("MegatronBridge_26.04_perf_summary"));
+  EXPECT_FALSE(IsNvidiaRecipeSource("MegatronLM_2023_README"));
+  EXPECT_FALSE(IsNvidiaRecipeSource("SimuMax_B200_v1.2"));
+  const auto llama = FindModelPreset("LLAMA3-8B");
+  ASSERT_TRUE(llama.has_value());
+  TrainingSpec t;
+  ApplyRecipeDefaults("MegatronLM_examples_llama_FP8", *llama, "h100", &t);
+  EXPECT_TRUE(t.cross_entropy_loss_fusion);
+  EXPECT_EQ(t.cpu_offloading_num_layers, 0);
+}
+
+TEST(RecipeRecompute, DeepSeekV3RecipesRecomputeTheirModules) {
+  const auto dsv3 = FindModelPreset("DeepSeekV3");
+  ASSERT_TRUE(dsv3.has_value());
+  const std::string mb = "MegatronBridge_26.04.01_perf_summary";
+  search_spaces::ParallelConfig c;
+  c.tp = 1;
+  c.pp = 2;
+  c.vpp = 8;
+  c.ep = 32;
+  c.mbs = 2;
+  // GB300 pp2 vpp8 ep32 mbs2 (DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_V1).
+  const auto gb300 = RecipeRecompute(mb, *dsv3, "gb300", Precision::kMxfp8, c);
+  ASSERT_TRUE(gb300.has_value());
+  EXPECT_EQ(gb300->granularity,
+            search_spaces::RecomputeGranularity::kSelective);
+  EXPECT_EQ(gb300->modules, search_spaces::kRecomputeMlaUpProj);
+  // The same GPU with mbs 1 is another recipe (full-iteration CUDA graphs,
+  // no recompute): not mapped.
+  c.mbs = 1;
+  EXPECT_FALSE(
+      RecipeRecompute(mb, *dsv3, "gb300", Precision::kMxfp8, c).has_value());
+  // GB200 pp4 vpp4 ep64: bf16 always mla_up_proj; the fp8 recipes changed.
+  c.pp = 4;
+  c.vpp = 4;
+  c.ep = 64;
+  EXPECT_EQ(RecipeRecompute("MegatronBridge_25.11_perf_summary", *dsv3, "gb200",
+                            Precision::kBf16, c)
+                ->modules,
+            search_spaces::kRecomputeMlaUpProj);
+  EXPECT_FALSE(
+      RecipeRecompute(mb, *dsv3, "gb200", Precision::kMxfp8, c).has_value());
+  // B200 pp8 vpp2 ep32 MXFP8: mla_up_proj and mlp.
+  c.pp = 8;
+  c.vpp = 2;
+  c.ep = 32;
+  EXPECT_EQ(RecipeRecompute(mb, *dsv3, "b200", Precision::kMxfp8, c)->modules,
+            search_spaces::kRecomputeMlaUpProj | search_spaces::kRecomputeMlp);
+  // H100 tp2 pp8 vpp4 ep64: mla_up_proj and mlp.
+  c.tp = 2;
+  c.vpp = 4;
+  c.ep = 64;
+  EXPECT_EQ(RecipeRecompute("MegatronBridge_25.09_perf_summary", *dsv3, "h100",
+                            Precision::kFp8Tensorwise, c)
+                ->modules,
+            search_spaces::kRecomputeMlaUpProj | search_spaces::kRecomputeMlp);
+  // Not Megatron-Bridge, or not DeepSeek-V3: nothing.
+  EXPECT_FALSE(RecipeRecompute("NeMo_25.04_perf_summary", *dsv3, "h100",
+                               Precision::kFp8Tensorwise, c)
+                   .has_value());
+  const auto llama = FindModelPreset("LLAMA3_70B");
+  ASSERT_TRUE(llama.has_value());
+  EXPECT_FALSE(RecipeRecompute("MegatronBridge_25.09_perf_summary", *llama,
+                               "h100", Precision::kFp8Tensorwise, c)
+                   .has_value());
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
