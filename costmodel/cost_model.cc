@@ -234,13 +234,15 @@ Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster,
       options_(options),
       layers_(model) {}
 
-const ModelStats& Estimator::StatsFor(int64_t padded_vocab,
-                                      int64_t positions) const {
-  const std::pair<int64_t, int64_t> key{padded_vocab, positions};
-  for (const auto& [k, stats] : stats_) {
-    if (k == key) return stats;
+const ModelStats& Estimator::StatsFor(int64_t padded_vocab) const {
+  for (const auto& [vocab, stats] : stats_) {
+    if (vocab == padded_vocab) return stats;
   }
-  stats_.emplace_back(key, ComputeModelStats(model_, padded_vocab, positions));
+  const int64_t seq = training_.seq_length;
+  const int64_t positions =
+      model_.seq_length > 0 ? std::max(model_.seq_length, seq) : seq;
+  stats_.emplace_back(padded_vocab,
+                      ComputeModelStats(model_, padded_vocab, positions));
   return stats_.back().second;
 }
 
@@ -288,9 +290,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   const int64_t seq = training.seq_length;
   const Precision prec = training.precision;
   const int64_t padded_vocab = PaddedVocabSize(model.vocab_size, c.tp);
-  const ModelStats& stats =
-      StatsFor(padded_vocab,
-               model.seq_length > 0 ? std::max(model.seq_length, seq) : seq);
+  const ModelStats& stats = StatsFor(padded_vocab);
   const int64_t m =
       std::max<int64_t>(1, c.num_microbatches(training.global_batch_size));
   const PipelineSchedule schedule(c.pp, c.vpp, m);

@@ -71,7 +71,9 @@ class Estimator {
     search_spaces::PipelineLayout layout;
     std::vector<StageClass> stages;  // DistinctStages(layout)
   };
-  const ModelStats& StatsFor(int64_t padded_vocab, int64_t positions) const;
+  // ModelStats for `padded_vocab` (a function of tp) at the positions the
+  // model and the training's sequence length need.
+  const ModelStats& StatsFor(int64_t padded_vocab) const;
   const StagePlan& PlanFor(const search_spaces::ParallelConfig& config) const;
   // StageStaticsOf for every stage of `plan` (same order).
   const std::vector<StageStatics>& StaticsFor(
@@ -84,9 +86,8 @@ class Estimator {
   const Calibration& calibration_;
   const ModelOptions options_;
   const ModelLayers layers_;
-  // ModelStats per (padded vocabulary, positions); a search sees a few.
-  mutable std::vector<std::pair<std::pair<int64_t, int64_t>, ModelStats>>
-      stats_;
+  // ModelStats per padded vocabulary; a search sees a few.
+  mutable std::vector<std::pair<int64_t, ModelStats>> stats_;
   // Per (pp, vpp, layout_first_layers, layout_last_layers).
   mutable std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, StagePlan>
       plans_;

@@ -21,15 +21,18 @@ std::string ProblemKey(const AccuracyCase& c) {
   add(std::to_string(t.seq_length));
   add(search_spaces::ToString(t.precision));
   // The software flags, in TrainingSpec's order (train_tokens only sets
-  // days_to_train, which no ranking reads).
+  // days_to_train, which no ranking reads), and what the row's notes set
+  // beyond its model cells (forced balancing; tuner/accuracy_rules.h).
   std::string flags;
-  for (bool flag : {t.grad_reduce_in_bf16, t.fp8_param_gather,
-                    t.tp_comm_overlap, t.moe_ep_overlap, t.overlap_grad_reduce,
-                    t.overlap_param_gather, t.cross_entropy_loss_fusion,
-                    t.cp_comm_a2a, t.moe_shared_expert_overlap}) {
+  for (bool flag :
+       {t.grad_reduce_in_bf16, t.fp8_param_gather, t.tp_comm_overlap,
+        t.moe_ep_overlap, t.overlap_grad_reduce, t.overlap_param_gather,
+        t.cross_entropy_loss_fusion, t.cp_comm_a2a, t.moe_shared_expert_overlap,
+        t.megatron_fsdp, c.model.moe_router_force_load_balancing}) {
     flags += flag ? '1' : '0';
   }
   add(flags);
+  add(std::to_string(t.cpu_offloading_num_layers));
   add(c.attention == costmodel::AttentionKernel::kFlash ? "flash" : "unfused");
   return key;
 }

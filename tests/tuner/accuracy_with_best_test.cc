@@ -192,6 +192,18 @@ TEST(AccuracyWithBest, ProblemKeyIgnoresOnlyTheParallelConfiguration) {
   changed = a;
   changed.attention = costmodel::AttentionKernel::kUnfused;
   EXPECT_NE(ProblemKey(changed), ProblemKey(a));
+  // What the notes turn on beyond the model cells: FSDP, offloading,
+  // forced balancing.
+  changed = a;
+  changed.training.megatron_fsdp = !a.training.megatron_fsdp;
+  EXPECT_NE(ProblemKey(changed), ProblemKey(a));
+  changed = a;
+  changed.training.cpu_offloading_num_layers = 20;
+  EXPECT_NE(ProblemKey(changed), ProblemKey(a));
+  changed = a;
+  changed.model.moe_router_force_load_balancing =
+      !a.model.moe_router_force_load_balancing;
+  EXPECT_NE(ProblemKey(changed), ProblemKey(a));
   // A model variant is a different model.
   changed = a;
   changed.model_key = results[3].row.model_key;
