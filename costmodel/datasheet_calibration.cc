@@ -79,8 +79,12 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
       fp4 ? peak_fp4_flops_ : (fp8 ? peak_fp8_flops_ : peak_bf16_flops_);
   const double eff = GemmEfficiency(
       m, n, k, fp4 || fp8 ? Precision::kFp8 : Precision::kBf16, o);
+  const double fp4_relative =
+      fp4 && o.enabled(Refinement::kTrainingKernelEfficiency)
+          ? kNvfp4RelativeEfficiency
+          : 1.0;
   return 2.0 * static_cast<double>(m) * n * k /
-         (peak * KernelEfficiency(o) * eff);
+         (peak * KernelEfficiency(o) * eff * fp4_relative);
 }
 
 double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
@@ -133,7 +137,12 @@ double DatasheetCalibration::TrainingKernelEfficiency(
     const search_spaces::GpuSpec& gpu) {
   if (gpu.peak_fp8_tflops <= 0) return kAmpereKernelEfficiency;
   if (gpu.peak_bf16_tflops < 1500) return kHopperKernelEfficiency;
-  return kHopperKernelEfficiency;  // Blackwell: no published runs yet
+  // Blackwell Ultra (B300, GB300) triples its FP8 rate in NVFP4; Blackwell
+  // (B200, GB200) doubles it.
+  if (gpu.peak_fp4_tflops >= 2.5 * gpu.peak_fp8_tflops) {
+    return kBlackwellUltraKernelEfficiency;
+  }
+  return kBlackwellKernelEfficiency;
 }
 
 double DatasheetCalibration::Fp8BackwardGemmSlowdown(

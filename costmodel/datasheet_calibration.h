@@ -105,14 +105,26 @@ class DatasheetCalibration : public Calibration {
 
   // Fraction of the microbenchmark ceilings (GEMM MAMF, flash attention,
   // HBM streaming) that kernels reach inside a real training step: launch
-  // gaps, small kernels, host overhead, clocks under sustained load. Fitted
-  // per GPU generation to every published run of that generation
-  // (tests/data/published_calibration.csv; docs/costmodel.md §Calibration).
-  // Generation from the GPU: no fp8 → Ampere; bf16 peak < 1500 TFLOP/s →
-  // Hopper; else Blackwell (no published runs yet: Hopper's value).
+  // gaps, small kernels, host overhead, clocks under sustained load (a
+  // power-capped GPU running every SM at once clocks below the
+  // microbenchmark). One constant per GPU generation, fitted to the dense
+  // (LLaMA, Nemotron-4, GPT) runs of that generation -- Ampere and Hopper on
+  // tests/data/published_calibration.csv, Blackwell and Blackwell Ultra on
+  // the dense rows of published_dev.csv -- never per model or per row
+  // (docs/costmodel.md §Calibration has the fit and its ablation).
+  // Generation from the GPU's peaks: no fp8 → Ampere; bf16 peak < 1500
+  // TFLOP/s → Hopper; NVFP4 ≥ 2.5× FP8 → Blackwell Ultra; else Blackwell.
   static double TrainingKernelEfficiency(const search_spaces::GpuSpec& gpu);
   static constexpr double kAmpereKernelEfficiency = 0.85;
   static constexpr double kHopperKernelEfficiency = 0.81;
+  static constexpr double kBlackwellKernelEfficiency = 0.72;
+  static constexpr double kBlackwellUltraKernelEfficiency = 0.88;
+  // NVFP4 GEMMs inside training reach this fraction of the FP4 peak times
+  // the FP8 ceiling (no NVFP4 MAMF is published): the 16x1 block scales,
+  // the random Hadamard transform of wgrad inputs and the 2D weight
+  // scaling cost tensor-core time FP8 does not pay. Fitted with the
+  // generation constants on the NVFP4 LLaMA-3 70B rows (GB200, GB300).
+  static constexpr double kNvfp4RelativeEfficiency = 0.83;
 
  private:
   double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,

@@ -583,6 +583,7 @@ AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator) {
       estimator(c.model, c.cluster, c.training, c.config, calibration);
   AccuracyPrediction p;
   p.predicted_step_s = e.step_time_s;
+  p.time = e.time;
   p.fits = e.fits;
   p.memory_gib = e.memory.total_bytes() / kGiB;
   p.capacity_gib = e.memory_capacity_bytes / kGiB;

@@ -123,6 +123,9 @@ struct AccuracyPrediction {
   bool fits = false;
   double memory_gib = 0;    // predicted peak per GPU
   double capacity_gib = 0;  // usable HBM per GPU
+  // The row's own configuration, term by term (JSON "time_s"): which term
+  // is off when a row is.
+  costmodel::TimeBreakdown time;
 };
 
 // Per-layer rows (Korthikanti et al. 2022 Table 4: one transformer layer of a

@@ -183,11 +183,12 @@ nlohmann::ordered_json AccuracyToJson(
       }
       j["memory_gib"] = r.prediction->memory_gib;
       j["fits"] = r.prediction->fits;
+      j["time_s"] = TimeBreakdownToJson(r.prediction->time);
       j["skipped_reason"] = nullptr;
     } else {
       for (const char* key :
            {"published", "predicted", "error_pct", "predicted_step_s",
-            "published_step_s", "memory_gib", "fits"}) {
+            "published_step_s", "memory_gib", "fits", "time_s"}) {
         j[key] = nullptr;
       }
       j["skipped_reason"] = r.row.skipped_reason;

@@ -39,6 +39,16 @@ nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
   };
 }
 
+nlohmann::ordered_json TimeBreakdownToJson(const costmodel::TimeBreakdown& t) {
+  return nlohmann::ordered_json{
+      {"compute", t.compute_s},     {"recompute", t.recompute_s},
+      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
+      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
+      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
+      {"optimizer", t.optimizer_s},
+  };
+}
+
 nlohmann::json EstimateToJson(const costmodel::Estimate& e,
                               const search_spaces::TrainingSpec& training) {
   using nlohmann::json;
@@ -53,14 +63,7 @@ nlohmann::json EstimateToJson(const costmodel::Estimate& e,
       {"activations", m.activations_bytes / kGiB},
       {"other", m.rest_bytes() / kGiB},
   };
-  const auto& t = e.time;
-  json time = {
-      {"compute", t.compute_s},     {"recompute", t.recompute_s},
-      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
-      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
-      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
-      {"optimizer", t.optimizer_s},
-  };
+  const json time = TimeBreakdownToJson(e.time);
   return json{
       {"config", config},
       {"fits", e.fits},

@@ -24,6 +24,10 @@ nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
 // One estimate: {"config", "fits", "infeasible_reason", "memory_gib",
 // "time_s", "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu",
 // "model_tflops_per_gpu", "mfu", "hfu", "days_to_train", "calibration"}.
+// The step time's terms in seconds (compute, recompute, tp_comm, cp_comm,
+// ep_comm, pp_comm, pp_bubble, dp_comm, optimizer), in that order.
+nlohmann::ordered_json TimeBreakdownToJson(const costmodel::TimeBreakdown& t);
+
 nlohmann::json EstimateToJson(const costmodel::Estimate& e,
                               const search_spaces::TrainingSpec& training);
 

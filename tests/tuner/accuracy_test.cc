@@ -546,7 +546,15 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
                       "line", "source", "model", "gpu", "num_gpus", "metric",
                       "unit", "published_value", "published", "predicted",
                       "error_pct", "predicted_step_s", "published_step_s",
-                      "memory_gib", "fits", "skipped_reason"}));
+                      "memory_gib", "fits", "time_s", "skipped_reason"}));
+  // The terms of the row's own configuration add up to its step time.
+  double terms_s = 0;
+  for (const auto& [name, seconds] : ok["time_s"].items()) {
+    terms_s += seconds.get<double>();
+  }
+  EXPECT_NEAR(terms_s, ok["predicted_step_s"].get<double>(),
+              1e-9 * ok["predicted_step_s"].get<double>());
+  EXPECT_TRUE(loss["time_s"].is_null());
   keys.clear();
   for (auto it = ordered["summary"].begin(); it != ordered["summary"].end();
        ++it) {
