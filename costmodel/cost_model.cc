@@ -383,6 +383,24 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   const bool selective =
       c.recompute.granularity == RecomputeGranularity::kSelective;
 
+  // ---- EP overlap (--overlap-moe-expert-parallel-comm with
+  // --delay-wgrad-compute): Megatron's combined 1F1B runs the forward of
+  // one micro-batch (chunk) with the backward of another, each layer's
+  // dispatch/combine all-to-alls on a separate stream behind the other
+  // micro-batch's attention and expert compute
+  // (megatron/core/pipeline_parallel/combined_1f1b.py). Only steps with a
+  // partner overlap: without pipelining all but the first forward and the
+  // last backward (1 of m unpaired); interleaved, the warm-up forwards and
+  // flush backwards (rank 0's WarmupSteps of m·vpp chunk steps).
+  double ep_unpaired = 1.0;
+  if (training.moe_ep_overlap && model.is_moe() && c.ep > 1 &&
+      options.enabled(Refinement::kMoeEpOverlap)) {
+    const double steps = static_cast<double>(m) * c.vpp;
+    const double alone =
+        c.pp > 1 ? static_cast<double>(schedule.WarmupSteps(0)) : 1.0;
+    ep_unpaired = std::min(1.0, alone / steps);
+  }
+
   // ---- Per micro-batch on each stage: its layers (from the layout), the
   // embedding on the first, logits and MTP depths on the last. The slowest
   // stage sets the pace of the pipeline.
@@ -406,7 +424,9 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     }
     w->tp += n * (k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s);
     w->cp += n * (k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s);
-    w->ep += n * (k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s);
+    const double ep = k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s;
+    // Paired steps hide the all-to-alls behind the partner's layer compute.
+    w->ep += n * (ep_unpaired * ep + (1 - ep_unpaired) * Exposed(ep, f + b));
     w->fwd_win += n * (f + k.x.tp_fwd_s);
     w->bwd_win += n * (b + k.x.tp_bwd_s);
   };

@@ -52,6 +52,9 @@ const std::vector<RefinementInfo>& AllRefinements() {
           {Refinement::kFlexDispatcherDedup, "flex_dispatcher",
            "flex (DeepEP/HybridEP) sends one copy per destination node, "
            "forwards on NVLink"},
+          {Refinement::kMoeEpOverlap, "moe_ep_overlap",
+           "--overlap-moe-expert-parallel-comm hides the EP all-to-alls of "
+           "paired micro-batches behind each other's layer compute"},
       };
   return *kAll;
 }

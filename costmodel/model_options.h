@@ -90,6 +90,12 @@ enum class Refinement : uint8_t {
   // destination node over the network, forwarded to the expert GPUs on
   // NVLink. Off: priced as the alltoall dispatcher (k copies).
   kFlexDispatcherDedup = 20,
+  // With TrainingSpec::moe_ep_overlap (Megatron
+  // --overlap-moe-expert-parallel-comm): combined 1F1B pairs the forward of
+  // one micro-batch with the backward of another and hides each layer's
+  // all-to-alls behind the partner's compute; unpaired warm-up and flush
+  // steps stay exposed. Off: the flag is ignored.
+  kMoeEpOverlap = 21,
   kCount  // not a refinement
 };
 

@@ -434,6 +434,9 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     if (c.model.is_moe() && ForceBalancedFromNotes(r.Text("notes"))) {
       c.model.moe_router_force_load_balancing = true;
     }
+    // The recipe's dispatcher and EP overlap, per container version.
+    ApplyRecipeMoeSoftware(c.source, cluster_name, c.config, &c.model,
+                           &c.training);
   } else {
     // The run's own flags on top of Megatron's defaults: nothing overlapped
     // or sharded unless a flag says so.

@@ -33,6 +33,8 @@ std::string ProblemKey(const AccuracyCase& c) {
   }
   add(flags);
   add(std::to_string(t.cpu_offloading_num_layers));
+  // The dispatcher a recipe chose (RecipeMoeSoftware) is software too.
+  add(std::to_string(static_cast<int>(c.model.moe_token_dispatcher_type)));
   add(c.attention == costmodel::AttentionKernel::kFlash ? "flash" : "unfused");
   return key;
 }

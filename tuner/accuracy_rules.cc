@@ -335,6 +335,64 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
   }
 }
 
+namespace {
+
+// Megatron-Bridge container version of a "MegatronBridge_26.04.01_..."
+// source as yymmpp (260401); 0 for any other source.
+int BridgeVersion(const std::string& source) {
+  const std::string prefix = "megatronbridge_";
+  const std::string s = Lower(source);
+  if (!StartsWith(s, prefix)) return 0;
+  int yy = 0, mm = 0, pp = 0;
+  const int n =
+      std::sscanf(s.c_str() + prefix.size(), "%d.%d.%d", &yy, &mm, &pp);
+  if (n < 2) return 0;
+  return yy * 10000 + mm * 100 + (n == 3 ? pp : 0);
+}
+
+}  // namespace
+
+void ApplyRecipeMoeSoftware(const std::string& source,
+                            const std::string& cluster_name,
+                            const search_spaces::ParallelConfig& config,
+                            ModelSpec* model,
+                            search_spaces::TrainingSpec* training) {
+  const int v = BridgeVersion(source);
+  if (v == 0 || !model->is_moe()) return;
+  const std::string name = NormalizeModelName(model->name);
+  const std::string& g = cluster_name;
+  const bool mxfp8 = training->precision == Precision::kMxfp8;
+  bool flex = false, overlap = false;
+  if (name == "deepseekv3") {
+    flex = (g == "h100" && v >= 250900) || (g == "gb200" && v >= 251100) ||
+           ((g == "b200" || g == "b300" || g == "gb300") && v >= 260200);
+    overlap = (g == "h100" && v <= 251199) ||
+              (g == "b200" && mxfp8 && v >= 260401 && config.pp == 8 &&
+               config.vpp == 2 && config.ep == 32) ||
+              ((g == "gb200" || g == "gb300") && mxfp8 && v >= 260600) ||
+              (g == "b300" && mxfp8 && v >= 260601);
+  } else if (name == "qwen330ba3b") {
+    flex = !(g == "b200" && v < 260201) && !(g == "h100" && v < 260200);
+    overlap = (g == "h100" && v >= 251100 && v < 260201) ||
+              ((g == "gb200" || g == "gb300" || g == "b300") && mxfp8 &&
+               v >= 260600) ||
+              (g == "b200" && mxfp8 && v >= 260601);
+  } else if (name == "nemotron3nano") {
+    flex = true;
+  } else {
+    return;
+  }
+  if (flex) {
+    model->moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
+  }
+  // Megatron's preconditions (search_spaces/enumerate.cc CheckEpOverlap).
+  const bool preconditions =
+      config.ep > 1 && (config.pp == 1 || config.vpp > 1) &&
+      config.recompute.granularity != RecomputeGranularity::kFull &&
+      model->mtp_num_layers <= 1;
+  training->moe_ep_overlap = overlap && preconditions;
+}
+
 std::optional<search_spaces::Recompute> RecipeRecompute(
     const std::string& source, const ModelSpec& model,
     const std::string& cluster_name, Precision precision,

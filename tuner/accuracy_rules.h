@@ -125,6 +125,34 @@ void ApplyRecipeDefaults(const std::string& source,
                          const std::string& cluster_name,
                          search_spaces::TrainingSpec* training);
 
+// The MoE software of NVIDIA's Megatron-Bridge performance recipes for a
+// row of the deepseek-v3, qwen3-30b-a3b or nemotron3-nano preset: the token
+// dispatcher (flex with the DeepEP or HybridEP backend, else Megatron's
+// alltoall) and --overlap-moe-expert-parallel-comm with
+// --delay-wgrad-compute (the recipes' moe_a2a_overlap). Read from
+// scripts/performance/configs/{deepseek,qwen,nemotronh}/*_workload_base_
+// configs.py at the release tag of each NeMo container (25.09 = Megatron-
+// Bridge 0.1.0rc3, 25.11 = 0.2.0, 26.02 = 0.3.0, 26.02.01 = 0.3.1, 26.04 =
+// 0.4.0, 26.04.01 = 0.4.2, 26.06 = 0.5.0, 26.06.01 = 0.5.1, 26.08 = 0.6.0):
+//   DeepSeek-V3  flex: H100 from 25.09 (DeepEP; HybridEP from 26.02), GB200
+//                from 25.11, B200/B300/GB300 from 26.02. EP overlap: H100
+//                25.09-25.11; B200 mxfp8 pp8 vpp2 ep32 from 26.04.01;
+//                GB200/GB300 mxfp8 from 26.06; B300 mxfp8 from 26.06.01.
+//   Qwen3-30B    flex (HybridEP) except B200 before 26.02.01 and H100
+//                before 26.02 (alltoall); H100 26.02 DeepEP. EP overlap:
+//                H100 25.11-26.02 (pp2 vpp12); GB200/GB300/B300 mxfp8 from
+//                26.06; B200 mxfp8 from 26.06.01.
+//   Nemotron 3   flex (HybridEP) in every table (from 26.02.01), no overlap.
+//   Nano
+// The overlap is set only where its preconditions hold for the row's
+// layout (virtual stages when pp > 1; search_spaces CheckEpOverlap).
+// Other sources and models are left as they are.
+void ApplyRecipeMoeSoftware(const std::string& source,
+                            const std::string& cluster_name,
+                            const search_spaces::ParallelConfig& config,
+                            search_spaces::ModelSpec* model,
+                            search_spaces::TrainingSpec* training);
+
 // The selective recompute NVIDIA's Megatron-Bridge DeepSeek-V3 performance
 // recipes set, for a Megatron-Bridge row of the deepseek-v3 preset whose
 // recompute cell is blank: recompute_granularity "selective"

@@ -306,5 +306,56 @@ TEST(EstimateConfig, FlexDispatcherSendsFewerCopiesAcrossNodes) {
   EXPECT_GT(flex.time.ep_comm_s, 0.35 * a2a.time.ep_comm_s);
 }
 
+// --overlap-moe-expert-parallel-comm: paired steps hide the all-to-alls
+// behind the partner micro-batch's layer compute. On one NVLink node the
+// a2a of this small MoE is far below a layer's compute, so only the
+// unpaired steps pay: 1 of m without pipelining, rank 0's WarmupSteps of
+// the m·vpp chunk steps when interleaved.
+TEST(EstimateConfig, EpOverlapLeavesOnlyUnpairedStepsExposed) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  ModelSpec m = testing::Llama(8, 4096, 32, 8, 14336, 32000, 4096);
+  m.num_experts = 8;
+  m.moe_router_topk = 2;
+  TrainingSpec tr;
+  tr.num_gpus = 8;
+  tr.global_batch_size = 64;
+  tr.seq_length = 4096;
+  ParallelConfig c;
+  c.dp = 8;
+  c.ep = 8;
+  c.dist_opt = true;
+  const Estimate plain = EstimateConfig(m, cluster, tr, c, cal);
+  tr.moe_ep_overlap = true;
+  const Estimate overlap = EstimateConfig(m, cluster, tr, c, cal);
+  ExpectConsistent(overlap);
+  const int64_t microbatches = 64 / 8;
+  ASSERT_GT(plain.time.ep_comm_s, 0.0);
+  EXPECT_NEAR(overlap.time.ep_comm_s, plain.time.ep_comm_s / microbatches,
+              1e-12);
+  EXPECT_DOUBLE_EQ(overlap.time.compute_s, plain.time.compute_s);
+  ModelOptions without;
+  without.Disable(Refinement::kMoeEpOverlap);
+  EXPECT_DOUBLE_EQ(
+      EstimateConfig(m, cluster, tr, c, cal, without).time.ep_comm_s,
+      plain.time.ep_comm_s);
+
+  // pp 2, vpp 2 (4 layers per chunk), 8 micro-batches on 8 GPUs (dp 2,
+  // ep 4 folded over dp·tp): rank 0 warms up 2·(2−1) + (2−1)·2 = 4 of 16
+  // chunk steps.
+  c.pp = 2;
+  c.vpp = 2;
+  c.dp = 4;
+  c.ep = 4;
+  tr.global_batch_size = 32;
+  tr.moe_ep_overlap = false;
+  const Estimate pp_plain = EstimateConfig(m, cluster, tr, c, cal);
+  tr.moe_ep_overlap = true;
+  const Estimate pp_overlap = EstimateConfig(m, cluster, tr, c, cal);
+  ASSERT_GT(pp_plain.time.ep_comm_s, 0.0);
+  EXPECT_NEAR(pp_overlap.time.ep_comm_s, pp_plain.time.ep_comm_s * 4 / 16,
+              1e-12);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

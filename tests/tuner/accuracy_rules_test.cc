@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 #include "search_spaces/presets.h"
 
 namespace meshtune::tuner {
@@ -150,6 +153,75 @@ TEST(RecipeRecompute, DeepSeekV3RecipesRecomputeTheirModules) {
   EXPECT_FALSE(RecipeRecompute("MegatronBridge_25.09_perf_summary", *llama,
                                "h100", Precision::kFp8Tensorwise, c)
                    .has_value());
+}
+
+// The recipes' dispatcher and EP overlap per container (accuracy_rules.h).
+TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
+  using search_spaces::TokenDispatcher;
+  const auto qwen = FindModelPreset("Qwen3_30B_a3B");
+  ASSERT_TRUE(qwen.has_value());
+  search_spaces::ParallelConfig c;
+  c.ep = 8;
+  c.mbs = 8;
+  auto apply = [&](const std::string& source, const std::string& gpu,
+                   Precision p, search_spaces::ModelSpec model) {
+    search_spaces::TrainingSpec t;
+    t.precision = p;
+    ApplyRecipeMoeSoftware(source, gpu, c, &model, &t);
+    return std::make_pair(model.moe_token_dispatcher_type, t.moe_ep_overlap);
+  };
+  // GB300 MXFP8: HybridEP in 26.04, plus the a2a overlap from 26.06.
+  EXPECT_EQ(apply("MegatronBridge_26.04_perf_summary", "gb300",
+                  Precision::kMxfp8, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, false));
+  EXPECT_EQ(apply("MegatronBridge_26.06_perf_summary", "gb300",
+                  Precision::kMxfp8, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, true));
+  // ... but not for the FP8-CS recipe of the same container.
+  EXPECT_EQ(apply("MegatronBridge_26.06_perf_summary", "gb300",
+                  Precision::kFp8Tensorwise, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, false));
+  // B200 ran Megatron's alltoall until 26.02.01 switched to HybridEP.
+  EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "b200",
+                  Precision::kMxfp8, *qwen),
+            std::make_pair(TokenDispatcher::kAlltoall, false));
+  EXPECT_EQ(apply("MegatronBridge_26.02.01_perf_summary", "b200",
+                  Precision::kMxfp8, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, false));
+  // H100 26.02: DeepEP with the overlap, which needs virtual stages at pp 2.
+  c.pp = 2;
+  c.vpp = 12;
+  c.mbs = 1;
+  EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "h100",
+                  Precision::kFp8Tensorwise, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, true));
+  c.vpp = 1;
+  EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "h100",
+                  Precision::kFp8Tensorwise, *qwen),
+            std::make_pair(TokenDispatcher::kFlex, false));
+  // DeepSeek-V3 on H100: DeepEP with the overlap in 25.09 and 25.11,
+  // HybridEP without it from 26.02.
+  const auto dsv3 = FindModelPreset("DeepSeekV3");
+  ASSERT_TRUE(dsv3.has_value());
+  c.tp = 2;
+  c.pp = 8;
+  c.vpp = 4;
+  c.ep = 64;
+  EXPECT_EQ(apply("MegatronBridge_25.09_perf_summary", "h100",
+                  Precision::kFp8Tensorwise, *dsv3),
+            std::make_pair(TokenDispatcher::kFlex, true));
+  EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "h100",
+                  Precision::kFp8Tensorwise, *dsv3),
+            std::make_pair(TokenDispatcher::kFlex, false));
+  // Other sources and dense models are left alone.
+  EXPECT_EQ(apply("NeMo_25.04_perf_summary", "h100", Precision::kFp8Tensorwise,
+                  *dsv3),
+            std::make_pair(TokenDispatcher::kAlltoall, false));
+  const auto llama = FindModelPreset("llama3-70b");
+  ASSERT_TRUE(llama.has_value());
+  EXPECT_EQ(apply("MegatronBridge_26.06_perf_summary", "gb300",
+                  Precision::kMxfp8, *llama),
+            std::make_pair(TokenDispatcher::kAlltoall, false));
 }
 
 }  // namespace
