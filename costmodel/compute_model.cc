@@ -48,6 +48,14 @@ void AddElementwise(ElementwiseOp op, double elements, const Calibration& cal,
   lc->elem_bwd_s += cal.ElementwiseTime_s(op, elements, true, o);
 }
 
+// Forward seconds accumulated in `lc` and, when the elementwise refinement
+// is on, in `elem` (what a block adds is the difference of two calls).
+double ForwardSoFar(const LayerCompute& lc, const LayerCompute& elem,
+                    const ModelOptions& o) {
+  return lc.fwd_s() +
+         (o.enabled(Refinement::kElementwise) ? elem.elem_fwd_s : 0.0);
+}
+
 int64_t HeadDim(const ModelSpec& m) {
   return m.kv_channels > 0 ? m.kv_channels
                            : m.hidden_size / m.num_attention_heads;
@@ -123,8 +131,10 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   const int64_t dqk = m.mla_qk_head_dim();
   if (m.q_lora_rank > 0) {
     AddGemm(T_sp, m.q_lora_rank, h, p, 1, cal, lc, nullptr, nullptr, o);
+    const double q_up_before = lc->gemm_fwd_s + lc->elem_fwd_s;
     AddGemm(T, n * dqk / t, m.q_lora_rank, p, 1, cal, lc, &lc->column_dgrad_s,
             &lc->column_wgrad_s, o);
+    lc->mla_up_proj_fwd_s += lc->gemm_fwd_s + lc->elem_fwd_s - q_up_before;
     AddElementwise(ElementwiseOp::kNorm,
                    static_cast<double>(T_sp) * m.q_lora_rank, cal, elem, o);
   } else {
@@ -135,8 +145,10 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
           nullptr, nullptr, o);
   AddElementwise(ElementwiseOp::kNorm,
                  static_cast<double>(T_sp) * m.kv_lora_rank, cal, elem, o);
+  const double kv_up_before = lc->gemm_fwd_s + lc->elem_fwd_s;
   AddGemm(T, n * (m.qk_head_dim + m.v_head_dim) / t, m.kv_lora_rank, p, 1, cal,
           lc, &lc->column_dgrad_s, &lc->column_wgrad_s, o);
+  lc->mla_up_proj_fwd_s += lc->gemm_fwd_s + lc->elem_fwd_s - kv_up_before;
   AddGemm(T, h, n * m.v_head_dim / t, p, 1, cal, lc, nullptr, nullptr, o);
   AddCoreAttention(m, c, seq, n / t, (dqk + m.v_head_dim) / 2, cal, lc, o);
   AddElementwise(ElementwiseOp::kRope,
@@ -195,6 +207,22 @@ void AddDenseMlp(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
 
 }  // namespace
 
+double SelectiveRecomputeTime_s(const LayerCompute& lc, uint32_t modules) {
+  namespace ss = search_spaces;
+  double s = 0;
+  if (modules & ss::kRecomputeCoreAttn) s += lc.attn_fwd_s;
+  if (modules & ss::kRecomputeMlp) s += lc.mlp_fwd_s;
+  if (modules & ss::kRecomputeLayernorm) s += lc.norm_fwd_s;
+  if (modules & ss::kRecomputeMlaUpProj) s += lc.mla_up_proj_fwd_s;
+  if (modules & ss::kRecomputeMoe) {
+    s += lc.moe_fwd_s;  // contains the activation and the shared experts
+  } else {
+    if (modules & ss::kRecomputeMoeAct) s += lc.moe_act_fwd_s;
+    if (modules & ss::kRecomputeSharedExperts) s += lc.shared_experts_fwd_s;
+  }
+  return s;
+}
+
 double MoeLoadImbalance(const ModelSpec& m, const ModelOptions& o) {
   if (m.moe_router_force_load_balancing) return 1.0;
   return o.enabled(Refinement::kMoeImbalance) ? kMoeLoadImbalance : 1.0;
@@ -240,6 +268,7 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
   // One norm and one residual add per block (GPT layers have two blocks).
   const double blocks = (kind.mixer != Mixer::kNone) + (kind.mlp != Mlp::kNone);
   AddElementwise(ElementwiseOp::kNorm, blocks * e_repl, cal, &elem, o);
+  if (o.enabled(Refinement::kElementwise)) lc.norm_fwd_s = elem.elem_fwd_s;
   AddElementwise(
       gpt ? ElementwiseOp::kBiasDropoutAdd : ElementwiseOp::kResidualAdd,
       blocks * e_repl, cal, &elem, o);
@@ -258,8 +287,10 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
       break;
   }
 
+  const double mlp_before = ForwardSoFar(lc, elem, o);
   if (kind.mlp == Mlp::kDense) {
     AddDenseMlp(m, c, seq, m.ffn_hidden_size, p, cal, &lc, &elem, o);
+    lc.mlp_fwd_s = ForwardSoFar(lc, elem, o) - mlp_before;
   } else if (kind.mlp == Mlp::kMoe) {
     const int64_t fe = m.expert_ffn_hidden_size();
     const int64_t E = m.num_experts;
@@ -286,17 +317,22 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
             static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
     const double routed =
         static_cast<double>(tokens_per_expert) * local_experts;
+    const double act_before = ForwardSoFar(lc, elem, o);
     AddElementwise(ActivationOp(m), routed * static_cast<double>(fe) / etp, cal,
                    &elem, o);
+    lc.moe_act_fwd_s = ForwardSoFar(lc, elem, o) - act_before;
     // Permute + unpermute of the routed tokens: 8 B per element streamed,
     // twice that backward.
     const double permute_bytes = 8.0 * k * static_cast<double>(T) * h_in / tsp;
     elem.elem_fwd_s += cal.MemoryTime_s(permute_bytes, o);
     elem.elem_bwd_s += cal.MemoryTime_s(2.0 * permute_bytes, o);
     if (m.moe_shared_expert_intermediate_size > 0) {
+      const double shared_before = ForwardSoFar(lc, elem, o);
       AddDenseMlp(m, c, seq, m.moe_shared_expert_intermediate_size, p, cal, &lc,
                   &elem, o);
+      lc.shared_experts_fwd_s = ForwardSoFar(lc, elem, o) - shared_before;
     }
+    lc.moe_fwd_s = ForwardSoFar(lc, elem, o) - mlp_before;
   }
   if (o.enabled(Refinement::kElementwise)) {
     lc.elem_fwd_s += elem.elem_fwd_s;

@@ -50,9 +50,28 @@ struct LayerCompute {
   double column_dgrad_s = 0;  // QKV + fc1 dgrad
   double column_wgrad_s = 0;  // QKV + fc1 wgrad
 
+  // Forward seconds of the parts Megatron's --recompute-modules re-run
+  // (already counted in the totals above; SelectiveRecomputeTime_s sums the
+  // chosen ones). core_attn is attn_fwd_s.
+  double mlp_fwd_s = 0;             // mlp: a dense MLP (fc1, act, fc2)
+  double moe_fwd_s = 0;             // moe: router, permutes, experts, act,
+                                    // shared experts (not the all-to-alls)
+  double moe_act_fwd_s = 0;         // moe_act: the experts' activation
+  double norm_fwd_s = 0;            // layernorm: the blocks' input norms
+  double mla_up_proj_fwd_s = 0;     // mla_up_proj: MLA q/kv up-projections
+  double shared_experts_fwd_s = 0;  // shared_experts
+
   double fwd_s() const { return gemm_fwd_s + attn_fwd_s + elem_fwd_s; }
   double bwd_s() const { return gemm_bwd_s + attn_bwd_s + elem_bwd_s; }
 };
+
+// Forward seconds selective recompute re-runs per micro-batch for the
+// --recompute-modules bits `modules` (search_spaces::kRecompute*): the sum
+// of the matching parts of `lc` (Megatron-LM transformer_layer.py and
+// moe_layer.py checkpoint each module's forward; mla_up_proj re-runs the
+// up-projections, moe the whole MoE block but its all-to-alls, which the
+// caller prices).
+double SelectiveRecomputeTime_s(const LayerCompute& lc, uint32_t modules);
 
 // Busiest expert's token load over the mean k·T/E under Megatron's aux-loss
 // balanced dropless routing. Switch Transformer (Fedus et al. 2021, §2.2)

@@ -417,14 +417,21 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     w->compute += n * (f + b);
     w->fwd += n * f;
     w->bwd += n * b;
+    // Selective recompute re-runs the chosen modules' forwards; recomputing
+    // the MoE block replays its dispatch and combine too.
+    double ep_replays = full_fraction;
     if (selective) {
-      w->recompute += n * k.c.attn_fwd_s;
+      w->recompute += n * SelectiveRecomputeTime_s(k.c, c.recompute.modules);
+      if (kind.mlp == search_spaces::Mlp::kMoe &&
+          (c.recompute.modules & search_spaces::kRecomputeMoe)) {
+        ep_replays = 1;
+      }
     } else if (full_fraction > 0) {
       w->recompute += n * full_fraction * f;
     }
     w->tp += n * (k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s);
     w->cp += n * (k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s);
-    const double ep = k.x.ep_fwd_s * (1 + full_fraction) + k.x.ep_bwd_s;
+    const double ep = k.x.ep_fwd_s * (1 + ep_replays) + k.x.ep_bwd_s;
     // Paired steps hide the all-to-alls behind the partner's layer compute.
     w->ep += n * (ep_unpaired * ep + (1 - ep_unpaired) * Exposed(ep, f + b));
     w->fwd_win += n * (f + k.x.tp_fwd_s);

@@ -398,6 +398,20 @@ std::optional<search_spaces::Recompute> RecipeRecompute(
     const std::string& cluster_name, Precision precision,
     const search_spaces::ParallelConfig& config) {
   if (!StartsWith(Lower(source), "megatronbridge_")) return std::nullopt;
+  if (NormalizeModelName(model.name) == "nemotron3nano") {
+    // Nemotron 3 Nano recomputes only on H100 (tp1 ep8, 16 GPUs): bf16
+    // moe and layernorm, FP8-CS also core_attn and moe_act.
+    if (cluster_name != "h100") return std::nullopt;
+    search_spaces::Recompute r;
+    r.granularity = RecomputeGranularity::kSelective;
+    r.modules =
+        search_spaces::kRecomputeMoe | search_spaces::kRecomputeLayernorm;
+    if (search_spaces::IsFp8(precision)) {
+      r.modules |=
+          search_spaces::kRecomputeCoreAttn | search_spaces::kRecomputeMoeAct;
+    }
+    return r;
+  }
   if (NormalizeModelName(model.name) != "deepseekv3") return std::nullopt;
   // The recipes' layouts (see the header; any_precision false: only the
   // recipe of `precision` is known to use these modules).

@@ -171,6 +171,10 @@ void ApplyRecipeMoeSoftware(const std::string& source,
 //   B200 tp1 pp8 vpp2 ep32 mbs1, mxfp8            mla_up_proj, mlp
 //   B300 tp1 pp8 ep8 mbs2, any                    mla_up_proj
 //   H100 tp2 pp8 vpp4 or vpp2 ep64 mbs1, any      mla_up_proj, mlp
+// Nemotron 3 Nano (nemotronh/nemotron_3_nano_workload_base_configs.py,
+// 26.02.01 on; nemotron_3_workload_base_configs.py from 26.04) recomputes
+// on H100 only: bf16 moe, layernorm; FP8-CS moe, layernorm, core_attn,
+// moe_act.
 // nullopt for every other row (the caller keeps the row's recompute).
 std::optional<search_spaces::Recompute> RecipeRecompute(
     const std::string& source, const search_spaces::ModelSpec& model,

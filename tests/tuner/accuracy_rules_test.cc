@@ -224,5 +224,26 @@ TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
             std::make_pair(TokenDispatcher::kAlltoall, false));
 }
 
+TEST(RecipeRecompute, NemotronNanoRecomputesOnH100Only) {
+  const auto nano = FindModelPreset("Nemotron_3_Nano");
+  ASSERT_TRUE(nano.has_value());
+  const std::string mb = "MegatronBridge_26.04_perf_summary";
+  search_spaces::ParallelConfig c;
+  c.ep = 8;
+  const auto bf16 = RecipeRecompute(mb, *nano, "h100", Precision::kBf16, c);
+  ASSERT_TRUE(bf16.has_value());
+  EXPECT_EQ(bf16->modules,
+            search_spaces::kRecomputeMoe | search_spaces::kRecomputeLayernorm);
+  const auto fp8 =
+      RecipeRecompute(mb, *nano, "h100", Precision::kFp8Tensorwise, c);
+  ASSERT_TRUE(fp8.has_value());
+  EXPECT_EQ(fp8->modules, search_spaces::kRecomputeMoe |
+                              search_spaces::kRecomputeLayernorm |
+                              search_spaces::kRecomputeCoreAttn |
+                              search_spaces::kRecomputeMoeAct);
+  EXPECT_FALSE(
+      RecipeRecompute(mb, *nano, "gb300", Precision::kMxfp8, c).has_value());
+}
+
 }  // namespace
 }  // namespace meshtune::tuner

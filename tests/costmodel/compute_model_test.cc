@@ -1,0 +1,96 @@
+// Selective recompute time per --recompute-modules entry
+// (costmodel/compute_model.h SelectiveRecomputeTime_s), against the GEMM and
+// elementwise times it is made of.
+#include "costmodel/compute_model.h"
+
+#include <gtest/gtest.h>
+
+#include "costmodel/datasheet_calibration.h"
+#include "costmodel/model_options.h"
+#include "tests/costmodel/test_specs.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::LayerKind;
+using search_spaces::Mixer;
+using search_spaces::Mlp;
+using search_spaces::Precision;
+
+TEST(SelectiveRecompute, DenseMlpIsItsGemmsAndActivation) {
+  const search_spaces::ClusterSpec h100 = testing::H100Cluster();
+  const DatasheetCalibration cal(h100);
+  const ModelOptions o;
+  // LLaMA-3 8B shapes, one micro-batch of 4096 tokens, tp 1.
+  const search_spaces::ModelSpec m =
+      testing::Llama(32, 4096, 32, 8, 14336, 128256, 4096);
+  search_spaces::ParallelConfig c;
+  const LayerCompute lc =
+      LayerComputeTime(m, c, 4096, Precision::kBf16,
+                       LayerKind{Mixer::kAttention, Mlp::kDense}, cal, o);
+  // fc1 (gate and up) [4096, 2·14336]·[4096], fc2 [4096, 4096]·[14336],
+  // SwiGLU over 4096·14336 elements.
+  const double mlp =
+      cal.GemmTime_s(4096, 2 * 14336, 4096, Precision::kBf16, o) +
+      cal.GemmTime_s(4096, 4096, 14336, Precision::kBf16, o) +
+      cal.ElementwiseTime_s(ElementwiseOp::kSwiglu, 4096.0 * 14336, false, o);
+  EXPECT_NEAR(SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeMlp), mlp,
+              1e-15);
+  EXPECT_DOUBLE_EQ(
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeCoreAttn),
+      lc.attn_fwd_s);
+  // Two blocks' RMSNorm over [4096, 4096].
+  EXPECT_NEAR(
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeLayernorm),
+      cal.ElementwiseTime_s(ElementwiseOp::kNorm, 2 * 4096.0 * 4096, false, o),
+      1e-15);
+  // Modules add up; a dense layer has no MoE parts.
+  EXPECT_NEAR(
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeMlp |
+                                       search_spaces::kRecomputeCoreAttn |
+                                       search_spaces::kRecomputeMoe),
+      mlp + lc.attn_fwd_s, 1e-15);
+  EXPECT_LT(mlp + lc.attn_fwd_s, lc.fwd_s());
+}
+
+TEST(SelectiveRecompute, MoeBlockContainsItsActivationAndSharedExperts) {
+  const search_spaces::ClusterSpec h100 = testing::H100Cluster();
+  const DatasheetCalibration cal(h100);
+  const ModelOptions o;
+  search_spaces::ModelSpec m =
+      testing::Llama(8, 2048, 16, 4, 6144, 32000, 4096);
+  m.num_experts = 64;
+  m.moe_router_topk = 6;
+  m.moe_ffn_hidden_size = 1024;
+  m.moe_shared_expert_intermediate_size = 2048;
+  search_spaces::ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  const LayerCompute lc =
+      LayerComputeTime(m, c, 4096, Precision::kBf16,
+                       LayerKind{Mixer::kAttention, Mlp::kMoe}, cal, o);
+  const double moe = SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeMoe);
+  const double act =
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeMoeAct);
+  const double shared =
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeSharedExperts);
+  EXPECT_GT(act, 0.0);
+  // Shared expert: a dense SwiGLU MLP of width 2048 on all 4096 tokens.
+  EXPECT_NEAR(shared,
+              cal.GemmTime_s(4096, 2 * 2048, 2048, Precision::kBf16, o) +
+                  cal.GemmTime_s(4096, 2048, 2048, Precision::kBf16, o) +
+                  cal.ElementwiseTime_s(ElementwiseOp::kSwiglu, 4096.0 * 2048,
+                                        false, o),
+              1e-15);
+  EXPECT_GT(moe, act + shared);
+  // moe already holds its activation and shared experts: not counted twice.
+  EXPECT_DOUBLE_EQ(
+      SelectiveRecomputeTime_s(lc, search_spaces::kRecomputeMoe |
+                                       search_spaces::kRecomputeMoeAct |
+                                       search_spaces::kRecomputeSharedExperts),
+      moe);
+  EXPECT_EQ(lc.mlp_fwd_s, 0.0);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel
