@@ -165,6 +165,8 @@ class ExportCommand : public Command {
     t.grad_reduce_in_bf16 = HasSwitch(s.arguments, "--grad-reduce-in-bf16");
     t.fp8_param_gather = HasSwitch(s.arguments, "--fp8-param-gather");
     t.tp_comm_overlap = HasSwitch(s.arguments, "--tp-comm-overlap");
+    t.moe_ep_overlap =
+        HasSwitch(s.arguments, "--overlap-moe-expert-parallel-comm");
     return t;
   }
 

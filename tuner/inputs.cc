@@ -201,6 +201,10 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
   app->add_flag("--tp-comm-overlap", f->tp_comm_overlap,
                 "overlap TP all-gather/reduce-scatter with GEMMs (Transformer "
                 "Engine userbuffers; configurations with --sp and tp > 1)");
+  app->add_flag("--overlap-moe-expert-parallel-comm", f->moe_ep_overlap,
+                "MoE: overlap the EP all-to-alls with another micro-batch's "
+                "compute (Megatron's combined 1F1B; needs ep > 1, no full "
+                "recompute and virtual stages when pp > 1)");
   app->add_flag("--fp8-param-gather", f->fp8_param_gather,
                 "keep weights in fp8 and all-gather them in fp8 (needs "
                 "--precision fp8)");
@@ -587,6 +591,7 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   in.training.fp8_param_gather = f.fp8_param_gather;
   in.training.grad_reduce_in_bf16 = f.grad_reduce_in_bf16;
   in.training.tp_comm_overlap = f.tp_comm_overlap;
+  in.training.moe_ep_overlap = f.moe_ep_overlap;
   auto tokens = ParseTokenCount(f.tokens);
   if (!tokens.ok()) return tokens.status();
   in.training.train_tokens = tokens.value();

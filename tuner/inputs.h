@@ -60,6 +60,10 @@ struct InputFlags {
   // Megatron --tp-comm-overlap (Transformer Engine userbuffers; applies to
   // configurations with sequence parallelism and tp > 1).
   bool tp_comm_overlap = false;
+  // Megatron --overlap-moe-expert-parallel-comm (exported with
+  // --delay-wgrad-compute): MoE all-to-alls overlap the partner
+  // micro-batch's compute; plans must meet its preconditions.
+  bool moe_ep_overlap = false;
 
   // Results database (tuner/results_db.h): --db PATH, --no-db. Registered
   // by the commands that use a database, not by AddInputFlags.

@@ -276,6 +276,12 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
   }
   // Megatron requires sequence parallelism for --tp-comm-overlap.
   if (t.tp_comm_overlap && c.sp && c.tp > 1) a.push_back("--tp-comm-overlap");
+  // The cost model's EP overlap is Megatron's combined 1F1B with the
+  // delayed wgrad (what NVIDIA's recipes set together).
+  if (t.moe_ep_overlap && m.is_moe() && c.ep > 1) {
+    a.push_back("--overlap-moe-expert-parallel-comm");
+    a.push_back("--delay-wgrad-compute");
+  }
   return a;
 }
 

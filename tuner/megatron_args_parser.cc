@@ -91,6 +91,8 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--fp8-param-gather", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--overlap-moe-expert-parallel-comm", Kind::kSwitch},
+      {"--delay-wgrad-compute", Kind::kSwitch},
       {"--use-megatron-fsdp", Kind::kSwitch},
       {"--data-parallel-sharding-strategy", Kind::kString},
       {"--cpu-offloading", Kind::kSwitch},
@@ -921,6 +923,14 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
                           {"flash", "fused", "unfused", "local", "auto"});
   if (!backend.ok()) return backend.status();
   out->attention_backend = *backend;
+  t.moe_ep_overlap = r.Has("--overlap-moe-expert-parallel-comm");
+  if (r.Has("--delay-wgrad-compute") && !t.moe_ep_overlap) {
+    // Megatron asserts it (transformer_config.py).
+    return Status::InvalidArgument(
+        "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
+        "add --overlap-moe-expert-parallel-comm or remove "
+        "--delay-wgrad-compute");
+  }
   t.tp_comm_overlap = r.Has("--tp-comm-overlap");
   if (t.tp_comm_overlap && !out->config.sp) {
     // Megatron asserts sequence parallelism for --tp-comm-overlap.
@@ -990,6 +1000,8 @@ const std::map<std::string, Kind>& RunFlags() {
   static const auto* flags = new std::map<std::string, Kind>{
       {"--use-distributed-optimizer", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--overlap-moe-expert-parallel-comm", Kind::kSwitch},
+      {"--delay-wgrad-compute", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--fp8-param-gather", Kind::kSwitch},
       {"--use-megatron-fsdp", Kind::kSwitch},
@@ -1288,6 +1300,16 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
           "set sp 1 and tp > 1 in the row, or remove --tp-comm-overlap");
     }
     training->tp_comm_overlap = true;
+  }
+  if (has("--delay-wgrad-compute") &&
+      !has("--overlap-moe-expert-parallel-comm")) {
+    return Status::InvalidArgument(
+        "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
+        "add --overlap-moe-expert-parallel-comm or remove "
+        "--delay-wgrad-compute");
+  }
+  if (has("--overlap-moe-expert-parallel-comm")) {
+    training->moe_ep_overlap = true;
   }
   if (has("--fp8-param-gather")) {
     if (!search_spaces::IsQuantized(training->precision) || !config->dist_opt) {

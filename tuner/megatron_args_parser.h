@@ -51,7 +51,8 @@ struct ParsedMegatronArgs {
   // it stays 0). name and global_batch_size stay empty/0.
   search_spaces::ModelSpec model;
   // global_batch_size, seq_length, precision, fp8_param_gather,
-  // grad_reduce_in_bf16, tp_comm_overlap; num_gpus as passed to the parser.
+  // grad_reduce_in_bf16, tp_comm_overlap, moe_ep_overlap; num_gpus as passed to
+  // the parser.
   search_spaces::TrainingSpec training;
   // Every axis but dp comes from the flags; dp = num_gpus / (tp·pp·cp) when
   // the parser was given the world size, else 0 (the arguments do not carry
@@ -90,6 +91,8 @@ struct AppliedMegatronFlags {
 // The flags read, and what they set:
 //   --use-distributed-optimizer           config.dist_opt
 //   --tp-comm-overlap                     training.tp_comm_overlap (needs sp)
+//   --overlap-moe-expert-parallel-comm    training.moe_ep_overlap
+//   --delay-wgrad-compute                 (needs the flag above)
 //   --grad-reduce-in-bf16                 training.grad_reduce_in_bf16
 //   --fp8-param-gather                    training.fp8_param_gather (fp8/fp4
 //                                         runs with the distributed optimizer)

@@ -266,6 +266,8 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       "moe_grouped_gemm",
       "moe_expert_capacity_factor",
       "moe_pad_expert_input_to_capacity",
+      "overlap_moe_expert_parallel_comm",
+      "delay_wgrad_compute",
       "attention_backend",
   }));
   search_spaces::ParallelConfig& c = out->config;
@@ -317,6 +319,17 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
   MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_params", false, &t.fp8_param_gather));
   MESHTUNE_RETURN_IF_ERROR(
       r.Bool("ub_tp_comm_overlap", false, &t.tp_comm_overlap));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("overlap_moe_expert_parallel_comm", false, &t.moe_ep_overlap));
+  bool delay_wgrad = false;
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("delay_wgrad_compute", false, &delay_wgrad));
+  if (delay_wgrad && !t.moe_ep_overlap) {
+    return Status::InvalidArgument(
+        r.WhereKey("delay_wgrad_compute") +
+            ": delay_wgrad_compute needs overlap_moe_expert_parallel_comm",
+        "set overlap_moe_expert_parallel_comm: true or delay_wgrad_compute: "
+        "false");
+  }
   if (fp8) {
     if (t.precision != Precision::kBf16) {
       return Status::InvalidArgument(
@@ -447,6 +460,10 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
     } else {
       y << "  moe_expert_capacity_factor: null\n";
     }
+    // Megatron-Bridge's moe_a2a_overlap sets both (comm_overlap config).
+    const bool ep_overlap = t.moe_ep_overlap && c.ep > 1;
+    y << "  overlap_moe_expert_parallel_comm: " << Bool(ep_overlap) << "\n";
+    y << "  delay_wgrad_compute: " << Bool(ep_overlap) << "\n";
   }
   y << "  attention_backend: " << AttentionBackend(model, flash_attention)
     << "\n";

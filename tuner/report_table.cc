@@ -115,6 +115,10 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
     out << "tp overlap   --tp-comm-overlap: TP collectives overlap GEMMs in "
            "configurations with sequence parallelism\n";
   }
+  if (t.moe_ep_overlap) {
+    out << "ep overlap   --overlap-moe-expert-parallel-comm: MoE all-to-alls "
+           "overlap another micro-batch's compute\n";
+  }
   out << "calibration  " << calibration << "\n";
 }
 

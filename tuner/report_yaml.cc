@@ -152,6 +152,7 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
     << "\n";
   y << "  tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";
+  y << "  overlap_moe_expert_parallel_comm: " << Bool(t.moe_ep_overlap) << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";

@@ -43,6 +43,7 @@ std::string DescribeFlags(const InputFlags& f) {
   if (f.grad_reduce_in_bf16) s += " --grad-reduce-in-bf16";
   if (f.fp8_param_gather) s += " --fp8-param-gather";
   if (f.tp_comm_overlap) s += " --tp-comm-overlap";
+  if (f.moe_ep_overlap) s += " --overlap-moe-expert-parallel-comm";
   return s;
 }
 

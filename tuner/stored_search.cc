@@ -96,6 +96,7 @@ InputFlags FlagsOfStoredSearch(const results::SearchRecord& s) {
   f.grad_reduce_in_bf16 = HasSwitch(words, "--grad-reduce-in-bf16");
   f.fp8_param_gather = HasSwitch(words, "--fp8-param-gather");
   f.tp_comm_overlap = HasSwitch(words, "--tp-comm-overlap");
+  f.moe_ep_overlap = HasSwitch(words, "--overlap-moe-expert-parallel-comm");
   return f;
 }
 

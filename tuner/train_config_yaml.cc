@@ -46,7 +46,7 @@ const std::vector<std::string>& TrainingKeys() {
       // Written by `tune search --out`.
       "micro_batch_size", "global_batch_size", "seq_length", "precision",
       "grad_reduce_in_bf16", "fp8_param_gather", "tp_comm_overlap",
-      "train_tokens",
+      "overlap_moe_expert_parallel_comm", "train_tokens",
       // Engine settings (Megatron arguments.py names).
       "train_iters", "lr", "min_lr", "lr_warmup_iters", "lr_decay_iters",
       "lr_decay_style", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2",
@@ -188,7 +188,8 @@ Status ReadTraining(const YAML::Node& node, const std::string& source,
   }
   bool flag = false;
   for (const char* key :
-       {"grad_reduce_in_bf16", "fp8_param_gather", "tp_comm_overlap"}) {
+       {"grad_reduce_in_bf16", "fp8_param_gather", "tp_comm_overlap",
+        "overlap_moe_expert_parallel_comm"}) {
     if (IsSet(node, key)) MESHTUNE_RETURN_IF_ERROR(r.Bool(key, true, &flag));
   }
   double tokens = 0;

@@ -15,7 +15,8 @@
 //                 (derived from the sizes; checked for type only)
 //   training:     micro_batch_size, global_batch_size, seq_length, and the
 //                 planning keys precision, grad_reduce_in_bf16,
-//                 fp8_param_gather, tp_comm_overlap, train_tokens (checked
+//                 fp8_param_gather, tp_comm_overlap,
+//                 overlap_moe_expert_parallel_comm, train_tokens (checked
 //                 for type only: the CPU engine trains in fp32). Optional
 //                 engine keys, also Megatron's names: train_iters, lr,
 //                 min_lr, lr_warmup_iters, lr_decay_iters, lr_decay_style,

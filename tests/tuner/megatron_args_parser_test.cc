@@ -697,5 +697,39 @@ TEST(MegatronArgsParser, MegatronFsdpAndOffloadingRoundTrip) {
             "(no_shard, optim and optim_grads_params are)");
 }
 
+TEST(MegatronArgsParser, EpOverlapRoundTripsAndDelayedWgradNeedsIt) {
+  auto model = search_spaces::ResolveModel("deepseek-v2-lite");
+  ASSERT_TRUE(model.ok());
+  TrainingSpec t;
+  t.num_gpus = 8;
+  t.global_batch_size = 64;
+  t.seq_length = 4096;
+  t.moe_ep_overlap = true;
+  ParallelConfig c;
+  c.dp = 8;
+  c.ep = 8;
+  const std::string text =
+      FormatMegatronArgs(MegatronArgs(model.value(), t, c));
+  EXPECT_NE(text.find("--overlap-moe-expert-parallel-comm"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("--delay-wgrad-compute"), std::string::npos) << text;
+  auto parsed = ParseMegatronArgs(text, 8);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_TRUE(parsed.value().training.moe_ep_overlap);
+  // Without EP there is nothing to overlap: not exported.
+  c.ep = 1;
+  EXPECT_EQ(FormatMegatronArgs(MegatronArgs(model.value(), t, c))
+                .find("--overlap-moe-expert-parallel-comm"),
+            std::string::npos);
+  // Megatron asserts the delayed wgrad only with the overlap.
+  std::string alone = text;
+  const std::string flag = "--overlap-moe-expert-parallel-comm";
+  alone.replace(alone.find(flag), flag.size(), "");
+  auto bad = ParseMegatronArgs(alone, 8);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm");
+}
+
 }  // namespace
 }  // namespace meshtune::tuner

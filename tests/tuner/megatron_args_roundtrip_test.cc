@@ -91,6 +91,8 @@ struct Problem {
   // Pins that keep the search under a few seconds ("" = the tune default).
   const char* tp = "";
   const char* pp = "";
+  // tune search --overlap-moe-expert-parallel-comm.
+  bool moe_ep_overlap = false;
 };
 
 // The best plan of `tune search` for the problem, with its inputs and
@@ -111,6 +113,7 @@ BestPlan Search(const Problem& problem) {
   flags.precision = problem.precision;
   flags.tp = problem.tp;
   flags.pp = problem.pp;
+  flags.moe_ep_overlap = problem.moe_ep_overlap;
   auto in = ResolveInputs(flags);
   EXPECT_TRUE(in.ok()) << in.status().message();
   if (!in.ok()) return plan;
@@ -158,6 +161,9 @@ void ExpectRoundTrip(const Problem& problem) {
             plan.in.training.global_batch_size);
   EXPECT_EQ(parsed->training.seq_length, plan.in.training.seq_length);
   EXPECT_EQ(parsed->training.num_gpus, plan.in.training.num_gpus);
+  const bool ep_overlap =
+      plan.in.training.moe_ep_overlap && m.is_moe() && c.ep > 1;
+  EXPECT_EQ(parsed->training.moe_ep_overlap, ep_overlap);
   EXPECT_EQ(parsed->attention_backend,
             AttentionBackend(m, plan.flash_attention));
   EXPECT_TRUE(parsed->ignored.empty());
@@ -173,6 +179,7 @@ void ExpectRoundTrip(const Problem& problem) {
   ASSERT_TRUE(back.ok()) << back.status().message() << "\n" << nemo.value();
   EXPECT_EQ(back->config, c) << nemo.value();
   EXPECT_EQ(back->training.num_gpus, plan.in.training.num_gpus);
+  EXPECT_EQ(back->training.moe_ep_overlap, ep_overlap);
   EXPECT_EQ(back->attention_backend, AttentionBackend(m, plan.flash_attention));
   if (m.is_moe()) {
     EXPECT_EQ(back->moe_token_dispatcher_type, m.moe_token_dispatcher_type);
@@ -181,8 +188,13 @@ void ExpectRoundTrip(const Problem& problem) {
   }
 }
 
+// With the EP overlap, as NVIDIA's H100 DeepSeek-V3 recipes ran it: the
+// best plan meets its preconditions and exports
+// --overlap-moe-expert-parallel-comm --delay-wgrad-compute.
 TEST(MegatronArgsRoundTrip, DeepSeekV3On1024H100Fp8) {
-  ExpectRoundTrip({"deepseek-v3", "h100", "1024", "fp8"});
+  Problem p{"deepseek-v3", "h100", "1024", "fp8"};
+  p.moe_ep_overlap = true;
+  ExpectRoundTrip(p);
 }
 
 // The full Qwen3 search took 4.5 s here (94 layers, every tp): tp 1 and 2,

@@ -140,5 +140,45 @@ TEST(SearchEtpPin, EstimateTakesOneEtp) {
       << dense.err;
 }
 
+TEST(SearchEpOverlap, EstimatePricesItAndSearchKeepsItsPreconditions) {
+  // Mixtral 8x7B on 16 H100, ep 8 across two nodes: the overlap hides the
+  // all-to-alls of paired micro-batches behind compute.
+  const std::vector<std::string> base = {
+      "estimate", "--model", "mixtral-8x7b", "--gpus", "16",
+      "--gpu",    "h100",    "--tp",         "2",      "--ep",
+      "8",        "--gbs",   "256",          "--json", "--no-db"};
+  const InProcessRun plain = Tune(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  std::vector<std::string> with = base;
+  with.push_back("--overlap-moe-expert-parallel-comm");
+  const InProcessRun overlap = Tune(with);
+  ASSERT_EQ(overlap.exit_code, 0) << overlap.err;
+  const double plain_ep = nlohmann::json::parse(plain.out)["time_s"]["ep_comm"];
+  const double overlap_ep =
+      nlohmann::json::parse(overlap.out)["time_s"]["ep_comm"];
+  EXPECT_GT(plain_ep, 0.0);
+  EXPECT_LT(overlap_ep, plain_ep);
+
+  // Every plan the search ranks with the flag meets Megatron's
+  // preconditions: virtual stages whenever pp > 1.
+  InputFlags f;
+  f.model = "mixtral-8x7b";
+  f.gpus = "16";
+  f.gpu = "h100";
+  f.tp = "2";
+  f.pp = "1,2";
+  f.moe_ep_overlap = true;
+  auto in = ResolveInputs(f);
+  ASSERT_TRUE(in.ok()) << in.status().message();
+  const costmodel::DatasheetCalibration calibration(in->cluster);
+  const SearchResult result =
+      RunSearch(in->model, in->cluster, in->training, in->space, calibration);
+  ASSERT_FALSE(result.ranked.empty());
+  for (const auto& e : result.ranked) {
+    EXPECT_TRUE(e.config.pp == 1 || e.config.vpp > 1)
+        << search_spaces::ToString(e.config);
+  }
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
