@@ -303,10 +303,34 @@ bool ForceBalancedFromNotes(const std::string& notes) {
   return Lower(notes).find("force-balance") != std::string::npos;
 }
 
+namespace {
+
+// "NeMo_25.04_perf_summary" / "DGXC_benchmarking_v24.11.1" -> 2504 / 2411
+// (yymm of the NeMo release or the benchmarking recipes); 0 otherwise.
+int NemoVersion(const std::string& lower_source) {
+  int yy = 0, mm = 0;
+  for (const char* prefix : {"nemo_", "dgxc_benchmarking_v"}) {
+    if (StartsWith(lower_source, prefix) &&
+        std::sscanf(lower_source.c_str() + std::string(prefix).size(), "%d.%d",
+                    &yy, &mm) == 2) {
+      return yy * 100 + mm;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
                          const std::string& cluster_name,
                          search_spaces::TrainingSpec* training) {
   const std::string s = Lower(source);
+  const int nemo = NemoVersion(s);
+  if ((StartsWith(s, "nemo_") && nemo >= 2409) ||
+      (StartsWith(s, "dgxc_benchmarking_v") && nemo >= 2411)) {
+    training->cross_entropy_loss_fusion = true;  // NeMo 2.0 GPTConfig
+    return;
+  }
   if (StartsWith(s, "megatronlm_examples_llama")) {
     training->cross_entropy_loss_fusion = true;
     return;

@@ -113,6 +113,11 @@ bool ForceBalancedFromNotes(const std::string& notes);
 //     (src/megatron/bridge/models/gpt_provider.py: cross_entropy_loss_fusion
 //     defaults to True); Megatron-LM examples/llama sources likewise
 //     (train_llama3_8b_h100_fp8.sh passes --cross-entropy-loss-fusion);
+//     NeMo 2.0 sources (the NeMo_YY.MM performance summaries from 24.09 on
+//     and DGXC_benchmarking_vYY.MM from 24.11, which ran NeMo 24.09+)
+//     likewise: nemo/collections/llm/gpt/model/base.py GPTConfig sets
+//     cross_entropy_loss_fusion = True (NeMo 1.0 sources, e.g. 24.07 and
+//     the 24.03 long-sequence table, did not);
 //   Megatron-FSDP runs of the Megatron-Bridge (25.09+) LLaMA-3 70B
 //     recipes: --cpu-offloading-num-layers as the recipe sets it per GPU and
 //     precision (scripts/performance/configs/llama/

@@ -36,9 +36,21 @@ TEST(ApplyRecipeDefaults, MegatronBridgeFusesTheCrossEntropy) {
   ApplyRecipeDefaults("MegatronBridge_26.04_perf_summary", *llama, "h100", &t);
   EXPECT_TRUE(t.cross_entropy_loss_fusion);
   EXPECT_EQ(t.cpu_offloading_num_layers, 0);  // not Megatron-FSDP
-  TrainingSpec nemo;
-  ApplyRecipeDefaults("NeMo_25.04_perf_summary", *llama, "gb200", &nemo);
-  EXPECT_FALSE(nemo.cross_entropy_loss_fusion);
+  // NeMo 2.0 (24.09 on; DGX Cloud's v24.11 recipes ran it) fuses it in
+  // GPTConfig; NeMo 1.0 tables (24.07, the 24.03 long-sequence table) did
+  // not.
+  for (const char* nemo2 :
+       {"NeMo_25.04_perf_summary", "DGXC_benchmarking_v24.11.1"}) {
+    TrainingSpec nemo;
+    ApplyRecipeDefaults(nemo2, *llama, "gb200", &nemo);
+    EXPECT_TRUE(nemo.cross_entropy_loss_fusion) << nemo2;
+  }
+  for (const char* nemo1 :
+       {"NeMo_24.07_perf_summary", "NeMo_long_sequence_CP_table"}) {
+    TrainingSpec nemo;
+    ApplyRecipeDefaults(nemo1, *llama, "h100", &nemo);
+    EXPECT_FALSE(nemo.cross_entropy_loss_fusion) << nemo1;
+  }
 }
 
 TEST(ApplyRecipeDefaults, Llama3_70bFsdpRecipesOffloadActivations) {
