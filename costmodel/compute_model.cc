@@ -131,10 +131,10 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   const int64_t dqk = m.mla_qk_head_dim();
   if (m.q_lora_rank > 0) {
     AddGemm(T_sp, m.q_lora_rank, h, p, 1, cal, lc, nullptr, nullptr, o);
-    const double q_up_before = lc->gemm_fwd_s + lc->elem_fwd_s;
+    const double q_up_before = lc->fwd_s();
     AddGemm(T, n * dqk / t, m.q_lora_rank, p, 1, cal, lc, &lc->column_dgrad_s,
             &lc->column_wgrad_s, o);
-    lc->mla_up_proj_fwd_s += lc->gemm_fwd_s + lc->elem_fwd_s - q_up_before;
+    lc->mla_up_proj_fwd_s += lc->fwd_s() - q_up_before;
     AddElementwise(ElementwiseOp::kNorm,
                    static_cast<double>(T_sp) * m.q_lora_rank, cal, elem, o);
   } else {
@@ -145,10 +145,10 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
           nullptr, nullptr, o);
   AddElementwise(ElementwiseOp::kNorm,
                  static_cast<double>(T_sp) * m.kv_lora_rank, cal, elem, o);
-  const double kv_up_before = lc->gemm_fwd_s + lc->elem_fwd_s;
+  const double kv_up_before = lc->fwd_s();
   AddGemm(T, n * (m.qk_head_dim + m.v_head_dim) / t, m.kv_lora_rank, p, 1, cal,
           lc, &lc->column_dgrad_s, &lc->column_wgrad_s, o);
-  lc->mla_up_proj_fwd_s += lc->gemm_fwd_s + lc->elem_fwd_s - kv_up_before;
+  lc->mla_up_proj_fwd_s += lc->fwd_s() - kv_up_before;
   AddGemm(T, h, n * m.v_head_dim / t, p, 1, cal, lc, nullptr, nullptr, o);
   AddCoreAttention(m, c, seq, n / t, (dqk + m.v_head_dim) / 2, cal, lc, o);
   AddElementwise(ElementwiseOp::kRope,

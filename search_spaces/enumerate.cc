@@ -404,24 +404,10 @@ Reason CheckRecompute(const Recompute& r, int64_t chunk_layers,
   return kOk;
 }
 
-// --overlap-moe-expert-parallel-comm preconditions (transformer_config.py,
-// docs/sources.md §2.3): ep > 1, the alltoall or flex dispatcher, no full
-// recompute, at most one MTP layer, and virtual stages when pp > 1.
 Reason CheckEpOverlap(const ModelSpec& model, const TrainingSpec& training,
                       const ParallelConfig& c, std::string* detail) {
   if (!training.moe_ep_overlap || !model.is_moe()) return kOk;
-  std::string why;
-  if (c.ep < 2) {
-    why = "needs ep > 1";
-  } else if (model.moe_token_dispatcher_type == TokenDispatcher::kAllgather) {
-    why = "needs the alltoall or flex dispatcher";
-  } else if (c.recompute.granularity == RecomputeGranularity::kFull) {
-    why = "does not support full recompute";
-  } else if (model.mtp_num_layers > 1) {
-    why = "supports at most one MTP layer";
-  } else if (c.pp > 1 && c.vpp < 2) {
-    why = "needs virtual pipeline stages when pp > 1";
-  }
+  const std::string why = EpOverlapRefusal(model, c);
   if (why.empty()) return kOk;
   if (detail) *detail = "EP communication overlap " + why;
   return kEpOverlapPreconditions;
@@ -829,6 +815,22 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
     }
   }
   return result;
+}
+
+// --overlap-moe-expert-parallel-comm preconditions (transformer_config.py,
+// docs/sources.md §2.3): ep > 1, the alltoall or flex dispatcher, no full
+// recompute, at most one MTP layer, and virtual stages when pp > 1.
+std::string EpOverlapRefusal(const ModelSpec& model, const ParallelConfig& c) {
+  if (c.ep < 2) return "needs ep > 1";
+  if (model.moe_token_dispatcher_type == TokenDispatcher::kAllgather) {
+    return "needs the alltoall or flex dispatcher";
+  }
+  if (c.recompute.granularity == RecomputeGranularity::kFull) {
+    return "does not support full recompute";
+  }
+  if (model.mtp_num_layers > 1) return "supports at most one MTP layer";
+  if (c.pp > 1 && c.vpp < 2) return "needs virtual pipeline stages when pp > 1";
+  return "";
 }
 
 }  // namespace meshtune::search_spaces

@@ -99,6 +99,11 @@ std::string CheckConfig(const ModelSpec& model, const TrainingSpec& training,
                         const ClusterSpec& cluster, const ParallelConfig& c,
                         std::string* detail = nullptr);
 
+// Why Megatron refuses --overlap-moe-expert-parallel-comm for `c` on
+// `model` ("needs ep > 1", ...; the rule ep_overlap_preconditions), or ""
+// when its preconditions hold.
+std::string EpOverlapRefusal(const ModelSpec& model, const ParallelConfig& c);
+
 // Every valid configuration of `training.num_gpus` GPUs within `space`.
 Enumeration EnumerateConfigs(const ModelSpec& model,
                              const TrainingSpec& training,

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "costmodel/model_stats.h"
+#include "search_spaces/enumerate.h"
 #include "search_spaces/presets.h"
 
 namespace meshtune::tuner {
@@ -55,17 +56,24 @@ std::optional<int64_t> LayerCountVariant(const std::string& v) {
   return std::nullopt;
 }
 
+// The release a source names after `prefix` (case-insensitive) as yymmpp:
+// ("MegatronBridge_26.04.01_perf_summary", "megatronbridge_") -> 260401,
+// ("NeMo_25.04_perf_summary", "nemo_") -> 250400; 0 when the source does
+// not start with the prefix and a yy.mm version.
+int SourceVersion(const std::string& source, const std::string& prefix) {
+  const std::string s = Lower(source);
+  if (!StartsWith(s, prefix)) return 0;
+  int yy = 0, mm = 0, pp = 0;
+  const int n =
+      std::sscanf(s.c_str() + prefix.size(), "%d.%d.%d", &yy, &mm, &pp);
+  if (n < 2) return 0;
+  return yy * 10000 + mm * 100 + (n == 3 ? pp : 0);
+}
+
 // Megatron-Bridge performance tables from 25.09 on ("MegatronBridge_25.09_
 // perf_summary", "MegatronBridge_26.04.01_perf_summary").
 bool IsMegatronBridge2509OrLater(const std::string& source) {
-  const std::string prefix = "megatronbridge_";
-  const std::string s = Lower(source);
-  if (!StartsWith(s, prefix)) return false;
-  int yy = 0, mm = 0;
-  if (std::sscanf(s.c_str() + prefix.size(), "%d.%d", &yy, &mm) != 2) {
-    return false;
-  }
-  return yy > 25 || (yy == 25 && mm >= 9);
+  return SourceVersion(source, "megatronbridge_") >= 250900;
 }
 
 // The first 4-digit year (19xx/20xx, not part of a longer number) in `s`.
@@ -303,31 +311,12 @@ bool ForceBalancedFromNotes(const std::string& notes) {
   return Lower(notes).find("force-balance") != std::string::npos;
 }
 
-namespace {
-
-// "NeMo_25.04_perf_summary" / "DGXC_benchmarking_v24.11.1" -> 2504 / 2411
-// (yymm of the NeMo release or the benchmarking recipes); 0 otherwise.
-int NemoVersion(const std::string& lower_source) {
-  int yy = 0, mm = 0;
-  for (const char* prefix : {"nemo_", "dgxc_benchmarking_v"}) {
-    if (StartsWith(lower_source, prefix) &&
-        std::sscanf(lower_source.c_str() + std::string(prefix).size(), "%d.%d",
-                    &yy, &mm) == 2) {
-      return yy * 100 + mm;
-    }
-  }
-  return 0;
-}
-
-}  // namespace
-
 void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
                          const std::string& cluster_name,
                          search_spaces::TrainingSpec* training) {
   const std::string s = Lower(source);
-  const int nemo = NemoVersion(s);
-  if ((StartsWith(s, "nemo_") && nemo >= 2409) ||
-      (StartsWith(s, "dgxc_benchmarking_v") && nemo >= 2411)) {
+  if (SourceVersion(source, "nemo_") >= 240900 ||
+      SourceVersion(source, "dgxc_benchmarking_v") >= 241100) {
     training->cross_entropy_loss_fusion = true;  // NeMo 2.0 GPTConfig
     return;
   }
@@ -359,29 +348,12 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
   }
 }
 
-namespace {
-
-// Megatron-Bridge container version of a "MegatronBridge_26.04.01_..."
-// source as yymmpp (260401); 0 for any other source.
-int BridgeVersion(const std::string& source) {
-  const std::string prefix = "megatronbridge_";
-  const std::string s = Lower(source);
-  if (!StartsWith(s, prefix)) return 0;
-  int yy = 0, mm = 0, pp = 0;
-  const int n =
-      std::sscanf(s.c_str() + prefix.size(), "%d.%d.%d", &yy, &mm, &pp);
-  if (n < 2) return 0;
-  return yy * 10000 + mm * 100 + (n == 3 ? pp : 0);
-}
-
-}  // namespace
-
 void ApplyRecipeMoeSoftware(const std::string& source,
                             const std::string& cluster_name,
                             const search_spaces::ParallelConfig& config,
                             ModelSpec* model,
                             search_spaces::TrainingSpec* training) {
-  const int v = BridgeVersion(source);
+  const int v = SourceVersion(source, "megatronbridge_");
   if (v == 0 || !model->is_moe()) return;
   const std::string name = NormalizeModelName(model->name);
   const std::string& g = cluster_name;
@@ -409,12 +381,8 @@ void ApplyRecipeMoeSoftware(const std::string& source,
   if (flex) {
     model->moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
   }
-  // Megatron's preconditions (search_spaces/enumerate.cc CheckEpOverlap).
-  const bool preconditions =
-      config.ep > 1 && (config.pp == 1 || config.vpp > 1) &&
-      config.recompute.granularity != RecomputeGranularity::kFull &&
-      model->mtp_num_layers <= 1;
-  training->moe_ep_overlap = overlap && preconditions;
+  training->moe_ep_overlap =
+      overlap && search_spaces::EpOverlapRefusal(*model, config).empty();
 }
 
 std::optional<search_spaces::Recompute> RecipeRecompute(

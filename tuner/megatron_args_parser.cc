@@ -17,6 +17,16 @@
 namespace meshtune::tuner {
 namespace {
 
+// Megatron asserts --delay-wgrad-compute only with the EP overlap
+// (transformer_config.py).
+Status CheckDelayWgrad(bool delay_wgrad, bool ep_overlap) {
+  if (!delay_wgrad || ep_overlap) return Status::Ok();
+  return Status::InvalidArgument(
+      "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
+      "add --overlap-moe-expert-parallel-comm or remove "
+      "--delay-wgrad-compute");
+}
+
 using search_spaces::Activation;
 using search_spaces::Normalization;
 using search_spaces::PositionEmbedding;
@@ -924,13 +934,8 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
   if (!backend.ok()) return backend.status();
   out->attention_backend = *backend;
   t.moe_ep_overlap = r.Has("--overlap-moe-expert-parallel-comm");
-  if (r.Has("--delay-wgrad-compute") && !t.moe_ep_overlap) {
-    // Megatron asserts it (transformer_config.py).
-    return Status::InvalidArgument(
-        "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
-        "add --overlap-moe-expert-parallel-comm or remove "
-        "--delay-wgrad-compute");
-  }
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckDelayWgrad(r.Has("--delay-wgrad-compute"), t.moe_ep_overlap));
   t.tp_comm_overlap = r.Has("--tp-comm-overlap");
   if (t.tp_comm_overlap && !out->config.sp) {
     // Megatron asserts sequence parallelism for --tp-comm-overlap.
@@ -1301,13 +1306,8 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
     }
     training->tp_comm_overlap = true;
   }
-  if (has("--delay-wgrad-compute") &&
-      !has("--overlap-moe-expert-parallel-comm")) {
-    return Status::InvalidArgument(
-        "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm",
-        "add --overlap-moe-expert-parallel-comm or remove "
-        "--delay-wgrad-compute");
-  }
+  MESHTUNE_RETURN_IF_ERROR(CheckDelayWgrad(
+      has("--delay-wgrad-compute"), has("--overlap-moe-expert-parallel-comm")));
   if (has("--overlap-moe-expert-parallel-comm")) {
     training->moe_ep_overlap = true;
   }
