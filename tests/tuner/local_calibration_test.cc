@@ -38,7 +38,11 @@ TEST(LocalCalibration, ProfileThenEstimateUsesTheMeasurements) {
   const std::string calibration = e["calibration"];
   EXPECT_EQ(calibration.rfind("measured:cpu-", 0), 0u) << calibration;
   EXPECT_GT(e["step_time_s"].get<double>(), 0.0);
-  EXPECT_LE(e["mfu"].get<double>(), 1.0) << "faster than the core's peak";
+  // MFU divides this host's measured speed by the pinned preset's peak
+  // (80 GFLOP/s per core), not by this core's: an AVX-512 core runs Eigen's
+  // GEMM faster than that, so MFU may pass 1 here. What must not happen is
+  // a units slip (GFLOP/s read as TFLOP/s: 1000x).
+  EXPECT_LT(e["mfu"].get<double>(), 10.0) << "measured GEMM rate off by 10x+";
 
   // --no-db ignores the measurements.
   const auto sheet = RunTune(estimate + " --no-db");
