@@ -114,6 +114,12 @@ class Calibration {
     (void)options;
     return 1.0;
   }
+  // Seconds of `flops` of Mamba-2 chunked-scan work (the SSD kernels:
+  // segment sums, exponentials, intra-chunk products and the inter-chunk
+  // state passing), counted as Megatron counts the scan: 7·d_in·N FLOPs
+  // per token forward (docs/costmodel.md §Mamba scan).
+  virtual double ScanTime_s(double flops,
+                            const ModelOptions& options) const = 0;
   // Seconds to stream `bytes` through HBM (read + write counted by caller).
   virtual double MemoryTime_s(double bytes,
                               const ModelOptions& options) const = 0;

@@ -160,8 +160,8 @@ void AddMla(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
 // z, x, B, C, dt (2·d_in + 2·G·N + H columns) and out-projection split over
 // tp by heads; the causal conv1d and the gated RMSNorm are memory bound; the
 // chunked SSD scan does about 7·d_in·N FLOPs per token forward (Megatron's
-// hybrid FLOP count, docs/sources.md §3.2), timed as a GEMM of that work at
-// chunk-sized shapes.
+// hybrid FLOP count, docs/sources.md §3.2), on the CUDA cores
+// (Calibration::ScanTime_s; backward 2×).
 void AddMamba(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
               Precision p, const Calibration& cal, LayerCompute* lc,
               LayerCompute* elem, const ModelOptions& o) {
@@ -174,10 +174,19 @@ void AddMamba(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   AddGemm(T, (2 * d_in + 2 * gn + heads) / t, h, p, 1, cal, lc,
           &lc->column_dgrad_s, &lc->column_wgrad_s, o);
   AddGemm(T, h, d_in / t, p, 1, cal, lc, nullptr, nullptr, o);
-  // The scan runs in 16-bit whatever the GEMM recipe.
-  const Precision scan_p = search_spaces::IsQuantized(p) ? Precision::kBf16 : p;
-  const int64_t scan_k = std::max<int64_t>(1, 7 * m.mamba_state_dim / 2);
-  const double fwd = cal.GemmTime_s(T, d_in / t, scan_k, scan_p, o);
+  double fwd = 0;
+  if (o.enabled(Refinement::kMambaScanCudaCores)) {
+    const double scan_flops = 7.0 * static_cast<double>(T) *
+                              static_cast<double>(d_in / t) *
+                              static_cast<double>(m.mamba_state_dim);
+    fwd = cal.ScanTime_s(scan_flops, o);
+  } else {
+    // The same FLOPs as a 16-bit GEMM [T, 3.5·N]·[3.5·N, d_in/t].
+    const Precision scan_p =
+        search_spaces::IsQuantized(p) ? Precision::kBf16 : p;
+    const int64_t scan_k = std::max<int64_t>(1, 7 * m.mamba_state_dim / 2);
+    fwd = cal.GemmTime_s(T, d_in / t, scan_k, scan_p, o);
+  }
   lc->attn_fwd_s += fwd;
   lc->attn_bwd_s += 2 * fwd;
   const double conv = static_cast<double>(T) * (d_in + 2 * gn) / t;

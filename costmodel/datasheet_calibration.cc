@@ -18,6 +18,7 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   peak_bf16_flops_ = c.gpu.peak_bf16_tflops * 1e12;
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
   peak_fp4_flops_ = c.gpu.peak_fp4_tflops * 1e12;
+  peak_fp32_flops_ = c.gpu.peak_fp32_tflops * 1e12;
   half_size_flops_ =
       std::min(kGemmHalfSizeFlops, peak_bf16_flops_ * kGemmHalfSizeSeconds);
   if (c.gpu.gemm_tile_half_dim > 0) half_dim_ = c.gpu.gemm_tile_half_dim;
@@ -148,6 +149,15 @@ double DatasheetCalibration::TrainingKernelEfficiency(
 double DatasheetCalibration::Fp8BackwardGemmSlowdown(
     const ModelOptions& o) const {
   return o.enabled(Refinement::kFp8SplitAccumulator) ? fp8_bwd_slowdown_ : 1.0;
+}
+
+double DatasheetCalibration::ScanTime_s(double flops,
+                                        const ModelOptions& o) const {
+  if (flops <= 0) return 0.0;
+  if (peak_fp32_flops_ <= 0) {
+    return flops / (peak_bf16_flops_ * ceiling_bf16_ * KernelEfficiency(o));
+  }
+  return flops / (peak_fp32_flops_ * kScanFp32Efficiency);
 }
 
 double DatasheetCalibration::MemoryTime_s(double bytes,

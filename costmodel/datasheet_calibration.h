@@ -64,6 +64,9 @@ class DatasheetCalibration : public Calibration {
     return attention_ == AttentionKernel::kFlash;
   }
   double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override;
+  // flops / (FP32 peak · kScanFp32Efficiency); GPUs without a stated FP32
+  // peak fall back to the 16-bit GEMM ceiling.
+  double ScanTime_s(double flops, const ModelOptions& options) const override;
   double MemoryTime_s(double bytes, const ModelOptions& options) const override;
   double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
                           const ModelOptions& options) const override;
@@ -125,6 +128,15 @@ class DatasheetCalibration : public Calibration {
   // scaling cost tensor-core time FP8 does not pay. Fitted with the
   // generation constants on the NVFP4 LLaMA-3 70B rows (GB200, GB300).
   static constexpr double kNvfp4RelativeEfficiency = 0.83;
+  // Mamba-2's chunked scan (mamba_ssm's Triton SSD kernels, which Megatron
+  // calls) reaches this fraction of the GPU's FP32 CUDA-core peak, counted
+  // in Megatron's 7·d_in·N scan FLOPs per token. The kernels' cumulative
+  // sums, segment-sum exponentials and fp32 state passing run on the CUDA
+  // cores, so their speed follows the FP32 rate (H100 67, Blackwell 75-80
+  // TFLOP/s), not the tensor-core rate that grew 2.3× from Hopper to
+  // Blackwell. One constant for every generation, fitted on the Nemotron 3
+  // Nano rows of published_dev.csv (docs/costmodel.md §Mamba scan).
+  static constexpr double kScanFp32Efficiency = 0.34;
 
  private:
   double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,
@@ -144,6 +156,7 @@ class DatasheetCalibration : public Calibration {
   double peak_bf16_flops_ = 0;      // FLOP/s, datasheet
   double peak_fp8_flops_ = 0;
   double peak_fp4_flops_ = 0;
+  double peak_fp32_flops_ = 0;  // CUDA cores; 0 = not stated
   double ceiling_bf16_ = 0;
   double ceiling_fp8_ = 0;
   double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s (× hbm_efficiency)

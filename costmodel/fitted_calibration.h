@@ -2,7 +2,8 @@
 // hardware term of the cost model, fitted to measured step times of real
 // training runs on one machine and applied to every later estimate there.
 //
-//   compute     GemmTime_s and the attention kernels (FLOP-bound work)
+//   compute     GemmTime_s, the attention kernels and ScanTime_s (FLOP-bound
+//               work)
 //   memory      MemoryTime_s and ElementwiseTime_s (norms, activations,
 //               optimizer: bandwidth-bound)
 //   collective  CollectiveTime_s (TP/CP/EP/PP/DP communication)
@@ -70,6 +71,10 @@ class ScaledCalibrationView : public Calibration {
   }
   double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override {
     return base_.Fp8BackwardGemmSlowdown(options);
+  }
+  // The base's scan time times the compute factor (FLOP-bound work).
+  double ScanTime_s(double flops, const ModelOptions& options) const override {
+    return f_.compute * base_.ScanTime_s(flops, options);
   }
   double MemoryTime_s(double bytes, const ModelOptions& options) const override;
   // The base's answer (measured kernel or datasheet bytes) times the memory

@@ -106,6 +106,10 @@ class MeasuredCalibration : public Calibration {
   double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override {
     return datasheet_.Fp8BackwardGemmSlowdown(options);
   }
+  // No scan microbenchmark yet: the datasheet's.
+  double ScanTime_s(double flops, const ModelOptions& options) const override {
+    return datasheet_.ScanTime_s(flops, options);
+  }
   double MemoryTime_s(double bytes, const ModelOptions& options) const override;
   double ElementwiseTime_s(ElementwiseOp op, double elements, bool backward,
                            const ModelOptions& options) const override;

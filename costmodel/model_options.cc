@@ -55,6 +55,9 @@ const std::vector<RefinementInfo>& AllRefinements() {
           {Refinement::kMoeEpOverlap, "moe_ep_overlap",
            "--overlap-moe-expert-parallel-comm hides the EP all-to-alls of "
            "paired micro-batches behind each other's layer compute"},
+          {Refinement::kMambaScanCudaCores, "mamba_scan",
+           "the Mamba-2 chunked scan runs at a fraction of the FP32 "
+           "CUDA-core peak, not the tensor-core GEMM rate"},
       };
   return *kAll;
 }

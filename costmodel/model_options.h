@@ -96,6 +96,10 @@ enum class Refinement : uint8_t {
   // all-to-alls behind the partner's compute; unpaired warm-up and flush
   // steps stay exposed. Off: the flag is ignored.
   kMoeEpOverlap = 21,
+  // Mamba-2's chunked SSD scan runs on the CUDA cores (Calibration::
+  // ScanTime_s: a fraction of the FP32 peak), not on the tensor cores. Off:
+  // timed as a 16-bit GEMM of the same FLOPs.
+  kMambaScanCudaCores = 22,
   kCount  // not a refinement
 };
 

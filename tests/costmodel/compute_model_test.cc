@@ -92,5 +92,43 @@ TEST(SelectiveRecompute, MoeBlockContainsItsActivationAndSharedExperts) {
   EXPECT_EQ(lc.mlp_fwd_s, 0.0);
 }
 
+// Mamba-2 mixer: the chunked scan is Megatron's 7·d_in·N FLOPs per token
+// on the CUDA cores (Calibration::ScanTime_s), backward twice the forward;
+// with the mamba_scan refinement off, a 16-bit GEMM of the same FLOPs.
+TEST(MambaMixer, ScanRunsOnTheCudaCores) {
+  const search_spaces::ClusterSpec h100 = testing::H100Cluster();
+  const DatasheetCalibration cal(h100);
+  // Nemotron 3 Nano's mixer: hidden 2688, 64 heads of 64 (d_in 4096),
+  // 8 groups, state 128.
+  search_spaces::ModelSpec m =
+      testing::Llama(52, 2688, 32, 2, 1856, 131072, 8192);
+  m.mamba_num_heads = 64;
+  m.mamba_head_dim = 64;
+  m.mamba_num_groups = 8;
+  m.mamba_state_dim = 128;
+  search_spaces::ParallelConfig c;
+  c.tp = 2;
+  c.sp = true;
+  const LayerKind mamba{Mixer::kMamba, Mlp::kNone};
+  const LayerCompute lc = LayerComputeTime(
+      m, c, 8192, Precision::kFp8Tensorwise, mamba, cal, ModelOptions());
+  // 7 · 8192 tokens · 4096/2 channels · 128 = 15.03 GFLOP.
+  const double scan_flops = 7.0 * 8192 * 2048 * 128;
+  EXPECT_DOUBLE_EQ(lc.attn_fwd_s, cal.ScanTime_s(scan_flops, ModelOptions()));
+  EXPECT_DOUBLE_EQ(lc.attn_bwd_s, 2 * lc.attn_fwd_s);
+  // 15.03e9 / (67e12 · 0.34) = 0.660 ms.
+  EXPECT_NEAR(lc.attn_fwd_s, 0.6599e-3, 1e-6);
+
+  ModelOptions off;
+  off.Disable(Refinement::kMambaScanCudaCores);
+  const LayerCompute gemm =
+      LayerComputeTime(m, c, 8192, Precision::kFp8Tensorwise, mamba, cal, off);
+  // [8192, 448]·[448, 2048] in bf16 whatever the GEMM recipe.
+  EXPECT_DOUBLE_EQ(gemm.attn_fwd_s,
+                   cal.GemmTime_s(8192, 2048, 448, Precision::kBf16, off));
+  // Off, the scan looks about 30× faster than it runs.
+  EXPECT_GT(lc.attn_fwd_s / gemm.attn_fwd_s, 10.0);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

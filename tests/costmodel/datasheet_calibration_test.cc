@@ -1,6 +1,6 @@
-// The per-generation training kernel efficiency and the NVFP4 rate
-// (costmodel/datasheet_calibration.h): which constant each GPU preset gets,
-// and what it does to a GEMM's time.
+// The per-generation training kernel efficiency, the NVFP4 rate and the
+// Mamba scan rate (costmodel/datasheet_calibration.h): which constant each
+// GPU preset gets, and what it does to a GEMM's (or the scan's) time.
 #include "costmodel/datasheet_calibration.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +77,44 @@ TEST(Nvfp4, RunsAtTheFp4PeakTimesItsRelativeEfficiency) {
       ultra.GemmTime_s(8192, 8192, 8192, Precision::kMxfp8, ModelOptions()) /
           ultra.GemmTime_s(8192, 8192, 8192, Precision::kNvfp4, ModelOptions()),
       3.0 * DatasheetCalibration::kNvfp4RelativeEfficiency, 1e-12);
+}
+
+TEST(MambaScan, RunsAtAFractionOfTheFp32Peak) {
+  // 1 TFLOP of scan work (Megatron's count) at 0.34 of the FP32 peak:
+  // H100 (67 TFLOP/s) 1/(67·0.34) = 43.90 ms; GB200 (80) 36.76 ms.
+  ASSERT_DOUBLE_EQ(DatasheetCalibration::kScanFp32Efficiency, 0.34);
+  const ModelOptions o;
+  EXPECT_NEAR(DatasheetCalibration(Preset("h100")).ScanTime_s(1e12, o),
+              43.898e-3, 1e-6);
+  EXPECT_NEAR(DatasheetCalibration(Preset("gb200")).ScanTime_s(1e12, o),
+              36.765e-3, 1e-6);
+  EXPECT_EQ(DatasheetCalibration(Preset("h100")).ScanTime_s(0, o), 0.0);
+}
+
+TEST(MambaScan, FollowsTheCudaCoresNotTheTensorCores) {
+  // From H100 to GB300 the bf16 tensor-core peak grows 2.5× (989 -> 2500
+  // TFLOP/s), the FP32 peak 1.19× (67 -> 80): the scan gains only the
+  // latter, a GEMM about the former (2.49× with the MAMF ceilings and the
+  // generation efficiencies).
+  const ModelOptions o;
+  const DatasheetCalibration h100(Preset("h100")), gb300(Preset("gb300"));
+  EXPECT_NEAR(h100.ScanTime_s(1e12, o) / gb300.ScanTime_s(1e12, o), 80.0 / 67,
+              1e-12);
+  EXPECT_GT(h100.GemmTime_s(8192, 8192, 8192, Precision::kBf16, o) /
+                gb300.GemmTime_s(8192, 8192, 8192, Precision::kBf16, o),
+            2.4);
+}
+
+TEST(MambaScan, WithoutAnFp32PeakUsesTheBf16GemmCeiling) {
+  search_spaces::ClusterSpec c = Preset("h100");
+  c.gpu.peak_fp32_tflops = 0;
+  const DatasheetCalibration cal(c);
+  const ModelOptions o;
+  // 989 TFLOP/s × MAMF ceiling 0.803 × Hopper's 0.81.
+  EXPECT_NEAR(
+      cal.ScanTime_s(1e12, o),
+      1e12 / (989e12 * 0.803 * DatasheetCalibration::kHopperKernelEfficiency),
+      1e-12);
 }
 
 }  // namespace

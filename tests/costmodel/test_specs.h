@@ -43,6 +43,7 @@ inline search_spaces::ClusterSpec H100Cluster() {
   c.gpu.display_name = "NVIDIA H100 SXM5 80GB";
   c.gpu.peak_bf16_tflops = 989;
   c.gpu.peak_fp8_tflops = 1979;
+  c.gpu.peak_fp32_tflops = 67;
   c.gpu.hbm_gb = 80;
   c.gpu.hbm_capacity_gib = 79.65;  // nvidia-smi 81559 MiB
   c.gpu.hbm_gbps = 3350;
