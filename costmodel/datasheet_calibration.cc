@@ -94,11 +94,17 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
                                              const ModelOptions& o) const {
   const double pairs = static_cast<double>(batch_heads) * q_len * kv_len;
   if (pairs <= 0) return 0.0;
-  if (attention_ == AttentionKernel::kFlash) {
+  if (attention_ != AttentionKernel::kUnfused) {
     const double flops =
         4.0 * pairs * head_dim * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
-    double eff = ceiling_bf16_ * kAttentionRelativeEfficiency *
-                 SizeFactor(flops, o) * KernelEfficiency(o);
+    // FlashAttention-2 loses its Ampere efficiency from Hopper on (the
+    // first GPUs with fp8 tensor cores).
+    const double relative =
+        attention_ == AttentionKernel::kFlash2 && peak_fp8_flops_ > 0
+            ? kFlash2HopperRelativeEfficiency
+            : kAttentionRelativeEfficiency;
+    double eff =
+        ceiling_bf16_ * relative * SizeFactor(flops, o) * KernelEfficiency(o);
     if (backward && o.enabled(Refinement::kAttentionBackwardEfficiency)) {
       eff *= kAttentionBackwardRelative;
     }

@@ -40,7 +40,16 @@
 namespace meshtune::costmodel {
 
 // Which core-attention implementation the training software runs.
-enum class AttentionKernel { kFlash, kUnfused };
+//   kFlash    fused kernels native to the GPU (FlashAttention-2 on Ampere,
+//             FlashAttention-3 or cuDNN's fused attention on Hopper and
+//             later): current Megatron / Transformer Engine.
+//   kFlash2   FlashAttention-2's kernels wherever they run: what 2023 to
+//             mid-2024 containers called (FlashAttention-3 appeared in July
+//             2024). On Ampere the same as kFlash; on Hopper they use none
+//             of its asynchronous tensor-core instructions (WGMMA, TMA) and
+//             reach kFlash2HopperRelativeEfficiency of the GEMM ceiling.
+//   kUnfused  Megatron 2021-22's baddbmm + softmax + dropout + bmm.
+enum class AttentionKernel { kFlash, kFlash2, kUnfused };
 
 class DatasheetCalibration : public Calibration {
  public:
@@ -61,7 +70,7 @@ class DatasheetCalibration : public Calibration {
                                  int64_t kv_len, int64_t head_dim, bool causal,
                                  const ModelOptions& options) const override;
   bool UsesFlashAttention() const override {
-    return attention_ == AttentionKernel::kFlash;
+    return attention_ != AttentionKernel::kUnfused;
   }
   double Fp8BackwardGemmSlowdown(const ModelOptions& options) const override;
   // flops / (FP32 peak · kScanFp32Efficiency); GPUs without a stated FP32
@@ -94,6 +103,14 @@ class DatasheetCalibration : public Calibration {
   // Its backward reaches a lower fraction: up to 63 % of peak against 73 %
   // forward (Dao 2023, §4.1): 63/73.
   static constexpr double kAttentionBackwardRelative = 0.86;
+  // FlashAttention-2's kernels on Hopper (and later): 0.55 of the bf16 GEMM
+  // ceiling instead of 0.8, i.e. 0.55 · 0.803 · 0.81 = 36 % of the H100
+  // peak forward inside training. Fitted on the nine NeMo 24.03
+  // long-sequence rows (LLaMA-2 7B, 4k to 1M tokens, whose error grew with
+  // the attention share to the same 1.46× everywhere); the FlashAttention-3
+  // paper (Shah et al. 2024, §1) puts FlashAttention-2 at 35 % utilisation
+  // of an H100, against 75 % for FlashAttention-3.
+  static constexpr double kFlash2HopperRelativeEfficiency = 0.55;
   // fp8 dgrad/wgrad with TE's split accumulator vs the fast-accumulation
   // forward: 1.1–1.2× slower (pytorch/ao#2377, measured on H100; TE's
   // _2X_ACC_DGRAD = _2X_ACC_WGRAD = True, _2X_ACC_FPROP = False). Hopper

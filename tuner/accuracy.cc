@@ -400,7 +400,7 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   }
   c.training.precision = *precision;
   c.config.recompute = *recompute;
-  c.attention = AttentionKernelForSource(c.source);
+  c.attention = AttentionKernelForRow(c.source, r.Text("notes"));
   const std::string megatron_args = r.Text("megatron_args");
   if (megatron_args.empty()) {
     // NVIDIA's recipes: distributed optimizer; fp8 recipes keep fp8 weights

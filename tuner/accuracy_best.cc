@@ -35,7 +35,9 @@ std::string ProblemKey(const AccuracyCase& c) {
   add(std::to_string(t.cpu_offloading_num_layers));
   // The dispatcher a recipe chose (RecipeMoeSoftware) is software too.
   add(std::to_string(static_cast<int>(c.model.moe_token_dispatcher_type)));
-  add(c.attention == costmodel::AttentionKernel::kFlash ? "flash" : "unfused");
+  add(c.attention == costmodel::AttentionKernel::kFlash    ? "flash"
+      : c.attention == costmodel::AttentionKernel::kFlash2 ? "flash2"
+                                                           : "unfused");
   return key;
 }
 

@@ -273,6 +273,30 @@ costmodel::AttentionKernel AttentionKernelForSource(const std::string& source) {
                                : costmodel::AttentionKernel::kFlash;
 }
 
+int NemoContainerVersion(const std::string& source, const std::string& notes) {
+  if (const int v = SourceVersion(source, "nemo_"); v > 0) return v;
+  // "NeMo 24.03.01.framework", "container NeMo 26.04".
+  const std::string n = Lower(notes);
+  for (size_t at = n.find("nemo "); at != std::string::npos;
+       at = n.find("nemo ", at + 1)) {
+    int yy = 0, mm = 0;
+    if (std::sscanf(n.c_str() + at + 5, "%2d.%2d", &yy, &mm) == 2 && yy > 0 &&
+        mm >= 1 && mm <= 12) {
+      return yy * 10000 + mm * 100;
+    }
+  }
+  return 0;
+}
+
+costmodel::AttentionKernel AttentionKernelForRow(const std::string& source,
+                                                 const std::string& notes) {
+  const costmodel::AttentionKernel by_year = AttentionKernelForSource(source);
+  if (by_year != costmodel::AttentionKernel::kFlash) return by_year;
+  const int nemo = NemoContainerVersion(source, notes);
+  return nemo > 0 && nemo <= 240300 ? costmodel::AttentionKernel::kFlash2
+                                    : costmodel::AttentionKernel::kFlash;
+}
+
 bool IsNemoSource(const std::string& source) {
   return StartsWith(Lower(source), "nemo");
 }

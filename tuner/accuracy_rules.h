@@ -83,6 +83,17 @@ std::optional<search_spaces::Precision> PrecisionForRow(
 // Korthikanti2022) ran the unfused softmax attention; later sources and
 // undated ones (NeMo containers) run flash attention.
 costmodel::AttentionKernel AttentionKernelForSource(const std::string& source);
+// The NeMo container a row ran, as yymm00 (24.03 -> 240300), from a
+// "NeMo_YY.MM_..." source or "NeMo YY.MM" in the notes; 0 when neither.
+int NemoContainerVersion(const std::string& source, const std::string& notes);
+// AttentionKernelForSource, and FlashAttention-2's kernels (kFlash2) for
+// NeMo containers up to 24.03: the long-sequence table's 24.03.01 ran them
+// on Hopper (its error grows with the attention share to 1.46x with
+// Hopper-native kernels; docs/costmodel.md §4). FlashAttention-3 appeared
+// in July 2024; the NeMo 24.07 rows of the calibration set fit with native
+// kernels, so the boundary is put at the last container known to differ.
+costmodel::AttentionKernel AttentionKernelForRow(const std::string& source,
+                                                 const std::string& notes);
 // Sources whose runs used NeMo recipes (NeMo 24.07-25.x performance tables):
 // the FLOP convention of their model_tflops_per_gpu.
 bool IsNemoSource(const std::string& source);

@@ -79,6 +79,34 @@ TEST(Nvfp4, RunsAtTheFp4PeakTimesItsRelativeEfficiency) {
       3.0 * DatasheetCalibration::kNvfp4RelativeEfficiency, 1e-12);
 }
 
+TEST(Flash2, LosesItsEfficiencyFromHopperOn) {
+  const ModelOptions o;
+  // 8 heads of 128, 4096 causal queries and keys.
+  auto fwd = [&](const char* gpu, AttentionKernel k) {
+    return DatasheetCalibration(Preset(gpu), k)
+        .AttentionForwardTime_s(8, 4096, 4096, 128, true, o);
+  };
+  auto bwd = [&](const char* gpu, AttentionKernel k) {
+    return DatasheetCalibration(Preset(gpu), k)
+        .AttentionBackwardTime_s(8, 4096, 4096, 128, true, o);
+  };
+  // Hopper: 0.55 of the GEMM ceiling instead of 0.8, forward and backward.
+  EXPECT_NEAR(fwd("h100", AttentionKernel::kFlash2) /
+                  fwd("h100", AttentionKernel::kFlash),
+              0.8 / 0.55, 1e-12);
+  EXPECT_NEAR(bwd("h100", AttentionKernel::kFlash2) /
+                  bwd("h100", AttentionKernel::kFlash),
+              0.8 / 0.55, 1e-12);
+  // Ampere: FlashAttention-2 is the native kernel.
+  EXPECT_DOUBLE_EQ(fwd("a100-80g", AttentionKernel::kFlash2),
+                   fwd("a100-80g", AttentionKernel::kFlash));
+  // Still flash: no s² activations.
+  EXPECT_TRUE(DatasheetCalibration(Preset("h100"), AttentionKernel::kFlash2)
+                  .UsesFlashAttention());
+  EXPECT_FALSE(DatasheetCalibration(Preset("h100"), AttentionKernel::kUnfused)
+                   .UsesFlashAttention());
+}
+
 TEST(MambaScan, RunsAtAFractionOfTheFp32Peak) {
   // 1 TFLOP of scan work (Megatron's count) at 0.34 of the FP32 peak:
   // H100 (67 TFLOP/s) 1/(67·0.34) = 43.90 ms; GB200 (80) 36.76 ms.

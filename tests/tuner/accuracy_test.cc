@@ -183,6 +183,31 @@ TEST(AccuracyMapping, AttentionKernelFromTheSourceYear) {
   EXPECT_EQ(AttentionKernelForSource("run_12022_x"), AttentionKernel::kFlash);
 }
 
+TEST(AccuracyMapping, NemoContainerFromTheSourceOrTheNotes) {
+  EXPECT_EQ(NemoContainerVersion("NeMo_24.07_perf_summary", ""), 240700);
+  EXPECT_EQ(NemoContainerVersion("NeMo_long_sequence_CP_table",
+                                 "NeMo 24.03.01.framework; SeqLen 4K"),
+            240300);
+  EXPECT_EQ(NemoContainerVersion("MegatronBridge_26.04_perf_summary",
+                                 "container NeMo 26.04; VP=n/a"),
+            260400);
+  EXPECT_EQ(NemoContainerVersion("Korthikanti2022_Table5", "A100"), 0);
+  EXPECT_EQ(NemoContainerVersion("x", "NeMo framework, no version"), 0);
+}
+
+TEST(AccuracyMapping, FlashAttention2UpToNemo2403) {
+  EXPECT_EQ(AttentionKernelForRow("NeMo_long_sequence_CP_table",
+                                  "NeMo 24.03.01.framework; SeqLen 1024K"),
+            AttentionKernel::kFlash2);
+  EXPECT_EQ(AttentionKernelForRow("NeMo_24.07_perf_summary", ""),
+            AttentionKernel::kFlash);
+  EXPECT_EQ(AttentionKernelForRow("DGXC_benchmarking_v24.11.1", ""),
+            AttentionKernel::kFlash);
+  EXPECT_EQ(AttentionKernelForRow("Korthikanti2022_Table5",
+                                  "NeMo 24.03 has nothing to do with it"),
+            AttentionKernel::kUnfused);
+}
+
 TEST(AccuracyMapping, BlankCellsTakeTheDocumentedDefaults) {
   // NeMo GPT-3 5B fp8 row: vocab, vp, sp, mbs, recompute, dp, cp, ep blank.
   const AccuracyCase c = MapOne({{"source", "NeMo_24.07_perf_summary"},
