@@ -19,8 +19,13 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   peak_fp8_flops_ = c.gpu.peak_fp8_tflops * 1e12;
   peak_fp4_flops_ = c.gpu.peak_fp4_tflops * 1e12;
   peak_fp32_flops_ = c.gpu.peak_fp32_tflops * 1e12;
-  half_size_flops_ =
-      std::min(kGemmHalfSizeFlops, peak_bf16_flops_ * kGemmHalfSizeSeconds);
+  half_size_bf16_flops_ = peak_bf16_flops_ * kGemmHalfSizeSeconds;
+  half_size_fp8_flops_ = peak_fp8_flops_ > 0
+                             ? peak_fp8_flops_ * kGemmHalfSizeSeconds
+                             : half_size_bf16_flops_;
+  half_size_fp4_flops_ = peak_fp4_flops_ > 0
+                             ? peak_fp4_flops_ * kGemmHalfSizeSeconds
+                             : half_size_fp8_flops_;
   if (c.gpu.gemm_tile_half_dim > 0) half_dim_ = c.gpu.gemm_tile_half_dim;
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
   ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
@@ -39,10 +44,10 @@ double DatasheetCalibration::KernelEfficiency(const ModelOptions& o) const {
                                                           : 1.0;
 }
 
-double DatasheetCalibration::SizeFactor(double flops,
+double DatasheetCalibration::SizeFactor(double flops, double half_size,
                                         const ModelOptions& o) const {
   return o.enabled(Refinement::kGemmSizeEfficiency)
-             ? flops / (flops + half_size_flops_)
+             ? flops / (flops + half_size)
              : 1.0;
 }
 
@@ -50,10 +55,15 @@ double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
                                             Precision precision,
                                             const ModelOptions& o) const {
   if (m <= 0 || n <= 0 || k <= 0) return 1.0;
-  const double ceiling =
-      search_spaces::IsQuantized(precision) ? ceiling_fp8_ : ceiling_bf16_;
+  const bool quantized = search_spaces::IsQuantized(precision);
+  const double ceiling = quantized ? ceiling_fp8_ : ceiling_bf16_;
+  // The fixed per-kernel time forgoes FLOPs at the GEMM's own rate.
+  const double half_size =
+      precision == Precision::kNvfp4
+          ? half_size_fp4_flops_
+          : (quantized ? half_size_fp8_flops_ : half_size_bf16_flops_);
   const double flops = 2.0 * static_cast<double>(m) * n * k;
-  const double size = SizeFactor(flops, o);
+  const double size = SizeFactor(flops, half_size, o);
   double shape = 1.0;
   if (o.enabled(Refinement::kGemmShapeEfficiency)) {
     const double dm = static_cast<double>(m), dn = static_cast<double>(n),
@@ -78,8 +88,8 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
       !fp4 && search_spaces::IsQuantized(precision) && peak_fp8_flops_ > 0;
   const double peak =
       fp4 ? peak_fp4_flops_ : (fp8 ? peak_fp8_flops_ : peak_bf16_flops_);
-  const double eff = GemmEfficiency(
-      m, n, k, fp4 || fp8 ? Precision::kFp8 : Precision::kBf16, o);
+  const double eff =
+      GemmEfficiency(m, n, k, fp4 || fp8 ? precision : Precision::kBf16, o);
   const double fp4_relative =
       fp4 && o.enabled(Refinement::kTrainingKernelEfficiency)
           ? kNvfp4RelativeEfficiency
@@ -103,8 +113,9 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
         attention_ == AttentionKernel::kFlash2 && peak_fp8_flops_ > 0
             ? kFlash2HopperRelativeEfficiency
             : kAttentionRelativeEfficiency;
-    double eff =
-        ceiling_bf16_ * relative * SizeFactor(flops, o) * KernelEfficiency(o);
+    double eff = ceiling_bf16_ * relative *
+                 SizeFactor(flops, half_size_bf16_flops_, o) *
+                 KernelEfficiency(o);
     if (backward && o.enabled(Refinement::kAttentionBackwardEfficiency)) {
       eff *= kAttentionBackwardRelative;
     }
@@ -120,8 +131,9 @@ double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
                            ? dq / (dq + half_dim_) * dk / (dk + half_dim_) *
                                  dd / (dd + half_dim_)
                            : 1.0;
-  const double eff =
-      ceiling_bf16_ * shape * SizeFactor(flops, o) * KernelEfficiency(o);
+  const double eff = ceiling_bf16_ * shape *
+                     SizeFactor(flops, half_size_bf16_flops_, o) *
+                     KernelEfficiency(o);
   const double bytes =
       pairs * (backward ? kUnfusedScoreBytesBwd : kUnfusedScoreBytesFwd);
   return flops / (peak_bf16_flops_ * eff) + MemoryTime_s(bytes, o);

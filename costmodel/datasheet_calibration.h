@@ -4,7 +4,9 @@
 //
 // GEMM: time = 2·m·n·k / (peak · eff), with
 //   eff = ceiling(precision) · m·n·k-size factor · shape factor,
-//   size factor  = F / (F + F0),  F = 2·m·n·k FLOPs, F0 = 2 GFLOP
+//   size factor  = F / (F + F0),  F = 2·m·n·k FLOPs,
+//                  F0 = kGemmHalfSizeSeconds · the precision's peak
+//                  (2 GFLOP at an A100's bf16 peak)
 //   shape factor = Π_{d∈{m,n,k}} d / (d + 48)
 // The ceiling is the GPU's best measured dense GEMM (gemm_max_efficiency_*,
 // "MAMF" in ml-engineering). The size factor reproduces the fall-off for small
@@ -86,12 +88,13 @@ class DatasheetCalibration : public Calibration {
                         const ModelOptions& options = ModelOptions()) const;
 
   // Curve constants (see the file comment and docs/costmodel.md).
-  static constexpr double kGemmHalfSizeFlops = 2e9;  // F0
-  // The size ramp stands for fixed per-kernel costs (launch, tail wave), so
-  // F0 is capped at the work a processor does in that time: 2 GFLOP is
-  // 6.4 µs of an A100's 312 TFLOP/s. Every GPU preset keeps the fitted
-  // 2 GFLOP; a CPU core (the `local` preset, ~0.1 TFLOP/s) gets a ramp of a
-  // few hundred kFLOP instead of one that made its GEMMs 50× too slow.
+  // The size ramp stands for fixed per-kernel costs (launch, prologue and
+  // epilogue, the tail wave), which take time, not FLOPs: F0 is the work
+  // the GPU's peak does in kGemmHalfSizeSeconds, in the GEMM's own
+  // precision (an fp8 GEMM's fixed cost forgoes fp8 FLOPs). Fitted on the
+  // A100 runs as F0 = 2 GFLOP, 6.4 µs of its 312 TFLOP/s; the same 6.4 µs
+  // is 6.3 GFLOP of an H100's bf16 peak, 28.8 GFLOP of a B200's fp8, and a
+  // few hundred kFLOP of a CPU core (the `local` preset).
   static constexpr double kGemmHalfSizeSeconds = 2e9 / 312e12;
   static constexpr double kGemmHalfDim = 48;     // per-dimension
   static constexpr double kRampSeconds = 50e-6;  // τ of busbw(S)
@@ -104,7 +107,7 @@ class DatasheetCalibration : public Calibration {
   // forward (Dao 2023, §4.1): 63/73.
   static constexpr double kAttentionBackwardRelative = 0.86;
   // FlashAttention-2's kernels on Hopper (and later): 0.55 of the bf16 GEMM
-  // ceiling instead of 0.8, i.e. 0.55 · 0.803 · 0.81 = 36 % of the H100
+  // ceiling instead of 0.8, i.e. 0.55 · 0.803 · 0.83 = 37 % of the H100
   // peak forward inside training. Fitted on the nine NeMo 24.03
   // long-sequence rows (LLaMA-2 7B, 4k to 1M tokens, whose error grew with
   // the attention share to the same 1.46× everywhere); the FlashAttention-3
@@ -136,15 +139,15 @@ class DatasheetCalibration : public Calibration {
   // TFLOP/s → Hopper; NVFP4 ≥ 2.5× FP8 → Blackwell Ultra; else Blackwell.
   static double TrainingKernelEfficiency(const search_spaces::GpuSpec& gpu);
   static constexpr double kAmpereKernelEfficiency = 0.85;
-  static constexpr double kHopperKernelEfficiency = 0.81;
-  static constexpr double kBlackwellKernelEfficiency = 0.72;
+  static constexpr double kHopperKernelEfficiency = 0.83;
+  static constexpr double kBlackwellKernelEfficiency = 0.73;
   static constexpr double kBlackwellUltraKernelEfficiency = 0.88;
   // NVFP4 GEMMs inside training reach this fraction of the FP4 peak times
   // the FP8 ceiling (no NVFP4 MAMF is published): the 16x1 block scales,
   // the random Hadamard transform of wgrad inputs and the 2D weight
   // scaling cost tensor-core time FP8 does not pay. Fitted with the
   // generation constants on the NVFP4 LLaMA-3 70B rows (GB200, GB300).
-  static constexpr double kNvfp4RelativeEfficiency = 0.83;
+  static constexpr double kNvfp4RelativeEfficiency = 0.77;
   // Mamba-2's chunked scan (mamba_ssm's Triton SSD kernels, which Megatron
   // calls) reaches this fraction of the GPU's FP32 CUDA-core peak, counted
   // in Megatron's 7·d_in·N scan FLOPs per token. The kernels' cumulative
@@ -153,7 +156,7 @@ class DatasheetCalibration : public Calibration {
   // TFLOP/s), not the tensor-core rate that grew 2.3× from Hopper to
   // Blackwell. One constant for every generation, fitted on the Nemotron 3
   // Nano rows of published_dev.csv (docs/costmodel.md §Mamba scan).
-  static constexpr double kScanFp32Efficiency = 0.34;
+  static constexpr double kScanFp32Efficiency = 0.38;
 
  private:
   double AttentionTime_s(int64_t batch_heads, int64_t q_len, int64_t kv_len,
@@ -163,9 +166,13 @@ class DatasheetCalibration : public Calibration {
   // TrainingKernelEfficiency, or 1 when the refinement is off.
   double KernelEfficiency(const ModelOptions& options) const;
   // F/(F + F0), or 1 when kGemmSizeEfficiency is off.
-  double SizeFactor(double flops, const ModelOptions& options) const;
-  double half_size_flops_ = kGemmHalfSizeFlops;
-  double half_dim_ = kGemmHalfDim;  // GpuSpec::gemm_tile_half_dim
+  // F/(F + F0) with F0 = half_size (one of the half_size_*_flops_ below).
+  double SizeFactor(double flops, double half_size,
+                    const ModelOptions& options) const;
+  double half_size_bf16_flops_ = 0;  // F0 at the bf16 peak
+  double half_size_fp8_flops_ = 0;   // at the fp8 peak (bf16's without fp8)
+  double half_size_fp4_flops_ = 0;   // at the fp4 peak (fp8's without fp4)
+  double half_dim_ = kGemmHalfDim;   // GpuSpec::gemm_tile_half_dim
 
   AttentionKernel attention_ = AttentionKernel::kFlash;
   double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)
