@@ -103,8 +103,12 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
               k["spearman"].get<double>(), k["mape_pct"].get<double>());
   EXPECT_NE(k["calibration"].get<std::string>().find("+fit:"),
             std::string::npos);
+  // Measured on a shared machine: with ctest -j2 another test takes a core
+  // in the middle of a run, and the second validation has been seen at
+  // 33.6 % after a first one at 13.6 %. The bound catches factors applied
+  // the wrong way (a 2x error is 50-100 %), not that noise.
   EXPECT_LE(k["mape_pct"].get<double>(),
-            std::max(j["mape_pct"].get<double>(), 25.0));
+            std::max(j["mape_pct"].get<double>(), 50.0));
   EXPECT_TRUE(k["noise_pct"].is_null());  // one run each: no estimate
   EXPECT_EQ(k["learned"]["runs"].get<size_t>(),
             2 * j["candidates"].size() + k["candidates"].size());
