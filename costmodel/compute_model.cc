@@ -108,6 +108,13 @@ void AddAttention(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
           &lc->column_wgrad_s, o);
   AddGemm(T, h, q / t, p, 1, cal, lc, nullptr, nullptr, o);
   AddCoreAttention(m, c, seq, m.num_attention_heads / t, dh, cal, lc, o);
+  if (m.qk_layernorm) {
+    // --qk-layernorm: a norm over every local query and key head
+    // (attention.py q_layernorm / k_layernorm).
+    AddElementwise(ElementwiseOp::kNorm,
+                   static_cast<double>(T) * static_cast<double>(q + kv) / t,
+                   cal, elem, o);
+  }
   if (m.position_embedding_type == PositionEmbedding::kRope) {
     AddElementwise(ElementwiseOp::kRope,
                    static_cast<double>(T) * static_cast<double>(q + kv) / t,

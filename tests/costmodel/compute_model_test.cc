@@ -130,5 +130,34 @@ TEST(MambaMixer, ScanRunsOnTheCudaCores) {
   EXPECT_GT(lc.attn_fwd_s / gemm.attn_fwd_s, 10.0);
 }
 
+// --qk-layernorm adds a norm over every local query and key head: for
+// Qwen3-30B-A3B's attention (32 query heads and 4 KV groups of 128 on
+// hidden 2048) at tp 2, 4096 tokens · (4096 + 512)/2 elements.
+TEST(QkLayernorm, NormsTheLocalQueryAndKeyHeads) {
+  const search_spaces::ClusterSpec h100 = testing::H100Cluster();
+  const DatasheetCalibration cal(h100);
+  const ModelOptions o;
+  search_spaces::ModelSpec m =
+      testing::Llama(48, 2048, 32, 4, 6144, 151936, 4096);
+  m.kv_channels = 128;
+  search_spaces::ParallelConfig c;
+  c.tp = 2;
+  c.sp = true;
+  const LayerKind dense{Mixer::kAttention, Mlp::kDense};
+  const LayerCompute without =
+      LayerComputeTime(m, c, 4096, Precision::kBf16, dense, cal, o);
+  m.qk_layernorm = true;
+  const LayerCompute with =
+      LayerComputeTime(m, c, 4096, Precision::kBf16, dense, cal, o);
+  const double elements = 4096.0 * (4096 + 512) / 2;
+  EXPECT_NEAR(with.elem_fwd_s - without.elem_fwd_s,
+              cal.ElementwiseTime_s(ElementwiseOp::kNorm, elements, false, o),
+              1e-15);
+  EXPECT_NEAR(with.elem_bwd_s - without.elem_bwd_s,
+              cal.ElementwiseTime_s(ElementwiseOp::kNorm, elements, true, o),
+              1e-15);
+  EXPECT_EQ(with.gemm_fwd_s, without.gemm_fwd_s);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel
