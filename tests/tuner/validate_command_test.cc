@@ -2,7 +2,7 @@
 // every candidate runs and is recorded with its training run, the statistics
 // are printed (Spearman, MAPE, top-1 loss), the learned factors explain the
 // runs better than the base calibration and a second validation that uses
-// them is at least as accurate (or stays low); a candidate killed the way
+// them predicts the first one's measurements better; a candidate killed the way
 // the out-of-memory killer kills a rank is recorded as failed while the
 // others run; input errors, those of --backend cuda included (its runs need
 // a GPU: scripts/gpu-check).
@@ -92,7 +92,7 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
   EXPECT_EQ(j["learned"]["runs"].get<size_t>(), 2 * j["candidates"].size());
 
   // The second validation searches with the factors the first one learned,
-  // and its error goes down or stays low.
+  // and its predictions move toward what the first one measured.
   const auto second =
       RunTune(std::string(kModel) +
               "--top 6 --steps 6 --repeats 1 --json --db '" + Db() + "'");
@@ -103,12 +103,32 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
               k["spearman"].get<double>(), k["mape_pct"].get<double>());
   EXPECT_NE(k["calibration"].get<std::string>().find("+fit:"),
             std::string::npos);
-  // Measured on a shared machine: with ctest -j2 another test takes a core
-  // in the middle of a run, and the second validation has been seen at
-  // 33.6 % after a first one at 13.6 %. The bound catches factors applied
-  // the wrong way (a 2x error is 50-100 %), not that noise.
-  EXPECT_LE(k["mape_pct"].get<double>(),
-            std::max(j["mape_pct"].get<double>(), 50.0));
+  // The fresh measurements of the second validation are not bounded: on a
+  // shared 2-core machine a candidate predicted at 0.31 s has measured
+  // 0.22 s in one run and 0.63 s in the next (CI, stop 27). What the
+  // factors must do is deterministic given the first validation's runs:
+  // on the candidates both validations ran, the second one's predictions
+  // are closer to the first one's measurements than the first predictions
+  // were. Factors applied the wrong way double that error.
+  int matched = 0;
+  double before_pct = 0, after_pct = 0;
+  for (const auto& c2 : k["candidates"]) {
+    for (const auto& c1 : j["candidates"]) {
+      if (c1["config"] != c2["config"]) continue;
+      const double m = c1["measured_step_s"].get<double>();
+      before_pct +=
+          100.0 * std::fabs(c1["predicted_step_s"].get<double>() - m) / m;
+      after_pct +=
+          100.0 * std::fabs(c2["predicted_step_s"].get<double>() - m) / m;
+      ++matched;
+    }
+  }
+  ASSERT_GE(matched, 3) << second.out;
+  before_pct /= matched;
+  after_pct /= matched;
+  std::printf("on the %d candidates run twice: %.1f%% -> %.1f%%\n", matched,
+              before_pct, after_pct);
+  EXPECT_LE(after_pct, before_pct * 1.1 + 1.0);
   EXPECT_TRUE(k["noise_pct"].is_null());  // one run each: no estimate
   EXPECT_EQ(k["learned"]["runs"].get<size_t>(),
             2 * j["candidates"].size() + k["candidates"].size());
