@@ -8,6 +8,7 @@
 
 #include "costmodel/comm_model.h"
 #include "costmodel/compute_model.h"
+#include "costmodel/host_launch.h"
 #include "costmodel/memory_model.h"
 #include "costmodel/model_stats.h"
 #include "search_spaces/comm_ops.h"
@@ -401,14 +402,19 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     ep_unpaired = std::min(1.0, alone / steps);
   }
 
+  const search_spaces::CudaGraphs& graphs = training.cuda_graphs;
+  const bool host_launch =
+      training.python_launches && options.enabled(Refinement::kHostLaunch);
+
   // ---- Per micro-batch on each stage: its layers (from the layout), the
   // embedding on the first, logits and MTP depths on the last. The slowest
   // stage sets the pace of the pipeline.
   struct StageWork {
     double compute = 0, recompute = 0, tp = 0, cp = 0, ep = 0;
+    double host = 0;                  // waiting for eager launches
     double fwd = 0, bwd = 0;          // compute only (p2p overlap windows)
     double fwd_win = 0, bwd_win = 0;  // compute + TP (DP overlap windows)
-    double total() const { return compute + recompute + tp + cp + ep; }
+    double total() const { return compute + recompute + tp + cp + ep + host; }
   };
   // `n` layers of `kind`.
   auto add_layer = [&](StageWork* w, LayerKind kind, double n) {
@@ -436,6 +442,15 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     w->ep += n * (ep_unpaired * ep + (1 - ep_unpaired) * Exposed(ep, f + b));
     w->fwd_win += n * (f + k.x.tp_fwd_s);
     w->bwd_win += n * (b + k.x.tp_bwd_s);
+    // Each phase lasts at least as long as the host takes to launch it.
+    if (host_launch) {
+      const HostLaunch h = LayerHostLaunch(model, c, kind, graphs);
+      w->host +=
+          n *
+          (HostWait_s(h.fwd_s, f + k.x.tp_fwd_s + k.x.cp_fwd_s + k.x.ep_fwd_s) +
+           HostWait_s(h.bwd_s, b + k.x.tp_bwd_s + k.x.cp_bwd_s + k.x.ep_bwd_s) +
+           h.sync_fwd_s);
+    }
   };
   // Embedding, logits and MTP glue: compute, but not part of the chunk
   // windows the p2p and DP transfers hide behind.
@@ -480,6 +495,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   const double tp_mb = pace.tp;
   const double cp_mb = pace.cp;
   const double ep_mb = pace.ep;
+  const double host_mb = pace.host;
 
   // Pipeline p2p: one activation forward and one gradient backward per
   // chunk boundary and micro-batch. Without SP, Megatron's scatter-gather
@@ -543,12 +559,14 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   tb.tp_comm_s = md * tp_mb;
   tb.cp_comm_s = md * cp_mb;
   tb.ep_comm_s = md * ep_mb;
+  tb.host_s = md * host_mb;
   tb.pp_comm_s = pp_step;
   // Bubble: (pp−1)/vpp micro-batch-stage times of the whole stage, plus
   // the fill and drain transfers.
-  tb.pp_bubble_s = schedule.BubbleMicrobatches() *
-                       (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb) +
-                   fill_drain;
+  tb.pp_bubble_s =
+      schedule.BubbleMicrobatches() *
+          (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + host_mb) +
+      fill_drain;
 
   // ---- Data parallel: gradient reduce (fp32) overlapped with the last
   // micro-batch's backward except the last bucket; with the distributed

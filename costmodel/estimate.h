@@ -86,9 +86,10 @@ struct TimeBreakdown {
   double pp_bubble_s = 0;  // pipeline fill and drain
   double dp_comm_s = 0;    // exposed gradient reduce / parameter gather
   double optimizer_s = 0;  // optimizer step (memory bound)
+  double host_s = 0;       // GPU idle while the host launches eager kernels
   double total_s() const {
     return compute_s + recompute_s + tp_comm_s + cp_comm_s + ep_comm_s +
-           pp_comm_s + pp_bubble_s + dp_comm_s + optimizer_s;
+           pp_comm_s + pp_bubble_s + dp_comm_s + optimizer_s + host_s;
   }
 };
 

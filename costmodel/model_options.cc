@@ -58,6 +58,9 @@ const std::vector<RefinementInfo>& AllRefinements() {
           {Refinement::kMambaScanCudaCores, "mamba_scan",
            "the Mamba-2 chunked scan runs at a fraction of the FP32 "
            "CUDA-core peak, not the tensor-core GEMM rate"},
+          {Refinement::kHostLaunch, "host_launch",
+           "layers wait for the host to launch their modules outside CUDA "
+           "graphs"},
       };
   return *kAll;
 }

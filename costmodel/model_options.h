@@ -100,6 +100,10 @@ enum class Refinement : uint8_t {
   // ScanTime_s: a fraction of the FP32 peak), not on the tensor cores. Off:
   // timed as a 16-bit GEMM of the same FLOPs.
   kMambaScanCudaCores = 22,
+  // Each layer's forward and backward take at least the host time to
+  // launch its eager (not CUDA-graphed) modules (host_launch.h). Off: the
+  // host is always ahead of the GPU.
+  kHostLaunch = 23,
   kCount  // not a refinement
 };
 

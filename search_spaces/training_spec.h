@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "search_spaces/cluster_spec.h"
+#include "search_spaces/cuda_graphs.h"
 
 namespace meshtune::search_spaces {
 
@@ -65,6 +66,14 @@ struct TrainingSpec {
   // N transformer layers are copied to host memory in forward and back in
   // backward (Transformer Engine's CPU offload context). 0 = off.
   int64_t cpu_offloading_num_layers = 0;
+  // Megatron --cuda-graph-impl / --cuda-graph-scope (cuda_graphs.h): which
+  // modules launch from a CUDA graph instead of eagerly from Python.
+  CudaGraphs cuda_graphs;
+  // Whether the plan runs under Megatron-LM on PyTorch, whose eager
+  // modules launch kernel by kernel from Python (the cost model's host-
+  // launch term, costmodel/host_launch.h). meshtune's own engine (tune
+  // train, tune validate) launches from C++ and predicts with it off.
+  bool python_launches = true;
 
   // Bytes per parameter of the model weights and of the main-grad buffer.
   double weight_bytes_per_param() const {

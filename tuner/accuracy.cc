@@ -437,6 +437,8 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     // The recipe's dispatcher and EP overlap, per container version.
     ApplyRecipeMoeSoftware(c.source, cluster_name, c.config, &c.model,
                            &c.training);
+    // And its CUDA graphs (the host-launch term).
+    ApplyRecipeCudaGraphs(c.source, c.model, cluster_name, &c.training);
   } else {
     // The run's own flags on top of Megatron's defaults: nothing overlapped
     // or sharded unless a flag says so.

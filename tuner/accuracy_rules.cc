@@ -409,6 +409,70 @@ void ApplyRecipeMoeSoftware(const std::string& source,
       overlap && search_spaces::EpOverlapRefusal(*model, config).empty();
 }
 
+void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
+                           const std::string& cluster_name,
+                           search_spaces::TrainingSpec* training) {
+  const int v = SourceVersion(source, "megatronbridge_");
+  if (v == 0) return;
+  using search_spaces::CudaGraphImpl;
+  using search_spaces::kGraphAttn;
+  using search_spaces::kGraphMamba;
+  using search_spaces::kGraphMoePreprocess;
+  using search_spaces::kGraphMoeRouter;
+  const std::string name = NormalizeModelName(model.name);
+  const std::string& g = cluster_name;
+  const Precision p = training->precision;
+  const bool mxfp8 = p == Precision::kMxfp8;
+  const bool hopper = g == "h100" || g == "h200";
+  constexpr uint32_t kRouter = kGraphMoeRouter | kGraphMoePreprocess;
+  std::optional<uint32_t> te;  // transformer_engine with this scope
+  bool full_iteration = false;
+  if (name == "qwen330ba3b") {
+    full_iteration = mxfp8 && ((g != "b200" && !hopper && v >= 260600) ||
+                               (g == "b200" && v >= 260601));
+    if (g == "h100") {
+      if (p == Precision::kBf16) te = kRouter;
+    } else if (v < 251100) {
+      // 25.09 (0.1.0rc3): one `cuda_graphs` switch, on for the Blackwell
+      // tables: whole layers where the experts' inputs are padded to their
+      // capacity (static shapes), else the scope its successors name.
+      te = model.moe_pad_expert_input_to_capacity ? 0u : (kGraphAttn | kRouter);
+    } else if (g == "b200") {
+      te = v >= 260201 ? (kGraphAttn | kRouter) : kRouter;
+    } else if (g == "gb200") {
+      te = mxfp8 ? kRouter : (kGraphAttn | kRouter);
+    } else {
+      te = kRouter;  // GB300, B300
+    }
+  } else if (name == "deepseekv3") {
+    full_iteration =
+        mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
+                  (g == "b300" && v >= 260601));
+    const uint32_t layer = kGraphAttn | kRouter;
+    if (g == "gb200") te = layer;
+    if (g == "gb300" && !mxfp8) te = layer;
+    if (g == "b300" && v >= 260401) te = layer;
+    if (g == "b200" && mxfp8 && v >= 260401) te = layer;
+  } else if (name == "nemotron3nano") {
+    if (!hopper) {
+      te = kGraphAttn | kGraphMamba | kRouter;
+    } else {
+      te = p == Precision::kBf16 ? (kGraphAttn | kGraphMamba) : kGraphMamba;
+    }
+  } else {
+    return;
+  }
+  search_spaces::CudaGraphs graphs;
+  if (full_iteration) {
+    graphs.impl = CudaGraphImpl::kLocal;
+    graphs.scope = search_spaces::kGraphFullIteration;
+  } else if (te.has_value()) {
+    graphs.impl = CudaGraphImpl::kTransformerEngine;
+    graphs.scope = *te;
+  }
+  training->cuda_graphs = graphs;
+}
+
 std::optional<search_spaces::Recompute> RecipeRecompute(
     const std::string& source, const ModelSpec& model,
     const std::string& cluster_name, Precision precision,

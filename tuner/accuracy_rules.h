@@ -169,6 +169,31 @@ void ApplyRecipeMoeSoftware(const std::string& source,
                             search_spaces::ModelSpec* model,
                             search_spaces::TrainingSpec* training);
 
+// The CUDA graphs of NVIDIA's Megatron-Bridge performance recipes for a row
+// of the qwen3-30b-a3b, deepseek-v3 or nemotron3-nano preset (the host-
+// launch term, costmodel/host_launch.h), read from the same files as
+// ApplyRecipeMoeSoftware at each release tag (docs/accuracy.md has the
+// table). "TE" = --cuda-graph-impl transformer_engine with the scope
+// listed; "full" = --cuda-graph-impl local --cuda-graph-scope
+// full_iteration; router = moe_router moe_preprocess:
+//   Qwen3-30B   H100: bf16 TE router, FP8-CS none. 25.09: one switch, on
+//               for Blackwell (modelled as TE attn router). B200: TE router,
+//               from 26.02.01 attn too. GB200: mxfp8 TE router, other
+//               precisions attn too. GB300/B300: TE router. mxfp8 from
+//               26.06 (B200 26.06.01): full.
+//   DeepSeek-V3 GB200: TE attn router; GB300: bf16 TE attn router, mxfp8
+//               none; B300 from 26.04.01 and B200 mxfp8 from 26.04.01: TE
+//               attn router; H100 and the rest: none. mxfp8 GB200/GB300
+//               from 26.06, B300 from 26.06.01: full.
+//   Nemotron 3  Blackwell: TE attn mamba router; H100: bf16 TE attn mamba,
+//   Nano        FP8-CS TE mamba.
+// Other sources and models are left as they are (Megatron's default: no
+// graphs).
+void ApplyRecipeCudaGraphs(const std::string& source,
+                           const search_spaces::ModelSpec& model,
+                           const std::string& cluster_name,
+                           search_spaces::TrainingSpec* training);
+
 // The selective recompute NVIDIA's Megatron-Bridge DeepSeek-V3 performance
 // recipes set, for a Megatron-Bridge row of the deepseek-v3 preset whose
 // recompute cell is blank: recompute_granularity "selective"

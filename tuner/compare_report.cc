@@ -42,6 +42,7 @@ const std::vector<Term>& TimeTerms() {
       {"pp_bubble", [](const Estimate& e) { return e.time.pp_bubble_s; }},
       {"dp_comm", [](const Estimate& e) { return e.time.dp_comm_s; }},
       {"optimizer", [](const Estimate& e) { return e.time.optimizer_s; }},
+      {"host_launch", [](const Estimate& e) { return e.time.host_s; }},
   };
   return kTerms;
 }

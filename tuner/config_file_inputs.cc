@@ -74,6 +74,17 @@ StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
       std::snprintf(buf, sizeof(buf), "%.17g", tokens);
       f.tokens = buf;
     }
+    if (IsSet(training, "cuda_graph_impl")) {
+      MESHTUNE_RETURN_IF_ERROR(
+          t.String("cuda_graph_impl", true, &f.cuda_graph_impl));
+    }
+    if (IsSet(training, "cuda_graph_scope")) {
+      // A list, or one string of names separated by commas or spaces.
+      std::vector<std::string> scope;
+      MESHTUNE_RETURN_IF_ERROR(t.StringList("cuda_graph_scope", &scope));
+      f.cuda_graph_scope.clear();
+      for (const std::string& s : scope) f.cuda_graph_scope += s + ",";
+    }
     const std::pair<const char*, bool*> switches[] = {
         {"grad_reduce_in_bf16", &f.grad_reduce_in_bf16},
         {"fp8_param_gather", &f.fp8_param_gather},

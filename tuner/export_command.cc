@@ -167,6 +167,9 @@ class ExportCommand : public Command {
     t.tp_comm_overlap = HasSwitch(s.arguments, "--tp-comm-overlap");
     t.moe_ep_overlap =
         HasSwitch(s.arguments, "--overlap-moe-expert-parallel-comm");
+    auto graphs = CudaGraphsFromFlags(FlagsOfStoredSearch(s));
+    if (!graphs.ok()) return graphs.status();
+    t.cuda_graphs = graphs.value();
     return t;
   }
 

@@ -205,6 +205,25 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
                 "MoE: overlap the EP all-to-alls with another micro-batch's "
                 "compute (Megatron's combined 1F1B; needs ep > 1, no full "
                 "recompute and virtual stages when pp > 1)");
+  app->add_option("--cuda-graph-impl", f->cuda_graph_impl,
+                  "none | local | transformer_engine: how Megatron captures "
+                  "CUDA graphs (default none: every kernel launched from "
+                  "Python)")
+      ->type_name("IMPL");
+  app->add_option_function<std::vector<std::string>>(
+         "--cuda-graph-scope",
+         [f](const std::vector<std::string>& words) {
+           f->cuda_graph_scope.clear();
+           for (const std::string& w : words) {
+             if (!f->cuda_graph_scope.empty()) f->cuda_graph_scope += ',';
+             f->cuda_graph_scope += w;
+           }
+         },
+         "modules in CUDA graphs: attn mlp moe moe_router moe_preprocess "
+         "mamba, or full_iteration (with --cuda-graph-impl local); empty = "
+         "whole layers")
+      ->type_name("SCOPE")
+      ->expected(1, CLI::detail::expected_max_vector_size);
   app->add_flag("--fp8-param-gather", f->fp8_param_gather,
                 "keep weights in fp8 and all-gather them in fp8 (needs "
                 "--precision fp8)");
@@ -379,6 +398,18 @@ std::string FormatRecompute(const Recompute& r) {
   return r.num_layers == 1 ? "full" : "full:" + std::to_string(r.num_layers);
 }
 
+StatusOr<search_spaces::CudaGraphs> CudaGraphsFromFlags(const InputFlags& f) {
+  search_spaces::CudaGraphs g;
+  if (!f.cuda_graph_impl.empty()) {
+    MESHTUNE_RETURN_IF_ERROR(
+        search_spaces::ParseCudaGraphImpl(Trim(f.cuda_graph_impl), &g.impl));
+  }
+  MESHTUNE_RETURN_IF_ERROR(
+      search_spaces::ParseCudaGraphScope(f.cuda_graph_scope, &g.scope));
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateCudaGraphs(g));
+  return g;
+}
+
 StatusOr<Precision> ParsePrecision(const std::string& raw) {
   const std::string text = Trim(raw);
   if (text == "bf16") return Precision::kBf16;
@@ -487,6 +518,8 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   if (f.gpu == kLocalCluster) {
     // This machine, described from /proc (tuner/calibration_source.h).
     in.cluster = LocalCluster(profiler::ReadCpuInfo());
+    // The plans run on meshtune's CPU engine, not under PyTorch.
+    in.training.python_launches = false;
   } else {
     auto cluster =
         search_spaces::ResolveCluster(in.gpu_defaulted ? kDefaultGpu : f.gpu);
@@ -592,6 +625,9 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   in.training.grad_reduce_in_bf16 = f.grad_reduce_in_bf16;
   in.training.tp_comm_overlap = f.tp_comm_overlap;
   in.training.moe_ep_overlap = f.moe_ep_overlap;
+  auto graphs = CudaGraphsFromFlags(f);
+  if (!graphs.ok()) return graphs.status();
+  in.training.cuda_graphs = graphs.value();
   auto tokens = ParseTokenCount(f.tokens);
   if (!tokens.ok()) return tokens.status();
   in.training.train_tokens = tokens.value();

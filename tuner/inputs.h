@@ -64,6 +64,11 @@ struct InputFlags {
   // --delay-wgrad-compute): MoE all-to-alls overlap the partner
   // micro-batch's compute; plans must meet its preconditions.
   bool moe_ep_overlap = false;
+  // Megatron --cuda-graph-impl and --cuda-graph-scope (the scope's values
+  // joined by commas): which modules launch from CUDA graphs
+  // (search_spaces/cuda_graphs.h; the cost model's host-launch term).
+  std::string cuda_graph_impl;
+  std::string cuda_graph_scope;
 
   // Results database (tuner/results_db.h): --db PATH, --no-db. Registered
   // by the commands that use a database, not by AddInputFlags.
@@ -124,6 +129,10 @@ StatusOr<double> ParseTokenCount(const std::string& text);
 StatusOr<search_spaces::Recompute> ParseRecompute(const std::string& text,
                                                   bool any_full);
 StatusOr<search_spaces::Precision> ParsePrecision(const std::string& text);
+// --cuda-graph-impl and --cuda-graph-scope of `flags`, parsed and checked
+// (search_spaces::ValidateCudaGraphs); "" = Megatron's defaults (none).
+StatusOr<search_spaces::CudaGraphs> CudaGraphsFromFlags(
+    const InputFlags& flags);
 // --memory-headroom: GiB per GPU ("4", "4.5", "4GiB", "4 GiB") or a percent
 // of `capacity_gib`, the memory the GPU exposes (ClusterSpec::CapacityGib;
 // "5%" of 79.65 GiB is 3.98 GiB). Returns GiB. Errors (InvalidArgument, the

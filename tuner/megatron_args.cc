@@ -282,6 +282,14 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
     a.push_back("--overlap-moe-expert-parallel-comm");
     a.push_back("--delay-wgrad-compute");
   }
+  if (t.cuda_graphs.enabled()) {
+    a.push_back(std::string("--cuda-graph-impl ") +
+                search_spaces::ToString(t.cuda_graphs.impl));
+    if (t.cuda_graphs.scope != 0) {
+      a.push_back("--cuda-graph-scope " +
+                  search_spaces::CudaGraphScopeString(t.cuda_graphs.scope));
+    }
+  }
   return a;
 }
 

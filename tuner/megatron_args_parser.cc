@@ -37,7 +37,8 @@ using search_spaces::SizeLimit;
 using search_spaces::yaml_util::Printable;
 namespace limits = search_spaces::limits;
 
-enum class Kind { kSwitch, kInt, kString };
+// kList: one or more values (argparse nargs="+").
+enum class Kind { kSwitch, kInt, kString, kList };
 
 // The flags that shape the plan (megatron/training/arguments.py names), with
 // the kind of value each takes. The string flags' allowed values are checked
@@ -101,6 +102,8 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--fp8-param-gather", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--cuda-graph-impl", Kind::kString},
+      {"--cuda-graph-scope", Kind::kList},
       {"--overlap-moe-expert-parallel-comm", Kind::kSwitch},
       {"--delay-wgrad-compute", Kind::kSwitch},
       {"--use-megatron-fsdp", Kind::kSwitch},
@@ -235,6 +238,20 @@ Status ApplyFsdpStrategy(const std::string& strategy,
       "use --data-parallel-sharding-strategy optim_grads_params or optim");
 }
 
+// --cuda-graph-impl and --cuda-graph-scope (its values joined by commas;
+// "" = absent) into training->cuda_graphs.
+Status ReadCudaGraphs(const std::string& impl, const std::string& scope,
+                      search_spaces::TrainingSpec* training) {
+  search_spaces::CudaGraphs g;
+  if (!impl.empty()) {
+    MESHTUNE_RETURN_IF_ERROR(search_spaces::ParseCudaGraphImpl(impl, &g.impl));
+  }
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::ParseCudaGraphScope(scope, &g.scope));
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateCudaGraphs(g));
+  training->cuda_graphs = g;
+  return Status::Ok();
+}
+
 class ArgReader {
  public:
   // Groups `words` into entries and checks each flag's arity.
@@ -282,6 +299,17 @@ class ArgReader {
   }
 
   bool Has(const std::string& flag) const { return entries_.count(flag) > 0; }
+  // A list flag's values joined by commas ("" when absent).
+  std::string List(const std::string& flag) const {
+    const auto it = entries_.find(flag);
+    std::string out;
+    if (it == entries_.end()) return out;
+    for (const std::string& v : it->second.values) {
+      if (!out.empty()) out += ',';
+      out += v;
+    }
+    return out;
+  }
   // The flag's value as written ("" when absent).
   std::string Text(const std::string& flag) const {
     const auto it = entries_.find(flag);
@@ -358,7 +386,7 @@ class ArgReader {
               ? "give it a positive integer, e.g. " + e.flag + " 8"
               : "give it a value, e.g. " + e.flag + " " + ExampleValue(e.flag));
     }
-    if (e.values.size() > 1) {
+    if (e.values.size() > 1 && kind != Kind::kList) {
       return Status::InvalidArgument(
           "unexpected '" + Printable(e.values[1]) + "' after " + e.flag + " " +
               Printable(e.values[0]),
@@ -378,6 +406,8 @@ class ArgReader {
     if (flag == "--window-size") return "127,0";
     if (flag == "--rotary-base") return "10000";
     if (flag == "--attention-backend") return "flash";
+    if (flag == "--cuda-graph-impl") return "transformer_engine";
+    if (flag == "--cuda-graph-scope") return "attn moe_router";
     if (flag == "--moe-router-score-function") return "sigmoid";
     if (flag == "--moe-expert-capacity-factor") return "1.0";
     if (flag == "--moe-token-dispatcher-type") return "alltoall";
@@ -936,6 +966,8 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
   t.moe_ep_overlap = r.Has("--overlap-moe-expert-parallel-comm");
   MESHTUNE_RETURN_IF_ERROR(
       CheckDelayWgrad(r.Has("--delay-wgrad-compute"), t.moe_ep_overlap));
+  MESHTUNE_RETURN_IF_ERROR(ReadCudaGraphs(r.Text("--cuda-graph-impl"),
+                                          r.List("--cuda-graph-scope"), &t));
   t.tp_comm_overlap = r.Has("--tp-comm-overlap");
   if (t.tp_comm_overlap && !out->config.sp) {
     // Megatron asserts sequence parallelism for --tp-comm-overlap.
@@ -1005,6 +1037,8 @@ const std::map<std::string, Kind>& RunFlags() {
   static const auto* flags = new std::map<std::string, Kind>{
       {"--use-distributed-optimizer", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
+      {"--cuda-graph-impl", Kind::kString},
+      {"--cuda-graph-scope", Kind::kList},
       {"--overlap-moe-expert-parallel-comm", Kind::kSwitch},
       {"--delay-wgrad-compute", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
@@ -1120,6 +1154,13 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
       return Status::InvalidArgument(flag + " takes no value, got '" +
                                          Printable(flag_values.front()) + "'",
                                      "write " + flag + " alone to turn it on");
+    }
+    if (known->second == Kind::kList && !flag_values.empty()) {
+      std::string joined;  // one value, its words joined by commas
+      for (const std::string& v : flag_values) {
+        joined += (joined.empty() ? "" : ",") + v;
+      }
+      flag_values = {joined};
     }
     if (known->second != Kind::kSwitch &&
         (flag_values.size() != 1 || flag_values.front().empty())) {
@@ -1308,6 +1349,8 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
   }
   MESHTUNE_RETURN_IF_ERROR(CheckDelayWgrad(
       has("--delay-wgrad-compute"), has("--overlap-moe-expert-parallel-comm")));
+  MESHTUNE_RETURN_IF_ERROR(ReadCudaGraphs(
+      values["--cuda-graph-impl"], values["--cuda-graph-scope"], training));
   if (has("--overlap-moe-expert-parallel-comm")) {
     training->moe_ep_overlap = true;
   }

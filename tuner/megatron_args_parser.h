@@ -51,8 +51,8 @@ struct ParsedMegatronArgs {
   // it stays 0). name and global_batch_size stay empty/0.
   search_spaces::ModelSpec model;
   // global_batch_size, seq_length, precision, fp8_param_gather,
-  // grad_reduce_in_bf16, tp_comm_overlap, moe_ep_overlap; num_gpus as passed to
-  // the parser.
+  // grad_reduce_in_bf16, tp_comm_overlap, moe_ep_overlap, cuda_graphs; num_gpus
+  // as passed to the parser.
   search_spaces::TrainingSpec training;
   // Every axis but dp comes from the flags; dp = num_gpus / (tp·pp·cp) when
   // the parser was given the world size, else 0 (the arguments do not carry
@@ -118,6 +118,9 @@ struct AppliedMegatronFlags {
 //                                         given (Megatron's default)
 //   --cross-entropy-loss-fusion           training.cross_entropy_loss_fusion
 //   --cp-comm-type p2p|a2a                training.cp_comm_a2a
+//   --cuda-graph-impl I, --cuda-graph-scope S...
+//                                         training.cuda_graphs (the scope's
+//                                         words or a comma list)
 // Accepted without effect on the cost model (listed in `without_effect`):
 //   --transformer-impl transformer_engine|local (the cost model prices
 //   Transformer Engine kernels), --moe-permute-fusion (permutation is priced

@@ -259,6 +259,8 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       "fp8_hybrid",
       "fp8_params",
       "ub_tp_comm_overlap",
+      "cuda_graph_impl",
+      "cuda_graph_scope",
       "optim",
       "expert_tensor_parallel_size",
       "pipeline_model_parallel_layout",
@@ -321,6 +323,32 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       r.Bool("ub_tp_comm_overlap", false, &t.tp_comm_overlap));
   MESHTUNE_RETURN_IF_ERROR(
       r.Bool("overlap_moe_expert_parallel_comm", false, &t.moe_ep_overlap));
+  // Megatron TransformerConfig's CUDA-graph fields, as Megatron-Bridge
+  // recipes set them (cuda_graph_scope a list of scope names).
+  {
+    std::string impl = "none";
+    MESHTUNE_RETURN_IF_ERROR(r.Enum("cuda_graph_impl", false,
+                                    {"none", "local", "transformer_engine"},
+                                    &impl));
+    MESHTUNE_RETURN_IF_ERROR(
+        search_spaces::ParseCudaGraphImpl(impl, &t.cuda_graphs.impl));
+    std::vector<std::string> scope;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.EnumList("cuda_graph_scope",
+                   {"attn", "mlp", "moe", "moe_router", "moe_preprocess",
+                    "mamba", "full_iteration"},
+                   &scope));
+    std::string joined;
+    for (const std::string& s : scope) joined += s + ",";
+    MESHTUNE_RETURN_IF_ERROR(
+        search_spaces::ParseCudaGraphScope(joined, &t.cuda_graphs.scope));
+    const Status valid = search_spaces::ValidateCudaGraphs(t.cuda_graphs);
+    if (!valid.ok()) {
+      return Status::InvalidArgument(
+          r.WhereKey("cuda_graph_scope") + ": " + valid.message(),
+          valid.hint());
+    }
+  }
   bool delay_wgrad = false;
   MESHTUNE_RETURN_IF_ERROR(r.Bool("delay_wgrad_compute", false, &delay_wgrad));
   if (delay_wgrad && !t.moe_ep_overlap) {
@@ -464,6 +492,17 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
     const bool ep_overlap = t.moe_ep_overlap && c.ep > 1;
     y << "  overlap_moe_expert_parallel_comm: " << Bool(ep_overlap) << "\n";
     y << "  delay_wgrad_compute: " << Bool(ep_overlap) << "\n";
+  }
+  if (t.cuda_graphs.enabled()) {
+    y << "  cuda_graph_impl: " << search_spaces::ToString(t.cuda_graphs.impl)
+      << "\n";
+    // Absent = Megatron's default scope (whole layers).
+    if (t.cuda_graphs.scope != 0) {
+      std::string scope =
+          search_spaces::CudaGraphScopeString(t.cuda_graphs.scope);
+      std::replace(scope.begin(), scope.end(), ' ', ',');
+      y << "  cuda_graph_scope: [" << scope << "]\n";
+    }
   }
   y << "  attention_backend: " << AttentionBackend(model, flash_attention)
     << "\n";

@@ -59,6 +59,7 @@ constexpr Term kTimeTerms[] = {
     {"pp_bubble", "PP bubble", "#cf222e"},
     {"dp_comm", "DP comm", "#1a7f37"},
     {"optimizer", "optimizer", "#6e7781"},
+    {"host_launch", "host launches", "#a40e26"},
 };
 constexpr Term kMemoryTerms[] = {
     {"weights", "weights", "#0969da"},
@@ -70,8 +71,8 @@ constexpr Term kMemoryTerms[] = {
 
 std::vector<double> TimeValues(const Estimate& e) {
   const costmodel::TimeBreakdown& t = e.time;
-  return {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s,  t.ep_comm_s,
-          t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s, t.optimizer_s};
+  return {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s,   t.ep_comm_s,
+          t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s, t.optimizer_s, t.host_s};
 }
 
 std::vector<double> MemoryValuesGib(const Estimate& e) {

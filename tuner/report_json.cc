@@ -45,7 +45,7 @@ nlohmann::ordered_json TimeBreakdownToJson(const costmodel::TimeBreakdown& t) {
       {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
       {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
       {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
-      {"optimizer", t.optimizer_s},
+      {"optimizer", t.optimizer_s}, {"host_launch", t.host_s},
   };
 }
 

@@ -119,6 +119,14 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
     out << "ep overlap   --overlap-moe-expert-parallel-comm: MoE all-to-alls "
            "overlap another micro-batch's compute\n";
   }
+  if (t.cuda_graphs.enabled()) {
+    const std::string scope =
+        search_spaces::CudaGraphScopeString(t.cuda_graphs.scope);
+    out << "cuda graphs  --cuda-graph-impl "
+        << search_spaces::ToString(t.cuda_graphs.impl)
+        << (scope.empty() ? " (whole layers)" : " --cuda-graph-scope " + scope)
+        << ": these modules launch as graph replays\n";
+  }
   out << "calibration  " << calibration << "\n";
 }
 
@@ -130,7 +138,7 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
       {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
       {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
       {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
-      {"optimizer", t.optimizer_s},
+      {"optimizer", t.optimizer_s}, {"host_launch", t.host_s},
   };
   const search_spaces::ParallelConfig& c = e.config;
   if (search_spaces::PipelineLayout::Valid(in.model.num_layers, c) &&

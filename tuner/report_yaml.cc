@@ -1,5 +1,6 @@
 #include "tuner/report_yaml.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -153,6 +154,12 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
   y << "  tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";
   y << "  overlap_moe_expert_parallel_comm: " << Bool(t.moe_ep_overlap) << "\n";
+  y << "  cuda_graph_impl: " << search_spaces::ToString(t.cuda_graphs.impl)
+    << "\n";
+  // Comma-joined, the form --cuda-graph-scope and the config file read.
+  std::string scope = search_spaces::CudaGraphScopeString(t.cuda_graphs.scope);
+  std::replace(scope.begin(), scope.end(), ' ', ',');
+  y << "  cuda_graph_scope: " << Quote(scope) << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";

@@ -104,6 +104,7 @@ std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
   training.num_gpus = ranks;
   training.global_batch_size = c.global_batch_size;
   training.seq_length = c.seq();
+  training.python_launches = false;  // meshtune's engine launches from C++
   std::string detail;
   const std::string reason = search_spaces::CheckConfig(
       c.model, training, cluster.value(), c.parallel, &detail);
@@ -135,6 +136,7 @@ std::optional<double> PredictStepTime(const engine::TrainConfig &c,
   training.num_gpus = c.parallel.world();
   training.global_batch_size = c.global_batch_size;
   training.seq_length = c.seq();
+  training.python_launches = false;  // meshtune's engine launches from C++
   std::string detail;
   const std::string reason = search_spaces::CheckConfig(
       c.model, training, cluster, c.parallel, &detail);

@@ -181,6 +181,8 @@ class ValidateCommand : public Command {
     auto inputs = ResolveInputs(flags_);
     if (!inputs.ok()) return inputs.status();
     Inputs in = std::move(inputs).value();
+    // The candidates run on meshtune's engine, which launches from C++.
+    in.training.python_launches = false;
     if (!cuda && in.cluster.name != kLocalCluster) {
       return Status::InvalidArgument(
           "tune validate runs the candidates on this machine with the CPU "

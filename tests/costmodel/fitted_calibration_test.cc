@@ -99,6 +99,8 @@ TrainingSpec Training(int64_t gpus) {
   t.num_gpus = gpus;
   t.global_batch_size = 256;
   t.seq_length = 2048;
+  // The fit learns from meshtune's engine runs, which launch from C++.
+  t.python_launches = false;
   return t;
 }
 

@@ -167,6 +167,66 @@ TEST(RecipeRecompute, DeepSeekV3RecipesRecomputeTheirModules) {
                    .has_value());
 }
 
+// The recipes' CUDA graphs per container and GPU (accuracy_rules.h).
+TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
+  using search_spaces::CudaGraphImpl;
+  using search_spaces::CudaGraphs;
+  constexpr uint32_t kRouter =
+      search_spaces::kGraphMoeRouter | search_spaces::kGraphMoePreprocess;
+  constexpr uint32_t kAttn = search_spaces::kGraphAttn;
+  const CudaGraphs none;
+  const CudaGraphs full{CudaGraphImpl::kLocal,
+                        search_spaces::kGraphFullIteration};
+  auto te = [](uint32_t scope) {
+    return CudaGraphs{CudaGraphImpl::kTransformerEngine, scope};
+  };
+  auto apply = [](const std::string& source, const std::string& preset,
+                  const std::string& gpu, Precision p) {
+    auto model = FindModelPreset(preset);
+    EXPECT_TRUE(model.has_value()) << preset;
+    search_spaces::TrainingSpec t;
+    t.precision = p;
+    ApplyRecipeCudaGraphs(source, *model, gpu, &t);
+    return t.cuda_graphs;
+  };
+  const std::string mb2604 = "MegatronBridge_26.04_perf_summary";
+  // Qwen3-30B-A3B on H100: the FP8-CS recipe has none, bf16 the router.
+  EXPECT_EQ(apply(mb2604, "Qwen3_30B_a3B", "h100", Precision::kFp8Tensorwise),
+            none);
+  EXPECT_EQ(apply(mb2604, "Qwen3_30B_a3B", "h100", Precision::kBf16),
+            te(kRouter));
+  // B200 added attention in 26.02.01; MXFP8 became one graph in 26.06.01.
+  EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "Qwen3_30B_a3B", "b200",
+                  Precision::kMxfp8),
+            te(kRouter));
+  EXPECT_EQ(apply(mb2604, "Qwen3_30B_a3B", "b200", Precision::kMxfp8),
+            te(kAttn | kRouter));
+  EXPECT_EQ(apply("MegatronBridge_26.06_perf_summary", "Qwen3_30B_a3B", "b200",
+                  Precision::kMxfp8),
+            te(kAttn | kRouter));
+  EXPECT_EQ(apply("MegatronBridge_26.06.01_perf_summary", "Qwen3_30B_a3B",
+                  "b200", Precision::kMxfp8),
+            full);
+  EXPECT_EQ(apply("MegatronBridge_26.06_perf_summary", "Qwen3_30B_a3B", "gb300",
+                  Precision::kMxfp8),
+            full);
+  // DeepSeek-V3 GB300: none in MXFP8, attention and router in bf16.
+  EXPECT_EQ(apply(mb2604, "DeepSeekV3", "gb300", Precision::kMxfp8), none);
+  EXPECT_EQ(apply(mb2604, "DeepSeekV3", "gb300", Precision::kBf16),
+            te(kAttn | kRouter));
+  EXPECT_EQ(apply(mb2604, "DeepSeekV3", "h100", Precision::kBf16), none);
+  // Nemotron 3 Nano on H100 FP8-CS graphs only the Mamba mixers.
+  EXPECT_EQ(apply(mb2604, "Nemotron_3_Nano", "h100", Precision::kFp8Tensorwise),
+            te(search_spaces::kGraphMamba));
+  EXPECT_EQ(apply(mb2604, "Nemotron_3_Nano", "gb200", Precision::kBf16),
+            te(kAttn | search_spaces::kGraphMamba | kRouter));
+  // Other sources and dense models keep Megatron's default.
+  EXPECT_EQ(apply("NeMo_25.04_perf_summary", "Qwen3_30B_a3B", "h100",
+                  Precision::kBf16),
+            none);
+  EXPECT_EQ(apply(mb2604, "LLAMA3_70B", "gb200", Precision::kBf16), none);
+}
+
 // The recipes' dispatcher and EP overlap per container (accuracy_rules.h).
 TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
   using search_spaces::TokenDispatcher;

@@ -95,11 +95,23 @@ inline std::vector<RoundTripCase> RoundTripCases() {
     if (m.is_moe()) {
       experts.ep = std::min<int64_t>(m.num_experts, 4);
       add("moe-ep", experts);
+      // NVIDIA's MoE recipes: TE graphs of attention and the router, or
+      // one graph of the whole step.
+      add("moe-ep-te-graphs", experts)->training.cuda_graphs = {
+          search_spaces::CudaGraphImpl::kTransformerEngine,
+          search_spaces::kGraphAttn | search_spaces::kGraphMoeRouter |
+              search_spaces::kGraphMoePreprocess};
+      add("moe-ep-full-iteration", experts)->training.cuda_graphs = {
+          search_spaces::CudaGraphImpl::kLocal,
+          search_spaces::kGraphFullIteration};
     } else {
       // tp_comm_overlap without sp: not emitted (Megatron needs sp for it).
       experts.cp = 2;
       experts.dp = 4;
       add("cp-no-sp", experts)->training.tp_comm_overlap = true;
+      // Whole layers in TE graphs (an impl with Megatron's default scope).
+      add("layer-graphs", plain)->training.cuda_graphs.impl =
+          search_spaces::CudaGraphImpl::kTransformerEngine;
     }
 
     // Interleaving: the first (pp, vpp) with a valid layout, which either

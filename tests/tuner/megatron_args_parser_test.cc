@@ -69,6 +69,7 @@ void ExpectSameFields(const ParsedMegatronArgs& p, const RoundTripCase& c,
   // Megatron needs sequence parallelism for --tp-comm-overlap.
   EXPECT_EQ(p.training.tp_comm_overlap,
             t.tp_comm_overlap && c.config.sp && c.config.tp > 1);
+  EXPECT_TRUE(p.training.cuda_graphs == t.cuda_graphs) << c.name;
 
   EXPECT_TRUE(p.config == c.config)
       << search_spaces::ToString(p.config) << " vs "

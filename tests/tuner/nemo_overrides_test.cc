@@ -153,6 +153,7 @@ TEST(NemoOverrides, RoundTripsEveryPresetAndConfiguration) {
               t.grad_reduce_in_bf16 && c.config.dist_opt);
     EXPECT_EQ(p.training.tp_comm_overlap,
               t.tp_comm_overlap && c.config.sp && c.config.tp > 1);
+    EXPECT_TRUE(p.training.cuda_graphs == t.cuda_graphs) << c.name;
     EXPECT_TRUE(p.config == c.config)
         << search_spaces::ToString(p.config) << " vs "
         << search_spaces::ToString(c.config);

@@ -1,0 +1,67 @@
+// Host launches: the time the host needs to launch one layer's kernels
+// eagerly, which bounds the layer from below when its GPU work is shorter.
+//
+// PyTorch launches Megatron's kernels one by one from Python; a layer whose
+// GPU work is shorter than its launches leaves the GPU idle (small MoE
+// experts at mbs 1, Qwen3-30B-A3B). Modules captured in a CUDA graph
+// (TrainingSpec::cuda_graphs) launch as one graph replay, free at this
+// scale. Per layer, one micro-batch:
+//   host_fwd = kBlock_s per eager attention (or MLA) mixer, Mamba mixer and
+//              dense MLP
+//            + kBlock_s per eager router and per eager dispatcher
+//              preprocess (MoE layers)
+//            + kExpert_s · E/ep (each local expert's GEMM inputs, fp8
+//              quantisation and split bookkeeping; graphed only with the
+//              whole MoE block, which needs padded expert capacity: the
+//              dropless token counts are dynamic)
+//   host_bwd = kBackwardFactor · host_fwd
+// Each phase lasts max(GPU work, host launches). The alltoall and
+// allgather dispatchers of a dropless MoE layer also wait on the host for
+// the per-expert token counts (the all-to-all split sizes, copied to the
+// host before the dispatch): the GPU drains, and the launches after the
+// sync, kSync_s, add to the forward whatever its length. The flex
+// dispatcher (DeepEP, HybridEP) computes its layout on the device and the
+// rows that ran it need no such term; padded capacity has static shapes.
+// A full-iteration graph (--cuda-graph-scope full_iteration, padded expert
+// capacity) makes all of it zero. The constants are fitted on the
+// published Qwen3-30B-A3B, DeepSeek-V3 and Nemotron 3 Nano rows with their
+// recipes' CUDA-graph scopes and checked on the untuned B200 runs
+// (docs/costmodel.md §4, "Host launches").
+#ifndef MESHTUNE_COSTMODEL_HOST_LAUNCH_H_
+#define MESHTUNE_COSTMODEL_HOST_LAUNCH_H_
+
+#include "search_spaces/cuda_graphs.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/parallel_config.h"
+
+namespace meshtune::costmodel {
+
+struct HostLaunch {
+  double fwd_s = 0;
+  double bwd_s = 0;
+  // Forward launches the GPU always waits for, whatever the layer's GPU
+  // time: those after the host synchronisation on the token counts.
+  double sync_fwd_s = 0;
+};
+
+// One micro-batch of one layer of `kind` under `c`.
+HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
+                           const search_spaces::ParallelConfig& c,
+                           search_spaces::LayerKind kind,
+                           const search_spaces::CudaGraphs& graphs);
+
+// Seconds the GPU waits for the host in one phase: the launches beyond the
+// phase's GPU work (`gpu_s`, compute and exposed communication).
+inline double HostWait_s(double host_s, double gpu_s) {
+  return host_s > gpu_s ? host_s - gpu_s : 0.0;
+}
+
+// Fitted constants (seconds on the host, per eagerly launched module).
+inline constexpr double kHostBlockLaunch_s = 0.7e-3;
+inline constexpr double kHostExpertLaunch_s = 0.12e-3;
+inline constexpr double kHostBackwardFactor = 2.0;
+inline constexpr double kHostSync_s = 1.0e-3;
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_HOST_LAUNCH_H_
