@@ -119,4 +119,17 @@ Status ValidateCudaGraphs(const CudaGraphs& graphs) {
   return Status::Ok();
 }
 
+StatusOr<CudaGraphs> ParseCudaGraphs(std::string_view impl,
+                                     std::string_view scope) {
+  CudaGraphs g;
+  if (!impl.empty()) {
+    const Status s = ParseCudaGraphImpl(impl, &g.impl);
+    if (!s.ok()) return s;
+  }
+  Status s = ParseCudaGraphScope(scope, &g.scope);
+  if (s.ok()) s = ValidateCudaGraphs(g);
+  if (!s.ok()) return s;
+  return g;
+}
+
 }  // namespace meshtune::search_spaces

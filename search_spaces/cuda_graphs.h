@@ -69,6 +69,11 @@ Status ParseCudaGraphScope(std::string_view text, uint32_t* out);
 // A scope needs an impl (Megatron ignores it with a warning; we refuse it)
 // and full_iteration needs `local` (arguments.py's help).
 Status ValidateCudaGraphs(const CudaGraphs& graphs);
+// Both flags' values parsed and validated ("" impl = none, "" scope =
+// empty): what every reader of them (CLI, config files, Megatron
+// arguments, NeMo overrides) calls.
+StatusOr<CudaGraphs> ParseCudaGraphs(std::string_view impl,
+                                     std::string_view scope);
 
 }  // namespace meshtune::search_spaces
 

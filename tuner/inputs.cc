@@ -399,15 +399,8 @@ std::string FormatRecompute(const Recompute& r) {
 }
 
 StatusOr<search_spaces::CudaGraphs> CudaGraphsFromFlags(const InputFlags& f) {
-  search_spaces::CudaGraphs g;
-  if (!f.cuda_graph_impl.empty()) {
-    MESHTUNE_RETURN_IF_ERROR(
-        search_spaces::ParseCudaGraphImpl(Trim(f.cuda_graph_impl), &g.impl));
-  }
-  MESHTUNE_RETURN_IF_ERROR(
-      search_spaces::ParseCudaGraphScope(f.cuda_graph_scope, &g.scope));
-  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateCudaGraphs(g));
-  return g;
+  return search_spaces::ParseCudaGraphs(Trim(f.cuda_graph_impl),
+                                        f.cuda_graph_scope);
 }
 
 StatusOr<Precision> ParsePrecision(const std::string& raw) {

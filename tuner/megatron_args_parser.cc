@@ -242,13 +242,9 @@ Status ApplyFsdpStrategy(const std::string& strategy,
 // "" = absent) into training->cuda_graphs.
 Status ReadCudaGraphs(const std::string& impl, const std::string& scope,
                       search_spaces::TrainingSpec* training) {
-  search_spaces::CudaGraphs g;
-  if (!impl.empty()) {
-    MESHTUNE_RETURN_IF_ERROR(search_spaces::ParseCudaGraphImpl(impl, &g.impl));
-  }
-  MESHTUNE_RETURN_IF_ERROR(search_spaces::ParseCudaGraphScope(scope, &g.scope));
-  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateCudaGraphs(g));
-  training->cuda_graphs = g;
+  auto graphs = search_spaces::ParseCudaGraphs(impl, scope);
+  if (!graphs.ok()) return graphs.status();
+  training->cuda_graphs = graphs.value();
   return Status::Ok();
 }
 

@@ -330,8 +330,6 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
     MESHTUNE_RETURN_IF_ERROR(r.Enum("cuda_graph_impl", false,
                                     {"none", "local", "transformer_engine"},
                                     &impl));
-    MESHTUNE_RETURN_IF_ERROR(
-        search_spaces::ParseCudaGraphImpl(impl, &t.cuda_graphs.impl));
     std::vector<std::string> scope;
     MESHTUNE_RETURN_IF_ERROR(
         r.EnumList("cuda_graph_scope",
@@ -340,14 +338,13 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
                    &scope));
     std::string joined;
     for (const std::string& s : scope) joined += s + ",";
-    MESHTUNE_RETURN_IF_ERROR(
-        search_spaces::ParseCudaGraphScope(joined, &t.cuda_graphs.scope));
-    const Status valid = search_spaces::ValidateCudaGraphs(t.cuda_graphs);
-    if (!valid.ok()) {
+    auto graphs = search_spaces::ParseCudaGraphs(impl, joined);
+    if (!graphs.ok()) {
       return Status::InvalidArgument(
-          r.WhereKey("cuda_graph_scope") + ": " + valid.message(),
-          valid.hint());
+          r.WhereKey("cuda_graph_scope") + ": " + graphs.status().message(),
+          graphs.status().hint());
     }
+    t.cuda_graphs = graphs.value();
   }
   bool delay_wgrad = false;
   MESHTUNE_RETURN_IF_ERROR(r.Bool("delay_wgrad_compute", false, &delay_wgrad));

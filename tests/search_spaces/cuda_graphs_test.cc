@@ -57,6 +57,20 @@ TEST(CudaGraphs, ValidationFollowsMegatron) {
   EXPECT_FALSE(ValidateCudaGraphs(g).ok());
 }
 
+TEST(CudaGraphs, ParseCudaGraphsReadsBothFlagsAndValidates) {
+  auto g = ParseCudaGraphs("local", "full_iteration");
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g.value().full_iteration());
+  auto none = ParseCudaGraphs("", "");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none.value().enabled());
+  EXPECT_EQ(ParseCudaGraphs("", "attn").status().message(),
+            "--cuda-graph-scope attn has no effect with --cuda-graph-impl "
+            "none");
+  EXPECT_EQ(ParseCudaGraphs("graph", "").status().message(),
+            "unknown --cuda-graph-impl 'graph'");
+}
+
 TEST(CudaGraphs, CapturesWhatTheScopeNames) {
   CudaGraphs none;
   EXPECT_FALSE(none.Captures(kGraphAttn));
