@@ -64,6 +64,8 @@ StatusOr<std::optional<costmodel::FitResult>> FitMachineFactors(
     training.global_batch_size = s.gbs;
     training.seq_length = s.seq_length;
     training.precision = *precision;
+    // The runs are meshtune's engine, which launches from C++.
+    training.python_launches = false;
     costmodel::FitSample sample;
     sample.measured_step_s = p.measured_step_time_s;
     sample.predict_step_s = [model = *model_it->second, cluster, training,
