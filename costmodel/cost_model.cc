@@ -338,22 +338,30 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   const CommGroup edp_group = AxisGroup(c.expert_tp() * c.ep, edp, domain);
   const CommGroup pp_group = AxisGroup(c.tp * c.cp * c.dp, c.pp, domain);
 
+  // Megatron under PyTorch launches its eager modules from Python.
+  const bool host_launch =
+      training.python_launches && options.enabled(Refinement::kHostLaunch);
+
   // ---- Each distinct layer kind once, one micro-batch.
   struct KindCost {
     LayerKind kind;
     LayerCompute c;
     LayerComm x;
+    HostLaunch host;  // eager launches (host_launch.h)
   };
   std::vector<KindCost> kind_costs;
   auto cost_of = [&](LayerKind kind) -> const KindCost& {
     for (const KindCost& k : kind_costs) {
       if (k.kind == kind) return k;
     }
-    KindCost k{kind, {}, {}};
+    KindCost k{kind, {}, {}, {}};
     k.c = LayerComputeTime(model, c, seq, prec, kind, calibration, options);
     k.x = LayerCommTime(model, c, seq, kind, training.tp_comm_overlap, k.c,
                         tp_group, cp_group, ep_group, etp_group, calibration,
                         options);
+    if (host_launch) {
+      k.host = LayerHostLaunch(model, c, kind, training.cuda_graphs);
+    }
     kind_costs.push_back(k);
     return kind_costs.back();
   };
@@ -402,10 +410,6 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     ep_unpaired = std::min(1.0, alone / steps);
   }
 
-  const search_spaces::CudaGraphs& graphs = training.cuda_graphs;
-  const bool host_launch =
-      training.python_launches && options.enabled(Refinement::kHostLaunch);
-
   // ---- Per micro-batch on each stage: its layers (from the layout), the
   // embedding on the first, logits and MTP depths on the last. The slowest
   // stage sets the pace of the pipeline.
@@ -444,7 +448,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     w->bwd_win += n * (b + k.x.tp_bwd_s);
     // Each phase lasts at least as long as the host takes to launch it.
     if (host_launch) {
-      const HostLaunch h = LayerHostLaunch(model, c, kind, graphs);
+      const HostLaunch& h = k.host;
       w->host +=
           n *
           (HostWait_s(h.fwd_s, f + k.x.tp_fwd_s + k.x.cp_fwd_s + k.x.ep_fwd_s) +

@@ -6,20 +6,20 @@
 // experts at mbs 1, Qwen3-30B-A3B). Modules captured in a CUDA graph
 // (TrainingSpec::cuda_graphs) launch as one graph replay, free at this
 // scale. Per layer, one micro-batch:
-//   host_fwd = kBlock_s per eager attention (or MLA) mixer, Mamba mixer and
-//              dense MLP
-//            + kBlock_s per eager router and per eager dispatcher
-//              preprocess (MoE layers)
-//            + kExpert_s · E/ep (each local expert's GEMM inputs, fp8
-//              quantisation and split bookkeeping; graphed only with the
-//              whole MoE block, which needs padded expert capacity: the
-//              dropless token counts are dynamic)
-//   host_bwd = kBackwardFactor · host_fwd
+//   host_fwd = kHostBlockLaunch_s per eager attention (or MLA) mixer,
+//              Mamba mixer and dense MLP
+//            + kHostBlockLaunch_s per eager router and per eager
+//              dispatcher preprocess (MoE layers)
+//            + kHostExpertLaunch_s · E/ep (each local expert's GEMM
+//              inputs, fp8 quantisation and split bookkeeping; graphed
+//              only with the whole MoE block, which needs padded expert
+//              capacity: the dropless token counts are dynamic)
+//   host_bwd = kHostBackwardFactor · host_fwd
 // Each phase lasts max(GPU work, host launches). The alltoall and
 // allgather dispatchers of a dropless MoE layer also wait on the host for
 // the per-expert token counts (the all-to-all split sizes, copied to the
 // host before the dispatch): the GPU drains, and the launches after the
-// sync, kSync_s, add to the forward whatever its length. The flex
+// sync, kHostSync_s, add to the forward whatever its length. The flex
 // dispatcher (DeepEP, HybridEP) computes its layout on the device and the
 // rows that ran it need no such term; padded capacity has static shapes.
 // A full-iteration graph (--cuda-graph-scope full_iteration, padded expert

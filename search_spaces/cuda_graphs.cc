@@ -46,11 +46,11 @@ const char* ToString(CudaGraphImpl impl) {
   return "none";
 }
 
-std::string CudaGraphScopeString(uint32_t scope) {
+std::string CudaGraphScopeString(uint32_t scope, char separator) {
   std::string out;
   for (const auto& [name, bit] : kScopeNames) {
     if ((scope & bit) == 0) continue;
-    if (!out.empty()) out += ' ';
+    if (!out.empty()) out += separator;
     out += name;
   }
   return out;

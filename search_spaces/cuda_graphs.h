@@ -4,10 +4,10 @@
 //
 // Without a graph every kernel of a layer is launched from Python, and the
 // GPU waits whenever a layer's kernels are shorter than their launches (the
-// cost model's host-launch term, docs/costmodel.md §4 "Host launches").
-// Dropless MoE also synchronises the host on every layer's token counts, so
-// the expert GEMMs cannot be queued ahead; only a full-iteration graph (with
-// padded expert capacity) removes that.
+// cost model's host-launch term, costmodel/host_launch.h). The experts of a
+// dropless MoE layer have dynamic token counts and stay eager; only graphs
+// of the whole MoE block or of the full iteration (both with padded expert
+// capacity) launch them too.
 #ifndef MESHTUNE_SEARCH_SPACES_CUDA_GRAPHS_H_
 #define MESHTUNE_SEARCH_SPACES_CUDA_GRAPHS_H_
 
@@ -58,9 +58,10 @@ struct CudaGraphs {
 
 // "none", "local", "transformer_engine".
 const char* ToString(CudaGraphImpl impl);
-// Space-separated Megatron scope names in a fixed order ("attn moe_router");
-// "" for the empty set.
-std::string CudaGraphScopeString(uint32_t scope);
+// Megatron scope names in a fixed order, joined by `separator` ("attn
+// moe_router", or "attn,moe_router" for YAML and stored arguments); "" for
+// the empty set.
+std::string CudaGraphScopeString(uint32_t scope, char separator = ' ');
 
 // Parses --cuda-graph-impl's value; InvalidArgument naming the choices.
 Status ParseCudaGraphImpl(std::string_view text, CudaGraphImpl* out);

@@ -495,10 +495,9 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
       << "\n";
     // Absent = Megatron's default scope (whole layers).
     if (t.cuda_graphs.scope != 0) {
-      std::string scope =
-          search_spaces::CudaGraphScopeString(t.cuda_graphs.scope);
-      std::replace(scope.begin(), scope.end(), ' ', ',');
-      y << "  cuda_graph_scope: [" << scope << "]\n";
+      y << "  cuda_graph_scope: ["
+        << search_spaces::CudaGraphScopeString(t.cuda_graphs.scope, ',')
+        << "]\n";
     }
   }
   y << "  attention_backend: " << AttentionBackend(model, flash_attention)

@@ -1,6 +1,5 @@
 #include "tuner/report_yaml.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -157,9 +156,9 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
   y << "  cuda_graph_impl: " << search_spaces::ToString(t.cuda_graphs.impl)
     << "\n";
   // Comma-joined, the form --cuda-graph-scope and the config file read.
-  std::string scope = search_spaces::CudaGraphScopeString(t.cuda_graphs.scope);
-  std::replace(scope.begin(), scope.end(), ' ', ',');
-  y << "  cuda_graph_scope: " << Quote(scope) << "\n";
+  y << "  cuda_graph_scope: "
+    << Quote(search_spaces::CudaGraphScopeString(t.cuda_graphs.scope, ','))
+    << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";

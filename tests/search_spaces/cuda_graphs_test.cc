@@ -21,6 +21,7 @@ TEST(CudaGraphs, ParsesMegatronSpellings) {
       ParseCudaGraphScope("attn moe_router,moe_preprocess", &scope).ok());
   EXPECT_EQ(scope, kGraphAttn | kGraphMoeRouter | kGraphMoePreprocess);
   EXPECT_EQ(CudaGraphScopeString(scope), "attn moe_router moe_preprocess");
+  EXPECT_EQ(CudaGraphScopeString(scope, ','), "attn,moe_router,moe_preprocess");
   ASSERT_TRUE(ParseCudaGraphScope("", &scope).ok());
   EXPECT_EQ(scope, 0u);
   EXPECT_EQ(CudaGraphScopeString(0), "");
