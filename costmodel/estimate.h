@@ -93,6 +93,26 @@ struct TimeBreakdown {
   }
 };
 
+// The exposed time terms of a TimeBreakdown, in report order, with the names
+// every report uses for them (JSON "time_s" keys, the table's rows, compare's
+// terms): the one list of them.
+struct TimeTerm {
+  const char* name;
+  double TimeBreakdown::*seconds;
+};
+inline constexpr TimeTerm kTimeTerms[] = {
+    {"compute", &TimeBreakdown::compute_s},
+    {"recompute", &TimeBreakdown::recompute_s},
+    {"tp_comm", &TimeBreakdown::tp_comm_s},
+    {"cp_comm", &TimeBreakdown::cp_comm_s},
+    {"ep_comm", &TimeBreakdown::ep_comm_s},
+    {"pp_comm", &TimeBreakdown::pp_comm_s},
+    {"pp_bubble", &TimeBreakdown::pp_bubble_s},
+    {"dp_comm", &TimeBreakdown::dp_comm_s},
+    {"optimizer", &TimeBreakdown::optimizer_s},
+    {"host_launch", &TimeBreakdown::host_s},
+};
+
 struct Estimate {
   search_spaces::ParallelConfig config;
   bool fits = false;

@@ -149,6 +149,8 @@ struct BestPlan {
   // in the space is feasible (reason says which).
   std::optional<search_spaces::ParallelConfig> config;
   double step_s = 0;  // its predicted step time, seconds
+  // Its time term by term (JSON "best_time_s"; set with config).
+  costmodel::TimeBreakdown time;
   // 100·(row's predicted step − step_s)/row's predicted step: how much
   // faster than the row's own configuration the search's plan is predicted
   // (negative when the row's plan is faster: it lies outside the space).

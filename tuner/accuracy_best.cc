@@ -62,6 +62,20 @@ std::string WhyNotSearched(const AccuracyResult& r) {
   return "";
 }
 
+TermSaving LargestSaving(const costmodel::TimeBreakdown& row,
+                         const costmodel::TimeBreakdown& best) {
+  TermSaving largest;
+  bool first = true;
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    const double saved_s = row.*term.seconds - best.*term.seconds;
+    if (first || saved_s > largest.saved_s) {
+      largest = {term.name, saved_s};
+      first = false;
+    }
+  }
+  return largest;
+}
+
 BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
   const std::string key = ProblemKey(c);
   auto it = cache_.find(key);
@@ -86,6 +100,7 @@ BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
     } else {
       searched.config = result.ranked.front().config;
       searched.step_s = result.ranked.front().step_time_s;
+      searched.time = result.ranked.front().time;
     }
     it = cache_.emplace(key, std::move(searched)).first;
   }
@@ -96,6 +111,7 @@ BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
   }
   plan.config = s.config;
   plan.step_s = s.step_s;
+  plan.time = s.time;
   plan.gain_pct = 100.0 * (row_step_s - s.step_s) / row_step_s;
   return plan;
 }

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
 #include "tuner/accuracy.h"
 
@@ -40,6 +41,18 @@ std::string ProblemKey(const AccuracyCase& c);
 
 // "" when the result's row is searched; otherwise why not.
 std::string WhyNotSearched(const AccuracyResult& r);
+
+// The time term a best plan saves most on against the row's own plan: the
+// term of costmodel::kTimeTerms with the largest row − best (seconds), the
+// earlier term on ties. What makes a gain, and where to look when a gain is
+// not credible (issue 17: the closing note names it for every row beyond
+// kBestGainBarPct). saved_s <= 0 when no term is lower in the best plan.
+struct TermSaving {
+  const char* term = "";
+  double saved_s = 0;
+};
+TermSaving LargestSaving(const costmodel::TimeBreakdown& row,
+                         const costmodel::TimeBreakdown& best);
 
 // Searches problems, each distinct ProblemKey once per finder (a dev set has
 // ~350 step-time rows but ~120 problems; a DeepSeek-V3 search takes
@@ -65,6 +78,7 @@ class BestPlanFinder {
   struct Searched {
     std::optional<search_spaces::ParallelConfig> config;
     double step_s = 0;
+    costmodel::TimeBreakdown time;
     std::string reason;  // why nothing is feasible ("" when config is set)
   };
   std::map<std::string, Searched> cache_;

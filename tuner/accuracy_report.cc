@@ -6,6 +6,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/parallel_config.h"
+#include "tuner/accuracy_best.h"
 #include "tuner/report_json.h"
 
 namespace meshtune::tuner {
@@ -60,8 +61,10 @@ std::string ErrorCell(const ErrorStats& s, double value) {
 // as `tune search --json` writes configs (ConfigToJson) and as one line
 // (ToString, which also names etp and uneven layouts), or nulls and the
 // reason.
-void AddBestPlanJson(const AccuracyCase& c, const BestPlan& b,
-                     nlohmann::ordered_json* j) {
+// REQUIRES: r.best is set; r.prediction too when r.best->config is.
+void AddBestPlanJson(const AccuracyResult& r, nlohmann::ordered_json* j) {
+  const AccuracyCase& c = r.row;
+  const BestPlan& b = *r.best;
   if (b.config) {
     (*j)["best_config"] = nlohmann::ordered_json(
         ConfigToJson(*b.config, c.training.global_batch_size,
@@ -69,10 +72,15 @@ void AddBestPlanJson(const AccuracyCase& c, const BestPlan& b,
     (*j)["best_config_text"] = search_spaces::ToString(*b.config);
     (*j)["best_step_s"] = b.step_s;
     (*j)["best_gain_pct"] = b.gain_pct;
+    (*j)["best_time_s"] = TimeBreakdownToJson(b.time);
+    const TermSaving saving = LargestSaving(r.prediction->time, b.time);
+    (*j)["best_term"] = saving.term;
+    (*j)["best_term_saved_s"] = saving.saved_s;
     (*j)["best_reason"] = nullptr;
   } else {
     for (const char* key :
-         {"best_config", "best_config_text", "best_step_s", "best_gain_pct"}) {
+         {"best_config", "best_config_text", "best_step_s", "best_gain_pct",
+          "best_time_s", "best_term", "best_term_saved_s"}) {
       (*j)[key] = nullptr;
     }
     (*j)["best_reason"] = b.reason;
@@ -110,6 +118,9 @@ nlohmann::ordered_json WithBestToJson(
     b["config"] = search_spaces::ToString(r.row.config);
     b["best_config"] = search_spaces::ToString(*r.best->config);
     b["gain_pct"] = r.best->gain_pct;
+    const TermSaving saving = LargestSaving(r.prediction->time, r.best->time);
+    b["term"] = saving.term;
+    b["term_saved_s"] = saving.saved_s;
     beyond.push_back(std::move(b));
   }
   j["beyond"] = std::move(beyond);
@@ -142,16 +153,21 @@ void PrintWithBest(std::ostream& out,
   out << Format("# Rows beyond %.0f %%    : %zu\n", kBestGainBarPct,
                 w.beyond.size());
   if (w.beyond.empty()) return;
-  out << Format("#   %5s %-26s %-9s %5s %-52s %-52s %7s\n", "line", "model",
-                "gpu", "gpus", "row config", "best config", "gain");
+  // "largest saving": the term the best plan saves most on (LargestSaving)
+  // and the seconds per step it saves there.
+  out << Format("#   %5s %-26s %-9s %5s %-52s %-52s %7s  %s\n", "line", "model",
+                "gpu", "gpus", "row config", "best config", "gain",
+                "largest saving");
   for (size_t i : w.beyond) {
     const AccuracyResult& r = results[i];
+    const TermSaving saving = LargestSaving(r.prediction->time, r.best->time);
     out << Format(
-        "#   %5lld %-26s %-9s %5lld %-52s %-52s %+6.1f%%\n",
+        "#   %5lld %-26s %-9s %5lld %-52s %-52s %+6.1f%%  %s %.3g s\n",
         static_cast<long long>(r.row.line), Fit(r.row.model_name, 26).c_str(),
         r.row.cluster.name.c_str(), static_cast<long long>(r.row.num_gpus),
         search_spaces::ToString(r.row.config).c_str(),
-        search_spaces::ToString(*r.best->config).c_str(), r.best->gain_pct);
+        search_spaces::ToString(*r.best->config).c_str(), r.best->gain_pct,
+        saving.term, saving.saved_s);
   }
 }
 
@@ -193,7 +209,7 @@ nlohmann::ordered_json AccuracyToJson(
       }
       j["skipped_reason"] = r.row.skipped_reason;
     }
-    if (r.best) AddBestPlanJson(r.row, *r.best, &j);
+    if (r.best) AddBestPlanJson(r, &j);
     rows.push_back(std::move(j));
   }
   nlohmann::ordered_json s;

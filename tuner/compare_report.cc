@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <functional>
 #include <utility>
 
 #include "tuner/compare_config.h"
@@ -27,23 +28,21 @@ std::string Fmt(const char* format, ...) {
 
 struct Term {
   const char* name;
-  double (*get)(const Estimate&);
+  std::function<double(const Estimate&)> get;
 };
 
-// Every exposed time term (they add up to the step) and the step itself.
+// Every exposed time term (they add up to the step): costmodel::kTimeTerms.
 const std::vector<Term>& TimeTerms() {
-  static const std::vector<Term> kTerms = {
-      {"compute", [](const Estimate& e) { return e.time.compute_s; }},
-      {"recompute", [](const Estimate& e) { return e.time.recompute_s; }},
-      {"tp_comm", [](const Estimate& e) { return e.time.tp_comm_s; }},
-      {"cp_comm", [](const Estimate& e) { return e.time.cp_comm_s; }},
-      {"ep_comm", [](const Estimate& e) { return e.time.ep_comm_s; }},
-      {"pp_comm", [](const Estimate& e) { return e.time.pp_comm_s; }},
-      {"pp_bubble", [](const Estimate& e) { return e.time.pp_bubble_s; }},
-      {"dp_comm", [](const Estimate& e) { return e.time.dp_comm_s; }},
-      {"optimizer", [](const Estimate& e) { return e.time.optimizer_s; }},
-      {"host_launch", [](const Estimate& e) { return e.time.host_s; }},
-  };
+  static const std::vector<Term> kTerms = [] {
+    std::vector<Term> terms;
+    for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+      const auto seconds = term.seconds;
+      terms.push_back({term.name, [seconds](const Estimate& e) {
+                         return e.time.*seconds;
+                       }});
+    }
+    return terms;
+  }();
   return kTerms;
 }
 

@@ -40,13 +40,11 @@ nlohmann::json ConfigToJson(const search_spaces::ParallelConfig& c, int64_t gbs,
 }
 
 nlohmann::ordered_json TimeBreakdownToJson(const costmodel::TimeBreakdown& t) {
-  return nlohmann::ordered_json{
-      {"compute", t.compute_s},     {"recompute", t.recompute_s},
-      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
-      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
-      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
-      {"optimizer", t.optimizer_s}, {"host_launch", t.host_s},
-  };
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    j[term.name] = t.*term.seconds;
+  }
+  return j;
 }
 
 nlohmann::json EstimateToJson(const costmodel::Estimate& e,

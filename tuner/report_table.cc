@@ -132,14 +132,10 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
 
 void PrintBreakdown(std::ostream& out, const Inputs& in,
                     const costmodel::Estimate& e) {
-  const auto& t = e.time;
-  const std::vector<std::pair<const char*, double>> time_parts = {
-      {"compute", t.compute_s},     {"recompute", t.recompute_s},
-      {"tp_comm", t.tp_comm_s},     {"cp_comm", t.cp_comm_s},
-      {"ep_comm", t.ep_comm_s},     {"pp_comm", t.pp_comm_s},
-      {"pp_bubble", t.pp_bubble_s}, {"dp_comm", t.dp_comm_s},
-      {"optimizer", t.optimizer_s}, {"host_launch", t.host_s},
-  };
+  std::vector<std::pair<const char*, double>> time_parts;
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    time_parts.emplace_back(term.name, e.time.*term.seconds);
+  }
   const search_spaces::ParallelConfig& c = e.config;
   if (search_spaces::PipelineLayout::Valid(in.model.num_layers, c) &&
       search_spaces::PipelineLayout(in.model.num_layers, c).uneven()) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -124,6 +125,11 @@ TEST(AccuracyWithBest, BestPlanReestimatesToItsStepAndGain) {
       r.row.model, r.row.cluster, r.row.training, *r.best->config, calibration);
   EXPECT_TRUE(e.fits);
   EXPECT_DOUBLE_EQ(e.step_time_s, r.best->step_s);
+  // The plan's breakdown is the estimate's, term by term.
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    EXPECT_DOUBLE_EQ(r.best->time.*term.seconds, e.time.*term.seconds)
+        << term.name;
+  }
   const double row_s = r.prediction->predicted_step_s;
   EXPECT_DOUBLE_EQ(r.best->gain_pct, 100.0 * (row_s - e.step_time_s) / row_s);
 }
@@ -140,6 +146,42 @@ TEST(AccuracyWithBest, GainArithmeticByHand) {
   EXPECT_DOUBLE_EQ(finder.Find(r.row, best_s).gain_pct, 0.0);
   EXPECT_DOUBLE_EQ(finder.Find(r.row, 0.8 * best_s).gain_pct, -25.0);
   EXPECT_DOUBLE_EQ(finder.Find(r.row, 2 * best_s).step_s, best_s);
+}
+
+TEST(AccuracyWithBest, LargestSavingByHand) {
+  // Row: compute 10 s, tp 2 s, bubble 3 s, host 4 s. Best: compute 9 s,
+  // tp 0, bubble 1 s, host 1 s, dp 0.5 s more: savings 1, 2, 2, 3, -0.5 s:
+  // host_launch saves most (3 s).
+  costmodel::TimeBreakdown row, best;
+  row.compute_s = 10, row.tp_comm_s = 2, row.pp_bubble_s = 3, row.host_s = 4;
+  best.compute_s = 9, best.pp_bubble_s = 1, best.host_s = 1;
+  best.dp_comm_s = 0.5;
+  TermSaving s = LargestSaving(row, best);
+  EXPECT_STREQ(s.term, "host_launch");
+  EXPECT_DOUBLE_EQ(s.saved_s, 3.0);
+  // A tie (tp_comm and pp_bubble both 2 s once host saves nothing) goes to
+  // the earlier term of kTimeTerms.
+  best.host_s = 4;
+  s = LargestSaving(row, best);
+  EXPECT_STREQ(s.term, "tp_comm");
+  EXPECT_DOUBLE_EQ(s.saved_s, 2.0);
+  // Nothing lower in the best plan: the least increase, <= 0.
+  s = LargestSaving(costmodel::TimeBreakdown(), best);
+  EXPECT_STREQ(s.term, "recompute");
+  EXPECT_DOUBLE_EQ(s.saved_s, 0.0);
+}
+
+TEST(AccuracyWithBest, TimeTermsAddUpToTheStep) {
+  // kTimeTerms names every term of TimeBreakdown once: distinct powers of
+  // two sum to total_s() only if each is counted exactly once.
+  costmodel::TimeBreakdown t;
+  double v = 1;
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    t.*term.seconds = v;
+    v *= 2;
+  }
+  EXPECT_DOUBLE_EQ(t.total_s(), v - 1);
+  EXPECT_EQ(std::size(costmodel::kTimeTerms), 10u);
 }
 
 TEST(AccuracyWithBest, EachProblemIsSearchedOnce) {
@@ -302,10 +344,25 @@ TEST(AccuracyWithBestCommand, JsonCarriesTheBestPlan) {
   const nlohmann::json doc = nlohmann::json::parse(run.out);
   ASSERT_EQ(doc["rows"].size(), 6u);
   const nlohmann::json& row = doc["rows"][0];
-  for (const char* key : {"best_config", "best_config_text", "best_step_s",
-                          "best_gain_pct", "best_reason"}) {
+  for (const char* key :
+       {"best_config", "best_config_text", "best_step_s", "best_gain_pct",
+        "best_time_s", "best_term", "best_term_saved_s", "best_reason"}) {
     EXPECT_TRUE(row.contains(key)) << key;
   }
+  // The best plan's terms add up to its step; best_term is the term with
+  // the largest row − best, and saves what the two breakdowns say.
+  ASSERT_TRUE(row["best_time_s"].is_object());
+  double best_sum = 0, largest = -1e300;
+  std::string largest_term;
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    const double saved = row["time_s"][term.name].get<double>() -
+                         row["best_time_s"][term.name].get<double>();
+    best_sum += row["best_time_s"][term.name].get<double>();
+    if (saved > largest) largest = saved, largest_term = term.name;
+  }
+  EXPECT_NEAR(best_sum, row["best_step_s"].get<double>(), 1e-9 * best_sum);
+  EXPECT_EQ(row["best_term"], largest_term);
+  EXPECT_NEAR(row["best_term_saved_s"].get<double>(), largest, 1e-12);
   ASSERT_TRUE(row["best_config"].is_object());
   for (const char* key : {"tp", "pp", "dp", "cp", "ep", "vpp", "sp", "mbs",
                           "gbs", "recompute", "dist_opt", "precision"}) {
@@ -323,6 +380,8 @@ TEST(AccuracyWithBestCommand, JsonCarriesTheBestPlan) {
   EXPECT_TRUE(none["best_config"].is_null());
   EXPECT_TRUE(none["best_step_s"].is_null());
   EXPECT_TRUE(none["best_gain_pct"].is_null());
+  EXPECT_TRUE(none["best_time_s"].is_null());
+  EXPECT_TRUE(none["best_term"].is_null());
   EXPECT_TRUE(none["best_reason"].is_string());
   EXPECT_TRUE(doc["rows"][4]["best_config"].is_null());
   EXPECT_NE(doc["rows"][4]["best_reason"].get<std::string>().find("per-layer"),
@@ -336,6 +395,16 @@ TEST(AccuracyWithBestCommand, JsonCarriesTheBestPlan) {
   for (const char* key : {"within", "within_share_pct", "median_gain_pct",
                           "max_gain_pct", "max_gain_line", "beyond"}) {
     EXPECT_TRUE(w.contains(key)) << key;
+  }
+  // Each row beyond the bar names the term its best plan saves most on, as
+  // its row does.
+  ASSERT_FALSE(w["beyond"].empty());
+  for (const nlohmann::json& b : w["beyond"]) {
+    for (const nlohmann::json& r : doc["rows"]) {
+      if (r["line"] != b["line"]) continue;
+      EXPECT_EQ(b["term"], r["best_term"]);
+      EXPECT_EQ(b["term_saved_s"], r["best_term_saved_s"]);
+    }
   }
 }
 
@@ -352,6 +421,9 @@ TEST(AccuracyWithBestCommand, TableHasTheGainColumnAndFooter) {
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("# Median gain"), std::string::npos);
+  // The rows beyond the bar (this file has some: JsonCarriesTheBestPlan)
+  // name the term their best plan saves most on.
+  EXPECT_NE(run.out.find("largest saving"), std::string::npos) << run.out;
   // Without the flag: no column, no footer, no best_* JSON keys.
   const auto plain = testing::RunTune("accuracy --csv '" + csv + "'");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
