@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
+#include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/pipeline_schedule.h"
 #include "tuner/pipeline_timeline.h"
@@ -43,13 +47,14 @@ rect.idle{fill:#ffebe9;stroke:#ff8182;stroke-width:.5}
 .swatch{display:inline-block;width:11px;height:11px;margin:0 4px 0 12px;vertical-align:-1px;border-radius:2px}
 )";
 
-// Colors of the breakdown terms, in stacking order.
+// Legends and colors of the breakdown terms, in stacking order (the time
+// terms in costmodel::kTimeTerms order, checked below).
 struct Term {
   const char* name;   // data-term value
   const char* label;  // legend
   const char* color;
 };
-constexpr Term kTimeTerms[] = {
+constexpr Term kTimeStyles[] = {
     {"compute", "compute", "#0969da"},
     {"recompute", "recompute", "#54aeff"},
     {"tp_comm", "TP comm", "#bf8700"},
@@ -69,10 +74,26 @@ constexpr Term kMemoryTerms[] = {
     {"other", "other (logits, buffers, workspaces)", "#6e7781"},
 };
 
+// One style per term of costmodel::kTimeTerms, in its order.
+constexpr bool StylesMatchTimeTerms() {
+  if (std::size(kTimeStyles) != std::size(costmodel::kTimeTerms)) return false;
+  for (size_t i = 0; i < std::size(kTimeStyles); ++i) {
+    if (std::string_view(kTimeStyles[i].name) !=
+        std::string_view(costmodel::kTimeTerms[i].name)) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(StylesMatchTimeTerms(),
+              "kTimeStyles must list costmodel::kTimeTerms in order");
+
 std::vector<double> TimeValues(const Estimate& e) {
-  const costmodel::TimeBreakdown& t = e.time;
-  return {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s,   t.ep_comm_s,
-          t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s, t.optimizer_s, t.host_s};
+  std::vector<double> values;
+  for (const costmodel::TimeTerm& term : costmodel::kTimeTerms) {
+    values.push_back(e.time.*term.seconds);
+  }
+  return values;
 }
 
 std::vector<double> MemoryValuesGib(const Estimate& e) {
@@ -316,9 +337,9 @@ std::string BreakdownSection(const SearchResult& result,
       result.ranked.front().memory_capacity_bytes / kGiB;
   std::string s = "<h2>Where the step time goes (top " +
                   std::to_string(rows.size()) + ")</h2>";
-  s += StackedBars("time-breakdown", kTimeTerms, rows, &TimeValues,
+  s += StackedBars("time-breakdown", kTimeStyles, rows, &TimeValues,
                    "exposed time per optimizer step (s)", 0, "");
-  s += Legend(kTimeTerms);
+  s += Legend(kTimeStyles);
   s += "<h2>Memory per GPU (top " + std::to_string(rows.size()) + ")</h2>";
   s += StackedBars("memory-breakdown", kMemoryTerms, rows, &MemoryValuesGib,
                    "GiB on the most loaded rank", capacity_gib,
