@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "search_spaces/yaml_util.h"
+
 namespace meshtune::search_spaces {
 namespace {
 
@@ -21,7 +23,34 @@ constexpr uint32_t kWholeLayer = kGraphAttn | kGraphMlp | kGraphMoe |
                                  kGraphMoeRouter | kGraphMoePreprocess |
                                  kGraphMamba;
 
+constexpr CudaGraphImpl kImpls[] = {CudaGraphImpl::kNone, CudaGraphImpl::kLocal,
+                                    CudaGraphImpl::kTransformerEngine};
+
+// "a, b or c".
+std::string Choices(const std::vector<std::string>& names) {
+  std::vector<std::string> head(names.begin(), names.end() - 1);
+  return yaml_util::Join(head, ", ") + " or " + names.back();
+}
+
 }  // namespace
+
+const std::vector<std::string>& CudaGraphImplNames() {
+  static const auto* names = [] {
+    auto* n = new std::vector<std::string>;
+    for (CudaGraphImpl i : kImpls) n->push_back(ToString(i));
+    return n;
+  }();
+  return *names;
+}
+
+const std::vector<std::string>& CudaGraphScopeNames() {
+  static const auto* names = [] {
+    auto* n = new std::vector<std::string>;
+    for (const auto& [name, bit] : kScopeNames) n->push_back(name);
+    return n;
+  }();
+  return *names;
+}
 
 bool CudaGraphs::Captures(uint32_t bit) const {
   if (!enabled()) return false;
@@ -57,8 +86,7 @@ std::string CudaGraphScopeString(uint32_t scope, char separator) {
 }
 
 Status ParseCudaGraphImpl(std::string_view text, CudaGraphImpl* out) {
-  for (CudaGraphImpl i : {CudaGraphImpl::kNone, CudaGraphImpl::kLocal,
-                          CudaGraphImpl::kTransformerEngine}) {
+  for (CudaGraphImpl i : kImpls) {
     if (text == ToString(i)) {
       *out = i;
       return Status::Ok();
@@ -66,7 +94,7 @@ Status ParseCudaGraphImpl(std::string_view text, CudaGraphImpl* out) {
   }
   return Status::InvalidArgument(
       "unknown --cuda-graph-impl '" + std::string(text) + "'",
-      "use none, local or transformer_engine");
+      "use " + Choices(CudaGraphImplNames()));
 }
 
 Status ParseCudaGraphScope(std::string_view text, uint32_t* out) {
@@ -88,8 +116,7 @@ Status ParseCudaGraphScope(std::string_view text, uint32_t* out) {
     if (!known) {
       return Status::InvalidArgument(
           "unknown --cuda-graph-scope value '" + std::string(word) + "'",
-          "use attn, mlp, moe, moe_router, moe_preprocess, mamba or "
-          "full_iteration");
+          "use " + Choices(CudaGraphScopeNames()));
     }
   }
   *out = scope;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "search_spaces/status.h"
 
@@ -58,6 +59,11 @@ struct CudaGraphs {
 
 // "none", "local", "transformer_engine".
 const char* ToString(CudaGraphImpl impl);
+// Every --cuda-graph-impl value and every --cuda-graph-scope name, in the
+// order ToString and CudaGraphScopeString use: what readers of other
+// spellings (NeMo overrides, train configs) accept.
+const std::vector<std::string>& CudaGraphImplNames();
+const std::vector<std::string>& CudaGraphScopeNames();
 // Megatron scope names in a fixed order, joined by `separator` ("attn
 // moe_router", or "attn,moe_router" for YAML and stored arguments); "" for
 // the empty set.

@@ -82,8 +82,7 @@ StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
       // A list, or one string of names separated by commas or spaces.
       std::vector<std::string> scope;
       MESHTUNE_RETURN_IF_ERROR(t.StringList("cuda_graph_scope", &scope));
-      f.cuda_graph_scope.clear();
-      for (const std::string& s : scope) f.cuda_graph_scope += s + ",";
+      f.cuda_graph_scope = search_spaces::yaml_util::Join(scope, ",");
     }
     const std::pair<const char*, bool*> switches[] = {
         {"grad_reduce_in_bf16", &f.grad_reduce_in_bf16},

@@ -213,11 +213,7 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
   app->add_option_function<std::vector<std::string>>(
          "--cuda-graph-scope",
          [f](const std::vector<std::string>& words) {
-           f->cuda_graph_scope.clear();
-           for (const std::string& w : words) {
-             if (!f->cuda_graph_scope.empty()) f->cuda_graph_scope += ',';
-             f->cuda_graph_scope += w;
-           }
+           f->cuda_graph_scope = search_spaces::yaml_util::Join(words, ",");
          },
          "modules in CUDA graphs: attn mlp moe moe_router moe_preprocess "
          "mamba, or full_iteration (with --cuda-graph-impl local); empty = "

@@ -298,13 +298,9 @@ class ArgReader {
   // A list flag's values joined by commas ("" when absent).
   std::string List(const std::string& flag) const {
     const auto it = entries_.find(flag);
-    std::string out;
-    if (it == entries_.end()) return out;
-    for (const std::string& v : it->second.values) {
-      if (!out.empty()) out += ',';
-      out += v;
-    }
-    return out;
+    return it == entries_.end()
+               ? ""
+               : search_spaces::yaml_util::Join(it->second.values, ",");
   }
   // The flag's value as written ("" when absent).
   std::string Text(const std::string& flag) const {
@@ -1152,11 +1148,8 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
                                      "write " + flag + " alone to turn it on");
     }
     if (known->second == Kind::kList && !flag_values.empty()) {
-      std::string joined;  // one value, its words joined by commas
-      for (const std::string& v : flag_values) {
-        joined += (joined.empty() ? "" : ",") + v;
-      }
-      flag_values = {joined};
+      // One value, its words joined by commas.
+      flag_values = {search_spaces::yaml_util::Join(flag_values, ",")};
     }
     if (known->second != Kind::kSwitch &&
         (flag_values.size() != 1 || flag_values.front().empty())) {

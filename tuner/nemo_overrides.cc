@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "search_spaces/cuda_graphs.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
 #include "tuner/megatron_args.h"
@@ -327,18 +328,13 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
   // recipes set them (cuda_graph_scope a list of scope names).
   {
     std::string impl = "none";
-    MESHTUNE_RETURN_IF_ERROR(r.Enum("cuda_graph_impl", false,
-                                    {"none", "local", "transformer_engine"},
-                                    &impl));
+    MESHTUNE_RETURN_IF_ERROR(r.Enum(
+        "cuda_graph_impl", false, search_spaces::CudaGraphImplNames(), &impl));
     std::vector<std::string> scope;
-    MESHTUNE_RETURN_IF_ERROR(
-        r.EnumList("cuda_graph_scope",
-                   {"attn", "mlp", "moe", "moe_router", "moe_preprocess",
-                    "mamba", "full_iteration"},
-                   &scope));
-    std::string joined;
-    for (const std::string& s : scope) joined += s + ",";
-    auto graphs = search_spaces::ParseCudaGraphs(impl, joined);
+    MESHTUNE_RETURN_IF_ERROR(r.EnumList(
+        "cuda_graph_scope", search_spaces::CudaGraphScopeNames(), &scope));
+    auto graphs = search_spaces::ParseCudaGraphs(
+        impl, search_spaces::yaml_util::Join(scope, ","));
     if (!graphs.ok()) {
       return Status::InvalidArgument(
           r.WhereKey("cuda_graph_scope") + ": " + graphs.status().message(),

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "search_spaces/cuda_graphs.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
 
@@ -196,7 +197,7 @@ Status ReadTraining(const YAML::Node& node, const std::string& source,
   std::string graph_impl;
   if (IsSet(node, "cuda_graph_impl")) {
     MESHTUNE_RETURN_IF_ERROR(r.Enum("cuda_graph_impl", true,
-                                    {"none", "local", "transformer_engine"},
+                                    search_spaces::CudaGraphImplNames(),
                                     &graph_impl));
   }
   std::vector<std::string> graph_scope;
