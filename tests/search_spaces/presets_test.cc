@@ -388,7 +388,9 @@ TEST(ClusterPresetsTest, EveryPresetParsesAndValidates) {
     names.push_back(c.name);
     EXPECT_TRUE(c.Validate().ok()) << c.Validate().message();
     EXPECT_EQ(c.memory_reserve_gib, 3.0);
-    EXPECT_GT(c.gpu.gemm_max_efficiency_bf16, 0.7);
+    // Measured GEMM ceilings: 0.655 (B200 in the training's layouts,
+    // clusters/b200.yaml) to 0.869 (A100 MAMF).
+    EXPECT_GT(c.gpu.gemm_max_efficiency_bf16, 0.6);
     EXPECT_LT(c.gpu.gemm_max_efficiency_bf16, 0.9);
   }
   EXPECT_EQ(names,
