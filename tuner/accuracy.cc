@@ -446,6 +446,12 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     c.training.fp8_param_gather = false;
     c.training.grad_reduce_in_bf16 = false;
     c.training.tp_comm_overlap = false;
+    // Megatron trains MTP only when --mtp-num-layers asks for it (default
+    // None): a preset's MTP depths stay only where the model column states
+    // them ("(w/ MTP)"). A hybrid pattern's '/' parts are its MTP.
+    if (!c.model.is_hybrid() && !ParseModelVariant(c.model_name).mtp_stated) {
+      c.model.mtp_num_layers = 0;
+    }
     auto applied =
         ApplyMegatronFlags(megatron_args, &c.model, &c.training, &c.config);
     if (!applied.ok()) {

@@ -1,5 +1,6 @@
 #include "tuner/accuracy_rules.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -158,6 +159,33 @@ std::optional<ModelSpec> FindModelPreset(const std::string& name) {
   return std::nullopt;
 }
 
+namespace {
+
+// One variant as written between the parentheses (or between commas there).
+void ApplyVariantTag(const std::string& written, ModelVariant* v) {
+  const std::string tag = Lower(written);
+  if (tag == "tokendrop" || tag == "token drop" || tag == "token-drop") {
+    v->moe_expert_capacity_factor = 1.0;
+    v->moe_pad_expert_input_to_capacity = true;
+  } else if (tag == "dropless") {
+    v->moe_expert_capacity_factor = 0.0;
+    v->moe_pad_expert_input_to_capacity = false;
+  } else if (tag == "w/o mtp" || tag == "without mtp" || tag == "no mtp") {
+    v->mtp_num_layers = 0;
+    v->mtp_stated = true;
+  } else if (tag == "w/ mtp" || tag == "with mtp") {
+    v->mtp_stated = true;  // the preset's MTP depths
+  } else if (tag == "alt" || tag == "single transformer layer") {
+    // An alternate recipe / per-layer timings of the same model.
+  } else if (const auto layers = LayerCountVariant(tag)) {
+    v->num_layers = *layers;
+  } else if (v->unknown.empty()) {
+    v->unknown = written;
+  }
+}
+
+}  // namespace
+
 ModelVariant ParseModelVariant(const std::string& model_column) {
   ModelVariant v;
   std::string base;
@@ -172,26 +200,12 @@ ModelVariant ParseModelVariant(const std::string& model_column) {
       break;
     }
     base += model_column.substr(i, open - i);
-    const std::string written =
-        Trim(model_column.substr(open + 1, close - open - 1));
-    const std::string tag = Lower(written);
     i = close + 1;
-    if (tag == "tokendrop" || tag == "token drop" || tag == "token-drop") {
-      v.moe_expert_capacity_factor = 1.0;
-      v.moe_pad_expert_input_to_capacity = true;
-    } else if (tag == "dropless") {
-      v.moe_expert_capacity_factor = 0.0;
-      v.moe_pad_expert_input_to_capacity = false;
-    } else if (tag == "w/o mtp" || tag == "without mtp" || tag == "no mtp") {
-      v.mtp_num_layers = 0;
-    } else if (tag == "w/ mtp" || tag == "with mtp" || tag == "alt" ||
-               tag == "single transformer layer") {
-      // The preset's MTP depths / an alternate recipe / per-layer timings of
-      // the same model: nothing to change.
-    } else if (const auto layers = LayerCountVariant(tag)) {
-      v.num_layers = *layers;
-    } else if (v.unknown.empty()) {
-      v.unknown = written;
+    const std::string inside = model_column.substr(open + 1, close - open - 1);
+    for (size_t b = 0; b <= inside.size();) {
+      const size_t comma = std::min(inside.find(',', b), inside.size());
+      ApplyVariantTag(Trim(inside.substr(b, comma - b)), &v);
+      b = comma + 1;
     }
   }
   v.base_name = Trim(base);

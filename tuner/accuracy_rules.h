@@ -50,15 +50,21 @@ std::optional<search_spaces::ModelSpec> FindModelPreset(
 //                 DeepSeek-V3 / Qwen3 token-drop recipes)
 //   (dropless)    capacity factor 0 (no dropping, no padding)
 //   (w/o MTP)     mtp_num_layers 0;  (w/ MTP): the preset's MTP depths
+//                 (stated either way, a row with megatron_args keeps it;
+//                 unstated, such a row trains MTP only with
+//                 --mtp-num-layers, as Megatron does)
 //   (alt)         an alternate recipe of the same model: no change
 //   (12-layer), (4-layer)       num_layers N (a non-blank layers column
 //                               wins)
 //   (single transformer layer)  no change (per-layer timing rows)
+// Several variants go in one pair of parentheses separated by commas
+// ("DeepSeek-V3 (4-layer, w/o MTP)") or in several pairs.
 struct ModelVariant {
   std::string base_name;  // the name without the variants, trimmed
   std::optional<double> moe_expert_capacity_factor;
   bool moe_pad_expert_input_to_capacity = false;
   std::optional<int64_t> mtp_num_layers;
+  bool mtp_stated = false;  // "(w/ MTP)" or "(w/o MTP)" was written
   std::optional<int64_t> num_layers;
   // A parenthesised part that is none of the above, as written ("" = none).
   std::string unknown;

@@ -1056,6 +1056,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--moe-router-num-groups", Kind::kInt},
       {"--moe-router-group-topk", Kind::kInt},
       {"--qk-layernorm", Kind::kSwitch},
+      {"--mtp-num-layers", Kind::kString},
       {"--disable-bias-linear", Kind::kSwitch},
       {"--rotary-base", Kind::kString},
       {"--attention-backend", Kind::kString},
@@ -1301,6 +1302,21 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
     model->moe_router_group_topk = v.value();
   }
   if (has("--qk-layernorm")) model->qk_layernorm = true;
+  if (has("--mtp-num-layers")) {
+    auto depths = PositiveInt("--mtp-num-layers", values["--mtp-num-layers"],
+                              limits::kLayerCount);
+    if (!depths.ok()) return depths.status();
+    if (model->is_hybrid() && depths.value() != model->mtp_num_layers) {
+      // Megatron infers a hybrid model's depths from the pattern's '/'.
+      return Status::InvalidArgument(
+          "--mtp-num-layers " + std::to_string(depths.value()) +
+              " but the hybrid layer pattern has " +
+              std::to_string(model->mtp_num_layers) + " MTP depths ('/' parts)",
+          "make them agree, or leave --mtp-num-layers out for a hybrid "
+          "model");
+    }
+    model->mtp_num_layers = depths.value();
+  }
 
   if (has("--use-distributed-optimizer")) config->dist_opt = true;
   if (has("--grad-reduce-in-bf16")) training->grad_reduce_in_bf16 = true;

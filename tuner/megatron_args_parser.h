@@ -110,6 +110,10 @@ struct AppliedMegatronFlags {
 //                                         group-limited routing (G divides
 //                                         the experts, K <= G)
 //   --qk-layernorm                        model.qk_layernorm
+//   --mtp-num-layers N                    model.mtp_num_layers (a hybrid
+//                                         pattern's '/' parts must agree);
+//                                         `tune accuracy` trains no MTP
+//                                         without it
 //   --disable-bias-linear                 model.add_bias_linear = false
 //   --rotary-base B                       model.rotary_base
 //   --overlap-grad-reduce, --overlap-param-gather

@@ -272,6 +272,68 @@ TEST(AccuracyRows, ModelVariantsParse) {
   EXPECT_EQ(ParseModelVariant("Llama3-70B (0-layer)").unknown, "0-layer");
   EXPECT_EQ(ParseModelVariant("X (Sparse) (dropless)").unknown, "Sparse");
   EXPECT_EQ(ParseModelVariant("Qwen3_30B_a3B").base_name, "Qwen3_30B_a3B");
+  // Several variants in one pair of parentheses, separated by commas.
+  v = ParseModelVariant("DeepSeek-V3 (4-layer, w/o MTP)");
+  EXPECT_EQ(v.base_name, "DeepSeek-V3");
+  EXPECT_EQ(v.num_layers, 4);
+  EXPECT_EQ(v.mtp_num_layers, 0);
+  EXPECT_TRUE(v.mtp_stated);
+  EXPECT_EQ(v.unknown, "");
+  v = ParseModelVariant("DeepSeek-V3 (tokendrop,4-layer) (w/ MTP)");
+  EXPECT_EQ(v.moe_expert_capacity_factor, 1.0);
+  EXPECT_EQ(v.num_layers, 4);
+  EXPECT_TRUE(v.mtp_stated);
+  EXPECT_FALSE(v.mtp_num_layers.has_value());
+  EXPECT_FALSE(ParseModelVariant("DeepSeek-V3 (4-layer)").mtp_stated);
+  EXPECT_EQ(ParseModelVariant("DeepSeek-V3 (4-layer, Sparse)").unknown,
+            "Sparse");
+}
+
+// SimuMax v1.2's 4-layer DeepSeek-V3 runs on 8 B200 pass the DeepSeek-V2
+// script's flags with V3's sizes and no --mtp-num-layers, so Megatron trains
+// no MTP: with megatron_args, the preset's MTP depth stays only when the
+// model column states it or a flag asks for it.
+TEST(AccuracyRows, MegatronArgsRowsTrainMtpOnlyWhenAsked) {
+  const auto v3_row = [](const std::string& model) {
+    std::map<std::string, std::string> row = DeepSeekV2Four();
+    row["model"] = model;
+    row["hidden"] = "7168";
+    row["ffn_hidden"] = "18432";
+    row["vocab"] = "129280";
+    return row;
+  };
+  const auto v3 = [&](const std::string& model, const std::string& extra) {
+    std::map<std::string, std::string> row = v3_row(model);
+    row["megatron_args"] += extra;
+    return MapOne(row);
+  };
+  const AccuracyCase plain = v3("DeepSeek-V3 (4-layer)", "");
+  ASSERT_EQ(plain.skipped_reason, "");
+  EXPECT_EQ(plain.model.num_layers, 4);
+  EXPECT_EQ(plain.model.mtp_num_layers, 0);
+  EXPECT_EQ(
+      v3("DeepSeek-V3 (4-layer)", " --mtp-num-layers 1").model.mtp_num_layers,
+      1);
+  EXPECT_EQ(v3("DeepSeek-V3 (4-layer, w/ MTP)", "").model.mtp_num_layers, 1);
+  EXPECT_EQ(v3("DeepSeek-V3 (4-layer, w/o MTP)", "").model.mtp_num_layers, 0);
+  // Without megatron_args (NVIDIA's recipes) the preset's depth stays.
+  std::map<std::string, std::string> recipe = v3_row("DeepSeek-V3 (4-layer)");
+  recipe["megatron_args"] = "";
+  const AccuracyCase from_recipe = MapOne(recipe);
+  ASSERT_EQ(from_recipe.skipped_reason, "");
+  EXPECT_EQ(from_recipe.model.mtp_num_layers, 1);
+  // A hybrid model's MTP depths are its pattern's '/' parts.
+  std::map<std::string, std::string> nano = Llama12();
+  for (const char* dim :
+       {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"}) {
+    nano[dim] = "";
+  }
+  nano["model"] = "nemotron3-nano";
+  nano["ep"] = "8";
+  nano["megatron_args"] = "--mtp-num-layers 2";
+  EXPECT_EQ(MapOne(nano).skipped_reason,
+            "megatron_args: --mtp-num-layers 2 but the hybrid layer pattern "
+            "has 0 MTP depths ('/' parts)");
 }
 
 TEST(AccuracyRows, VariantsArePartOfTheRowsConfiguration) {
