@@ -40,6 +40,19 @@ namespace limits = search_spaces::limits;
 // kList: one or more values (argparse nargs="+").
 enum class Kind { kSwitch, kInt, kString, kList };
 
+// --mtp-num-layers on a hybrid model must equal the depths its pattern's '/'
+// parts set (Megatron infers them from the pattern); `pattern` names where
+// the pattern came from in the message.
+Status CheckHybridMtpDepths(int64_t depths, const search_spaces::ModelSpec& m,
+                            const std::string& pattern) {
+  if (!m.is_hybrid() || depths == m.mtp_num_layers) return Status::Ok();
+  return Status::InvalidArgument(
+      "--mtp-num-layers " + std::to_string(depths) + " but " + pattern +
+          " has " + std::to_string(m.mtp_num_layers) +
+          " MTP depths ('/' parts)",
+      "make them agree, or leave --mtp-num-layers out for a hybrid model");
+}
+
 // The flags that shape the plan (megatron/training/arguments.py names), with
 // the kind of value each takes. The string flags' allowed values are checked
 // where they are read.
@@ -631,15 +644,8 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
   if (r.Has("--mtp-num-layers")) {
     int64_t depths = 0;
     MESHTUNE_RETURN_IF_ERROR(r.Int("--mtp-num-layers", &depths));
-    if (m.is_hybrid() && depths != m.mtp_num_layers) {
-      // Megatron infers a hybrid model's depths from the pattern's '/'.
-      return Status::InvalidArgument(
-          "--mtp-num-layers " + std::to_string(depths) +
-              " but --hybrid-layer-pattern has " +
-              std::to_string(m.mtp_num_layers) + " MTP depths ('/' parts)",
-          "make them agree, or leave --mtp-num-layers out for a hybrid "
-          "model");
-    }
+    MESHTUNE_RETURN_IF_ERROR(
+        CheckHybridMtpDepths(depths, m, "--hybrid-layer-pattern"));
     m.mtp_num_layers = depths;
   }
 
@@ -1306,15 +1312,8 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
     auto depths = PositiveInt("--mtp-num-layers", values["--mtp-num-layers"],
                               limits::kLayerCount);
     if (!depths.ok()) return depths.status();
-    if (model->is_hybrid() && depths.value() != model->mtp_num_layers) {
-      // Megatron infers a hybrid model's depths from the pattern's '/'.
-      return Status::InvalidArgument(
-          "--mtp-num-layers " + std::to_string(depths.value()) +
-              " but the hybrid layer pattern has " +
-              std::to_string(model->mtp_num_layers) + " MTP depths ('/' parts)",
-          "make them agree, or leave --mtp-num-layers out for a hybrid "
-          "model");
-    }
+    MESHTUNE_RETURN_IF_ERROR(CheckHybridMtpDepths(depths.value(), *model,
+                                                  "the hybrid layer pattern"));
     model->mtp_num_layers = depths.value();
   }
 
