@@ -465,6 +465,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // Middle stages holding the same layers do the same work: each distinct
   // set is costed once (DistinctStages, prepared once per layout).
   StageWork pace;
+  double all_stages_s = 0;  // Σ over the pp ranks of one micro-batch's work
   bool first_stage = true;
   for (const StageClass& sc : plan.stages) {
     const int64_t stage = sc.stage;
@@ -491,6 +492,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
         add_edge(&w, glue, 0.0);
       }
     }
+    all_stages_s += static_cast<double>(sc.count) * w.total();
     if (first_stage || w.total() > pace.total()) pace = w;
     first_stage = false;
   }
@@ -565,12 +567,19 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   tb.ep_comm_s = md * ep_mb;
   tb.host_s = md * host_mb;
   tb.pp_comm_s = pp_step;
-  // Bubble: (pp−1)/vpp micro-batch-stage times of the whole stage, plus
-  // the fill and drain transfers.
-  tb.pp_bubble_s =
-      schedule.BubbleMicrobatches() *
-          (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + host_mb) +
-      fill_drain;
+  // Bubble: the slowest rank runs its m micro-batches back to back; the
+  // first forward reaches it through the ranks before it and the last
+  // backward leaves through them (and the ranks after it, both ways): one
+  // micro-batch-chunk of every other rank, Σ_{i≠slowest} t_i / vpp
+  // (Narayanan et al. SC21 §2.2 with unequal stages; (pp−1)/vpp of the
+  // stage when they are equal). Plus the fill and drain transfers.
+  const double pace_s =
+      compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + host_mb;
+  const double others_s =
+      options.enabled(Refinement::kPipelineBubbleOtherStages)
+          ? std::max(0.0, all_stages_s - pace_s) / static_cast<double>(c.vpp)
+          : schedule.BubbleMicrobatches() * pace_s;
+  tb.pp_bubble_s = others_s + fill_drain;
 
   // ---- Data parallel: gradient reduce (fp32) overlapped with the last
   // micro-batch's backward except the last bucket; with the distributed

@@ -800,12 +800,17 @@ std::vector<StageClass> DistinctStages(const ModelSpec& m,
   for (int64_t stage = 0; stage < c.pp; ++stage) {
     FillStageLayers(m, layers, layout, c, stage, &sl);
     const bool edge = stage == 0 || stage == c.pp - 1;
-    if (!edge && std::any_of(out.begin(), out.end(), [&](const StageClass& o) {
-          return o.stage != 0 && o.layers.kinds == sl.kinds;
-        })) {
-      continue;
+    if (!edge) {
+      auto same =
+          std::find_if(out.begin(), out.end(), [&](const StageClass& o) {
+            return o.stage != 0 && o.layers.kinds == sl.kinds;
+          });
+      if (same != out.end()) {
+        ++same->count;
+        continue;
+      }
     }
-    out.push_back({stage, sl});
+    out.push_back({stage, sl, 1});
   }
   return out;
 }

@@ -162,9 +162,12 @@ LocalParams StageLocalParams(const search_spaces::ModelSpec& model,
 // set of layers (a later middle stage with the same layers has the same
 // work and fewer micro-batches in flight:
 // PipelineSchedule::InFlightMicrobatches falls with the rank). Ascending.
+// `count` is how many pipeline ranks hold these layers (1 for the first and
+// the last stage): the pipeline bubble sums the work of every other rank.
 struct StageClass {
   int64_t stage = 0;
   StageLayers layers;
+  int64_t count = 1;
 };
 std::vector<StageClass> DistinctStages(
     const search_spaces::ModelSpec& model, const ModelLayers& layers,

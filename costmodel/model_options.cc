@@ -61,6 +61,9 @@ const std::vector<RefinementInfo>& AllRefinements() {
           {Refinement::kHostLaunch, "host_launch",
            "layers wait for the host to launch their modules outside CUDA "
            "graphs"},
+          {Refinement::kPipelineBubbleOtherStages, "bubble_other_stages",
+           "the pipeline fill and drain run through the other ranks' "
+           "stages, not pp-1 copies of the slowest"},
       };
   return *kAll;
 }

@@ -104,6 +104,12 @@ enum class Refinement : uint8_t {
   // launch its eager (not CUDA-graphed) modules (host_launch.h). Off: the
   // host is always ahead of the GPU.
   kHostLaunch = 23,
+  // The bubble of a pipeline whose stages differ (logits on the last, an
+  // uneven layout) is the fill and drain through the ranks other than the
+  // slowest, Σ_{i≠slowest} t_i / vpp: the slowest rank runs its m
+  // micro-batches back to back, the others only carry the first forward in
+  // and the last backward out. Off: (pp−1)/vpp times the slowest stage.
+  kPipelineBubbleOtherStages = 24,
   kCount  // not a refinement
 };
 

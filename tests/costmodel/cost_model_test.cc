@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "costmodel/compute_model.h"
 #include "costmodel/datasheet_calibration.h"
 #include "tests/costmodel/test_specs.h"
 
@@ -143,10 +144,17 @@ TEST(EstimateConfig, PartsRespondToTheConfiguration) {
   EXPECT_EQ(base.time.cp_comm_s, 0.0);
   EXPECT_EQ(base.time.ep_comm_s, 0.0);
   EXPECT_GT(base.time.pp_bubble_s, 0.0);
-  // Bubble = (pp−1)/m of the micro-batch work: m = 96, pp = 8.
-  const double work = base.time.compute_s + base.time.recompute_s +
-                      base.time.tp_comm_s + base.time.pp_comm_s;
-  EXPECT_NEAR(base.time.pp_bubble_s / work, 7.0 / 96, 1e-9);
+  // Priced on the slowest stage, the bubble is (pp−1)/m of the micro-batch
+  // work: m = 96, pp = 8. Through the other stages (the default) it is less:
+  // the last stage, the slowest, carries the logits.
+  ModelOptions slowest;
+  slowest.Disable(Refinement::kPipelineBubbleOtherStages);
+  const Estimate flat =
+      EstimateConfig(m, cluster, Gpt3Training(), c, cal, slowest);
+  const double work = flat.time.compute_s + flat.time.recompute_s +
+                      flat.time.tp_comm_s + flat.time.pp_comm_s;
+  EXPECT_NEAR(flat.time.pp_bubble_s / work, 7.0 / 96, 1e-9);
+  EXPECT_LT(base.time.pp_bubble_s, flat.time.pp_bubble_s);
   // The distributed optimizer shrinks memory and keeps the step time.
   c.dist_opt = true;
   const Estimate dist = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
@@ -272,6 +280,47 @@ TEST(EstimateConfig, InterleavedWarmupFlushAndFillDrainP2pAreExposed) {
   c.vpp = 4;
   const Estimate deep = EstimateConfig(m, cluster, Gpt3Training(), c, cal);
   EXPECT_NEAR(deep.time.pp_comm_s, 76 * msg, 1e-12);
+}
+
+// The slowest rank runs its m micro-batches back to back; the fill and drain
+// run one chunk of every other rank. A 24-layer GPT on pp 4 (6 layers a
+// stage, tp 1): the first stage is 6 layers + embedding (E), the two middle
+// stages 6 layers (L), the last 6 layers + logits (O), the slowest. Through
+// the other stages the bubble is (L + E + 2L)/vpp; priced on the slowest,
+// 3(L + O)/vpp; the difference is (3·O − E)/vpp, the hand-derived value
+// checked here at vpp 1 and 2 (the middle stages are costed once and
+// counted twice).
+TEST(EstimateConfig, BubbleRunsThroughTheOtherStages) {
+  const search_spaces::ClusterSpec cluster = testing::A100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Gpt(24, 2048, 16);
+  TrainingSpec tr;
+  tr.num_gpus = 8;
+  tr.global_batch_size = 64;
+  tr.seq_length = 2048;
+  ModelOptions slowest;
+  slowest.Disable(Refinement::kPipelineBubbleOtherStages);
+  for (int64_t vpp : {1, 2}) {
+    SCOPED_TRACE(vpp);
+    ParallelConfig c;
+    c.pp = 4;
+    c.vpp = vpp;
+    c.dp = 2;
+    const Estimate on = EstimateConfig(m, cluster, tr, c, cal);
+    const Estimate off = EstimateConfig(m, cluster, tr, c, cal, slowest);
+    ExpectConsistent(on);
+    const ModelOptions all;
+    const LayerCompute logits = LogitsComputeTime(
+        m, c, tr.seq_length, m.vocab_size, Precision::kBf16, cal, all);
+    const LayerCompute embed =
+        EmbeddingComputeTime(m, c, tr.seq_length, cal, all);
+    const double o = logits.fwd_s() + logits.bwd_s();
+    const double e = embed.fwd_s() + embed.bwd_s();
+    ASSERT_GT(o, e);
+    EXPECT_NEAR(off.time.pp_bubble_s - on.time.pp_bubble_s,
+                (3 * o - e) / static_cast<double>(vpp), 1e-12);
+    EXPECT_DOUBLE_EQ(on.time.compute_s, off.time.compute_s);
+  }
 }
 
 // The flex dispatcher prices one copy per destination node; with the

@@ -278,7 +278,7 @@ TEST(TerminalQuiet, EstimatePrintsOneLine) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
             "tp8 pp8 vpp1 cp1 ep1 dp16 sp mbs1 selective: step "
-            "19.795 s, 155.2 tokens/s/GPU, MFU 52.8%, 57.45 of 77.00 GiB per "
+            "19.758 s, 155.5 tokens/s/GPU, MFU 52.9%, 57.45 of 77.00 GiB per "
             "GPU\n");
 }
 
@@ -287,8 +287,8 @@ TEST(TerminalQuiet, ScalePrintsOneLinePerSize) {
       "scale --model 175b --gpus 64,128 --gpu a100-80g --no-db --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
-            "    64  tp4 pp16 vpp6 dp1 mbs1 sp none 267.939 s\n"
-            "   128  tp4 pp8 vpp12 dp4 mbs1 sp none dist-opt 130.348 s\n");
+            "    64  tp4 pp16 vpp6 dp1 mbs1 sp none 267.915 s\n"
+            "   128  tp4 pp8 vpp12 dp4 mbs1 sp none dist-opt 130.343 s\n");
   EXPECT_EQ(run.err, "");
 }
 
@@ -299,8 +299,8 @@ TEST(TerminalQuiet, CompareKeepsTheClosingLines) {
   const auto run = RunTune(args + " --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
-            "tp4 pp16 dp16 mbs1 sp selective is 0.227 s slower than tp8 pp8 "
-            "dp16 mbs1 sp selective: pp_bubble +1.356 s, tp_comm -1.070 s, "
+            "tp4 pp16 dp16 mbs1 sp selective is 0.115 s slower than tp8 pp8 "
+            "dp16 mbs1 sp selective: pp_bubble +1.245 s, tp_comm -1.070 s, "
             "dp_comm -0.412 s\n");
 }
 

@@ -3,7 +3,7 @@
 # Source: rank 1 of a search that was not recorded (--no-db)
 # Model gpt3-175b on 1024 a100-80g GPUs (128 nodes x 8), global batch 1536, sequence 2048, bf16
 # Configuration: tp4 pp8 vpp12 cp1 ep1 dp32 sp mbs2 none dist_opt
-# Predicted: step time 16.770 s, memory 75.4 GiB of 77.0 GiB per GPU
+# Predicted: step time 16.759 s, memory 75.4 GiB of 77.0 GiB per GPU
 # Trainer: tune train (meshtune engine); submit with: sbatch <this file>
 #SBATCH --job-name=tune-gpt3-175b
 #SBATCH --nodes=128
