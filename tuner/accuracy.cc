@@ -467,6 +467,9 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   }
   const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
   c.config.dp = dp > 0 ? dp : std::max<int64_t>(1, c.num_gpus / model_parallel);
+  c.config.mbs = MicroBatchFromAccumulation(
+      c.training.global_batch_size, c.config.dp, c.config.mbs,
+      GradientAccumulationFromNotes(r.Text("notes")));
   if (c.config.world() != c.num_gpus) {
     c.skipped_reason = "tp·pp·cp·dp = " + std::to_string(c.config.world()) +
                        " but num_gpus = " + std::to_string(c.num_gpus);

@@ -321,12 +321,15 @@ bool IsNvidiaRecipeSource(const std::string& source) {
          StartsWith(s, "dgxc") || StartsWith(s, "megatronlm_examples_llama");
 }
 
-std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes) {
+namespace {
+
+// The number after "KEY=" in `notes` (case-insensitive), where KEY starts a
+// word ("MEGATRON_FSDP=" is not "FSDP="); nullopt when there is none.
+std::optional<int64_t> NumberAfterKey(const std::string& notes,
+                                      const std::string& key) {
   const std::string t = Upper(notes);
-  const std::string key = "FSDP=";
   size_t at = t.find(key);
   while (at != std::string::npos) {
-    // Not part of a longer word ("MEGATRON_FSDP=" would be another flag).
     const bool word_start =
         at == 0 || (!std::isalnum(static_cast<unsigned char>(t[at - 1])) &&
                     t[at - 1] != '_');
@@ -343,6 +346,23 @@ std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes) {
     at = t.find(key, at + 1);
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes) {
+  return NumberAfterKey(notes, "FSDP=");
+}
+
+std::optional<int64_t> GradientAccumulationFromNotes(const std::string& notes) {
+  return NumberAfterKey(notes, "GA=");
+}
+
+int64_t MicroBatchFromAccumulation(int64_t gbs, int64_t dp, int64_t mbs,
+                                   std::optional<int64_t> ga) {
+  if (!ga || *ga <= 0 || dp <= 0 || gbs <= 0) return mbs;
+  if (gbs % (dp * *ga) != 0) return mbs;
+  return gbs / (dp * *ga);
 }
 
 bool ForceBalancedFromNotes(const std::string& notes) {

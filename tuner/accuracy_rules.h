@@ -119,6 +119,21 @@ bool IsNvidiaRecipeSource(const std::string& source);
 // 64 GPUs at tp·pp·cp 1, and the older pages' 1 = on).
 std::optional<int64_t> FsdpSizeFromNotes(const std::string& notes);
 
+// The gradient-accumulation steps a row's notes state ("GA=16", the
+// Megatron-Bridge tables' GA column: Megatron's number of micro-batches per
+// step), nullopt when the notes say nothing.
+std::optional<int64_t> GradientAccumulationFromNotes(const std::string& notes);
+
+// The micro-batch size a row ran: gbs = dp · mbs · GA is an identity of
+// Megatron's schedule, so where a row's stated GA contradicts its mbs
+// column the GA's mbs, gbs / (dp · GA), is taken (when whole). The dev set
+// has one such pair: Megatron-Bridge 25.09's LLaMA-3 70B on 64 GB200,
+// tp2 pp4 dp8 gbs 128 with "mbs 2" and GA=16, i.e. mbs 1, what every later
+// release of that recipe runs; at mbs 2 it would need 220 GiB of a GB200's
+// 186. Returns `mbs` when GA is absent, agrees, or gives no whole mbs.
+int64_t MicroBatchFromAccumulation(int64_t gbs, int64_t dp, int64_t mbs,
+                                   std::optional<int64_t> ga);
+
 // True when the notes say the benchmark forced a balanced routing ("force-
 // balance tokens across experts", the footnote of Megatron-Bridge's MoE
 // performance tables; case-insensitive).

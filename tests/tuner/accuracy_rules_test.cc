@@ -29,6 +29,26 @@ TEST(FsdpSizeFromNotes, ReadsTheShardingGroupSize) {
   EXPECT_FALSE(FsdpSizeFromNotes("FSDP=n/a").has_value());
 }
 
+TEST(GradientAccumulationFromNotes, ReadsTheGaColumn) {
+  EXPECT_EQ(GradientAccumulationFromNotes("container NeMo 25.09; FSDP=0 "
+                                          "(0=DDP); GA=16; parenthesised"),
+            16);
+  EXPECT_EQ(GradientAccumulationFromNotes("ga=2"), 2);
+  EXPECT_FALSE(GradientAccumulationFromNotes("OMEGA=3").has_value());
+  EXPECT_FALSE(GradientAccumulationFromNotes("FSDP=1").has_value());
+}
+
+// gbs = dp · mbs · GA: Megatron-Bridge 25.09's LLaMA-3 70B on 64 GB200
+// (tp2 pp4, dp 8, gbs 128) prints mbs 2 and GA 16; 128 / (8 · 16) = 1.
+TEST(MicroBatchFromAccumulation, TheIdentityDecides) {
+  EXPECT_EQ(MicroBatchFromAccumulation(128, 8, 2, 16), 1);
+  EXPECT_EQ(MicroBatchFromAccumulation(128, 8, 1, 16), 1);  // agrees
+  EXPECT_EQ(MicroBatchFromAccumulation(128, 8, 2, std::nullopt), 2);
+  EXPECT_EQ(MicroBatchFromAccumulation(128, 8, 2, 3), 2);  // 128/24: no
+  EXPECT_EQ(MicroBatchFromAccumulation(128, 8, 2, 0), 2);
+  EXPECT_EQ(MicroBatchFromAccumulation(256, 16, 1, 4), 4);
+}
+
 TEST(ApplyRecipeDefaults, MegatronBridgeFusesTheCrossEntropy) {
   const auto llama = FindModelPreset("LLAMA3_70B");
   ASSERT_TRUE(llama.has_value());
