@@ -341,10 +341,26 @@ BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
   const bool quant = search_spaces::IsQuantized(precision);
   const double l = SavedInputBytesPerElement(precision);
   const double drop = HasDropout(m) ? 1.0 : 0.0;
+  // Selective recompute modules that checkpoint a whole MLP block keep only
+  // the block's input and rebuild the rest in backward (Megatron
+  // transformer_layer.py / moe_layer.py: tensor_parallel.checkpoint of the
+  // mlp, the MoE layer, the shared experts; "layernorm" runs the MoE
+  // layer's pre-MLP norm under CheckpointWithoutOutput, which frees its
+  // output after the router and experts read it).
+  const uint32_t modules =
+      c.recompute.granularity == RecomputeGranularity::kSelective
+          ? c.recompute.modules
+          : 0u;
   switch (mlp) {
     case Mlp::kDense: {
       const double f = static_cast<double>(m.ffn_hidden_size);
       // norm2 in, fc1 in, dropout mask | fc1 out (activation input), fc2 in.
+      // "mlp" recompute: the norm-fused fc1's input (the residual, norm2
+      // in) and the dropout mask after the block stay.
+      if (modules & search_spaces::kRecomputeMlp) {
+        b.repl = 2 * h + drop * h;
+        break;
+      }
       b.repl = 2 * h + l * h + drop * h;
       b.shard = (m.gated_mlp() ? 4 * f : 2 * f) + l * f;
       break;
@@ -358,10 +374,21 @@ BlockActs MlpActs(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
       const double fs =
           static_cast<double>(m.moe_shared_expert_intermediate_size);
       const double lat = static_cast<double>(m.moe_latent_size);
-      b.repl = 2 * h + 2 * h + (quant && fs > 0 ? l * h : 0.0) + 4 * E +
+      // "layernorm" frees the norm's 16-bit output (the MoE input).
+      const double norm_out =
+          (modules & search_spaces::kRecomputeLayernorm) ? 0.0 : 2 * h;
+      // "moe": the MoE layer keeps only its input (the norm output).
+      if (modules & search_spaces::kRecomputeMoe) {
+        b.repl = 2 * h + norm_out + drop * h;
+        break;
+      }
+      // "shared_experts": the shared experts keep only their input.
+      const bool shared_kept =
+          fs > 0 && !(modules & search_spaces::kRecomputeSharedExperts);
+      b.repl = 2 * h + norm_out + (quant && shared_kept ? l * h : 0.0) + 4 * E +
                drop * h + 2 * lat;
       // Shared experts: a dense MLP of their width, split over tp.
-      if (fs > 0) b.shard = (m.gated_mlp() ? 4 * fs : 2 * fs) + l * fs;
+      if (shared_kept) b.shard = (m.gated_mlp() ? 4 * fs : 2 * fs) + l * fs;
       // Routed copies on this GPU: expert fc1 input at h_in (gathered over
       // etp), fc1 output and activation output at fe/etp (moe_act
       // recompute discards the latter); capacity and imbalance in the row
@@ -566,13 +593,26 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
   double a_full = 0, a_max = 0, transient = 0;
   bool has_moe = false;
   double moe_rows = 0;  // one MoE layer's routed working set
+  // Selective recompute frees tensors in forward and rebuilds one layer's
+  // in its backward: the largest rebuilt set is working memory, and the
+  // backward's gradient buffers keep the shapes of the full activations.
+  const bool selective =
+      c.recompute.granularity == RecomputeGranularity::kSelective;
+  ParallelConfig kept = c;
+  kept.recompute.granularity = RecomputeGranularity::kNone;
+  double rebuilt = 0;
   auto add_kind = [&](LayerKind kind, double count) {
     const double a =
         LayerActivationBytes(m, c, seq, precision, kind, r, flash_attention);
     a_full += count * a;
     a_max = std::max(a_max, a);
-    transient = std::max(
-        transient, LayerBackwardTransientBytes(m, c, seq, precision, kind, r));
+    transient = std::max(transient, LayerBackwardTransientBytes(
+                                        m, kept, seq, precision, kind, r));
+    if (selective) {
+      rebuilt = std::max(
+          rebuilt,
+          LayerActivationBytes(m, kept, seq, precision, kind, r, true) - a);
+    }
     if (kind.mlp == Mlp::kMoe) {
       has_moe = true;
       moe_rows = std::max(
@@ -593,8 +633,8 @@ MemoryBreakdown StageMemoryOf(const ModelSpec& m, const ModelStats& st,
   const double ckpt = CheckpointBytes(m, c, seq);
   const double in_flight = schedule.InFlightMicrobatches(stage);
 
-  double stored = a_full;  // per in-flight micro-batch
-  double working = 0;      // one recompute chunk materialised in backward
+  double stored = a_full;    // per in-flight micro-batch
+  double working = rebuilt;  // one recompute chunk materialised in backward
   if (c.recompute.granularity == RecomputeGranularity::kFull) {
     const double n =
         static_cast<double>(std::max<int64_t>(1, c.recompute.num_layers));

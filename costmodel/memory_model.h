@@ -196,7 +196,10 @@ int64_t ExpertDataParallelSize(const search_spaces::ParallelConfig& config);
 // Activation bytes one layer of `kind` stores for backward, per micro-batch
 // of `config.mbs` sequences of `seq` tokens, on one GPU, without full
 // recompute (none and selective core_attn store the same with flash
-// attention; selective mla_up_proj and moe_act drop what they discard).
+// attention; the other selective modules drop what they discard: mla_up_proj
+// Q, K, V; moe_act the experts' activation output; mlp, moe and
+// shared_experts all but their block's input; layernorm the MoE layer's
+// norm output).
 // With `flash_attention` false and no recompute, add Korthikanti's
 // 5·a·s²·b/(t·cp) bytes of softmax output, its dropout mask and output.
 double LayerActivationBytes(const search_spaces::ModelSpec& model,

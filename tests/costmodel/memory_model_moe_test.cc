@@ -158,6 +158,72 @@ TEST(MoeActivations, CapacityPaddedRowsSharedExpertsAndMoeAct) {
                    4096 * per_token + routed - rows * 2 * fe);
 }
 
+// Selective modules that checkpoint a whole block keep only its input
+// (Megatron --recompute-modules moe, shared_experts, layernorm, mlp). Same
+// DeepSeek-V2 layer as above, bf16, no dropout: per token norm in 2h, norm
+// out 2h, fp32 scores 4E, shared experts 6fs; routed rows as above.
+TEST(MoeActivations, SelectiveModulesKeepTheBlockInputOnly) {
+  const ModelSpec m = DeepSeekV2Layers4();
+  ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  const MemoryRecipe r;
+  const double rows = 20 * 1229.0;
+  const double routed = rows * (2 * h + 4 * fe + 2 * fe);
+  const LayerKind moe{Mixer::kNone, Mlp::kMoe};
+  auto bytes = [&](uint32_t modules) {
+    c.recompute.modules = modules;
+    return LayerActivationBytes(m, c, 4096, Precision::kBf16, moe, r);
+  };
+  // moe: the norm's input and its output (the MoE input), nothing routed.
+  EXPECT_DOUBLE_EQ(bytes(search_spaces::kRecomputeMoe), 4096 * 4 * h);
+  // moe + layernorm: the norm output is freed as well.
+  EXPECT_DOUBLE_EQ(
+      bytes(search_spaces::kRecomputeMoe | search_spaces::kRecomputeLayernorm),
+      4096 * 2 * h);
+  // shared_experts: their 6fs per token go, the routed rows stay.
+  EXPECT_DOUBLE_EQ(bytes(search_spaces::kRecomputeSharedExperts),
+                   4096 * (4 * h + 4 * E) + routed);
+  // core_attn changes nothing here.
+  EXPECT_DOUBLE_EQ(bytes(search_spaces::kRecomputeCoreAttn),
+                   4096 * (4 * h + 4 * E + 6 * fs) + routed);
+  // mlp on the dense layer (gated, f = 12288): norm2 in 2h stays; fc1 in
+  // 2h, fc1 out 4f and fc2 in 2f go.
+  const LayerKind dense{Mixer::kNone, Mlp::kDense};
+  c.recompute.modules = search_spaces::kRecomputeCoreAttn;
+  const double f = 12288;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, dense, r),
+                   4096 * (2 * h + 2 * h + 4 * f + 2 * f));
+  c.recompute.modules = search_spaces::kRecomputeMlp;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, c, 4096, Precision::kBf16, dense, r),
+                   4096 * 2 * h);
+}
+
+// The tensors a selective module frees are rebuilt for one layer at a time
+// in backward: the stage's activations fall by the layer's discarded bytes
+// once per layer and in-flight micro-batch, and rise by one layer's worth.
+TEST(MoeActivations, SelectiveRebuildsOneLayerInBackward) {
+  const ModelSpec m = DeepSeekV2Layers4();
+  const ModelStats st = ComputeModelStats(m, m.vocab_size, 4096);
+  ParallelConfig c;
+  c.ep = 8;
+  c.dp = 8;
+  const PipelineSchedule sched(1, 1, 4);
+  const StagePeak none =
+      MostLoadedStage(m, st, c, 4096, Precision::kBf16, sched);
+  c.recompute.granularity = RecomputeGranularity::kSelective;
+  c.recompute.modules = search_spaces::kRecomputeMoe;
+  const StagePeak moe =
+      MostLoadedStage(m, st, c, 4096, Precision::kBf16, sched);
+  const double rows = 20 * 1229.0;
+  const double discarded =
+      4096 * (4 * E + 6 * fs) + rows * (2 * h + 4 * fe + 2 * fe);
+  // Three MoE layers, one micro-batch in flight (pp 1); one layer rebuilt.
+  EXPECT_NEAR(none.memory.activations_bytes - moe.memory.activations_bytes,
+              3 * discarded - discarded, 1.0);
+}
+
 TEST(MoeActivations, Mxfp8DroplessRowsKeepNoCombineInput) {
   // DeepSeek-V2 shapes, dropless with forced balancing, MXFP8: each of the
   // 20 local experts gets ceil(6·4096·8/160) = 1229 rows. A saved linear
