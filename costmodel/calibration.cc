@@ -36,6 +36,10 @@ const char* ToString(ElementwiseOp op) {
       return "cross_entropy";
     case ElementwiseOp::kEmbedding:
       return "embedding";
+    case ElementwiseOp::kCrossEntropyNative:
+      return "cross_entropy_native";
+    case ElementwiseOp::kCrossEntropyTe:
+      return "cross_entropy_te";
   }
   return "unknown";
 }
@@ -70,6 +74,10 @@ double ElementwiseBytes(ElementwiseOp op, bool backward) {
       return backward ? 14.0 : 38.0;
     case ElementwiseOp::kEmbedding:
       return 8.0;
+    case ElementwiseOp::kCrossEntropyNative:
+      return backward ? 6.0 : 22.0;
+    case ElementwiseOp::kCrossEntropyTe:
+      return backward ? 4.0 : 6.0;
   }
   return 0.0;
 }

@@ -44,12 +44,15 @@ enum class ElementwiseOp {
   kGelu,            // per element of the f-wide activation
   kSwiglu,          // per output (f-wide) element
   kRope,            // per rotated q/k element
-  kCrossEntropy,    // per logit: the fused fp32 softmax + loss
+  kCrossEntropy,    // per logit: Megatron's unfused fp32 softmax + loss
   kEmbedding,       // per output element of the lookup
+  kCrossEntropyNative,  // per logit: --cross-entropy-fusion-impl native
+  kCrossEntropyTe,      // per logit: --cross-entropy-fusion-impl te
 };
-inline constexpr int kNumElementwiseOps = 8;
+inline constexpr int kNumElementwiseOps = 10;
 // "norm", "bias_dropout_add", "residual_add", "gelu", "swiglu", "rope",
-// "cross_entropy", "embedding" (the profiler's "elem:<name>:fwd|bwd" rows).
+// "cross_entropy", "embedding", "cross_entropy_native", "cross_entropy_te"
+// (the profiler's "elem:<name>:fwd|bwd" rows).
 const char* ToString(ElementwiseOp op);
 // The inverse of ToString; false for any other name.
 bool ParseElementwiseOp(const std::string& name, ElementwiseOp* op);
@@ -71,6 +74,18 @@ bool ParseElementwiseOp(const std::string& name, ElementwiseOp* op);
 //    divide in place, kept for backward (4 + 4) = 38 B; backward: softmax
 //    minus one-hot times the loss gradient in place (4 + 4), cast to the
 //    16-bit logits gradient (4 + 2) = 14 B.
+//  - Cross-entropy, --cross-entropy-loss-fusion with the native impl
+//    (megatron/core/fusions/fused_cross_entropy.py, three jit-fused
+//    pieces): the max reads the 16-bit logits and writes their fp32 copy
+//    (2 + 4), the predicted-logit pass reads it and writes exp (4 + 4), the
+//    loss pass divides it in place into the saved softmax (4 + 4) = 22 B;
+//    backward reads the softmax and writes the 16-bit gradient (4 + 2) =
+//    6 B.
+//  - Cross-entropy with the te impl (Transformer Engine
+//    parallel_cross_entropy, Triton): one online max/sum pass over the
+//    16-bit logits (2), a second that reads them and writes the gradient in
+//    their place (2 + 2) = 6 B; backward scales that gradient by the loss
+//    gradient in place (2 + 2) = 4 B.
 //  - Embedding: gather the rows (+ positions, dropout) forward: 8 B;
 //    scatter-add of the gradient into the table backward: 8 B.
 double ElementwiseBytes(ElementwiseOp op, bool backward);

@@ -369,9 +369,18 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
       cal, o);
 }
 
+ElementwiseOp CrossEntropyOp(const search_spaces::TrainingSpec& training) {
+  if (!training.cross_entropy_loss_fusion) return ElementwiseOp::kCrossEntropy;
+  return training.cross_entropy_fusion_impl ==
+                 search_spaces::CrossEntropyFusionImpl::kTe
+             ? ElementwiseOp::kCrossEntropyTe
+             : ElementwiseOp::kCrossEntropyNative;
+}
+
 LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
                                int64_t seq, int64_t padded_vocab, Precision p,
-                               const Calibration& cal, const ModelOptions& o) {
+                               const Calibration& cal, const ModelOptions& o,
+                               ElementwiseOp cross_entropy) {
   LayerCompute lc;
   if (!o.enabled(Refinement::kOutputLayer)) return lc;
   const int64_t T = c.mbs * seq / c.cp;
@@ -379,11 +388,11 @@ LayerCompute LogitsComputeTime(const ModelSpec& m, const ParallelConfig& c,
   // Megatron keeps the output layer in 16-bit even in fp8 recipes.
   const Precision out_p = search_spaces::IsQuantized(p) ? Precision::kBf16 : p;
   AddGemm(T, v_local, m.hidden_size, out_p, 1, cal, &lc, nullptr, nullptr, o);
-  // Final norm + the vocab-parallel cross-entropy over the local logits
-  // (ElementwiseOp::kCrossEntropy).
+  // Final norm + the vocab-parallel cross-entropy over the local logits,
+  // by the run's kernel (calibration.h has the bytes per logit).
   const double tsp = c.sp ? static_cast<double>(c.tp) : 1.0;
   const double logits = static_cast<double>(T) * v_local;
-  AddElementwise(ElementwiseOp::kCrossEntropy, logits, cal, &lc, o);
+  AddElementwise(cross_entropy, logits, cal, &lc, o);
   AddElementwise(ElementwiseOp::kNorm,
                  static_cast<double>(T) * m.hidden_size / tsp, cal, &lc, o);
   return lc;

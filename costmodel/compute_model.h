@@ -33,6 +33,7 @@
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
+#include "search_spaces/training_spec.h"
 
 namespace meshtune::costmodel {
 
@@ -114,12 +115,17 @@ double TokensPerLocalExpert(const search_spaces::ModelSpec& model,
 
 // Output layer + vocab-parallel cross-entropy (last stage), with
 // `padded_vocab` rows, and the embedding lookup (first stage).
-LayerCompute LogitsComputeTime(const search_spaces::ModelSpec& model,
-                               const search_spaces::ParallelConfig& config,
-                               int64_t seq, int64_t padded_vocab,
-                               search_spaces::Precision precision,
-                               const Calibration& calibration,
-                               const ModelOptions& options);
+// `cross_entropy` is the kernel the run uses (CrossEntropyOp).
+LayerCompute LogitsComputeTime(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ParallelConfig& config, int64_t seq,
+    int64_t padded_vocab, search_spaces::Precision precision,
+    const Calibration& calibration, const ModelOptions& options,
+    ElementwiseOp cross_entropy = ElementwiseOp::kCrossEntropy);
+
+// The cross-entropy kernel of a run: Megatron's unfused vocab-parallel
+// cross-entropy, or the fused impl --cross-entropy-loss-fusion selects.
+ElementwiseOp CrossEntropyOp(const search_spaces::TrainingSpec& training);
 LayerCompute EmbeddingComputeTime(const search_spaces::ModelSpec& model,
                                   const search_spaces::ParallelConfig& config,
                                   int64_t seq, const Calibration& calibration,

@@ -368,8 +368,9 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   const std::vector<LayerKind>& mtp_kinds = layers_.mtp();
 
   // Logits on the last stage, embedding on the first; with pp == 1 both.
-  const LayerCompute logits = LogitsComputeTime(model, c, seq, padded_vocab,
-                                                prec, calibration, options);
+  const LayerCompute logits =
+      LogitsComputeTime(model, c, seq, padded_vocab, prec, calibration, options,
+                        CrossEntropyOp(training));
   const LayerCompute embed =
       EmbeddingComputeTime(model, c, seq, calibration, options);
   double logits_tp = 0;  // vocab-parallel CE: 3 small all-reduces of [T]

@@ -9,6 +9,18 @@
 
 namespace meshtune::search_spaces {
 
+// Megatron --cross-entropy-fusion-impl: which fused kernel
+// --cross-entropy-loss-fusion runs (costmodel/calibration.h has the bytes
+// each moves per logit).
+enum class CrossEntropyFusionImpl : uint8_t {
+  // megatron/core/fusions/fused_cross_entropy.py (Megatron's default):
+  // jit-fused pieces of the vocab-parallel cross-entropy, fp32 softmax.
+  kNative,
+  // Transformer Engine's parallel_cross_entropy (Triton): an online softmax
+  // over the 16-bit logits whose gradient is written in place in forward.
+  kTe,
+};
+
 struct TrainingSpec {
   int64_t num_gpus = 0;           // world size
   int64_t global_batch_size = 0;  // sequences per optimizer step (gbs)
@@ -46,6 +58,9 @@ struct TrainingSpec {
   // Megatron --cross-entropy-loss-fusion: the logits' softmax and loss in
   // one fused kernel (fewer fp32 logits copies in memory).
   bool cross_entropy_loss_fusion = false;
+  // Megatron --cross-entropy-fusion-impl (only with the fusion on).
+  CrossEntropyFusionImpl cross_entropy_fusion_impl =
+      CrossEntropyFusionImpl::kNative;
   // Megatron --cp-comm-type a2a (Ulysses-style all-to-all) instead of the
   // default p2p ring.
   bool cp_comm_a2a = false;

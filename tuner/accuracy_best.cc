@@ -32,6 +32,7 @@ std::string ProblemKey(const AccuracyCase& c) {
     flags += flag ? '1' : '0';
   }
   add(flags);
+  add(std::to_string(static_cast<int>(t.cross_entropy_fusion_impl)));
   add(std::to_string(t.cpu_offloading_num_layers));
   // The dispatcher a recipe chose (RecipeMoeSoftware) is software too.
   add(std::to_string(static_cast<int>(c.model.moe_token_dispatcher_type)));

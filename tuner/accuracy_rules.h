@@ -143,7 +143,10 @@ bool ForceBalancedFromNotes(const std::string& notes);
 // state, applied to `training` (docs/costmodel.md "Memory"):
 //   Megatron-Bridge sources: --cross-entropy-loss-fusion
 //     (src/megatron/bridge/models/gpt_provider.py: cross_entropy_loss_fusion
-//     defaults to True); Megatron-LM examples/llama sources likewise
+//     defaults to True), from 26.02 on with --cross-entropy-fusion-impl te
+//     (scripts/performance/utils/overrides.py since 2025-12-03; native,
+//     Megatron's default, before and everywhere else); Megatron-LM
+//     examples/llama sources likewise (native)
 //     (train_llama3_8b_h100_fp8.sh passes --cross-entropy-loss-fusion);
 //     NeMo 2.0 sources (the NeMo_YY.MM performance summaries from 24.09 on
 //     and DGXC_benchmarking_vYY.MM from 24.11, which ran NeMo 24.09+)

@@ -1005,6 +1005,7 @@ constexpr const char* kIgnoredFlags = R"(
 --norm-epsilon --rotary-percent
 --use-rotary-position-embeddings --manual-gc --manual-gc-interval
 --bucket-size --ddp-bucket-size --cross-entropy-loss-fusion
+--cross-entropy-fusion-impl
 --moe-router-load-balancing-type --moe-aux-loss-coeff
 # Which tokens a full expert drops (probs or position): the same work.
 --moe-token-drop-policy
@@ -1048,6 +1049,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--overlap-grad-reduce", Kind::kSwitch},
       {"--overlap-param-gather", Kind::kSwitch},
       {"--cross-entropy-loss-fusion", Kind::kSwitch},
+      {"--cross-entropy-fusion-impl", Kind::kString},
       {"--cp-comm-type", Kind::kString},
       {"--transformer-impl", Kind::kString},
       {"--moe-layer-freq", Kind::kString},
@@ -1334,6 +1336,18 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
   training->overlap_grad_reduce = has("--overlap-grad-reduce");
   training->overlap_param_gather = has("--overlap-param-gather");
   training->cross_entropy_loss_fusion = has("--cross-entropy-loss-fusion");
+  if (has("--cross-entropy-fusion-impl")) {
+    const std::string& v = values["--cross-entropy-fusion-impl"];
+    if (v != "native" && v != "te") {
+      return Status::InvalidArgument(
+          "--cross-entropy-fusion-impl: expected native or te, got '" +
+              Printable(v) + "'",
+          "e.g. --cross-entropy-fusion-impl te");
+    }
+    training->cross_entropy_fusion_impl =
+        v == "te" ? search_spaces::CrossEntropyFusionImpl::kTe
+                  : search_spaces::CrossEntropyFusionImpl::kNative;
+  }
   if (has("--cp-comm-type")) {
     const std::string& v = values["--cp-comm-type"];
     if (v != "p2p" && v != "a2a") {

@@ -121,6 +121,7 @@ struct AppliedMegatronFlags {
 //                                         overlap_param_gather; off unless
 //                                         given (Megatron's default)
 //   --cross-entropy-loss-fusion           training.cross_entropy_loss_fusion
+//   --cross-entropy-fusion-impl native|te training.cross_entropy_fusion_impl
 //   --cp-comm-type p2p|a2a                training.cp_comm_a2a
 //   --cuda-graph-impl I, --cuda-graph-scope S...
 //                                         training.cuda_graphs (the scope's

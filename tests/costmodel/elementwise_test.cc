@@ -36,6 +36,23 @@ TEST(ElementwiseBytes, DatasheetBytesPerElement) {
   EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kCrossEntropy, true), 14.0);
   EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kEmbedding, false), 8.0);
   EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kEmbedding, true), 8.0);
+  // Fused cross-entropy (calibration.h): native 2+4 + 4+4 + 4+4 forward,
+  // 4+2 backward; Transformer Engine's 2 + 2+2 forward, 2+2 backward.
+  EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kCrossEntropyNative, false), 22.0);
+  EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kCrossEntropyNative, true), 6.0);
+  EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kCrossEntropyTe, false), 6.0);
+  EXPECT_EQ(ElementwiseBytes(ElementwiseOp::kCrossEntropyTe, true), 4.0);
+}
+
+TEST(CrossEntropyOp, FollowsTheFusionFlags) {
+  search_spaces::TrainingSpec t;
+  EXPECT_EQ(CrossEntropyOp(t), ElementwiseOp::kCrossEntropy);
+  t.cross_entropy_fusion_impl = search_spaces::CrossEntropyFusionImpl::kTe;
+  EXPECT_EQ(CrossEntropyOp(t), ElementwiseOp::kCrossEntropy);  // fusion off
+  t.cross_entropy_loss_fusion = true;
+  EXPECT_EQ(CrossEntropyOp(t), ElementwiseOp::kCrossEntropyTe);
+  t.cross_entropy_fusion_impl = search_spaces::CrossEntropyFusionImpl::kNative;
+  EXPECT_EQ(CrossEntropyOp(t), ElementwiseOp::kCrossEntropyNative);
 }
 
 TEST(ElementwiseOpNames, RoundTrip) {
@@ -147,6 +164,12 @@ TEST(ComputeModel, AsksTheCalibrationPerOpWithElementCounts) {
       {E::kNorm, 2048.0 * 4096 / 2, true}};
   EXPECT_EQ(cal.calls, head);
   EXPECT_EQ(logits.elem_fwd_s, 2.0);
+  // The fused kernel the run selects replaces the unfused cross-entropy.
+  cal.calls.clear();
+  LogitsComputeTime(llama, c, 2048, 32000, Precision::kBf16, cal, {},
+                    E::kCrossEntropyTe);
+  EXPECT_EQ(std::get<0>(cal.calls.front()), E::kCrossEntropyTe);
+  EXPECT_EQ(std::get<1>(cal.calls.front()), 2048.0 * 16000);
 
   cal.calls.clear();
   const LayerCompute emb = EmbeddingComputeTime(llama, c, 2048, cal, {});

@@ -602,6 +602,9 @@ TEST(AccuracyRows, MegatronArgsColumnOnTopOfMegatronDefaults) {
   EXPECT_FALSE(c.training.overlap_grad_reduce);
   EXPECT_FALSE(c.training.overlap_param_gather);
   EXPECT_TRUE(c.training.cross_entropy_loss_fusion);
+  // Megatron's default fused kernel unless --cross-entropy-fusion-impl says.
+  EXPECT_EQ(c.training.cross_entropy_fusion_impl,
+            search_spaces::CrossEntropyFusionImpl::kNative);
   EXPECT_EQ(
       c.flags_without_effect,
       (std::vector<std::string>{"--transformer-impl", "--moe-permute-fusion",
@@ -617,6 +620,18 @@ TEST(AccuracyRows, MegatronArgsColumnOnTopOfMegatronDefaults) {
       MapOne(With(Llama12(), {{"source", "NeMo_25.04_perf_summary"},
                               {"megatron_args", ""}}));
   EXPECT_TRUE(recipe.config.dist_opt);
+  const AccuracyCase te = MapOne(
+      With(Llama12(),
+           {{"megatron_args",
+             "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te"}}));
+  ASSERT_EQ(te.skipped_reason, "");
+  EXPECT_EQ(te.training.cross_entropy_fusion_impl,
+            search_spaces::CrossEntropyFusionImpl::kTe);
+  EXPECT_EQ(MapOne(With(Llama12(), {{"megatron_args",
+                                     "--cross-entropy-fusion-impl triton"}}))
+                .skipped_reason,
+            "megatron_args: --cross-entropy-fusion-impl: expected native or "
+            "te, got 'triton'");
   // A MoE flag on a dense model.
   EXPECT_EQ(MapOne(With(Llama12(), {{"megatron_args", "--moe-grouped-gemm"}}))
                 .skipped_reason,

@@ -12,6 +12,7 @@
 namespace meshtune::tuner {
 namespace {
 
+using search_spaces::CrossEntropyFusionImpl;
 using search_spaces::Precision;
 using search_spaces::TrainingSpec;
 
@@ -56,6 +57,23 @@ TEST(ApplyRecipeDefaults, MegatronBridgeFusesTheCrossEntropy) {
   ApplyRecipeDefaults("MegatronBridge_26.04_perf_summary", *llama, "h100", &t);
   EXPECT_TRUE(t.cross_entropy_loss_fusion);
   EXPECT_EQ(t.cpu_offloading_num_layers, 0);  // not Megatron-FSDP
+  // Transformer Engine's kernel from 26.02 (the performance scripts'
+  // override of 2025-12-03), Megatron's native one before.
+  EXPECT_EQ(t.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe);
+  for (const char* native :
+       {"MegatronBridge_25.11_perf_summary",
+        "MegatronBridge_25.09_perf_summary", "NeMo_25.04_perf_summary",
+        "MegatronLM_examples_llama_FP8"}) {
+    TrainingSpec before;
+    ApplyRecipeDefaults(native, *llama, "h100", &before);
+    EXPECT_TRUE(before.cross_entropy_loss_fusion) << native;
+    EXPECT_EQ(before.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kNative)
+        << native;
+  }
+  TrainingSpec first_te;
+  ApplyRecipeDefaults("MegatronBridge_26.02_perf_summary", *llama, "b200",
+                      &first_te);
+  EXPECT_EQ(first_te.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe);
   // NeMo 2.0 (24.09 on; DGX Cloud's v24.11 recipes ran it) fuses it in
   // GPTConfig; NeMo 1.0 tables (24.07, the 24.03 long-sequence table) did
   // not.

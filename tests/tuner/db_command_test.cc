@@ -235,7 +235,8 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
             "tune: hint: use one of: gemm, attention, stream, all_reduce, "
             "all_gather, reduce_scatter, all_to_all, send_recv, attn:fwd, "
             "attn:bwd, elem:<op>:fwd|bwd (<op>: norm, bias_dropout_add, "
-            "residual_add, gelu, swiglu, rope, cross_entropy, embedding)\n");
+            "residual_add, gelu, swiglu, rope, cross_entropy, embedding, "
+            "cross_entropy_native, cross_entropy_te)\n");
   // An elementwise kernel the cost model does not know is not an op.
   EXPECT_EQ(RunTune("db measurements --op elem:softmax:fwd --db '" + db + "'")
                 .exit_code,
