@@ -574,8 +574,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // micro-batch-chunk of every other rank, Σ_{i≠slowest} t_i / vpp
   // (Narayanan et al. SC21 §2.2 with unequal stages; (pp−1)/vpp of the
   // stage when they are equal). Plus the fill and drain transfers.
-  const double pace_s =
-      compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + host_mb;
+  const double pace_s = pace.total();
   const double others_s =
       options.enabled(Refinement::kPipelineBubbleOtherStages)
           ? std::max(0.0, all_stages_s - pace_s) / static_cast<double>(c.vpp)

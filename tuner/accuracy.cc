@@ -400,6 +400,13 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   }
   c.training.precision = *precision;
   c.config.recompute = *recompute;
+  // dp and the micro-batch before the recipe rules, which read the layout
+  // (RecipeRecompute matches mbs); nothing below changes tp, pp or cp.
+  const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
+  c.config.dp = dp > 0 ? dp : std::max<int64_t>(1, c.num_gpus / model_parallel);
+  c.config.mbs = MicroBatchFromAccumulation(
+      c.training.global_batch_size, c.config.dp, c.config.mbs,
+      GradientAccumulationFromNotes(r.Text("notes")));
   c.attention = AttentionKernelForRow(c.source, r.Text("notes"));
   const std::string megatron_args = r.Text("megatron_args");
   if (megatron_args.empty()) {
@@ -465,11 +472,6 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     c.skipped_reason = "model: " + valid.message();
     return Status::Ok();
   }
-  const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
-  c.config.dp = dp > 0 ? dp : std::max<int64_t>(1, c.num_gpus / model_parallel);
-  c.config.mbs = MicroBatchFromAccumulation(
-      c.training.global_batch_size, c.config.dp, c.config.mbs,
-      GradientAccumulationFromNotes(r.Text("notes")));
   if (c.config.world() != c.num_gpus) {
     c.skipped_reason = "tp·pp·cp·dp = " + std::to_string(c.config.world()) +
                        " but num_gpus = " + std::to_string(c.num_gpus);
