@@ -401,12 +401,15 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   c.training.precision = *precision;
   c.config.recompute = *recompute;
   // dp and the micro-batch before the recipe rules, which read the layout
-  // (RecipeRecompute matches mbs); nothing below changes tp, pp or cp.
+  // (RecipeRecompute matches mbs); nothing below but ApplyRecipeLayout
+  // changes tp, pp or cp.
   const int64_t model_parallel = c.config.tp * c.config.pp * c.config.cp;
   c.config.dp = dp > 0 ? dp : std::max<int64_t>(1, c.num_gpus / model_parallel);
   c.config.mbs = MicroBatchFromAccumulation(
       c.training.global_batch_size, c.config.dp, c.config.mbs,
       GradientAccumulationFromNotes(r.Text("notes")));
+  // The recipe's layout where the table prints a stale one (accuracy_rules.h).
+  ApplyRecipeLayout(c.source, c.model, cluster_name, &c.config);
   c.attention = AttentionKernelForRow(c.source, r.Text("notes"));
   const std::string megatron_args = r.Text("megatron_args");
   if (megatron_args.empty()) {

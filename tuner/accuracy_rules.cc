@@ -413,6 +413,31 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
   }
 }
 
+bool ApplyRecipeLayout(const std::string& source, const ModelSpec& model,
+                       const std::string& cluster_name,
+                       search_spaces::ParallelConfig* config) {
+  const int v = SourceVersion(source, "megatronbridge_");
+  if (v == 0 || cluster_name != "h100" ||
+      NormalizeModelName(model.name) != "qwen330ba3b") {
+    return false;
+  }
+  search_spaces::ParallelConfig& c = *config;
+  if (c.tp != 1 || c.cp != 1 || c.pp != 2 || c.ep != 8) return false;
+  if (v >= 251100 && v < 260200 && c.vpp == 24 && c.mbs == 2) {
+    c.vpp = 12;
+    c.mbs = 1;
+    return true;
+  }
+  if (v == 260201 && c.vpp == 12) {
+    c.pp = 1;
+    c.vpp = 1;
+    c.ep = 16;
+    c.dp = c.dp * 2;
+    return true;
+  }
+  return false;
+}
+
 void ApplyRecipeMoeSoftware(const std::string& source,
                             const std::string& cluster_name,
                             const search_spaces::ParallelConfig& config,

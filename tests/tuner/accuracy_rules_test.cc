@@ -205,6 +205,55 @@ TEST(RecipeRecompute, DeepSeekV3RecipesRecomputeTheirModules) {
                    .has_value());
 }
 
+// Two H100 Qwen3-30B-A3B rows print another release's layout; the recipe's
+// is restored only for that printed layout (accuracy_rules.h).
+TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
+  const auto qwen = FindModelPreset("Qwen3_30B_a3B");
+  ASSERT_TRUE(qwen.has_value());
+  search_spaces::ParallelConfig printed;
+  printed.pp = 2;
+  printed.vpp = 24;
+  printed.ep = 8;
+  printed.dp = 8;
+  printed.mbs = 2;
+  // 25.11 prints 25.09's vpp24 mbs2; Megatron-Bridge 0.2.0 ran vpp12 mbs1.
+  search_spaces::ParallelConfig c = printed;
+  EXPECT_TRUE(ApplyRecipeLayout("MegatronBridge_25.11_perf_summary", *qwen,
+                                "h100", &c));
+  EXPECT_EQ(c.vpp, 12);
+  EXPECT_EQ(c.mbs, 1);
+  EXPECT_EQ(c.pp, 2);
+  EXPECT_EQ(c.ep, 8);
+  // 25.09 ran what it printed.
+  c = printed;
+  EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_25.09_perf_summary", *qwen,
+                                 "h100", &c));
+  EXPECT_EQ(c.vpp, 24);
+  // 26.02.01 prints 26.02's pp2 vpp12 ep8; 0.3.1 ran pp1 ep16 (PR #2477).
+  printed.vpp = 12;
+  printed.mbs = 1;
+  c = printed;
+  EXPECT_TRUE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *qwen,
+                                "h100", &c));
+  EXPECT_EQ(c.pp, 1);
+  EXPECT_EQ(c.vpp, 1);
+  EXPECT_EQ(c.ep, 16);
+  EXPECT_EQ(c.dp, 16);
+  EXPECT_EQ(c.mbs, 1);
+  // 26.02 ran what it printed; so did other GPUs and models.
+  c = printed;
+  EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02_perf_summary", *qwen,
+                                 "h100", &c));
+  EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *qwen,
+                                 "b200", &c));
+  const auto dsv3 = FindModelPreset("DeepSeekV3");
+  ASSERT_TRUE(dsv3.has_value());
+  EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *dsv3,
+                                 "h100", &c));
+  EXPECT_EQ(c.pp, 2);
+  EXPECT_EQ(c.ep, 8);
+}
+
 // The recipes' CUDA graphs per container and GPU (accuracy_rules.h).
 TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
   using search_spaces::CudaGraphImpl;
