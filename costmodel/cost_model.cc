@@ -360,7 +360,10 @@ Estimate Estimator::operator()(const ParallelConfig& c,
                         tp_group, cp_group, ep_group, etp_group, calibration,
                         options);
     if (host_launch) {
-      k.host = LayerHostLaunch(model, c, kind, training.cuda_graphs);
+      k.host = LayerHostLaunch(model, c, kind, training.cuda_graphs,
+                               training.moe_ep_overlap && model.is_moe() &&
+                                   c.ep > 1 &&
+                                   options.enabled(Refinement::kMoeEpOverlap));
     }
     kind_costs.push_back(k);
     return kind_costs.back();

@@ -9,7 +9,8 @@ using search_spaces::Mlp;
 
 HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
                            const search_spaces::ParallelConfig& c,
-                           LayerKind kind, const CudaGraphs& graphs) {
+                           LayerKind kind, const CudaGraphs& graphs,
+                           bool ep_overlap) {
   HostLaunch h;
   if (graphs.full_iteration()) return h;
   auto eager = [&](uint32_t bit) {
@@ -45,7 +46,8 @@ HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
     case Mlp::kNone:
       break;
   }
-  h.bwd_s = kHostBackwardFactor * h.fwd_s;
+  h.bwd_s =
+      (kHostBackwardFactor + (ep_overlap ? kHostDelayedWgrad : 0.0)) * h.fwd_s;
   if (kind.mlp == Mlp::kMoe && !model.moe_pad_expert_input_to_capacity &&
       model.moe_token_dispatcher_type !=
           search_spaces::TokenDispatcher::kFlex) {

@@ -40,13 +40,29 @@ constexpr LayerKind kMoeLayer{Mixer::kAttention, Mlp::kMoe};
 TEST(HostLaunch, EagerMoeLayerPaysEveryModuleAndEachLocalExpert) {
   ParallelConfig c;
   c.ep = 8;
-  const HostLaunch h = LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, {});
+  const HostLaunch h = LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, {}, false);
   // attention + router + preprocess at 0.7 ms, 128/8 = 16 experts at
   // 0.12 ms: 2.1 + 1.92 = 4.02 ms; backward twice that.
   EXPECT_NEAR(h.fwd_s, 4.02e-3, 1e-12);
   EXPECT_NEAR(h.bwd_s, 8.04e-3, 1e-12);
   // The alltoall dispatcher waits on the host for the split sizes.
   EXPECT_NEAR(h.sync_fwd_s, 1.0e-3, 1e-12);
+}
+
+// The EP overlap's combined 1F1B launches the eager modules once more in
+// backward (schedule nodes and the delayed weight-gradient pass).
+TEST(HostLaunch, EpOverlapAddsABackwardLaunchPass) {
+  ParallelConfig c;
+  c.ep = 8;
+  const HostLaunch h = LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, {}, true);
+  EXPECT_NEAR(h.fwd_s, 4.02e-3, 1e-12);
+  // (2 + 1) · 4.02 ms.
+  EXPECT_NEAR(h.bwd_s, 12.06e-3, 1e-12);
+  EXPECT_NEAR(h.sync_fwd_s, 1.0e-3, 1e-12);
+  // Nothing eager, nothing to launch again.
+  const CudaGraphs step{CudaGraphImpl::kLocal,
+                        search_spaces::kGraphFullIteration};
+  EXPECT_EQ(LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, step, true).bwd_s, 0.0);
 }
 
 TEST(HostLaunch, GraphsRemoveTheModulesTheyCapture) {
@@ -58,7 +74,7 @@ TEST(HostLaunch, GraphsRemoveTheModulesTheyCapture) {
                       search_spaces::kGraphAttn |
                           search_spaces::kGraphMoeRouter |
                           search_spaces::kGraphMoePreprocess};
-  const HostLaunch h = LayerHostLaunch(m, c, kMoeLayer, te);
+  const HostLaunch h = LayerHostLaunch(m, c, kMoeLayer, te, false);
   // Only the 8 local experts stay eager; flex has no host sync.
   EXPECT_NEAR(h.fwd_s, 8 * 0.12e-3, 1e-12);
   EXPECT_EQ(h.sync_fwd_s, 0.0);
@@ -66,25 +82,28 @@ TEST(HostLaunch, GraphsRemoveTheModulesTheyCapture) {
   m.moe_expert_capacity_factor = 1.0;
   m.moe_pad_expert_input_to_capacity = true;
   const CudaGraphs layers{CudaGraphImpl::kTransformerEngine, 0};
-  EXPECT_EQ(LayerHostLaunch(m, c, kMoeLayer, layers).fwd_s, 0.0);
+  EXPECT_EQ(LayerHostLaunch(m, c, kMoeLayer, layers, false).fwd_s, 0.0);
   const CudaGraphs step{CudaGraphImpl::kLocal,
                         search_spaces::kGraphFullIteration};
-  const HostLaunch none = LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, step);
+  const HostLaunch none =
+      LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, step, false);
   EXPECT_EQ(none.fwd_s + none.bwd_s + none.sync_fwd_s, 0.0);
 }
 
 TEST(HostLaunch, DenseAndMambaLayers) {
   const ModelSpec m = testing::Llama(32, 4096, 32, 8, 14336, 32000, 4096);
   const HostLaunch dense =
-      LayerHostLaunch(m, {}, {Mixer::kAttention, Mlp::kDense}, {});
+      LayerHostLaunch(m, {}, {Mixer::kAttention, Mlp::kDense}, {}, false);
   EXPECT_NEAR(dense.fwd_s, 1.4e-3, 1e-12);
   EXPECT_EQ(dense.sync_fwd_s, 0.0);
   const CudaGraphs mamba{CudaGraphImpl::kTransformerEngine,
                          search_spaces::kGraphMamba};
-  EXPECT_EQ(LayerHostLaunch(m, {}, {Mixer::kMamba, Mlp::kNone}, mamba).fwd_s,
-            0.0);
-  EXPECT_NEAR(LayerHostLaunch(m, {}, {Mixer::kMamba, Mlp::kNone}, {}).fwd_s,
-              0.7e-3, 1e-12);
+  EXPECT_EQ(
+      LayerHostLaunch(m, {}, {Mixer::kMamba, Mlp::kNone}, mamba, false).fwd_s,
+      0.0);
+  EXPECT_NEAR(
+      LayerHostLaunch(m, {}, {Mixer::kMamba, Mlp::kNone}, {}, false).fwd_s,
+      0.7e-3, 1e-12);
 }
 
 TEST(HostLaunch, HostWaitIsTheExcessOverTheGpuWork) {
