@@ -409,7 +409,7 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
       c.training.global_batch_size, c.config.dp, c.config.mbs,
       GradientAccumulationFromNotes(r.Text("notes")));
   // The recipe's layout where the table prints a stale one (accuracy_rules.h).
-  ApplyRecipeLayout(c.source, c.model, cluster_name, &c.config);
+  ApplyRecipeLayout(c.source, c.model, cluster_name, *precision, &c.config);
   c.attention = AttentionKernelForRow(c.source, r.Text("notes"));
   const std::string megatron_args = r.Text("megatron_args");
   if (megatron_args.empty()) {

@@ -414,25 +414,68 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
 }
 
 bool ApplyRecipeLayout(const std::string& source, const ModelSpec& model,
-                       const std::string& cluster_name,
+                       const std::string& cluster_name, Precision precision,
                        search_spaces::ParallelConfig* config) {
   const int v = SourceVersion(source, "megatronbridge_");
-  if (v == 0 || cluster_name != "h100" ||
-      NormalizeModelName(model.name) != "qwen330ba3b") {
-    return false;
-  }
+  if (v == 0) return false;
+  // tp, pp, vpp, ep, mbs.
+  struct Layout {
+    int64_t tp, pp, vpp, ep, mbs;
+  };
+  struct Stale {
+    const char* model;
+    const char* gpu;
+    int first, last;  // container versions
+    std::optional<Precision> precision;
+    Layout printed, ran;
+  };
+  static const Stale kStale[] = {
+      {"qwen330ba3b",
+       "h100",
+       251100,
+       251199,
+       std::nullopt,
+       {1, 2, 24, 8, 2},
+       {1, 2, 12, 8, 1}},
+      {"qwen330ba3b",
+       "h100",
+       260201,
+       260201,
+       std::nullopt,
+       {1, 2, 12, 8, 1},
+       {1, 1, 1, 16, 1}},
+      {"llama370b",
+       "gb300",
+       260201,
+       260201,
+       Precision::kNvfp4,
+       {1, 1, 1, 1, 2},
+       {1, 4, 5, 1, 1}},
+      {"llama370b",
+       "gb300",
+       260201,
+       260201,
+       Precision::kMxfp8,
+       {1, 4, 1, 1, 2},
+       {1, 4, 5, 1, 1}},
+  };
   search_spaces::ParallelConfig& c = *config;
-  if (c.tp != 1 || c.cp != 1 || c.pp != 2 || c.ep != 8) return false;
-  if (v >= 251100 && v < 260200 && c.vpp == 24 && c.mbs == 2) {
-    c.vpp = 12;
-    c.mbs = 1;
-    return true;
-  }
-  if (v == 260201 && c.vpp == 12) {
-    c.pp = 1;
-    c.vpp = 1;
-    c.ep = 16;
-    c.dp = c.dp * 2;
+  const std::string name = NormalizeModelName(model.name);
+  for (const Stale& s : kStale) {
+    const Layout& p = s.printed;
+    if (name != s.model || cluster_name != s.gpu || v < s.first || v > s.last ||
+        (s.precision && *s.precision != precision) || c.cp != 1 ||
+        c.tp != p.tp || c.pp != p.pp || c.vpp != p.vpp || c.ep != p.ep ||
+        c.mbs != p.mbs) {
+      continue;
+    }
+    const int64_t world = c.tp * c.pp * c.dp;
+    c.tp = s.ran.tp;
+    c.pp = s.ran.pp;
+    c.vpp = s.ran.vpp;
+    c.ep = s.ran.ep;
+    c.mbs = s.ran.mbs;
+    c.dp = world / (c.tp * c.pp);
     return true;
   }
   return false;

@@ -166,24 +166,30 @@ void ApplyRecipeDefaults(const std::string& source,
                          search_spaces::TrainingSpec* training);
 
 // The layout NVIDIA's Megatron-Bridge recipe ran where the published table
-// prints another release's, for a row of the qwen3-30b-a3b preset on H100
-// (scripts/performance/configs/qwen{3,}/*workload_base_configs.py at the
-// release tag, mapped as in ApplyRecipeMoeSoftware). The table columns were
-// carried over from the previous container; the per-sequence throughput
-// matches the recipe's layout, not the printed one:
-//   25.11 (0.2.0)     prints 25.09's pp2 vpp24 ep8 mbs2 GA=32; the recipe
-//                     sets pp2 vpp12 ep8 and no micro-batch (mbs 1), as
-//                     26.02 does, whose rows run the same time per sequence
-//                     (25.6 s per 512 against 25.11's 24.8 s).
-//   26.02.01 (0.3.1)  prints 26.02's pp2 vpp12 ep8; Megatron-Bridge PR #2477
-//                     (in 0.3.1) moved the recipe to pp1 ep16 with HybridEP
-//                     and no EP overlap, the layout the 26.04 tables print
-//                     for the same throughput (9058 against 8901-8960
-//                     tokens/s/GPU).
-// Applied only to the printed layout; true if `config` changed.
+// prints another (scripts/performance/configs/{qwen3,qwen,llama}/
+// *workload_base_configs.py at the release tag, mapped as in
+// ApplyRecipeMoeSoftware). The printed columns come from another release or
+// another row; the throughput matches the recipe's layout:
+//   Qwen3-30B-A3B H100, 25.11 (0.2.0): prints 25.09's pp2 vpp24 ep8 mbs2
+//     GA=32; the recipe sets pp2 vpp12 ep8 and no micro-batch (mbs 1), as
+//     26.02 does, whose rows run the same time per sequence (25.6 s per
+//     512 against 25.11's 24.8 s).
+//   Qwen3-30B-A3B H100, 26.02.01 (0.3.1): prints 26.02's pp2 vpp12 ep8;
+//     Megatron-Bridge PR #2477 (in 0.3.1) moved the recipe to pp1 ep16 with
+//     HybridEP and no EP overlap, the layout the 26.04 tables print for the
+//     same throughput (9058 against 8901-8960 tokens/s/GPU).
+//   LLaMA-3 70B GB300 NVFP4 and MXFP8, 26.02.01 (0.3.1): print tp1 pp1 dp64
+//     mbs2 (the FP8-CS Megatron-FSDP row's) and tp1 pp4 mbs2 with FSDP=0;
+//     the recipe (LLAMA3_70B_PRETRAIN_CONFIG_GB300_{NVFP4,FP8_MX}) runs pp4
+//     vpp5 mbs1, which 26.02 and 26.04 print, and its throughput lies
+//     between theirs (NVFP4 6798 < 7002 < 7397, MXFP8 4596 < 4798 < 4742-
+//     4864 tokens/s/GPU). As printed, both need more than a GB300 holds.
+// Applied only to the printed layout (dp follows from the GPU count);
+// true if `config` changed.
 bool ApplyRecipeLayout(const std::string& source,
                        const search_spaces::ModelSpec& model,
                        const std::string& cluster_name,
+                       search_spaces::Precision precision,
                        search_spaces::ParallelConfig* config);
 
 // The MoE software of NVIDIA's Megatron-Bridge performance recipes for a

@@ -219,7 +219,7 @@ TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
   // 25.11 prints 25.09's vpp24 mbs2; Megatron-Bridge 0.2.0 ran vpp12 mbs1.
   search_spaces::ParallelConfig c = printed;
   EXPECT_TRUE(ApplyRecipeLayout("MegatronBridge_25.11_perf_summary", *qwen,
-                                "h100", &c));
+                                "h100", Precision::kFp8Tensorwise, &c));
   EXPECT_EQ(c.vpp, 12);
   EXPECT_EQ(c.mbs, 1);
   EXPECT_EQ(c.pp, 2);
@@ -227,14 +227,14 @@ TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
   // 25.09 ran what it printed.
   c = printed;
   EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_25.09_perf_summary", *qwen,
-                                 "h100", &c));
+                                 "h100", Precision::kFp8Tensorwise, &c));
   EXPECT_EQ(c.vpp, 24);
   // 26.02.01 prints 26.02's pp2 vpp12 ep8; 0.3.1 ran pp1 ep16 (PR #2477).
   printed.vpp = 12;
   printed.mbs = 1;
   c = printed;
   EXPECT_TRUE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *qwen,
-                                "h100", &c));
+                                "h100", Precision::kFp8Tensorwise, &c));
   EXPECT_EQ(c.pp, 1);
   EXPECT_EQ(c.vpp, 1);
   EXPECT_EQ(c.ep, 16);
@@ -243,15 +243,39 @@ TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
   // 26.02 ran what it printed; so did other GPUs and models.
   c = printed;
   EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02_perf_summary", *qwen,
-                                 "h100", &c));
+                                 "h100", Precision::kFp8Tensorwise, &c));
   EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *qwen,
-                                 "b200", &c));
+                                 "b200", Precision::kFp8Tensorwise, &c));
   const auto dsv3 = FindModelPreset("DeepSeekV3");
   ASSERT_TRUE(dsv3.has_value());
   EXPECT_FALSE(ApplyRecipeLayout("MegatronBridge_26.02.01_perf_summary", *dsv3,
-                                 "h100", &c));
+                                 "h100", Precision::kFp8Tensorwise, &c));
   EXPECT_EQ(c.pp, 2);
   EXPECT_EQ(c.ep, 8);
+  // LLaMA-3 70B on 64 GB300 in 26.02.01: NVFP4 and MXFP8 ran pp4 vpp5 mbs1.
+  const auto llama = FindModelPreset("LLAMA3_70B");
+  ASSERT_TRUE(llama.has_value());
+  const std::string mb = "MegatronBridge_26.02.01_perf_summary";
+  c = search_spaces::ParallelConfig{};
+  c.dp = 64;
+  c.mbs = 2;
+  EXPECT_TRUE(ApplyRecipeLayout(mb, *llama, "gb300", Precision::kNvfp4, &c));
+  EXPECT_EQ(c.pp, 4);
+  EXPECT_EQ(c.vpp, 5);
+  EXPECT_EQ(c.dp, 16);
+  EXPECT_EQ(c.mbs, 1);
+  // The FP8-CS row of that layout is Megatron-FSDP and ran as printed.
+  c = search_spaces::ParallelConfig{};
+  c.dp = 64;
+  c.mbs = 2;
+  EXPECT_FALSE(
+      ApplyRecipeLayout(mb, *llama, "gb300", Precision::kFp8Tensorwise, &c));
+  EXPECT_EQ(c.dp, 64);
+  c.pp = 4;
+  c.dp = 16;
+  EXPECT_TRUE(ApplyRecipeLayout(mb, *llama, "gb300", Precision::kMxfp8, &c));
+  EXPECT_EQ(c.vpp, 5);
+  EXPECT_EQ(c.mbs, 1);
 }
 
 // The recipes' CUDA graphs per container and GPU (accuracy_rules.h).
