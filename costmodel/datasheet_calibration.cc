@@ -11,6 +11,7 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
                                            AttentionKernel attention)
     : attention_(attention) {
   kernel_efficiency_ = TrainingKernelEfficiency(c.gpu);
+  memory_efficiency_ = TrainingMemoryEfficiency(c.gpu);
   // Hopper: fp8 tensor cores and a bf16 peak below Blackwell's.
   if (c.gpu.peak_fp8_tflops > 0 && c.gpu.peak_bf16_tflops < 1500) {
     fp8_bwd_slowdown_ = kHopperFp8SplitAccumulatorSlowdown;
@@ -41,6 +42,11 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
 
 double DatasheetCalibration::KernelEfficiency(const ModelOptions& o) const {
   return o.enabled(Refinement::kTrainingKernelEfficiency) ? kernel_efficiency_
+                                                          : 1.0;
+}
+
+double DatasheetCalibration::MemoryEfficiency(const ModelOptions& o) const {
+  return o.enabled(Refinement::kTrainingKernelEfficiency) ? memory_efficiency_
                                                           : 1.0;
 }
 
@@ -164,6 +170,13 @@ double DatasheetCalibration::TrainingKernelEfficiency(
   return kBlackwellKernelEfficiency;
 }
 
+double DatasheetCalibration::TrainingMemoryEfficiency(
+    const search_spaces::GpuSpec& gpu) {
+  const double eta = TrainingKernelEfficiency(gpu);
+  return eta == kBlackwellUltraKernelEfficiency ? kBlackwellKernelEfficiency
+                                                : eta;
+}
+
 double DatasheetCalibration::Fp8BackwardGemmSlowdown(
     const ModelOptions& o) const {
   return o.enabled(Refinement::kFp8SplitAccumulator) ? fp8_bwd_slowdown_ : 1.0;
@@ -180,7 +193,7 @@ double DatasheetCalibration::ScanTime_s(double flops,
 
 double DatasheetCalibration::MemoryTime_s(double bytes,
                                           const ModelOptions& o) const {
-  return bytes > 0 ? bytes / (hbm_Bps_ * KernelEfficiency(o)) : 0.0;
+  return bytes > 0 ? bytes / (hbm_Bps_ * MemoryEfficiency(o)) : 0.0;
 }
 
 double DatasheetCalibration::CollectiveTime_s(Collective op, double bytes,

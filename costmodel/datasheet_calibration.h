@@ -142,7 +142,13 @@ class DatasheetCalibration : public Calibration {
   static constexpr double kAmpereKernelEfficiency = 0.85;
   static constexpr double kHopperKernelEfficiency = 0.84;
   static constexpr double kBlackwellKernelEfficiency = 0.72;
-  static constexpr double kBlackwellUltraKernelEfficiency = 0.88;
+  static constexpr double kBlackwellUltraKernelEfficiency = 0.90;
+  // The same fraction for memory-bound kernels (HBM streaming). Blackwell
+  // Ultra's higher η is its tensor cores' sustained clock under a higher
+  // power limit (1100-1400 W against 1000-1200 W); its HBM3e is Blackwell's
+  // (8 TB/s), so its memory-bound kernels keep η_Blackwell. Every other
+  // generation: TrainingKernelEfficiency.
+  static double TrainingMemoryEfficiency(const search_spaces::GpuSpec& gpu);
   // NVFP4 GEMMs inside training reach this fraction of the FP4 peak times
   // the FP8 ceiling (no NVFP4 MAMF is published): the 16x1 block scales,
   // the random Hadamard transform of wgrad inputs and the 2D weight
@@ -166,6 +172,8 @@ class DatasheetCalibration : public Calibration {
 
   // TrainingKernelEfficiency, or 1 when the refinement is off.
   double KernelEfficiency(const ModelOptions& options) const;
+  // TrainingMemoryEfficiency, or 1 when the refinement is off.
+  double MemoryEfficiency(const ModelOptions& options) const;
   // F/(F + F0), or 1 when kGemmSizeEfficiency is off.
   // F/(F + F0) with F0 = half_size (one of the half_size_*_flops_ below).
   double SizeFactor(double flops, double half_size,
@@ -177,6 +185,7 @@ class DatasheetCalibration : public Calibration {
 
   AttentionKernel attention_ = AttentionKernel::kFlash;
   double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)
+  double memory_efficiency_ = 1.0;  // TrainingMemoryEfficiency(gpu)
   double fp8_bwd_slowdown_ = 1.0;   // split accumulator (Hopper), else 1
   double peak_bf16_flops_ = 0;      // FLOP/s, datasheet
   double peak_fp8_flops_ = 0;

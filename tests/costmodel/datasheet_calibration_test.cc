@@ -47,6 +47,29 @@ TEST(TrainingKernelEfficiency, OneConstantPerGeneration) {
   }
 }
 
+// Blackwell Ultra's tensor cores sustain a higher clock; its HBM is
+// Blackwell's, so memory-bound kernels keep η_Blackwell. By hand on a B300:
+// 1 GB at 8000 GB/s · 0.9 (streaming) · 0.72 = 173.6 µs.
+TEST(TrainingMemoryEfficiency, BlackwellUltraStreamsAtBlackwellsRate) {
+  using C = DatasheetCalibration;
+  for (const char* ultra : {"b300", "gb300"}) {
+    EXPECT_EQ(C::TrainingMemoryEfficiency(Preset(ultra).gpu),
+              C::kBlackwellKernelEfficiency)
+        << ultra;
+  }
+  for (const char* other : {"a100-80g", "h100", "b200", "gb200"}) {
+    EXPECT_EQ(C::TrainingMemoryEfficiency(Preset(other).gpu),
+              C::TrainingKernelEfficiency(Preset(other).gpu))
+        << other;
+  }
+  const DatasheetCalibration b300(Preset("b300"));
+  EXPECT_NEAR(b300.MemoryTime_s(1e9, ModelOptions()),
+              1e9 / (8000e9 * 0.9 * 0.72), 1e-12);
+  ModelOptions off;
+  off.Disable(Refinement::kTrainingKernelEfficiency);
+  EXPECT_NEAR(b300.MemoryTime_s(1e9, off), 1e9 / (8000e9 * 0.9), 1e-12);
+}
+
 TEST(TrainingKernelEfficiency, ScalesEveryGemmAndIsOffInTheAblation) {
   const search_spaces::ClusterSpec b200 = Preset("b200");
   const DatasheetCalibration cal(b200);
