@@ -1,5 +1,7 @@
 #include "tuner/accuracy_best.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 #include <utility>
 
@@ -77,8 +79,20 @@ TermSaving LargestSaving(const costmodel::TimeBreakdown& row,
   return largest;
 }
 
-BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
-  const std::string key = ProblemKey(c);
+std::string SearchKey(const AccuracyCase& c, double margin_gib) {
+  char margin[32];
+  std::snprintf(margin, sizeof(margin), "|margin %.3f", margin_gib);
+  return ProblemKey(c) + margin;
+}
+
+double SearchMarginGib(double row_memory_gib, double usable_gib) {
+  const double near = (1 - search_spaces::kNearCapacityFraction) * usable_gib;
+  return std::max(0.0, std::min(near, usable_gib - row_memory_gib));
+}
+
+BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s,
+                              double margin_gib) {
+  const std::string key = SearchKey(c, margin_gib);
   auto it = cache_.find(key);
   BestPlan plan;
   plan.searched = true;
@@ -90,8 +104,10 @@ BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s) {
     // The calibration Predict() uses for the row (tuner/accuracy.cc), so
     // that the gain compares two predictions of one cost model.
     const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
+    search_spaces::ClusterSpec cluster = c.cluster;
+    cluster.memory_headroom_gib += margin_gib;
     const SearchResult result =
-        RunSearch(c.model, c.cluster, c.training, search_spaces::SearchSpace(),
+        RunSearch(c.model, cluster, c.training, search_spaces::SearchSpace(),
                   calibration);
     Searched searched;
     if (result.ranked.empty()) {
@@ -121,8 +137,11 @@ void AddBestPlans(std::vector<AccuracyResult>* results, BestPlanFinder* finder,
                   const BestPlanProgress& progress) {
   std::set<std::string> problems;
   for (const AccuracyResult& r : *results) {
-    if (WhyNotSearched(r).empty() && !finder->HasSearched(r.row)) {
-      problems.insert(ProblemKey(r.row));
+    if (!WhyNotSearched(r).empty()) continue;
+    const double margin =
+        SearchMarginGib(r.prediction->memory_gib, r.prediction->capacity_gib);
+    if (!finder->HasSearched(r.row, margin)) {
+      problems.insert(SearchKey(r.row, margin));
     }
   }
   const int64_t total = static_cast<int64_t>(problems.size());
@@ -137,7 +156,9 @@ void AddBestPlans(std::vector<AccuracyResult>* results, BestPlanFinder* finder,
       continue;
     }
     const int64_t before = finder->searches();
-    r.best = finder->Find(r.row, r.prediction->predicted_step_s);
+    r.best = finder->Find(
+        r.row, r.prediction->predicted_step_s,
+        SearchMarginGib(r.prediction->memory_gib, r.prediction->capacity_gib));
     if (progress && finder->searches() != before) {
       progress(finder->searches() - searches_before, total);
     }

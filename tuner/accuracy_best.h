@@ -54,19 +54,34 @@ struct TermSaving {
 TermSaving LargestSaving(const costmodel::TimeBreakdown& row,
                          const costmodel::TimeBreakdown& best);
 
+// The cache key of one search: ProblemKey and the margin (to the MiB).
+std::string SearchKey(const AccuracyCase& c, double margin_gib);
+
+// The memory (GiB per GPU) the search of a row's problem keeps free: the
+// margin a plan needs not to be "near capacity" (1 − kNearCapacityFraction of
+// the usable memory, search_spaces/cluster_spec.h: within it the allocator's
+// run-to-run fragmentation may run it out of memory, and `tune` tells users
+// to keep it with --memory-headroom), but never more than the row's own plan
+// leaves (usable − its predicted peak), so that the published plan stays in
+// the searched space. 0 when the row's plan does not fit.
+double SearchMarginGib(double row_memory_gib, double usable_gib);
+
 // Searches problems, each distinct ProblemKey once per finder (a dev set has
 // ~350 step-time rows but ~120 problems; a DeepSeek-V3 search takes
 // seconds).
 class BestPlanFinder {
  public:
   // The best plan for the problem of `c`, compared with `row_step_s`, the
-  // predicted step time (seconds) of the row's own configuration.
+  // predicted step time (seconds) of the row's own configuration, among the
+  // plans that leave `margin_gib` of the usable memory free (SearchMarginGib;
+  // 0: every plan that fits).
   // REQUIRES: WhyNotSearched of c's result is "" and row_step_s > 0.
-  BestPlan Find(const AccuracyCase& c, double row_step_s);
+  BestPlan Find(const AccuracyCase& c, double row_step_s,
+                double margin_gib = 0);
 
-  // Whether the problem of `c` has been searched already.
-  bool HasSearched(const AccuracyCase& c) const {
-    return cache_.count(ProblemKey(c)) > 0;
+  // Whether the problem of `c` has been searched with `margin_gib` already.
+  bool HasSearched(const AccuracyCase& c, double margin_gib = 0) const {
+    return cache_.count(SearchKey(c, margin_gib)) > 0;
   }
 
   // Searches run so far (distinct problems), and Find calls answered from

@@ -133,8 +133,9 @@ void PrintWithBest(std::ostream& out,
                    const std::vector<AccuracyResult>& results,
                    const WithBestSummary& w) {
   out << "#\n# Best plan (--with-best): each step-time row's problem searched "
-         "over tune's default space with the same cost model; gain = (row "
-         "predicted - best) / row predicted\n";
+         "over tune's default space with the same cost model, keeping 5% of "
+         "the usable memory free (or the row's own margin if smaller); gain = "
+         "(row predicted - best) / row predicted\n";
   out << Format("# Rows searched       : %lld (%lld distinct problems)",
                 static_cast<long long>(w.searched),
                 static_cast<long long>(w.problems));

@@ -148,6 +148,45 @@ TEST(AccuracyWithBest, GainArithmeticByHand) {
   EXPECT_DOUBLE_EQ(finder.Find(r.row, 2 * best_s).step_s, best_s);
 }
 
+TEST(AccuracyWithBest, SearchMarginByHand) {
+  // 80 GiB usable: the near-capacity band is 5 % of it, 4 GiB.
+  EXPECT_DOUBLE_EQ(SearchMarginGib(60, 80), 4.0);
+  // A row that leaves only 2 GiB free: the search keeps 2, so the row's own
+  // plan stays in the space.
+  EXPECT_DOUBLE_EQ(SearchMarginGib(78, 80), 2.0);
+  // A row that does not fit: no margin.
+  EXPECT_DOUBLE_EQ(SearchMarginGib(81, 80), 0.0);
+}
+
+TEST(AccuracyWithBest, BestPlanLeavesTheMarginFree) {
+  const AccuracyResult& r = Searched()[0];
+  ASSERT_TRUE(r.best && r.best->config);
+  const double usable_gib = r.prediction->capacity_gib;
+  const double margin_gib =
+      SearchMarginGib(r.prediction->memory_gib, usable_gib);
+  EXPECT_NEAR(margin_gib, 0.05 * usable_gib, 1e-9);
+  const costmodel::DatasheetCalibration calibration(r.row.cluster,
+                                                    r.row.attention);
+  auto memory_gib = [&](const search_spaces::ParallelConfig& c) {
+    return costmodel::EstimateConfig(r.row.model, r.row.cluster, r.row.training,
+                                     c, calibration)
+               .memory.total_bytes() /
+           (1024.0 * 1024 * 1024);
+  };
+  EXPECT_LE(memory_gib(*r.best->config), usable_gib - margin_gib);
+  // A margin the plan does not leave: the search finds another plan, which
+  // does, or none.
+  const double tight_gib = usable_gib - memory_gib(*r.best->config) + 1.0;
+  BestPlanFinder finder;
+  const BestPlan tight = finder.Find(r.row, r.best->step_s, tight_gib);
+  if (tight.config) {
+    EXPECT_LE(memory_gib(*tight.config), usable_gib - tight_gib);
+    EXPECT_GE(tight.step_s, r.best->step_s * (1 - kStepTimeTieFraction));
+  }
+  EXPECT_FALSE(finder.HasSearched(r.row, margin_gib));
+  EXPECT_TRUE(finder.HasSearched(r.row, tight_gib));
+}
+
 TEST(AccuracyWithBest, LargestSavingByHand) {
   // Row: compute 10 s, tp 2 s, bubble 3 s, host 4 s. Best: compute 9 s,
   // tp 0, bubble 1 s, host 1 s, dp 0.5 s more: savings 1, 2, 2, 3, -0.5 s:
