@@ -341,6 +341,11 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // Megatron under PyTorch launches its eager modules from Python.
   const bool host_launch =
       training.python_launches && options.enabled(Refinement::kHostLaunch);
+  // Megatron's combined 1F1B EP overlap applies (it prices the all-to-alls
+  // and the host launches below).
+  const bool ep_overlap = training.moe_ep_overlap && model.is_moe() &&
+                          c.ep > 1 &&
+                          options.enabled(Refinement::kMoeEpOverlap);
 
   // ---- Each distinct layer kind once, one micro-batch.
   struct KindCost {
@@ -360,10 +365,8 @@ Estimate Estimator::operator()(const ParallelConfig& c,
                         tp_group, cp_group, ep_group, etp_group, calibration,
                         options);
     if (host_launch) {
-      k.host = LayerHostLaunch(model, c, kind, training.cuda_graphs,
-                               training.moe_ep_overlap && model.is_moe() &&
-                                   c.ep > 1 &&
-                                   options.enabled(Refinement::kMoeEpOverlap));
+      k.host =
+          LayerHostLaunch(model, c, kind, training.cuda_graphs, ep_overlap);
     }
     kind_costs.push_back(k);
     return kind_costs.back();
@@ -406,8 +409,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // last backward (1 of m unpaired); interleaved, the warm-up forwards and
   // flush backwards (rank 0's WarmupSteps of m·vpp chunk steps).
   double ep_unpaired = 1.0;
-  if (training.moe_ep_overlap && model.is_moe() && c.ep > 1 &&
-      options.enabled(Refinement::kMoeEpOverlap)) {
+  if (ep_overlap) {
     const double steps = static_cast<double>(m) * c.vpp;
     const double alone =
         c.pp > 1 ? static_cast<double>(schedule.WarmupSteps(0)) : 1.0;

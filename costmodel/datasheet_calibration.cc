@@ -162,19 +162,21 @@ double DatasheetCalibration::TrainingKernelEfficiency(
     const search_spaces::GpuSpec& gpu) {
   if (gpu.peak_fp8_tflops <= 0) return kAmpereKernelEfficiency;
   if (gpu.peak_bf16_tflops < 1500) return kHopperKernelEfficiency;
+  return IsBlackwellUltra(gpu) ? kBlackwellUltraKernelEfficiency
+                               : kBlackwellKernelEfficiency;
+}
+
+bool DatasheetCalibration::IsBlackwellUltra(const search_spaces::GpuSpec& gpu) {
   // Blackwell Ultra (B300, GB300) triples its FP8 rate in NVFP4; Blackwell
   // (B200, GB200) doubles it.
-  if (gpu.peak_fp4_tflops >= 2.5 * gpu.peak_fp8_tflops) {
-    return kBlackwellUltraKernelEfficiency;
-  }
-  return kBlackwellKernelEfficiency;
+  return gpu.peak_fp8_tflops > 0 && gpu.peak_bf16_tflops >= 1500 &&
+         gpu.peak_fp4_tflops >= 2.5 * gpu.peak_fp8_tflops;
 }
 
 double DatasheetCalibration::TrainingMemoryEfficiency(
     const search_spaces::GpuSpec& gpu) {
-  const double eta = TrainingKernelEfficiency(gpu);
-  return eta == kBlackwellUltraKernelEfficiency ? kBlackwellKernelEfficiency
-                                                : eta;
+  return IsBlackwellUltra(gpu) ? kBlackwellKernelEfficiency
+                               : TrainingKernelEfficiency(gpu);
 }
 
 double DatasheetCalibration::Fp8BackwardGemmSlowdown(

@@ -139,6 +139,8 @@ class DatasheetCalibration : public Calibration {
   // Generation from the GPU's peaks: no fp8 → Ampere; bf16 peak < 1500
   // TFLOP/s → Hopper; NVFP4 ≥ 2.5× FP8 → Blackwell Ultra; else Blackwell.
   static double TrainingKernelEfficiency(const search_spaces::GpuSpec& gpu);
+  // The Blackwell Ultra rule above (B300, GB300).
+  static bool IsBlackwellUltra(const search_spaces::GpuSpec& gpu);
   static constexpr double kAmpereKernelEfficiency = 0.85;
   static constexpr double kHopperKernelEfficiency = 0.84;
   static constexpr double kBlackwellKernelEfficiency = 0.72;

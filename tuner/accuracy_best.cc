@@ -135,11 +135,15 @@ BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s,
 
 void AddBestPlans(std::vector<AccuracyResult>* results, BestPlanFinder* finder,
                   const BestPlanProgress& progress) {
+  // The margin of each row's search (SearchMarginGib).
+  auto margin_of = [](const AccuracyResult& r) {
+    return SearchMarginGib(r.prediction->memory_gib,
+                           r.prediction->capacity_gib);
+  };
   std::set<std::string> problems;
   for (const AccuracyResult& r : *results) {
     if (!WhyNotSearched(r).empty()) continue;
-    const double margin =
-        SearchMarginGib(r.prediction->memory_gib, r.prediction->capacity_gib);
+    const double margin = margin_of(r);
     if (!finder->HasSearched(r.row, margin)) {
       problems.insert(SearchKey(r.row, margin));
     }
@@ -156,9 +160,7 @@ void AddBestPlans(std::vector<AccuracyResult>* results, BestPlanFinder* finder,
       continue;
     }
     const int64_t before = finder->searches();
-    r.best = finder->Find(
-        r.row, r.prediction->predicted_step_s,
-        SearchMarginGib(r.prediction->memory_gib, r.prediction->capacity_gib));
+    r.best = finder->Find(r.row, r.prediction->predicted_step_s, margin_of(r));
     if (progress && finder->searches() != before) {
       progress(finder->searches() - searches_before, total);
     }
