@@ -365,8 +365,8 @@ Estimate Estimator::operator()(const ParallelConfig& c,
                         tp_group, cp_group, ep_group, etp_group, calibration,
                         options);
     if (host_launch) {
-      k.host =
-          LayerHostLaunch(model, c, kind, training.cuda_graphs, ep_overlap);
+      k.host = LayerHostLaunch(model, c, kind, training.cuda_graphs, ep_overlap,
+                               cluster.host_launch_factor);
     }
     kind_costs.push_back(k);
     return kind_costs.back();

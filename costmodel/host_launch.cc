@@ -10,7 +10,7 @@ using search_spaces::Mlp;
 HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
                            const search_spaces::ParallelConfig& c,
                            LayerKind kind, const CudaGraphs& graphs,
-                           bool ep_overlap) {
+                           bool ep_overlap, double host_factor) {
   HostLaunch h;
   if (graphs.full_iteration()) return h;
   auto eager = [&](uint32_t bit) {
@@ -53,6 +53,9 @@ HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
           search_spaces::TokenDispatcher::kFlex) {
     h.sync_fwd_s = kHostSync_s;
   }
+  h.fwd_s *= host_factor;
+  h.bwd_s *= host_factor;
+  h.sync_fwd_s *= host_factor;
   return h;
 }
 

@@ -57,12 +57,14 @@ struct HostLaunch {
 
 // One micro-batch of one layer of `kind` under `c`; `ep_overlap`: the
 // layer runs in the EP overlap's combined 1F1B (TrainingSpec::moe_ep_overlap
-// with ep > 1).
+// with ep > 1); `host_factor`: the host CPU's launch time relative to the
+// x86 hosts the constants below were fitted on
+// (ClusterSpec::host_launch_factor; 1.5 on Grace), which scales every term.
 HostLaunch LayerHostLaunch(const search_spaces::ModelSpec& model,
                            const search_spaces::ParallelConfig& c,
                            search_spaces::LayerKind kind,
                            const search_spaces::CudaGraphs& graphs,
-                           bool ep_overlap);
+                           bool ep_overlap, double host_factor = 1.0);
 
 // Seconds the GPU waits for the host in one phase: the launches beyond the
 // phase's GPU work (`gpu_s`, compute and exposed communication).
@@ -70,7 +72,7 @@ inline double HostWait_s(double host_s, double gpu_s) {
   return host_s > gpu_s ? host_s - gpu_s : 0.0;
 }
 
-// Fitted constants (seconds on the host, per eagerly launched module).
+// Fitted constants (seconds on an x86 DGX host, per eagerly launched module).
 inline constexpr double kHostBlockLaunch_s = 0.7e-3;
 inline constexpr double kHostExpertLaunch_s = 0.12e-3;
 inline constexpr double kHostBackwardFactor = 2.0;

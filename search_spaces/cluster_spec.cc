@@ -10,6 +10,9 @@ namespace meshtune::search_spaces {
 namespace {
 
 constexpr double kBytesPerGib = 1024.0 * 1024.0 * 1024.0;
+// A host that launches 100 times slower than a DGX's x86 is a typo; the
+// bound also keeps host times finite.
+constexpr double kMaxHostLaunchFactor = 100;
 
 std::string Num(double v) {
   std::ostringstream ss;
@@ -150,9 +153,18 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
       {"nvlink_busbw_gbps", c.nvlink_busbw_gbps},
       {"nic_gbps", c.nic_gbps},
       {"nic_busbw_gbps", c.nic_busbw_gbps},
+      {"host_launch_factor", c.host_launch_factor},
   };
   for (const auto& [key, v] : positive) {
     if (!(v > 0)) return NotPositive(where, key, v);
+  }
+  if (c.host_launch_factor > kMaxHostLaunchFactor) {
+    return Status::InvalidArgument(
+        Located(where("host_launch_factor"),
+                "host_launch_factor " + Num(c.host_launch_factor) +
+                    " is above " + Num(kMaxHostLaunchFactor)),
+        "it is the host's launch time relative to a DGX x86 host: 1 for "
+        "x86, 1.5 for Grace");
   }
   const std::vector<std::pair<std::string, double>> non_negative = {
       {"nvlink_latency_us", c.nvlink_latency_us},

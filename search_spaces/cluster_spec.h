@@ -111,6 +111,12 @@ struct ClusterSpec {
   // fit in what is left, so a search keeps the margin on every candidate.
   double memory_headroom_gib = 0;
 
+  // Host CPU: how long it takes to launch eager kernels from Python, relative
+  // to the x86 hosts of DGX H100/B200/B300 the host-launch constants were
+  // fitted on (costmodel/host_launch.h; 1 = such a host). Grace (GB200,
+  // GB300) is slower per core: 1.5 (docs/costmodel.md §4, Host launches).
+  double host_launch_factor = 1.0;
+
   // The memory the driver exposes per GPU in GiB: gpu.hbm_capacity_gib, or
   // gpu.hbm_gb·1e9 bytes when that is unknown.
   double CapacityGib() const;

@@ -30,6 +30,7 @@ const std::vector<std::string>& ClusterKeys() {
       "network_latency_us",
       "memory_reserve_gib",
       "memory_headroom_gib",
+      "host_launch_factor",
   };
   return kKeys;
 }
@@ -147,6 +148,8 @@ StatusOr<ClusterSpec> ParseClusterMap(const YAML::Node& node,
   // GiB only: a percentage is a command-line convenience (--memory-headroom).
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("memory_headroom_gib", false, &c.memory_headroom_gib));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("host_launch_factor", false, &c.host_launch_factor));
 
   // GPU keys ("gpu.hbm_gb") are located inside the gpu mapping.
   const MapReader gpu_reader(gpu_node, source, "gpu");

@@ -65,6 +65,18 @@ TEST(HostLaunch, EpOverlapAddsABackwardLaunchPass) {
   EXPECT_EQ(LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, step, true).bwd_s, 0.0);
 }
 
+// A slower host (Grace: ClusterSpec::host_launch_factor 1.5) takes longer
+// for every launch, the sync's included.
+TEST(HostLaunch, HostFactorScalesEveryTerm) {
+  ParallelConfig c;
+  c.ep = 8;
+  const HostLaunch h =
+      LayerHostLaunch(Qwen3Moe(), c, kMoeLayer, {}, false, 1.5);
+  EXPECT_NEAR(h.fwd_s, 1.5 * 4.02e-3, 1e-12);
+  EXPECT_NEAR(h.bwd_s, 1.5 * 8.04e-3, 1e-12);
+  EXPECT_NEAR(h.sync_fwd_s, 1.5e-3, 1e-12);
+}
+
 TEST(HostLaunch, GraphsRemoveTheModulesTheyCapture) {
   ParallelConfig c;
   c.ep = 16;
@@ -146,6 +158,30 @@ TEST(HostLaunch, SmallMoeAtMbs1WaitsForTheHost) {
   const Estimate graphed = EstimateConfig(m, cluster, t, c, cal, {});
   EXPECT_EQ(graphed.time.host_s, 0.0);
   EXPECT_NEAR(graphed.step_time_s, ignored.step_time_s, 1e-12);
+}
+
+// The estimator takes the host's speed from the cluster: on a host twice
+// as slow every layer phase is still host-bound at mbs 1 and waits longer.
+TEST(HostLaunch, EstimatorUsesTheClustersHostFactor) {
+  const auto x86 = testing::H100Cluster();
+  auto slow = x86;
+  slow.host_launch_factor = 2.0;
+  const DatasheetCalibration cal(x86);
+  search_spaces::TrainingSpec t;
+  t.num_gpus = 8;
+  t.global_batch_size = 64;
+  t.seq_length = 4096;
+  ParallelConfig c;
+  c.dp = 8;
+  c.ep = 8;
+  c.dist_opt = true;
+  const Estimate fast = EstimateConfig(Qwen3Moe(), x86, t, c, cal, {});
+  const Estimate grace = EstimateConfig(Qwen3Moe(), slow, t, c, cal, {});
+  // host_s = Σ(launches − GPU work) + syncs: doubling the launches adds at
+  // least one more copy of them beyond the GPU work.
+  EXPECT_GT(grace.time.host_s, 2.0 * fast.time.host_s);
+  EXPECT_NEAR(grace.step_time_s - fast.step_time_s,
+              grace.time.host_s - fast.time.host_s, 1e-9);
 }
 
 TEST(HostLaunch, LargeDenseLayersAreGpuBound) {

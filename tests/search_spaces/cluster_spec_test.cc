@@ -196,6 +196,31 @@ TEST(ClusterYamlTest, MemoryHeadroomKey) {
             "leaves no usable memory of 29.8023 GiB HBM");
 }
 
+// The host CPU's launch speed: 1 (an x86 DGX host) unless the file says
+// otherwise; Grace presets 1.5; positive and at most 100.
+TEST(ClusterYamlTest, HostLaunchFactorKey) {
+  StatusOr<ClusterSpec> c = ParseClusterYaml(kCluster, "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->host_launch_factor, 1.0);
+  c = ParseClusterYaml(std::string(kCluster) + "host_launch_factor: 1.5\n",
+                       "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->host_launch_factor, 1.5);
+  EXPECT_EQ(ResolveCluster("gb200").value().host_launch_factor, 1.5);
+  EXPECT_EQ(ResolveCluster("gb300").value().host_launch_factor, 1.5);
+  EXPECT_EQ(ResolveCluster("b300").value().host_launch_factor, 1.0);
+
+  Status s = ParseError(std::string(kCluster) + "host_launch_factor: 0\n");
+  EXPECT_EQ(s.message(),
+            "c.yaml:16: host_launch_factor: expected a positive number, got "
+            "'0'");
+  s = ParseError(std::string(kCluster) + "host_launch_factor: 250\n");
+  EXPECT_EQ(s.message(), "c.yaml:16: host_launch_factor 250 is above 100");
+  EXPECT_EQ(s.hint(),
+            "it is the host's launch time relative to a DGX x86 host: 1 for "
+            "x86, 1.5 for Grace");
+}
+
 TEST(NearMemoryCapacityTest, FlagsWithinFivePercentOfUsable) {
   EXPECT_EQ(kNearCapacityFraction, 0.95);
   const double capacity = 100e9;
