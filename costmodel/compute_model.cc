@@ -264,6 +264,15 @@ double TokensPerLocalExpert(const ModelSpec& m, const ParallelConfig& c,
   return std::ceil(load * mean);
 }
 
+void UseFp8CoreAttention(search_spaces::LayerKind kind, LayerCompute* lc) {
+  if (kind.mixer != search_spaces::Mixer::kAttention &&
+      kind.mixer != search_spaces::Mixer::kMla) {
+    return;
+  }
+  lc->attn_fwd_s /= kFp8AttentionSpeedup;
+  lc->attn_bwd_s /= kFp8AttentionSpeedup;
+}
+
 LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
                               int64_t seq, Precision p,
                               search_spaces::LayerKind kind,

@@ -86,6 +86,18 @@ inline constexpr double kMoeLoadImbalance = 1.2;
 double MoeLoadImbalance(const search_spaces::ModelSpec& model,
                         const ModelOptions& options);
 
+// Megatron --fp8-dot-product-attention runs the core attention (Transformer
+// Engine's cuDNN fused attention, forward and backward) on the FP8 tensor
+// cores. Their rate is twice the 16-bit one, the softmax's exponentials
+// are not: FlashAttention-3 reaches 740 TFLOP/s in BF16 and close to 1.2
+// PFLOP/s in FP8 on an H100 (Shah et al. 2024, abstract), 1.6x. The
+// backward is taken at the same ratio (no published FP8 backward figure).
+inline constexpr double kFp8AttentionSpeedup = 1.6;
+
+// Divides the core attention of an attention or MLA layer `kind` by
+// kFp8AttentionSpeedup; a Mamba mixer's scan (also in attn_*_s) is left.
+void UseFp8CoreAttention(search_spaces::LayerKind kind, LayerCompute* lc);
+
 // One decoder layer of `kind` (search_spaces::LayerKind: a GQA, MLA or Mamba
 // mixer and/or a dense or MoE MLP). MoE layers with shared experts add a
 // dense MLP of moe_shared_expert_intermediate_size; latent MoE adds the

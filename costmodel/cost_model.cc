@@ -341,6 +341,10 @@ Estimate Estimator::operator()(const ParallelConfig& c,
   // Megatron under PyTorch launches its eager modules from Python.
   const bool host_launch =
       training.python_launches && options.enabled(Refinement::kHostLaunch);
+  // --fp8-dot-product-attention in an fp8 run (compute_model.h).
+  const bool fp8_attention = training.fp8_dot_product_attention &&
+                             search_spaces::IsFp8(prec) &&
+                             options.enabled(Refinement::kFp8Attention);
   // Megatron's combined 1F1B EP overlap applies (it prices the all-to-alls
   // and the host launches below).
   const bool ep_overlap = training.moe_ep_overlap && model.is_moe() &&
@@ -361,6 +365,7 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     }
     KindCost k{kind, {}, {}, {}};
     k.c = LayerComputeTime(model, c, seq, prec, kind, calibration, options);
+    if (fp8_attention) UseFp8CoreAttention(kind, &k.c);
     k.x = LayerCommTime(model, c, seq, kind, training.tp_comm_overlap, k.c,
                         tp_group, cp_group, ep_group, etp_group, calibration,
                         options);

@@ -64,6 +64,8 @@ const std::vector<RefinementInfo>& AllRefinements() {
           {Refinement::kPipelineBubbleOtherStages, "bubble_other_stages",
            "the pipeline fill and drain run through the other ranks' "
            "stages, not pp-1 copies of the slowest"},
+          {Refinement::kFp8Attention, "fp8_attention",
+           "--fp8-dot-product-attention runs the core attention in FP8"},
       };
   return *kAll;
 }

@@ -110,6 +110,11 @@ enum class Refinement : uint8_t {
   // micro-batches back to back, the others only carry the first forward in
   // and the last backward out. Off: (pp−1)/vpp times the slowest stage.
   kPipelineBubbleOtherStages = 24,
+  // With TrainingSpec::fp8_dot_product_attention (Megatron
+  // --fp8-dot-product-attention) the core attention runs in FP8,
+  // kFp8AttentionSpeedup times faster (compute_model.h). Off: the flag is
+  // ignored.
+  kFp8Attention = 25,
   kCount  // not a refinement
 };
 

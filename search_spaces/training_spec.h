@@ -48,6 +48,11 @@ struct TrainingSpec {
   // flex dispatcher, no full recompute, and virtual stages when pp > 1
   // (docs/sources.md §2.3).
   bool moe_ep_overlap = false;
+  // Megatron --fp8-dot-product-attention (fp8 runs only): Transformer
+  // Engine runs the core attention (cuDNN fused attention, forward and
+  // backward) in FP8 instead of 16-bit; NVIDIA's 26.06+ MXFP8 MoE recipes
+  // on Blackwell set it (docs/costmodel.md §4, FP8 attention).
+  bool fp8_dot_product_attention = false;
   // Megatron --overlap-grad-reduce / --overlap-param-gather: the DP
   // gradient reduce (and, with the distributed optimizer, the parameter
   // all-gather) overlaps backward (forward). Megatron's default is off;

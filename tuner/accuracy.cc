@@ -449,6 +449,8 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
                            &c.training);
     // And its CUDA graphs (the host-launch term).
     ApplyRecipeCudaGraphs(c.source, c.model, cluster_name, &c.training);
+    // And its FP8 attention (the core attention's rate).
+    ApplyRecipeFp8Attention(c.source, c.model, cluster_name, &c.training);
   } else {
     // The run's own flags on top of Megatron's defaults: nothing overlapped
     // or sharded unless a flag says so.

@@ -30,7 +30,8 @@ std::string ProblemKey(const AccuracyCase& c) {
        {t.grad_reduce_in_bf16, t.fp8_param_gather, t.tp_comm_overlap,
         t.moe_ep_overlap, t.overlap_grad_reduce, t.overlap_param_gather,
         t.cross_entropy_loss_fusion, t.cp_comm_a2a, t.moe_shared_expert_overlap,
-        t.megatron_fsdp, c.model.moe_router_force_load_balancing}) {
+        t.megatron_fsdp, t.fp8_dot_product_attention,
+        c.model.moe_router_force_load_balancing}) {
     flags += flag ? '1' : '0';
   }
   add(flags);

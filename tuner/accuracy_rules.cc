@@ -518,6 +518,25 @@ void ApplyRecipeMoeSoftware(const std::string& source,
       overlap && search_spaces::EpOverlapRefusal(*model, config).empty();
 }
 
+void ApplyRecipeFp8Attention(const std::string& source, const ModelSpec& model,
+                             const std::string& cluster_name,
+                             search_spaces::TrainingSpec* training) {
+  const int v = SourceVersion(source, "megatronbridge_");
+  if (v == 0 || training->precision != Precision::kMxfp8) return;
+  const std::string name = NormalizeModelName(model.name);
+  const std::string& g = cluster_name;
+  bool fp8_attention = false;
+  if (name == "qwen330ba3b") {
+    fp8_attention =
+        ((g == "gb200" || g == "gb300" || g == "b300") && v >= 260600) ||
+        (g == "b200" && v >= 260601);
+  } else if (name == "deepseekv3") {
+    fp8_attention =
+        (g == "gb300" && v >= 260600) || (g == "b300" && v >= 260601);
+  }
+  if (fp8_attention) training->fp8_dot_product_attention = true;
+}
+
 void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
                            const std::string& cluster_name,
                            search_spaces::TrainingSpec* training) {

@@ -245,6 +245,22 @@ void ApplyRecipeCudaGraphs(const std::string& source,
                            const std::string& cluster_name,
                            search_spaces::TrainingSpec* training);
 
+// The FP8 core attention (--fp8-dot-product-attention, Megatron-Bridge's
+// mixed_precision.fp8_dot_product_attention) of NVIDIA's Megatron-Bridge
+// MXFP8 recipes for a row of the qwen3-30b-a3b or deepseek-v3 preset, set
+// with the full-iteration graphs and the CuTeDSL fused grouped MLP
+// (qwen3_workload_base_configs.py and deepseek_workload_base_configs.py at
+// 0.5.0 = 26.06 and 0.5.1 = 26.06.01; perf_recipes/{qwen,deepseek}/ at
+// 0.6.0 = 26.08):
+//   Qwen3-30B    GB200, GB300 and B300 from 26.06, B200 from 26.06.01.
+//   DeepSeek-V3  GB300 from 26.06, B300 from 26.06.01 (GB200 runs the
+//                fused MLP with 16-bit attention).
+// Every other row is left as it is (Megatron's default: 16-bit attention).
+void ApplyRecipeFp8Attention(const std::string& source,
+                             const search_spaces::ModelSpec& model,
+                             const std::string& cluster_name,
+                             search_spaces::TrainingSpec* training);
+
 // The selective recompute NVIDIA's Megatron-Bridge DeepSeek-V3 performance
 // recipes set, for a Megatron-Bridge row of the deepseek-v3 preset whose
 // recompute cell is blank: recompute_granularity "selective"

@@ -88,7 +88,8 @@ StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
         {"grad_reduce_in_bf16", &f.grad_reduce_in_bf16},
         {"fp8_param_gather", &f.fp8_param_gather},
         {"tp_comm_overlap", &f.tp_comm_overlap},
-        {"overlap_moe_expert_parallel_comm", &f.moe_ep_overlap}};
+        {"overlap_moe_expert_parallel_comm", &f.moe_ep_overlap},
+        {"fp8_dot_product_attention", &f.fp8_dot_product_attention}};
     for (const auto& [key, value] : switches) {
       if (IsSet(training, key)) {
         MESHTUNE_RETURN_IF_ERROR(t.Bool(key, true, value));

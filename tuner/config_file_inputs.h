@@ -6,6 +6,7 @@
 // parallelism, batch); the planning keys it only type-checks are read here:
 // cluster.preset, cluster.gpus_per_node and training.precision,
 // train_tokens, grad_reduce_in_bf16, fp8_param_gather, tp_comm_overlap,
+// fp8_dot_product_attention,
 // overlap_moe_expert_parallel_comm. The GPU count is the file's parallelism (tp
 // x pp x cp x dp).
 #ifndef MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_

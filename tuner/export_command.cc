@@ -167,6 +167,8 @@ class ExportCommand : public Command {
     t.tp_comm_overlap = HasSwitch(s.arguments, "--tp-comm-overlap");
     t.moe_ep_overlap =
         HasSwitch(s.arguments, "--overlap-moe-expert-parallel-comm");
+    t.fp8_dot_product_attention =
+        HasSwitch(s.arguments, "--fp8-dot-product-attention");
     auto graphs = CudaGraphsFromFlags(FlagsOfStoredSearch(s));
     if (!graphs.ok()) return graphs.status();
     t.cuda_graphs = graphs.value();

@@ -223,6 +223,9 @@ void AddInputFlags(CLI::App* app, InputFlags* f, bool pins_are_lists) {
   app->add_flag("--fp8-param-gather", f->fp8_param_gather,
                 "keep weights in fp8 and all-gather them in fp8 (needs "
                 "--precision fp8)");
+  app->add_flag("--fp8-dot-product-attention", f->fp8_dot_product_attention,
+                "run the core attention in FP8 (Transformer Engine's cuDNN "
+                "fused attention; needs an fp8 --precision)");
 }
 
 StatusOr<int64_t> ParsePositiveInt(const std::string& text,
@@ -610,7 +613,15 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
             std::string(search_spaces::ToString(prec)),
         "add --precision fp8 or drop --fp8-param-gather");
   }
+  if (f.fp8_dot_product_attention && !search_spaces::IsFp8(prec)) {
+    return Status::InvalidArgument(
+        "--fp8-dot-product-attention needs an fp8 --precision, got "
+        "--precision " +
+            std::string(search_spaces::ToString(prec)),
+        "add --precision fp8 or drop --fp8-dot-product-attention");
+  }
   in.training.fp8_param_gather = f.fp8_param_gather;
+  in.training.fp8_dot_product_attention = f.fp8_dot_product_attention;
   in.training.grad_reduce_in_bf16 = f.grad_reduce_in_bf16;
   in.training.tp_comm_overlap = f.tp_comm_overlap;
   in.training.moe_ep_overlap = f.moe_ep_overlap;

@@ -64,6 +64,9 @@ struct InputFlags {
   // --delay-wgrad-compute): MoE all-to-alls overlap the partner
   // micro-batch's compute; plans must meet its preconditions.
   bool moe_ep_overlap = false;
+  // Megatron --fp8-dot-product-attention (fp8 --precision only): core
+  // attention in FP8.
+  bool fp8_dot_product_attention = false;
   // Megatron --cuda-graph-impl and --cuda-graph-scope (the scope's values
   // joined by commas): which modules launch from CUDA graphs
   // (search_spaces/cuda_graphs.h; the cost model's host-launch term).

@@ -264,6 +264,9 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
       break;
   }
   if (t.fp8_param_gather) a.push_back("--fp8-param-gather");
+  if (t.fp8_dot_product_attention && search_spaces::IsFp8(t.precision)) {
+    a.push_back("--fp8-dot-product-attention");
+  }
   if (t.grad_reduce_in_bf16) a.push_back("--grad-reduce-in-bf16");
   if (t.megatron_fsdp) {
     a.push_back("--use-megatron-fsdp");

@@ -113,6 +113,7 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--fp4-format", Kind::kString},
       {"--fp4-recipe", Kind::kString},
       {"--fp8-param-gather", Kind::kSwitch},
+      {"--fp8-dot-product-attention", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--tp-comm-overlap", Kind::kSwitch},
       {"--cuda-graph-impl", Kind::kString},
@@ -947,6 +948,12 @@ Status ReadTraining(const ArgReader& r, ParsedMegatronArgs* out) {
                                    "add --fp8-format hybrid or remove "
                                    "--fp8-param-gather");
   }
+  t.fp8_dot_product_attention = r.Has("--fp8-dot-product-attention");
+  if (t.fp8_dot_product_attention && !search_spaces::IsFp8(t.precision)) {
+    return Status::InvalidArgument(
+        "--fp8-dot-product-attention needs --fp8-format",
+        "add --fp8-format hybrid or remove --fp8-dot-product-attention");
+  }
   t.grad_reduce_in_bf16 = r.Has("--grad-reduce-in-bf16");
   if (r.Has("--use-megatron-fsdp")) {
     auto strategy =
@@ -1042,6 +1049,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--delay-wgrad-compute", Kind::kSwitch},
       {"--grad-reduce-in-bf16", Kind::kSwitch},
       {"--fp8-param-gather", Kind::kSwitch},
+      {"--fp8-dot-product-attention", Kind::kSwitch},
       {"--use-megatron-fsdp", Kind::kSwitch},
       {"--data-parallel-sharding-strategy", Kind::kString},
       {"--cpu-offloading", Kind::kSwitch},
@@ -1380,6 +1388,14 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
           "remove --fp8-param-gather or fix the row's precision");
     }
     training->fp8_param_gather = true;
+  }
+  if (has("--fp8-dot-product-attention")) {
+    if (!search_spaces::IsFp8(training->precision)) {
+      return Status::InvalidArgument(
+          "--fp8-dot-product-attention needs an fp8 precision",
+          "remove --fp8-dot-product-attention or fix the row's precision");
+    }
+    training->fp8_dot_product_attention = true;
   }
   return out;
 }

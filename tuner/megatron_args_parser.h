@@ -51,8 +51,8 @@ struct ParsedMegatronArgs {
   // it stays 0). name and global_batch_size stay empty/0.
   search_spaces::ModelSpec model;
   // global_batch_size, seq_length, precision, fp8_param_gather,
-  // grad_reduce_in_bf16, tp_comm_overlap, moe_ep_overlap, cuda_graphs; num_gpus
-  // as passed to the parser.
+  // fp8_dot_product_attention, grad_reduce_in_bf16, tp_comm_overlap,
+  // moe_ep_overlap, cuda_graphs; num_gpus as passed to the parser.
   search_spaces::TrainingSpec training;
   // Every axis but dp comes from the flags; dp = num_gpus / (tp·pp·cp) when
   // the parser was given the world size, else 0 (the arguments do not carry
@@ -96,6 +96,8 @@ struct AppliedMegatronFlags {
 //   --grad-reduce-in-bf16                 training.grad_reduce_in_bf16
 //   --fp8-param-gather                    training.fp8_param_gather (fp8/fp4
 //                                         runs with the distributed optimizer)
+//   --fp8-dot-product-attention           training.fp8_dot_product_attention
+//                                         (fp8 runs)
 //   --moe-layer-freq N | LIST             model.moe_layer_freq, or
 //                                         moe_layer_pattern from Megatron's
 //                                         list (search_spaces::

@@ -259,6 +259,7 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       "fp8_e4m3",
       "fp8_hybrid",
       "fp8_params",
+      "fp8_dot_product_attention",
       "ub_tp_comm_overlap",
       "cuda_graph_impl",
       "cuda_graph_scope",
@@ -321,6 +322,8 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
   MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_hybrid", false, &hybrid));
   MESHTUNE_RETURN_IF_ERROR(r.Bool("fp8_params", false, &t.fp8_param_gather));
   MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("fp8_dot_product_attention", false, &t.fp8_dot_product_attention));
+  MESHTUNE_RETURN_IF_ERROR(
       r.Bool("ub_tp_comm_overlap", false, &t.tp_comm_overlap));
   MESHTUNE_RETURN_IF_ERROR(
       r.Bool("overlap_moe_expert_parallel_comm", false, &t.moe_ep_overlap));
@@ -370,6 +373,12 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
     return Status::InvalidArgument(
         r.WhereKey("fp8_params") + ": fp8_params needs fp8: true",
         "set fp8: true or fp8_params: false");
+  }
+  if (t.fp8_dot_product_attention && !search_spaces::IsFp8(t.precision)) {
+    return Status::InvalidArgument(
+        r.WhereKey("fp8_dot_product_attention") +
+            ": fp8_dot_product_attention needs fp8: true",
+        "set fp8: true or fp8_dot_product_attention: false");
   }
   if (t.tp_comm_overlap && !c.sp) {
     return Status::InvalidArgument(
@@ -464,6 +473,8 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   // "hybrid" = E4M3 forward, E5M2 gradients, as --fp8-format hybrid.
   y << "  fp8_hybrid: " << Bool(fp8) << "\n";
   y << "  fp8_params: " << Bool(fp8 && t.fp8_param_gather) << "\n";
+  y << "  fp8_dot_product_attention: "
+    << Bool(fp8 && t.fp8_dot_product_attention) << "\n";
   // Userbuffers overlap needs sequence parallelism (as --tp-comm-overlap).
   y << "  ub_tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";

@@ -47,8 +47,9 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
 
 struct ParsedNemoOverrides {
   // num_gpus (devices × num_nodes), global_batch_size, seq_length
-  // (encoder_seq_length), precision, fp8_param_gather, grad_reduce_in_bf16,
-  // tp_comm_overlap. train_tokens keeps its default.
+  // (encoder_seq_length), precision, fp8_param_gather,
+  // fp8_dot_product_attention, grad_reduce_in_bf16, tp_comm_overlap.
+  // train_tokens keeps its default.
   search_spaces::TrainingSpec training;
   // All axes; dp = num_gpus / (tp·pp·cp).
   search_spaces::ParallelConfig config;

@@ -115,6 +115,10 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
     out << "tp overlap   --tp-comm-overlap: TP collectives overlap GEMMs in "
            "configurations with sequence parallelism\n";
   }
+  if (t.fp8_dot_product_attention) {
+    out << "fp8 attn     --fp8-dot-product-attention: core attention runs "
+           "in FP8\n";
+  }
   if (t.moe_ep_overlap) {
     out << "ep overlap   --overlap-moe-expert-parallel-comm: MoE all-to-alls "
            "overlap another micro-batch's compute\n";

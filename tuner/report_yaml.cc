@@ -153,6 +153,8 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
   y << "  tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";
   y << "  overlap_moe_expert_parallel_comm: " << Bool(t.moe_ep_overlap) << "\n";
+  y << "  fp8_dot_product_attention: " << Bool(t.fp8_dot_product_attention)
+    << "\n";
   y << "  cuda_graph_impl: " << search_spaces::ToString(t.cuda_graphs.impl)
     << "\n";
   // Comma-joined, the form --cuda-graph-scope and the config file read.

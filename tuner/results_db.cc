@@ -44,6 +44,7 @@ std::string DescribeFlags(const InputFlags& f) {
   if (f.fp8_param_gather) s += " --fp8-param-gather";
   if (f.tp_comm_overlap) s += " --tp-comm-overlap";
   if (f.moe_ep_overlap) s += " --overlap-moe-expert-parallel-comm";
+  if (f.fp8_dot_product_attention) s += " --fp8-dot-product-attention";
   // The scope is stored as one comma-joined word (stored_search.cc).
   add("--cuda-graph-impl", f.cuda_graph_impl);
   add("--cuda-graph-scope", f.cuda_graph_scope);

@@ -97,6 +97,7 @@ InputFlags FlagsOfStoredSearch(const results::SearchRecord& s) {
   f.fp8_param_gather = HasSwitch(words, "--fp8-param-gather");
   f.tp_comm_overlap = HasSwitch(words, "--tp-comm-overlap");
   f.moe_ep_overlap = HasSwitch(words, "--overlap-moe-expert-parallel-comm");
+  f.fp8_dot_product_attention = HasSwitch(words, "--fp8-dot-product-attention");
   f.cuda_graph_impl = WordAfter(words, "--cuda-graph-impl");
   f.cuda_graph_scope = WordAfter(words, "--cuda-graph-scope");
   return f;

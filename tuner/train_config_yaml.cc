@@ -47,8 +47,8 @@ const std::vector<std::string>& TrainingKeys() {
       // Written by `tune search --out`.
       "micro_batch_size", "global_batch_size", "seq_length", "precision",
       "grad_reduce_in_bf16", "fp8_param_gather", "tp_comm_overlap",
-      "overlap_moe_expert_parallel_comm", "cuda_graph_impl", "cuda_graph_scope",
-      "train_tokens",
+      "overlap_moe_expert_parallel_comm", "fp8_dot_product_attention",
+      "cuda_graph_impl", "cuda_graph_scope", "train_tokens",
       // Engine settings (Megatron arguments.py names).
       "train_iters", "lr", "min_lr", "lr_warmup_iters", "lr_decay_iters",
       "lr_decay_style", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2",
@@ -191,7 +191,7 @@ Status ReadTraining(const YAML::Node& node, const std::string& source,
   bool flag = false;
   for (const char* key :
        {"grad_reduce_in_bf16", "fp8_param_gather", "tp_comm_overlap",
-        "overlap_moe_expert_parallel_comm"}) {
+        "overlap_moe_expert_parallel_comm", "fp8_dot_product_attention"}) {
     if (IsSet(node, key)) MESHTUNE_RETURN_IF_ERROR(r.Bool(key, true, &flag));
   }
   std::string graph_impl;

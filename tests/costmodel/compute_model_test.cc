@@ -159,5 +159,28 @@ TEST(QkLayernorm, NormsTheLocalQueryAndKeyHeads) {
   EXPECT_EQ(with.gemm_fwd_s, without.gemm_fwd_s);
 }
 
+// --fp8-dot-product-attention: the core attention of attention and MLA
+// layers at 1/1.6 of its 16-bit time (FlashAttention-3: 740 TFLOP/s BF16,
+// ~1.2 PFLOP/s FP8); Mamba's scan, also in attn_*_s, keeps its time.
+TEST(Fp8CoreAttention, DividesAttentionAndMlaCoreAttentionOnly) {
+  EXPECT_EQ(kFp8AttentionSpeedup, 1.6);
+  LayerCompute lc;
+  lc.gemm_fwd_s = 1.0;
+  lc.attn_fwd_s = 0.8;
+  lc.attn_bwd_s = 1.6;
+  LayerCompute gqa = lc;
+  UseFp8CoreAttention({Mixer::kAttention, Mlp::kMoe}, &gqa);
+  EXPECT_DOUBLE_EQ(gqa.attn_fwd_s, 0.5);
+  EXPECT_DOUBLE_EQ(gqa.attn_bwd_s, 1.0);
+  EXPECT_EQ(gqa.gemm_fwd_s, 1.0);
+  LayerCompute mla = lc;
+  UseFp8CoreAttention({Mixer::kMla, Mlp::kDense}, &mla);
+  EXPECT_DOUBLE_EQ(mla.attn_fwd_s, 0.5);
+  LayerCompute mamba = lc;
+  UseFp8CoreAttention({Mixer::kMamba, Mlp::kNone}, &mamba);
+  EXPECT_EQ(mamba.attn_fwd_s, 0.8);
+  EXPECT_EQ(mamba.attn_bwd_s, 1.6);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

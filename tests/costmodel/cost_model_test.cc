@@ -406,5 +406,44 @@ TEST(EstimateConfig, EpOverlapLeavesOnlyUnpairedStepsExposed) {
               1e-12);
 }
 
+// --fp8-dot-product-attention in an fp8 run takes (1 − 1/1.6) of every
+// layer's core attention off the compute, forward and backward, in every
+// micro-batch; bf16 runs and the refinement switched off ignore it.
+TEST(EstimateConfig, Fp8DotProductAttentionSpeedsUpTheCoreAttention) {
+  const search_spaces::ClusterSpec cluster = testing::H100Cluster();
+  const DatasheetCalibration cal(cluster);
+  const ModelSpec m = testing::Llama(8, 4096, 32, 8, 14336, 32000, 4096);
+  TrainingSpec tr;
+  tr.num_gpus = 8;
+  tr.global_batch_size = 16;
+  tr.seq_length = 4096;
+  tr.precision = search_spaces::Precision::kFp8;
+  tr.python_launches = false;
+  ParallelConfig c;
+  c.dp = 8;
+  c.dist_opt = true;
+  const Estimate plain = EstimateConfig(m, cluster, tr, c, cal);
+  tr.fp8_dot_product_attention = true;
+  const Estimate fp8 = EstimateConfig(m, cluster, tr, c, cal);
+  ExpectConsistent(fp8);
+  const LayerCompute layer =
+      LayerComputeTime(m, c, 4096, tr.precision, false, cal, ModelOptions());
+  const double core_s = layer.attn_fwd_s + layer.attn_bwd_s;
+  ASSERT_GT(core_s, 0.0);
+  // 8 layers x 2 micro-batches.
+  EXPECT_NEAR(plain.time.compute_s - fp8.time.compute_s,
+              16 * core_s * (1 - 1 / kFp8AttentionSpeedup), 1e-12);
+  ModelOptions without;
+  without.Disable(Refinement::kFp8Attention);
+  EXPECT_DOUBLE_EQ(
+      EstimateConfig(m, cluster, tr, c, cal, without).time.compute_s,
+      plain.time.compute_s);
+  tr.precision = search_spaces::Precision::kBf16;
+  const Estimate bf16 = EstimateConfig(m, cluster, tr, c, cal);
+  tr.fp8_dot_product_attention = false;
+  EXPECT_DOUBLE_EQ(bf16.time.compute_s,
+                   EstimateConfig(m, cluster, tr, c, cal).time.compute_s);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

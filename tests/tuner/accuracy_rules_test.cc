@@ -338,6 +338,39 @@ TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
   EXPECT_EQ(apply(mb2604, "LLAMA3_70B", "gb200", Precision::kBf16), none);
 }
 
+// FP8 attention arrived with the 26.06 MXFP8 recipes' full-iteration
+// graphs (accuracy_rules.h): Qwen3 on GB200/GB300/B300 from 26.06 and B200
+// from 26.06.01, DeepSeek-V3 on GB300 from 26.06 and B300 from 26.06.01.
+TEST(ApplyRecipeFp8Attention, FollowsTheRecipes) {
+  auto fp8_attention = [](const std::string& version, const std::string& preset,
+                          const std::string& gpu, Precision p) {
+    auto model = FindModelPreset(preset);
+    EXPECT_TRUE(model.has_value()) << preset;
+    search_spaces::TrainingSpec t;
+    t.precision = p;
+    ApplyRecipeFp8Attention("MegatronBridge_" + version + "_perf_summary",
+                            *model, gpu, &t);
+    return t.fp8_dot_product_attention;
+  };
+  const Precision mx = Precision::kMxfp8;
+  EXPECT_FALSE(fp8_attention("26.04.01", "Qwen3_30B_a3B", "gb200", mx));
+  for (const char* gpu : {"gb200", "gb300", "b300"}) {
+    EXPECT_TRUE(fp8_attention("26.06", "Qwen3_30B_a3B", gpu, mx)) << gpu;
+    EXPECT_TRUE(fp8_attention("26.08", "Qwen3_30B_a3B", gpu, mx)) << gpu;
+  }
+  EXPECT_FALSE(fp8_attention("26.06", "Qwen3_30B_a3B", "b200", mx));
+  EXPECT_TRUE(fp8_attention("26.06.01", "Qwen3_30B_a3B", "b200", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "Qwen3_30B_a3B", "h100", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "Qwen3_30B_a3B", "gb200",
+                             Precision::kFp8Tensorwise));
+  EXPECT_TRUE(fp8_attention("26.06", "DeepSeekV3", "gb300", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "DeepSeekV3", "gb200", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "DeepSeekV3", "b300", mx));
+  EXPECT_TRUE(fp8_attention("26.06.01", "DeepSeekV3", "b300", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "Nemotron_3_Nano", "gb300", mx));
+  EXPECT_FALSE(fp8_attention("26.06", "LLAMA3_70B", "gb300", mx));
+}
+
 // The recipes' dispatcher and EP overlap per container (accuracy_rules.h).
 TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
   using search_spaces::TokenDispatcher;

@@ -144,6 +144,15 @@ TEST(CliErrors, Fp8ParamGatherNeedsFp8) {
               "add --precision fp8 or drop --fp8-param-gather");
 }
 
+TEST(CliErrors, Fp8DotProductAttentionNeedsFp8) {
+  ExpectError(RunTune("--model llama3-8b --gpus 8 --gpu h100 "
+                      "--fp8-dot-product-attention"),
+              2,
+              "--fp8-dot-product-attention needs an fp8 --precision, got "
+              "--precision bf16",
+              "add --precision fp8 or drop --fp8-dot-product-attention");
+}
+
 TEST(Cli, StateByteFlagsShrinkMemory) {
   const std::string base =
       "estimate --model llama3-70b --gpus 64 --gpu h100 --tp 4 --pp 4 --vpp 5 "

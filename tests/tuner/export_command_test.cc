@@ -98,7 +98,8 @@ TEST(ExportCommand, KeepsTheSearchsFp8Switches) {
   const std::string db = MakeTempDir() + "/fp8.db";
   const TuneRun search = RunTune(
       "search --model gpt3-1.3b --gpus 8 --gpu h100 --precision fp8 "
-      "--fp8-param-gather --grad-reduce-in-bf16 --top 1 --db " +
+      "--fp8-param-gather --grad-reduce-in-bf16 --fp8-dot-product-attention "
+      "--top 1 --db " +
       db);
   ASSERT_EQ(search.exit_code, 0) << search.err;
   const TuneRun run = RunTune("export --search 1 --format megatron --db " + db);
@@ -108,6 +109,7 @@ TEST(ExportCommand, KeepsTheSearchsFp8Switches) {
   EXPECT_EQ(parsed->training.precision, search_spaces::Precision::kFp8);
   EXPECT_TRUE(parsed->training.fp8_param_gather);
   EXPECT_TRUE(parsed->training.grad_reduce_in_bf16);
+  EXPECT_TRUE(parsed->training.fp8_dot_product_attention);
 }
 
 TEST_F(ExportCommandTest, UnknownSearch) {

@@ -85,6 +85,7 @@ inline std::vector<RoundTripCase> RoundTripCases() {
     block.recompute.num_layers = 2;
     RoundTripCase* fp8 = add("full-block-fp8-cp", block, Precision::kFp8);
     fp8->training.fp8_param_gather = true;
+    fp8->training.fp8_dot_product_attention = true;
     fp8->training.grad_reduce_in_bf16 = true;
     fp8->training.tp_comm_overlap = true;
 

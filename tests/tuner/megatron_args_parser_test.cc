@@ -65,6 +65,7 @@ void ExpectSameFields(const ParsedMegatronArgs& p, const RoundTripCase& c,
   EXPECT_EQ(p.training.seq_length, t.seq_length);
   EXPECT_EQ(p.training.precision, t.precision);
   EXPECT_EQ(p.training.fp8_param_gather, t.fp8_param_gather);
+  EXPECT_EQ(p.training.fp8_dot_product_attention, t.fp8_dot_product_attention);
   EXPECT_EQ(p.training.grad_reduce_in_bf16, t.grad_reduce_in_bf16);
   // Megatron needs sequence parallelism for --tp-comm-overlap.
   EXPECT_EQ(p.training.tp_comm_overlap,
@@ -275,6 +276,9 @@ TEST(MegatronArgsParser, ErrorsNameTheFlagAndTheFix) {
       {std::string(kBase) + "--fp8-param-gather",
        "--fp8-param-gather needs --fp8-format",
        "add --fp8-format hybrid or remove --fp8-param-gather"},
+      {std::string(kBase) + "--fp8-dot-product-attention",
+       "--fp8-dot-product-attention needs --fp8-format",
+       "add --fp8-format hybrid or remove --fp8-dot-product-attention"},
       {std::string(kBase) + "--fp8-format e5m2",
        "--fp8-format: expected one of hybrid, e4m3, got 'e5m2'",
        "e.g. --fp8-format hybrid"},
@@ -414,6 +418,7 @@ TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
   EXPECT_FALSE(t.tp_comm_overlap);
   EXPECT_FALSE(t.grad_reduce_in_bf16);
   EXPECT_FALSE(t.fp8_param_gather);
+  EXPECT_FALSE(t.fp8_dot_product_attention);
   EXPECT_TRUE(t.cross_entropy_loss_fusion);
   EXPECT_FALSE(t.overlap_grad_reduce);  // Megatron's default: no overlap
   EXPECT_EQ(
@@ -432,7 +437,8 @@ TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
   applied = ApplyMegatronFlags(
       "--moe-layer-freq 2 --moe-token-dispatcher-type flex --lr 3e-4 "
       "--use-distributed-optimizer --fp8-param-gather --tp-comm-overlap "
-      "--grad-reduce-in-bf16 --overlap-grad-reduce",
+      "--grad-reduce-in-bf16 --overlap-grad-reduce "
+      "--fp8-dot-product-attention",
       &m2, &t2, &c2);
   ASSERT_TRUE(applied.ok()) << applied.status().message();
   EXPECT_EQ(m2.moe_layer_freq, 2);
@@ -440,6 +446,7 @@ TEST(ApplyMegatronFlags, EveryFlagOfTheMeasuredB200Rows) {
   EXPECT_EQ(m2.moe_token_dispatcher_type,
             search_spaces::TokenDispatcher::kFlex);
   EXPECT_TRUE(t2.fp8_param_gather);
+  EXPECT_TRUE(t2.fp8_dot_product_attention);
   EXPECT_TRUE(t2.tp_comm_overlap);
   EXPECT_TRUE(t2.grad_reduce_in_bf16);
   EXPECT_TRUE(t2.overlap_grad_reduce);
@@ -497,6 +504,8 @@ TEST(ApplyMegatronFlags, ErrorsNameTheFlag) {
   EXPECT_EQ(error("--fp8-param-gather"),
             "--fp8-param-gather needs an fp8/fp4 precision and "
             "--use-distributed-optimizer");
+  EXPECT_EQ(error("--fp8-dot-product-attention"),
+            "--fp8-dot-product-attention needs an fp8 precision");
   EXPECT_EQ(error("pretrain_gpt.py --qk-layernorm"),
             "unexpected 'pretrain_gpt.py' where a Megatron argument (--flag) "
             "was expected");

@@ -120,10 +120,13 @@ TEST(MegatronArgs, LlamaGqaFullRecomputeFp8) {
   EXPECT_FALSE(Has(a, "--fp8-param-gather"));
   EXPECT_FALSE(Has(a, "--grad-reduce-in-bf16"));
 
+  EXPECT_FALSE(Has(a, "--fp8-dot-product-attention"));
   t.fp8_param_gather = true;
   t.grad_reduce_in_bf16 = true;
+  t.fp8_dot_product_attention = true;
   const auto b = MegatronArgs(Llama70b(), t, c);
   EXPECT_TRUE(Has(b, "--fp8-param-gather"));
+  EXPECT_TRUE(Has(b, "--fp8-dot-product-attention"));
   EXPECT_TRUE(Has(b, "--grad-reduce-in-bf16"));
   EXPECT_FALSE(Has(b, "--tp-comm-overlap"));  // not asked for
   t.tp_comm_overlap = true;

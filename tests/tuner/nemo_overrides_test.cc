@@ -36,6 +36,7 @@ TEST(NemoOverrides, WritesTheBlockForAnInterleavedFp8Configuration) {
   t.seq_length = 2048;
   t.precision = Precision::kFp8;
   t.fp8_param_gather = true;
+  t.fp8_dot_product_attention = true;
   t.grad_reduce_in_bf16 = true;
   t.tp_comm_overlap = true;
   ParallelConfig c;
@@ -77,6 +78,7 @@ TEST(NemoOverrides, WritesTheBlockForAnInterleavedFp8Configuration) {
                 "  fp8: true\n"
                 "  fp8_hybrid: true\n"
                 "  fp8_params: true\n"
+                "  fp8_dot_product_attention: true\n"
                 "  ub_tp_comm_overlap: true\n"
                 "  attention_backend: flash\n"
                 "  optim:\n"
@@ -148,6 +150,8 @@ TEST(NemoOverrides, RoundTripsEveryPresetAndConfiguration) {
     EXPECT_EQ(p.training.seq_length, t.seq_length);
     EXPECT_EQ(p.training.precision, t.precision);
     EXPECT_EQ(p.training.fp8_param_gather, t.fp8_param_gather);
+    EXPECT_EQ(p.training.fp8_dot_product_attention,
+              t.fp8_dot_product_attention);
     // grad_sync_dtype exists only for distributed_fused_adam.
     EXPECT_EQ(p.training.grad_reduce_in_bf16,
               t.grad_reduce_in_bf16 && c.config.dist_opt);
@@ -246,6 +250,9 @@ TEST(ParseNemoOverrides, ErrorsNameTheKeyAndTheFix) {
       {base + "  fp8_params: true\n",
        "NeMo overrides:9: fp8_params needs fp8: true",
        "set fp8: true or fp8_params: false"},
+      {base + "  fp8_dot_product_attention: true\n",
+       "NeMo overrides:9: fp8_dot_product_attention needs fp8: true",
+       "set fp8: true or fp8_dot_product_attention: false"},
       {base + "  fp8_hybrid: true\n",
        "NeMo overrides:9: fp8_hybrid without fp8: true",
        "set fp8: true, or set the format keys to false"},
