@@ -102,6 +102,20 @@ class Calibration {
   virtual double GemmTime_s(int64_t m, int64_t n, int64_t k,
                             search_spaces::Precision precision,
                             const ModelOptions& options) const = 0;
+  // Seconds for one expert's GEMM [m, k] x [k, n] of a grouped MoE expert
+  // MLP. `fused`: the CuTeDSL fused grouped MLP (Megatron
+  // --use-transformer-engine-op-fuser, ModelSpec::use_transformer_engine_
+  // op_fuser) instead of Transformer Engine's GroupedLinear, which runs the
+  // experts as separate cuBLASLt GEMMs on several streams. The same as a
+  // dense GEMM unless a calibration knows better (DatasheetCalibration:
+  // Blackwell Ultra).
+  virtual double GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
+                                   search_spaces::Precision precision,
+                                   bool fused,
+                                   const ModelOptions& options) const {
+    (void)fused;
+    return GemmTime_s(m, n, k, precision, options);
+  }
   // Seconds for one flash-attention forward: `batch_heads` independent
   // heads (micro-batch × local heads) of `q_len` queries against `kv_len`
   // keys of dimension `head_dim`; `causal` halves the (query, key) pairs.

@@ -17,16 +17,28 @@ namespace {
 // Adds fwd, dgrad and wgrad of [m, k]·[k, n] to `lc`; returns (dgrad, wgrad)
 // through the out-parameters for the overlap bookkeeping. fp8 adds the
 // input casts (3 bytes per element: read 16-bit, write 8-bit).
+// Which kernel runs a GEMM: a dense cuBLASLt GEMM, one expert's GEMM of
+// Transformer Engine's GroupedLinear, or of the fused grouped MLP
+// (Calibration::GroupedGemmTime_s).
+enum class GemmKernel { kDense, kGrouped, kGroupedFused };
+
 void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
              const Calibration& cal, LayerCompute* lc, double* dgrad_s,
-             double* wgrad_s, const ModelOptions& o) {
+             double* wgrad_s, const ModelOptions& o,
+             GemmKernel kernel = GemmKernel::kDense) {
   if (m <= 0 || n <= 0 || k <= 0 || multiplicity <= 0) return;
+  auto time = [&](int64_t gm, int64_t gn, int64_t gk) {
+    return kernel == GemmKernel::kDense
+               ? cal.GemmTime_s(gm, gn, gk, p, o)
+               : cal.GroupedGemmTime_s(gm, gn, gk, p,
+                                       kernel == GemmKernel::kGroupedFused, o);
+  };
   // fp8 backward GEMMs run with TE's split accumulator (slower on Hopper).
   const double bwd_x =
       search_spaces::IsQuantized(p) ? cal.Fp8BackwardGemmSlowdown(o) : 1.0;
-  const double fwd = cal.GemmTime_s(m, n, k, p, o);
-  const double dgrad = bwd_x * cal.GemmTime_s(m, k, n, p, o);
-  const double wgrad = bwd_x * cal.GemmTime_s(k, n, m, p, o);
+  const double fwd = time(m, n, k);
+  const double dgrad = bwd_x * time(m, k, n);
+  const double wgrad = bwd_x * time(k, n, m);
   lc->gemm_fwd_s += multiplicity * fwd;
   lc->gemm_bwd_s += multiplicity * (dgrad + wgrad);
   if (search_spaces::IsQuantized(p) &&
@@ -336,10 +348,18 @@ LayerCompute LayerComputeTime(const ModelSpec& m, const ParallelConfig& c,
     // Router: [T, h]·[h, E], in 16-bit (Megatron casts it up to fp32 only
     // with --moe-router-dtype; the GEMM is small either way).
     AddGemm(T, E, h, Precision::kBf16, 1, cal, &lc, nullptr, nullptr, o);
+    // The CuTeDSL fused grouped MLP runs MXFP8 grouped GEMMs only.
+    const GemmKernel experts = m.use_transformer_engine_op_fuser &&
+                                       m.moe_grouped_gemm &&
+                                       p == Precision::kMxfp8
+                                   ? GemmKernel::kGroupedFused
+                                   : GemmKernel::kGrouped;
     AddGemm(tokens_per_expert, (m.gated_mlp() ? 2 : 1) * fe / etp, h_in, p,
-            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
+            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o,
+            experts);
     AddGemm(tokens_per_expert, h_in, fe / etp, p,
-            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o);
+            static_cast<double>(local_experts), cal, &lc, nullptr, nullptr, o,
+            experts);
     const double routed =
         static_cast<double>(tokens_per_expert) * local_experts;
     const double act_before = ForwardSoFar(lc, elem, o);

@@ -12,6 +12,8 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
     : attention_(attention) {
   kernel_efficiency_ = TrainingKernelEfficiency(c.gpu);
   memory_efficiency_ = TrainingMemoryEfficiency(c.gpu);
+  grouped_gemm_slowdown_ =
+      kernel_efficiency_ / TrainingGroupedGemmEfficiency(c.gpu);
   // Hopper: fp8 tensor cores and a bf16 peak below Blackwell's.
   if (c.gpu.peak_fp8_tflops > 0 && c.gpu.peak_bf16_tflops < 1500) {
     fp8_bwd_slowdown_ = kHopperFp8SplitAccumulatorSlowdown;
@@ -104,6 +106,17 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
          (peak * KernelEfficiency(o) * eff * fp4_relative);
 }
 
+double DatasheetCalibration::GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
+                                               Precision p, bool fused,
+                                               const ModelOptions& o) const {
+  const double t = GemmTime_s(m, n, k, p, o);
+  if (fused || !o.enabled(Refinement::kGroupedGemmEfficiency) ||
+      !o.enabled(Refinement::kTrainingKernelEfficiency)) {
+    return t;
+  }
+  return t * grouped_gemm_slowdown_;
+}
+
 double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,
                                              int64_t kv_len, int64_t head_dim,
                                              bool causal, bool backward,
@@ -174,6 +187,12 @@ bool DatasheetCalibration::IsBlackwellUltra(const search_spaces::GpuSpec& gpu) {
 }
 
 double DatasheetCalibration::TrainingMemoryEfficiency(
+    const search_spaces::GpuSpec& gpu) {
+  return IsBlackwellUltra(gpu) ? kBlackwellKernelEfficiency
+                               : TrainingKernelEfficiency(gpu);
+}
+
+double DatasheetCalibration::TrainingGroupedGemmEfficiency(
     const search_spaces::GpuSpec& gpu) {
   return IsBlackwellUltra(gpu) ? kBlackwellKernelEfficiency
                                : TrainingKernelEfficiency(gpu);

@@ -65,6 +65,11 @@ class DatasheetCalibration : public Calibration {
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
                     search_spaces::Precision precision,
                     const ModelOptions& options) const override;
+  // GemmTime_s, times kernel η / TrainingGroupedGemmEfficiency for
+  // Transformer Engine's GroupedLinear (not `fused`).
+  double GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
+                           search_spaces::Precision precision, bool fused,
+                           const ModelOptions& options) const override;
   double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
                                 int64_t kv_len, int64_t head_dim, bool causal,
                                 const ModelOptions& options) const override;
@@ -151,6 +156,17 @@ class DatasheetCalibration : public Calibration {
   // (8 TB/s), so its memory-bound kernels keep η_Blackwell. Every other
   // generation: TrainingKernelEfficiency.
   static double TrainingMemoryEfficiency(const search_spaces::GpuSpec& gpu);
+  // The same fraction for the expert GEMMs of Transformer Engine's
+  // GroupedLinear, which runs each local expert as its own cuBLASLt GEMM on
+  // several streams (TransformerEngine issues #1386, #1499): many
+  // medium-sized GEMMs bound by their own fixed costs, tails and stream
+  // scheduling, not by the power-limited clock that Blackwell Ultra raises,
+  // so on Blackwell Ultra they keep η_Blackwell; the CuTeDSL fused grouped
+  // MLP (one persistent kernel) reaches the generation's η. Every other
+  // generation: TrainingKernelEfficiency. Fitted on the MoE rows of
+  // published_dev.csv (docs/costmodel.md §4, Grouped GEMMs).
+  static double TrainingGroupedGemmEfficiency(
+      const search_spaces::GpuSpec& gpu);
   // NVFP4 GEMMs inside training reach this fraction of the FP4 peak times
   // the FP8 ceiling (no NVFP4 MAMF is published): the 16x1 block scales,
   // the random Hadamard transform of wgrad inputs and the 2D weight
@@ -188,8 +204,10 @@ class DatasheetCalibration : public Calibration {
   AttentionKernel attention_ = AttentionKernel::kFlash;
   double kernel_efficiency_ = 1.0;  // TrainingKernelEfficiency(gpu)
   double memory_efficiency_ = 1.0;  // TrainingMemoryEfficiency(gpu)
-  double fp8_bwd_slowdown_ = 1.0;   // split accumulator (Hopper), else 1
-  double peak_bf16_flops_ = 0;      // FLOP/s, datasheet
+  // TrainingKernelEfficiency / TrainingGroupedGemmEfficiency (>= 1).
+  double grouped_gemm_slowdown_ = 1.0;
+  double fp8_bwd_slowdown_ = 1.0;  // split accumulator (Hopper), else 1
+  double peak_bf16_flops_ = 0;     // FLOP/s, datasheet
   double peak_fp8_flops_ = 0;
   double peak_fp4_flops_ = 0;
   double peak_fp32_flops_ = 0;  // CUDA cores; 0 = not stated

@@ -66,6 +66,9 @@ const std::vector<RefinementInfo>& AllRefinements() {
            "stages, not pp-1 copies of the slowest"},
           {Refinement::kFp8Attention, "fp8_attention",
            "--fp8-dot-product-attention runs the core attention in FP8"},
+          {Refinement::kGroupedGemmEfficiency, "grouped_gemm",
+           "TE's multi-stream grouped expert GEMMs keep Blackwell's "
+           "efficiency on Blackwell Ultra; the fused grouped MLP does not"},
       };
   return *kAll;
 }

@@ -115,6 +115,12 @@ enum class Refinement : uint8_t {
   // kFp8AttentionSpeedup times faster (compute_model.h). Off: the flag is
   // ignored.
   kFp8Attention = 25,
+  // Transformer Engine's GroupedLinear (one cuBLASLt GEMM per local expert
+  // on several streams) keeps Blackwell's kernel efficiency on Blackwell
+  // Ultra; the fused grouped MLP (use_transformer_engine_op_fuser) reaches
+  // Ultra's (DatasheetCalibration::TrainingGroupedGemmEfficiency). Off:
+  // expert GEMMs at the dense GEMMs' efficiency.
+  kGroupedGemmEfficiency = 26,
   kCount  // not a refinement
 };
 

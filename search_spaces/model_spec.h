@@ -112,6 +112,15 @@ struct ModelSpec {
   // alltoall (or flex), so that is ours, and exports always write the flag.
   TokenDispatcher moe_token_dispatcher_type = TokenDispatcher::kAlltoall;
   bool moe_grouped_gemm = true;
+  // Megatron --use-transformer-engine-op-fuser (TransformerConfig
+  // use_transformer_engine_op_fuser): with MXFP8 on Blackwell, grouped
+  // GEMMs and NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, the expert MLP (FC1, the
+  // GLU, FC2) runs as Transformer Engine's CuTeDSL fused grouped MLP
+  // instead of GroupedLinear's per-expert GEMMs. Exports add
+  // --moe-mlp-glu-interleave-size 32 (the fused kernel's weight layout) for
+  // gated experts. NVIDIA's 26.06+ MXFP8 MoE recipes set it
+  // (cutedsl_fused_grouped_mlp).
+  bool use_transformer_engine_op_fuser = false;
 
   // Linear-layer biases (Megatron add_bias_linear; --disable-bias-linear
   // turns them off). Unset: GPT-style models (LayerNorm) have them,

@@ -73,6 +73,7 @@ const std::vector<std::string>& ModelKeys() {
       "moe_pad_expert_input_to_capacity",
       "moe_token_dispatcher_type",
       "moe_grouped_gemm",
+      "use_transformer_engine_op_fuser",
       "mtp_num_layers",
       kHybridPattern,
       kHybridPatternAlias,
@@ -514,6 +515,8 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   }
   MESHTUNE_RETURN_IF_ERROR(
       r.Bool("moe_grouped_gemm", false, &m.moe_grouped_gemm));
+  MESHTUNE_RETURN_IF_ERROR(r.Bool("use_transformer_engine_op_fuser", false,
+                                  &m.use_transformer_engine_op_fuser));
 
   // MTP: a hybrid pattern's '/' parts give the depths (Megatron infers
   // --mtp-num-layers from them); an explicit value must agree (ValidateModel).

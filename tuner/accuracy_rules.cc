@@ -491,8 +491,10 @@ void ApplyRecipeMoeSoftware(const std::string& source,
   const std::string name = NormalizeModelName(model->name);
   const std::string& g = cluster_name;
   const bool mxfp8 = training->precision == Precision::kMxfp8;
-  bool flex = false, overlap = false;
+  bool flex = false, overlap = false, fused_mlp = false;
   if (name == "deepseekv3") {
+    fused_mlp = mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
+                          (g == "b300" && v >= 260601));
     flex = (g == "h100" && v >= 250900) || (g == "gb200" && v >= 251100) ||
            ((g == "b200" || g == "b300" || g == "gb300") && v >= 260200);
     overlap = (g == "h100" && v <= 251199) ||
@@ -501,6 +503,10 @@ void ApplyRecipeMoeSoftware(const std::string& source,
               ((g == "gb200" || g == "gb300") && mxfp8 && v >= 260600) ||
               (g == "b300" && mxfp8 && v >= 260601);
   } else if (name == "qwen330ba3b") {
+    fused_mlp =
+        mxfp8 &&
+        (((g == "gb200" || g == "gb300" || g == "b300") && v >= 260600) ||
+         (g == "b200" && v >= 260601));
     flex = !(g == "b200" && v < 260201) && !(g == "h100" && v < 260200);
     overlap = (g == "h100" && v >= 251100 && v < 260201) ||
               ((g == "gb200" || g == "gb300" || g == "b300") && mxfp8 &&
@@ -514,6 +520,7 @@ void ApplyRecipeMoeSoftware(const std::string& source,
   if (flex) {
     model->moe_token_dispatcher_type = search_spaces::TokenDispatcher::kFlex;
   }
+  if (fused_mlp) model->use_transformer_engine_op_fuser = true;
   training->moe_ep_overlap =
       overlap && search_spaces::EpOverlapRefusal(*model, config).empty();
 }

@@ -157,6 +157,13 @@ void WriteEnvironment(std::ostream& o) {
 }
 
 void WriteMegatronLaunch(const LaunchScriptSpec& s, std::ostream& o) {
+  if (s.model.use_transformer_engine_op_fuser && s.model.is_moe()) {
+    o << "\n# --use-transformer-engine-op-fuser runs the experts as "
+         "Transformer\n"
+         "# Engine's CuTeDSL fused grouped MLP (MXFP8 on Blackwell) only "
+         "with:\n";
+    o << "export NVTE_CUTEDSL_FUSED_GROUPED_MLP=1\n";
+  }
   o << "\n# ---- The parallel plan (tune export --format megatron) ----\n";
   o << "MEGATRON_ARGS=(\n";
   for (const std::string& arg : MegatronArgs(s.model, s.training, s.config)) {

@@ -211,6 +211,14 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
                 search_spaces::ToString(m.moe_token_dispatcher_type));
     if (m.moe_grouped_gemm) a.push_back("--moe-grouped-gemm");
   }
+  if (m.use_transformer_engine_op_fuser) {
+    a.push_back("--use-transformer-engine-op-fuser");
+    // The fused grouped MLP reads the GLU's gate and up rows interleaved in
+    // blocks of 32 (NVIDIA's recipes: moe_mlp_glu_interleave_size 32).
+    if (m.is_moe() && m.gated_mlp()) {
+      a.push_back("--moe-mlp-glu-interleave-size 32");
+    }
+  }
   if (c.sp) a.push_back("--sequence-parallel");
   if (c.dist_opt) a.push_back("--use-distributed-optimizer");
   // The cost model assumes Megatron's overlap of the DP gradient reduce with

@@ -150,6 +150,7 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--moe-pad-expert-input-to-capacity", Kind::kSwitch},
       {"--moe-token-dispatcher-type", Kind::kString},
       {"--moe-grouped-gemm", Kind::kSwitch},
+      {"--use-transformer-engine-op-fuser", Kind::kSwitch},
   };
   return *flags;
 }
@@ -713,6 +714,10 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
       }
     }
   }
+  // Transformer Engine's op fuser applies to dense MLPs too; the cost model
+  // prices it on routed experts (the fused grouped MLP).
+  m.use_transformer_engine_op_fuser =
+      r.Has("--use-transformer-engine-op-fuser");
   return Status::Ok();
 }
 
@@ -1016,6 +1021,8 @@ constexpr const char* kIgnoredFlags = R"(
 --moe-router-load-balancing-type --moe-aux-loss-coeff
 # Which tokens a full expert drops (probs or position): the same work.
 --moe-token-drop-policy
+# The GLU weights' row layout the fused grouped MLP reads: the same work.
+--moe-mlp-glu-interleave-size
 )";
 
 const std::vector<std::string>& IgnoredMegatronFlags() {
@@ -1065,6 +1072,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--moe-expert-capacity-factor", Kind::kString},
       {"--moe-pad-expert-input-to-capacity", Kind::kSwitch},
       {"--moe-grouped-gemm", Kind::kSwitch},
+      {"--use-transformer-engine-op-fuser", Kind::kSwitch},
       {"--moe-permute-fusion", Kind::kSwitch},
       {"--moe-router-pre-softmax", Kind::kSwitch},
       {"--moe-router-force-load-balancing", Kind::kSwitch},
@@ -1284,6 +1292,9 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
     model->moe_pad_expert_input_to_capacity = true;
   }
   if (has("--moe-grouped-gemm")) model->moe_grouped_gemm = true;
+  if (has("--use-transformer-engine-op-fuser")) {
+    model->use_transformer_engine_op_fuser = true;
+  }
   if (has("--moe-router-pre-softmax")) model->moe_router_pre_softmax = true;
   if (has("--moe-router-force-load-balancing")) {
     model->moe_router_force_load_balancing = true;

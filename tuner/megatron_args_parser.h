@@ -107,6 +107,8 @@ struct AppliedMegatronFlags {
 //   --moe-expert-capacity-factor F        model.moe_expert_capacity_factor
 //   --moe-pad-expert-input-to-capacity    (needs a capacity factor)
 //   --moe-grouped-gemm                    model.moe_grouped_gemm
+//   --use-transformer-engine-op-fuser     model.use_transformer_engine_op_
+//                                         fuser (the fused grouped MLP)
 //   --moe-router-pre-softmax              model.moe_router_pre_softmax
 //   --moe-router-num-groups G, --moe-router-group-topk K
 //                                         group-limited routing (G divides

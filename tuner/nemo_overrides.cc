@@ -173,6 +173,18 @@ Status ReadCoreKeys(const YAML::Node& node, const MapReader& r,
     MESHTUNE_RETURN_IF_ERROR(r.Bool("moe_grouped_gemm", false, &grouped));
     out->moe_grouped_gemm = grouped;
   }
+  if (r.Has("use_transformer_engine_op_fuser")) {
+    bool fuser = false;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Bool("use_transformer_engine_op_fuser", false, &fuser));
+    out->use_transformer_engine_op_fuser = fuser;
+  }
+  if (r.Has("moe_mlp_glu_interleave_size")) {
+    // The fused grouped MLP's weight layout: read for its type only.
+    int64_t interleave = 0;
+    MESHTUNE_RETURN_IF_ERROR(
+        r.Int("moe_mlp_glu_interleave_size", false, 1, &interleave));
+  }
   if (!IsNull(node, "moe_expert_capacity_factor")) {
     double factor = 0;
     MESHTUNE_RETURN_IF_ERROR(
@@ -268,6 +280,8 @@ Status ReadModel(const YAML::Node& node, const std::string& source,
       "pipeline_model_parallel_layout",
       "moe_token_dispatcher_type",
       "moe_grouped_gemm",
+      "use_transformer_engine_op_fuser",
+      "moe_mlp_glu_interleave_size",
       "moe_expert_capacity_factor",
       "moe_pad_expert_input_to_capacity",
       "overlap_moe_expert_parallel_comm",
@@ -478,12 +492,18 @@ StatusOr<std::string> NemoOverrides(const search_spaces::ModelSpec& model,
   // Userbuffers overlap needs sequence parallelism (as --tp-comm-overlap).
   y << "  ub_tp_comm_overlap: " << Bool(t.tp_comm_overlap && c.sp && c.tp > 1)
     << "\n";
+  if (model.use_transformer_engine_op_fuser) {
+    y << "  use_transformer_engine_op_fuser: true\n";
+  }
   if (model.is_moe()) {
     // The MoE run choices the cost model priced (model_spec.h).
     y << "  expert_tensor_parallel_size: " << c.expert_tp() << "\n";
     y << "  moe_token_dispatcher_type: "
       << search_spaces::ToString(model.moe_token_dispatcher_type) << "\n";
     y << "  moe_grouped_gemm: " << Bool(model.moe_grouped_gemm) << "\n";
+    if (model.use_transformer_engine_op_fuser && model.gated_mlp()) {
+      y << "  moe_mlp_glu_interleave_size: 32\n";
+    }
     if (model.moe_expert_capacity_factor > 0) {
       y << "  moe_expert_capacity_factor: "
         << FormatMegatronNumber(model.moe_expert_capacity_factor) << "\n";

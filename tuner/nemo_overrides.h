@@ -57,6 +57,7 @@ struct ParsedNemoOverrides {
   // The Megatron-Core keys, when present (unset = the key was absent).
   std::optional<search_spaces::TokenDispatcher> moe_token_dispatcher_type;
   std::optional<bool> moe_grouped_gemm;
+  std::optional<bool> use_transformer_engine_op_fuser;
   double moe_expert_capacity_factor = 0;  // 0 = null/absent (dropless)
   std::optional<bool> moe_pad_expert_input_to_capacity;
   std::string attention_backend;  // "" = absent

@@ -70,6 +70,42 @@ TEST(TrainingMemoryEfficiency, BlackwellUltraStreamsAtBlackwellsRate) {
   EXPECT_NEAR(b300.MemoryTime_s(1e9, off), 1e9 / (8000e9 * 0.9), 1e-12);
 }
 
+// Transformer Engine's GroupedLinear (one cuBLASLt GEMM per expert on
+// several streams) keeps Blackwell's η on Blackwell Ultra: a B300 expert
+// GEMM takes 0.90 / 0.72 = 1.25 times the dense GEMM of its shape; the fused
+// grouped MLP, every other GPU and the ablation take the dense time.
+TEST(TrainingGroupedGemmEfficiency, BlackwellUltraGroupedLinearAtBlackwells) {
+  using C = DatasheetCalibration;
+  for (const char* ultra : {"b300", "gb300"}) {
+    EXPECT_EQ(C::TrainingGroupedGemmEfficiency(Preset(ultra).gpu),
+              C::kBlackwellKernelEfficiency)
+        << ultra;
+  }
+  for (const char* other : {"a100-80g", "h100", "b200", "gb200"}) {
+    EXPECT_EQ(C::TrainingGroupedGemmEfficiency(Preset(other).gpu),
+              C::TrainingKernelEfficiency(Preset(other).gpu))
+        << other;
+  }
+  const ModelOptions on;
+  const DatasheetCalibration b300(Preset("b300"));
+  const double dense = b300.GemmTime_s(4096, 1536, 2048, Precision::kMxfp8, on);
+  EXPECT_NEAR(
+      b300.GroupedGemmTime_s(4096, 1536, 2048, Precision::kMxfp8, false, on),
+      dense * 0.90 / 0.72, 1e-15);
+  EXPECT_EQ(
+      b300.GroupedGemmTime_s(4096, 1536, 2048, Precision::kMxfp8, true, on),
+      dense);
+  ModelOptions off;
+  off.Disable(Refinement::kGroupedGemmEfficiency);
+  EXPECT_EQ(
+      b300.GroupedGemmTime_s(4096, 1536, 2048, Precision::kMxfp8, false, off),
+      b300.GemmTime_s(4096, 1536, 2048, Precision::kMxfp8, off));
+  const DatasheetCalibration b200(Preset("b200"));
+  EXPECT_EQ(
+      b200.GroupedGemmTime_s(4096, 1536, 2048, Precision::kMxfp8, false, on),
+      b200.GemmTime_s(4096, 1536, 2048, Precision::kMxfp8, on));
+}
+
 TEST(TrainingKernelEfficiency, ScalesEveryGemmAndIsOffInTheAblation) {
   const search_spaces::ClusterSpec b200 = Preset("b200");
   const DatasheetCalibration cal(b200);

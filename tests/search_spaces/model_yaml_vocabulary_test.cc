@@ -52,7 +52,8 @@ const char kAllKeys[] =
     "moe_pad_expert_input_to_capacity: true\n"    // 34
     "moe_token_dispatcher_type: flex\n"           // 35
     "moe_grouped_gemm: false\n"                   // 36
-    "mtp_num_layers: 2\n";                        // 37
+    "mtp_num_layers: 2\n"                         // 37
+    "use_transformer_engine_op_fuser: true\n";    // 38
 
 // A hybrid model: 2 Mamba, 1 attention, 1 MLP, 1 MoE layer, one MTP depth.
 const char kHybrid[] =
@@ -131,6 +132,7 @@ TEST(ModelYamlVocabularyTest, ReadsEveryKey) {
   EXPECT_EQ(m.moe_token_dispatcher_type, TokenDispatcher::kFlex);
   EXPECT_FALSE(m.moe_grouped_gemm);
   EXPECT_EQ(m.mtp_num_layers, 2);
+  EXPECT_TRUE(m.use_transformer_engine_op_fuser);
   EXPECT_FALSE(m.is_hybrid());
   // The MTP depth repeats the last decoder layer (an MLA + MoE layer).
   EXPECT_EQ(m.MtpDepthLayers(),
@@ -156,6 +158,7 @@ TEST(ModelYamlVocabularyTest, DefaultsAreMegatrons) {
   EXPECT_EQ(m->mamba_num_groups, 8);
   EXPECT_EQ(m->mamba_num_heads, 0);
   EXPECT_EQ(m->mamba_conv_kernel, 4);
+  EXPECT_FALSE(m->use_transformer_engine_op_fuser);
 
   m = ParseModelYaml(dense + "num_experts: 4\nmoe_router_topk: 1\n", "m.yaml");
   ASSERT_TRUE(m.ok()) << m.status().message();
@@ -278,11 +281,11 @@ TEST(ModelYamlVocabularyTest, KeyConsistencyErrorsAreLocated) {
             "and v_head_dim greater than 0");
   // Unknown keys stay errors, with the closest known key as the hint.
   s = ParseError(std::string(kAllKeys) + "mtp_num_layer: 1\n");
-  EXPECT_EQ(s.message(), "m.yaml:38: unknown key 'mtp_num_layer' in model");
+  EXPECT_EQ(s.message(), "m.yaml:39: unknown key 'mtp_num_layer' in model");
   EXPECT_EQ(s.hint(), "did you mean 'mtp_num_layers'?");
   s = ParseError(std::string(kAllKeys) + "moe_router_topk_scaling_factor: 2\n");
   EXPECT_EQ(s.message(),
-            "m.yaml:38: unknown key 'moe_router_topk_scaling_factor' in model");
+            "m.yaml:39: unknown key 'moe_router_topk_scaling_factor' in model");
 }
 
 TEST(ModelYamlVocabularyTest, DenseModelRejectsMoeKeys) {

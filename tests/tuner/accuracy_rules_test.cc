@@ -404,6 +404,25 @@ TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
   EXPECT_EQ(apply("MegatronBridge_26.02.01_perf_summary", "b200",
                   Precision::kMxfp8, *qwen),
             std::make_pair(TokenDispatcher::kFlex, false));
+  // The fused grouped MLP came with the 26.06 MXFP8 recipes.
+  auto fused = [&](const std::string& version, const std::string& gpu,
+                   search_spaces::ModelSpec model) {
+    search_spaces::TrainingSpec t;
+    t.precision = Precision::kMxfp8;
+    ApplyRecipeMoeSoftware("MegatronBridge_" + version + "_perf_summary", gpu,
+                           c, &model, &t);
+    return model.use_transformer_engine_op_fuser;
+  };
+  EXPECT_FALSE(fused("26.04.01", "gb300", *qwen));
+  EXPECT_TRUE(fused("26.06", "gb300", *qwen));
+  EXPECT_TRUE(fused("26.06", "b300", *qwen));
+  EXPECT_FALSE(fused("26.06", "b200", *qwen));
+  EXPECT_TRUE(fused("26.06.01", "b200", *qwen));
+  const auto v3 = FindModelPreset("DeepSeekV3");
+  ASSERT_TRUE(v3.has_value());
+  EXPECT_TRUE(fused("26.06", "gb200", *v3));
+  EXPECT_FALSE(fused("26.06", "b300", *v3));
+  EXPECT_TRUE(fused("26.06.01", "b300", *v3));
   // H100 26.02: DeepEP with the overlap, which needs virtual stages at pp 2.
   c.pp = 2;
   c.vpp = 12;

@@ -105,6 +105,9 @@ inline std::vector<RoundTripCase> RoundTripCases() {
       add("moe-ep-full-iteration", experts)->training.cuda_graphs = {
           search_spaces::CudaGraphImpl::kLocal,
           search_spaces::kGraphFullIteration};
+      // The fused grouped MLP (--use-transformer-engine-op-fuser).
+      add("moe-ep-op-fuser", experts)->model.use_transformer_engine_op_fuser =
+          true;
     } else {
       // tp_comm_overlap without sp: not emitted (Megatron needs sp for it).
       experts.cp = 2;

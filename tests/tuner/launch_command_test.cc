@@ -13,6 +13,7 @@
 #include <regex>
 #include <string>
 
+#include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/launch_script.h"
 #include "tuner/megatron_args_parser.h"
@@ -122,6 +123,37 @@ TEST(LaunchMegatron, ArgumentsParseBackToTheSearchedConfig) {
   EXPECT_EQ(from_script->training.global_batch_size,
             from_search->training.global_batch_size);
   EXPECT_TRUE(from_script->ignored.empty());
+}
+
+// Megatron picks the CuTeDSL fused grouped MLP under the op fuser only
+// with NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: the script exports it, and the
+// arguments carry the fuser and the GLU interleave its kernel reads.
+TEST(LaunchMegatron, OpFuserExportsTheFusedGroupedMlpSwitch) {
+  LaunchScriptSpec spec;
+  spec.trainer = LaunchTrainer::kMegatron;
+  spec.model = search_spaces::ResolveModel("qwen3-30b-a3b").value();
+  spec.training.num_gpus = 8;
+  spec.training.global_batch_size = 512;
+  spec.training.seq_length = 4096;
+  spec.training.precision = search_spaces::Precision::kMxfp8;
+  spec.config.ep = 8;
+  spec.config.dp = 8;
+  spec.cluster_name = "b300";
+  spec.job_name = "qwen3";
+  auto plain = SlurmScript(spec);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->find("NVTE_CUTEDSL_FUSED_GROUPED_MLP"), std::string::npos);
+  EXPECT_EQ(plain->find("--use-transformer-engine-op-fuser"),
+            std::string::npos);
+  spec.model.use_transformer_engine_op_fuser = true;
+  auto fused = SlurmScript(spec);
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  EXPECT_NE(fused->find("\nexport NVTE_CUTEDSL_FUSED_GROUPED_MLP=1\n"),
+            std::string::npos);
+  EXPECT_NE(fused->find("  --use-transformer-engine-op-fuser\n"),
+            std::string::npos);
+  EXPECT_NE(fused->find("  --moe-mlp-glu-interleave-size 32\n"),
+            std::string::npos);
 }
 
 TEST(LaunchMegatron, RankTwoIsADifferentConfig) {

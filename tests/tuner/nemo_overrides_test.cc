@@ -152,6 +152,8 @@ TEST(NemoOverrides, RoundTripsEveryPresetAndConfiguration) {
     EXPECT_EQ(p.training.fp8_param_gather, t.fp8_param_gather);
     EXPECT_EQ(p.training.fp8_dot_product_attention,
               t.fp8_dot_product_attention);
+    EXPECT_EQ(p.use_transformer_engine_op_fuser.value_or(false),
+              c.model.use_transformer_engine_op_fuser);
     // grad_sync_dtype exists only for distributed_fused_adam.
     EXPECT_EQ(p.training.grad_reduce_in_bf16,
               t.grad_reduce_in_bf16 && c.config.dist_opt);
