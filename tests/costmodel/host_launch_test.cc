@@ -37,6 +37,23 @@ ModelSpec Qwen3Moe() {
 
 constexpr LayerKind kMoeLayer{Mixer::kAttention, Mlp::kMoe};
 
+// Qwen3Moe's step on 8 GPUs at mbs 1: gbs 64 of 4096 tokens, ep8 dp8 with
+// the distributed optimizer (8 micro-batches per step).
+struct Mbs1Step {
+  search_spaces::TrainingSpec training;
+  ParallelConfig config;
+};
+Mbs1Step Qwen3Mbs1Step() {
+  Mbs1Step s;
+  s.training.num_gpus = 8;
+  s.training.global_batch_size = 64;
+  s.training.seq_length = 4096;
+  s.config.dp = 8;
+  s.config.ep = 8;
+  s.config.dist_opt = true;
+  return s;
+}
+
 TEST(HostLaunch, EagerMoeLayerPaysEveryModuleAndEachLocalExpert) {
   ParallelConfig c;
   c.ep = 8;
@@ -130,14 +147,7 @@ TEST(HostLaunch, HostWaitIsTheExcessOverTheGpuWork) {
 TEST(HostLaunch, SmallMoeAtMbs1WaitsForTheHost) {
   const DatasheetCalibration cal(testing::H100Cluster());
   const ModelSpec m = Qwen3Moe();
-  search_spaces::TrainingSpec t;
-  t.num_gpus = 8;
-  t.global_batch_size = 64;
-  t.seq_length = 4096;
-  ParallelConfig c;
-  c.dp = 8;
-  c.ep = 8;
-  c.dist_opt = true;
+  auto [t, c] = Qwen3Mbs1Step();
   const auto cluster = testing::H100Cluster();
   const Estimate eager = EstimateConfig(m, cluster, t, c, cal, {});
   ModelOptions off;
@@ -167,14 +177,7 @@ TEST(HostLaunch, EstimatorUsesTheClustersHostFactor) {
   auto slow = x86;
   slow.host_launch_factor = 2.0;
   const DatasheetCalibration cal(x86);
-  search_spaces::TrainingSpec t;
-  t.num_gpus = 8;
-  t.global_batch_size = 64;
-  t.seq_length = 4096;
-  ParallelConfig c;
-  c.dp = 8;
-  c.ep = 8;
-  c.dist_opt = true;
+  const auto [t, c] = Qwen3Mbs1Step();
   const Estimate fast = EstimateConfig(Qwen3Moe(), x86, t, c, cal, {});
   const Estimate grace = EstimateConfig(Qwen3Moe(), slow, t, c, cal, {});
   // host_s = Σ(launches − GPU work) + syncs: doubling the launches adds at
