@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "search_spaces/limits.h"
 #include "tuner/inputs.h"
 
 namespace meshtune::tuner {
@@ -13,8 +14,8 @@ namespace {
 using search_spaces::ParallelConfig;
 
 constexpr const char* kSyntaxHint =
-    "use tokens like tp=4 pp=8 vpp=3 cp=1 ep=1 dp=32 mbs=1 sp dist-opt "
-    "recompute=selective, separated by commas or spaces";
+    "use tokens like tp=4 pp=8 vpp=3 cp=1 ep=1 etp=1 dp=32 mbs=1 sp dist-opt "
+    "recompute=selective layout=2/0, separated by commas or spaces";
 
 std::vector<std::string> SplitTokens(const std::string& text) {
   std::vector<std::string> tokens;
@@ -29,6 +30,16 @@ std::vector<std::string> SplitTokens(const std::string& text) {
   }
   if (!current.empty()) tokens.push_back(current);
   return tokens;
+}
+
+// A count of decoder layers: digits only, at most limits::kNumLayers.
+bool LayerCount(const std::string& text, int64_t* out) {
+  if (text.empty() || text.size() > 6) return false;
+  for (char ch : text) {
+    if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
+  }
+  *out = std::stoll(text);
+  return *out <= search_spaces::limits::kNumLayers.max;
 }
 
 bool IsRecomputeWord(const std::string& token) {
@@ -46,9 +57,9 @@ StatusOr<ParallelConfig> ParseConfigString(const std::string& text,
     return Status::InvalidArgument(flag + " is empty", kSyntaxHint);
   }
   ParallelConfig c;
-  std::map<std::string, int64_t*> sizes = {{"tp", &c.tp},   {"pp", &c.pp},
-                                           {"vpp", &c.vpp}, {"cp", &c.cp},
-                                           {"ep", &c.ep},   {"mbs", &c.mbs}};
+  std::map<std::string, int64_t*> sizes = {
+      {"tp", &c.tp}, {"pp", &c.pp},   {"vpp", &c.vpp}, {"cp", &c.cp},
+      {"ep", &c.ep}, {"etp", &c.etp}, {"mbs", &c.mbs}};
   int64_t dp = 0;  // 0 = not given
   std::set<std::string> seen;
   auto once = [&](const std::string& key, const std::string& token) -> Status {
@@ -71,6 +82,27 @@ StatusOr<ParallelConfig> ParseConfigString(const std::string& text,
       continue;
     }
     const size_t eq = token.find('=');
+    if (token.rfind("layout", 0) == 0) {
+      // "layout2/0" (as reports print it) or "layout=2/0": the decoder
+      // layers of the first and the last virtual stage
+      // (ParallelConfig::layout_first_layers / layout_last_layers).
+      MESHTUNE_RETURN_IF_ERROR(once("layout", token));
+      std::string value = token.substr(6);
+      if (!value.empty() && value[0] == '=') value = value.substr(1);
+      const size_t slash = value.find('/');
+      int64_t first = -1, last = -1;
+      if (slash == std::string::npos ||
+          !LayerCount(value.substr(0, slash), &first) ||
+          !LayerCount(value.substr(slash + 1), &last)) {
+        return Status::InvalidArgument(
+            flag + ": '" + token +
+                "' needs the first and last stage's layers, e.g. layout=2/0",
+            kSyntaxHint);
+      }
+      c.layout_first_layers = first;
+      c.layout_last_layers = last;
+      continue;
+    }
     if (IsRecomputeWord(token) || token.rfind("recompute=", 0) == 0) {
       MESHTUNE_RETURN_IF_ERROR(once("recompute", token));
       const std::string mode =
@@ -138,10 +170,15 @@ std::string FormatCompactConfig(const ParallelConfig& c) {
   if (c.vpp != 1) s += " vpp" + std::to_string(c.vpp);
   if (c.cp != 1) s += " cp" + std::to_string(c.cp);
   if (c.ep != 1) s += " ep" + std::to_string(c.ep);
+  if (c.expert_tp() != c.tp) s += " etp" + std::to_string(c.expert_tp());
   s += " dp" + std::to_string(c.dp) + " mbs" + std::to_string(c.mbs);
   if (c.sp) s += " sp";
   s += " " + FormatRecompute(c.recompute);
   if (c.dist_opt) s += " dist-opt";
+  if (c.uneven_layout()) {
+    s += " layout" + std::to_string(c.layout_first_layers) + "/" +
+         std::to_string(c.layout_last_layers);
+  }
   return s;
 }
 

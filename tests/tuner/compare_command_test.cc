@@ -46,6 +46,27 @@ TEST(CompareConfig, ParsesBothSpellings) {
   EXPECT_EQ(FormatCompactConfig(d.value()), "tp8 pp1 dp8 mbs1 full:block:2");
 }
 
+// What `tune accuracy --with-best` and the search print for MoE and uneven
+// plans (expert tp, an uneven layout) parses too, and prints back the same.
+TEST(CompareConfig, ExpertTpAndUnevenLayoutRoundTrip) {
+  auto a = ParseConfigString(
+      "tp2 pp4 vpp7 cp4 ep1 dp2 etp1 sp mbs1 none dist_opt layout2/0", 64,
+      "--config 1");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a.value().etp, 1);
+  EXPECT_EQ(a.value().layout_first_layers, 2);
+  EXPECT_EQ(a.value().layout_last_layers, 0);
+  EXPECT_EQ(FormatCompactConfig(a.value()),
+            "tp2 pp4 vpp7 cp4 etp1 dp2 mbs1 sp none dist-opt layout2/0");
+  auto b = ParseConfigString(FormatCompactConfig(a.value()), 64, "x");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_TRUE(a.value() == b.value());
+  auto c = ParseConfigString("tp2 pp4 layout=3/1", 64, "x");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c.value().layout_first_layers, 3);
+  EXPECT_EQ(c.value().layout_last_layers, 1);
+}
+
 TEST(CompareConfig, ErrorsNameTheToken) {
   struct Case {
     const char* text;
@@ -62,6 +83,15 @@ TEST(CompareConfig, ErrorsNameTheToken) {
       {"tp3", "--config 1: tp 3 x pp 1 x cp 1 = 3 does not divide --gpus 64"},
       {"tp8 dp4", "--config 1: dp=4 contradicts --gpus 64 / (tp·pp·cp 8) = 8"},
       {" , ", "--config 1 is empty"},
+      {"layout2",
+       "--config 1: 'layout2' needs the first and last stage's "
+       "layers, e.g. layout=2/0"},
+      {"layout=2/x",
+       "--config 1: 'layout=2/x' needs the first and last "
+       "stage's layers, e.g. layout=2/0"},
+      {"layout1/0 layout2/0",
+       "--config 1: 'layout2/0' sets layout a second time in 'layout1/0 "
+       "layout2/0'"},
   };
   for (const Case& c : cases) {
     auto r = ParseConfigString(c.text, 64, "--config 1");
@@ -126,8 +156,9 @@ TEST(CompareCommand, ErrorsAreOneLineWithAHint) {
       {"compare --model 175b --gpus 1024 --config 'tp8 pp8' --config 'tp8 "
        "pq8'",
        "tune: error: --config 2: unknown token 'pq8' in 'tp8 pq8'\n"
-       "tune: hint: use tokens like tp=4 pp=8 vpp=3 cp=1 ep=1 dp=32 mbs=1 sp "
-       "dist-opt recompute=selective, separated by commas or spaces\n"},
+       "tune: hint: use tokens like tp=4 pp=8 vpp=3 cp=1 ep=1 etp=1 dp=32 "
+       "mbs=1 sp dist-opt recompute=selective layout=2/0, separated by commas "
+       "or spaces\n"},
       {"compare --model 175b --gpus 1024 --tp 8 --config 'tp8 pp8' --config "
        "'tp4 pp16'",
        "tune: error: --tp does not apply to tune compare\n"
