@@ -14,14 +14,15 @@ using search_spaces::Precision;
 
 namespace {
 
-// Adds fwd, dgrad and wgrad of [m, k]·[k, n] to `lc`; returns (dgrad, wgrad)
-// through the out-parameters for the overlap bookkeeping. fp8 adds the
-// input casts (3 bytes per element: read 16-bit, write 8-bit).
 // Which kernel runs a GEMM: a dense cuBLASLt GEMM, one expert's GEMM of
 // Transformer Engine's GroupedLinear, or of the fused grouped MLP
 // (Calibration::GroupedGemmTime_s).
 enum class GemmKernel { kDense, kGrouped, kGroupedFused };
 
+// Adds fwd, dgrad and wgrad of [m, k]·[k, n] to `lc`, timed as `kernel`
+// runs it; returns (dgrad, wgrad) through the out-parameters for the
+// overlap bookkeeping. fp8 adds the input casts (3 bytes per element: read
+// 16-bit, write 8-bit).
 void AddGemm(int64_t m, int64_t n, int64_t k, Precision p, double multiplicity,
              const Calibration& cal, LayerCompute* lc, double* dgrad_s,
              double* wgrad_s, const ModelOptions& o,
