@@ -109,12 +109,16 @@ double DatasheetCalibration::GemmTime_s(int64_t m, int64_t n, int64_t k,
 double DatasheetCalibration::GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
                                                Precision p, bool fused,
                                                const ModelOptions& o) const {
-  const double t = GemmTime_s(m, n, k, p, o);
+  return GemmTime_s(m, n, k, p, o) * GroupedGemmSlowdown(fused, o);
+}
+
+double DatasheetCalibration::GroupedGemmSlowdown(bool fused,
+                                                 const ModelOptions& o) const {
   if (fused || !o.enabled(Refinement::kGroupedGemmEfficiency) ||
       !o.enabled(Refinement::kTrainingKernelEfficiency)) {
-    return t;
+    return 1.0;
   }
-  return t * grouped_gemm_slowdown_;
+  return grouped_gemm_slowdown_;
 }
 
 double DatasheetCalibration::AttentionTime_s(int64_t batch_heads, int64_t q_len,

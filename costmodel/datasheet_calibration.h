@@ -65,11 +65,15 @@ class DatasheetCalibration : public Calibration {
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
                     search_spaces::Precision precision,
                     const ModelOptions& options) const override;
-  // GemmTime_s, times kernel η / TrainingGroupedGemmEfficiency for
-  // Transformer Engine's GroupedLinear (not `fused`).
+  // GemmTime_s times GroupedGemmSlowdown.
   double GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
                            search_spaces::Precision precision, bool fused,
                            const ModelOptions& options) const override;
+  // An expert GEMM's time over a dense GEMM's of its shape: kernel η /
+  // TrainingGroupedGemmEfficiency for Transformer Engine's GroupedLinear
+  // (not `fused`), else 1; 1 with the grouped_gemm or kernel_efficiency
+  // refinement off. MeasuredCalibration scales its measured GEMMs by it.
+  double GroupedGemmSlowdown(bool fused, const ModelOptions& options) const;
   double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
                                 int64_t kv_len, int64_t head_dim, bool causal,
                                 const ModelOptions& options) const override;

@@ -60,6 +60,13 @@ class ScaledCalibrationView : public Calibration {
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
                     search_spaces::Precision precision,
                     const ModelOptions& options) const override;
+  // The base's grouped GEMM times the compute factor, like GemmTime_s.
+  double GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
+                           search_spaces::Precision precision, bool fused,
+                           const ModelOptions& options) const override {
+    return f_.compute *
+           base_.GroupedGemmTime_s(m, n, k, precision, fused, options);
+  }
   double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
                                 int64_t kv_len, int64_t head_dim, bool causal,
                                 const ModelOptions& options) const override;

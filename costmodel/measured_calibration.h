@@ -94,6 +94,14 @@ class MeasuredCalibration : public Calibration {
   double GemmTime_s(int64_t m, int64_t n, int64_t k,
                     search_spaces::Precision precision,
                     const ModelOptions& options) const override;
+  // The measured dense GEMM times the datasheet's GroupedGemmSlowdown (the
+  // microbenchmarks time single cuBLASLt GEMMs, not GroupedLinear).
+  double GroupedGemmTime_s(int64_t m, int64_t n, int64_t k,
+                           search_spaces::Precision precision, bool fused,
+                           const ModelOptions& options) const override {
+    return GemmTime_s(m, n, k, precision, options) *
+           datasheet_.GroupedGemmSlowdown(fused, options);
+  }
   double AttentionForwardTime_s(int64_t batch_heads, int64_t q_len,
                                 int64_t kv_len, int64_t head_dim, bool causal,
                                 const ModelOptions& options) const override;

@@ -35,6 +35,10 @@ TEST(FittedCalibrationTest, ScalesEachKindByItsFactor) {
       fitted.GemmTime_s(4096, 4096, 4096, Precision::kBf16, o),
       1.5 * base.GemmTime_s(4096, 4096, 4096, Precision::kBf16, o));
   EXPECT_DOUBLE_EQ(
+      fitted.GroupedGemmTime_s(2048, 1536, 2048, Precision::kBf16, false, o),
+      1.5 *
+          base.GroupedGemmTime_s(2048, 1536, 2048, Precision::kBf16, false, o));
+  EXPECT_DOUBLE_EQ(
       fitted.AttentionForwardTime_s(32, 2048, 2048, 128, true, o),
       1.5 * base.AttentionForwardTime_s(32, 2048, 2048, 128, true, o));
   EXPECT_DOUBLE_EQ(

@@ -6,6 +6,7 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
+#include "search_spaces/presets.h"
 #include "tests/costmodel/test_specs.h"
 
 namespace meshtune::costmodel {
@@ -54,6 +55,26 @@ TEST(MeasuredCalibration, OtherShapesRunAtTheNearestShapesThroughput) {
   EXPECT_EQ(cal.GemmTime_s(8192, 4096, 2048, Precision::kFp16, all_on),
             sheet.GemmTime_s(8192, 4096, 2048, Precision::kFp16, all_on));
   EXPECT_EQ(cal.NearestGemm(8192, 4096, 2048, Precision::kFp16), nullptr);
+}
+
+// The microbenchmarks time single GEMMs; an expert GEMM of GroupedLinear
+// on Blackwell Ultra takes the datasheet's slowdown (0.90 / 0.72) on top,
+// the fused grouped MLP none.
+TEST(MeasuredCalibration, GroupedGemmsTakeTheDatasheetSlowdown) {
+  const ModelOptions all_on;
+  auto b300 = search_spaces::ResolveCluster("b300");
+  ASSERT_TRUE(b300.ok());
+  const MeasuredCalibration cal(*b300, Tables());
+  EXPECT_NEAR(
+      cal.GroupedGemmTime_s(4096, 4096, 4096, Precision::kBf16, false, all_on),
+      1.0e-3 * 0.90 / 0.72, 1e-12);
+  EXPECT_NEAR(
+      cal.GroupedGemmTime_s(4096, 4096, 4096, Precision::kBf16, true, all_on),
+      1.0e-3, 1e-12);
+  const MeasuredCalibration a100(testing::A100Cluster(), Tables());
+  EXPECT_NEAR(
+      a100.GroupedGemmTime_s(4096, 4096, 4096, Precision::kBf16, false, all_on),
+      1.0e-3, 1e-12);
 }
 
 TEST(MeasuredCalibration, CollectivesInterpolateInLogSize) {
