@@ -495,8 +495,9 @@ void ApplyRecipeMoeSoftware(const std::string& source,
   if (name == "deepseekv3") {
     fused_mlp = mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
                           (g == "b300" && v >= 260601));
-    flex = (g == "h100" && v >= 250900) || (g == "gb200" && v >= 251100) ||
-           ((g == "b200" || g == "b300" || g == "gb300") && v >= 260200);
+    flex = (g == "h100" && v >= 250900) ||
+           ((g == "gb200" || g == "gb300") && v >= 251100) ||
+           ((g == "b200" || g == "b300") && v >= 260200);
     overlap = (g == "h100" && v <= 251199) ||
               (g == "b200" && mxfp8 && v >= 260401 && config.pp == 8 &&
                config.vpp == 2 && config.ep == 32) ||
@@ -585,7 +586,7 @@ void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
                   (g == "b300" && v >= 260601));
     const uint32_t layer = kGraphAttn | kRouter;
     if (g == "gb200") te = layer;
-    if (g == "gb300" && !mxfp8) te = layer;
+    if (g == "gb300" && (!mxfp8 || v < 260200)) te = layer;
     if (g == "b300" && v >= 260401) te = layer;
     if (g == "b200" && mxfp8 && v >= 260401) te = layer;
   } else if (name == "nemotron3nano") {

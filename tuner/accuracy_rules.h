@@ -201,8 +201,11 @@ bool ApplyRecipeLayout(const std::string& source,
 // configs.py at the release tag of each NeMo container (25.09 = Megatron-
 // Bridge 0.1.0rc3, 25.11 = 0.2.0, 26.02 = 0.3.0, 26.02.01 = 0.3.1, 26.04 =
 // 0.4.0, 26.04.01 = 0.4.2, 26.06 = 0.5.0, 26.06.01 = 0.5.1, 26.08 = 0.6.0):
-//   DeepSeek-V3  flex: H100 from 25.09 (DeepEP; HybridEP from 26.02), GB200
-//                from 25.11, B200/B300/GB300 from 26.02. EP overlap: H100
+//   DeepSeek-V3  flex: H100 from 25.09 (DeepEP; HybridEP from 26.02),
+//                GB200/GB300 from 25.11 (the 25.11 GB300 table ran the
+//                pp2 vpp4 ep32 recipe of Megatron-Bridge d19cb73c8,
+//                2025-12-05, after the 0.2.0 tag), B200/B300 from 26.02.
+//                EP overlap: H100
 //                25.09-25.11; B200 mxfp8 pp8 vpp2 ep32 from 26.04.01;
 //                GB200/GB300 mxfp8 from 26.06; B300 mxfp8 from 26.06.01.
 //   Qwen3-30B    flex (HybridEP) except B200 before 26.02.01 and H100
@@ -233,9 +236,10 @@ void ApplyRecipeMoeSoftware(const std::string& source,
 //               precisions attn too. GB300/B300: TE router. mxfp8 from
 //               26.06 (B200 26.06.01): full.
 //   DeepSeek-V3 GB200: TE attn router; GB300: bf16 TE attn router, mxfp8
-//               none; B300 from 26.04.01 and B200 mxfp8 from 26.04.01: TE
-//               attn router; H100 and the rest: none. mxfp8 GB200/GB300
-//               from 26.06, B300 from 26.06.01: full.
+//               none from 26.02 (25.11: one recipe, TE attn router, for
+//               every precision); B300 from 26.04.01 and B200 mxfp8
+//               from 26.04.01: TE attn router; H100 and the rest: none. mxfp8
+//               GB200/GB300 from 26.06, B300 from 26.06.01: full.
 //   Nemotron 3  Blackwell: TE attn mamba router; H100: bf16 TE attn mamba,
 //   Nano        FP8-CS TE mamba.
 // Other sources and models are left as they are (Megatron's default: no

@@ -326,6 +326,11 @@ TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
   EXPECT_EQ(apply(mb2604, "DeepSeekV3", "gb300", Precision::kBf16),
             te(kAttn | kRouter));
   EXPECT_EQ(apply(mb2604, "DeepSeekV3", "h100", Precision::kBf16), none);
+  // ... but the 25.11 GB300 table ran one recipe for every precision
+  // (Megatron-Bridge d19cb73c8 "gb300 changes": pp2 vpp4 ep32, gbs 4096).
+  EXPECT_EQ(apply("MegatronBridge_25.11_perf_summary", "DeepSeekV3", "gb300",
+                  Precision::kMxfp8),
+            te(kAttn | kRouter));
   // Nemotron 3 Nano on H100 FP8-CS graphs only the Mamba mixers.
   EXPECT_EQ(apply(mb2604, "Nemotron_3_Nano", "h100", Precision::kFp8Tensorwise),
             te(search_spaces::kGraphMamba));
@@ -448,6 +453,15 @@ TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
   EXPECT_EQ(apply("MegatronBridge_26.02_perf_summary", "h100",
                   Precision::kFp8Tensorwise, *dsv3),
             std::make_pair(TokenDispatcher::kFlex, false));
+  // On GB300 HybridEP from 25.11, on B200 from 26.02.
+  EXPECT_EQ(apply("MegatronBridge_25.11_perf_summary", "gb300",
+                  Precision::kMxfp8, *dsv3)
+                .first,
+            TokenDispatcher::kFlex);
+  EXPECT_EQ(apply("MegatronBridge_25.11_perf_summary", "b200",
+                  Precision::kMxfp8, *dsv3)
+                .first,
+            TokenDispatcher::kAlltoall);
   // Other sources and dense models are left alone.
   EXPECT_EQ(apply("NeMo_25.04_perf_summary", "h100", Precision::kFp8Tensorwise,
                   *dsv3),
