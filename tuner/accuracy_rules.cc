@@ -585,7 +585,7 @@ void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
         mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
                   (g == "b300" && v >= 260601));
     const uint32_t layer = kGraphAttn | kRouter;
-    if (g == "gb200") te = layer;
+    if (g == "gb200") te = v < 260200 ? kRouter : layer;
     if (g == "gb300" && (!mxfp8 || v < 260200)) te = layer;
     if (g == "b300" && v >= 260401) te = layer;
     if (g == "b200" && mxfp8 && v >= 260401) te = layer;

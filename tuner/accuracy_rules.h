@@ -235,7 +235,8 @@ void ApplyRecipeMoeSoftware(const std::string& source,
 //               from 26.02.01 attn too. GB200: mxfp8 TE router, other
 //               precisions attn too. GB300/B300: TE router. mxfp8 from
 //               26.06 (B200 26.06.01): full.
-//   DeepSeek-V3 GB200: TE attn router; GB300: bf16 TE attn router, mxfp8
+//   DeepSeek-V3 GB200: TE attn router (25.11: router only); GB300: bf16 TE attn
+//   router, mxfp8
 //               none from 26.02 (25.11: one recipe, TE attn router, for
 //               every precision); B300 from 26.04.01 and B200 mxfp8
 //               from 26.04.01: TE attn router; H100 and the rest: none. mxfp8

@@ -331,6 +331,12 @@ TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
   EXPECT_EQ(apply("MegatronBridge_25.11_perf_summary", "DeepSeekV3", "gb300",
                   Precision::kMxfp8),
             te(kAttn | kRouter));
+  // GB200 added attention to the router's graphs in 26.02.
+  EXPECT_EQ(apply("MegatronBridge_25.11_perf_summary", "DeepSeekV3", "gb200",
+                  Precision::kBf16),
+            te(kRouter));
+  EXPECT_EQ(apply(mb2604, "DeepSeekV3", "gb200", Precision::kBf16),
+            te(kAttn | kRouter));
   // Nemotron 3 Nano on H100 FP8-CS graphs only the Mamba mixers.
   EXPECT_EQ(apply(mb2604, "Nemotron_3_Nano", "h100", Precision::kFp8Tensorwise),
             te(search_spaces::kGraphMamba));
