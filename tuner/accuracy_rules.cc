@@ -384,13 +384,12 @@ void ApplyRecipeDefaults(const std::string& source, const ModelSpec& model,
   }
   if (!StartsWith(s, "megatronbridge")) return;
   training->cross_entropy_loss_fusion = true;
-  // The performance scripts select Transformer Engine's kernel since
-  // 2025-12-03 (scripts/performance/utils/overrides.py,
-  // cross_entropy_fusion_impl = "te"; in v0.3.0 = 26.02 on, not in v0.2.x).
-  if (SourceVersion(source, "megatronbridge_") >= 260200) {
-    training->cross_entropy_fusion_impl =
-        search_spaces::CrossEntropyFusionImpl::kTe;
-  }
+  // The performance scripts select Transformer Engine's kernel in every
+  // table (cross_entropy_fusion_impl: "te" in 0.1.0rc3's YAML files = 25.09,
+  // set_common_perf_overrides in scripts/performance/utils/helpers.py from
+  // 0.2.0 = 25.11, utils/overrides.py from 0.3.0 = 26.02).
+  training->cross_entropy_fusion_impl =
+      search_spaces::CrossEntropyFusionImpl::kTe;
   if (!training->megatron_fsdp || !IsMegatronBridge2509OrLater(source)) return;
   // The recipes' activation offloading (see the header for the file): the
   // only Megatron-FSDP recipes of the performance tables are LLaMA-3 70B's.

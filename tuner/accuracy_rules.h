@@ -143,9 +143,11 @@ bool ForceBalancedFromNotes(const std::string& notes);
 // state, applied to `training` (docs/costmodel.md "Memory"):
 //   Megatron-Bridge sources: --cross-entropy-loss-fusion
 //     (src/megatron/bridge/models/gpt_provider.py: cross_entropy_loss_fusion
-//     defaults to True), from 26.02 on with --cross-entropy-fusion-impl te
-//     (scripts/performance/utils/overrides.py since 2025-12-03; native,
-//     Megatron's default, before and everywhere else); Megatron-LM
+//     defaults to True) with --cross-entropy-fusion-impl te in every table
+//     (cross_entropy_fusion_impl: "te" in the 0.1.0rc3 YAML files = 25.09,
+//     scripts/performance/utils/helpers.py in 0.2.0 = 25.11, utils/
+//     overrides.py from 0.3.0 = 26.02; native, Megatron's default,
+//     everywhere else); Megatron-LM
 //     examples/llama sources likewise (native)
 //     (train_llama3_8b_h100_fp8.sh passes --cross-entropy-loss-fusion);
 //     NeMo 2.0 sources (the NeMo_YY.MM performance summaries from 24.09 on

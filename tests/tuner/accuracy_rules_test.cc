@@ -57,13 +57,18 @@ TEST(ApplyRecipeDefaults, MegatronBridgeFusesTheCrossEntropy) {
   ApplyRecipeDefaults("MegatronBridge_26.04_perf_summary", *llama, "h100", &t);
   EXPECT_TRUE(t.cross_entropy_loss_fusion);
   EXPECT_EQ(t.cpu_offloading_num_layers, 0);  // not Megatron-FSDP
-  // Transformer Engine's kernel from 26.02 (the performance scripts'
-  // override of 2025-12-03), Megatron's native one before.
+  // Transformer Engine's kernel in every Megatron-Bridge table (25.09's
+  // YAML files already set it), Megatron's native one for other sources.
   EXPECT_EQ(t.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe);
+  for (const char* te : {"MegatronBridge_25.11_perf_summary",
+                         "MegatronBridge_25.09_perf_summary"}) {
+    TrainingSpec bridge;
+    ApplyRecipeDefaults(te, *llama, "h100", &bridge);
+    EXPECT_EQ(bridge.cross_entropy_fusion_impl, CrossEntropyFusionImpl::kTe)
+        << te;
+  }
   for (const char* native :
-       {"MegatronBridge_25.11_perf_summary",
-        "MegatronBridge_25.09_perf_summary", "NeMo_25.04_perf_summary",
-        "MegatronLM_examples_llama_FP8"}) {
+       {"NeMo_25.04_perf_summary", "MegatronLM_examples_llama_FP8"}) {
     TrainingSpec before;
     ApplyRecipeDefaults(native, *llama, "h100", &before);
     EXPECT_TRUE(before.cross_entropy_loss_fusion) << native;
