@@ -8,6 +8,7 @@
 
 #include "costmodel/comm_model.h"
 #include "costmodel/compute_model.h"
+#include "costmodel/ep_overlap.h"
 #include "costmodel/host_launch.h"
 #include "costmodel/memory_model.h"
 #include "costmodel/model_stats.h"
@@ -453,8 +454,14 @@ Estimate Estimator::operator()(const ParallelConfig& c,
     w->tp += n * (k.x.tp_fwd_s * (1 + full_fraction) + k.x.tp_bwd_s);
     w->cp += n * (k.x.cp_fwd_s * (1 + full_fraction) + k.x.cp_bwd_s);
     const double ep = k.x.ep_fwd_s * (1 + ep_replays) + k.x.ep_bwd_s;
-    // Paired steps hide the all-to-alls behind the partner's layer compute.
-    w->ep += n * (ep_unpaired * ep + (1 - ep_unpaired) * Exposed(ep, f + b));
+    // Paired steps hide the all-to-alls behind the partner's compute, stage
+    // by stage (ep_overlap.h).
+    const double paired =
+        ep_unpaired < 1.0
+            ? PairedEpExposed_s(k.x.ep_fwd_s / 2, k.x.ep_bwd_s / 2, f, b,
+                                k.c.moe_fwd_s, k.x.ep_fwd_s * ep_replays)
+            : 0.0;
+    w->ep += n * (ep_unpaired * ep + (1 - ep_unpaired) * paired);
     w->fwd_win += n * (f + k.x.tp_fwd_s);
     w->bwd_win += n * (b + k.x.tp_bwd_s);
     // Each phase lasts at least as long as the host takes to launch it.
