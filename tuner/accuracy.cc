@@ -444,6 +444,10 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     if (c.model.is_moe() && ForceBalancedFromNotes(r.Text("notes"))) {
       c.model.moe_router_force_load_balancing = true;
     }
+    // The recipe's expert tensor parallelism where the row leaves it open.
+    if (c.config.etp == 0) {
+      c.config.etp = RecipeExpertTensorParallel(c.source, c.model);
+    }
     // The recipe's dispatcher and EP overlap, per container version.
     ApplyRecipeMoeSoftware(c.source, cluster_name, c.config, &c.model,
                            &c.training);

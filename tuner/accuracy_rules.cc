@@ -525,6 +525,12 @@ void ApplyRecipeMoeSoftware(const std::string& source,
       overlap && search_spaces::EpOverlapRefusal(*model, config).empty();
 }
 
+int64_t RecipeExpertTensorParallel(const std::string& source,
+                                   const ModelSpec& model) {
+  return model.is_moe() && SourceVersion(source, "megatronbridge_") != 0 ? 1
+                                                                         : 0;
+}
+
 void ApplyRecipeFp8Attention(const std::string& source, const ModelSpec& model,
                              const std::string& cluster_name,
                              search_spaces::TrainingSpec* training) {

@@ -225,6 +225,15 @@ void ApplyRecipeMoeSoftware(const std::string& source,
                             search_spaces::ModelSpec* model,
                             search_spaces::TrainingSpec* training);
 
+// The expert tensor parallelism of NVIDIA's Megatron-Bridge MoE performance
+// recipes: 1 for every MoE row of a Megatron-Bridge source (the
+// WorkloadBaseConfig of each MoE family sets expert_tensor_parallel_size=1:
+// scripts/performance/configs/{deepseek,qwen,qwen3,nemotronh,gpt_oss}/ from
+// 0.2.0 = 25.11; 0.1.0rc3's YAML files, 25.09, say etp: 1), else 0 (the
+// row's own, Megatron's default: the tensor-parallel size).
+int64_t RecipeExpertTensorParallel(const std::string& source,
+                                   const search_spaces::ModelSpec& model);
+
 // The CUDA graphs of NVIDIA's Megatron-Bridge performance recipes for a row
 // of the qwen3-30b-a3b, deepseek-v3 or nemotron3-nano preset (the host-
 // launch term, costmodel/host_launch.h), read from the same files as

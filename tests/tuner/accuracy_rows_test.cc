@@ -371,6 +371,18 @@ TEST(AccuracyRows, VariantsArePartOfTheRowsConfiguration) {
   EXPECT_EQ(without.model.mtp_num_layers, 0);
   EXPECT_EQ(v3("DeepSeekV3").model.mtp_num_layers, 1);
 
+  // Megatron-Bridge's MoE recipes run ETP 1 where the row leaves it to
+  // Megatron's default (the tensor-parallel size); NeMo rows keep it.
+  const AccuracyCase bridge_tp2 =
+      MapOne(With(MoeRow("DeepSeekV3"), {{"tp", "2"}, {"ep", "32"}}));
+  ASSERT_EQ(bridge_tp2.skipped_reason, "");
+  EXPECT_EQ(bridge_tp2.config.etp, 1);
+  const AccuracyCase nemo_tp2 = MapOne(
+      With(MoeRow("Mixtral-8x7B"),
+           {{"source", "NeMo_25.04_perf_summary"}, {"tp", "2"}, {"ep", "8"}}));
+  ASSERT_EQ(nemo_tp2.skipped_reason, "");
+  EXPECT_EQ(nemo_tp2.config.etp, 0);
+
   // "(12-layer)": the layers column wins; blank, the variant's count.
   EXPECT_EQ(MapOne(Llama12()).model.num_layers, 12);
   EXPECT_EQ(MapOne(With(Llama12(), {{"layers", ""}})).model.num_layers, 12);

@@ -388,6 +388,23 @@ TEST(ApplyRecipeFp8Attention, FollowsTheRecipes) {
 }
 
 // The recipes' dispatcher and EP overlap per container (accuracy_rules.h).
+TEST(RecipeExpertTensorParallel, MegatronBridgeMoeRecipesRunEtp1) {
+  const auto dsv3 = FindModelPreset("DeepSeekV3");
+  const auto llama = FindModelPreset("LLAMA3_70B");
+  ASSERT_TRUE(dsv3.has_value() && llama.has_value());
+  EXPECT_EQ(
+      RecipeExpertTensorParallel("MegatronBridge_25.09_perf_summary", *dsv3),
+      1);
+  EXPECT_EQ(
+      RecipeExpertTensorParallel("MegatronBridge_26.08_perf_summary", *dsv3),
+      1);
+  // Dense models and other sources: Megatron's default (0 = tp).
+  EXPECT_EQ(
+      RecipeExpertTensorParallel("MegatronBridge_26.04_perf_summary", *llama),
+      0);
+  EXPECT_EQ(RecipeExpertTensorParallel("NeMo_25.04_perf_summary", *dsv3), 0);
+}
+
 TEST(ApplyRecipeMoeSoftware, DispatcherAndOverlapFollowTheContainer) {
   using search_spaces::TokenDispatcher;
   const auto qwen = FindModelPreset("Qwen3_30B_a3B");
