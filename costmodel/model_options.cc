@@ -53,8 +53,8 @@ const std::vector<RefinementInfo>& AllRefinements() {
            "flex (DeepEP/HybridEP) sends one copy per destination node, "
            "forwards on NVLink"},
           {Refinement::kMoeEpOverlap, "moe_ep_overlap",
-           "--overlap-moe-expert-parallel-comm hides the EP all-to-alls of "
-           "paired micro-batches behind each other's layer compute"},
+           "--overlap-moe-expert-parallel-comm hides each EP all-to-all of "
+           "paired micro-batches behind the compute it is paired with"},
           {Refinement::kMambaScanCudaCores, "mamba_scan",
            "the Mamba-2 chunked scan runs at a fraction of the FP32 "
            "CUDA-core peak, not the tensor-core GEMM rate"},
