@@ -3,6 +3,7 @@
 #include "search_spaces/presets.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -177,6 +178,29 @@ const std::vector<ClusterSpec>& ClusterPresets() {
     return clusters;
   }();
   return kClusters;
+}
+
+std::string ClusterPresetForGpu(const std::string& gpu_name) {
+  std::string upper = gpu_name;
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  auto has = [&](const char* part) {
+    return upper.find(part) != std::string::npos;
+  };
+  for (const char* kind : {"GB300", "GB200", "B300", "B200", "H200"}) {
+    if (has(kind)) {
+      std::string name = kind;
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      return name;
+    }
+  }
+  if (has("H100")) return has("PCIE") ? "" : "h100";
+  if (has("A100")) {
+    if (has("40G")) return "a100-40g";
+    if (has("80G")) return "a100-80g";
+  }
+  return "";
 }
 
 StatusOr<ModelSpec> ResolveModel(const std::string& name_or_path) {

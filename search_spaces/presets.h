@@ -29,6 +29,17 @@ StatusOr<ClusterSpec> ResolveCluster(const std::string& name_or_path);
 // Reads a search-space YAML file (user file or built-in under spaces/).
 StatusOr<SearchSpace> ResolveSearchSpace(const std::string& name_or_path);
 
+// The built-in cluster preset for a GPU as drivers and tables name it
+// ("NVIDIA H100 80GB HBM3" and "H100-SXM-80GB (DGX-H100)" -> "h100",
+// "NVIDIA A100-SXM4-40GB" -> "a100-40g", "GB200 NVL72" -> "gb200"), or ""
+// when no preset describes it. Case-insensitive substrings, tried in the
+// order GB300, GB200, B300, B200, H200, H100, A100, so a Grace-Blackwell
+// name is not read as its Blackwell part. An A100 needs its memory size
+// (40GB or 80GB) and an H100 PCIe has no preset (the h100 preset is the SXM
+// part: other peaks, no NVLink). The one rule for `tune accuracy` rows,
+// `tune train --backend cuda` and the CUDA profiler's peaks.
+std::string ClusterPresetForGpu(const std::string& gpu_name);
+
 // Parse YAML text; `source` names the file in error locations.
 StatusOr<ModelSpec> ParseModelYaml(const std::string& text,
                                    const std::string& source);

@@ -348,7 +348,8 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
              "model_tflops_per_gpu, mfu_pct, hfu_pct, layer_fwd_ms, "
              "layer_bwd_ms, layer_fwd_bwd_ms, allocated_memory_gib)";
   }
-  const std::string cluster_name = ClusterPresetForGpu(c.gpu_name);
+  const std::string cluster_name =
+      search_spaces::ClusterPresetForGpu(c.gpu_name);
   const std::string precision_text = r.Text("precision");
   const std::optional<Precision> precision =
       PrecisionForRow(precision_text, c.source);

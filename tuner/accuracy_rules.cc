@@ -212,18 +212,6 @@ ModelVariant ParseModelVariant(const std::string& model_column) {
   return v;
 }
 
-std::string ClusterPresetForGpu(const std::string& gpu) {
-  const std::string g = Upper(gpu);
-  for (const char* kind : {"GB300", "GB200", "B300", "B200", "H200", "H100"}) {
-    if (Contains(g, kind)) return Lower(kind);
-  }
-  if (Contains(g, "A100")) {
-    if (Contains(g, "40GB") || Contains(g, "40G")) return "a100-40g";
-    if (Contains(g, "80GB") || Contains(g, "80G")) return "a100-80g";
-  }
-  return "";
-}
-
 std::optional<Precision> PrecisionFromText(const std::string& text) {
   const std::string t = Lower(text);
   // The NeMo 25.07 GB200 table's parenthesised alternative values

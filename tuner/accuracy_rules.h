@@ -71,11 +71,6 @@ struct ModelVariant {
 };
 ModelVariant ParseModelVariant(const std::string& model_column);
 
-// Cluster preset name for a GPU description ("A100-SXM4-80GB (Selene)" ->
-// "a100-80g"); "" when no known GPU is named. Substrings are tried in the
-// order GB300, GB200, B300, B200, H200, H100, A100 (so "GB200" is not a
-// B200); an A100 needs 40GB or 80GB to pick its preset.
-std::string ClusterPresetForGpu(const std::string& gpu);
 // The recipe a precision cell spells out (the table in the header comment,
 // without the per-source rule): plain "fp8" is delayed scaling, Megatron's
 // default recipe. nullopt when the text names no precision we model.

@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "costmodel/datasheet_calibration.h"
-#include "tuner/accuracy_rules.h"
+#include "search_spaces/presets.h"
 #include "tuner/results_db.h"
 #include "tuner/validate_learning.h"
 
@@ -112,7 +112,7 @@ std::string MatchingHardwareId(
   std::string id;
   for (const auto& hw : machines) {
     if (hw.backend == "cuda" && !hw.gpu_model.empty() &&
-        ClusterPresetForGpu(hw.gpu_model) == cluster.name) {
+        search_spaces::ClusterPresetForGpu(hw.gpu_model) == cluster.name) {
       id = hw.id;
     }
   }

@@ -1,7 +1,6 @@
 #include "tuner/cuda_engine.h"
 
-#include <algorithm>
-#include <cctype>
+#include "search_spaces/presets.h"
 
 #if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
 #include "engine/cuda/device.h"
@@ -47,18 +46,6 @@ StatusOr<std::unique_ptr<engine::Trainer>> CreateCudaTrainer(
 #endif
 }
 
-std::string GpuPresetForDeviceName(const std::string& name) {
-  std::string upper = name;
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](unsigned char c) { return std::toupper(c); });
-  auto has = [&](const char* s) { return upper.find(s) != std::string::npos; };
-  if (has("H200")) return "h200";
-  if (has("H100")) return "h100";
-  if (has("B200")) return "b200";
-  if (has("A100")) return has("40GB") ? "a100-40g" : "a100-80g";
-  return "";
-}
-
 int LocalGpuCount() {
 #if MESHTUNE_TUNER_HAVE_CUDA_ENGINE
   return engine::cuda::DeviceCount();
@@ -79,7 +66,7 @@ std::string LocalGpuName() {
 
 std::string DetectedGpuPreset() {
   const std::string name = LocalGpuName();
-  return name.empty() ? "" : GpuPresetForDeviceName(name);
+  return name.empty() ? "" : search_spaces::ClusterPresetForGpu(name);
 }
 
 }  // namespace meshtune::tuner

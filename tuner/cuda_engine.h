@@ -36,14 +36,10 @@ int LocalGpuCount();
 // Device 0's name ("NVIDIA H200"), or "" when there is no device.
 std::string LocalGpuName();
 
-// The GPU preset matching device 0's name ("NVIDIA H200" -> "h200",
-// "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA A100-SXM4-40GB" -> "a100-40g",
-// other A100s -> "a100-80g", B200 -> "b200"), or "" when there is no
-// device, no CUDA engine, or no preset for it.
+// The GPU preset matching device 0's name
+// (search_spaces::ClusterPresetForGpu: "NVIDIA H200" -> "h200"), or "" when
+// there is no device, no CUDA engine, or no preset for it.
 std::string DetectedGpuPreset();
-
-// The preset a device name maps to (the rule above; "" for none).
-std::string GpuPresetForDeviceName(const std::string& name);
 
 }  // namespace meshtune::tuner
 

@@ -434,6 +434,33 @@ TEST(ClusterPresetsTest, AliasesAndSuggestions) {
             "did you mean: h100, h200, b300? run 'tune gpus' for the list");
 }
 
+// One rule for table rows, driver names and the profiler's peaks.
+TEST(ClusterPresetsTest, GpuNamesMapBySubstring) {
+  EXPECT_EQ(ClusterPresetForGpu("A100-SXM4-80GB (Selene DGX A100)"),
+            "a100-80g");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA A100 40GB PCIe"), "a100-40g");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA A100-SXM4-40GB"), "a100-40g");
+  EXPECT_EQ(ClusterPresetForGpu("A100"), "");  // which one is unknown
+  EXPECT_EQ(ClusterPresetForGpu("H100-SXM-80GB (DGX-H100)"), "h100");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA H100 80GB HBM3"), "h100");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA H100 PCIe"), "");  // not the SXM
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA H200 (sm_90, 139.80 GiB)"), "h200");
+  EXPECT_EQ(ClusterPresetForGpu("DGX H200"), "h200");
+  EXPECT_EQ(ClusterPresetForGpu("GB200 NVL72"), "gb200");  // not b200
+  EXPECT_EQ(ClusterPresetForGpu("HGX B200"), "b200");
+  EXPECT_EQ(ClusterPresetForGpu("gb300 nvl72"), "gb300");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA B300 SXM6 AC"), "b300");
+  EXPECT_EQ(ClusterPresetForGpu("MI300X"), "");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA GeForce RTX 4090"), "");
+  // Every name the rule returns is a preset.
+  for (const char* gpu : {"A100 80GB", "A100 40GB", "H100", "H200", "B200",
+                          "B300", "GB200", "GB300"}) {
+    const std::string name = ClusterPresetForGpu(gpu);
+    ASSERT_FALSE(name.empty()) << gpu;
+    EXPECT_TRUE(ResolveCluster(name).ok()) << name;
+  }
+}
+
 TEST(SearchSpacePresetsTest, BuiltInSpaces) {
   StatusOr<SearchSpace> d = ResolveSearchSpace("default");
   ASSERT_TRUE(d.ok()) << d.status().message();

@@ -113,20 +113,6 @@ TEST(AccuracyMapping, ModelNamesNormaliseToPresets) {
   EXPECT_FALSE(FindModelPreset("").has_value());
 }
 
-TEST(AccuracyMapping, GpuNamesMapBySubstring) {
-  EXPECT_EQ(ClusterPresetForGpu("A100-SXM4-80GB (Selene DGX A100)"),
-            "a100-80g");
-  EXPECT_EQ(ClusterPresetForGpu("NVIDIA A100 40GB PCIe"), "a100-40g");
-  EXPECT_EQ(ClusterPresetForGpu("A100"), "");  // which one is unknown
-  EXPECT_EQ(ClusterPresetForGpu("H100-SXM-80GB (DGX-H100)"), "h100");
-  EXPECT_EQ(ClusterPresetForGpu("DGX H200"), "h200");
-  EXPECT_EQ(ClusterPresetForGpu("GB200 NVL72"), "gb200");  // not b200
-  EXPECT_EQ(ClusterPresetForGpu("HGX B200"), "b200");
-  EXPECT_EQ(ClusterPresetForGpu("gb300 nvl72"), "gb300");
-  EXPECT_EQ(ClusterPresetForGpu("B300"), "b300");
-  EXPECT_EQ(ClusterPresetForGpu("MI300X"), "");
-}
-
 TEST(AccuracyMapping, BlackwellUltraRowsResolveTheirPresets) {
   const AccuracyCase b300 = MapOne({{"gpu", "HGX B300"}});
   ASSERT_EQ(b300.skipped_reason, "");

@@ -61,14 +61,6 @@ TEST(TrainBackend, FlagsRoundTripForRelaunch) {
   EXPECT_NE(joined.find("--gpu h200"), std::string::npos) << joined;
 }
 
-TEST(TrainBackend, DevicePresetFromTheDeviceName) {
-  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA H200 (sm_90, 139.80 GiB)"), "h200");
-  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA H100 80GB HBM3"), "h100");
-  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-40GB"), "a100-40g");
-  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA A100-SXM4-80GB"), "a100-80g");
-  EXPECT_EQ(GpuPresetForDeviceName("NVIDIA GeForce RTX 4090"), "");
-}
-
 TEST(TrainBackend, JsonNamesTheBackendPrecisionAndModelFlops) {
   engine::TrainConfig c;
   c.model.name = "gpt-tiny";
