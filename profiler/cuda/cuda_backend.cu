@@ -22,6 +22,7 @@
 #include "profiler/cuda/cuda_check.cuh"
 #include "profiler/cuda/cupti_tracer.h"
 #include "profiler/kernel_timing.h"
+#include "profiler/preset_peaks.h"
 #include "results/store.h"
 
 namespace meshtune::profiler {
@@ -357,28 +358,7 @@ StatusOr<results::HardwareFingerprint> CudaBackend::Fingerprint() {
 }
 
 double CudaBackend::PeakTflops(DType dtype) const {
-  // Dense peaks as in search_spaces/clusters/*.yaml (NVIDIA datasheets).
-  struct Peak {
-    const char* name_part;
-    double bf16, fp8, fp32;
-  };
-  static const Peak kPeaks[] = {
-      {"H200", 989, 1979, 67},  {"H100 PCIe", 756, 1513, 51},
-      {"H100", 989, 1979, 67},  {"A100", 312, 0, 19.5},
-      {"B200", 2250, 4500, 80},
-  };
-  for (const Peak& p : kPeaks) {
-    if (impl_->device_name.find(p.name_part) == std::string::npos) continue;
-    switch (dtype) {
-      case DType::kBf16:
-        return p.bf16;
-      case DType::kFp8:
-        return p.fp8;
-      case DType::kFp32:
-        return p.fp32;
-    }
-  }
-  return 0.0;
+  return PresetPeakTflops(impl_->device_name, dtype);
 }
 
 StatusOr<Sample> CudaBackend::TimeGemm(int64_t m, int64_t n, int64_t k,
