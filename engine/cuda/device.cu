@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "engine/cuda/device.h"
+#include "engine/cuda/vendor_status.cuh"
 
 namespace meshtune::engine::cuda {
 namespace {
@@ -13,12 +14,6 @@ std::string GiB(size_t bytes) {
   std::snprintf(text, sizeof(text), "%.2f GiB",
                 static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return text;
-}
-
-Status CudaStatus(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return Status::Ok();
-  return Status::Internal("cuda " + what +
-                          " failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace

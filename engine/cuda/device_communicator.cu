@@ -15,6 +15,7 @@
 #include "engine/cuda/device_communicator.h"
 #include "engine/cuda/nccl_communicator.h"
 #include "engine/cuda/staged_communicator.h"
+#include "engine/cuda/vendor_status.cuh"
 
 namespace meshtune::engine::cuda {
 namespace {
@@ -27,18 +28,6 @@ constexpr const char* kCommEnv = "MESHTUNE_CUDA_COMM";
 // (HOST_NAME_MAX is 64 on Linux), ':' and a PCI bus id ("0000:41:00.0").
 constexpr size_t kDeviceIdBytes = 256;
 static_assert(kDeviceIdBytes % sizeof(float) == 0, "device id block size");
-
-Status NcclStatus(ncclResult_t result, const char* what) {
-  if (result == ncclSuccess) return Status::Ok();
-  return Status::Internal(std::string("NCCL ") + what +
-                          " failed: " + ncclGetErrorString(result));
-}
-
-Status CudaStatus(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return Status::Ok();
-  return Status::Internal(std::string("cuda ") + what +
-                          " failed: " + cudaGetErrorString(err));
-}
 
 // The first two members (in rank order) that run on the same device, or
 // {-1, -1} when every device is distinct.

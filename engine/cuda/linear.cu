@@ -9,18 +9,13 @@
 #include "engine/cuda/kernel_util.cuh"
 #include "engine/cuda/linear.h"
 #include "engine/cuda/ops.h"
+#include "engine/cuda/vendor_status.cuh"
 
 namespace meshtune::engine::cuda {
 namespace {
 
 constexpr int kBiasThreads = 256;
 constexpr int64_t kBiasRowsPerChunk = 256;
-
-Status LtStatus(cublasStatus_t status, const char* what) {
-  if (status == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-  return Status::Internal(std::string("cuBLASLt ") + what +
-                          " failed: " + cublasLtGetStatusString(status));
-}
 
 #define LT_RETURN_IF_ERROR(expr) \
   MESHTUNE_RETURN_IF_ERROR(LtStatus((expr), #expr))

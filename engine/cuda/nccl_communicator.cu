@@ -5,15 +5,10 @@
 
 #include "engine/cuda/kernel_util.cuh"
 #include "engine/cuda/nccl_communicator.h"
+#include "engine/cuda/vendor_status.cuh"
 
 namespace meshtune::engine::cuda {
 namespace {
-
-Status NcclStatus(ncclResult_t result, const char* what) {
-  if (result == ncclSuccess || result == ncclInProgress) return Status::Ok();
-  return Status::Internal(std::string("NCCL ") + what +
-                          " failed: " + ncclGetErrorString(result));
-}
 
 #define NCCL_RETURN_IF_ERROR(expr) \
   MESHTUNE_RETURN_IF_ERROR(NcclStatus((expr), #expr))
