@@ -70,10 +70,8 @@ class CompareCommand : public Command {
         ->type_name("R,R,..");
     AddTerminalFlags(sub, &terminal_);
     sub->add_flag("--json", json_, "print one JSON object on stdout");
-    sub->add_option("--db", flags_.db,
-                    "results database whose measurements calibrate the "
-                    "estimates (default $TUNE_DB, else ./tune.db if present)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db,
+                "whose measurements, if any, calibrate the estimates");
     sub->add_flag("--no-db", flags_.no_db,
                   "use datasheet numbers, ignore any database");
     sub->footer(kCompareExamples);

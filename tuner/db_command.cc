@@ -176,9 +176,7 @@ class DbCommand : public Command {
         ->type_name("FILE");
     for (CLI::App* sub :
          {hardware_, measurements_, searches_, runs_, export_}) {
-      sub->add_option("--db", db_,
-                      "results database (default: $TUNE_DB, else ./tune.db)")
-          ->type_name("PATH");
+      AddDbOption(sub, &db_);
       sub->footer(kDbExamples);
     }
   }

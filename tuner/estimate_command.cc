@@ -11,6 +11,7 @@
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
+#include "tuner/results_db.h"
 #include "tuner/terminal.h"
 
 namespace meshtune::tuner {
@@ -47,10 +48,8 @@ class EstimateCommand : public Command {
     AddInputFlags(sub, &flags_, /*pins_are_lists=*/false);
     sub->add_flag("--json", json_,
                   "print one JSON estimate (docs/design.md §5) on stdout");
-    sub->add_option("--db", flags_.db,
-                    "results database whose measurements calibrate the "
-                    "estimate (default $TUNE_DB, else ./tune.db if present)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db,
+                "whose measurements, if any, calibrate the estimates");
     sub->add_flag("--no-db", flags_.no_db,
                   "use datasheet numbers, ignore any database");
     AddTerminalFlags(sub, &terminal_);

@@ -74,9 +74,7 @@ class ExportCommand : public Command {
                     "override block)")
         ->required()
         ->type_name("FMT");
-    sub->add_option("--db", db_,
-                    "results database (default: $TUNE_DB, else ./tune.db)")
-        ->type_name("PATH");
+    AddDbOption(sub, &db_);
     sub->footer(kExportExamples);
   }
 

@@ -177,10 +177,7 @@ class LaunchCommand : public Command {
     sub->add_flag("--dry-run", dry_run_,
                   "print the script and write nothing (the default without "
                   "--out)");
-    sub->add_option("--db", flags_.db,
-                    "results database recording this search (default: "
-                    "$TUNE_DB, else ./tune.db)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db, "recording this search");
     sub->add_flag("--no-db", flags_.no_db, "record nothing");
     AddTerminalFlags(sub, &terminal_);
     sub->footer(kLaunchExamples);

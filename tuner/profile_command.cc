@@ -24,6 +24,7 @@
 #include "tuner/command.h"
 #include "tuner/inputs.h"
 #include "tuner/mpi_bench_note.h"
+#include "tuner/results_db.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -103,8 +104,7 @@ class ProfileCommand : public Command {
     sub->add_option("--max-bytes", max_bytes_,
                     "largest collective message in bytes (default 64 MiB on "
                     "cpu, 64 KiB with --quick)");
-    sub->add_option("--db", db_,
-                    "results database (default: $TUNE_DB, else ./tune.db)");
+    AddDbOption(sub, &db_, "storing the measurements");
     sub->add_flag("--no-db", no_db_, "print only; store nothing");
     sub->footer(
         "Examples:\n  tune profile --backend cpu\n"

@@ -44,9 +44,6 @@ spreads (median absolute deviations of the repeats) together; or when any step's
 baseline's by more than --loss-rtol (relative). Exit 0 pass, 1
 regression, 2 input error. See docs/regress.md.)";
 
-constexpr const char* kDbHelp =
-    "results database (default $TUNE_DB, else ./tune.db)";
-
 StatusOr<results::HardwareFingerprint> StoredHardware(
     const results::Store& store, const std::string& id) {
   StatusOr<std::vector<results::HardwareFingerprint>> all =
@@ -81,7 +78,7 @@ class RegressCommand : public Command {
     run_->add_option("--backend", backend_,
                      "engine: cpu or cuda; must be the benchmark's (cpu- or "
                      "cuda- name), which is the default");
-    run_->add_option("--db", db_, kDbHelp);
+    AddDbOption(run_, &db_);
     run_->footer(
         "Examples:\n  tune regress run --benchmark cpu-gpt-tiny-v1\n"
         "  tune regress run --benchmark cuda-gpt-tiny-v1 --backend cuda\n"
@@ -92,7 +89,7 @@ class RegressCommand : public Command {
 
     results_ = sub->add_subcommand("results", "list stored benchmark results");
     results_->add_option("--benchmark", benchmark_, "only this benchmark");
-    results_->add_option("--db", db_, kDbHelp);
+    AddDbOption(results_, &db_);
 
     check_ = sub->add_subcommand(
         "check",
@@ -116,7 +113,7 @@ class RegressCommand : public Command {
                        "benchmarks)");
     check_->add_flag("--allow-other-hardware", allow_other_hardware_,
                      "compare with a baseline measured on another machine");
-    check_->add_option("--db", db_, kDbHelp);
+    AddDbOption(check_, &db_);
     check_->footer(kRegressExamples);
 
     CLI::App* baseline =
@@ -129,21 +126,21 @@ class RegressCommand : public Command {
     set_->add_option("--result", result_id_,
                      "result id (tune regress results); default the newest "
                      "on this machine");
-    set_->add_option("--db", db_, kDbHelp);
+    AddDbOption(set_, &db_);
     blist_ = baseline->add_subcommand("list", "list baselines");
     blist_->add_option("--benchmark", benchmark_, "only this benchmark");
-    blist_->add_option("--db", db_, kDbHelp);
+    AddDbOption(blist_, &db_);
     export_ = baseline->add_subcommand("export", "write a baseline file");
     export_->add_option("--name", name_, "baseline name")->required();
     export_->add_option("--benchmark", benchmark_,
                         "benchmark (needed when the name has several)");
     export_->add_option("--file", file_, "JSON file to write")->required();
-    export_->add_option("--db", db_, kDbHelp);
+    AddDbOption(export_, &db_);
     import_ = baseline->add_subcommand("import", "store a baseline file");
     import_->add_option("--file", file_, "JSON file written by export")
         ->required();
     import_->add_option("--name", name_, "store under this name instead");
-    import_->add_option("--db", db_, kDbHelp);
+    AddDbOption(import_, &db_);
     baseline->footer(
         "Examples:\n"
         "  tune regress baseline set --name main --benchmark cpu-gpt-tiny-v1\n"

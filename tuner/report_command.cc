@@ -89,10 +89,8 @@ class ReportCommand : public Command {
     sub->add_option("--top", top_,
                     "candidates in the breakdown charts (default 5)")
         ->type_name("K");
-    sub->add_option("--db", flags_.db,
-                    "results database: the --search, measurements and "
-                    "validation runs (default: $TUNE_DB, else ./tune.db)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db,
+                "holding the --search, measurements and validation runs");
     sub->add_flag("--no-db", flags_.no_db,
                   "use no database (datasheet numbers; not with --search)");
     sub->footer(kReportExamples);

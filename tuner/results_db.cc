@@ -57,6 +57,14 @@ std::string ResolveDbPath(const std::string& flag) {
   return env != nullptr && *env != '\0' ? env : kDefaultDbPath;
 }
 
+CLI::Option* AddDbOption(CLI::App* command, std::string* path,
+                         const std::string& purpose) {
+  const std::string help = "results database" +
+                           (purpose.empty() ? "" : " " + purpose) +
+                           " (default $TUNE_DB, else ./" + kDefaultDbPath + ")";
+  return command->add_option("--db", *path, help)->type_name("PATH");
+}
+
 Status CheckDbFlags(const CLI::App& app) {
   const CLI::Option* db = app.get_option_no_throw("--db");
   if (db != nullptr && db->count() > 0) {

@@ -22,6 +22,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace meshtune::tuner {
@@ -31,6 +32,13 @@ inline constexpr const char* kDefaultDbPath = "tune.db";
 
 // `flag` if non-empty, else $TUNE_DB if set and non-empty, else "tune.db".
 std::string ResolveDbPath(const std::string& flag);
+
+// Adds --db PATH, bound to `path`, to `command`: the one way commands take
+// the database. Help: "results database[ <purpose>] (default $TUNE_DB,
+// else ./tune.db)"; `purpose` says what the command does with it ("whose
+// measurements, if any, calibrate the estimates").
+CLI::Option* AddDbOption(CLI::App* command, std::string* path,
+                         const std::string& purpose = "");
 
 // InvalidArgument (exit 2) naming --db when a parsed (sub)command of `app`
 // got --db with an empty value: ResolveDbPath cannot tell it from an absent

@@ -10,6 +10,7 @@
 #include "tuner/command.h"
 #include "tuner/compare_config.h"
 #include "tuner/inputs.h"
+#include "tuner/results_db.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
 #include "tuner/terminal.h"
@@ -69,10 +70,8 @@ class ScaleCommand : public Command {
                     "USD per GPU-hour; adds a cost column")
         ->type_name("USD");
     sub->add_flag("--json", json_, "print the rows as one JSON object");
-    sub->add_option("--db", flags_.db,
-                    "results database whose measurements calibrate the "
-                    "estimates (default $TUNE_DB, else ./tune.db if present)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db,
+                "whose measurements, if any, calibrate the estimates");
     sub->add_flag("--no-db", flags_.no_db,
                   "use datasheet numbers, ignore any database");
     AddTerminalFlags(sub, &terminal_);

@@ -71,10 +71,7 @@ class SearchCommand : public Command {
     sub->add_option("--format", format_,
                     "table (default) or megatron (pretrain_gpt.py arguments)")
         ->type_name("FMT");
-    sub->add_option("--db", flags_.db,
-                    "results database recording this search (default: "
-                    "$TUNE_DB, else ./tune.db)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db, "recording this search");
     sub->add_flag("--no-db", flags_.no_db, "record nothing");
     AddTerminalFlags(sub, &terminal_);
     sub->footer(kSearchExamples);

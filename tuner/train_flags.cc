@@ -299,10 +299,7 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                   "abort the job when a rank waits this long for another "
                   "(a stopped, hung or dead rank; default 10)")
       ->type_name("MIN");
-  app->add_option("--db", f->db,
-                  "results database for the training_runs row (default "
-                  "$TUNE_DB, else ./tune.db)")
-      ->type_name("PATH");
+  AddDbOption(app, &f->db, "recording the training_runs row");
   app->add_flag("--no-db", f->no_db, "do not record the run");
   app->add_flag("--json", f->json,
                 "print one JSON object at the end (iteration lines go to "

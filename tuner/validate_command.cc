@@ -144,9 +144,7 @@ class ValidateCommand : public Command {
     sub->add_flag("--no-learn", no_learn_,
                   "do not refit this machine's efficiency factors");
     sub->add_flag("--json", json_, "print the result as JSON on stdout");
-    sub->add_option("--db", flags_.db,
-                    "results database (default: $TUNE_DB, else ./tune.db)")
-        ->type_name("PATH");
+    AddDbOption(sub, &flags_.db);
     sub->footer(kValidateExamples);
   }
 
