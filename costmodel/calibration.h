@@ -12,17 +12,13 @@
 
 #include "costmodel/model_options.h"
 #include "search_spaces/cluster_spec.h"
+#include "search_spaces/collective.h"
 
 namespace meshtune::costmodel {
 
-enum class Collective {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kSendRecv
-};
-const char* ToString(Collective c);
+// The collectives priced here (search_spaces/collective.h holds the enum
+// and its names).
+using search_spaces::Collective;
 
 // Where a collective runs: group size and how it lies on the fabric.
 struct CommGroup {

@@ -29,24 +29,11 @@ using search_spaces::Precision;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 using search_spaces::TokenDispatcher;
-using search_spaces::TpCommKind;
 using search_spaces::TpCommOp;
 using search_spaces::TrainingSpec;
 using search_spaces::TransformerLayerTpCommOps;
 
 namespace {
-
-Collective ToCollective(TpCommKind k) {
-  switch (k) {
-    case TpCommKind::kAllReduce:
-      return Collective::kAllReduce;
-    case TpCommKind::kAllGather:
-      return Collective::kAllGather;
-    case TpCommKind::kReduceScatter:
-      return Collective::kReduceScatter;
-  }
-  return Collective::kAllReduce;
-}
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Megatron DDP bucket: max(40M, 1M·dp) parameters
@@ -94,8 +81,8 @@ LayerComm LayerCommTime(const ModelSpec& m, const ParallelConfig& c,
     double fwd = 0, bwd = 0;
     for (const TpCommOp& op :
          TransformerLayerTpCommOps(c, seq / c.cp, m.hidden_size, false)) {
-      const double t = cal.CollectiveTime_s(
-          ToCollective(op.kind), 2.0 * op.elements, tp_group, options);
+      const double t =
+          cal.CollectiveTime_s(op.kind, 2.0 * op.elements, tp_group, options);
       (op.phase == TpCommOp::Phase::kBackward ? bwd : fwd) += t;
     }
     out.tp_fwd_s = fwd;

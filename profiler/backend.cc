@@ -26,40 +26,6 @@ StatusOr<DType> ParseDType(const std::string& name) {
                                  "use one of: fp32, bf16, fp8");
 }
 
-const char* CollectiveOpName(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kAllToAll:
-      return "all_to_all";
-    case CollectiveOp::kSendRecv:
-      return "send_recv";
-  }
-  return "?";
-}
-
-const std::vector<CollectiveOp>& AllCollectiveOps() {
-  static const std::vector<CollectiveOp> kOps = {
-      CollectiveOp::kAllReduce, CollectiveOp::kAllGather,
-      CollectiveOp::kReduceScatter, CollectiveOp::kAllToAll,
-      CollectiveOp::kSendRecv};
-  return kOps;
-}
-
-StatusOr<CollectiveOp> ParseCollectiveOp(const std::string& name) {
-  for (CollectiveOp op : AllCollectiveOps()) {
-    if (name == CollectiveOpName(op)) return op;
-  }
-  return Status::InvalidArgument(
-      "unknown collective '" + name + "'",
-      "use one of: all_reduce, all_gather, reduce_scatter, all_to_all, "
-      "send_recv");
-}
-
 double GemmFlops(int64_t m, int64_t n, int64_t k) {
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) *
          static_cast<double>(k);

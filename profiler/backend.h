@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "search_spaces/collective.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::results {
@@ -50,18 +51,10 @@ const char* DTypeName(DType dtype);
 // Parses "fp32" | "bf16" | "fp8"; InvalidArgument naming the accepted values.
 StatusOr<DType> ParseDType(const std::string& name);
 
-// Collectives, with the op names used in results::Measurement::op.
-enum class CollectiveOp {
-  kAllReduce,      // "all_reduce"
-  kAllGather,      // "all_gather"
-  kReduceScatter,  // "reduce_scatter"
-  kAllToAll,       // "all_to_all"
-  kSendRecv,       // "send_recv"
-};
-const char* CollectiveOpName(CollectiveOp op);
-StatusOr<CollectiveOp> ParseCollectiveOp(const std::string& name);
-// All five, in the order the sweeps run them.
-const std::vector<CollectiveOp>& AllCollectiveOps();
+// Collectives, with the op names used in results::Measurement::op
+// (search_spaces/collective.h: CollectiveName, ParseCollective,
+// AllCollectives in the order the sweeps run them).
+using search_spaces::Collective;
 
 // The raw timings of one operation: one entry per timed repetition (after
 // warm-up), in seconds. `timer` names the clock ("steady_clock", "cupti",
@@ -110,7 +103,7 @@ class ProfilerBackend {
   // all_reduce/all_to_all/send_recv, the gathered output for all_gather, the
   // scattered input for reduce_scatter) over `group_size` local devices.
   // group_size > MaxGroupSize() returns InvalidArgument.
-  virtual StatusOr<Sample> TimeCollective(CollectiveOp op, double bytes,
+  virtual StatusOr<Sample> TimeCollective(Collective op, double bytes,
                                           int64_t group_size, int warmup,
                                           int reps) = 0;
 

@@ -146,12 +146,13 @@ class CpuBackend : public ProfilerBackend {
     return TimeCpuEngineOp(c, backward, warmup, reps);
   }
 
-  StatusOr<Sample> TimeCollective(CollectiveOp op, double /*bytes*/,
+  StatusOr<Sample> TimeCollective(Collective op, double /*bytes*/,
                                   int64_t /*group_size*/, int /*warmup*/,
                                   int /*reps*/) override {
     return Status::Unimplemented(
         std::string("the cpu backend has no in-process ") +
-            CollectiveOpName(op) + ": CPU collectives run across processes",
+            search_spaces::CollectiveName(op) +
+            ": CPU collectives run across processes",
         "run meshtune_mpi_bench under mpirun (tune profile --backend cpu "
         "does this when mpirun is on PATH)");
   }

@@ -50,14 +50,14 @@ namespace {
 
 namespace profiler = meshtune::profiler;
 namespace results = meshtune::results;
-using profiler::CollectiveOp;
+using profiler::Collective;
 
 struct Flags {
   double min_bytes = 8;
   double max_bytes = 64.0 * 1024 * 1024;  // CPU cap; --max-bytes raises it
   int warmup = 2;
   int iters = 10;
-  std::vector<CollectiveOp> ops = profiler::AllCollectiveOps();
+  std::vector<Collective> ops = meshtune::search_spaces::AllCollectives();
   std::string db;  // "" = TUNE_DB or ./tune.db
   bool no_db = false;
   bool quiet = false;      // no progress on stderr
@@ -112,7 +112,7 @@ bool ParseFlags(int argc, char** argv, int rank, Flags* f) {
       std::stringstream ss(v);
       std::string name;
       while (std::getline(ss, name, ',')) {
-        auto op = profiler::ParseCollectiveOp(name);
+        auto op = meshtune::search_spaces::ParseCollective(name);
         if (!op.ok()) return fail(op.status().message());
         f->ops.push_back(*op);
       }
@@ -128,40 +128,40 @@ bool ParseFlags(int argc, char** argv, int rank, Flags* f) {
 
 // Bytes rounded down to whole fp32 elements, divisible among `ranks` where
 // the op splits its buffer; 0 if the size is too small to run.
-double UsableBytes(CollectiveOp op, double bytes, int ranks) {
+double UsableBytes(Collective op, double bytes, int ranks) {
   int64_t elems = static_cast<int64_t>(bytes) / 4;
-  if (op == CollectiveOp::kAllGather || op == CollectiveOp::kReduceScatter ||
-      op == CollectiveOp::kAllToAll) {
+  if (op == Collective::kAllGather || op == Collective::kReduceScatter ||
+      op == Collective::kAllToAll) {
     elems -= elems % ranks;
   }
   return static_cast<double>(elems) * 4;
 }
 
 // Runs one repetition of `op` on `bytes`; returns this rank's seconds.
-double RunOnce(CollectiveOp op, double bytes, int rank, int ranks,
+double RunOnce(Collective op, double bytes, int rank, int ranks,
                std::vector<float>& send, std::vector<float>& recv) {
   const int count = static_cast<int>(bytes / 4);
   const int chunk = count / ranks;
   MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   double t0 = MPI_Wtime();
   switch (op) {
-    case CollectiveOp::kAllReduce:
+    case Collective::kAllReduce:
       MPI_CHECK(MPI_Allreduce(send.data(), recv.data(), count, MPI_FLOAT,
                               MPI_SUM, MPI_COMM_WORLD));
       break;
-    case CollectiveOp::kAllGather:
+    case Collective::kAllGather:
       MPI_CHECK(MPI_Allgather(send.data(), chunk, MPI_FLOAT, recv.data(), chunk,
                               MPI_FLOAT, MPI_COMM_WORLD));
       break;
-    case CollectiveOp::kReduceScatter:
+    case Collective::kReduceScatter:
       MPI_CHECK(MPI_Reduce_scatter_block(send.data(), recv.data(), chunk,
                                          MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
       break;
-    case CollectiveOp::kAllToAll:
+    case Collective::kAllToAll:
       MPI_CHECK(MPI_Alltoall(send.data(), chunk, MPI_FLOAT, recv.data(), chunk,
                              MPI_FLOAT, MPI_COMM_WORLD));
       break;
-    case CollectiveOp::kSendRecv:
+    case Collective::kSendRecv:
       MPI_CHECK(MPI_Sendrecv(send.data(), count, MPI_FLOAT, (rank + 1) % ranks,
                              0, recv.data(), count, MPI_FLOAT,
                              (rank + ranks - 1) % ranks, 0, MPI_COMM_WORLD,
@@ -256,7 +256,7 @@ int Run(int argc, char** argv) {
   std::vector<results::Measurement> rows;
   int64_t done = 0;
   const int64_t total = static_cast<int64_t>(sizes.size() * flags.ops.size());
-  for (CollectiveOp op : flags.ops) {
+  for (Collective op : flags.ops) {
     for (double requested : sizes) {
       ++done;
       const double bytes = UsableBytes(op, requested, ranks);
@@ -279,9 +279,10 @@ int Run(int argc, char** argv) {
       rows.push_back(profiler::CollectiveMeasurement(
           op, bytes, ranks, nodes, stats, "mpi_wtime", hw.id));
       if (!flags.quiet) {
-        profiler::PrintProgress(std::cerr, done, total,
-                                std::string(profiler::CollectiveOpName(op)) +
-                                    " " + std::to_string(int64_t(bytes)));
+        profiler::PrintProgress(
+            std::cerr, done, total,
+            std::string(meshtune::search_spaces::CollectiveName(op)) + " " +
+                std::to_string(int64_t(bytes)));
       }
     }
   }

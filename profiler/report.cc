@@ -97,11 +97,12 @@ void PrintCollectiveTableHeader(std::ostream& out) {
                 "busbw_gbps");
 }
 
-void PrintCollectiveRow(std::ostream& out, CollectiveOp op, double bytes,
+void PrintCollectiveRow(std::ostream& out, Collective op, double bytes,
                         int64_t ranks, const TimingStats& stats) {
   out << Format(" %-15s %12.0f %6lld %12.2f %12.2f %7.2f %11.3f %11.3f\n",
-                CollectiveOpName(op), bytes, static_cast<long long>(ranks),
-                stats.median_s * 1e6, stats.min_s * 1e6, stats.cv * 100.0,
+                search_spaces::CollectiveName(op), bytes,
+                static_cast<long long>(ranks), stats.median_s * 1e6,
+                stats.min_s * 1e6, stats.cv * 100.0,
                 AlgBwGbps(bytes, stats.median_s),
                 BusBwGbps(op, ranks, bytes, stats.median_s));
 }

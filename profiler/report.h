@@ -52,7 +52,7 @@ void PrintStreamRow(std::ostream& out, double array_bytes,
 // Collective table (nccl-tests columns): op, size_bytes, ranks, time_us
 // (median), min_us, cv_pct, algbw_gbps, busbw_gbps.
 void PrintCollectiveTableHeader(std::ostream& out);
-void PrintCollectiveRow(std::ostream& out, CollectiveOp op, double bytes,
+void PrintCollectiveRow(std::ostream& out, Collective op, double bytes,
                         int64_t ranks, const TimingStats& stats);
 
 // Engine kernel table (profiler/engine_ops.h): name, op (the store row's),

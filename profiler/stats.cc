@@ -29,18 +29,18 @@ TimingStats Summarize(std::vector<double> times_s) {
   return s;
 }
 
-double BusFactor(CollectiveOp op, int64_t ranks) {
-  if (op == CollectiveOp::kSendRecv) return 1.0;
+double BusFactor(Collective op, int64_t ranks) {
+  if (op == Collective::kSendRecv) return 1.0;
   if (ranks < 1) return 0.0;
   const double n = static_cast<double>(ranks);
   switch (op) {
-    case CollectiveOp::kAllReduce:
+    case Collective::kAllReduce:
       return 2.0 * (n - 1.0) / n;
-    case CollectiveOp::kAllGather:
-    case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll:
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
       return (n - 1.0) / n;
-    case CollectiveOp::kSendRecv:
+    case Collective::kSendRecv:
       break;
   }
   return 1.0;
@@ -50,7 +50,7 @@ double AlgBwGbps(double bytes, double time_s) {
   return time_s > 0 ? bytes / time_s / 1e9 : 0.0;
 }
 
-double BusBwGbps(CollectiveOp op, int64_t ranks, double bytes, double time_s) {
+double BusBwGbps(Collective op, int64_t ranks, double bytes, double time_s) {
   return AlgBwGbps(bytes, time_s) * BusFactor(op, ranks);
 }
 

@@ -27,13 +27,13 @@ TimingStats Summarize(std::vector<double> times_s);
 // (nccl-tests doc/PERFORMANCE.md): all_reduce 2(n-1)/n; all_gather,
 // reduce_scatter and all_to_all (n-1)/n; send_recv 1. With one rank nothing
 // crosses a wire and every factor but send_recv's is 0.
-double BusFactor(CollectiveOp op, int64_t ranks);
+double BusFactor(Collective op, int64_t ranks);
 
 // Algorithm bandwidth in GB/s (1e9 bytes/s): the size nccl-tests uses for the
 // op (see ProfilerBackend::TimeCollective) divided by the time.
 double AlgBwGbps(double bytes, double time_s);
 // algbw * BusFactor: comparable across ops and to the link's peak.
-double BusBwGbps(CollectiveOp op, int64_t ranks, double bytes, double time_s);
+double BusBwGbps(Collective op, int64_t ranks, double bytes, double time_s);
 
 // TFLOP/s of a GEMM of `flops` taking `time_s`.
 double Tflops(double flops, double time_s);

@@ -133,13 +133,13 @@ StatusOr<std::vector<results::Measurement>> RunStreamSweep(
   return rows;
 }
 
-results::Measurement CollectiveMeasurement(CollectiveOp op, double bytes,
+results::Measurement CollectiveMeasurement(Collective op, double bytes,
                                            int64_t group_size, int64_t nodes,
                                            const TimingStats& stats,
                                            const std::string& timer,
                                            const std::string& hardware_id) {
-  results::Measurement row =
-      StatsRow(CollectiveOpName(op), "fp32", stats, timer, hardware_id);
+  results::Measurement row = StatsRow(search_spaces::CollectiveName(op), "fp32",
+                                      stats, timer, hardware_id);
   row.bytes = bytes;
   row.group_size = group_size;
   row.nodes = std::max<int64_t>(1, nodes);

@@ -62,7 +62,7 @@ StatusOr<std::vector<results::Measurement>> RunStreamSweep(
 
 // A Measurement for a collective row (shared by the CUDA sweep and the MPI
 // bench): op name, bytes, group size and the statistics of `stats`.
-results::Measurement CollectiveMeasurement(CollectiveOp op, double bytes,
+results::Measurement CollectiveMeasurement(Collective op, double bytes,
                                            int64_t group_size, int64_t nodes,
                                            const TimingStats& stats,
                                            const std::string& timer,

@@ -2,25 +2,13 @@
 
 namespace meshtune::search_spaces {
 
-const char* ToString(TpCommKind k) {
-  switch (k) {
-    case TpCommKind::kAllReduce:
-      return "all_reduce";
-    case TpCommKind::kAllGather:
-      return "all_gather";
-    case TpCommKind::kReduceScatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
-
 std::vector<TpCommOp> TransformerLayerTpCommOps(const ParallelConfig& config,
                                                 int64_t seq, int64_t hidden,
                                                 bool full_recompute) {
   std::vector<TpCommOp> ops;
   if (config.tp <= 1) return ops;
   const int64_t n = config.mbs * seq * hidden;
-  using K = TpCommKind;
+  using K = Collective;
   using P = TpCommOp::Phase;
   auto forward = [&](P phase) {
     if (config.sp) {

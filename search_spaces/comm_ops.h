@@ -23,15 +23,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "search_spaces/collective.h"
 #include "search_spaces/parallel_config.h"
 
 namespace meshtune::search_spaces {
 
-enum class TpCommKind { kAllReduce, kAllGather, kReduceScatter };
-const char* ToString(TpCommKind k);
-
 struct TpCommOp {
-  TpCommKind kind;
+  Collective kind;  // all-reduce, all-gather or reduce-scatter
   enum class Phase { kForward, kRecomputeForward, kBackward } phase;
   int64_t elements;  // s·b·h of the full activation (nccl-tests convention)
   const char* why;   // "qkv input", "attention output", ...

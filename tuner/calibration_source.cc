@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "costmodel/datasheet_calibration.h"
+#include "search_spaces/collective.h"
 #include "search_spaces/presets.h"
 #include "tuner/results_db.h"
 #include "tuner/validate_learning.h"
@@ -16,20 +17,6 @@ namespace {
 
 using costmodel::Collective;
 using search_spaces::Precision;
-
-bool CollectiveFromOp(const std::string& op, Collective* out) {
-  static const std::map<std::string, Collective> kOps = {
-      {"all_reduce", Collective::kAllReduce},
-      {"all_gather", Collective::kAllGather},
-      {"reduce_scatter", Collective::kReduceScatter},
-      {"all_to_all", Collective::kAllToAll},
-      {"send_recv", Collective::kSendRecv},
-  };
-  auto it = kOps.find(op);
-  if (it == kOps.end()) return false;
-  *out = it->second;
-  return true;
-}
 
 // Adds an "elem:<op>:fwd|bwd" row (element count in m) to `out`; rows of
 // an op this build does not know are skipped (a newer profiler's rows).
@@ -89,10 +76,12 @@ costmodel::MeasuredTables TablesFromMeasurements(
     } else if (r.op == "stream" && r.bytes > 0) {
       t.stream_gbps = std::max(t.stream_gbps, r.bytes / r.median_s / 1e9);
     } else {
-      Collective op;
-      if (CollectiveFromOp(r.op, &op) && r.bytes > 0) {
+      // Rows of an op this build does not know are skipped (a newer
+      // profiler's rows).
+      const StatusOr<Collective> op = search_spaces::ParseCollective(r.op);
+      if (op.ok() && r.bytes > 0) {
         t.collectives.push_back(
-            {op, r.group_size, r.nodes, r.bytes, r.median_s});
+            {op.value(), r.group_size, r.nodes, r.bytes, r.median_s});
       }
     }
   }

@@ -305,12 +305,13 @@ class ProfileCommand : public Command {
     for (int64_t group = 2; group <= backend.MaxGroupSize(); group *= 2) {
       int64_t i = 0;
       const int64_t total = static_cast<int64_t>(
-          sizes.size() * profiler::AllCollectiveOps().size());
-      for (profiler::CollectiveOp op : profiler::AllCollectiveOps()) {
+          sizes.size() * search_spaces::AllCollectives().size());
+      for (profiler::Collective op : search_spaces::AllCollectives()) {
         for (double bytes : sizes) {
-          profiler::PrintProgress(progress, ++i, total,
-                                  std::string(profiler::CollectiveOpName(op)) +
-                                      " x" + std::to_string(group));
+          profiler::PrintProgress(
+              progress, ++i, total,
+              std::string(search_spaces::CollectiveName(op)) + " x" +
+                  std::to_string(group));
           StatusOr<profiler::Sample> s = backend.TimeCollective(
               op, bytes, group, options.warmup, options.reps);
           if (!s.ok()) return s.status();

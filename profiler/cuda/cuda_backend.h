@@ -57,7 +57,7 @@ class CudaBackend : public ProfilerBackend {
   int64_t MaxGroupSize() const override;
   // Also checks the result of the last repetition (every rank's buffer
   // against the value it must hold) and fails with Internal on a mismatch.
-  StatusOr<Sample> TimeCollective(CollectiveOp op, double bytes,
+  StatusOr<Sample> TimeCollective(Collective op, double bytes,
                                   int64_t group_size, int warmup,
                                   int reps) override;
 
@@ -68,7 +68,7 @@ class CudaBackend : public ProfilerBackend {
 
   // Runs `op` once over `group_size` GPUs on inputs where rank r holds r+1
   // and returns how many output elements differ from the exact result.
-  StatusOr<int64_t> CountCollectiveErrors(CollectiveOp op, double bytes,
+  StatusOr<int64_t> CountCollectiveErrors(Collective op, double bytes,
                                           int64_t group_size);
 
   // Whether CUPTI kernel tracing is on, and its record counters.

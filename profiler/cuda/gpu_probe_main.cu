@@ -152,20 +152,21 @@ int RunCollectives(CudaBackend& backend, const Options& o) {
         "factors; checked exact\n# %14s %12s %11s %11s %9s %11s %11s\n",
         static_cast<long long>(g), "op", "bytes", "cupti_us", "event_us",
         "agree_pct", "algbw_gbps", "busbw_gbps");
-    for (profiler::CollectiveOp op : profiler::AllCollectiveOps()) {
+    for (profiler::Collective op : meshtune::search_spaces::AllCollectives()) {
       for (double bytes : profiler::DoublingSizes(8, o.max_bytes)) {
         StatusOr<profiler::Sample> sample =
             backend.TimeCollective(op, bytes, g, o.warmup, o.reps);
         if (!sample.ok()) {
-          std::printf("  %14s %12.0f %s\n", profiler::CollectiveOpName(op),
-                      bytes, sample.status().message().c_str());
+          std::printf("  %14s %12.0f %s\n",
+                      meshtune::search_spaces::CollectiveName(op), bytes,
+                      sample.status().message().c_str());
           ++failures;
           continue;
         }
         const Clocks c = Summarize(sample.value());
         std::printf("  %14s %12.0f %11.1f %11.1f %9.2f %11.2f %11.2f\n",
-                    profiler::CollectiveOpName(op), bytes, c.cupti_us,
-                    c.event_us, c.agreement_pct,
+                    meshtune::search_spaces::CollectiveName(op), bytes,
+                    c.cupti_us, c.event_us, c.agreement_pct,
                     profiler::AlgBwGbps(bytes, c.time_s),
                     profiler::BusBwGbps(op, g, bytes, c.time_s));
       }

@@ -27,20 +27,20 @@ struct RankBuffers {
 };
 
 // Element counts per rank: (send, recv) for `elements` = CollectiveElements.
-void Counts(CollectiveOp op, int64_t elements, int64_t ranks, int64_t* send,
+void Counts(Collective op, int64_t elements, int64_t ranks, int64_t* send,
             int64_t* recv) {
   switch (op) {
-    case CollectiveOp::kAllGather:  // elements = gathered output
+    case Collective::kAllGather:  // elements = gathered output
       *send = elements / ranks;
       *recv = elements;
       return;
-    case CollectiveOp::kReduceScatter:  // elements = scattered input
+    case Collective::kReduceScatter:  // elements = scattered input
       *send = elements;
       *recv = elements / ranks;
       return;
-    case CollectiveOp::kAllReduce:
-    case CollectiveOp::kAllToAll:
-    case CollectiveOp::kSendRecv:
+    case Collective::kAllReduce:
+    case Collective::kAllToAll:
+    case Collective::kSendRecv:
       *send = elements;
       *recv = elements;
       return;
@@ -48,7 +48,7 @@ void Counts(CollectiveOp op, int64_t elements, int64_t ranks, int64_t* send,
 }
 
 // Enqueues one collective on every rank's stream.
-void Launch(CollectiveOp op, const RankBuffers& buf,
+void Launch(Collective op, const RankBuffers& buf,
             const std::vector<ncclComm_t>& comms,
             const std::vector<cudaStream_t>& streams) {
   const int n = static_cast<int>(comms.size());
@@ -57,19 +57,19 @@ void Launch(CollectiveOp op, const RankBuffers& buf,
     const float* send = buf.send[r].as<float>();
     float* recv = buf.recv[r].as<float>();
     switch (op) {
-      case CollectiveOp::kAllReduce:
+      case Collective::kAllReduce:
         NCCL_CHECK(ncclAllReduce(send, recv, buf.send_elements, ncclFloat,
                                  ncclSum, comms[r], streams[r]));
         break;
-      case CollectiveOp::kAllGather:
+      case Collective::kAllGather:
         NCCL_CHECK(ncclAllGather(send, recv, buf.send_elements, ncclFloat,
                                  comms[r], streams[r]));
         break;
-      case CollectiveOp::kReduceScatter:
+      case Collective::kReduceScatter:
         NCCL_CHECK(ncclReduceScatter(send, recv, buf.recv_elements, ncclFloat,
                                      ncclSum, comms[r], streams[r]));
         break;
-      case CollectiveOp::kAllToAll: {
+      case Collective::kAllToAll: {
         const int64_t chunk = buf.send_elements / n;
         for (int p = 0; p < n; ++p) {
           NCCL_CHECK(ncclSend(send + p * chunk, chunk, ncclFloat, p, comms[r],
@@ -79,7 +79,7 @@ void Launch(CollectiveOp op, const RankBuffers& buf,
         }
         break;
       }
-      case CollectiveOp::kSendRecv:
+      case Collective::kSendRecv:
         NCCL_CHECK(ncclSend(send, buf.send_elements, ncclFloat, (r + 1) % n,
                             comms[r], streams[r]));
         NCCL_CHECK(ncclRecv(recv, buf.recv_elements, ncclFloat, (r + n - 1) % n,
@@ -93,7 +93,7 @@ void Launch(CollectiveOp op, const RankBuffers& buf,
 // Wrong elements in every rank's output, given rank r's input is all r+1:
 // sums are n(n+1)/2, gathered chunk j is j+1, all_to_all chunk p came from
 // rank p (p+1), the ring delivers rank r-1's value r.
-int64_t CountErrors(CollectiveOp op, const RankBuffers& buf,
+int64_t CountErrors(Collective op, const RankBuffers& buf,
                     const std::vector<cudaStream_t>& streams) {
   const int64_t n = static_cast<int64_t>(buf.send.size());
   const float sum = static_cast<float>(n * (n + 1) / 2);
@@ -102,12 +102,12 @@ int64_t CountErrors(CollectiveOp op, const RankBuffers& buf,
     CUDA_CHECK(cudaSetDevice(static_cast<int>(r)));
     const float* out = buf.recv[r].as<float>();
     switch (op) {
-      case CollectiveOp::kAllReduce:
-      case CollectiveOp::kReduceScatter:
+      case Collective::kAllReduce:
+      case Collective::kReduceScatter:
         errors += CountNotEqual(out, buf.recv_elements, sum, streams[r]);
         break;
-      case CollectiveOp::kAllGather:
-      case CollectiveOp::kAllToAll: {
+      case Collective::kAllGather:
+      case Collective::kAllToAll: {
         const int64_t chunk = buf.recv_elements / n;
         for (int64_t j = 0; j < n; ++j) {
           errors += CountNotEqual(out + j * chunk, chunk,
@@ -115,7 +115,7 @@ int64_t CountErrors(CollectiveOp op, const RankBuffers& buf,
         }
         break;
       }
-      case CollectiveOp::kSendRecv:
+      case Collective::kSendRecv:
         errors +=
             CountNotEqual(out, buf.recv_elements,
                           static_cast<float>((r + n - 1) % n + 1), streams[r]);
@@ -125,14 +125,14 @@ int64_t CountErrors(CollectiveOp op, const RankBuffers& buf,
   return errors;
 }
 
-StatusOr<RankBuffers> Prepare(CollectiveOp op, double bytes, int64_t n,
+StatusOr<RankBuffers> Prepare(Collective op, double bytes, int64_t n,
                               const std::vector<cudaStream_t>& streams) {
   RankBuffers buf;
   Counts(op, CollectiveElements(bytes, n), n, &buf.send_elements,
          &buf.recv_elements);
-  const std::string what = std::string(CollectiveOpName(op)) + " of " +
-                           std::to_string(static_cast<int64_t>(bytes)) +
-                           " bytes";
+  const std::string what =
+      std::string(search_spaces::CollectiveName(op)) + " of " +
+      std::to_string(static_cast<int64_t>(bytes)) + " bytes";
   for (int r = 0; r < n; ++r) {
     auto send = DeviceBuffer::Allocate(r, buf.send_elements * sizeof(float),
                                        what + " (send buffer)");
@@ -174,7 +174,7 @@ const std::vector<ncclComm_t>& CudaBackend::Impl::Comms(int64_t group_size) {
   return comms.emplace(group_size, std::move(created)).first->second;
 }
 
-StatusOr<Sample> CudaBackend::TimeCollective(CollectiveOp op, double bytes,
+StatusOr<Sample> CudaBackend::TimeCollective(Collective op, double bytes,
                                              int64_t group_size, int warmup,
                                              int reps) {
   Status group = CheckGroup(group_size, impl_->device_count);
@@ -193,7 +193,7 @@ StatusOr<Sample> CudaBackend::TimeCollective(CollectiveOp op, double bytes,
   const int64_t errors = CountErrors(op, buf.value(), impl_->streams);
   if (errors > 0) {
     return Status::Internal(
-        "NCCL " + std::string(CollectiveOpName(op)) + " over " +
+        "NCCL " + std::string(search_spaces::CollectiveName(op)) + " over " +
         std::to_string(group_size) + " GPUs at " +
         std::to_string(static_cast<int64_t>(bytes)) + " bytes gave " +
         std::to_string(errors) + " wrong elements");
@@ -201,7 +201,7 @@ StatusOr<Sample> CudaBackend::TimeCollective(CollectiveOp op, double bytes,
   return sample;
 }
 
-StatusOr<int64_t> CudaBackend::CountCollectiveErrors(CollectiveOp op,
+StatusOr<int64_t> CudaBackend::CountCollectiveErrors(Collective op,
                                                      double bytes,
                                                      int64_t group_size) {
   Status group = CheckGroup(group_size, impl_->device_count);

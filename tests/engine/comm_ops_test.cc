@@ -15,18 +15,21 @@
 namespace meshtune::engine {
 namespace {
 
+using search_spaces::Collective;
 using search_spaces::RecomputeGranularity;
-using search_spaces::TpCommKind;
 using search_spaces::TpCommOp;
 
-CommKind ToEngine(TpCommKind k) {
+CommKind ToEngine(Collective k) {
   switch (k) {
-    case TpCommKind::kAllReduce:
+    case Collective::kAllReduce:
       return CommKind::kAllReduce;
-    case TpCommKind::kAllGather:
+    case Collective::kAllGather:
       return CommKind::kAllGather;
-    case TpCommKind::kReduceScatter:
+    case Collective::kReduceScatter:
       return CommKind::kReduceScatter;
+    case Collective::kAllToAll:  // not a TP collective
+    case Collective::kSendRecv:
+      break;
   }
   return CommKind::kBarrier;
 }

@@ -145,12 +145,12 @@ TEST_F(CudaBackendTest, TriadStreamsAtHbmSpeed) {
 
 TEST_F(CudaBackendTest, EveryCollectiveIsExactOnAllGpus) {
   const int64_t n = backend_->MaxGroupSize();
-  for (CollectiveOp op : AllCollectiveOps()) {
+  for (Collective op : search_spaces::AllCollectives()) {
     for (double bytes : {8.0, 4096.0, 1048576.0 + 12}) {
       auto errors = backend_->CountCollectiveErrors(op, bytes, n);
       ASSERT_TRUE(errors.ok()) << errors.status().message();
-      EXPECT_EQ(errors.value(), 0)
-          << CollectiveOpName(op) << " " << bytes << " bytes over " << n;
+      EXPECT_EQ(errors.value(), 0) << search_spaces::CollectiveName(op) << " "
+                                   << bytes << " bytes over " << n;
     }
   }
 }
@@ -159,11 +159,11 @@ TEST_F(CudaBackendTest, AllReduceOnAllGpusReportsBusBandwidth) {
   const int64_t n = backend_->MaxGroupSize();
   const double bytes = 256.0 * (1 << 20);
   auto sample =
-      backend_->TimeCollective(CollectiveOp::kAllReduce, bytes, n, 5, 20);
+      backend_->TimeCollective(Collective::kAllReduce, bytes, n, 5, 20);
   ASSERT_TRUE(sample.ok()) << sample.status().message();
   const double t = RepetitionMedian(sample.value().times_s);
   const double algbw = AlgBwGbps(bytes, t);
-  const double busbw = BusBwGbps(CollectiveOp::kAllReduce, n, bytes, t);
+  const double busbw = BusBwGbps(Collective::kAllReduce, n, bytes, t);
   std::printf(
       "all_reduce %lld GPUs 256 MiB: %.1f us, algbw %.1f GB/s, busbw "
       "%.1f GB/s (%s)\n",
@@ -178,7 +178,7 @@ TEST_F(CudaBackendTest, AllReduceOnAllGpusReportsBusBandwidth) {
 TEST_F(CudaBackendTest, GroupLargerThanTheMachineIsRefused) {
   const int64_t n = backend_->MaxGroupSize();
   auto sample =
-      backend_->TimeCollective(CollectiveOp::kAllReduce, 1024, n + 1, 1, 1);
+      backend_->TimeCollective(Collective::kAllReduce, 1024, n + 1, 1, 1);
   ASSERT_FALSE(sample.ok());
   EXPECT_EQ(sample.status().code(), Status::Code::kInvalidArgument);
 }

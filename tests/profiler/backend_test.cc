@@ -40,13 +40,14 @@ TEST(BackendRegistryTest, UnknownAndUnbuiltBackendsAreStatusErrors) {
 }
 
 TEST(BackendRegistryTest, NamesRoundTrip) {
-  for (CollectiveOp op : AllCollectiveOps()) {
-    auto parsed = ParseCollectiveOp(CollectiveOpName(op));
+  for (Collective op : search_spaces::AllCollectives()) {
+    auto parsed =
+        search_spaces::ParseCollective(search_spaces::CollectiveName(op));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, op);
   }
-  EXPECT_EQ(AllCollectiveOps().size(), 5u);
-  EXPECT_FALSE(ParseCollectiveOp("allreduce").ok());
+  EXPECT_EQ(search_spaces::AllCollectives().size(), 5u);
+  EXPECT_FALSE(search_spaces::ParseCollective("allreduce").ok());
   auto bf16 = ParseDType("bf16");
   ASSERT_TRUE(bf16.ok());
   EXPECT_EQ(*bf16, DType::kBf16);
@@ -101,7 +102,7 @@ TEST(CpuBackendTest, TimesGemmsAndStream) {
   ASSERT_TRUE(stream.ok());
   EXPECT_EQ(stream->times_s.size(), 3u);
   EXPECT_EQ(cpu.MaxGroupSize(), 1);
-  auto coll = cpu.TimeCollective(CollectiveOp::kAllReduce, 1024, 2, 1, 1);
+  auto coll = cpu.TimeCollective(Collective::kAllReduce, 1024, 2, 1, 1);
   ASSERT_FALSE(coll.ok());
   EXPECT_NE(coll.status().hint().find("meshtune_mpi_bench"), std::string::npos);
 }
@@ -136,7 +137,7 @@ TEST(ReportTest, FixedWidthRowsWithUnits) {
   s.samples = 10;
   s.median_s = 0.01;
   s.min_s = 0.009;
-  PrintCollectiveRow(out, CollectiveOp::kAllReduce, 1e9, 8, s);
+  PrintCollectiveRow(out, Collective::kAllReduce, 1e9, 8, s);
   const std::string text = out.str();
   for (const char* col :
        {"size_bytes", "time_us", "algbw_gbps", "busbw_gbps"}) {

@@ -169,7 +169,7 @@ class NoKernelsBackend : public ProfilerBackend {
   }
   StatusOr<Sample> TimeStream(double, int, int) override { return Sample(); }
   int64_t MaxGroupSize() const override { return 1; }
-  StatusOr<Sample> TimeCollective(CollectiveOp, double, int64_t, int,
+  StatusOr<Sample> TimeCollective(Collective, double, int64_t, int,
                                   int) override {
     return Sample();
   }

@@ -49,21 +49,21 @@ TEST(StatsTest, EmptyAndConstantSamples) {
 }
 
 TEST(StatsTest, NcclTestsBusFactors) {
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kAllReduce, 8), 2.0 * 7 / 8);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kAllReduce, 2), 1.0);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kAllGather, 8), 7.0 / 8);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kReduceScatter, 4), 3.0 / 4);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kAllToAll, 16), 15.0 / 16);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kSendRecv, 8), 1.0);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kAllReduce, 1), 0.0);
-  EXPECT_DOUBLE_EQ(BusFactor(CollectiveOp::kSendRecv, 1), 1.0);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kAllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kAllToAll, 16), 15.0 / 16);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kSendRecv, 8), 1.0);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kAllReduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(BusFactor(Collective::kSendRecv, 1), 1.0);
 }
 
 TEST(StatsTest, AlgbwAndBusbw) {
   // 1 GB in 10 ms is 100 GB/s; all-reduce over 8 ranks: busbw 175 GB/s.
   EXPECT_DOUBLE_EQ(AlgBwGbps(1e9, 0.01), 100.0);
-  EXPECT_DOUBLE_EQ(BusBwGbps(CollectiveOp::kAllReduce, 8, 1e9, 0.01), 175.0);
-  EXPECT_DOUBLE_EQ(BusBwGbps(CollectiveOp::kAllGather, 2, 1e9, 0.01), 50.0);
+  EXPECT_DOUBLE_EQ(BusBwGbps(Collective::kAllReduce, 8, 1e9, 0.01), 175.0);
+  EXPECT_DOUBLE_EQ(BusBwGbps(Collective::kAllGather, 2, 1e9, 0.01), 50.0);
   EXPECT_EQ(AlgBwGbps(1e9, 0.0), 0.0);
 }
 

@@ -5,7 +5,7 @@
 namespace meshtune::search_spaces {
 namespace {
 
-int Count(const std::vector<TpCommOp>& ops, TpCommKind kind,
+int Count(const std::vector<TpCommOp>& ops, Collective kind,
           TpCommOp::Phase phase) {
   int n = 0;
   for (const TpCommOp& op : ops) n += op.kind == kind && op.phase == phase;
@@ -26,8 +26,8 @@ TEST(CommOpsTest, TensorParallelAllReduces) {
   const auto ops = TransformerLayerTpCommOps(c, 8, 16, false);
   ASSERT_EQ(ops.size(), 4u);
   using P = TpCommOp::Phase;
-  EXPECT_EQ(Count(ops, TpCommKind::kAllReduce, P::kForward), 2);
-  EXPECT_EQ(Count(ops, TpCommKind::kAllReduce, P::kBackward), 2);
+  EXPECT_EQ(Count(ops, Collective::kAllReduce, P::kForward), 2);
+  EXPECT_EQ(Count(ops, Collective::kAllReduce, P::kBackward), 2);
   for (const auto& op : ops) EXPECT_EQ(op.elements, 2 * 8 * 16);
 }
 
@@ -39,12 +39,12 @@ TEST(CommOpsTest, SequenceParallelGathersAndScatters) {
   c.sp = true;
   using P = TpCommOp::Phase;
   const auto ops = TransformerLayerTpCommOps(c, 8, 16, true);
-  EXPECT_EQ(Count(ops, TpCommKind::kAllGather, P::kForward), 2);
-  EXPECT_EQ(Count(ops, TpCommKind::kReduceScatter, P::kForward), 2);
-  EXPECT_EQ(Count(ops, TpCommKind::kAllGather, P::kRecomputeForward), 2);
-  EXPECT_EQ(Count(ops, TpCommKind::kReduceScatter, P::kRecomputeForward), 2);
-  EXPECT_EQ(Count(ops, TpCommKind::kAllGather, P::kBackward), 4);
-  EXPECT_EQ(Count(ops, TpCommKind::kReduceScatter, P::kBackward), 2);
+  EXPECT_EQ(Count(ops, Collective::kAllGather, P::kForward), 2);
+  EXPECT_EQ(Count(ops, Collective::kReduceScatter, P::kForward), 2);
+  EXPECT_EQ(Count(ops, Collective::kAllGather, P::kRecomputeForward), 2);
+  EXPECT_EQ(Count(ops, Collective::kReduceScatter, P::kRecomputeForward), 2);
+  EXPECT_EQ(Count(ops, Collective::kAllGather, P::kBackward), 4);
+  EXPECT_EQ(Count(ops, Collective::kReduceScatter, P::kBackward), 2);
   EXPECT_EQ(ops.size(), 14u);
 }
 
