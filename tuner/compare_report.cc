@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <functional>
 #include <utility>
 
 #include "tuner/compare_config.h"
+#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -15,16 +15,6 @@ namespace {
 using costmodel::Estimate;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof(buf), format, args);
-  va_end(args);
-  return buf;
-}
 
 struct Term {
   const char* name;

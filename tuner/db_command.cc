@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <iomanip>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -26,6 +25,7 @@
 #include "tuner/inputs.h"
 #include "tuner/output_file.h"
 #include "tuner/results_db.h"
+#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -106,12 +106,6 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
   };
   line(header);
   for (const auto& row : rows) line(row);
-}
-
-std::string Fixed(double v, int digits) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(digits) << v;
-  return s.str();
 }
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }

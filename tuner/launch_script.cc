@@ -9,6 +9,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "tuner/megatron_args.h"
+#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -62,12 +63,6 @@ std::string Printable(const std::string& text) {
 bool IsSlurmNameChar(char ch) {
   return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' ||
          ch == '_' || ch == '-';
-}
-
-std::string Fixed(double value, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, value);
-  return buf;
 }
 
 void WriteHeader(const LaunchScriptSpec& s, const SlurmLayout& layout,

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "tuner/text_format.h"
+
 namespace meshtune::tuner::regress_text {
 
 std::string TimeText(int64_t unix_s) {
@@ -12,12 +14,6 @@ std::string TimeText(int64_t unix_s) {
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -12,21 +11,12 @@
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/model_facts.h"
 #include "tuner/terminal.h"
+#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof(buf), format, args);
-  va_end(args);
-  return buf;
-}
 
 const char* OnOff(bool b) { return b ? "on" : "off"; }
 

@@ -1,26 +1,14 @@
 #include "tuner/scale_report.h"
 
-#include <cstdarg>
 #include <cstdio>
 
 #include "tuner/compare_config.h"
 #include "tuner/model_facts.h"
 #include "tuner/report_table.h"
+#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
-namespace {
-
-std::string Fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Fmt(const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof(buf), format, args);
-  va_end(args);
-  return buf;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void FinishScaleRows(ScaleReport* report) {
   // The baseline is the smallest size that has a configuration at all: a

@@ -24,6 +24,7 @@
 #include "tuner/report_json.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
+#include "tuner/text_format.h"
 #include "tuner/validate_analysis.h"
 #include "tuner/validate_learning.h"
 #include "tuner/validate_runner.h"
@@ -77,12 +78,6 @@ Status PrepareCudaValidation(InputFlags* flags, std::string* gpu_name,
     }
   }
   return Status::Ok();
-}
-
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
 }
 
 std::string Signed(double v) {
