@@ -14,6 +14,7 @@
 #include "tuner/compare_report.h"
 #include "tuner/inputs.h"
 #include "tuner/results_db.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 #include "tuner/terminal.h"
 

@@ -25,6 +25,7 @@
 #include "tuner/inputs.h"
 #include "tuner/output_file.h"
 #include "tuner/results_db.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/text_format.h"
 
 namespace meshtune::tuner {
@@ -321,17 +322,7 @@ class DbCommand : public Command {
   Status ListRuns(const results::Store& store, int64_t search_id,
                   std::ostream& out, std::ostream& err) {
     if (search_id > 0) {
-      auto searches = store.ListSearches();
-      if (!searches.ok()) return searches.status();
-      const bool known =
-          std::any_of(searches->begin(), searches->end(),
-                      [&](const auto& s) { return s.id == search_id; });
-      if (!known) {
-        return Status::InvalidArgument(
-            "--search: no search " + std::to_string(search_id) + " in " +
-                store.path(),
-            "list the recorded searches with 'tune db searches'");
-      }
+      MESHTUNE_RETURN_IF_ERROR(FindStoredSearch(store, search_id).status());
     }
     auto runs = store.GetTrainingRuns();
     if (!runs.ok()) return runs.status();

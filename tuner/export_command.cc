@@ -22,6 +22,7 @@
 #include "tuner/megatron_args.h"
 #include "tuner/nemo_overrides.h"
 #include "tuner/results_db.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 
 namespace meshtune::tuner {

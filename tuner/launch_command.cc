@@ -36,6 +36,7 @@
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
 #include "tuner/search_progress.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 #include "tuner/terminal.h"
 #include "tuner/train_config_yaml.h"

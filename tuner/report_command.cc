@@ -21,6 +21,7 @@
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
 #include "tuner/shell_words.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 
 namespace meshtune::tuner {

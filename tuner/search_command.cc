@@ -17,6 +17,7 @@
 #include "tuner/search_driver.h"
 #include "tuner/search_link.h"
 #include "tuner/search_progress.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/terminal.h"
 
 namespace meshtune::tuner {

@@ -43,41 +43,6 @@ std::string AbsoluteDbPath(const std::string& path) {
   return ec ? path : abs.lexically_normal().string();
 }
 
-StatusOr<StoredCandidate> FindCandidate(const results::Store& store,
-                                        int64_t search_id, int64_t rank) {
-  StatusOr<std::vector<results::SearchRecord>> searches = store.ListSearches();
-  if (!searches.ok()) return searches.status();
-  const auto search =
-      std::find_if(searches->begin(), searches->end(),
-                   [&](const auto& s) { return s.id == search_id; });
-  const std::string db = AbsoluteDbPath(store.path());
-  if (search == searches->end()) {
-    return Status::NotFound(
-        "--from-search " + std::to_string(search_id) + ": no search " +
-            std::to_string(search_id) + " in " + db,
-        "list the recorded searches with 'tune db searches --db " + db + "'");
-  }
-  StatusOr<std::vector<results::CandidateRecord>> candidates =
-      store.GetCandidates(search_id);
-  if (!candidates.ok()) return candidates.status();
-  const auto n = static_cast<int64_t>(candidates->size());
-  const auto candidate =
-      std::find_if(candidates->begin(), candidates->end(),
-                   [&](const auto& c) { return c.rank == rank; });
-  if (candidate == candidates->end()) {
-    const std::string has = "search " + std::to_string(search_id) + " has " +
-                            std::to_string(n) +
-                            (n == 1 ? " candidate" : " candidates");
-    return Status::InvalidArgument(
-        "--rank " + std::to_string(rank) + ": " + has,
-        n == 0   ? "record the search again with 'tune search ... --top K'"
-        : n == 1 ? "use --rank 1 (or leave it out)"
-                 : "use --rank 1 to " + std::to_string(n) +
-                       " (tune search --top K records the best K)");
-  }
-  return StoredCandidate{db, *search, *candidate};
-}
-
 LinkCheck CheckRunLink(const results::Store* store, bool no_db,
                        const SearchLink& link, const engine::TrainConfig& run) {
   LinkCheck check;

@@ -51,14 +51,6 @@ SearchLink MakeSearchLink(const StoredCandidate& c);
 // compare and print the same whichever directory a command ran in.
 std::string AbsoluteDbPath(const std::string& path);
 
-// Candidate `rank` of search `search_id`. Errors, naming the flags of
-// `tune train --from-search` (the one caller with user input): no such
-// search (NotFound, hint: list them with `tune db searches`), rank out of
-// range (InvalidArgument naming how many candidates the search has), and a
-// database read failure as is.
-StatusOr<StoredCandidate> FindCandidate(const results::Store& store,
-                                        int64_t search_id, int64_t rank);
-
 // Whether a run may be stored against its link, and why not.
 struct LinkCheck {
   bool linked = false;

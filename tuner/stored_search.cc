@@ -32,53 +32,6 @@ std::string WordAfter(const std::vector<std::string>& words,
 
 }  // namespace
 
-StatusOr<results::SearchRecord> FindStoredSearch(const results::Store& store,
-                                                 int64_t id) {
-  auto searches = store.ListSearches();
-  if (!searches.ok()) return searches.status();
-  for (const results::SearchRecord& s : searches.value()) {
-    if (s.id == id) return s;
-  }
-  return Status::InvalidArgument(
-      "--search: no search " + std::to_string(id) + " in " + store.path(),
-      "list the recorded searches with 'tune db searches --db " + store.path() +
-          "'");
-}
-
-StatusOr<std::vector<results::CandidateRecord>> FindStoredRanks(
-    const results::Store& store, const results::SearchRecord& search,
-    const std::vector<int64_t>& ranks, const std::string& flag) {
-  auto candidates = store.GetCandidates(search.id);
-  if (!candidates.ok()) return candidates.status();
-  const auto stored = static_cast<int64_t>(candidates->size());
-  std::vector<results::CandidateRecord> found;
-  for (int64_t rank : ranks) {
-    bool hit = false;
-    for (const results::CandidateRecord& c : candidates.value()) {
-      if (c.rank == rank) {
-        found.push_back(c);
-        hit = true;
-        break;
-      }
-    }
-    if (hit) continue;
-    const std::string id = std::to_string(search.id);
-    if (stored == 0) {
-      return Status::InvalidArgument(
-          flag + ": search " + id + " stores no candidates",
-          "search again; 'tune search --top K' stores the best K");
-    }
-    return Status::InvalidArgument(
-        flag + ": search " + id + " stores " + std::to_string(stored) +
-            " candidate" + (stored == 1 ? "" : "s") + ", not rank " +
-            std::to_string(rank),
-        std::string(flag == "--rank" ? "pick a rank" : "pick ranks") +
-            " from 1 to " + std::to_string(stored) +
-            ", or search again with --top K to store more");
-  }
-  return found;
-}
-
 InputFlags FlagsOfStoredSearch(const results::SearchRecord& s) {
   const std::vector<std::string> words = Words(s.arguments);
   InputFlags f;

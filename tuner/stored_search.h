@@ -20,19 +20,6 @@
 
 namespace meshtune::tuner {
 
-// Search `id` of `store`. InvalidArgument "--search: no search 7 in PATH"
-// with a hint naming 'tune db searches' when there is none.
-StatusOr<results::SearchRecord> FindStoredSearch(const results::Store& store,
-                                                 int64_t id);
-
-// The stored candidates of `search` with the given ranks, in that order.
-// `flag` names the flag in messages ("--rank", "--ranks"): a rank the
-// search did not store is InvalidArgument "--ranks: search 3 stores 10
-// candidates, not rank 11" with a hint naming the valid range.
-StatusOr<std::vector<results::CandidateRecord>> FindStoredRanks(
-    const results::Store& store, const results::SearchRecord& search,
-    const std::vector<int64_t>& ranks, const std::string& flag);
-
 // The flags the search ran with, as far as they define the problem (model,
 // cluster, batch, precision, tokens, switches; no pins).
 InputFlags FlagsOfStoredSearch(const results::SearchRecord& search);

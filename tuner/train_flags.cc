@@ -22,6 +22,7 @@
 #include "search_spaces/presets.h"
 #include "tuner/inputs.h"
 #include "tuner/results_db.h"
+#include "tuner/stored_candidates.h"
 #include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {

@@ -319,7 +319,7 @@ TEST_F(FromSearchTest, BuildsTheRunFromTheCandidate) {
 
 TEST_F(FromSearchTest, UnknownSearchSaysHowToListThem) {
   ExpectError({"--from-search", "42"},
-              "--from-search 42: no search 42 in " + dir_ + "/t.db",
+              "--from-search: no search 42 in " + dir_ + "/t.db",
               "list the recorded searches with 'tune db searches --db " + dir_ +
                   "/t.db'");
   ExpectError({"--from-search", "first"},
@@ -330,12 +330,14 @@ TEST_F(FromSearchTest, UnknownSearchSaysHowToListThem) {
 TEST_F(FromSearchTest, RankOutOfRangeSaysHowManyCandidates) {
   const std::string id = std::to_string(seeded_.search1);
   ExpectError({"--from-search", id, "--rank", "4"},
-              "--rank 4: search " + id + " has 3 candidates",
-              "use --rank 1 to 3 (tune search --top K records the best K)");
+              "--rank: search " + id + " stores 3 candidates, not rank 4",
+              "pick a rank from 1 to 3, or search again with --top K to store "
+              "more");
   ExpectError({"--from-search", std::to_string(seeded_.search2), "--rank", "2"},
-              "--rank 2: search " + std::to_string(seeded_.search2) +
-                  " has 1 candidate",
-              "use --rank 1 (or leave it out)");
+              "--rank: search " + std::to_string(seeded_.search2) +
+                  " stores 1 candidate, not rank 2",
+              "use rank 1, the only one stored, or search again with --top K "
+              "to store more");
   ExpectError({"--from-search", id, "--rank", "0"},
               "--rank must be a positive integer, got 0",
               "write a whole number greater than 0, e.g. --rank 8");

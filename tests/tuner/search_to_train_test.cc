@@ -233,7 +233,7 @@ TEST_F(SearchToTrainTest, FromSearchErrorsExitTwoBeforeTraining) {
   TuneRun run = RunTune("train --from-search 7 --db t.db", dir_, kEnv);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
-  EXPECT_EQ(run.err, "tune: error: --from-search 7: no search 7 in " + dir_ +
+  EXPECT_EQ(run.err, "tune: error: --from-search: no search 7 in " + dir_ +
                          "/t.db\ntune: hint: list the recorded searches with "
                          "'tune db searches --db " +
                          dir_ + "/t.db'\n");
@@ -373,9 +373,11 @@ TEST_F(DbListTest, EmptyListsAndErrors) {
             "tune: no training runs in s.db; 'tune train' records them\n");
   run = Db("runs --search 9");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err,
-            "tune: error: --search: no search 9 in s.db\n"
-            "tune: hint: list the recorded searches with 'tune db searches'\n");
+  EXPECT_EQ(run.err, "tune: error: --search: no search 9 in " + dir_ +
+                         "/s.db\n"
+                         "tune: hint: list the recorded searches with 'tune db "
+                         "searches --db " +
+                         dir_ + "/s.db'\n");
   run = Db("runs --search x");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
