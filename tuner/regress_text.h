@@ -1,4 +1,4 @@
-// Text helpers of `tune regress`'s output (tuner/regress_command.cc):
+// Text helpers of `tune regress`'s output (tuner/commands/regress.cc):
 // times, numbers, the verdict and result tables, hardware descriptions.
 #ifndef MESHTUNE_TUNER_REGRESS_TEXT_H_
 #define MESHTUNE_TUNER_REGRESS_TEXT_H_

@@ -18,7 +18,7 @@
 #include "tests/file_faults.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/tune_in_process.h"
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 #include "tuner/output_file.h"
 #include "tuner/regress_baseline_file.h"
 

@@ -18,7 +18,7 @@
 
 #include "tests/file_faults.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 #include "tuner/inputs.h"
 
 namespace meshtune::tuner {

@@ -16,7 +16,7 @@
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/tune_in_process.h"
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 #include "tuner/launch_script.h"
 #include "tuner/nemo_overrides.h"
 #include "tuner/train_config_yaml.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "tests/tuner/run_tune.h"
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 
 namespace meshtune::tuner::testing {
 

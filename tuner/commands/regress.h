@@ -13,12 +13,12 @@
 // Exit codes: 0 ok / pass, 1 regression (throughput or numerics) or runtime
 // failure, 2 usage and input errors (unknown benchmark, missing baseline, no
 // result yet, baseline from other hardware without --allow-other-hardware).
-#ifndef MESHTUNE_TUNER_REGRESS_COMMAND_H_
-#define MESHTUNE_TUNER_REGRESS_COMMAND_H_
+#ifndef MESHTUNE_TUNER_COMMANDS_REGRESS_H_
+#define MESHTUNE_TUNER_COMMANDS_REGRESS_H_
 
 #include <memory>
 
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 
 namespace meshtune::tuner {
 
@@ -26,4 +26,4 @@ std::unique_ptr<Command> AddRegressCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_REGRESS_COMMAND_H_
+#endif  // MESHTUNE_TUNER_COMMANDS_REGRESS_H_

@@ -21,7 +21,7 @@
 
 #include "costmodel/calibration.h"
 #include "results/store.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/output_file.h"
 #include "tuner/results_db.h"

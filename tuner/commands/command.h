@@ -6,8 +6,8 @@
 // Run() writes machine-readable output and reports to `out` (stdout) and
 // progress notes to `err` (stderr); errors are returned as a Status, which
 // the caller prints as `tune: error: ...` / `tune: hint: ...`.
-#ifndef MESHTUNE_TUNER_COMMAND_H_
-#define MESHTUNE_TUNER_COMMAND_H_
+#ifndef MESHTUNE_TUNER_COMMANDS_COMMAND_H_
+#define MESHTUNE_TUNER_COMMANDS_COMMAND_H_
 
 #include <memory>
 #include <ostream>
@@ -27,36 +27,36 @@ class Command {
   virtual Status Run(std::ostream& out, std::ostream& err) = 0;
 };
 
-std::unique_ptr<Command> AddSearchCommand(CLI::App* app);  // search_command.cc
+std::unique_ptr<Command> AddSearchCommand(CLI::App* app);  // commands/search.cc
 std::unique_ptr<Command> AddEstimateCommand(
-    CLI::App* app);  // estimate_command.cc
-std::unique_ptr<Command> AddModelsCommand(CLI::App* app);  // list_commands.cc
-std::unique_ptr<Command> AddGpusCommand(CLI::App* app);    // list_commands.cc
-// Published runs vs predictions (accuracy_command.cc).
+    CLI::App* app);  // commands/estimate.cc
+std::unique_ptr<Command> AddModelsCommand(CLI::App* app);  // commands/list.cc
+std::unique_ptr<Command> AddGpusCommand(CLI::App* app);    // commands/list.cc
+// Published runs vs predictions (commands/accuracy.cc).
 std::unique_ptr<Command> AddAccuracyCommand(CLI::App* app);
-// List and export the results database (db_command.cc).
+// List and export the results database (commands/db.cc).
 std::unique_ptr<Command> AddDbCommand(CLI::App* app);
-// Microbenchmarks into the results store (profile_command.cc).
+// Microbenchmarks into the results store (commands/profile.cc).
 std::unique_ptr<Command> AddProfileCommand(CLI::App* app);
-// Train with the engine (train_command.cc).
+// Train with the engine (commands/train.cc).
 std::unique_ptr<Command> AddTrainCommand(CLI::App* app);
-// Text/JSONL to Megatron indexed datasets (data_command.cc).
+// Text/JSONL to Megatron indexed datasets (commands/data.cc).
 std::unique_ptr<Command> AddDataCommand(CLI::App* app);
 // A stored candidate as Megatron-LM arguments or NeMo overrides
-// (export_command.cc).
+// (commands/export.cc).
 std::unique_ptr<Command> AddExportCommand(CLI::App* app);
 // Real runs of a search's best candidates, predicted vs measured, learning
-// (validate_command.cc).
+// (commands/validate.cc).
 std::unique_ptr<Command> AddValidateCommand(CLI::App* app);
-// Best configuration per GPU count (scale_command.cc); configurations side by
-// side, term by term (compare_command.cc).
+// Best configuration per GPU count (commands/scale.cc); configurations side by
+// side, term by term (commands/compare.cc).
 std::unique_ptr<Command> AddScaleCommand(CLI::App* app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App* app);
-// A ready SLURM script for a chosen configuration (launch_command.cc).
+// A ready SLURM script for a chosen configuration (commands/launch.cc).
 std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
-// The self-contained HTML report of a search (report_command.cc).
+// The self-contained HTML report of a search (commands/report.cc).
 std::unique_ptr<Command> AddReportCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_COMMAND_H_
+#endif  // MESHTUNE_TUNER_COMMANDS_COMMAND_H_

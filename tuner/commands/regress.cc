@@ -1,9 +1,9 @@
-// `tune regress` (tuner/regress_command.h, docs/regress.md): runs the
+// `tune regress` (tuner/commands/regress.h, docs/regress.md): runs the
 // built-in benchmarks (tuner/regress_benchmarks.h), stores results and
 // named baselines in the results database (results/store_regress.cc),
 // moves baselines in and out as files (tuner/regress_baseline_file.h) and
 // judges a result against a baseline (tuner/regress_verdict.h).
-#include "tuner/regress_command.h"
+#include "tuner/commands/regress.h"
 
 #include <sys/stat.h>
 

@@ -17,7 +17,7 @@
 
 #include "results/store.h"
 #include "search_spaces/presets.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/megatron_args.h"
 #include "tuner/nemo_overrides.h"

@@ -9,7 +9,7 @@
 #include "costmodel/model_stats.h"
 #include "search_spaces/presets.h"
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -21,7 +21,7 @@
 #include "profiler/sweep.h"
 #include "results/store.h"
 #include "search_spaces/presets.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/mpi_bench_note.h"
 #include "tuner/results_db.h"

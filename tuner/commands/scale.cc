@@ -7,7 +7,7 @@
 #include <string>
 
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/compare_config.h"
 #include "tuner/inputs.h"
 #include "tuner/results_db.h"

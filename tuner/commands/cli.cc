@@ -1,11 +1,11 @@
-#include "tuner/cli.h"
+#include "tuner/commands/cli.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>
 
-#include "tuner/command.h"
-#include "tuner/regress_command.h"
+#include "tuner/commands/command.h"
+#include "tuner/commands/regress.h"
 #include "tuner/results_db.h"
 #include "tuner/version.h"
 

@@ -9,7 +9,7 @@
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/compare_config.h"
 #include "tuner/compare_report.h"
 #include "tuner/inputs.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/megatron_args.h"
 #include "tuner/output_file.h"

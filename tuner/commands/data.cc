@@ -18,7 +18,7 @@
 
 #include "engine/data/indexed_dataset.h"
 #include "engine/data/tokenizer.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -4,8 +4,8 @@
 //   stderr: "tune: error: <message>" and, when there is one, "tune: hint:
 //   <hint>" exit:   0 ok, 2 usage or input error (CLI11 parse errors included),
 //           1 runtime failure.
-#ifndef MESHTUNE_TUNER_CLI_H_
-#define MESHTUNE_TUNER_CLI_H_
+#ifndef MESHTUNE_TUNER_COMMANDS_CLI_H_
+#define MESHTUNE_TUNER_COMMANDS_CLI_H_
 
 #include <ostream>
 #include <string>
@@ -29,4 +29,4 @@ std::string VersionString();
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_CLI_H_
+#endif  // MESHTUNE_TUNER_COMMANDS_CLI_H_

@@ -1,5 +1,7 @@
 // `tune accuracy`: predicts every published run in a CSV and reports the
 // error of each row and per source (tuner/accuracy.h has the mapping rules).
+#include "tuner/accuracy.h"
+
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <set>
@@ -8,10 +10,9 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/model_options.h"
-#include "tuner/accuracy.h"
 #include "tuner/accuracy_best.h"
 #include "tuner/accuracy_report.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/csv_reader.h"
 #include "tuner/terminal.h"
 

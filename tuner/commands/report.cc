@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "tuner/calibration_source.h"
-#include "tuner/cli.h"
-#include "tuner/command.h"
+#include "tuner/commands/cli.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/output_file.h"
 #include "tuner/report_html.h"

@@ -18,7 +18,7 @@
 
 #include "engine/train_config.h"
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/cuda_engine.h"
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"

@@ -7,7 +7,7 @@
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
 #include "tuner/calibration_source.h"
-#include "tuner/command.h"
+#include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
