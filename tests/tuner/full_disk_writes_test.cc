@@ -20,7 +20,7 @@
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/commands/cli.h"
 #include "tuner/output_file.h"
-#include "tuner/regress_baseline_file.h"
+#include "tuner/regress/baseline_file.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,8 +1,8 @@
 // `tune regress` (tuner/commands/regress.h, docs/regress.md): runs the
-// built-in benchmarks (tuner/regress_benchmarks.h), stores results and
+// built-in benchmarks (tuner/regress/benchmarks.h), stores results and
 // named baselines in the results database (results/store_regress.cc),
-// moves baselines in and out as files (tuner/regress_baseline_file.h) and
-// judges a result against a baseline (tuner/regress_verdict.h).
+// moves baselines in and out as files (tuner/regress/baseline_file.h) and
+// judges a result against a baseline (tuner/regress/verdict.h).
 #include "tuner/commands/regress.h"
 
 #include <sys/stat.h>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "results/store.h"
-#include "tuner/regress_baseline_file.h"
-#include "tuner/regress_benchmarks.h"
-#include "tuner/regress_text.h"
-#include "tuner/regress_verdict.h"
+#include "tuner/regress/baseline_file.h"
+#include "tuner/regress/benchmarks.h"
+#include "tuner/regress/text.h"
+#include "tuner/regress/verdict.h"
 #include "tuner/results_db.h"
 
 namespace meshtune::tuner {

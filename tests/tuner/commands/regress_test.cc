@@ -13,8 +13,8 @@
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/cuda_engine.h"
-#include "tuner/regress_baseline_file.h"
-#include "tuner/regress_benchmarks.h"
+#include "tuner/regress/baseline_file.h"
+#include "tuner/regress/benchmarks.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/regress_verdict.h"
+#include "tuner/regress/verdict.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "tuner/regress_text.h"
+#include "tuner/regress/text.h"
 
 #include <algorithm>
 #include <cstdio>

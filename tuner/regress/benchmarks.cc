@@ -1,4 +1,4 @@
-#include "tuner/regress_benchmarks.h"
+#include "tuner/regress/benchmarks.h"
 
 #include <time.h>
 

@@ -1,7 +1,7 @@
 // `tune regress` without running the engine: the verdict rule (threshold,
 // spreads, numerics), the table, the benchmark registry, and baseline files
 // (round trip and every validation message).
-#include "tuner/regress_verdict.h"
+#include "tuner/regress/verdict.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "tests/tuner/run_tune.h"
-#include "tuner/regress_baseline_file.h"
-#include "tuner/regress_benchmarks.h"
+#include "tuner/regress/baseline_file.h"
+#include "tuner/regress/benchmarks.h"
 
 namespace meshtune::tuner {
 namespace {

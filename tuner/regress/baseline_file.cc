@@ -1,4 +1,4 @@
-#include "tuner/regress_baseline_file.h"
+#include "tuner/regress/baseline_file.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -6,7 +6,7 @@
 
 #include "search_spaces/file_io.h"
 #include "tuner/output_file.h"
-#include "tuner/regress_benchmarks.h"
+#include "tuner/regress/benchmarks.h"
 
 namespace meshtune::tuner {
 namespace {

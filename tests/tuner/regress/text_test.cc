@@ -1,6 +1,6 @@
-// tune regress's text helpers (tuner/regress_text.h) against hand-written
+// tune regress's text helpers (tuner/regress/text.h) against hand-written
 // output.
-#include "tuner/regress_text.h"
+#include "tuner/regress/text.h"
 
 #include <gtest/gtest.h>
 
