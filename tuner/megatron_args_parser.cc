@@ -1090,7 +1090,7 @@ const std::map<std::string, Kind>& RunFlags() {
 
 // Accepted flags that do not change the cost model's inputs. The attention
 // kernel a row is priced with follows its software generation
-// (tuner/accuracy_rules.h), not this flag.
+// (tuner/accuracy/rules.h), not this flag.
 bool WithoutEffect(const std::string& flag) {
   return flag == "--transformer-impl" || flag == "--moe-permute-fusion" ||
          flag == "--moe-router-topk-scaling-factor" ||

@@ -263,7 +263,7 @@ TEST(NewPresetsTest, GptOssWindowsAndHeads) {
 }
 
 // The dev set's model column, as `tune accuracy` normalises it (case,
-// spaces, '-', '_' and '.' ignored; tuner/accuracy_rules.cc), and as
+// spaces, '-', '_' and '.' ignored; tuner/accuracy/rules.cc), and as
 // --model takes it (case only).
 TEST(NewPresetsTest, DevSetSpellingsResolve) {
   const std::vector<std::pair<std::string, std::string>> spellings = {

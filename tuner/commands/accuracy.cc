@@ -1,7 +1,6 @@
 // `tune accuracy`: predicts every published run in a CSV and reports the
-// error of each row and per source (tuner/accuracy.h has the mapping rules).
-#include "tuner/accuracy.h"
-
+// error of each row and per source (tuner/accuracy/cases.h has the mapping
+// rules).
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <set>
@@ -10,8 +9,9 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/model_options.h"
-#include "tuner/accuracy_best.h"
-#include "tuner/accuracy_report.h"
+#include "tuner/accuracy/best.h"
+#include "tuner/accuracy/cases.h"
+#include "tuner/accuracy/report.h"
 #include "tuner/commands/command.h"
 #include "tuner/csv_reader.h"
 #include "tuner/terminal.h"

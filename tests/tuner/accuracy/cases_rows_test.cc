@@ -17,8 +17,8 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/accuracy.h"
-#include "tuner/accuracy_report.h"
+#include "tuner/accuracy/cases.h"
+#include "tuner/accuracy/report.h"
 #include "tuner/csv_reader.h"
 
 namespace meshtune::tuner {

@@ -2,7 +2,7 @@
 // skipped reasons), published metric -> step time conversions against
 // hand-computed values, the exact error messages, and the accuracy
 // bars on tests/data/published_calibration.csv through the built binary.
-#include "tuner/accuracy.h"
+#include "tuner/accuracy/cases.h"
 
 #include <gtest/gtest.h>
 
@@ -423,7 +423,8 @@ TEST(AccuracyMapping, MalformedCellsAndMissingColumnsAreFileLineErrors) {
   EXPECT_EQ(s.message(),
             "bad.csv:3: column 'measured_value' is 'fast', not a positive "
             "number");
-  // A blank required cell skips its row (tests/tuner/accuracy_rows_test.cc).
+  // A blank required cell skips its row
+  // (tests/tuner/accuracy/cases_rows_test.cc).
   EXPECT_TRUE(
       MapError(std::string(kHeader) + "\n" + Line({{"gbs", ""}}) + "\n").ok());
   s = MapError(std::string(kHeader) + "\n" + Line({{"sp", "maybe"}}) + "\n");

@@ -1,4 +1,4 @@
-#include "tuner/accuracy_report.h"
+#include "tuner/accuracy/report.h"
 
 #include <cmath>
 #include <cstdarg>
@@ -6,7 +6,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/parallel_config.h"
-#include "tuner/accuracy_best.h"
+#include "tuner/accuracy/best.h"
 #include "tuner/report_json.h"
 
 namespace meshtune::tuner {
@@ -57,8 +57,8 @@ std::string ErrorCell(const ErrorStats& s, double value) {
   return s.n > 0 ? Format("%+.1f %%", value) : "-";
 }
 
-// The --with-best keys of one row (BestPlan in tuner/accuracy.h): the plan
-// as `tune search --json` writes configs (ConfigToJson) and as one line
+// The --with-best keys of one row (BestPlan in tuner/accuracy/cases.h): the
+// plan as `tune search --json` writes configs (ConfigToJson) and as one line
 // (ToString, which also names etp and uneven layouts), or nulls and the
 // reason.
 // REQUIRES: r.best is set; r.prediction too when r.best->config is.

@@ -1,4 +1,4 @@
-#include "tuner/accuracy.h"
+#include "tuner/accuracy/cases.h"
 
 #include <algorithm>
 #include <cctype>
@@ -409,7 +409,8 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   c.config.mbs = MicroBatchFromAccumulation(
       c.training.global_batch_size, c.config.dp, c.config.mbs,
       GradientAccumulationFromNotes(r.Text("notes")));
-  // The recipe's layout where the table prints a stale one (accuracy_rules.h).
+  // The recipe's layout where the table prints a stale one
+  // (tuner/accuracy/rules.h).
   ApplyRecipeLayout(c.source, c.model, cluster_name, *precision, &c.config);
   c.attention = AttentionKernelForRow(c.source, r.Text("notes"));
   const std::string megatron_args = r.Text("megatron_args");
@@ -432,7 +433,7 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
     c.training.megatron_fsdp = fsdp && *fsdp > 0;
     ApplyRecipeDefaults(c.source, c.model, cluster_name, &c.training);
     // The recipe's recompute where the row leaves the column blank (the
-    // published tables do not print it; tuner/accuracy_rules.h).
+    // published tables do not print it; tuner/accuracy/rules.h).
     if (r.Text("recompute").empty()) {
       if (auto rr = RecipeRecompute(c.source, c.model, cluster_name,
                                     c.training.precision, c.config)) {

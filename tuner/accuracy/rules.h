@@ -1,9 +1,9 @@
 // The rules that turn one published-runs CSV row into cost-model inputs
-// (`tune accuracy`, tuner/accuracy.h): model preset by normalised name and the
-// variants written after it, GPU and precision spellings, recompute text, the
-// attention kernel and optimizer of the source's software, the kind of each
-// published metric, and the conversion of step-time metrics to seconds per
-// step in the source's own FLOP convention.
+// (`tune accuracy`, tuner/accuracy/cases.h): model preset by normalised name
+// and the variants written after it, GPU and precision spellings, recompute
+// text, the attention kernel and optimizer of the source's software, the kind
+// of each published metric, and the conversion of step-time metrics to seconds
+// per step in the source's own FLOP convention.
 //
 // Precision spellings (PrecisionForRow; every spelling in
 // the development CSVs, docs/accuracy.md "The development data"):

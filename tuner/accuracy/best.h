@@ -30,7 +30,7 @@
 
 #include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
-#include "tuner/accuracy.h"
+#include "tuner/accuracy/cases.h"
 
 namespace meshtune::tuner {
 

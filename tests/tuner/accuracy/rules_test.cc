@@ -1,6 +1,6 @@
 // The row-mapping rules of `tune accuracy` that read notes and apply the
 // documented defaults of NVIDIA's recipes.
-#include "tuner/accuracy_rules.h"
+#include "tuner/accuracy/rules.h"
 
 #include <gtest/gtest.h>
 
@@ -211,7 +211,7 @@ TEST(RecipeRecompute, DeepSeekV3RecipesRecomputeTheirModules) {
 }
 
 // Two H100 Qwen3-30B-A3B rows print another release's layout; the recipe's
-// is restored only for that printed layout (accuracy_rules.h).
+// is restored only for that printed layout (tuner/accuracy/rules.h).
 TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
   const auto qwen = FindModelPreset("Qwen3_30B_a3B");
   ASSERT_TRUE(qwen.has_value());
@@ -283,7 +283,7 @@ TEST(ApplyRecipeLayout, RestoresTheRecipeWhereTheTableIsStale) {
   EXPECT_EQ(c.mbs, 1);
 }
 
-// The recipes' CUDA graphs per container and GPU (accuracy_rules.h).
+// The recipes' CUDA graphs per container and GPU (tuner/accuracy/rules.h).
 TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
   using search_spaces::CudaGraphImpl;
   using search_spaces::CudaGraphs;
@@ -355,8 +355,8 @@ TEST(ApplyRecipeCudaGraphs, ScopesFollowTheRecipes) {
 }
 
 // FP8 attention arrived with the 26.06 MXFP8 recipes' full-iteration
-// graphs (accuracy_rules.h): Qwen3 on GB200/GB300/B300 from 26.06 and B200
-// from 26.06.01, DeepSeek-V3 on GB300 from 26.06 and B300 from 26.06.01.
+// graphs (tuner/accuracy/rules.h): Qwen3 on GB200/GB300/B300 from 26.06 and
+// B200 from 26.06.01, DeepSeek-V3 on GB300 from 26.06 and B300 from 26.06.01.
 TEST(ApplyRecipeFp8Attention, FollowsTheRecipes) {
   auto fp8_attention = [](const std::string& version, const std::string& preset,
                           const std::string& gpu, Precision p) {
@@ -387,7 +387,8 @@ TEST(ApplyRecipeFp8Attention, FollowsTheRecipes) {
   EXPECT_FALSE(fp8_attention("26.06", "LLAMA3_70B", "gb300", mx));
 }
 
-// The recipes' dispatcher and EP overlap per container (accuracy_rules.h).
+// The recipes' dispatcher and EP overlap per container
+// (tuner/accuracy/rules.h).
 TEST(RecipeExpertTensorParallel, MegatronBridgeMoeRecipesRunEtp1) {
   const auto dsv3 = FindModelPreset("DeepSeekV3");
   const auto llama = FindModelPreset("LLAMA3_70B");

@@ -1,8 +1,10 @@
-// `tune accuracy --with-best` (tuner/accuracy_best.h): the best plan of each
+// `tune accuracy --with-best` (tuner/accuracy/best.h): the best plan of each
 // step-time row's problem, its gain over the row's own configuration, the
 // per-problem search cache, rows where nothing fits and rows that are not
 // searched, the summary statistics, and the JSON/text reports through the
 // built binary.
+#include "tuner/accuracy/best.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,8 +17,7 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/accuracy.h"
-#include "tuner/accuracy_best.h"
+#include "tuner/accuracy/cases.h"
 #include "tuner/csv_reader.h"
 #include "tuner/ranking.h"
 

@@ -19,7 +19,7 @@
 // file (n 0 and null errors where none has a predicted step-time row);
 // layer_time and memory list the sources that have such rows. skip_reasons
 // groups the skipped rows by reason, most frequent first.
-// With --with-best (tuner/accuracy_best.h) every row also has
+// With --with-best (tuner/accuracy/best.h) every row also has
 // "best_config" (ConfigToJson's object, tuner/report_json.h),
 // "best_config_text" (search_spaces::ToString, with etp and the layout),
 // "best_step_s" (s), "best_gain_pct" (100·(predicted_step_s −
@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "tuner/accuracy.h"
+#include "tuner/accuracy/cases.h"
 
 namespace meshtune::tuner {
 

@@ -12,7 +12,7 @@
 // Summarize() gives the mean absolute percentage error (MAPE) and worst
 // error per source and overall, for step times, per-layer times and memory
 // apart, and groups the skip reasons. Mapping rules (each documented at its
-// function; tuner/accuracy_rules.h has the per-cell rules):
+// function; tuner/accuracy/rules.h has the per-cell rules):
 //   model      preset whose normalised name/alias matches the row's model
 //              (variants in parentheses stripped and applied:
 //              ParseModelVariant) or, with no preset, the row's architecture
@@ -22,7 +22,7 @@
 //              expert width, which the dev set writes there)
 //   cluster    GPU name by substring -> preset (ResolveCluster)
 //   precision  PrecisionForRow (every dev-set spelling; the table is in
-//              tuner/accuracy_rules.h)
+//              tuner/accuracy/rules.h)
 //   blanks     sp = on when tp > 1; recompute none; vp 1; mbs 1; cp, ep 1;
 //              dp = num_gpus / (tp·pp·cp); a blank required cell (num_gpus,
 //              tp, pp, gbs, measured_value, ...) skips the row
@@ -42,8 +42,8 @@
 //              torch.cuda.max_memory_allocated reports).
 // Units: step times in seconds, layer times in ms, memory in GiB (2^30
 // bytes), errors in percent (signed: predicted − published over published).
-#ifndef MESHTUNE_TUNER_ACCURACY_H_
-#define MESHTUNE_TUNER_ACCURACY_H_
+#ifndef MESHTUNE_TUNER_ACCURACY_CASES_H_
+#define MESHTUNE_TUNER_ACCURACY_CASES_H_
 
 #include <cstdint>
 #include <functional>
@@ -59,7 +59,7 @@
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/status.h"
 #include "search_spaces/training_spec.h"
-#include "tuner/accuracy_rules.h"
+#include "tuner/accuracy/rules.h"
 #include "tuner/csv_reader.h"
 
 namespace meshtune::tuner {
@@ -99,7 +99,7 @@ struct AccuracyCase {
   // The cells that define the row's model, as written (model column with its
   // variants, the architecture columns, megatron_args): rows with equal
   // model_key resolve to the same ModelSpec (--with-best's search cache,
-  // tuner/accuracy_best.h, keys problems by it).
+  // tuner/accuracy/best.h, keys problems by it).
   std::string model_key;
 };
 
@@ -139,7 +139,7 @@ struct AccuracyPrediction {
 // REQUIRES: c.skipped_reason is empty.
 AccuracyPrediction Predict(const AccuracyCase& c, const Estimator& estimator);
 
-// `tune accuracy --with-best` (tuner/accuracy_best.h): the best plan the
+// `tune accuracy --with-best` (tuner/accuracy/best.h): the best plan the
 // search finds for a step-time row's problem, against the row's own plan.
 struct BestPlan {
   bool searched = false;  // false: the row is not searched (see reason)
@@ -230,4 +230,4 @@ AccuracySummary Summarize(const std::vector<AccuracyResult>& results);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_ACCURACY_H_
+#endif  // MESHTUNE_TUNER_ACCURACY_CASES_H_

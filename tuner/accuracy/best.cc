@@ -1,4 +1,4 @@
-#include "tuner/accuracy_best.h"
+#include "tuner/accuracy/best.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,7 +24,7 @@ std::string ProblemKey(const AccuracyCase& c) {
   add(search_spaces::ToString(t.precision));
   // The software flags, in TrainingSpec's order (train_tokens only sets
   // days_to_train, which no ranking reads), and what the row's notes set
-  // beyond its model cells (forced balancing; tuner/accuracy_rules.h).
+  // beyond its model cells (forced balancing; tuner/accuracy/rules.h).
   std::string flags;
   for (bool flag :
        {t.grad_reduce_in_bf16, t.fp8_param_gather, t.tp_comm_overlap,

@@ -1,4 +1,4 @@
-#include "tuner/accuracy_rules.h"
+#include "tuner/accuracy/rules.h"
 
 #include <algorithm>
 #include <cctype>
