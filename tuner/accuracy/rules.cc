@@ -77,6 +77,29 @@ bool IsMegatronBridge2509OrLater(const std::string& source) {
   return SourceVersion(source, "megatronbridge_") >= 250900;
 }
 
+// The 26.06 MXFP8 recipes of the Megatron-Bridge tables (Megatron-Bridge 0.5.0
+// = 26.06 and 0.5.1 = 26.06.01): full-iteration CUDA graphs, the fused
+// grouped MLP and the EP overlap together, from 26.06 on the GPUs that got
+// them first and from 26.06.01 on the rest. `name` is NormalizeModelName's,
+// `version` SourceVersion's (yymmpp), `gpu` the cluster preset.
+//   Qwen3-30B    GB200, GB300, B300 from 26.06; B200 from 26.06.01.
+//   DeepSeek-V3  GB200, GB300 from 26.06; B300 from 26.06.01.
+bool Mxfp8Recipe2606(const std::string& name, const std::string& gpu,
+                     int version, Precision precision) {
+  if (precision != Precision::kMxfp8) return false;
+  const std::string& g = gpu;
+  if (name == "qwen330ba3b") {
+    return ((g == "gb200" || g == "gb300" || g == "b300") &&
+            version >= 260600) ||
+           (g == "b200" && version >= 260601);
+  }
+  if (name == "deepseekv3") {
+    return ((g == "gb200" || g == "gb300") && version >= 260600) ||
+           (g == "b300" && version >= 260601);
+  }
+  return false;
+}
+
 // The first 4-digit year (19xx/20xx, not part of a longer number) in `s`.
 std::optional<int> YearIn(const std::string& s) {
   for (size_t i = 0; i + 4 <= s.size(); ++i) {
@@ -478,28 +501,21 @@ void ApplyRecipeMoeSoftware(const std::string& source,
   const std::string name = NormalizeModelName(model->name);
   const std::string& g = cluster_name;
   const bool mxfp8 = training->precision == Precision::kMxfp8;
+  const bool recipe_2606 = Mxfp8Recipe2606(name, g, v, training->precision);
   bool flex = false, overlap = false, fused_mlp = false;
   if (name == "deepseekv3") {
-    fused_mlp = mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
-                          (g == "b300" && v >= 260601));
+    fused_mlp = recipe_2606;
     flex = (g == "h100" && v >= 250900) ||
            ((g == "gb200" || g == "gb300") && v >= 251100) ||
            ((g == "b200" || g == "b300") && v >= 260200);
     overlap = (g == "h100" && v <= 251199) ||
               (g == "b200" && mxfp8 && v >= 260401 && config.pp == 8 &&
                config.vpp == 2 && config.ep == 32) ||
-              ((g == "gb200" || g == "gb300") && mxfp8 && v >= 260600) ||
-              (g == "b300" && mxfp8 && v >= 260601);
+              recipe_2606;
   } else if (name == "qwen330ba3b") {
-    fused_mlp =
-        mxfp8 &&
-        (((g == "gb200" || g == "gb300" || g == "b300") && v >= 260600) ||
-         (g == "b200" && v >= 260601));
+    fused_mlp = recipe_2606;
     flex = !(g == "b200" && v < 260201) && !(g == "h100" && v < 260200);
-    overlap = (g == "h100" && v >= 251100 && v < 260201) ||
-              ((g == "gb200" || g == "gb300" || g == "b300") && mxfp8 &&
-               v >= 260600) ||
-              (g == "b200" && mxfp8 && v >= 260601);
+    overlap = (g == "h100" && v >= 251100 && v < 260201) || recipe_2606;
   } else if (name == "nemotron3nano") {
     flex = true;
   } else {
@@ -526,15 +542,9 @@ void ApplyRecipeFp8Attention(const std::string& source, const ModelSpec& model,
   if (v == 0 || training->precision != Precision::kMxfp8) return;
   const std::string name = NormalizeModelName(model.name);
   const std::string& g = cluster_name;
-  bool fp8_attention = false;
-  if (name == "qwen330ba3b") {
-    fp8_attention =
-        ((g == "gb200" || g == "gb300" || g == "b300") && v >= 260600) ||
-        (g == "b200" && v >= 260601);
-  } else if (name == "deepseekv3") {
-    fp8_attention =
-        (g == "gb300" && v >= 260600) || (g == "b300" && v >= 260601);
-  }
+  // DeepSeek-V3 on GB200 runs the recipe with 16-bit attention.
+  const bool fp8_attention = Mxfp8Recipe2606(name, g, v, training->precision) &&
+                             !(name == "deepseekv3" && g == "gb200");
   if (fp8_attention) training->fp8_dot_product_attention = true;
 }
 
@@ -557,8 +567,7 @@ void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
   std::optional<uint32_t> te;  // transformer_engine with this scope
   bool full_iteration = false;
   if (name == "qwen330ba3b") {
-    full_iteration = mxfp8 && ((g != "b200" && !hopper && v >= 260600) ||
-                               (g == "b200" && v >= 260601));
+    full_iteration = Mxfp8Recipe2606(name, g, v, p);
     if (g == "h100") {
       if (p == Precision::kBf16) te = kRouter;
     } else if (v < 251100) {
@@ -574,9 +583,7 @@ void ApplyRecipeCudaGraphs(const std::string& source, const ModelSpec& model,
       te = kRouter;  // GB300, B300
     }
   } else if (name == "deepseekv3") {
-    full_iteration =
-        mxfp8 && (((g == "gb200" || g == "gb300") && v >= 260600) ||
-                  (g == "b300" && v >= 260601));
+    full_iteration = Mxfp8Recipe2606(name, g, v, p);
     const uint32_t layer = kGraphAttn | kRouter;
     if (g == "gb200") te = v < 260200 ? kRouter : layer;
     if (g == "gb300" && (!mxfp8 || v < 260200)) te = layer;
