@@ -241,12 +241,12 @@ int64_t RecipeExpertTensorParallel(const std::string& source,
 //               from 26.02.01 attn too. GB200: mxfp8 TE router, other
 //               precisions attn too. GB300/B300: TE router. mxfp8 from
 //               26.06 (B200 26.06.01): full.
-//   DeepSeek-V3 GB200: TE attn router (25.11: router only); GB300: bf16 TE attn
-//   router, mxfp8
-//               none from 26.02 (25.11: one recipe, TE attn router, for
-//               every precision); B300 from 26.04.01 and B200 mxfp8
-//               from 26.04.01: TE attn router; H100 and the rest: none. mxfp8
-//               GB200/GB300 from 26.06, B300 from 26.06.01: full.
+//   DeepSeek-V3 GB200: TE attn router (25.11: router only). GB300: bf16
+//               TE attn router, mxfp8 none from 26.02 (25.11: one recipe,
+//               TE attn router, for every precision). B300 from 26.04.01
+//               and B200 mxfp8 from 26.04.01: TE attn router. H100 and the
+//               rest: none. mxfp8 GB200/GB300 from 26.06, B300 from
+//               26.06.01: full.
 //   Nemotron 3  Blackwell: TE attn mamba router; H100: bf16 TE attn mamba,
 //   Nano        FP8-CS TE mamba.
 // Other sources and models are left as they are (Megatron's default: no
