@@ -21,6 +21,7 @@
 
 #include "costmodel/calibration.h"
 #include "results/store.h"
+#include "search_spaces/collective.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
 #include "tuner/output_file.h"
@@ -40,13 +41,18 @@ constexpr const char* kDbExamples = R"(Examples:
   tune db export --table measurements --csv m.csv  any table as CSV
   tune db hardware --db /data/cluster.db           another database file)";
 
-// Ops a Measurement may carry (results/store.h), and the engine-kernel
-// families of profiler/engine_ops.h.
+// Ops a Measurement may carry (results/store.h; the collectives by
+// search_spaces::CollectiveName), and the engine-kernel families of
+// profiler/engine_ops.h.
 const std::vector<std::string>& KnownOps() {
-  static const std::vector<std::string> ops = {
-      "gemm",       "attention",      "stream",           "all_reduce",
-      "all_gather", "reduce_scatter", "all_to_all",       "send_recv",
-      "attn:fwd",   "attn:bwd",       "elem:<op>:fwd|bwd"};
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v = {"gemm", "attention", "stream"};
+    for (search_spaces::Collective c : search_spaces::AllCollectives()) {
+      v.push_back(search_spaces::CollectiveName(c));
+    }
+    v.insert(v.end(), {"attn:fwd", "attn:bwd", "elem:<op>:fwd|bwd"});
+    return v;
+  }();
   return ops;
 }
 
