@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <ctime>
 
 namespace meshtune::tuner {
 
@@ -23,5 +24,14 @@ std::string Fmt(const char* format, ...) {
 }
 
 std::string Fixed(double v, int digits) { return Fmt("%.*f", digits, v); }
+
+std::string UtcMinuteText(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return "-";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
+  return buf;
+}
 
 }  // namespace meshtune::tuner

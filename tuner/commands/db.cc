@@ -12,7 +12,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -116,16 +115,6 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
 }
 
 std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
-
-// "2025-01-31 14:05" (UTC) for a provenance timestamp.
-std::string UtcTime(int64_t unix_s) {
-  const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  if (gmtime_r(&t, &tm) == nullptr) return "-";
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
 
 // Prediction data of a linked training run (view predicted_vs_measured).
 struct RunLink {
@@ -309,8 +298,8 @@ class DbCommand : public Command {
       const results::CandidateRecord* best =
           candidates->empty() ? nullptr : &candidates->front();
       rows.push_back(
-          {std::to_string(s.id), UtcTime(s.provenance.created_unix_s), s.model,
-           std::to_string(s.gpus), s.gpu, std::to_string(s.gbs),
+          {std::to_string(s.id), UtcMinuteText(s.provenance.created_unix_s),
+           s.model, std::to_string(s.gpus), s.gpu, std::to_string(s.gbs),
            std::to_string(s.seq_length), std::to_string(s.evaluated),
            std::to_string(s.feasible), best ? best->config_text : "-",
            best ? Fixed(best->step_time_s * 1e3, 1) : "-"});
@@ -345,8 +334,8 @@ class DbCommand : public Command {
       if (search_id > 0 && link == links.end()) continue;
       const bool linked = link != links.end();
       rows.push_back(
-          {std::to_string(r.id), UtcTime(r.provenance.created_unix_s), r.model,
-           r.config_text, std::to_string(r.steps),
+          {std::to_string(r.id), UtcMinuteText(r.provenance.created_unix_s),
+           r.model, r.config_text, std::to_string(r.steps),
            Fixed(r.step_time_median_s * 1e3, 1), Fixed(r.tokens_per_s, 0),
            Fixed(r.final_loss, 4),
            linked ? std::to_string(link->second.search_id) : "-",

@@ -27,7 +27,6 @@ using regress_text::Describe;
 using regress_text::Fixed;
 using regress_text::PrintTable;
 using regress_text::Throughput;
-using regress_text::TimeText;
 
 constexpr const char* kRegressExamples = R"(Examples:
   tune regress list
@@ -254,7 +253,7 @@ class RegressCommand : public Command {
          "tokens/CPU s", "tokens/wall s", "final loss"}};
     for (const results::RegressResult& r : all.value()) {
       rows.push_back(
-          {std::to_string(r.id), TimeText(r.provenance.created_unix_s),
+          {std::to_string(r.id), UtcMinuteText(r.provenance.created_unix_s),
            r.benchmark, r.hardware_id, r.provenance.git_revision,
            std::to_string(r.tokens_per_s.size()),
            Throughput(r.cpu_tokens_per_s_median, r.cpu_tokens_per_s_spread),
@@ -386,14 +385,14 @@ class RegressCommand : public Command {
     out << "tune regress check: " << b.name << "\n"
         << "  current:  result " << current->id << ", git "
         << current->provenance.git_revision << ", "
-        << TimeText(current->provenance.created_unix_s) << " UTC, "
+        << UtcMinuteText(current->provenance.created_unix_s) << " UTC, "
         << Describe(hw) << ", " << current->tokens_per_s.size() << " repeats\n"
         << "  baseline: '" << baseline.name << "'"
         << (baseline.source_result_id > 0
                 ? " (result " + std::to_string(baseline.source_result_id) + ")"
                 : std::string(" (imported)"))
         << ", git " << baseline.result.provenance.git_revision << ", "
-        << TimeText(baseline.result.provenance.created_unix_s) << " UTC, "
+        << UtcMinuteText(baseline.result.provenance.created_unix_s) << " UTC, "
         << Describe(base->hardware) << ", "
         << baseline.result.tokens_per_s.size() << " repeats"
         << (baseline.result.hardware_id != hw.id ? " [other hardware]" : "")
@@ -503,7 +502,7 @@ class RegressCommand : public Command {
            r.provenance.git_revision,
            Throughput(r.cpu_tokens_per_s_median, r.cpu_tokens_per_s_spread),
            Throughput(r.tokens_per_s_median, r.tokens_per_s_spread),
-           TimeText(b.provenance.created_unix_s)});
+           UtcMinuteText(b.provenance.created_unix_s)});
     }
     PrintTable(out, rows);
     return Status::Ok();

@@ -2,20 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 #include "tuner/text_format.h"
 
 namespace meshtune::tuner::regress_text {
-
-std::string TimeText(int64_t unix_s) {
-  const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
 
 std::string Throughput(double median, double spread) {
   return Fixed(median, 1) + " ± " + Fixed(spread, 1);

@@ -13,11 +13,9 @@
 
 namespace meshtune::tuner::regress_text {
 
-// "2026-11-30 11:48" (UTC) for a Unix time in seconds.
-std::string TimeText(int64_t unix_s);
-
-// `v` with `digits` decimals (tuner/text_format.h).
+// `v` with `digits` decimals, and UTC times (tuner/text_format.h).
 using ::meshtune::tuner::Fixed;
+using ::meshtune::tuner::UtcMinuteText;
 
 // "1234.5 ± 6.7": a median throughput and its spread.
 std::string Throughput(double median, double spread);

@@ -10,8 +10,8 @@ namespace meshtune::tuner::regress_text {
 namespace {
 
 TEST(RegressTextTest, TimesAndNumbers) {
-  EXPECT_EQ(TimeText(0), "1970-01-01 00:00");
-  EXPECT_EQ(TimeText(1796038080), "2026-11-30 11:28");
+  EXPECT_EQ(UtcMinuteText(0), "1970-01-01 00:00");
+  EXPECT_EQ(UtcMinuteText(1796038080), "2026-11-30 11:28");
   EXPECT_EQ(Fixed(2.0 / 3.0, 3), "0.667");
   EXPECT_EQ(Throughput(1234.56, 6.78), "1234.6 ± 6.8");
 }
