@@ -7,21 +7,18 @@
 #ifndef MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
 #define MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "costmodel/calibration.h"
 #include "costmodel/measured_calibration.h"
-#include "profiler/cpu_backend.h"
 #include "results/store.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::tuner {
-
-// Name of the cluster preset that describes the machine tune runs on.
-inline constexpr char kLocalCluster[] = "local";
 
 // Stored rows of one machine as the cost model's tables: GEMM medians by
 // shape and precision, collective medians by (op, group size, nodes) and
@@ -96,12 +93,6 @@ StatusOr<std::string> FileGpuMachine(results::Store* store,
                                      const search_spaces::ClusterSpec& cluster,
                                      const std::string& gpu_model,
                                      int64_t gpu_count);
-
-// The `local` preset: this machine as one node whose "GPUs" are its CPU
-// cores (the CPU training engine runs one rank per core). Peak and memory
-// per rank come from /proc; bandwidths are nominal until `tune profile`
-// measures them (then MeasuredCalibration replaces them).
-search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info);
 
 }  // namespace meshtune::tuner
 

@@ -13,7 +13,7 @@
 #include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
-#include "tuner/calibration_source.h"
+#include "tuner/local_cluster.h"
 
 namespace meshtune::tuner {
 namespace {

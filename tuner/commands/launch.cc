@@ -30,6 +30,7 @@
 #include "tuner/config_file_inputs.h"
 #include "tuner/inputs.h"
 #include "tuner/launch_script.h"
+#include "tuner/local_cluster.h"
 #include "tuner/output_file.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"

@@ -30,6 +30,7 @@
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/cuda_engine.h"
+#include "tuner/local_cluster.h"
 #include "tuner/results_db.h"
 #include "tuner/search_link.h"
 #include "tuner/train_flags.h"

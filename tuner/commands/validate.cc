@@ -21,6 +21,7 @@
 #include "tuner/commands/command.h"
 #include "tuner/cuda_engine.h"
 #include "tuner/inputs.h"
+#include "tuner/local_cluster.h"
 #include "tuner/report_json.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
