@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "tuner/compare_config.h"
-#include "tuner/text_format.h"
+#include "tuner/io/text_format.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "search_spaces/cluster_spec.h"
+#include "tuner/io/text_format.h"
 #include "tuner/megatron_args.h"
-#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
+#include "tuner/io/terminal.h"
+#include "tuner/io/text_format.h"
 #include "tuner/model_facts.h"
-#include "tuner/terminal.h"
-#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -204,7 +204,7 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
 void PrintSearchReport(std::ostream& out, const Inputs& in,
                        const SearchResult& result, int64_t top_k) {
   PrintInputsHeader(out, in, result.ranked.front().calibration);
-  // Colour only on a terminal (tuner/terminal.h): wrapped around whole
+  // Colour only on a terminal (tuner/io/terminal.h): wrapped around whole
   // formatted cells, so that the columns line up either way.
   const Style style = StyleFor(out);
   const size_t n = std::min<size_t>(

@@ -5,8 +5,8 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
-#include "tuner/output_file.h"
-#include "tuner/version.h"
+#include "tuner/io/output_file.h"
+#include "tuner/io/version.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -23,7 +23,8 @@ namespace meshtune::tuner {
 std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
                          const SearchLink* search = nullptr);
 
-// Writes ConfigToYaml to `path` atomically (tuner/output_file.h): errors name
+// Writes ConfigToYaml to `path` atomically (tuner/io/output_file.h): errors
+// name
 // --out; on a failed write the previous file is left as it was.
 Status WriteConfigYaml(const std::string& path, const Inputs& in,
                        const costmodel::Estimate& e,

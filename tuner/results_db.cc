@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <ostream>
 
+#include "tuner/io/version.h"
 #include "tuner/report_json.h"
-#include "tuner/version.h"
 
 namespace meshtune::tuner {
 

@@ -3,9 +3,9 @@
 #include <cstdio>
 
 #include "tuner/compare_config.h"
+#include "tuner/io/text_format.h"
 #include "tuner/model_facts.h"
 #include "tuner/report_table.h"
-#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {}  // namespace

@@ -1,6 +1,6 @@
 #include "tuner/search_progress.h"
 
-#include "tuner/terminal.h"
+#include "tuner/io/terminal.h"
 
 namespace meshtune::tuner {
 

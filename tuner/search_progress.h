@@ -1,7 +1,7 @@
 // A search with the terminal's progress bar: what `tune search` and `tune
 // launch` (when it searches) run. The bar counts configurations evaluated
 // on stderr, appears only on a terminal after half a second and never with
-// --quiet (tuner/terminal.h).
+// --quiet (tuner/io/terminal.h).
 #ifndef MESHTUNE_TUNER_SEARCH_PROGRESS_H_
 #define MESHTUNE_TUNER_SEARCH_PROGRESS_H_
 

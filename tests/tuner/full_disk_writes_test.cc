@@ -19,7 +19,7 @@
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/commands/cli.h"
-#include "tuner/output_file.h"
+#include "tuner/io/output_file.h"
 #include "tuner/regress/baseline_file.h"
 
 namespace meshtune::tuner {

@@ -14,7 +14,7 @@
 #include "tests/fuzz_mutator.h"
 #include "tests/tuner/export_round_trip.h"
 #include "tuner/accuracy/cases.h"
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 #include "tuner/megatron_args.h"
 #include "tuner/megatron_args_parser.h"
 

@@ -60,7 +60,7 @@
 #include "search_spaces/status.h"
 #include "search_spaces/training_spec.h"
 #include "tuner/accuracy/rules.h"
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 
 namespace meshtune::tuner {
 

@@ -13,8 +13,8 @@
 #include "tuner/accuracy/cases.h"
 #include "tuner/accuracy/report.h"
 #include "tuner/commands/command.h"
-#include "tuner/csv_reader.h"
-#include "tuner/terminal.h"
+#include "tuner/io/csv_reader.h"
+#include "tuner/io/terminal.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -91,7 +91,7 @@ class AccuracyCommand : public Command {
     if (ablation_) return RunAblation(cases, out);
     std::vector<AccuracyResult> results = PredictAll(cases, DefaultEstimator());
     if (with_best_) {
-      // A bar on a terminal only (tuner/terminal.h), as `tune search` shows.
+      // A bar on a terminal only (tuner/io/terminal.h), as `tune search` shows.
       ProgressBar bar(err, "searching best plans", 0,
                       DefaultProgressOptions(err, /*quiet=*/false));
       BestPlanFinder finder;

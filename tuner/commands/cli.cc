@@ -6,8 +6,8 @@
 
 #include "tuner/commands/command.h"
 #include "tuner/commands/regress.h"
+#include "tuner/io/version.h"
 #include "tuner/results_db.h"
-#include "tuner/version.h"
 
 namespace meshtune::tuner {
 namespace {

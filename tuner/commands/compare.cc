@@ -13,10 +13,10 @@
 #include "tuner/compare_config.h"
 #include "tuner/compare_report.h"
 #include "tuner/inputs.h"
+#include "tuner/io/terminal.h"
 #include "tuner/results_db.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
-#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -23,10 +23,10 @@
 #include "search_spaces/collective.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
-#include "tuner/output_file.h"
+#include "tuner/io/output_file.h"
+#include "tuner/io/text_format.h"
 #include "tuner/results_db.h"
 #include "tuner/stored_candidates.h"
-#include "tuner/text_format.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -9,10 +9,10 @@
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
+#include "tuner/io/terminal.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
 #include "tuner/results_db.h"
-#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {

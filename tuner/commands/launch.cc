@@ -29,9 +29,10 @@
 #include "tuner/commands/command.h"
 #include "tuner/config_file_inputs.h"
 #include "tuner/inputs.h"
+#include "tuner/io/output_file.h"
+#include "tuner/io/terminal.h"
 #include "tuner/launch_script.h"
 #include "tuner/local_cluster.h"
-#include "tuner/output_file.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
@@ -39,7 +40,6 @@
 #include "tuner/search_progress.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
-#include "tuner/terminal.h"
 #include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
@@ -118,7 +118,7 @@ std::string ConfigPathFor(const std::string& script_path) {
   return script_path + ".yaml";
 }
 
-// Atomically (tuner/output_file.h), then +x: a failed write leaves a
+// Atomically (tuner/io/output_file.h), then +x: a failed write leaves a
 // previous script as it was, never a truncated one that sbatch would run.
 Status WriteExecutable(const std::string& path, const std::string& text) {
   MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(path, text, "--out"));

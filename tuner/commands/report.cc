@@ -15,7 +15,7 @@
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
-#include "tuner/output_file.h"
+#include "tuner/io/output_file.h"
 #include "tuner/report_html.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"

@@ -10,10 +10,10 @@
 #include "tuner/commands/command.h"
 #include "tuner/compare_config.h"
 #include "tuner/inputs.h"
+#include "tuner/io/terminal.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
-#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {

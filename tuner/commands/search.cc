@@ -8,8 +8,9 @@
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
+#include "tuner/io/output_file.h"
+#include "tuner/io/terminal.h"
 #include "tuner/megatron_args.h"
-#include "tuner/output_file.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"
 #include "tuner/report_yaml.h"
@@ -18,7 +19,6 @@
 #include "tuner/search_link.h"
 #include "tuner/search_progress.h"
 #include "tuner/stored_candidates.h"
-#include "tuner/terminal.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "search_spaces/file_io.h"
-#include "tuner/output_file.h"
+#include "tuner/io/output_file.h"
 #include "tuner/regress/benchmarks.h"
 
 namespace meshtune::tuner {

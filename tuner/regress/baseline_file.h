@@ -41,7 +41,7 @@ struct BaselineFile {
 // The file's text (pretty-printed JSON, newline-terminated).
 std::string BaselineFileText(const BaselineFile& file);
 
-// Writes BaselineFileText to `path` atomically (tuner/output_file.h): errors
+// Writes BaselineFileText to `path` atomically (tuner/io/output_file.h): errors
 // name --file; on a failed write the previous file is left as it was.
 Status WriteBaselineFile(const std::string& path, const BaselineFile& file);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "tuner/text_format.h"
+#include "tuner/io/text_format.h"
 
 namespace meshtune::tuner::regress_text {
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "results/store.h"
-#include "tuner/text_format.h"
+#include "tuner/io/text_format.h"
 
 namespace meshtune::tuner::regress_text {
 
-// `v` with `digits` decimals, and UTC times (tuner/text_format.h).
+// `v` with `digits` decimals, and UTC times (tuner/io/text_format.h).
 using ::meshtune::tuner::Fixed;
 using ::meshtune::tuner::UtcMinuteText;
 

@@ -18,7 +18,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/accuracy/cases.h"
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 #include "tuner/ranking.h"
 
 namespace meshtune::tuner {

@@ -19,7 +19,7 @@
 #include "tests/tuner/run_tune.h"
 #include "tuner/accuracy/cases.h"
 #include "tuner/accuracy/report.h"
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "costmodel/model_options.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 
 namespace meshtune::tuner {
 namespace {

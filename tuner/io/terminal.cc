@@ -1,4 +1,4 @@
-#include "tuner/terminal.h"
+#include "tuner/io/terminal.h"
 
 #include <unistd.h>
 

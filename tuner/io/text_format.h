@@ -1,8 +1,8 @@
 // Number formatting for the tuner's text output, in one place: printf-style
 // strings, fixed-point numbers and UTC times (the C locale's "%.*f", as every
 // report, table and generated script prints them).
-#ifndef MESHTUNE_TUNER_TEXT_FORMAT_H_
-#define MESHTUNE_TUNER_TEXT_FORMAT_H_
+#ifndef MESHTUNE_TUNER_IO_TEXT_FORMAT_H_
+#define MESHTUNE_TUNER_IO_TEXT_FORMAT_H_
 
 #include <cstdint>
 #include <string>
@@ -21,4 +21,4 @@ std::string UtcMinuteText(int64_t unix_s);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_TEXT_FORMAT_H_
+#endif  // MESHTUNE_TUNER_IO_TEXT_FORMAT_H_

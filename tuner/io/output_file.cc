@@ -1,4 +1,4 @@
-#include "tuner/output_file.h"
+#include "tuner/io/output_file.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 
 #include <utility>
 

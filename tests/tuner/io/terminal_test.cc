@@ -1,8 +1,8 @@
-// tuner/terminal.h: the colour decision (TTY, NO_COLOR, TERM=dumb, --color),
+// tuner/io/terminal.h: the colour decision (TTY, NO_COLOR, TERM=dumb, --color),
 // the ANSI styles, the progress bar's delay, rate limit and erase, and the
 // commands end to end: colour on a pseudo-terminal unless NO_COLOR, never in
 // a pipe unless --color always, and what --quiet leaves of each command.
-#include "tuner/terminal.h"
+#include "tuner/io/terminal.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

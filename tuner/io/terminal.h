@@ -20,8 +20,8 @@
 // the reports ask StyleFor(stream) rather than threading a flag through
 // every Print function. Streams other than std::cout/std::cerr (string
 // streams in tests) are always plain.
-#ifndef MESHTUNE_TUNER_TERMINAL_H_
-#define MESHTUNE_TUNER_TERMINAL_H_
+#ifndef MESHTUNE_TUNER_IO_TERMINAL_H_
+#define MESHTUNE_TUNER_IO_TERMINAL_H_
 
 #include <cstdint>
 #include <functional>
@@ -132,4 +132,4 @@ ProgressBar::Options DefaultProgressOptions(const std::ostream& err,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_TERMINAL_H_
+#endif  // MESHTUNE_TUNER_IO_TERMINAL_H_

@@ -1,6 +1,6 @@
 // The RFC 4180 reader behind `tune accuracy`: quoting, doubled quotes,
 // embedded commas and line breaks, CRLF, and file:line errors.
-#include "tuner/csv_reader.h"
+#include "tuner/io/csv_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/text_format.h"
+#include "tuner/io/text_format.h"
 
 #include <cstdarg>
 #include <cstdio>

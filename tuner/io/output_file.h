@@ -4,8 +4,8 @@
 // once and as an input error, and written atomically when done
 // (search_spaces/file_io.h), so that a full disk, a kill or a signal leaves
 // the previous file intact instead of a truncated one.
-#ifndef MESHTUNE_TUNER_OUTPUT_FILE_H_
-#define MESHTUNE_TUNER_OUTPUT_FILE_H_
+#ifndef MESHTUNE_TUNER_IO_OUTPUT_FILE_H_
+#define MESHTUNE_TUNER_IO_OUTPUT_FILE_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ Status WriteOutputFile(const std::string& path, const std::string& contents,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_OUTPUT_FILE_H_
+#endif  // MESHTUNE_TUNER_IO_OUTPUT_FILE_H_

@@ -8,8 +8,8 @@
 // `file:line: message` naming the record's first line and a hint; text from
 // the file is quoted escaped (yaml_util::Printable), so every message is one
 // line.
-#ifndef MESHTUNE_TUNER_CSV_READER_H_
-#define MESHTUNE_TUNER_CSV_READER_H_
+#ifndef MESHTUNE_TUNER_IO_CSV_READER_H_
+#define MESHTUNE_TUNER_IO_CSV_READER_H_
 
 #include <cstdint>
 #include <map>
@@ -58,4 +58,4 @@ StatusOr<CsvTable> ReadCsvFile(const std::string& path);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_CSV_READER_H_
+#endif  // MESHTUNE_TUNER_IO_CSV_READER_H_
