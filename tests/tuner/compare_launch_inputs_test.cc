@@ -18,7 +18,7 @@
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
 #include "tuner/compare_config.h"
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {

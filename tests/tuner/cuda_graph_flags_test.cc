@@ -11,7 +11,7 @@
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/training_spec.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {

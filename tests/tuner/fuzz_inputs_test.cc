@@ -14,9 +14,9 @@
 #include "tests/fuzz_mutator.h"
 #include "tests/tuner/export_round_trip.h"
 #include "tuner/accuracy/cases.h"
+#include "tuner/interop/megatron_args.h"
+#include "tuner/interop/megatron_args_parser.h"
 #include "tuner/io/csv_reader.h"
-#include "tuner/megatron_args.h"
-#include "tuner/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {

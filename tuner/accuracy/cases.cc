@@ -16,7 +16,7 @@
 #include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,6 +1,7 @@
 // `tune export`: any stored candidate of a recorded search as arguments for
-// another trainer: Megatron-LM pretrain_gpt.py flags (tuner/megatron_args.h)
-// or a NeMo megatron_gpt YAML override block (tuner/nemo_overrides.h).
+// another trainer: Megatron-LM pretrain_gpt.py flags
+// (tuner/interop/megatron_args.h) or a NeMo megatron_gpt YAML override block
+// (tuner/interop/nemo_overrides.h).
 //
 // Reads the results database only (read-only open): the search row gives the
 // model name, GPUs, GPUs per node, batch, sequence length, precision and the
@@ -19,8 +20,8 @@
 #include "search_spaces/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
-#include "tuner/megatron_args.h"
-#include "tuner/nemo_overrides.h"
+#include "tuner/interop/megatron_args.h"
+#include "tuner/interop/nemo_overrides.h"
 #include "tuner/results_db.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"

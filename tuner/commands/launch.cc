@@ -1,6 +1,6 @@
 // `tune launch`: search (the flags of `tune search`), take the candidate of
-// --rank, and turn it into a SLURM batch script (tuner/launch_script.h) that
-// trains it with `tune train` or with Megatron-LM's pretrain_gpt.py.
+// --rank, and turn it into a SLURM batch script (tuner/interop/launch_script.h)
+// that trains it with `tune train` or with Megatron-LM's pretrain_gpt.py.
 //
 // Without --out (or with --dry-run) the script goes to stdout and nothing is
 // written. With --out FILE the script is written executable and, for trainer
@@ -29,9 +29,9 @@
 #include "tuner/commands/command.h"
 #include "tuner/config_file_inputs.h"
 #include "tuner/inputs.h"
+#include "tuner/interop/launch_script.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
-#include "tuner/launch_script.h"
 #include "tuner/local_cluster.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"

@@ -15,12 +15,12 @@
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs.h"
+#include "tuner/interop/shell_words.h"
 #include "tuner/io/output_file.h"
 #include "tuner/report_html.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
-#include "tuner/shell_words.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 

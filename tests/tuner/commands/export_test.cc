@@ -7,8 +7,8 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/megatron_args_parser.h"
-#include "tuner/nemo_overrides.h"
+#include "tuner/interop/megatron_args_parser.h"
+#include "tuner/interop/nemo_overrides.h"
 
 namespace meshtune::tuner {
 namespace {

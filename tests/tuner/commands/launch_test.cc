@@ -15,8 +15,8 @@
 
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/launch_script.h"
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/launch_script.h"
+#include "tuner/interop/megatron_args_parser.h"
 #include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {

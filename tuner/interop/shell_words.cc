@@ -1,4 +1,4 @@
-#include "tuner/shell_words.h"
+#include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner {
 

@@ -1,5 +1,6 @@
 // ParseMegatronArgs: Megatron-LM pretrain_gpt.py arguments back into the
-// meshtune vocabulary, the inverse of MegatronArgs (tuner/megatron_args.h).
+// meshtune vocabulary, the inverse of MegatronArgs
+// (tuner/interop/megatron_args.h).
 //
 // Accepts the text as FormatMegatronArgs prints it and as people paste it from
 // launch scripts: backslash-newline continuations, any whitespace, '#'
@@ -22,8 +23,8 @@
 // a missing or non-integer value, a flag given twice, and combinations
 // Megatron itself rejects (--fp16 with --bf16, full recompute without a
 // method, --tp-comm-overlap without --sequence-parallel, ...).
-#ifndef MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_
-#define MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_
+#ifndef MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_PARSER_H_
+#define MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_PARSER_H_
 
 #include <cstdint>
 #include <string>
@@ -153,4 +154,4 @@ const std::vector<std::string>& IgnoredMegatronFlags();
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_MEGATRON_ARGS_PARSER_H_
+#endif  // MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_PARSER_H_

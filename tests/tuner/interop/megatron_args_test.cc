@@ -1,6 +1,6 @@
 // The Megatron-LM argument list for GPT-style, LLaMA-style (GQA) and MoE
 // models, checked flag by flag against megatron/training/arguments.py names.
-#include "tuner/megatron_args.h"
+#include "tuner/interop/megatron_args.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // `--format megatron`: the Megatron-LM pretrain_gpt.py arguments for one
 // configuration, one per line with trailing backslashes, ready to paste into
 // a launch script. Flag names follow megatron/training/arguments.py.
-#ifndef MESHTUNE_TUNER_MEGATRON_ARGS_H_
-#define MESHTUNE_TUNER_MEGATRON_ARGS_H_
+#ifndef MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_H_
+#define MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_H_
 
 #include <string>
 #include <vector>
@@ -43,4 +43,4 @@ std::string FormatMegatronArgs(const std::vector<std::string>& args);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_MEGATRON_ARGS_H_
+#endif  // MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_H_

@@ -1,4 +1,4 @@
-#include "tuner/megatron_args.h"
+#include "tuner/interop/megatron_args.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // NemoOverrides / ParseNemoOverrides: the exact block for one configuration,
 // the round trip for every preset × configuration, and each parse error with
 // its exact message.
-#include "tuner/nemo_overrides.h"
+#include "tuner/interop/nemo_overrides.h"
 
 #include <gtest/gtest.h>
 

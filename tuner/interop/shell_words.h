@@ -8,8 +8,8 @@
 // other character makes that character literal; single and double quotes
 // group (no escapes inside); '#' at the start of a word comments out the rest
 // of its line.
-#ifndef MESHTUNE_TUNER_SHELL_WORDS_H_
-#define MESHTUNE_TUNER_SHELL_WORDS_H_
+#ifndef MESHTUNE_TUNER_INTEROP_SHELL_WORDS_H_
+#define MESHTUNE_TUNER_INTEROP_SHELL_WORDS_H_
 
 #include <string>
 #include <vector>
@@ -25,4 +25,4 @@ StatusOr<std::vector<std::string>> SplitShellWords(const std::string& text,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SHELL_WORDS_H_
+#endif  // MESHTUNE_TUNER_INTEROP_SHELL_WORDS_H_

@@ -1,4 +1,4 @@
-#include "tuner/launch_script.h"
+#include "tuner/interop/launch_script.h"
 
 #include <algorithm>
 #include <cctype>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "search_spaces/cluster_spec.h"
+#include "tuner/interop/megatron_args.h"
 #include "tuner/io/text_format.h"
-#include "tuner/megatron_args.h"
 
 namespace meshtune::tuner {
 namespace {

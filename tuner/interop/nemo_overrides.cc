@@ -13,7 +13,7 @@
 // grad_sync_dtype) and NeMo 2's precision migration guide
 // (docs.nvidia.com/nemo-framework/user-guide/
 // latest/nemo-2.0/migration/precision.html: "bf16-mixed", "16-mixed").
-#include "tuner/nemo_overrides.h"
+#include "tuner/interop/nemo_overrides.h"
 
 #include <algorithm>
 #include <sstream>
@@ -21,7 +21,7 @@
 #include "search_spaces/cuda_graphs.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
-#include "tuner/megatron_args.h"
+#include "tuner/interop/megatron_args.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/megatron_args_parser.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include "search_spaces/limits.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/yaml_util.h"
-#include "tuner/shell_words.h"
+#include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -1099,7 +1099,7 @@ bool WithoutEffect(const std::string& flag) {
 
 const char* kRunFlagsHint =
     "the megatron_args column takes the run's flags beyond the CSV's columns "
-    "(tuner/megatron_args_parser.h lists them)";
+    "(tuner/interop/megatron_args_parser.h lists them)";
 
 StatusOr<int64_t> PositiveInt(const std::string& flag, const std::string& s,
                               const SizeLimit& limit) {

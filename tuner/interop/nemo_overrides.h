@@ -11,8 +11,8 @@
 // grad_sync_dtype). It overrides the parallel plan of a config that already
 // describes the model; the architecture itself is not part of it (a comment
 // names the model). docs/export.md has the full mapping.
-#ifndef MESHTUNE_TUNER_NEMO_OVERRIDES_H_
-#define MESHTUNE_TUNER_NEMO_OVERRIDES_H_
+#ifndef MESHTUNE_TUNER_INTEROP_NEMO_OVERRIDES_H_
+#define MESHTUNE_TUNER_INTEROP_NEMO_OVERRIDES_H_
 
 #include <cstdint>
 #include <optional>
@@ -79,4 +79,4 @@ StatusOr<ParsedNemoOverrides> ParseNemoOverrides(
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_NEMO_OVERRIDES_H_
+#endif  // MESHTUNE_TUNER_INTEROP_NEMO_OVERRIDES_H_

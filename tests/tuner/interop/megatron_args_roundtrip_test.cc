@@ -11,9 +11,9 @@
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/calibration_source.h"
 #include "tuner/inputs.h"
-#include "tuner/megatron_args.h"
-#include "tuner/megatron_args_parser.h"
-#include "tuner/nemo_overrides.h"
+#include "tuner/interop/megatron_args.h"
+#include "tuner/interop/megatron_args_parser.h"
+#include "tuner/interop/nemo_overrides.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {

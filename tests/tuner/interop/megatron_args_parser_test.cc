@@ -1,7 +1,7 @@
 // ParseMegatronArgs: every preset × a spread of configurations survives
 // MegatronArgs -> FormatMegatronArgs -> ParseMegatronArgs; pasted launch
 // script text parses; each error has its exact message.
-#include "tuner/megatron_args_parser.h"
+#include "tuner/interop/megatron_args_parser.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/presets.h"
 #include "tests/tuner/export_round_trip.h"
-#include "tuner/megatron_args.h"
+#include "tuner/interop/megatron_args.h"
 
 namespace meshtune::tuner {
 namespace {
