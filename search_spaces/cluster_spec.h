@@ -107,8 +107,8 @@ struct ClusterSpec {
   // Margin the user keeps free on top of the reserve (GiB per GPU; 0 = none):
   // `--memory-headroom` or the cluster YAML key memory_headroom_gib. A
   // percentage ("--memory-headroom 5%") is resolved against CapacityGib() when
-  // the inputs are read (tuner/inputs.cc), so this is always GiB. Plans must
-  // fit in what is left, so a search keeps the margin on every candidate.
+  // the inputs are read (tuner/inputs/inputs.cc), so this is always GiB. Plans
+  // must fit in what is left, so a search keeps the margin on every candidate.
   double memory_headroom_gib = 0;
 
   // Host CPU: how long it takes to launch eager kernels from Python, relative

@@ -10,7 +10,7 @@
 #include "profiler/cpu_backend.h"
 #include "search_spaces/collective.h"
 #include "search_spaces/presets.h"
-#include "tuner/local_cluster.h"
+#include "tuner/inputs/local_cluster.h"
 #include "tuner/results_db.h"
 #include "tuner/validate_learning.h"
 

@@ -6,7 +6,7 @@
 #include <functional>
 #include <utility>
 
-#include "tuner/compare_config.h"
+#include "tuner/inputs/compare_config.h"
 #include "tuner/io/text_format.h"
 
 namespace meshtune::tuner {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "costmodel/estimate.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 

@@ -27,7 +27,7 @@
 
 #include "costmodel/estimate.h"
 #include "results/store.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"
 

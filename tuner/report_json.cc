@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "search_spaces/cluster_spec.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {

@@ -12,8 +12,8 @@
 
 #include "costmodel/estimate.h"
 #include "search_spaces/status.h"
-#include "tuner/inputs.h"
-#include "tuner/search_link.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/search_link.h"
 
 namespace meshtune::tuner {
 

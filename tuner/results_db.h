@@ -17,7 +17,7 @@
 
 #include "results/store.h"
 #include "search_spaces/status.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/search_driver.h"
 
 namespace CLI {

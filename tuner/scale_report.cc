@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "tuner/compare_config.h"
+#include "tuner/inputs/compare_config.h"
 #include "tuner/io/text_format.h"
 #include "tuner/model_facts.h"
 #include "tuner/report_table.h"

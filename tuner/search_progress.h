@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "costmodel/calibration.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {

@@ -10,7 +10,7 @@
 
 #include "results/store.h"
 #include "search_spaces/status.h"
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 namespace meshtune::tuner {
 

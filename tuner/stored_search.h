@@ -16,7 +16,7 @@
 
 #include "results/store.h"
 #include "search_spaces/status.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 

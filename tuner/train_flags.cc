@@ -20,10 +20,10 @@
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
 #include "search_spaces/presets.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/stored_candidates.h"
-#include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -9,8 +9,8 @@
 // config come from that search candidate in the results database, and no
 // flag may change them (the run would no longer be what was predicted).
 // Flags stay strings until resolution so every
-// malformed value is one Status naming the flag (as tuner/inputs.h does for
-// search and estimate, whose parsers this reuses).
+// malformed value is one Status naming the flag (as tuner/inputs/inputs.h does
+// for search and estimate, whose parsers this reuses).
 #ifndef MESHTUNE_TUNER_TRAIN_FLAGS_H_
 #define MESHTUNE_TUNER_TRAIN_FLAGS_H_
 
@@ -22,7 +22,7 @@
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 namespace CLI {
 class App;
@@ -81,7 +81,8 @@ struct TrainPlan {
   std::string gpu;
   // The search candidate this run claims to be: the --config file's search:
   // section, or --from-search. Whether the run is stored against it is
-  // decided when its database is open (tuner/search_link.h CheckRunLink).
+  // decided when its database is open (tuner/inputs/search_link.h
+  // CheckRunLink).
   std::optional<SearchLink> search;
 };
 

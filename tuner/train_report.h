@@ -21,7 +21,7 @@
 
 #include "engine/train_config.h"
 #include "engine/trainer.h"
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 namespace meshtune::tuner {
 

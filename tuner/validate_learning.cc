@@ -6,7 +6,7 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/presets.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 

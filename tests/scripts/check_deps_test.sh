@@ -35,8 +35,8 @@ out="$("$check" --root "$src")" || { echo "FAIL: the tree breaks the rule:"; \
 # The cost model including the tuner.
 fresh_copy
 line="$(($(wc -l < "$tmp/tree/costmodel/cost_model.cc") + 1))"
-echo '#include "tuner/inputs.h"' >> "$tmp/tree/costmodel/cost_model.cc"
-expect 1 "costmodel/cost_model.cc:$line: includes tuner/inputs.h, but costmodel may include only search_spaces (docs/design.md, the dependency rule)" "$tmp/tree"
+echo '#include "tuner/inputs/inputs.h"' >> "$tmp/tree/costmodel/cost_model.cc"
+expect 1 "costmodel/cost_model.cc:$line: includes tuner/inputs/inputs.h, but costmodel may include only search_spaces (docs/design.md, the dependency rule)" "$tmp/tree"
 
 # A folder with sources and no line.
 fresh_copy

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "search_spaces/presets.h"
-#include "tuner/local_cluster.h"
+#include "tuner/inputs/local_cluster.h"
 
 namespace meshtune::tuner {
 namespace {

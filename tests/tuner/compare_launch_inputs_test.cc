@@ -17,7 +17,7 @@
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
-#include "tuner/compare_config.h"
+#include "tuner/inputs/compare_config.h"
 #include "tuner/interop/megatron_args_parser.h"
 
 namespace meshtune::tuner {

@@ -14,7 +14,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/pipeline_schedule.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/pipeline_timeline.h"
 #include "tuner/scale_report.h"
 #include "tuner/search_driver.h"

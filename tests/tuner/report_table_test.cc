@@ -10,7 +10,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/cluster_spec.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/report_yaml.h"
 #include "tuner/search_driver.h"

@@ -16,7 +16,7 @@
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/seeded_searches.h"
-#include "tuner/train_config_yaml.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/train_launcher.h"
 
 namespace meshtune::tuner {

@@ -8,8 +8,8 @@
 // (gbs, seq_len, precision and the software flags the row's source or its
 // megatron_args set). The space is the one `tune search` searches without
 // pins or a --space file: the value-initialised search_spaces::SearchSpace
-// (tuner/inputs.cc SpaceFromFlags with no pin flags), every axis free. The
-// search and the row's prediction use the same cost model and calibration
+// (tuner/inputs/inputs.cc SpaceFromFlags with no pin flags), every axis free.
+// The search and the row's prediction use the same cost model and calibration
 // (costmodel::DatasheetCalibration with the row's attention kernel), so a
 // gain is the model's own disagreement with the published choice: a large
 // one points at a term the model understates (issue 17: deep interleaving

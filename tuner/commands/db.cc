@@ -5,7 +5,8 @@
 //                                                    candidate of each
 //   tune db runs [--search ID]                       training runs, with the
 //                                                    prediction they are linked
-//                                                    to (tuner/search_link.h)
+//                                                    to
+//                                                    (tuner/inputs/search_link.h)
 //   tune db export --table T --csv FILE              one table or view as CSV
 // Every form takes --db PATH (default $TUNE_DB, else ./tune.db) and opens the
 // file read-only: `tune db` never creates or changes a database.
@@ -22,7 +23,7 @@
 #include "results/store.h"
 #include "search_spaces/collective.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/text_format.h"
 #include "tuner/results_db.h"

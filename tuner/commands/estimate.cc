@@ -8,7 +8,7 @@
 #include "search_spaces/enumerate.h"
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
 #include "tuner/report_json.h"
 #include "tuner/report_table.h"

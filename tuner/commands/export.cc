@@ -19,7 +19,7 @@
 #include "results/store.h"
 #include "search_spaces/presets.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/interop/nemo_overrides.h"
 #include "tuner/results_db.h"

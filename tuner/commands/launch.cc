@@ -6,7 +6,8 @@
 // written. With --out FILE the script is written executable and, for trainer
 // tune, the config YAML it runs (tuner/report_yaml.h) next to it as
 // FILE-without-.sh + ".yaml"; with a database that YAML carries the search:
-// section, so the run is stored against the prediction (tuner/search_link.h).
+// section, so the run is stored against the prediction
+// (tuner/inputs/search_link.h).
 //
 // Instead of searching, --search ID [--rank R] launches a candidate of a
 // recorded search (linked by construction), and --config FILE a config YAML
@@ -27,20 +28,20 @@
 #include "tuner/calibration_source.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
-#include "tuner/config_file_inputs.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/config_file_inputs.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/local_cluster.h"
+#include "tuner/inputs/search_link.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
-#include "tuner/local_cluster.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
-#include "tuner/search_link.h"
 #include "tuner/search_progress.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
-#include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -10,7 +10,7 @@
 #include "search_spaces/presets.h"
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
-#include "tuner/local_cluster.h"
+#include "tuner/inputs/local_cluster.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -22,7 +22,7 @@
 #include "results/store.h"
 #include "search_spaces/presets.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/mpi_bench_note.h"
 #include "tuner/results_db.h"
 

@@ -14,7 +14,7 @@
 #include "tuner/calibration_source.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/interop/shell_words.h"
 #include "tuner/io/output_file.h"
 #include "tuner/report_html.h"

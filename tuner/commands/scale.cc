@@ -8,8 +8,8 @@
 
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
-#include "tuner/compare_config.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/compare_config.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"

@@ -7,7 +7,8 @@
 
 #include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/search_link.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
@@ -16,7 +17,6 @@
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search_driver.h"
-#include "tuner/search_link.h"
 #include "tuner/search_progress.h"
 #include "tuner/stored_candidates.h"
 

@@ -7,7 +7,7 @@
 
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
-#include "tuner/compare_config.h"
+#include "tuner/inputs/compare_config.h"
 
 namespace meshtune::tuner {
 namespace {

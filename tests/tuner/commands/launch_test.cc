@@ -15,9 +15,9 @@
 
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/megatron_args_parser.h"
-#include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -11,7 +11,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/cluster_spec.h"
 #include "tests/tuner/tune_in_process.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/search_driver.h"
 
 namespace meshtune::tuner {

@@ -17,9 +17,9 @@
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/commands/cli.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/nemo_overrides.h"
-#include "tuner/train_config_yaml.h"
 
 namespace meshtune::tuner {
 namespace {

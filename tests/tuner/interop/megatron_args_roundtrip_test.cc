@@ -10,7 +10,7 @@
 
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/calibration_source.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/interop/megatron_args_parser.h"
 #include "tuner/interop/nemo_overrides.h"

@@ -1,6 +1,6 @@
 // `tune train --config FILE`: the file `tune search --out` writes reads back
 // into the same TrainConfig, and every malformed file is one located error.
-#include "tuner/train_config_yaml.h"
+#include "tuner/inputs/train_config_yaml.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/report_yaml.h"
 
 namespace meshtune::tuner {

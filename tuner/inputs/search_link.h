@@ -6,7 +6,8 @@
 //
 //   tune search ... --out best.yaml   writes the link as the `search:` section
 //                                     (tuner/report_yaml.h)
-//   tune train --config best.yaml     reads it (tuner/train_config_yaml.h) and
+//   tune train --config best.yaml     reads it
+//   (tuner/inputs/train_config_yaml.h) and
 //                                     checks it against its database here
 //   tune train --from-search ID       builds the run from the database
 //                                     (FindCandidate) and is linked by
@@ -16,8 +17,8 @@
 // recorded in, and trains exactly what was predicted: the same model, global
 // batch size, sequence length and parallel config (CheckRunLink). Anything
 // else is recorded unlinked, with one warning line saying why.
-#ifndef MESHTUNE_TUNER_SEARCH_LINK_H_
-#define MESHTUNE_TUNER_SEARCH_LINK_H_
+#ifndef MESHTUNE_TUNER_INPUTS_SEARCH_LINK_H_
+#define MESHTUNE_TUNER_INPUTS_SEARCH_LINK_H_
 
 #include <cstdint>
 #include <string>
@@ -72,4 +73,4 @@ std::string NotLinkedWarning(const SearchLink& link, const std::string& reason);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SEARCH_LINK_H_
+#endif  // MESHTUNE_TUNER_INPUTS_SEARCH_LINK_H_

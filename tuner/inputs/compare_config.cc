@@ -1,4 +1,4 @@
-#include "tuner/compare_config.h"
+#include "tuner/inputs/compare_config.h"
 
 #include <cctype>
 #include <map>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "search_spaces/limits.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -2,21 +2,21 @@
 // tuner/report_yaml.h) as a search would have resolved them, for
 // `tune launch --config FILE`.
 //
-// tuner/train_config_yaml.h reads what the engine trains (model,
+// tuner/inputs/train_config_yaml.h reads what the engine trains (model,
 // parallelism, batch); the planning keys it only type-checks are read here:
 // cluster.preset, cluster.gpus_per_node and training.precision,
 // train_tokens, grad_reduce_in_bf16, fp8_param_gather, tp_comm_overlap,
 // fp8_dot_product_attention,
 // overlap_moe_expert_parallel_comm. The GPU count is the file's parallelism (tp
 // x pp x cp x dp).
-#ifndef MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_
-#define MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_
+#ifndef MESHTUNE_TUNER_INPUTS_CONFIG_FILE_INPUTS_H_
+#define MESHTUNE_TUNER_INPUTS_CONFIG_FILE_INPUTS_H_
 
 #include <string>
 
 #include "search_spaces/status.h"
-#include "tuner/inputs.h"
-#include "tuner/train_config_yaml.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/train_config_yaml.h"
 
 namespace meshtune::tuner {
 
@@ -29,4 +29,4 @@ StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_CONFIG_FILE_INPUTS_H_
+#endif  // MESHTUNE_TUNER_INPUTS_CONFIG_FILE_INPUTS_H_

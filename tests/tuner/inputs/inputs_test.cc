@@ -1,5 +1,5 @@
 // Unit tests for the flag value parsers and single-config derivation.
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 #include <gtest/gtest.h>
 

@@ -28,13 +28,13 @@
 //                 runs on this machine; checked for type only)
 //   search:       db (string), id, rank, candidate_id (positive integers),
 //                 predicted_step_time_s (a number >= 0): the recorded
-//                 search candidate this config is (tuner/search_link.h);
+//                 search candidate this config is (tuner/inputs/search_link.h);
 //                 all five keys are required when the section is present
 // Every section is optional, so a hand-written file may hold just a few
 // keys; absent keys keep TrainConfig's defaults. Errors are one line
 // `file:line: message` with a hint (search_spaces/yaml_util.h), exit 2.
-#ifndef MESHTUNE_TUNER_TRAIN_CONFIG_YAML_H_
-#define MESHTUNE_TUNER_TRAIN_CONFIG_YAML_H_
+#ifndef MESHTUNE_TUNER_INPUTS_TRAIN_CONFIG_YAML_H_
+#define MESHTUNE_TUNER_INPUTS_TRAIN_CONFIG_YAML_H_
 
 #include <optional>
 #include <string>
@@ -42,7 +42,7 @@
 
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 namespace meshtune::tuner {
 
@@ -67,4 +67,4 @@ StatusOr<TrainFileConfig> ReadTrainConfigYaml(const std::string& path);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_TRAIN_CONFIG_YAML_H_
+#endif  // MESHTUNE_TUNER_INPUTS_TRAIN_CONFIG_YAML_H_

@@ -1,4 +1,4 @@
-#include "tuner/local_cluster.h"
+#include "tuner/inputs/local_cluster.h"
 
 #include <gtest/gtest.h>
 

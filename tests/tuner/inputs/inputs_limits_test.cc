@@ -19,7 +19,7 @@
 #include "tests/file_faults.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/commands/cli.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
 
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -13,7 +13,7 @@
 #include "search_spaces/limits.h"
 #include "search_spaces/presets.h"
 #include "search_spaces/yaml_util.h"
-#include "tuner/local_cluster.h"
+#include "tuner/inputs/local_cluster.h"
 
 namespace meshtune::tuner {
 namespace {

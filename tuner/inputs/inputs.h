@@ -5,8 +5,8 @@
 // Flags are kept as strings until resolution so that every malformed value
 // ("--gpus -8", "--tokens 3X", "--tp 8,a") produces one Status with a message
 // naming the flag and a hint naming the fix, instead of a CLI11 type error.
-#ifndef MESHTUNE_TUNER_INPUTS_H_
-#define MESHTUNE_TUNER_INPUTS_H_
+#ifndef MESHTUNE_TUNER_INPUTS_INPUTS_H_
+#define MESHTUNE_TUNER_INPUTS_INPUTS_H_
 
 #include <cstdint>
 #include <optional>
@@ -150,4 +150,4 @@ std::string FormatRecompute(const search_spaces::Recompute& r);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_INPUTS_H_
+#endif  // MESHTUNE_TUNER_INPUTS_INPUTS_H_

@@ -1,9 +1,9 @@
 // The link from a training run to the search candidate it came from
-// (tuner/search_link.h): the --out file's search: section, the checks that
-// decide whether a run is stored against the candidate, `tune train
+// (tuner/inputs/search_link.h): the --out file's search: section, the checks
+// that decide whether a run is stored against the candidate, `tune train
 // --from-search` resolution and its errors, the host-memory check that stops
 // plans made for GPU clusters, and the report lines of a linked run.
-#include "tuner/search_link.h"
+#include "tuner/inputs/search_link.h"
 
 #include <gtest/gtest.h>
 
@@ -19,9 +19,9 @@
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/seeded_searches.h"
-#include "tuner/inputs.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/inputs/train_config_yaml.h"
 #include "tuner/report_yaml.h"
-#include "tuner/train_config_yaml.h"
 #include "tuner/train_flags.h"
 #include "tuner/train_report.h"
 

@@ -17,8 +17,8 @@
 // (with its "etp1" and "layout2/0" where it prints them) all parse. Axes not
 // given default as in `tune estimate` (1, off, none); dp is derived from the
 // GPU count and, when given, must agree with it.
-#ifndef MESHTUNE_TUNER_COMPARE_CONFIG_H_
-#define MESHTUNE_TUNER_COMPARE_CONFIG_H_
+#ifndef MESHTUNE_TUNER_INPUTS_COMPARE_CONFIG_H_
+#define MESHTUNE_TUNER_INPUTS_COMPARE_CONFIG_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +40,4 @@ std::string FormatCompactConfig(const search_spaces::ParallelConfig& c);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_COMPARE_CONFIG_H_
+#endif  // MESHTUNE_TUNER_INPUTS_COMPARE_CONFIG_H_

@@ -1,4 +1,4 @@
-#include "tuner/train_config_yaml.h"
+#include "tuner/inputs/train_config_yaml.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -260,8 +260,8 @@ Status CheckCluster(const YAML::Node& node, const std::string& source) {
   return Status::Ok();
 }
 
-// The link back to the search (tuner/search_link.h). Every key is required:
-// a partial link could not be checked against the database.
+// The link back to the search (tuner/inputs/search_link.h). Every key is
+// required: a partial link could not be checked against the database.
 Status ReadSearch(const YAML::Node& node, const std::string& source,
                   SearchLink* link) {
   const MapReader r(node, source, "search");

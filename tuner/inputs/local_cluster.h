@@ -3,8 +3,8 @@
 // GPU preset. Its numbers are nominal (from /proc); `tune profile --backend
 // cpu` measures them and the calibration (tuner/calibration_source.h)
 // replaces them.
-#ifndef MESHTUNE_TUNER_LOCAL_CLUSTER_H_
-#define MESHTUNE_TUNER_LOCAL_CLUSTER_H_
+#ifndef MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_
+#define MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_
 
 #include "profiler/cpu_backend.h"
 #include "search_spaces/cluster_spec.h"
@@ -22,4 +22,4 @@ search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_LOCAL_CLUSTER_H_
+#endif  // MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_

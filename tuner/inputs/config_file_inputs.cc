@@ -1,4 +1,4 @@
-#include "tuner/config_file_inputs.h"
+#include "tuner/inputs/config_file_inputs.h"
 
 #include <yaml-cpp/yaml.h>
 
