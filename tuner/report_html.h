@@ -29,7 +29,7 @@
 #include "results/store.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/scale_report.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 

@@ -11,7 +11,7 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/training_spec.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 

@@ -10,7 +10,7 @@
 
 #include "costmodel/estimate.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 

@@ -18,7 +18,7 @@
 #include "results/store.h"
 #include "search_spaces/status.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace CLI {
 class App;

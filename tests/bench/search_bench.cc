@@ -20,7 +20,7 @@
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/presets.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 namespace {

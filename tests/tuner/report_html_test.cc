@@ -17,7 +17,7 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/pipeline_timeline.h"
 #include "tuner/scale_report.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 #include "tuner/svg_chart.h"
 
 namespace meshtune::tuner {

@@ -13,7 +13,7 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/report_json.h"
 #include "tuner/report_yaml.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/search_space.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 

@@ -38,8 +38,8 @@
 #include "tuner/io/terminal.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
-#include "tuner/search_driver.h"
-#include "tuner/search_progress.h"
+#include "tuner/search/search_driver.h"
+#include "tuner/search/search_progress.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 

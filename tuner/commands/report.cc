@@ -20,7 +20,7 @@
 #include "tuner/report_html.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"
 

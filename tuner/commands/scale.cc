@@ -13,7 +13,7 @@
 #include "tuner/io/terminal.h"
 #include "tuner/results_db.h"
 #include "tuner/scale_report.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 namespace {

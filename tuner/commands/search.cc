@@ -16,8 +16,8 @@
 #include "tuner/report_table.h"
 #include "tuner/report_yaml.h"
 #include "tuner/results_db.h"
-#include "tuner/search_driver.h"
-#include "tuner/search_progress.h"
+#include "tuner/search/search_driver.h"
+#include "tuner/search/search_progress.h"
 #include "tuner/stored_candidates.h"
 
 namespace meshtune::tuner {

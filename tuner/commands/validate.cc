@@ -25,7 +25,7 @@
 #include "tuner/io/text_format.h"
 #include "tuner/report_json.h"
 #include "tuner/results_db.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 #include "tuner/validate_analysis.h"
 #include "tuner/validate_learning.h"
 #include "tuner/validate_runner.h"

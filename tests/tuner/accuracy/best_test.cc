@@ -19,7 +19,7 @@
 #include "tests/tuner/run_tune.h"
 #include "tuner/accuracy/cases.h"
 #include "tuner/io/csv_reader.h"
-#include "tuner/ranking.h"
+#include "tuner/search/ranking.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -103,7 +103,7 @@ TEST(AccuracyWithBest, BestPlanIsNoSlowerThanTheRowsOwn) {
     EXPECT_GT(r.best->step_s, 0);
     // The row's configuration is in the default space and fits, so the
     // search's rank 1 is as fast or faster, up to the ranking's tie band
-    // (tuner/ranking.h: within 0.1 % the simpler plan ranks first).
+    // (tuner/search/ranking.h: within 0.1 % the simpler plan ranks first).
     EXPECT_TRUE(r.prediction->fits);
     EXPECT_LE(r.best->step_s,
               r.prediction->predicted_step_s * (1 + kStepTimeTieFraction))

@@ -12,7 +12,7 @@
 #include "search_spaces/cluster_spec.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -14,7 +14,7 @@
 #include "tuner/interop/megatron_args.h"
 #include "tuner/interop/megatron_args_parser.h"
 #include "tuner/interop/nemo_overrides.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -14,8 +14,8 @@
 //      on;
 //   4. then a fixed key over every axis, so equal scores never depend on the
 //      enumeration order.
-#ifndef MESHTUNE_TUNER_RANKING_H_
-#define MESHTUNE_TUNER_RANKING_H_
+#ifndef MESHTUNE_TUNER_SEARCH_RANKING_H_
+#define MESHTUNE_TUNER_SEARCH_RANKING_H_
 
 #include <vector>
 
@@ -41,4 +41,4 @@ void RankEstimates(std::vector<costmodel::Estimate>* estimates);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_RANKING_H_
+#endif  // MESHTUNE_TUNER_SEARCH_RANKING_H_

@@ -1,4 +1,4 @@
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
-#include "tuner/ranking.h"
+#include "tuner/search/ranking.h"
 
 namespace meshtune::tuner {
 namespace {

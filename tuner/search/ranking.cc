@@ -1,4 +1,4 @@
-#include "tuner/ranking.h"
+#include "tuner/search/ranking.h"
 
 #include <algorithm>
 #include <tuple>

@@ -1,4 +1,4 @@
-#include "tuner/search_progress.h"
+#include "tuner/search/search_progress.h"
 
 #include "tuner/io/terminal.h"
 

@@ -1,6 +1,6 @@
 // Ranking: step time first, 0.1 % ties broken by headroom, simplicity and a
 // fixed key; the order must not depend on the input order.
-#include "tuner/ranking.h"
+#include "tuner/search/ranking.h"
 
 #include <gtest/gtest.h>
 

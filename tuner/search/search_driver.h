@@ -1,7 +1,7 @@
 // The search driver: enumerate valid configurations, estimate each one with
 // the cost model, keep the feasible ones ranked and count the rest by reason.
-#ifndef MESHTUNE_TUNER_SEARCH_DRIVER_H_
-#define MESHTUNE_TUNER_SEARCH_DRIVER_H_
+#ifndef MESHTUNE_TUNER_SEARCH_SEARCH_DRIVER_H_
+#define MESHTUNE_TUNER_SEARCH_SEARCH_DRIVER_H_
 
 #include <cstdint>
 #include <functional>
@@ -22,7 +22,7 @@
 namespace meshtune::tuner {
 
 struct SearchResult {
-  // Every feasible estimate, best first (tuner/ranking.h order).
+  // Every feasible estimate, best first (tuner/search/ranking.h order).
   std::vector<costmodel::Estimate> ranked;
   // Configurations considered: feasible + every rejected one.
   int64_t evaluated = 0;
@@ -75,4 +75,4 @@ std::string FormatRejections(const SearchResult& result);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SEARCH_DRIVER_H_
+#endif  // MESHTUNE_TUNER_SEARCH_SEARCH_DRIVER_H_

@@ -2,14 +2,14 @@
 // launch` (when it searches) run. The bar counts configurations evaluated
 // on stderr, appears only on a terminal after half a second and never with
 // --quiet (tuner/io/terminal.h).
-#ifndef MESHTUNE_TUNER_SEARCH_PROGRESS_H_
-#define MESHTUNE_TUNER_SEARCH_PROGRESS_H_
+#ifndef MESHTUNE_TUNER_SEARCH_SEARCH_PROGRESS_H_
+#define MESHTUNE_TUNER_SEARCH_SEARCH_PROGRESS_H_
 
 #include <ostream>
 
 #include "costmodel/calibration.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/search_driver.h"
+#include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
 
@@ -19,4 +19,4 @@ SearchResult RunSearchWithProgress(const Inputs& in,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SEARCH_PROGRESS_H_
+#endif  // MESHTUNE_TUNER_SEARCH_SEARCH_PROGRESS_H_
