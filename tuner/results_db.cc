@@ -5,7 +5,7 @@
 #include <ostream>
 
 #include "tuner/io/version.h"
-#include "tuner/report_json.h"
+#include "tuner/render/report_json.h"
 
 namespace meshtune::tuner {
 

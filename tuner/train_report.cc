@@ -7,7 +7,7 @@
 #include "profiler/stats.h"
 #include "search_spaces/parallel_config.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/report_json.h"
+#include "tuner/render/report_json.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -7,7 +7,7 @@
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/parallel_config.h"
 #include "tuner/accuracy/best.h"
-#include "tuner/report_json.h"
+#include "tuner/render/report_json.h"
 
 namespace meshtune::tuner {
 namespace {

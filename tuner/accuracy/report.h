@@ -20,7 +20,7 @@
 // layer_time and memory list the sources that have such rows. skip_reasons
 // groups the skipped rows by reason, most frequent first.
 // With --with-best (tuner/accuracy/best.h) every row also has
-// "best_config" (ConfigToJson's object, tuner/report_json.h),
+// "best_config" (ConfigToJson's object, tuner/render/report_json.h),
 // "best_config_text" (search_spaces::ToString, with etp and the layout),
 // "best_step_s" (s), "best_gain_pct" (100·(predicted_step_s −
 // best_step_s)/predicted_step_s) and "best_reason" (null when a plan was

@@ -10,8 +10,8 @@
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
-#include "tuner/report_json.h"
-#include "tuner/report_table.h"
+#include "tuner/render/report_json.h"
+#include "tuner/render/report_table.h"
 #include "tuner/results_db.h"
 
 namespace meshtune::tuner {

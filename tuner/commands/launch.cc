@@ -4,7 +4,7 @@
 //
 // Without --out (or with --dry-run) the script goes to stdout and nothing is
 // written. With --out FILE the script is written executable and, for trainer
-// tune, the config YAML it runs (tuner/report_yaml.h) next to it as
+// tune, the config YAML it runs (tuner/render/report_yaml.h) next to it as
 // FILE-without-.sh + ".yaml"; with a database that YAML carries the search:
 // section, so the run is stored against the prediction
 // (tuner/inputs/search_link.h).
@@ -36,7 +36,7 @@
 #include "tuner/interop/launch_script.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
-#include "tuner/report_yaml.h"
+#include "tuner/render/report_yaml.h"
 #include "tuner/results_db.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/search/search_progress.h"

@@ -1,6 +1,6 @@
 // `tune report --html FILE`: the self-contained HTML report of a search
-// (tuner/report_html.h, docs/report.md), either of a search recorded in the
-// results database (--search ID: its recorded command line is searched
+// (tuner/render/report_html.h, docs/report.md), either of a search recorded in
+// the results database (--search ID: its recorded command line is searched
 // again, which is deterministic for the same build and database) or of a
 // search given by the usual search flags.
 #include <CLI/CLI.hpp>
@@ -17,9 +17,9 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/shell_words.h"
 #include "tuner/io/output_file.h"
-#include "tuner/report_html.h"
+#include "tuner/render/report_html.h"
+#include "tuner/render/scale_report.h"
 #include "tuner/results_db.h"
-#include "tuner/scale_report.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/stored_candidates.h"
 #include "tuner/stored_search.h"

@@ -11,8 +11,8 @@
 #include "tuner/inputs/compare_config.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
+#include "tuner/render/scale_report.h"
 #include "tuner/results_db.h"
-#include "tuner/scale_report.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {

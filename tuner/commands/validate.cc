@@ -23,7 +23,7 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/io/text_format.h"
-#include "tuner/report_json.h"
+#include "tuner/render/report_json.h"
 #include "tuner/results_db.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/validate_analysis.h"

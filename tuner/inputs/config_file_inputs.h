@@ -1,5 +1,5 @@
 // The inputs of a configuration file (the YAML `tune search --out` writes,
-// tuner/report_yaml.h) as a search would have resolved them, for
+// tuner/render/report_yaml.h) as a search would have resolved them, for
 // `tune launch --config FILE`.
 //
 // tuner/inputs/train_config_yaml.h reads what the engine trains (model,

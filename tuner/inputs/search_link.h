@@ -5,7 +5,7 @@
 // config and its expected step time together.
 //
 //   tune search ... --out best.yaml   writes the link as the `search:` section
-//                                     (tuner/report_yaml.h)
+//                                     (tuner/render/report_yaml.h)
 //   tune train --config best.yaml     reads it
 //   (tuner/inputs/train_config_yaml.h) and
 //                                     checks it against its database here

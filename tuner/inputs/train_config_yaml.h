@@ -1,6 +1,6 @@
 // The config file of `tune train --config FILE`: the YAML that
-// `tune search --out FILE` writes (tuner/report_yaml.cc), read back into an
-// engine::TrainConfig.
+// `tune search --out FILE` writes (tuner/render/report_yaml.cc), read back into
+// an engine::TrainConfig.
 //
 // Sections and keys follow Megatron-LM argument names (docs/design.md §2):
 //   model:        the model (a mapping as in search_spaces/models/*.yaml,

@@ -21,7 +21,7 @@
 #include "tests/tuner/seeded_searches.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/train_config_yaml.h"
-#include "tuner/report_yaml.h"
+#include "tuner/render/report_yaml.h"
 #include "tuner/train_flags.h"
 #include "tuner/train_report.h"
 

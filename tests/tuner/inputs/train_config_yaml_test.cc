@@ -10,7 +10,7 @@
 #include "search_spaces/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/report_yaml.h"
+#include "tuner/render/report_yaml.h"
 
 namespace meshtune::tuner {
 namespace {

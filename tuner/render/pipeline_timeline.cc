@@ -1,8 +1,8 @@
-#include "tuner/pipeline_timeline.h"
+#include "tuner/render/pipeline_timeline.h"
 
 #include <algorithm>
 
-#include "tuner/svg_chart.h"
+#include "tuner/render/svg_chart.h"
 
 namespace meshtune::tuner {
 namespace {

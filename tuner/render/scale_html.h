@@ -2,12 +2,12 @@
 // --scale-gpus 64,128,...`, docs/report.md): `tune scale`'s rows as a table
 // and as a chart of tokens/s per GPU and scaling efficiency against the GPU
 // count.
-#ifndef MESHTUNE_TUNER_SCALE_HTML_H_
-#define MESHTUNE_TUNER_SCALE_HTML_H_
+#ifndef MESHTUNE_TUNER_RENDER_SCALE_HTML_H_
+#define MESHTUNE_TUNER_RENDER_SCALE_HTML_H_
 
 #include <string>
 
-#include "tuner/scale_report.h"
+#include "tuner/render/scale_report.h"
 
 namespace meshtune::tuner {
 
@@ -19,4 +19,4 @@ std::string ScaleSectionHtml(const ScaleReport& report);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SCALE_HTML_H_
+#endif  // MESHTUNE_TUNER_RENDER_SCALE_HTML_H_

@@ -1,4 +1,4 @@
-#include "tuner/model_facts.h"
+#include "tuner/render/model_facts.h"
 
 #include "costmodel/model_stats.h"
 

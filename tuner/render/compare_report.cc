@@ -1,4 +1,4 @@
-#include "tuner/compare_report.h"
+#include "tuner/render/compare_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 // SVG and HTML building blocks for the self-contained HTML report
-// (tuner/report_html.h): escaping, number formatting, linear scales with
+// (tuner/render/report_html.h): escaping, number formatting, linear scales with
 // round tick values, and axes. Everything is emitted as text so that the
 // report needs no script and no network fetch to render.
-#ifndef MESHTUNE_TUNER_SVG_CHART_H_
-#define MESHTUNE_TUNER_SVG_CHART_H_
+#ifndef MESHTUNE_TUNER_RENDER_SVG_CHART_H_
+#define MESHTUNE_TUNER_RENDER_SVG_CHART_H_
 
 #include <string>
 #include <string_view>
@@ -57,4 +57,4 @@ std::string SvgAxes(const PlotArea& area, const LinearScale& x,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SVG_CHART_H_
+#endif  // MESHTUNE_TUNER_RENDER_SVG_CHART_H_

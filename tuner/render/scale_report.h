@@ -1,8 +1,8 @@
 // `tune scale` results: the best configuration at each GPU count, its
 // throughput, MFU, scaling efficiency, days and cost to train, as a table and
 // as JSON (the JSON is the input of a later HTML chart).
-#ifndef MESHTUNE_TUNER_SCALE_REPORT_H_
-#define MESHTUNE_TUNER_SCALE_REPORT_H_
+#ifndef MESHTUNE_TUNER_RENDER_SCALE_REPORT_H_
+#define MESHTUNE_TUNER_RENDER_SCALE_REPORT_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -48,4 +48,4 @@ nlohmann::json ScaleToJson(const ScaleReport& report);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_SCALE_REPORT_H_
+#endif  // MESHTUNE_TUNER_RENDER_SCALE_REPORT_H_

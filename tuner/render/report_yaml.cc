@@ -1,4 +1,4 @@
-#include "tuner/report_yaml.h"
+#include "tuner/render/report_yaml.h"
 
 #include <cstdio>
 #include <sstream>

@@ -1,11 +1,11 @@
-#include "tuner/scale_report.h"
+#include "tuner/render/scale_report.h"
 
 #include <cstdio>
 
 #include "tuner/inputs/compare_config.h"
 #include "tuner/io/text_format.h"
-#include "tuner/model_facts.h"
-#include "tuner/report_table.h"
+#include "tuner/render/model_facts.h"
+#include "tuner/render/report_table.h"
 
 namespace meshtune::tuner {
 namespace {}  // namespace

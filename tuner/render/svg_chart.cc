@@ -1,4 +1,4 @@
-#include "tuner/svg_chart.h"
+#include "tuner/render/svg_chart.h"
 
 #include <cmath>
 #include <cstdio>

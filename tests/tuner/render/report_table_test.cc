@@ -1,6 +1,6 @@
 // The text report's near-capacity mark and footnote, the optional etp and
 // layout columns, and the --out YAML's near-capacity comment.
-#include "tuner/report_table.h"
+#include "tuner/render/report_table.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/cluster_spec.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/report_json.h"
-#include "tuner/report_yaml.h"
+#include "tuner/render/report_json.h"
+#include "tuner/render/report_yaml.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {

@@ -1,8 +1,8 @@
 // `tune compare` results: several configurations' time and memory terms side
 // by side, the difference of each to the first, and one sentence naming the
 // terms that account for most of each difference.
-#ifndef MESHTUNE_TUNER_COMPARE_REPORT_H_
-#define MESHTUNE_TUNER_COMPARE_REPORT_H_
+#ifndef MESHTUNE_TUNER_RENDER_COMPARE_REPORT_H_
+#define MESHTUNE_TUNER_RENDER_COMPARE_REPORT_H_
 
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -32,4 +32,4 @@ nlohmann::json CompareToJson(const Inputs& in,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_COMPARE_REPORT_H_
+#endif  // MESHTUNE_TUNER_RENDER_COMPARE_REPORT_H_

@@ -5,8 +5,8 @@
 // is, so that `tune train` can store its measured run against that
 // prediction; only when the search was recorded); a comment header carries
 // the prediction.
-#ifndef MESHTUNE_TUNER_REPORT_YAML_H_
-#define MESHTUNE_TUNER_REPORT_YAML_H_
+#ifndef MESHTUNE_TUNER_RENDER_REPORT_YAML_H_
+#define MESHTUNE_TUNER_RENDER_REPORT_YAML_H_
 
 #include <string>
 
@@ -32,4 +32,4 @@ Status WriteConfigYaml(const std::string& path, const Inputs& in,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_REPORT_YAML_H_
+#endif  // MESHTUNE_TUNER_RENDER_REPORT_YAML_H_

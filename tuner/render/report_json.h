@@ -1,8 +1,8 @@
 // JSON reports (docs/design.md §5): one object per estimate, and the search
 // envelope {"candidates", "evaluated", "feasible", "pruned", "elapsed_s"}.
 // Memory is in GiB (2^30 bytes), times in seconds.
-#ifndef MESHTUNE_TUNER_REPORT_JSON_H_
-#define MESHTUNE_TUNER_REPORT_JSON_H_
+#ifndef MESHTUNE_TUNER_RENDER_REPORT_JSON_H_
+#define MESHTUNE_TUNER_RENDER_REPORT_JSON_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -38,4 +38,4 @@ nlohmann::json SearchToJson(const SearchResult& result,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_REPORT_JSON_H_
+#endif  // MESHTUNE_TUNER_RENDER_REPORT_JSON_H_

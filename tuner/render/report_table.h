@@ -1,8 +1,8 @@
 // Human-readable reports on stdout: the resolved inputs, the top-K table, the
 // breakdown of one estimate and the search summary line. Fixed-width columns
 // with units in the headers; memory in GiB (2^30 bytes).
-#ifndef MESHTUNE_TUNER_REPORT_TABLE_H_
-#define MESHTUNE_TUNER_REPORT_TABLE_H_
+#ifndef MESHTUNE_TUNER_RENDER_REPORT_TABLE_H_
+#define MESHTUNE_TUNER_RENDER_REPORT_TABLE_H_
 
 #include <cstdint>
 #include <ostream>
@@ -39,4 +39,4 @@ void PrintBreakdown(std::ostream& out, const Inputs& in,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_REPORT_TABLE_H_
+#endif  // MESHTUNE_TUNER_RENDER_REPORT_TABLE_H_

@@ -1,7 +1,7 @@
 // Derived numbers about a model for reports and `tune models`, taken from the
 // cost model so that every number the tool prints comes from one place.
-#ifndef MESHTUNE_TUNER_MODEL_FACTS_H_
-#define MESHTUNE_TUNER_MODEL_FACTS_H_
+#ifndef MESHTUNE_TUNER_RENDER_MODEL_FACTS_H_
+#define MESHTUNE_TUNER_RENDER_MODEL_FACTS_H_
 
 #include "search_spaces/model_spec.h"
 
@@ -14,4 +14,4 @@ double ParameterCountB(const search_spaces::ModelSpec& model);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_MODEL_FACTS_H_
+#endif  // MESHTUNE_TUNER_RENDER_MODEL_FACTS_H_

@@ -1,8 +1,8 @@
-// The HTML report's pieces (tuner/svg_chart.h, tuner/pipeline_timeline.h,
-// tuner/report_html.h) and `tune report` end to end: its charts carry one
-// mark per plotted candidate with the estimate's numbers, and bad input is
-// one line with a hint and exit code 2.
-#include "tuner/report_html.h"
+// The HTML report's pieces (tuner/render/svg_chart.h,
+// tuner/render/pipeline_timeline.h, tuner/render/report_html.h) and `tune
+// report` end to end: its charts carry one mark per plotted candidate with the
+// estimate's numbers, and bad input is one line with a hint and exit code 2.
+#include "tuner/render/report_html.h"
 
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 #include "search_spaces/pipeline_schedule.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/pipeline_timeline.h"
-#include "tuner/scale_report.h"
+#include "tuner/render/pipeline_timeline.h"
+#include "tuner/render/scale_report.h"
+#include "tuner/render/svg_chart.h"
 #include "tuner/search/search_driver.h"
-#include "tuner/svg_chart.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -12,8 +12,8 @@
 // transformer GEMMs: backward = 2 x forward, recompute on the backward side,
 // communication half and half. Point-to-point latency between stages is
 // inside those terms, not added again.
-#ifndef MESHTUNE_TUNER_PIPELINE_TIMELINE_H_
-#define MESHTUNE_TUNER_PIPELINE_TIMELINE_H_
+#ifndef MESHTUNE_TUNER_RENDER_PIPELINE_TIMELINE_H_
+#define MESHTUNE_TUNER_RENDER_PIPELINE_TIMELINE_H_
 
 #include <cstdint>
 #include <string>
@@ -69,4 +69,4 @@ std::string TimelineSvg(const PipelineTimeline& timeline,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_PIPELINE_TIMELINE_H_
+#endif  // MESHTUNE_TUNER_RENDER_PIPELINE_TIMELINE_H_

@@ -1,9 +1,9 @@
-#include "tuner/scale_html.h"
+#include "tuner/render/scale_html.h"
 
 #include <algorithm>
 
 #include "search_spaces/parallel_config.h"
-#include "tuner/svg_chart.h"
+#include "tuner/render/svg_chart.h"
 
 namespace meshtune::tuner {
 

@@ -1,4 +1,4 @@
-#include "tuner/report_json.h"
+#include "tuner/render/report_json.h"
 
 #include <algorithm>
 

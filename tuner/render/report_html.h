@@ -9,7 +9,7 @@
 //   #memory-breakdown    stacked bars of their memory terms, HBM limit drawn
 //   #pipeline-timeline   the best configuration's pipeline schedule per stage
 //   #scale               with --scale-gpus: the best configuration per GPU
-//                        count, table and chart (tuner/scale_html.h)
+//                        count, table and chart (tuner/render/scale_html.h)
 //   #validation          predicted against measured step time (when runs of
 //                        the search's candidates are stored)
 //   inputs, rejections, tool version and the command that reproduces it.
@@ -17,8 +17,8 @@
 // Every plotted mark carries data-* attributes with its numbers (seconds,
 // GiB) taken from the estimates, so that tests and people can read them
 // back from the DOM.
-#ifndef MESHTUNE_TUNER_REPORT_HTML_H_
-#define MESHTUNE_TUNER_REPORT_HTML_H_
+#ifndef MESHTUNE_TUNER_RENDER_REPORT_HTML_H_
+#define MESHTUNE_TUNER_RENDER_REPORT_HTML_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +28,7 @@
 #include "costmodel/estimate.h"
 #include "results/store.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/scale_report.h"
+#include "tuner/render/scale_report.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
@@ -65,7 +65,7 @@ struct Sample {
 Sample EveryNth(size_t count, size_t limit, const std::vector<size_t>& exclude);
 
 // The report; `scale` (may be null) adds the scaling section
-// (tuner/scale_html.h). REQUIRES: result.feasible > 0.
+// (tuner/render/scale_html.h). REQUIRES: result.feasible > 0.
 std::string RenderHtmlReport(
     const Inputs& inputs, const SearchResult& result,
     const std::vector<results::PredictedVsMeasured>& validations,
@@ -78,4 +78,4 @@ std::string HtmlPage(const std::string& title, const std::string& body);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_REPORT_HTML_H_
+#endif  // MESHTUNE_TUNER_RENDER_REPORT_HTML_H_

@@ -1,4 +1,4 @@
-#include "tuner/report_table.h"
+#include "tuner/render/report_table.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "search_spaces/pipeline_layout.h"
 #include "tuner/io/terminal.h"
 #include "tuner/io/text_format.h"
-#include "tuner/model_facts.h"
+#include "tuner/render/model_facts.h"
 
 namespace meshtune::tuner {
 namespace {

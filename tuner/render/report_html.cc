@@ -1,4 +1,4 @@
-#include "tuner/report_html.h"
+#include "tuner/render/report_html.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +11,10 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/pipeline_schedule.h"
-#include "tuner/pipeline_timeline.h"
-#include "tuner/report_table.h"
-#include "tuner/scale_html.h"
-#include "tuner/svg_chart.h"
+#include "tuner/render/pipeline_timeline.h"
+#include "tuner/render/report_table.h"
+#include "tuner/render/scale_html.h"
+#include "tuner/render/svg_chart.h"
 
 namespace meshtune::tuner {
 namespace {
