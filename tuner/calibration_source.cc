@@ -11,7 +11,7 @@
 #include "search_spaces/collective.h"
 #include "search_spaces/presets.h"
 #include "tuner/inputs/local_cluster.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 #include "tuner/validate_learning.h"
 
 namespace meshtune::tuner {

@@ -22,8 +22,8 @@
 #include "search_spaces/presets.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/train_config_yaml.h"
-#include "tuner/results_db.h"
-#include "tuner/stored_candidates.h"
+#include "tuner/store/results_db.h"
+#include "tuner/store/stored_candidates.h"
 
 namespace meshtune::tuner {
 namespace {

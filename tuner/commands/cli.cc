@@ -7,7 +7,7 @@
 #include "tuner/commands/command.h"
 #include "tuner/commands/regress.h"
 #include "tuner/io/version.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

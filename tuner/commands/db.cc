@@ -26,8 +26,8 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/text_format.h"
-#include "tuner/results_db.h"
-#include "tuner/stored_candidates.h"
+#include "tuner/store/results_db.h"
+#include "tuner/store/stored_candidates.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -12,7 +12,7 @@
 #include "tuner/io/terminal.h"
 #include "tuner/render/report_json.h"
 #include "tuner/render/report_table.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -22,9 +22,9 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/interop/nemo_overrides.h"
-#include "tuner/results_db.h"
-#include "tuner/stored_candidates.h"
-#include "tuner/stored_search.h"
+#include "tuner/store/results_db.h"
+#include "tuner/store/stored_candidates.h"
+#include "tuner/store/stored_search.h"
 
 namespace meshtune::tuner {
 namespace {

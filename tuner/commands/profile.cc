@@ -24,7 +24,7 @@
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/mpi_bench_note.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -18,7 +18,7 @@
 #include "tuner/regress/benchmarks.h"
 #include "tuner/regress/text.h"
 #include "tuner/regress/verdict.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -19,10 +19,10 @@
 #include "tuner/io/output_file.h"
 #include "tuner/render/report_html.h"
 #include "tuner/render/scale_report.h"
-#include "tuner/results_db.h"
 #include "tuner/search/search_driver.h"
-#include "tuner/stored_candidates.h"
-#include "tuner/stored_search.h"
+#include "tuner/store/results_db.h"
+#include "tuner/store/stored_candidates.h"
+#include "tuner/store/stored_search.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -12,8 +12,8 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
 #include "tuner/render/scale_report.h"
-#include "tuner/results_db.h"
 #include "tuner/search/search_driver.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -15,10 +15,10 @@
 #include "tuner/render/report_json.h"
 #include "tuner/render/report_table.h"
 #include "tuner/render/report_yaml.h"
-#include "tuner/results_db.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/search/search_progress.h"
-#include "tuner/stored_candidates.h"
+#include "tuner/store/results_db.h"
+#include "tuner/store/stored_candidates.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -32,7 +32,7 @@
 #include "tuner/cuda_engine.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/inputs/search_link.h"
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 #include "tuner/train_flags.h"
 #include "tuner/train_launcher.h"
 #include "tuner/train_report.h"
@@ -58,8 +58,8 @@ dist_opt off; gbs and seq-len default to the model's. More than one rank
 (tp*pp*dp > 1) runs under mpirun (Open MPI), started by tune itself unless
 tune is already running under mpirun or srun.)";
 
-// The results database for the run, by the policy of tuner/results_db.h: an
-// explicit --db must open; the implicit default never breaks the command.
+// The results database for the run, by the policy of tuner/store/results_db.h:
+// an explicit --db must open; the implicit default never breaks the command.
 StatusOr<std::unique_ptr<results::Store>> OpenTrainDb(const TrainFlags &f,
                                                       std::ostream &err) {
   if (f.no_db) return std::unique_ptr<results::Store>();

@@ -73,7 +73,7 @@ struct InputFlags {
   std::string cuda_graph_impl;
   std::string cuda_graph_scope;
 
-  // Results database (tuner/results_db.h): --db PATH, --no-db. Registered
+  // Results database (tuner/store/results_db.h): --db PATH, --no-db. Registered
   // by the commands that use a database, not by AddInputFlags.
   std::string db;
   bool no_db = false;

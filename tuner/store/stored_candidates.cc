@@ -1,4 +1,4 @@
-#include "tuner/stored_candidates.h"
+#include "tuner/store/stored_candidates.h"
 
 namespace meshtune::tuner {
 

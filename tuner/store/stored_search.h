@@ -7,8 +7,8 @@
 // DescribeFlags) gives --tokens and the switches that have no column. The
 // model is resolved again by name (or by the --model argument the search
 // ran with, for a YAML file), so its architecture is that of this build.
-#ifndef MESHTUNE_TUNER_STORED_SEARCH_H_
-#define MESHTUNE_TUNER_STORED_SEARCH_H_
+#ifndef MESHTUNE_TUNER_STORE_STORED_SEARCH_H_
+#define MESHTUNE_TUNER_STORE_STORED_SEARCH_H_
 
 #include <cstdint>
 #include <string>
@@ -30,4 +30,4 @@ StatusOr<Inputs> InputsOfStoredSearch(const results::SearchRecord& search);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_STORED_SEARCH_H_
+#endif  // MESHTUNE_TUNER_STORE_STORED_SEARCH_H_

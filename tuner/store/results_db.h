@@ -8,8 +8,8 @@
 // The implicit default (./tune.db or $TUNE_DB) never breaks a search: if it
 // cannot be opened or written, a one-line warning goes to stderr and the
 // report and exit code are unchanged. --no-db skips the database entirely.
-#ifndef MESHTUNE_TUNER_RESULTS_DB_H_
-#define MESHTUNE_TUNER_RESULTS_DB_H_
+#ifndef MESHTUNE_TUNER_STORE_RESULTS_DB_H_
+#define MESHTUNE_TUNER_STORE_RESULTS_DB_H_
 
 #include <cstdint>
 #include <memory>
@@ -67,4 +67,4 @@ StatusOr<int64_t> RecordSearch(results::Store* store, const InputFlags& flags,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_RESULTS_DB_H_
+#endif  // MESHTUNE_TUNER_STORE_RESULTS_DB_H_

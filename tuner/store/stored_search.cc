@@ -1,4 +1,4 @@
-#include "tuner/stored_search.h"
+#include "tuner/store/stored_search.h"
 
 #include <sstream>
 

@@ -1,11 +1,12 @@
 // A stored search re-resolves to the inputs it was run with: the flags that
 // change what fits (--memory-headroom) round-trip through the stored command
-// line (tuner/results_db.cc DescribeFlags -> tuner/stored_search.cc).
-#include "tuner/stored_search.h"
+// line (tuner/store/results_db.cc DescribeFlags ->
+// tuner/store/stored_search.cc).
+#include "tuner/store/stored_search.h"
 
 #include <gtest/gtest.h>
 
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,8 +1,8 @@
 // Finding a recorded search and its candidates in the results database:
 // the one lookup behind --search (compare, export, launch, report, db runs)
 // and --from-search (train), with one error text for each way it fails.
-#ifndef MESHTUNE_TUNER_STORED_CANDIDATES_H_
-#define MESHTUNE_TUNER_STORED_CANDIDATES_H_
+#ifndef MESHTUNE_TUNER_STORE_STORED_CANDIDATES_H_
+#define MESHTUNE_TUNER_STORE_STORED_CANDIDATES_H_
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ StatusOr<StoredCandidate> FindCandidate(const results::Store& store,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_STORED_CANDIDATES_H_
+#endif  // MESHTUNE_TUNER_STORE_STORED_CANDIDATES_H_

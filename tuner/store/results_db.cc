@@ -1,4 +1,4 @@
-#include "tuner/results_db.h"
+#include "tuner/store/results_db.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
