@@ -11,7 +11,7 @@
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
 #include "search_spaces/presets.h"
-#include "tuner/calibration_source.h"
+#include "tuner/machine/calibration_source.h"
 
 namespace meshtune::tuner {
 namespace {

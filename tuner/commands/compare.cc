@@ -8,11 +8,11 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/compare_config.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/compare_report.h"
 #include "tuner/store/results_db.h"
 #include "tuner/store/stored_candidates.h"

@@ -6,10 +6,10 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/report_json.h"
 #include "tuner/render/report_table.h"
 #include "tuner/store/results_db.h"

@@ -25,7 +25,6 @@
 
 #include "costmodel/cost_model.h"
 #include "search_spaces/enumerate.h"
-#include "tuner/calibration_source.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/config_file_inputs.h"
@@ -36,6 +35,7 @@
 #include "tuner/interop/launch_script.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/report_yaml.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/search/search_progress.h"

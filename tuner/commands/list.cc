@@ -8,9 +8,9 @@
 
 #include "costmodel/model_stats.h"
 #include "search_spaces/presets.h"
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/local_cluster.h"
+#include "tuner/machine/calibration_source.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -23,7 +23,7 @@
 #include "search_spaces/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/mpi_bench_note.h"
+#include "tuner/machine/mpi_bench_note.h"
 #include "tuner/store/results_db.h"
 
 namespace meshtune::tuner {

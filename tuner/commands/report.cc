@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "tuner/calibration_source.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/shell_words.h"
 #include "tuner/io/output_file.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/report_html.h"
 #include "tuner/render/scale_report.h"
 #include "tuner/search/search_driver.h"

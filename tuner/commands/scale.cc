@@ -6,11 +6,11 @@
 #include <memory>
 #include <string>
 
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/compare_config.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/scale_report.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"

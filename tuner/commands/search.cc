@@ -5,13 +5,13 @@
 #include <optional>
 #include <string>
 
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/search_link.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/report_json.h"
 #include "tuner/render/report_table.h"
 #include "tuner/render/report_yaml.h"

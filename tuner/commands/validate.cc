@@ -3,8 +3,8 @@
 // step times, learn this machine's efficiency factors, and recommend the
 // measured best. Selection and statistics: tuner/validate_analysis.h;
 // running one candidate: tuner/validate_runner.h; learning:
-// tuner/validate_learning.h. With --backend cuda the candidates run on this
-// machine's GPUs through the CUDA engine (tuner/cuda_engine.h) and what is
+// tuner/machine/learned_factors.h. With --backend cuda the candidates run on
+// this machine's GPUs through the CUDA engine (tuner/cuda_engine.h) and what is
 // learned is filed under the GPU machine (GpuMachineHardwareId).
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -17,17 +17,17 @@
 #include <vector>
 
 #include "engine/train_config.h"
-#include "tuner/calibration_source.h"
 #include "tuner/commands/command.h"
 #include "tuner/cuda_engine.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/io/text_format.h"
+#include "tuner/machine/calibration_source.h"
+#include "tuner/machine/learned_factors.h"
 #include "tuner/render/report_json.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"
 #include "tuner/validate_analysis.h"
-#include "tuner/validate_learning.h"
 #include "tuner/validate_runner.h"
 
 namespace meshtune::tuner {

@@ -508,7 +508,7 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
 
   in.gpu_defaulted = f.gpu.empty();
   if (f.gpu == kLocalCluster) {
-    // This machine, described from /proc (tuner/calibration_source.h).
+    // This machine, described from /proc (tuner/machine/calibration_source.h).
     in.cluster = LocalCluster(profiler::ReadCpuInfo());
     // The plans run on meshtune's CPU engine, not under PyTorch.
     in.training.python_launches = false;

@@ -1,7 +1,7 @@
 // The `local` cluster preset: the machine tune runs on, described as a
 // cluster so that `--gpu local` searches, estimates and trains on it like any
 // GPU preset. Its numbers are nominal (from /proc); `tune profile --backend
-// cpu` measures them and the calibration (tuner/calibration_source.h)
+// cpu` measures them and the calibration (tuner/machine/calibration_source.h)
 // replaces them.
 #ifndef MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_
 #define MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "search_spaces/pipeline_layout.h"
-#include "tuner/calibration_source.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/megatron_args.h"
 #include "tuner/interop/megatron_args_parser.h"
 #include "tuner/interop/nemo_overrides.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {

@@ -1,4 +1,4 @@
-#include "tuner/calibration_source.h"
+#include "tuner/machine/calibration_source.h"
 
 #include <gtest/gtest.h>
 

@@ -4,9 +4,9 @@
 // this machine (`tune validate` runs, and `tune train --config` /
 // `--from-search` runs of searches with --gpu local), stored per (machine,
 // base calibration), and applied by every later search on the machine
-// (ChooseCalibration, tuner/calibration_source.h).
-#ifndef MESHTUNE_TUNER_VALIDATE_LEARNING_H_
-#define MESHTUNE_TUNER_VALIDATE_LEARNING_H_
+// (ChooseCalibration, tuner/machine/calibration_source.h).
+#ifndef MESHTUNE_TUNER_MACHINE_LEARNED_FACTORS_H_
+#define MESHTUNE_TUNER_MACHINE_LEARNED_FACTORS_H_
 
 #include <memory>
 #include <optional>
@@ -36,4 +36,4 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ApplyStoredFactors(
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_VALIDATE_LEARNING_H_
+#endif  // MESHTUNE_TUNER_MACHINE_LEARNED_FACTORS_H_

@@ -2,7 +2,7 @@
 // measuring the collectives gets its own note and its own fix. Before, a
 // tune built with MPI but without the helper binary (`--target tune` alone)
 // said "configure found no MPI", which sent users to reinstall MPI.
-#include "tuner/mpi_bench_note.h"
+#include "tuner/machine/mpi_bench_note.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tuner/calibration_source.h"
+#include "tuner/machine/calibration_source.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +11,8 @@
 #include "search_spaces/collective.h"
 #include "search_spaces/presets.h"
 #include "tuner/inputs/local_cluster.h"
+#include "tuner/machine/learned_factors.h"
 #include "tuner/store/results_db.h"
-#include "tuner/validate_learning.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -4,8 +4,8 @@
 // `tune`; three different things can be missing, and each needs another fix:
 // MPI at configure time (install it and reconfigure), the helper binary in a
 // tree that has MPI (build that one target), or mpirun at run time (PATH).
-#ifndef MESHTUNE_TUNER_MPI_BENCH_NOTE_H_
-#define MESHTUNE_TUNER_MPI_BENCH_NOTE_H_
+#ifndef MESHTUNE_TUNER_MACHINE_MPI_BENCH_NOTE_H_
+#define MESHTUNE_TUNER_MACHINE_MPI_BENCH_NOTE_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ std::string MpiBenchSkipReason(const MpiBenchSetup& setup);
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_MPI_BENCH_NOTE_H_
+#endif  // MESHTUNE_TUNER_MACHINE_MPI_BENCH_NOTE_H_

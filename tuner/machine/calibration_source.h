@@ -4,8 +4,8 @@
 // A cluster preset is matched to stored machines by what they are: the
 // `local` preset to this machine's own fingerprint; a GPU preset (h200, ...)
 // to a "cuda" fingerprint whose GPU model names the same GPU.
-#ifndef MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
-#define MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
+#ifndef MESHTUNE_TUNER_MACHINE_CALIBRATION_SOURCE_H_
+#define MESHTUNE_TUNER_MACHINE_CALIBRATION_SOURCE_H_
 
 #include <cstdint>
 #include <memory>
@@ -41,7 +41,7 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseBaseCalibration(
     const std::string& local_id);
 
 // ChooseBaseCalibration, then wrapped with the efficiency factors `tune
-// validate` learned for the machine (tuner/validate_learning.h), if any:
+// validate` learned for the machine (tuner/machine/learned_factors.h), if any:
 // the `local` preset uses this machine's (`local_id`) factors, a GPU preset
 // those of the matching stored machine.
 StatusOr<std::unique_ptr<costmodel::Calibration>> ChooseCalibration(
@@ -96,4 +96,4 @@ StatusOr<std::string> FileGpuMachine(results::Store* store,
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_CALIBRATION_SOURCE_H_
+#endif  // MESHTUNE_TUNER_MACHINE_CALIBRATION_SOURCE_H_

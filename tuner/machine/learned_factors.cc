@@ -1,4 +1,4 @@
-#include "tuner/validate_learning.h"
+#include "tuner/machine/learned_factors.h"
 
 #include <map>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "tuner/mpi_bench_note.h"
+#include "tuner/machine/mpi_bench_note.h"
 
 namespace meshtune::tuner {
 
