@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "tuner/train_launcher.h"
+#include "tuner/train/launcher.h"
 
 namespace meshtune::tuner {
 namespace {

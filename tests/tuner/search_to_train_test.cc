@@ -17,7 +17,7 @@
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/seeded_searches.h"
 #include "tuner/inputs/train_config_yaml.h"
-#include "tuner/train_launcher.h"
+#include "tuner/train/launcher.h"
 
 namespace meshtune::tuner {
 namespace {

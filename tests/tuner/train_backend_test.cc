@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "tests/tuner/run_tune.h"
-#include "tuner/cuda_engine.h"
-#include "tuner/train_flags.h"
-#include "tuner/train_report.h"
+#include "tuner/train/cuda_engine.h"
+#include "tuner/train/flags.h"
+#include "tuner/train/report.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tests/tuner/run_tune.h"
-#include "tuner/train_flags.h"
+#include "tuner/train/flags.h"
 
 namespace meshtune::tuner {
 namespace {

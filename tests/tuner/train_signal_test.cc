@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "tests/tuner/run_tune.h"
-#include "tuner/train_flags.h"
-#include "tuner/train_launcher.h"
+#include "tuner/train/flags.h"
+#include "tuner/train/launcher.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -5,7 +5,7 @@
 //
 // Process model (docs/design.md §8): one rank per process. A one-rank run
 // trains in this process. A larger world re-runs this command under mpirun
-// (tuner/train_launcher.h) after checking everything a rank would check, so
+// (tuner/train/launcher.h) after checking everything a rank would check, so
 // input errors are reported once and before any rank starts. Under an
 // external mpirun/srun each process is a rank of MPI_COMM_WORLD.
 #include <CLI/CLI.hpp>
@@ -28,14 +28,14 @@
 #include "search_spaces/presets.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
-#include "tuner/cuda_engine.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/inputs/search_link.h"
 #include "tuner/machine/calibration_source.h"
 #include "tuner/store/results_db.h"
-#include "tuner/train_flags.h"
-#include "tuner/train_launcher.h"
-#include "tuner/train_report.h"
+#include "tuner/train/cuda_engine.h"
+#include "tuner/train/flags.h"
+#include "tuner/train/launcher.h"
+#include "tuner/train/report.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -361,7 +361,7 @@ class TrainCommand : public Command {
           "tune runs under mpirun but was built without MPI",
           "install Open MPI (libopenmpi-dev) and rebuild");
     }
-    // A stop signal (forwarded by the launcher, tuner/train_launcher.h, or
+    // A stop signal (forwarded by the launcher, tuner/train/launcher.h, or
     // sent by Slurm or mpirun) stops every rank after the same step; a
     // repeat (the same SIGTERM from two senders) must not kill mid-save.
     engine::InstallStopSignalHandlers(/*repeat_kills=*/false);

@@ -4,8 +4,8 @@
 // measured best. Selection and statistics: tuner/validate_analysis.h;
 // running one candidate: tuner/validate_runner.h; learning:
 // tuner/machine/learned_factors.h. With --backend cuda the candidates run on
-// this machine's GPUs through the CUDA engine (tuner/cuda_engine.h) and what is
-// learned is filed under the GPU machine (GpuMachineHardwareId).
+// this machine's GPUs through the CUDA engine (tuner/train/cuda_engine.h) and
+// what is learned is filed under the GPU machine (GpuMachineHardwareId).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -18,7 +18,6 @@
 
 #include "engine/train_config.h"
 #include "tuner/commands/command.h"
-#include "tuner/cuda_engine.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/io/text_format.h"
@@ -27,6 +26,7 @@
 #include "tuner/render/report_json.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"
+#include "tuner/train/cuda_engine.h"
 #include "tuner/validate_analysis.h"
 #include "tuner/validate_runner.h"
 

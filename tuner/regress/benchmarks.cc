@@ -14,8 +14,8 @@
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/presets.h"
-#include "tuner/cuda_engine.h"
 #include "tuner/machine/calibration_source.h"
+#include "tuner/train/cuda_engine.h"
 
 #ifdef _OPENMP
 #include <omp.h>

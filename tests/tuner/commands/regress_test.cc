@@ -12,9 +12,9 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/cuda_engine.h"
 #include "tuner/regress/baseline_file.h"
 #include "tuner/regress/benchmarks.h"
+#include "tuner/train/cuda_engine.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/train_flags.h"
-#include "tuner/train_launcher.h"
-#include "tuner/train_report.h"
+#include "tuner/train/flags.h"
+#include "tuner/train/launcher.h"
+#include "tuner/train/report.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/cuda_engine.h"
+#include "tuner/train/cuda_engine.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -22,8 +22,8 @@
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/train_config_yaml.h"
 #include "tuner/render/report_yaml.h"
-#include "tuner/train_flags.h"
-#include "tuner/train_report.h"
+#include "tuner/train/flags.h"
+#include "tuner/train/report.h"
 
 namespace meshtune::tuner {
 namespace {

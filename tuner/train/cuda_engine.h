@@ -2,8 +2,8 @@
 // only in builds that found the CUDA toolkit with cuBLASLt and NCCL. Everything
 // CUDA-specific that `tune train --backend cuda` needs goes through here, so
 // the commands compile the same with or without it.
-#ifndef MESHTUNE_TUNER_CUDA_ENGINE_H_
-#define MESHTUNE_TUNER_CUDA_ENGINE_H_
+#ifndef MESHTUNE_TUNER_TRAIN_CUDA_ENGINE_H_
+#define MESHTUNE_TUNER_TRAIN_CUDA_ENGINE_H_
 
 #include <memory>
 #include <string>
@@ -43,4 +43,4 @@ std::string DetectedGpuPreset();
 
 }  // namespace meshtune::tuner
 
-#endif  // MESHTUNE_TUNER_CUDA_ENGINE_H_
+#endif  // MESHTUNE_TUNER_TRAIN_CUDA_ENGINE_H_

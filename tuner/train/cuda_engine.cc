@@ -1,4 +1,4 @@
-#include "tuner/cuda_engine.h"
+#include "tuner/train/cuda_engine.h"
 
 #include "search_spaces/presets.h"
 

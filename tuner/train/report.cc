@@ -1,4 +1,4 @@
-#include "tuner/train_report.h"
+#include "tuner/train/report.h"
 
 #include <cstdio>
 #include <string>

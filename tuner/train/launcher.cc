@@ -1,4 +1,4 @@
-#include "tuner/train_launcher.h"
+#include "tuner/train/launcher.h"
 
 #include <dirent.h>
 #include <fcntl.h>

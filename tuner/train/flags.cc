@@ -1,4 +1,4 @@
-#include "tuner/train_flags.h"
+#include "tuner/train/flags.h"
 
 #include <unistd.h>
 
