@@ -206,7 +206,7 @@ struct Migration {
 // ---- `tune validate` (results/store_validate.cc) ----
 
 // One `tune validate` run: the search it ran and its statistics
-// (tuner/validate_analysis.h).
+// (tuner/validate/analysis.h).
 struct ValidationRecord {
   int64_t id = 0;           // assigned by PutValidation; ignored on write
   int64_t search_id = 0;    // must exist

@@ -1,8 +1,8 @@
 // `tune validate`: search, run the top candidates (and a few deliberately
 // different ones) for real on this machine, compare predicted with measured
 // step times, learn this machine's efficiency factors, and recommend the
-// measured best. Selection and statistics: tuner/validate_analysis.h;
-// running one candidate: tuner/validate_runner.h; learning:
+// measured best. Selection and statistics: tuner/validate/analysis.h;
+// running one candidate: tuner/validate/runner.h; learning:
 // tuner/machine/learned_factors.h. With --backend cuda the candidates run on
 // this machine's GPUs through the CUDA engine (tuner/train/cuda_engine.h) and
 // what is learned is filed under the GPU machine (GpuMachineHardwareId).
@@ -27,8 +27,8 @@
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"
 #include "tuner/train/cuda_engine.h"
-#include "tuner/validate_analysis.h"
-#include "tuner/validate_runner.h"
+#include "tuner/validate/analysis.h"
+#include "tuner/validate/runner.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -1,4 +1,4 @@
-#include "tuner/validate_analysis.h"
+#include "tuner/validate/analysis.h"
 
 #include <algorithm>
 #include <cmath>

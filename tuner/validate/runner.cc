@@ -1,4 +1,4 @@
-#include "tuner/validate_runner.h"
+#include "tuner/validate/runner.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-// tune validate's selection and statistics (tuner/validate_analysis.h)
+// tune validate's selection and statistics (tuner/validate/analysis.h)
 // against hand-computed values.
-#include "tuner/validate_analysis.h"
+#include "tuner/validate/analysis.h"
 
 #include <gtest/gtest.h>
 
