@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends/registry.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/train/cuda_engine.h"
+#include "tuner/machine/local_gpu.h"
 #include "tuner/train/flags.h"
 #include "tuner/train/report.h"
 
@@ -81,7 +82,7 @@ TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
   const TuneRun run = RunTune(
       "train --model gpt-tiny --steps 2 --seq-len 64 --gbs 2 --no-db "
       "--backend cuda");
-  if (!CudaEngineBuilt()) {
+  if (!engine::backends::TrainerBackendBuilt("cuda")) {
     EXPECT_EQ(run.exit_code, 1) << run.err;
     EXPECT_NE(run.err.find("tune: error: this tune was built without the CUDA "
                            "engine (CMake found no CUDA toolkit with "
@@ -99,7 +100,8 @@ TEST(TrainBackend, CudaWithoutEngineOrDeviceSaysWhich) {
 }
 
 TEST(TrainBackend, CudaRefusesABadAttentionKernelBeforeRanksStart) {
-  if (!CudaEngineBuilt()) GTEST_SKIP() << "built without the CUDA engine";
+  if (!engine::backends::TrainerBackendBuilt("cuda"))
+    GTEST_SKIP() << "built without the CUDA engine";
   // Refused before any rank starts or any device is touched, so also on a
   // multi-rank layout and without a GPU.
   const char* old = getenv("MESHTUNE_CUDA_ATTENTION");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "costmodel/cost_model.h"
+#include "engine/backends/registry.h"
 #include "engine/local_communicator.h"
 #include "engine/mpi_communicator.h"
 #include "engine/stop_signal.h"
@@ -31,8 +32,8 @@
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/inputs/search_link.h"
 #include "tuner/machine/calibration_source.h"
+#include "tuner/machine/local_gpu.h"
 #include "tuner/store/results_db.h"
-#include "tuner/train/cuda_engine.h"
 #include "tuner/train/flags.h"
 #include "tuner/train/launcher.h"
 #include "tuner/train/report.h"
@@ -83,9 +84,9 @@ std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
                                           std::string *why) {
   const engine::TrainConfig &c = plan.config;
   const int64_t ranks = c.parallel.world();
-  if (ranks > LocalGpuCount()) {
+  if (ranks > engine::backends::CudaDeviceCount()) {
     *why = std::to_string(ranks) + " ranks share " +
-           std::to_string(LocalGpuCount()) +
+           std::to_string(engine::backends::CudaDeviceCount()) +
            " GPU(s) through staged host collectives, which the cost model "
            "does not price";
     return std::nullopt;
@@ -261,10 +262,13 @@ void RecordRun(results::Store *store, const TrainPlan &plan,
     const StatusOr<search_spaces::ClusterSpec> cluster =
         search_spaces::ResolveCluster(plan.gpu.empty() ? DetectedGpuPreset()
                                                        : plan.gpu);
-    hardware_id =
-        cluster.ok()
-            ? FileGpuMachine(store, *cluster, LocalGpuName(), LocalGpuCount())
-            : file_self(GpuMachineFingerprint(LocalGpuName(), LocalGpuCount()));
+    hardware_id = cluster.ok()
+                      ? FileGpuMachine(store, *cluster,
+                                       engine::backends::CudaDeviceName(),
+                                       engine::backends::CudaDeviceCount())
+                      : file_self(GpuMachineFingerprint(
+                            engine::backends::CudaDeviceName(),
+                            engine::backends::CudaDeviceCount()));
   } else {
     hardware_id = file_self(profiler::CpuFingerprint(profiler::ReadCpuInfo()));
   }
@@ -326,7 +330,8 @@ class TrainCommand : public Command {
 
     // A layout the CUDA engine cannot run is refused before ranks start.
     if (plan->backend == "cuda") {
-      MESHTUNE_RETURN_IF_ERROR(CheckCudaSupported(plan->config));
+      MESHTUNE_RETURN_IF_ERROR(
+          engine::backends::CheckTrainerSupported("cuda", plan->config));
     }
     if (plan->nproc > 1) {
       if (!engine::MpiAvailable()) {
@@ -491,8 +496,7 @@ class TrainCommand : public Command {
     // This rank's share of the job: on its GPU (one per rank, data
     // parallel) or its CPU cores.
     StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-        plan.backend == "cuda" ? CreateCudaTrainer(c, &dataset, world)
-                               : engine::Trainer::Create(c, &dataset, world);
+        engine::backends::CreateTrainer(plan.backend, c, &dataset, world);
     if (!trainer.ok()) return trainer.status();
     const std::vector<engine::RankMemory> memory =
         trainer.value()->all_memory();

@@ -4,7 +4,7 @@
 // measured best. Selection and statistics: tuner/validate/analysis.h;
 // running one candidate: tuner/validate/runner.h; learning:
 // tuner/machine/learned_factors.h. With --backend cuda the candidates run on
-// this machine's GPUs through the CUDA engine (tuner/train/cuda_engine.h) and
+// this machine's GPUs through the CUDA engine (engine/backends/registry.h) and
 // what is learned is filed under the GPU machine (GpuMachineHardwareId).
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backends/registry.h"
 #include "engine/train_config.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
@@ -23,10 +24,10 @@
 #include "tuner/io/text_format.h"
 #include "tuner/machine/calibration_source.h"
 #include "tuner/machine/learned_factors.h"
+#include "tuner/machine/local_gpu.h"
 #include "tuner/render/report_json.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"
-#include "tuner/train/cuda_engine.h"
 #include "tuner/validate/analysis.h"
 #include "tuner/validate/runner.h"
 
@@ -47,7 +48,7 @@ everything in the results database.)";
 // *gpu_count to the local devices.
 Status PrepareCudaValidation(InputFlags* flags, std::string* gpu_name,
                              int* gpu_count) {
-  if (!CudaEngineBuilt()) {
+  if (!engine::backends::TrainerBackendBuilt("cuda")) {
     return Status::Unimplemented(
         "tune validate --backend cuda needs the CUDA engine, and this tune "
         "was built without it (CMake found no CUDA toolkit with cuBLASLt and "
@@ -55,7 +56,7 @@ Status PrepareCudaValidation(InputFlags* flags, std::string* gpu_name,
         "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
         "use --backend cpu");
   }
-  *gpu_count = LocalGpuCount();
+  *gpu_count = engine::backends::CudaDeviceCount();
   if (*gpu_count == 0) {
     return Status::InvalidArgument(
         "tune validate --backend cuda found no CUDA device on this machine "
@@ -63,7 +64,7 @@ Status PrepareCudaValidation(InputFlags* flags, std::string* gpu_name,
         "run it on a machine with an NVIDIA GPU and driver, or use "
         "--backend cpu");
   }
-  *gpu_name = LocalGpuName();
+  *gpu_name = engine::backends::CudaDeviceName();
   if (flags->gpu == kLocalCluster) {
     return Status::InvalidArgument(
         "--gpu local is the CPU engine's preset, not a GPU's",
@@ -238,7 +239,8 @@ class ValidateCommand : public Command {
       c.global_batch_size = in.training.global_batch_size;
       c.seq_length = in.training.seq_length;
       c.train_iters = *steps;
-      return c.Validate().ok() && (!cuda || CheckCudaSupported(c).ok());
+      return c.Validate().ok() &&
+             (!cuda || engine::backends::CheckTrainerSupported("cuda", c).ok());
     };
     const std::vector<SelectedCandidate> picks =
         SelectCandidates(result.ranked, *top, extra, trainable);

@@ -67,10 +67,10 @@ StatusOr<std::unique_ptr<costmodel::Calibration>> CalibrationFor(
     bool no_db);
 
 // This machine as a GPU machine: backend "cuda", its CPU and host memory,
-// and `gpu_count` GPUs named `gpu_model` (tuner/train/cuda_engine.h
-// LocalGpuName). What GPU runs are filed under when no `tune profile --backend
-// cuda` of the GPU is stored (the profiler's fingerprint also names driver and
-// library versions, which only the profiler reads).
+// and `gpu_count` GPUs named `gpu_model` (engine/backends/registry.h
+// CudaDeviceName). What GPU runs are filed under when no `tune profile
+// --backend cuda` of the GPU is stored (the profiler's fingerprint also names
+// driver and library versions, which only the profiler reads).
 results::HardwareFingerprint GpuMachineFingerprint(const std::string& gpu_model,
                                                    int64_t gpu_count);
 

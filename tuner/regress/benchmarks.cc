@@ -9,13 +9,13 @@
 #include <memory>
 
 #include "costmodel/model_stats.h"
+#include "engine/backends/registry.h"
 #include "engine/data/synthetic_dataset.h"
 #include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/presets.h"
 #include "tuner/machine/calibration_source.h"
-#include "tuner/train/cuda_engine.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -128,7 +128,8 @@ double MedianAbsoluteDeviation(const std::vector<double>& values) {
 
 results::HardwareFingerprint RegressHardware(const RegressBenchmark& b) {
   if (b.backend == "cuda") {
-    return GpuMachineFingerprint(LocalGpuName(), LocalGpuCount());
+    return GpuMachineFingerprint(engine::backends::CudaDeviceName(),
+                                 engine::backends::CudaDeviceCount());
   }
   ScopedThreads threads(b.threads);
   return profiler::CpuFingerprint(profiler::ReadCpuInfo());
@@ -137,7 +138,7 @@ results::HardwareFingerprint RegressHardware(const RegressBenchmark& b) {
 Status CheckRegressBackend(const RegressBenchmark& b,
                            const std::string& command) {
   if (b.backend != "cuda") return Status::Ok();
-  if (!CudaEngineBuilt()) {
+  if (!engine::backends::TrainerBackendBuilt("cuda")) {
     return Status::Unimplemented(
         command + " --benchmark " + b.name +
             " needs the CUDA engine, and this tune was built without it "
@@ -145,7 +146,7 @@ Status CheckRegressBackend(const RegressBenchmark& b,
         "rebuild where the CUDA toolkit is installed (/usr/local/cuda), or "
         "use a cpu- benchmark");
   }
-  if (LocalGpuCount() == 0) {
+  if (engine::backends::CudaDeviceCount() == 0) {
     return Status::InvalidArgument(
         command + " --benchmark " + b.name +
             " found no CUDA device on this machine (cudaGetDeviceCount found "
@@ -191,7 +192,8 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
   const bool cuda = b.backend == "cuda";
   if (cuda) {
     MESHTUNE_RETURN_IF_ERROR(CheckRegressBackend(b, "tune regress run"));
-    MESHTUNE_RETURN_IF_ERROR(CheckCudaSupported(c));
+    MESHTUNE_RETURN_IF_ERROR(
+        engine::backends::CheckTrainerSupported("cuda", c));
   }
 
   const engine::data::SyntheticDataset dataset(b.seq_length,
@@ -200,8 +202,8 @@ StatusOr<results::RegressResult> RunRegressBenchmark(const RegressBenchmark& b,
   std::vector<std::unique_ptr<engine::Communicator>> world =
       engine::MakeLocalWorld(1);
   StatusOr<std::unique_ptr<engine::Trainer>> trainer =
-      cuda ? CreateCudaTrainer(c, &dataset, world[0].get())
-           : engine::Trainer::Create(c, &dataset, world[0].get());
+      engine::backends::CreateTrainer(cuda ? "cuda" : "cpu", c, &dataset,
+                                      world[0].get());
   if (!trainer.ok()) return trainer.status();
 
   results::RegressResult r;

@@ -77,7 +77,7 @@ struct TrainPlan {
   // per rank, or ranks sharing a GPU through staged collectives).
   std::string backend = "cpu";
   // With cuda: the GPU preset the step-time prediction uses ("" = the one
-  // matching the device's name, tuner/train/cuda_engine.h).
+  // matching the device's name, tuner/machine/local_gpu.h).
   std::string gpu;
   // The search candidate this run claims to be: the --config file's search:
   // section, or --from-search. Whether the run is stored against it is

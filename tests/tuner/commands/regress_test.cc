@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/backends/registry.h"
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/regress/baseline_file.h"
 #include "tuner/regress/benchmarks.h"
-#include "tuner/train/cuda_engine.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -333,14 +333,14 @@ TEST(RegressCommand, CudaBenchmarkBackendErrors) {
               "cuda-gpt-tiny-v1 is a benchmark of the cuda engine, not of cpu",
               "pick a cpu- benchmark ('tune regress list'), or leave out "
               "--backend");
-  if (LocalGpuCount() > 0) {
+  if (engine::backends::CudaDeviceCount() > 0) {
     GTEST_SKIP() << "this machine has a GPU: the missing-engine and "
                     "missing-device errors cannot happen";
   }
   const std::string run = "run --benchmark cuda-gpt-tiny-v1 --backend cuda";
   const std::string check =
       "check --benchmark cuda-gpt-tiny-v1 --baseline main";
-  if (!CudaEngineBuilt()) {
+  if (!engine::backends::TrainerBackendBuilt("cuda")) {
     const std::string why =
         " --benchmark cuda-gpt-tiny-v1 needs the CUDA engine, and this tune "
         "was built without it (CMake found no CUDA toolkit with cuBLASLt and "

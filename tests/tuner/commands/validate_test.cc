@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/backends/registry.h"
 #include "results/store.h"
 #include "tests/tuner/run_tune.h"
-#include "tuner/train/cuda_engine.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -218,8 +218,8 @@ TEST_F(ValidateCommandTest, CudaBackendErrors) {
   EXPECT_EQ(r.err,
             "tune: error: --backend: unknown backend 'bogus'\n"
             "tune: hint: use --backend cpu or --backend cuda\n");
-  const int gpus = LocalGpuCount();
-  if (!CudaEngineBuilt()) {
+  const int gpus = engine::backends::CudaDeviceCount();
+  if (!engine::backends::TrainerBackendBuilt("cuda")) {
     r = RunTune(gpt + "--backend cuda");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(r.err,
