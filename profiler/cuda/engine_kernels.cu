@@ -5,9 +5,8 @@
 // row: CUPTI kernel time per repetition, cross-checked with CUDA events
 // (TimeRepetitions).
 // Inputs are zeros: the kernels' speed does not depend on the values, and
-// zeros cannot overflow over the repetitions. Built with the engine's CUDA
-// library (MESHTUNE_PROFILER_HAVE_CUDA_ENGINE, profiler/CMakeLists.txt);
-// without it the backend says so.
+// zeros cannot overflow over the repetitions. The CUDA backend is built only
+// with the engine's CUDA library (profiler/CMakeLists.txt).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -22,17 +21,14 @@
 #include "profiler/cuda/cuda_check.cuh"
 #include "profiler/engine_ops.h"
 
-#if MESHTUNE_PROFILER_HAVE_CUDA_ENGINE
 #include "engine/cuda/attention.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/flash_attention.h"
 #include "engine/cuda/linear.h"
 #include "engine/cuda/ops.h"
-#endif
 
 namespace meshtune::profiler::cuda {
 
-#if MESHTUNE_PROFILER_HAVE_CUDA_ENGINE
 namespace {
 
 namespace ec = engine::cuda;
@@ -244,11 +240,9 @@ StatusOr<Launchers> Prepare(const EngineOpCase& c, ec::Stream stream,
 }
 
 }  // namespace
-#endif  // MESHTUNE_PROFILER_HAVE_CUDA_ENGINE
 
 StatusOr<Sample> CudaBackend::TimeEngineOp(const EngineOpCase& c, bool backward,
                                            int warmup, int reps) {
-#if MESHTUNE_PROFILER_HAVE_CUDA_ENGINE
   if (c.rows < 1 || c.width < 1 || reps < 1 || warmup < 0) {
     return Status::InvalidArgument(
         "engine kernel " + c.label + " (" + std::to_string(c.rows) +
@@ -281,16 +275,6 @@ StatusOr<Sample> CudaBackend::TimeEngineOp(const EngineOpCase& c, bool backward,
   MESHTUNE_RETURN_IF_ERROR(launch_status);
   MESHTUNE_RETURN_IF_ERROR(ec::Synchronize(c.op.c_str()));
   return sample;
-#else
-  (void)backward;
-  (void)warmup;
-  (void)reps;
-  return Status::Unimplemented(
-      "the cuda backend cannot time the engine kernel '" + c.op +
-          "': the engine's CUDA library was not built",
-      "configure with the CUDA toolkit's cuBLASLt and NCCL so "
-      "meshtune_engine_cuda builds");
-#endif
 }
 
 }  // namespace meshtune::profiler::cuda
