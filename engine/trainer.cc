@@ -1,6 +1,5 @@
 #include "engine/trainer.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -10,19 +9,17 @@
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"
-#include "engine/stop_signal.h"
+#include "engine/step_loop.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-class TrainerImpl : public Trainer {
+class TrainerImpl : public StepLoopTrainer {
  public:
   TrainerImpl(const TrainConfig& config, const data::TokenDataset* dataset,
               Communicator* world)
-      : config_(config), dataset_(dataset), world_(world) {}
+      : StepLoopTrainer(config, dataset, world) {}
 
   Status Init() {
     groups_ = MakeProcessGroups(world_, config_.parallel);
@@ -52,92 +49,6 @@ class TrainerImpl : public Trainer {
     return Status::Ok();
   }
 
-  Status Run(const std::function<void(const IterationLog&)>& on_log) override {
-    const auto& par = config_.parallel;
-    const int64_t m = config_.num_microbatches();
-    const search_spaces::PipelineSchedule schedule(par.pp, par.vpp, m);
-    const int pp_rank = groups_.pp_rank();
-    const int pp = static_cast<int>(par.pp);
-    const int next = (pp_rank + 1) % pp, prev = (pp_rank + pp - 1) % pp;
-    const int64_t s = config_.seq(), b = par.mbs, n = s * b;
-    const int64_t count = model_->ActivationCount();
-    const float loss_scale = 1.0f / static_cast<float>(n * m);
-    const auto steps = schedule.StepsForRank(pp_rank);
-
-    while (iteration_ < config_.train_iters) {
-      const auto t0 = Clock::now();
-      store_.ZeroGrads();
-      std::vector<ChunkState> states(m * par.vpp);
-      std::vector<float> buf(count), dbuf(count);
-      std::vector<int32_t> tokens(n), targets(n);
-      double loss_sum = 0;
-      for (const auto& step : steps) {
-        const int c = static_cast<int>(step.chunk);
-        ChunkState& st = states[step.microbatch * par.vpp + c];
-        if (step.kind ==
-            search_spaces::PipelineSchedule::Step::Kind::kForward) {
-          const bool first = model_->HasEmbedding(c);
-          const bool last = model_->HasHead(c);
-          if (first || last) LoadMicroBatch(step.microbatch, &tokens, &targets);
-          st.first_sample = FirstSample(step.microbatch);
-          if (!first) groups_.pp->Recv(buf.data(), count, prev);
-          model_->Forward(c, tokens.data(), targets.data(), buf.data(),
-                          dbuf.data(), &st, &loss_sum);
-          if (!last) groups_.pp->Send(dbuf.data(), count, next);
-        } else {
-          const bool first = model_->HasEmbedding(c);
-          if (!model_->HasHead(c)) pp_grad_->Recv(dbuf.data(), count, next);
-          model_->Backward(c, dbuf.data(), buf.data(), &st, loss_scale);
-          if (!first) pp_grad_->Send(buf.data(), count, prev);
-        }
-      }
-      FinalizeGrads();
-      const StepResult result = optimizer_->Step(store_, iteration_ + 1);
-
-      // Mean LM loss over the global batch: the last stage's tp-rank-0
-      // ranks hold the sums of their dp shards. The third entry carries
-      // the stop signals (stop_signal.h), so every rank decides to stop
-      // after the same iteration.
-      double totals[3] = {0, 0, static_cast<double>(StopSignal())};
-      if (groups_.last_stage() && groups_.tp_rank() == 0) {
-        totals[0] = loss_sum;
-        totals[1] = static_cast<double>(n * m);
-      }
-      world_->AllReduceSum(totals, 3);
-      const double loss = totals[0] / totals[1];
-      ++iteration_;
-      consumed_samples_ += config_.global_batch_size;
-      const double step_s =
-          std::chrono::duration<double>(Clock::now() - t0).count();
-
-      const IterationLog log =
-          MakeIterationLog(config_, world_->size(), iteration_, result.lr, loss,
-                           result.grad_norm, step_s, consumed_samples_);
-      history_.push_back(log);
-      MESHTUNE_RETURN_IF_ERROR(
-          CheckFiniteStep(iteration_, loss, result.finite));
-      if (world_->rank() == 0 && on_log) on_log(log);
-
-      const bool at_end = iteration_ == config_.train_iters;
-      const bool at_interval =
-          config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
-      const bool stop = totals[2] > 0 && !at_end;
-      if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
-        CheckpointState state{iteration_, consumed_samples_};
-        Status st = SaveCheckpoint(config_.save_dir, config_, state, store_,
-                                   *optimizer_, groups_);
-        if (!st.ok()) return st;
-      }
-      if (stop) {
-        return StopAtStepBoundary(iteration_, config_.train_iters,
-                                  config_.save_dir);
-      }
-    }
-    return Status::Ok();
-  }
-
-  const std::vector<IterationLog>& history() const override { return history_; }
-
   RankMemory memory() const override {
     RankMemory r;
     r.rank = world_->rank();
@@ -151,35 +62,56 @@ class TrainerImpl : public Trainer {
     return r;
   }
 
-  std::vector<RankMemory> all_memory() override {
-    return GatherRankMemory(world_, memory());
-  }
-
   const ParamStore& params() const override { return store_; }
 
  private:
-  // Megatron's pretraining sampler: micro-batch j of dp rank r in the
-  // current global batch is samples consumed + j·mbs·dp + r·mbs, +mbs.
-  int64_t FirstSample(int64_t microbatch) const {
+  // Every schedule step of this pipeline rank (search_spaces::
+  // PipelineSchedule, the object the cost model reads) with its
+  // point-to-point transfers, then the gradients finalized and the
+  // optimizer stepped.
+  StatusOr<StepOutput> TrainStep(int64_t iteration) override {
     const auto& par = config_.parallel;
-    return consumed_samples_ + microbatch * par.mbs * par.dp +
-           static_cast<int64_t>(groups_.dp_rank()) * par.mbs;
-  }
+    const int64_t m = config_.num_microbatches();
+    const int pp = static_cast<int>(par.pp), pp_rank = groups_.pp_rank();
+    const int next = (pp_rank + 1) % pp, prev = (pp_rank + pp - 1) % pp;
+    const int64_t n = config_.seq() * par.mbs;
+    const int64_t count = model_->ActivationCount();
+    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    const search_spaces::PipelineSchedule schedule(par.pp, par.vpp, m);
 
-  // Tokens go sequence-major: row si·b + bi.
-  void LoadMicroBatch(int64_t microbatch, std::vector<int32_t>* tokens,
-                      std::vector<int32_t>* targets) {
-    const auto& par = config_.parallel;
-    const int64_t s = config_.seq(), b = par.mbs;
-    std::vector<int32_t> sample(s + 1);
-    const int64_t first = FirstSample(microbatch);
-    for (int64_t bi = 0; bi < b; ++bi) {
-      dataset_->GetSample(first + bi, sample.data());
-      for (int64_t si = 0; si < s; ++si) {
-        (*tokens)[si * b + bi] = sample[si];
-        (*targets)[si * b + bi] = sample[si + 1];
+    store_.ZeroGrads();
+    std::vector<ChunkState> states(m * par.vpp);
+    std::vector<float> buf(count), dbuf(count);  // [count] activations
+    std::vector<int32_t> tokens(n), targets(n);  // [s·b], sequence-major
+    StepOutput out;
+    for (const auto& step : schedule.StepsForRank(pp_rank)) {
+      const int c = static_cast<int>(step.chunk);
+      ChunkState& st = states[step.microbatch * par.vpp + c];
+      const bool first = model_->HasEmbedding(c), last = model_->HasHead(c);
+      if (step.kind == search_spaces::PipelineSchedule::Step::Kind::kForward) {
+        if (first || last) {
+          LoadMicroBatch(step.microbatch, tokens.data(), targets.data());
+        }
+        st.first_sample = FirstSample(step.microbatch);
+        if (!first) groups_.pp->Recv(buf.data(), count, prev);
+        model_->Forward(c, tokens.data(), targets.data(), buf.data(),
+                        dbuf.data(), &st, &out.loss_sum);
+        if (!last) groups_.pp->Send(dbuf.data(), count, next);
+      } else {
+        if (!last) pp_grad_->Recv(dbuf.data(), count, next);
+        model_->Backward(c, dbuf.data(), buf.data(), &st, loss_scale);
+        if (!first) pp_grad_->Send(buf.data(), count, prev);
       }
     }
+    FinalizeGrads();
+    out.result = optimizer_->Step(store_, iteration);
+    return out;
+  }
+
+  Status SaveCheckpointNow() override {
+    const CheckpointState state{iteration_, consumed_samples_};
+    return SaveCheckpoint(config_.save_dir, config_, state, store_, *optimizer_,
+                          groups_);
   }
 
   // Megatron finalize_model_grads: sum the per-rank partial gradients of
@@ -214,17 +146,10 @@ class TrainerImpl : public Trainer {
     }
   }
 
-  TrainConfig config_;
-  const data::TokenDataset* dataset_;
-  Communicator* world_;
-  ProcessGroups groups_;
   std::unique_ptr<Communicator> pp_grad_;
   ParamStore store_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
-  int64_t iteration_ = 0;
-  int64_t consumed_samples_ = 0;
-  std::vector<IterationLog> history_;
 };
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "engine/cuda/trainer.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -22,13 +21,12 @@
 #include "engine/pipeline_p2p.h"
 #include "engine/pipeline_slots.h"
 #include "engine/process_groups.h"
-#include "engine/stop_signal.h"
+#include "engine/step_loop.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine::cuda {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using Step = search_spaces::PipelineSchedule::Step;
 
 // This process's rank on its node, from the launcher's environment (Open
@@ -41,13 +39,11 @@ int LocalRank(int world_rank) {
   return world_rank;
 }
 
-class CudaTrainer : public Trainer {
+class CudaTrainer : public StepLoopTrainer {
  public:
   CudaTrainer(const TrainConfig& config, const data::TokenDataset* dataset,
               Communicator* world)
-      : config_(config),
-        dataset_(dataset),
-        world_(world),
+      : StepLoopTrainer(config, dataset, world),
         schedule_(config.parallel.pp, config.parallel.vpp,
                   config.num_microbatches()) {}
 
@@ -135,93 +131,6 @@ class CudaTrainer : public Trainer {
     return Status::Ok();
   }
 
-  Status Run(const std::function<void(const IterationLog&)>& on_log) override {
-    const int64_t m = config_.num_microbatches();
-    const int64_t n = config_.seq() * config_.parallel.mbs;
-    const float loss_scale = 1.0f / static_cast<float>(n * m);
-    // The data-parallel reduction of each layer starts during the last
-    // micro-batch's backward of its chunk, as soon as its gradients are
-    // final (Megatron DDP's overlap_grad_reduce, one bucket per layer).
-    const std::function<Status(int64_t)> reduce_layer =
-        [this](int64_t layer) -> Status {
-      const auto [first, last] = model_->LayerTensors(layer);
-      const auto [begin, end] = params_->Range(first, last);
-      return optimizer_->ReduceBucket(begin, end);
-    };
-    while (iteration_ < config_.train_iters) {
-      const auto t0 = Clock::now();
-      MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
-      PipelineSlots slots(model_->num_chunks());
-      slots_ = &slots;
-      for (size_t i = 0; i <= steps_.size(); ++i) {
-        MESHTUNE_RETURN_IF_ERROR(RunP2pGroup(plan_[i]));
-        if (i == steps_.size()) break;
-        const Step& step = steps_[i];
-        const int c = static_cast<int>(step.chunk);
-        const int slot = slots.Take(step.microbatch, c);
-        if (step.kind == Step::Kind::kForward) {
-          if (model_->HasEmbedding(c) || model_->HasHead(c)) {
-            LoadMicroBatch(step.microbatch);
-          }
-          MESHTUNE_RETURN_IF_ERROR(model_->Forward(
-              c, slot, tokens_, targets_, FirstSample(step.microbatch)));
-        } else {
-          const bool last = step.microbatch == m - 1;
-          MESHTUNE_RETURN_IF_ERROR(model_->Backward(
-              c, slot, loss_scale,
-              last ? reduce_layer : std::function<Status(int64_t)>()));
-          // The first virtual stage sends nothing back: its slot is free.
-          if (model_->HasEmbedding(c)) slots.Release(step.microbatch, c);
-        }
-      }
-      slots_ = nullptr;
-      double loss_sum = 0;
-      MESHTUNE_ASSIGN_OR_RETURN(loss_sum, model_->TakeLossSum());
-      MESHTUNE_RETURN_IF_ERROR(FinalizeGrads());
-      StepResult result;
-      MESHTUNE_ASSIGN_OR_RETURN(result, optimizer_->Step(iteration_ + 1));
-
-      // Mean LM loss over the global batch: the last stage's tp-rank-0
-      // ranks hold the sums of their dp shards. The third entry carries
-      // the stop signals (engine/stop_signal.h), as in the CPU trainer, so
-      // every rank stops after the same iteration.
-      double totals[3] = {0, 0, static_cast<double>(StopSignal())};
-      if (groups_.last_stage() && groups_.tp_rank() == 0) {
-        totals[0] = loss_sum;
-        totals[1] = static_cast<double>(n * m);
-      }
-      world_->AllReduceSum(totals, 3);
-      const double loss = totals[0] / totals[1];
-      ++iteration_;
-      consumed_samples_ += config_.global_batch_size;
-      const double step_s =
-          std::chrono::duration<double>(Clock::now() - t0).count();
-      const IterationLog log =
-          MakeIterationLog(config_, world_->size(), iteration_, result.lr, loss,
-                           result.grad_norm, step_s, consumed_samples_);
-      history_.push_back(log);
-      MESHTUNE_RETURN_IF_ERROR(
-          CheckFiniteStep(iteration_, loss, result.finite));
-      if (world_->rank() == 0 && on_log) on_log(log);
-      const bool at_end = iteration_ == config_.train_iters;
-      const bool at_interval =
-          config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
-      const bool stop = totals[2] > 0 && !at_end;
-      if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
-        MESHTUNE_RETURN_IF_ERROR(Save());
-      }
-      if (stop) {
-        return StopAtStepBoundary(iteration_, config_.train_iters,
-                                  config_.save_dir);
-      }
-    }
-    // The final master weights into the host store (collective over dp
-    // under the distributed optimizer), for params().
-    return optimizer_->GatherParams(&store_);
-  }
-
-  const std::vector<IterationLog>& history() const override { return history_; }
-
   // Megatron's bf16 accounting, the cost model's terms: bf16 weights and
   // fp32 main grads of every local parameter; fp32 master weights and
   // AdamW m, v of the rank's shard (all of them without the distributed
@@ -239,16 +148,66 @@ class CudaTrainer : public Trainer {
     r.optimizer_bytes = optimizer_->state_bytes();
     return r;
   }
-  std::vector<RankMemory> all_memory() override {
-    return GatherRankMemory(world_, memory());
-  }
-
   // The fp32 master weights: the initial ones before Run, the final ones
   // after it (Run gathers them).
   const ParamStore& params() const override { return store_; }
 
  private:
-  Status Save() {
+  // Every schedule step of this pipeline rank, each after the point-to-
+  // point group the plan posts before it (engine/pipeline_p2p.h), then the
+  // gradients finalized and the optimizer stepped.
+  StatusOr<StepOutput> TrainStep(int64_t iteration) override {
+    const int64_t m = config_.num_microbatches();
+    const int64_t n = config_.seq() * config_.parallel.mbs;
+    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    // The data-parallel reduction of each layer starts during the last
+    // micro-batch's backward of its chunk, as soon as its gradients are
+    // final (Megatron DDP's overlap_grad_reduce, one bucket per layer).
+    const std::function<Status(int64_t)> reduce_layer =
+        [this](int64_t layer) -> Status {
+      const auto [first, last] = model_->LayerTensors(layer);
+      const auto [begin, end] = params_->Range(first, last);
+      return optimizer_->ReduceBucket(begin, end);
+    };
+    MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
+    PipelineSlots slots(model_->num_chunks());
+    slots_ = &slots;
+    for (size_t i = 0; i <= steps_.size(); ++i) {
+      MESHTUNE_RETURN_IF_ERROR(RunP2pGroup(plan_[i]));
+      if (i == steps_.size()) break;
+      const Step& step = steps_[i];
+      const int c = static_cast<int>(step.chunk);
+      const int slot = slots.Take(step.microbatch, c);
+      if (step.kind == Step::Kind::kForward) {
+        if (model_->HasEmbedding(c) || model_->HasHead(c)) {
+          tokens_.resize(n);
+          targets_.resize(n);
+          LoadMicroBatch(step.microbatch, tokens_.data(), targets_.data());
+        }
+        MESHTUNE_RETURN_IF_ERROR(model_->Forward(c, slot, tokens_, targets_,
+                                                 FirstSample(step.microbatch)));
+      } else {
+        const bool last = step.microbatch == m - 1;
+        MESHTUNE_RETURN_IF_ERROR(model_->Backward(
+            c, slot, loss_scale,
+            last ? reduce_layer : std::function<Status(int64_t)>()));
+        // The first virtual stage sends nothing back: its slot is free.
+        if (model_->HasEmbedding(c)) slots.Release(step.microbatch, c);
+      }
+    }
+    slots_ = nullptr;
+    StepOutput out;
+    MESHTUNE_ASSIGN_OR_RETURN(out.loss_sum, model_->TakeLossSum());
+    MESHTUNE_RETURN_IF_ERROR(FinalizeGrads());
+    MESHTUNE_ASSIGN_OR_RETURN(out.result, optimizer_->Step(iteration));
+    return out;
+  }
+
+  // The final master weights into the host store (collective over dp
+  // under the distributed optimizer), for params().
+  Status FinishRun() override { return optimizer_->GatherParams(&store_); }
+
+  Status SaveCheckpointNow() override {
     MESHTUNE_RETURN_IF_ERROR(
         optimizer_->GatherState(&store_, host_optimizer_->exp_avg().data(),
                                 host_optimizer_->exp_avg_sq().data()));
@@ -345,38 +304,11 @@ class CudaTrainer : public Trainer {
     return Status::Ok();
   }
 
-  // Megatron's pretraining sampler (engine/trainer.cc): micro-batch j of
-  // dp rank r starts at consumed + j·mbs·dp + r·mbs.
-  int64_t FirstSample(int64_t microbatch) const {
-    const auto& par = config_.parallel;
-    return consumed_samples_ + microbatch * par.mbs * par.dp +
-           static_cast<int64_t>(groups_.dp_rank()) * par.mbs;
-  }
-
-  // tokens_, targets_ [s·b], sequence-major rows si·b + bi.
-  void LoadMicroBatch(int64_t microbatch) {
-    const int64_t s = config_.seq(), b = config_.parallel.mbs;
-    tokens_.resize(s * b);
-    targets_.resize(s * b);
-    std::vector<int32_t> sample(s + 1);
-    const int64_t first = FirstSample(microbatch);
-    for (int64_t bi = 0; bi < b; ++bi) {
-      dataset_->GetSample(first + bi, sample.data());
-      for (int64_t si = 0; si < s; ++si) {
-        tokens_[si * b + bi] = sample[si];
-        targets_[si * b + bi] = sample[si + 1];
-      }
-    }
-  }
-
-  TrainConfig config_;
-  const data::TokenDataset* dataset_;
-  Communicator* world_;  // not owned, or own_world_'s single rank
+  // world_'s single rank when the caller passed no world.
   std::vector<std::unique_ptr<Communicator>> own_world_;
   search_spaces::PipelineSchedule schedule_;
   std::vector<Step> steps_;  // this pipeline rank's
   P2pPlan plan_;             // steps_.size() + 1 groups
-  ProcessGroups groups_;
   std::unique_ptr<Communicator> pp_grad_host_;
   // Device communicators (null where the group is one rank).
   std::unique_ptr<DeviceCommunicator> tp_, pp_act_, pp_grad_, dp_, embd_;
@@ -387,9 +319,7 @@ class CudaTrainer : public Trainer {
   std::unique_ptr<DeviceOptimizer> optimizer_;
   std::unique_ptr<Optimizer> host_optimizer_;  // checkpoint I/O only
   PipelineSlots* slots_ = nullptr;             // the running step's
-  std::vector<int32_t> tokens_, targets_;
-  std::vector<IterationLog> history_;
-  int64_t iteration_ = 0, consumed_samples_ = 0;
+  std::vector<int32_t> tokens_, targets_;      // [s·b], sequence-major
 };
 
 }  // namespace

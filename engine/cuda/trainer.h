@@ -1,8 +1,9 @@
 // The training loop on one GPU (CUDA backend): the CPU Trainer's interface
-// (engine/trainer.h) and semantics — the same data order (Megatron's
-// pretraining sampler), micro-batch accumulation, loss scaling, global-norm
-// clipping, AdamW and learning-rate schedule — with the model and the
-// optimizer on the device (engine/cuda/gpt_model.h, adamw.cu). Parameters
+// (engine/trainer.h) and its loop (engine/step_loop.h: the same data order
+// through Megatron's pretraining sampler, loss, logs, checkpoints and stop
+// signals), with micro-batch accumulation, loss scaling, global-norm
+// clipping, AdamW and learning-rate schedule; the model and the optimizer
+// on the device (engine/cuda/gpt_model.h, adamw.cu). Parameters
 // start from the CPU model's initialization, so a CPU and a GPU run of the
 // same config begin from the same weights and their losses can be compared.
 #ifndef MESHTUNE_ENGINE_CUDA_TRAINER_H_

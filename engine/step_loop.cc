@@ -1,0 +1,76 @@
+#include "engine/step_loop.h"
+
+#include <chrono>
+
+#include "engine/data/sampler.h"
+#include "engine/stop_signal.h"
+
+namespace meshtune::engine {
+
+StepLoopTrainer::StepLoopTrainer(const TrainConfig& config,
+                                 const data::TokenDataset* dataset,
+                                 Communicator* world)
+    : config_(config), dataset_(dataset), world_(world) {}
+
+int64_t StepLoopTrainer::FirstSample(int64_t microbatch) const {
+  const auto& par = config_.parallel;
+  return data::PretrainingSampler(dataset_, par.mbs, par.dp, groups_.dp_rank())
+      .FirstSample(consumed_samples_, microbatch);
+}
+
+void StepLoopTrainer::LoadMicroBatch(int64_t microbatch, int32_t* tokens,
+                                     int32_t* targets) const {
+  const auto& par = config_.parallel;
+  data::PretrainingSampler(dataset_, par.mbs, par.dp, groups_.dp_rank())
+      .Load(consumed_samples_, microbatch, tokens, targets);
+}
+
+Status StepLoopTrainer::Run(
+    const std::function<void(const IterationLog&)>& on_log) {
+  using Clock = std::chrono::steady_clock;
+  const double tokens_per_rank = static_cast<double>(
+      config_.seq() * config_.parallel.mbs * config_.num_microbatches());
+  while (iteration_ < config_.train_iters) {
+    const auto t0 = Clock::now();
+    StepOutput out;
+    MESHTUNE_ASSIGN_OR_RETURN(out, TrainStep(iteration_ + 1));
+
+    // Mean LM loss over the global batch: the last stage's tp-rank-0 ranks
+    // hold the sums of their dp shards. The third entry carries the stop
+    // signals, so every rank decides to stop after the same iteration.
+    double totals[3] = {0, 0, static_cast<double>(StopSignal())};
+    if (groups_.last_stage() && groups_.tp_rank() == 0) {
+      totals[0] = out.loss_sum;
+      totals[1] = tokens_per_rank;
+    }
+    world_->AllReduceSum(totals, 3);
+    const double loss = totals[0] / totals[1];
+    ++iteration_;
+    consumed_samples_ += config_.global_batch_size;
+    const double step_s =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+
+    const IterationLog log =
+        MakeIterationLog(config_, world_->size(), iteration_, out.result.lr,
+                         loss, out.result.grad_norm, step_s, consumed_samples_);
+    history_.push_back(log);
+    MESHTUNE_RETURN_IF_ERROR(
+        CheckFiniteStep(iteration_, loss, out.result.finite));
+    if (world_->rank() == 0 && on_log) on_log(log);
+
+    const bool at_end = iteration_ == config_.train_iters;
+    const bool at_interval =
+        config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
+    const bool stop = totals[2] > 0 && !at_end;
+    if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
+      MESHTUNE_RETURN_IF_ERROR(SaveCheckpointNow());
+    }
+    if (stop) {
+      return StopAtStepBoundary(iteration_, config_.train_iters,
+                                config_.save_dir);
+    }
+  }
+  return FinishRun();
+}
+
+}  // namespace meshtune::engine
