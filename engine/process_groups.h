@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "search_spaces/parallel_config.h"
 
 namespace meshtune::engine {

@@ -13,7 +13,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/optimizer.h"
 #include "engine/process_groups.h"

@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/cpu/dropout_mask.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"

@@ -1,6 +1,6 @@
 // DeviceCommunicator: the collectives and point-to-point transfers the CUDA
 // engine issues on device buffers, behind one small interface (as
-// engine/communicator.h is for host buffers). One per process group of the
+// engine/comm/communicator.h is for host buffers). One per process group of the
 // rank grid (tp, pp, dp, mp, embd as engine/process_groups.h builds them on
 // the host), created collectively over that group's host Communicator.
 //
@@ -38,7 +38,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "search_spaces/status.h"

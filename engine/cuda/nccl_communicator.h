@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_communicator.h"

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_communicator.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/checkpoint.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_communicator.h"
 #include "engine/cuda/device_optimizer.h"
@@ -15,7 +16,6 @@
 #include "engine/cuda/gpt_model.h"
 #include "engine/cuda/ops.h"
 #include "engine/gpt_model.h"
-#include "engine/local_communicator.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/pipeline_p2p.h"

@@ -11,7 +11,7 @@
 
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"

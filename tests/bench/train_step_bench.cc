@@ -46,9 +46,9 @@
 #include <vector>
 
 #include "costmodel/model_stats.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/data/dataset.h"
-#include "engine/local_communicator.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 #include "search_spaces/model_spec.h"

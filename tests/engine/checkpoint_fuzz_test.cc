@@ -28,8 +28,8 @@
 
 #include "engine/checkpoint.h"
 #include "engine/checkpoint_format.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/gpt_model.h"
-#include "engine/local_communicator.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"

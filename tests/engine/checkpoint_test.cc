@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 
 namespace meshtune::engine {
 namespace {

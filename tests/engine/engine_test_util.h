@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/data/dataset.h"
 #include "engine/data/synthetic_dataset.h"
-#include "engine/local_communicator.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"

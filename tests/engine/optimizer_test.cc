@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/lr_schedule.h"
 #include "engine/process_groups.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "search_spaces/rank_grid.h"
 
 namespace meshtune::engine {

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/stop_signal.h"
 #include "engine/trainer.h"
 #include "tests/engine/engine_test_util.h"

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/mpi_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #include "gtest/gtest.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/mpi_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #include "profiler/backend.h"
 #include "profiler/engine_ops.h"
 #include "profiler/report.h"

@@ -20,8 +20,8 @@
 
 #include "costmodel/cost_model.h"
 #include "engine/backends/registry.h"
-#include "engine/local_communicator.h"
-#include "engine/mpi_communicator.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #include "engine/stop_signal.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"

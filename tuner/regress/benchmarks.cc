@@ -10,8 +10,8 @@
 
 #include "costmodel/model_stats.h"
 #include "engine/backends/registry.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/data/synthetic_dataset.h"
-#include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/presets.h"

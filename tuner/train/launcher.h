@@ -18,9 +18,9 @@
 // one line naming the signal.
 //
 // The ranks find themselves under MPI through LaunchedUnderMpi()
-// (engine/mpi_communicator.h); the environment marker below also tells them
-// that `tune train` started them, so a rank that somehow does not see MPI's
-// variables refuses to launch again instead of recursing.
+// (engine/comm/mpi_communicator.h); the environment marker below also tells
+// them that `tune train` started them, so a rank that somehow does not see
+// MPI's variables refuses to launch again instead of recursing.
 #ifndef MESHTUNE_TUNER_TRAIN_LAUNCHER_H_
 #define MESHTUNE_TUNER_TRAIN_LAUNCHER_H_
 

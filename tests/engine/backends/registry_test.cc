@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/param_store.h"
 #include "tests/engine/engine_test_util.h"
 

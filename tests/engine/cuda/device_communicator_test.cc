@@ -22,10 +22,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/staged_communicator.h"
-#include "engine/local_communicator.h"
 #include "gtest/gtest.h"
 
 namespace meshtune::engine::cuda {

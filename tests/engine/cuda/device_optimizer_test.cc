@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/device_params.h"
-#include "engine/local_communicator.h"
 #include "engine/optimizer.h"
 #include "engine/process_groups.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/bf16.h"
 #include "engine/cuda/device.h"
-#include "engine/local_communicator.h"
 #include "gtest/gtest.h"
 
 namespace meshtune::engine::cuda {

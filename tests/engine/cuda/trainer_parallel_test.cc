@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/trainer.h"
 #include "engine/data/synthetic_dataset.h"
-#include "engine/local_communicator.h"
 #include "engine/param_store.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/gpt_model.h"
 #include "engine/data/synthetic_dataset.h"
-#include "engine/local_communicator.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
 #include "tests/engine/cuda/trainer_test_util.h"

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
-#include "engine/mpi_communicator.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #include "engine/process_groups.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/rank_grid.h"

@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/local_communicator.h"
-#include "engine/mpi_communicator.h"
+#include "engine/comm/local_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #include "engine/trainer.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/tolerance.h"

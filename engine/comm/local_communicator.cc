@@ -14,7 +14,7 @@
 // A rank that never arrives (a thread stuck elsewhere) is caught by the
 // communicator's timeout: the waiter throws CommTimeoutError naming the
 // group ranks that did not arrive, which poisons the rest in turn.
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 
 #include <algorithm>
 #include <atomic>

@@ -2,12 +2,12 @@
 // engine. This header does not include <mpi.h>; only mpi_communicator.cc
 // does (docs/design.md §3). Built when CMake finds MPI
 // (MESHTUNE_ENGINE_HAVE_MPI).
-#ifndef MESHTUNE_ENGINE_MPI_COMMUNICATOR_H_
-#define MESHTUNE_ENGINE_MPI_COMMUNICATOR_H_
+#ifndef MESHTUNE_ENGINE_COMM_MPI_COMMUNICATOR_H_
+#define MESHTUNE_ENGINE_COMM_MPI_COMMUNICATOR_H_
 
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::engine {
@@ -37,4 +37,4 @@ void FinalizeMpi();
 
 }  // namespace meshtune::engine
 
-#endif  // MESHTUNE_ENGINE_MPI_COMMUNICATOR_H_
+#endif  // MESHTUNE_ENGINE_COMM_MPI_COMMUNICATOR_H_

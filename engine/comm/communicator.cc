@@ -1,4 +1,4 @@
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 #include <cstdio>
 #include <utility>

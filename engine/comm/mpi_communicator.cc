@@ -35,7 +35,7 @@
 // stopped, hung or dead ranks) and aborts the job (MPI_Abort), so mpirun
 // ends every rank. MPI_Comm_split has no nonblocking form; a timed barrier
 // before it catches a missing member.
-#include "engine/mpi_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 
 #include <cstdio>
 #include <cstdlib>

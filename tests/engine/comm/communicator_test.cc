@@ -1,4 +1,4 @@
-// The in-process communicator (engine/local_communicator.h) against
+// The in-process communicator (engine/comm/local_communicator.h) against
 // hand-computed values: every collective for group sizes 1-4, rank-order
 // sums (where float addition order changes the answer), bit-identical
 // results across ranks, buffered sends, Split, the CommLog, failure of
@@ -7,7 +7,7 @@
 //
 // Each rank writes what it observed into a per-rank slot; the checks run on
 // the main thread after RunLocalRanks joined.
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/local_communicator.h"
+#include "engine/comm/local_communicator.h"
 
 namespace meshtune::engine {
 namespace {

@@ -1,14 +1,14 @@
 // In-process communicator for unit tests: `size` ranks are threads of one
 // process sharing memory. Same semantics as the MPI one (communicator.h),
 // including deterministic rank-order sums, buffered sends and Split.
-#ifndef MESHTUNE_ENGINE_LOCAL_COMMUNICATOR_H_
-#define MESHTUNE_ENGINE_LOCAL_COMMUNICATOR_H_
+#ifndef MESHTUNE_ENGINE_COMM_LOCAL_COMMUNICATOR_H_
+#define MESHTUNE_ENGINE_COMM_LOCAL_COMMUNICATOR_H_
 
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace meshtune::engine {
 
@@ -26,4 +26,4 @@ void RunLocalRanks(int size, const std::function<void(Communicator&)>& fn,
 
 }  // namespace meshtune::engine
 
-#endif  // MESHTUNE_ENGINE_LOCAL_COMMUNICATOR_H_
+#endif  // MESHTUNE_ENGINE_COMM_LOCAL_COMMUNICATOR_H_

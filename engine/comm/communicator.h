@@ -1,8 +1,8 @@
 // Communicator: the collectives and point-to-point transfers the engine
 // issues, behind one small interface (docs/design.md §8). Implementations:
-// MPI (engine/mpi_communicator.h, real runs) and in-process threads
-// (engine/local_communicator.h, fast unit tests only). The NCCL one arrives
-// with the CUDA backend.
+// MPI (engine/comm/mpi_communicator.h, real runs) and in-process threads
+// (engine/comm/local_communicator.h, fast unit tests only). The NCCL one
+// arrives with the CUDA backend.
 //
 // Semantics (all float32 element counts, blocking unless noted):
 // - Collectives are deterministic: every member receives bit-identical
@@ -27,8 +27,8 @@
 //
 // Public methods are non-virtual wrappers (record, then Do*); a
 // communicator is used by one thread at a time.
-#ifndef MESHTUNE_ENGINE_COMMUNICATOR_H_
-#define MESHTUNE_ENGINE_COMMUNICATOR_H_
+#ifndef MESHTUNE_ENGINE_COMM_COMMUNICATOR_H_
+#define MESHTUNE_ENGINE_COMM_COMMUNICATOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -164,4 +164,4 @@ class Communicator {
 
 }  // namespace meshtune::engine
 
-#endif  // MESHTUNE_ENGINE_COMMUNICATOR_H_
+#endif  // MESHTUNE_ENGINE_COMM_COMMUNICATOR_H_
