@@ -15,7 +15,7 @@
 //   input, output, their gradients, the head's logits), and from its
 //   forward to the end of its backward one activation set per kept layer
 //   from a pool shared by the rank's chunks, sized for the schedule's peak
-//   (engine/pipeline_slots.h): Megatron's in-flight activations.
+//   (engine/pipeline/slots.h): Megatron's in-flight activations.
 // - Recompute: selective (the unfused kernel's probabilities are rebuilt;
 //   with the flash kernel there are none to drop) and full (uniform or
 //   block, Megatron's segments: a slot keeps only each recomputed segment's
@@ -72,7 +72,7 @@ class CudaGptModel {
   // `store` (finalized, initialized); `params` their device copy; `tp` the
   // device communicator of the tp group (null when tp == 1); slots[c]: how
   // many micro-batches of chunk c may be in flight at once
-  // (engine/pipeline_slots.h CountPipelineSlots); activation_sets: the most
+  // (engine/pipeline/slots.h CountPipelineSlots); activation_sets: the most
   // kept layers' activations in flight at once over all chunks
   // (PeakInFlightLayers with KeptLayers). Nothing is owned; all must
   // outlive the model. Allocates everything up front.

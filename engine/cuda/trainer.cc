@@ -18,8 +18,8 @@
 #include "engine/gpt_model.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
-#include "engine/pipeline_p2p.h"
-#include "engine/pipeline_slots.h"
+#include "engine/pipeline/p2p.h"
+#include "engine/pipeline/slots.h"
 #include "engine/process_groups.h"
 #include "engine/step_loop.h"
 #include "search_spaces/pipeline_schedule.h"
@@ -68,7 +68,7 @@ class CudaTrainer : public StepLoopTrainer {
     layout_->Init();
     // Device communicators of the groups that carry device data. A second
     // pipeline communicator carries gradients so they never queue behind
-    // activations between the same two ranks (engine/pipeline_p2p.h).
+    // activations between the same two ranks (engine/pipeline/p2p.h).
     if (par.tp > 1) {
       MESHTUNE_ASSIGN_OR_RETURN(tp_,
                                 CreateDeviceCommunicator(groups_.tp.get()));
@@ -96,7 +96,7 @@ class CudaTrainer : public StepLoopTrainer {
     plan_ = MakeP2pPlan(schedule_, pp_rank);
     MESHTUNE_CHECK(plan_.size() == steps_.size() + 1);
     // Slots for what moves between stages, per chunk, and the pool of
-    // saved activations at the schedule's peak (engine/pipeline_slots.h).
+    // saved activations at the schedule's peak (engine/pipeline/slots.h).
     MESHTUNE_ASSIGN_OR_RETURN(
         model_, CudaGptModel::Create(
                     config_, *layout_, store_, params_.get(), tp_.get(),
@@ -154,7 +154,7 @@ class CudaTrainer : public StepLoopTrainer {
 
  private:
   // Every schedule step of this pipeline rank, each after the point-to-
-  // point group the plan posts before it (engine/pipeline_p2p.h), then the
+  // point group the plan posts before it (engine/pipeline/p2p.h), then the
   // gradients finalized and the optimizer stepped.
   StatusOr<StepOutput> TrainStep(int64_t iteration) override {
     const int64_t m = config_.num_microbatches();

@@ -1,7 +1,7 @@
-// Activation slots (engine/pipeline_slots.h): the table's rules, and the
+// Activation slots (engine/pipeline/slots.h): the table's rules, and the
 // slot counts the CUDA trainer allocates, against Megatron's in-flight
 // micro-batches (search_spaces::PipelineSchedule::WarmupSteps + 1).
-#include "engine/pipeline_slots.h"
+#include "engine/pipeline/slots.h"
 
 #include <algorithm>
 #include <numeric>

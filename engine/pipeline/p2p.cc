@@ -1,4 +1,4 @@
-#include "engine/pipeline_p2p.h"
+#include "engine/pipeline/p2p.h"
 
 #include <map>
 #include <optional>

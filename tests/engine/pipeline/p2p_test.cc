@@ -1,7 +1,7 @@
 // Tests for the pipeline point-to-point plan: hand-written plans derived from
 // the schedules by hand, the rendezvous simulation over every (pp, vpp, m)
 // the engine accepts up to pp = 8, and the simulator's own failure reports.
-#include "engine/pipeline_p2p.h"
+#include "engine/pipeline/p2p.h"
 
 #include <gtest/gtest.h>
 

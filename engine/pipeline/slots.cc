@@ -1,4 +1,4 @@
-#include "engine/pipeline_slots.h"
+#include "engine/pipeline/slots.h"
 
 #include <algorithm>
 

@@ -47,7 +47,7 @@
 // backward, one step later: a ring of pp waiting ranks (every interleaved
 // configuration with m >= 2·pp). Posting the backward's recv one step
 // early, before the forward, breaks the ring.
-// SimulateP2p runs every rank's plan; tests/engine/pipeline_p2p_test.cc
+// SimulateP2p runs every rank's plan; tests/engine/pipeline/p2p_test.cc
 // proves it deadlock-free, by simulation, for pp 1..8, vpp 1..4 and every
 // micro-batch count 1..3·pp that the engine accepts (m % pp == 0 when
 // interleaving). Interleaving with pp = 1 is no pipeline: the schedule has

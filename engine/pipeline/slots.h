@@ -1,7 +1,7 @@
 // Activation slots of a pipeline rank: which saved-activation slot each
 // micro-batch in flight on a model chunk uses, and how many slots each chunk
 // needs, for a trainer that moves activations with the groups of
-// MakeP2pPlan (engine/pipeline_p2p.h) and keeps every micro-batch's saved
+// MakeP2pPlan (engine/pipeline/p2p.h) and keeps every micro-batch's saved
 // activations on the device until its backward (engine/cuda/trainer.cc).
 //
 // A micro-batch takes a slot of its chunk at its first use (the receive of
@@ -17,7 +17,7 @@
 #include <map>
 #include <vector>
 
-#include "engine/pipeline_p2p.h"
+#include "engine/pipeline/p2p.h"
 #include "search_spaces/pipeline_schedule.h"
 
 namespace meshtune::engine {
