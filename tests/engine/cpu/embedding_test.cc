@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/cpu/ops.h"
-#include "tests/engine/cpu_test_util.h"
+#include "tests/engine/cpu/test_util.h"
 
 namespace meshtune::engine::cpu {
 namespace {

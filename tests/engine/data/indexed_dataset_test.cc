@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/data/indexed_dataset.h"
-#include "tests/engine/data_test_util.h"
+#include "tests/engine/data/test_util.h"
 
 namespace meshtune::engine::data {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/data/builtin_corpus.h"
-#include "tests/engine/data_test_util.h"
+#include "tests/engine/data/test_util.h"
 
 namespace meshtune::engine::data {
 namespace {
