@@ -46,7 +46,10 @@ Status CheckTrainerSupported(const std::string& backend,
                              const TrainConfig& config) {
   MESHTUNE_RETURN_IF_ERROR(CheckBuilt(backend));
 #if MESHTUNE_ENGINE_HAVE_CUDA
-  if (backend == "cuda") return cuda::CudaGptModel::CheckSupported(config);
+  if (backend == "cuda") {
+    MESHTUNE_RETURN_IF_ERROR(config.Validate());
+    return cuda::CudaGptModel::CheckSupported(config);
+  }
 #endif
   return config.Validate();
 }

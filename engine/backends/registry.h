@@ -26,7 +26,7 @@ std::vector<std::string> BuiltTrainerBackends();
 bool TrainerBackendBuilt(const std::string& backend);
 
 // Whether `backend` can train `config`, checked before any rank starts:
-// TrainConfig::Validate for "cpu"; CudaGptModel::CheckSupported for "cuda".
+// TrainConfig::Validate, and for "cuda" then CudaGptModel::CheckSupported.
 // A backend that was not built is Unimplemented (exit 1) naming the missing
 // toolkit; an unknown name is InvalidArgument listing the built ones.
 Status CheckTrainerSupported(const std::string& backend,
