@@ -125,71 +125,9 @@ class ProfileCommand : public Command {
                                      "e.g. --warmup 2 --reps 10");
     }
     std::vector<profiler::DType> dtypes;
-    {
-      std::string list = dtypes_.empty() ? DefaultDtypes() : dtypes_;
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t end = list.find(',', start);
-        if (end == std::string::npos) end = list.size();
-        StatusOr<profiler::DType> d =
-            profiler::ParseDType(list.substr(start, end - start));
-        if (!d.ok()) {
-          return Status::InvalidArgument("--dtype: " + d.status().message(),
-                                         d.status().hint());
-        }
-        dtypes.push_back(*d);
-        start = end + 1;
-      }
-    }
-    std::vector<profiler::GemmShape> shapes;
-    std::vector<profiler::EngineOpCase> engine_ops;  // --model only
-    std::string shape_note = "gemm shapes: standard sweep";
-    if (!model_.empty()) {
-      StatusOr<search_spaces::ModelSpec> model =
-          search_spaces::ResolveModel(model_);
-      if (!model.ok()) return model.status();
-      StatusOr<std::vector<int64_t>> tps = ParseIntList(tp_, "--tp");
-      if (!tps.ok()) return tps.status();
-      std::vector<int64_t> token_counts;
-      if (!tokens_.empty()) {
-        StatusOr<std::vector<int64_t>> t = ParseIntList(tokens_, "--tokens");
-        if (!t.ok()) return t.status();
-        token_counts = *t;
-      } else if (model->seq_length >= 1) {
-        token_counts = {model->seq_length};
-      } else {
-        return Status::InvalidArgument(
-            "--tokens is needed: model '" + model_ + "' has no sequence length",
-            "pass --tokens, e.g. --tokens 2048");
-      }
-      // Several token counts: the micro-batch sizes a search will price
-      // (mbs·seq rows) are measured, instead of extrapolated from one.
-      const bool several = token_counts.size() > 1;
-      for (int64_t tokens : token_counts) {
-        for (int64_t tp : *tps) {
-          const std::string prefix =
-              "tp" + std::to_string(tp) +
-              (several ? ".t" + std::to_string(tokens) : "") + ".";
-          for (profiler::GemmShape s :
-               profiler::TransformerGemmShapes(*model, tp, tokens)) {
-            s.name = prefix + s.name;
-            shapes.push_back(s);
-          }
-          for (const profiler::EngineOpCase& c :
-               profiler::TransformerEngineOps(*model, tp, tokens)) {
-            engine_ops.push_back(c);
-          }
-        }
-      }
-      std::string tokens_note;
-      for (int64_t t : token_counts) {
-        tokens_note += (tokens_note.empty() ? "" : ",") + std::to_string(t);
-      }
-      shape_note = "gemm shapes: " + model->name + " per tp rank, tp " + tp_ +
-                   ", " + tokens_note + " tokens";
-    } else {
-      shapes = profiler::StandardGemmShapes(quick_);
-    }
+    MESHTUNE_ASSIGN_OR_RETURN(dtypes, ParseDtypes());
+    ShapePlan plan;
+    MESHTUNE_ASSIGN_OR_RETURN(plan, PlanShapes());
 
     StatusOr<results::HardwareFingerprint> fp = backend->Fingerprint();
     if (!fp.ok()) return fp.status();
@@ -197,7 +135,7 @@ class ProfileCommand : public Command {
     if (hw.id.empty()) hw.id = results::ComputeHardwareId(hw);
 
     std::unique_ptr<results::Store> store;
-    const std::string db_path = DbPath();
+    const std::string db_path = ResolveDbPath(db_);
     if (!no_db_) {
       StatusOr<std::unique_ptr<results::Store>> opened =
           results::Store::Open(db_path);
@@ -219,41 +157,11 @@ class ProfileCommand : public Command {
     profiler::PrintHeader(out, profiler::GetBuildInfo(), hw,
                           "backend " + backend->Name() + ", timer per row, " +
                               "warmup " + std::to_string(warmup_) + ", reps " +
-                              std::to_string(reps_) + "\n" + shape_note);
+                              std::to_string(reps_) + "\n" + plan.note);
     std::vector<results::Measurement> rows;
-    profiler::PrintGemmTableHeader(out);
-    for (profiler::DType dtype : dtypes) {
-      auto gemm = profiler::RunGemmSweep(*backend, shapes, dtype, options,
-                                         hw.id, out, progress);
-      if (!gemm.ok()) return gemm.status();
-      rows.insert(rows.end(), gemm->begin(), gemm->end());
-    }
-    if (!engine_ops.empty()) {
-      // The engine's own attention and elementwise kernels at the model's
-      // shapes (profiler/engine_ops.h).
-      out << "#\n";
-      profiler::PrintEngineOpTableHeader(out);
-      auto kernels = profiler::RunEngineOpSweep(
-          *backend, engine_ops, backend->Name() == "cpu" ? "fp32" : "bf16",
-          warmup_, reps_, hw.id, out, progress);
-      if (kernels.ok()) {
-        rows.insert(rows.end(), kernels->begin(), kernels->end());
-      } else if (kernels.status().code() == Status::Code::kUnimplemented) {
-        // A backend built without the engine's kernels keeps its GEMM and
-        // stream rows; the calibration then uses the datasheet for these.
-        out << "# engine kernels skipped: " << kernels.status().message()
-            << "\n";
-      } else {
-        return kernels.status();
-      }
-    }
-    out << "#\n";
-    profiler::PrintStreamTableHeader(out);
-    auto stream = profiler::RunStreamSweep(
-        *backend, profiler::StandardStreamSizes(quick_), options, hw.id, out,
-        progress);
-    if (!stream.ok()) return stream.status();
-    rows.insert(rows.end(), stream->begin(), stream->end());
+    MESHTUNE_ASSIGN_OR_RETURN(
+        rows,
+        MeasureKernels(*backend, dtypes, plan, hw.id, options, out, progress));
     if (store != nullptr) {
       MESHTUNE_RETURN_IF_ERROR(
           store->PutMeasurements(rows, profiler::BuildProvenance()));
@@ -277,14 +185,129 @@ class ProfileCommand : public Command {
   }
 
  private:
-  std::string DefaultDtypes() const {
-    return backend_ == "cpu" ? "fp32" : "bf16";
+  // What the GEMM sweep measures: the standard shapes, or with --model the
+  // model's per-tp-rank shapes (and the engine's own kernels) at each token
+  // count; `note` describes it for the header.
+  struct ShapePlan {
+    std::vector<profiler::GemmShape> shapes;
+    std::vector<profiler::EngineOpCase> engine_ops;  // --model only
+    std::string note = "gemm shapes: standard sweep";
+  };
+
+  // --dtype as a list (default: the backend's training precision).
+  StatusOr<std::vector<profiler::DType>> ParseDtypes() const {
+    std::vector<profiler::DType> dtypes;
+    const std::string list = dtypes_.empty() ? DefaultDtypes() : dtypes_;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      StatusOr<profiler::DType> d =
+          profiler::ParseDType(list.substr(start, end - start));
+      if (!d.ok()) {
+        return Status::InvalidArgument("--dtype: " + d.status().message(),
+                                       d.status().hint());
+      }
+      dtypes.push_back(*d);
+      start = end + 1;
+    }
+    return dtypes;
   }
 
-  std::string DbPath() const {
-    if (!db_.empty()) return db_;
-    const char* env = std::getenv("TUNE_DB");
-    return env != nullptr && *env != '\0' ? env : "tune.db";
+  StatusOr<ShapePlan> PlanShapes() const {
+    ShapePlan plan;
+    if (model_.empty()) {
+      plan.shapes = profiler::StandardGemmShapes(quick_);
+      return plan;
+    }
+    StatusOr<search_spaces::ModelSpec> model =
+        search_spaces::ResolveModel(model_);
+    if (!model.ok()) return model.status();
+    StatusOr<std::vector<int64_t>> tps = ParseIntList(tp_, "--tp");
+    if (!tps.ok()) return tps.status();
+    std::vector<int64_t> token_counts;
+    if (!tokens_.empty()) {
+      MESHTUNE_ASSIGN_OR_RETURN(token_counts,
+                                ParseIntList(tokens_, "--tokens"));
+    } else if (model->seq_length >= 1) {
+      token_counts = {model->seq_length};
+    } else {
+      return Status::InvalidArgument(
+          "--tokens is needed: model '" + model_ + "' has no sequence length",
+          "pass --tokens, e.g. --tokens 2048");
+    }
+    // Several token counts: the micro-batch sizes a search will price
+    // (mbs·seq rows) are measured, instead of extrapolated from one.
+    const bool several = token_counts.size() > 1;
+    std::string tokens_note;
+    for (int64_t tokens : token_counts) {
+      tokens_note += (tokens_note.empty() ? "" : ",") + std::to_string(tokens);
+      for (int64_t tp : *tps) {
+        const std::string prefix =
+            "tp" + std::to_string(tp) +
+            (several ? ".t" + std::to_string(tokens) : "") + ".";
+        for (profiler::GemmShape s :
+             profiler::TransformerGemmShapes(*model, tp, tokens)) {
+          s.name = prefix + s.name;
+          plan.shapes.push_back(s);
+        }
+        for (const profiler::EngineOpCase& c :
+             profiler::TransformerEngineOps(*model, tp, tokens)) {
+          plan.engine_ops.push_back(c);
+        }
+      }
+    }
+    plan.note = "gemm shapes: " + model->name + " per tp rank, tp " + tp_ +
+                ", " + tokens_note + " tokens";
+    return plan;
+  }
+
+  // The GEMM sweep for each dtype, the engine's kernels (--model) and the
+  // STREAM sweep, printed as they run; the rows to store.
+  StatusOr<std::vector<results::Measurement>> MeasureKernels(
+      profiler::ProfilerBackend& backend,
+      const std::vector<profiler::DType>& dtypes, const ShapePlan& plan,
+      const std::string& hardware_id, const profiler::SweepOptions& options,
+      std::ostream& out, std::ostream& progress) const {
+    std::vector<results::Measurement> rows;
+    profiler::PrintGemmTableHeader(out);
+    for (profiler::DType dtype : dtypes) {
+      auto gemm = profiler::RunGemmSweep(backend, plan.shapes, dtype, options,
+                                         hardware_id, out, progress);
+      if (!gemm.ok()) return gemm.status();
+      rows.insert(rows.end(), gemm->begin(), gemm->end());
+    }
+    if (!plan.engine_ops.empty()) {
+      // The engine's own attention and elementwise kernels at the model's
+      // shapes (profiler/engine_ops.h).
+      out << "#\n";
+      profiler::PrintEngineOpTableHeader(out);
+      auto kernels = profiler::RunEngineOpSweep(
+          backend, plan.engine_ops, backend.Name() == "cpu" ? "fp32" : "bf16",
+          warmup_, reps_, hardware_id, out, progress);
+      if (kernels.ok()) {
+        rows.insert(rows.end(), kernels->begin(), kernels->end());
+      } else if (kernels.status().code() == Status::Code::kUnimplemented) {
+        // A backend without the engine's kernels keeps its GEMM and stream
+        // rows; the calibration then uses the datasheet for these.
+        out << "# engine kernels skipped: " << kernels.status().message()
+            << "\n";
+      } else {
+        return kernels.status();
+      }
+    }
+    out << "#\n";
+    profiler::PrintStreamTableHeader(out);
+    auto stream =
+        profiler::RunStreamSweep(backend, profiler::StandardStreamSizes(quick_),
+                                 options, hardware_id, out, progress);
+    if (!stream.ok()) return stream.status();
+    rows.insert(rows.end(), stream->begin(), stream->end());
+    return rows;
+  }
+
+  std::string DefaultDtypes() const {
+    return backend_ == "cpu" ? "fp32" : "bf16";
   }
 
   double MaxBytes() const {
