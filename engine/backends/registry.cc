@@ -1,8 +1,8 @@
 #include "engine/backends/registry.h"
 
 #if MESHTUNE_ENGINE_HAVE_CUDA
-#include "engine/cuda/device.h"
 #include "engine/cuda/gpt_model.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/cuda/trainer.h"
 #endif
 

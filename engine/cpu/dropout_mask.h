@@ -20,8 +20,8 @@
 #include <cstdint>
 
 // The mask functions are also compiled into the CUDA backend's kernels
-// (engine/cuda/dropout.cu) so both backends draw the same masks; outside
-// nvcc the annotation is empty and this stays a plain C++ header.
+// (engine/cuda/kernels/dropout.cu) so both backends draw the same masks;
+// outside nvcc the annotation is empty and this stays a plain C++ header.
 #if defined(__CUDACC__)
 #define MESHTUNE_HOST_DEVICE __host__ __device__
 #else

@@ -44,10 +44,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/device.h"
-#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/device_params.h"
-#include "engine/cuda/ops.h"
+#include "engine/cuda/kernels/ops.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"

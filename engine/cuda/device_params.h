@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/bf16.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/device_communicator.h"
-#include "engine/cuda/ops.h"
+#include "engine/cuda/comm/device_communicator.h"
+#include "engine/cuda/kernels/ops.h"
+#include "engine/cuda/runtime/bf16.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/param_store.h"
 #include "search_spaces/status.h"
 

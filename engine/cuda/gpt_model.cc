@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/cuda/ops.h"
+#include "engine/cuda/kernels/ops.h"
 
 namespace meshtune::engine::cuda {
 

@@ -2,7 +2,7 @@
 // CPU model's chunks (engine/gpt_model.h: virtual pipeline stages, their
 // layers, recompute segments and parameters, read from the CPU GptModel that
 // registered them) run with the GPU layer (engine/cuda/transformer_layer.h),
-// in bf16 with fp32 main grads (engine/cuda/ops.h precision rules).
+// in bf16 with fp32 main grads (engine/cuda/kernels/ops.h precision rules).
 //
 // - Tensor and sequence parallelism: vocab-parallel embedding (all-reduce,
 //   or reduce-scatter to the sequence shards under SP), the layers' tp
@@ -24,8 +24,9 @@
 // - Dropout with the CPU engine's masks (same elements, every layout).
 //
 // Core attention is the fused flash-style kernel (engine/cuda/
-// flash_attention.h); the unfused cuBLASLt kernel (engine/cuda/attention.h)
-// runs instead when MESHTUNE_CUDA_ATTENTION=unfused, read once at Create.
+// flash_attention.h); the unfused cuBLASLt kernel
+// (engine/cuda/kernels/attention.h) runs instead when
+// MESHTUNE_CUDA_ATTENTION=unfused, read once at Create.
 //
 // Activations between stages are [nl, h] bf16, nl = s·b/tp under SP, else
 // s·b (rows sequence-major).
@@ -38,11 +39,11 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/attention.h"
-#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/device_params.h"
-#include "engine/cuda/flash_attention.h"
-#include "engine/cuda/linear.h"
+#include "engine/cuda/kernels/attention.h"
+#include "engine/cuda/kernels/flash_attention.h"
+#include "engine/cuda/kernels/linear.h"
 #include "engine/cuda/transformer_layer.h"
 #include "engine/gpt_model.h"
 #include "engine/param_store.h"

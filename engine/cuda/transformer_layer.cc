@@ -10,7 +10,7 @@
 
 #include <utility>
 
-#include "engine/cuda/ops.h"
+#include "engine/cuda/kernels/ops.h"
 
 namespace meshtune::engine::cuda {
 

@@ -1,6 +1,6 @@
 // One transformer layer on one tensor-parallel rank, CUDA backend: the CPU
 // layer (engine/transformer_layer.h) with the GPU ops, in bf16 with fp32
-// main grads (engine/cuda/ops.h precision rules), and the same
+// main grads (engine/cuda/kernels/ops.h precision rules), and the same
 // Megatron-Core parallel semantics: column-parallel QKV and fc1,
 // row-parallel attention projection and fc2, sequence-parallel norms,
 // residuals and dropout when sp is on. Collectives run on the tp device
@@ -32,12 +32,12 @@
 #include <memory>
 
 #include "engine/cpu/dropout_mask.h"
-#include "engine/cuda/attention.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/device_params.h"
-#include "engine/cuda/flash_attention.h"
-#include "engine/cuda/linear.h"
+#include "engine/cuda/kernels/attention.h"
+#include "engine/cuda/kernels/flash_attention.h"
+#include "engine/cuda/kernels/linear.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/param_store.h"
 #include "engine/transformer_layer.h"
 #include "search_spaces/status.h"

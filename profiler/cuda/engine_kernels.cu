@@ -1,12 +1,12 @@
 // CudaBackend::TimeEngineOp: the CUDA engine's own kernels (engine/cuda/
-// ops.h; the attention the CUDA model runs: engine/cuda/flash_attention.h,
-// or engine/cuda/attention.h under MESHTUNE_CUDA_ATTENTION=unfused) at the
-// profiler's engine-op cases (profiler/engine_ops.h), timed like every CUDA
-// row: CUPTI kernel time per repetition, cross-checked with CUDA events
-// (TimeRepetitions).
-// Inputs are zeros: the kernels' speed does not depend on the values, and
-// zeros cannot overflow over the repetitions. The CUDA backend is built only
-// with the engine's CUDA library (profiler/CMakeLists.txt).
+// ops.h; the attention the CUDA model runs:
+// engine/cuda/kernels/flash_attention.h, or engine/cuda/kernels/attention.h
+// under MESHTUNE_CUDA_ATTENTION=unfused) at the profiler's engine-op cases
+// (profiler/engine_ops.h), timed like every CUDA row: CUPTI kernel time per
+// repetition, cross-checked with CUDA events (TimeRepetitions). Inputs are
+// zeros: the kernels' speed does not depend on the values, and zeros cannot
+// overflow over the repetitions. The CUDA backend is built only with the
+// engine's CUDA library (profiler/CMakeLists.txt).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -16,16 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/kernels/attention.h"
+#include "engine/cuda/kernels/flash_attention.h"
+#include "engine/cuda/kernels/linear.h"
+#include "engine/cuda/kernels/ops.h"
+#include "engine/cuda/runtime/device.h"
 #include "profiler/cuda/cuda_backend.h"
 #include "profiler/cuda/cuda_backend_impl.cuh"
 #include "profiler/cuda/cuda_check.cuh"
 #include "profiler/engine_ops.h"
-
-#include "engine/cuda/attention.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/flash_attention.h"
-#include "engine/cuda/linear.h"
-#include "engine/cuda/ops.h"
 
 namespace meshtune::profiler::cuda {
 

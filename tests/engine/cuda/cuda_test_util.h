@@ -19,7 +19,7 @@
 
 #include "engine/cpu/dropout_mask.h"
 #include "engine/cpu/ops.h"
-#include "engine/cuda/bf16.h"
+#include "engine/cuda/runtime/bf16.h"
 #include "gtest/gtest.h"
 
 namespace meshtune::engine::cuda::testing {

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/device_communicator.h"
+#include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/device_optimizer.h"
 #include "engine/cuda/device_params.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/optimizer.h"
 #include "engine/process_groups.h"
 #include "gtest/gtest.h"

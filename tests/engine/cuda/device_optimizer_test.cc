@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/cuda/device.h"
 #include "engine/cuda/device_params.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/optimizer.h"
 #include "engine/process_groups.h"
 #include "gtest/gtest.h"

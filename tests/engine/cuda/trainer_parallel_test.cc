@@ -2,7 +2,7 @@
 // same model and data (the engine's rule: each parallel feature is tested
 // against the single-rank run). Ranks are threads of this process (as
 // mpirun runs processes); on a machine with one GPU they share it through
-// staged device communicators (engine/cuda/device_communicator.h), with
+// staged device communicators (engine/cuda/comm/device_communicator.h), with
 // enough GPUs each rank gets its own and NCCL. Every layout trains the same
 // global batch from the same initial weights (the CPU model's layout-
 // independent initialization), so its losses match the one-rank run's to
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/cuda/device.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/cuda/trainer.h"
 #include "engine/data/synthetic_dataset.h"
 #include "engine/param_store.h"

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "engine/comm/local_communicator.h"
-#include "engine/cuda/device.h"
 #include "engine/cuda/gpt_model.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/data/synthetic_dataset.h"
 #include "engine/trainer.h"
 #include "gtest/gtest.h"
