@@ -3,7 +3,7 @@
 // timed by CUPTI kernel records and cross-checked with CUDA events.
 //
 // Host-only header (no CUDA types): tuner/ reaches the backend through
-// MakeBackend("cuda"); tests/gpu/ include this header for the extra
+// MakeBackend("cuda"); tests/profiler/cuda/ include this header for the extra
 // diagnostics below. Built only when CMake finds the CUDA toolkit.
 //
 // Devices: GEMMs and the triad run on device 0; a collective over g GPUs uses

@@ -1,6 +1,6 @@
 // GPU ops of the training engine (CUDA backend): the counterparts of the CPU
 // reference ops in engine/cpu/ops.h, one op per .cu file, each tested against
-// its CPU op in tests/gpu/engine_cuda_ops_test.cc within a bf16 tolerance.
+// its CPU op in tests/engine/cuda/kernels/ops_test.cc within a bf16 tolerance.
 //
 // Conventions (as in engine/cpu/ops.h, plus mixed precision):
 // - Every pointer is device memory. Row-major; activations of a micro-batch
