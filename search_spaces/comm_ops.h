@@ -1,7 +1,7 @@
 // The tensor-parallel collectives one transformer layer issues for one
 // micro-batch: the single list that both the cost model (costmodel/
 // cost_model.cc prices it) and the training engine (engine/transformer_layer.cc
-// issues it; tests/engine/comm_ops_test.cc compares the engine's recorded
+// issues it; tests/contracts/engine_comm_ops_test.cc compares the engine's recorded
 // calls with it) follow.
 //
 // Megatron-Core semantics (tensor_parallel/mappings.py, layers.py):
