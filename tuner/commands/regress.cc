@@ -314,10 +314,8 @@ class RegressCommand : public Command {
     return file;
   }
 
-  Status Check(std::ostream& out) const {
-    StatusOr<const RegressBenchmark*> found = FindRegressBenchmark(benchmark_);
-    if (!found.ok()) return found.status();
-    const RegressBenchmark& b = *found.value();
+  // --threshold, --loss-rtol and --metric of `check`.
+  Status CheckGateFlags() const {
     if (!(threshold_pct_ >= 0 && threshold_pct_ < 100)) {
       return Status::InvalidArgument(
           "--threshold " + Fixed(threshold_pct_, 2) + " is out of range",
@@ -333,6 +331,59 @@ class RegressCommand : public Command {
           "--metric '" + metric_ + "' is not cpu or wall",
           "pass --metric cpu (default) or wall");
     }
+    return Status::Ok();
+  }
+
+  // This machine's newest result of `b` under its current definition.
+  static StatusOr<results::RegressResult> CurrentResult(
+      const results::Store& store, const RegressBenchmark& b,
+      const results::HardwareFingerprint& hw) {
+    StatusOr<std::vector<results::RegressResult>> mine =
+        store.GetRegressResults(b.name, hw.id);
+    if (!mine.ok()) return mine.status();
+    const results::RegressResult* current = nullptr;
+    for (const results::RegressResult& r : mine.value()) {
+      if (r.spec == b.Spec()) current = &r;
+    }
+    if (current == nullptr) {
+      return Status::NotFound(
+          "no " + b.name + " result for this machine (" + hw.id + ") in " +
+              store.path(),
+          "run 'tune regress run --benchmark " + b.name + "' first");
+    }
+    return *current;
+  }
+
+  // The failed gate as an error (exit 1: a runtime failure, not an input
+  // error) naming what regressed.
+  Status GateFailure(const RegressVerdict& v, const RegressBenchmark& b,
+                     const std::string& baseline, const std::string& metric,
+                     double loss_rtol) const {
+    std::string what;
+    if (v.throughput_regressed) {
+      what = (metric == "wall" ? "tokens per wall second "
+                               : "tokens per CPU second ") +
+             Fixed(v.change_pct, 1) + "% (threshold -" +
+             Fixed(threshold_pct_, 1) + "%)";
+    }
+    if (v.numerics_changed) {
+      what += std::string(what.empty() ? "" : "; ") + "loss at step " +
+              std::to_string(v.worst_step) + " differs by " +
+              std::to_string(v.max_loss_rel_diff) + " (relative; tolerance " +
+              std::to_string(loss_rtol) + ")";
+    }
+    return Status::IoError(
+        b.name + " regressed against baseline '" + baseline + "': " + what,
+        "if the change is intended, promote a new baseline: tune regress "
+        "baseline set --name " +
+            baseline + " --benchmark " + b.name);
+  }
+
+  Status Check(std::ostream& out) const {
+    StatusOr<const RegressBenchmark*> found = FindRegressBenchmark(benchmark_);
+    if (!found.ok()) return found.status();
+    const RegressBenchmark& b = *found.value();
+    MESHTUNE_RETURN_IF_ERROR(CheckGateFlags());
     // GPU throughput is wall time (the host thread mostly waits for the
     // device), and GPU losses repeat only to kCudaLossRtol.
     const bool cuda = b.backend == "cuda";
@@ -366,19 +417,9 @@ class RegressCommand : public Command {
               baseline.name + " --benchmark " + b.name +
               "), or pass --allow-other-hardware to compare anyway");
     }
-    StatusOr<std::vector<results::RegressResult>> mine =
-        store.value()->GetRegressResults(b.name, hw.id);
-    if (!mine.ok()) return mine.status();
-    const results::RegressResult* current = nullptr;
-    for (const results::RegressResult& r : mine.value()) {
-      if (r.spec == b.Spec()) current = &r;
-    }
-    if (current == nullptr) {
-      return Status::NotFound(
-          "no " + b.name + " result for this machine (" + hw.id + ") in " +
-              store.value()->path(),
-          "run 'tune regress run --benchmark " + b.name + "' first");
-    }
+    StatusOr<results::RegressResult> current =
+        CurrentResult(*store.value(), b, hw);
+    if (!current.ok()) return current.status();
     const RegressVerdict v = CompareRegress(
         baseline.result, *current, threshold_pct_, loss_rtol,
         metric == "wall" ? RegressMetric::kWall : RegressMetric::kCpu);
@@ -399,25 +440,7 @@ class RegressCommand : public Command {
         << "\n"
         << FormatVerdictTable(v);
     if (v.passed()) return Status::Ok();
-    std::string what;
-    if (v.throughput_regressed) {
-      what = (metric == "wall" ? "tokens per wall second "
-                               : "tokens per CPU second ") +
-             Fixed(v.change_pct, 1) + "% (threshold -" +
-             Fixed(threshold_pct_, 1) + "%)";
-    }
-    if (v.numerics_changed) {
-      what += std::string(what.empty() ? "" : "; ") + "loss at step " +
-              std::to_string(v.worst_step) + " differs by " +
-              std::to_string(v.max_loss_rel_diff) + " (relative; tolerance " +
-              std::to_string(loss_rtol) + ")";
-    }
-    // A failed gate is a runtime failure (exit 1), not an input error.
-    return Status::IoError(
-        b.name + " regressed against baseline '" + baseline.name + "': " + what,
-        "if the change is intended, promote a new baseline: tune regress "
-        "baseline set --name " +
-            baseline.name + " --benchmark " + b.name);
+    return GateFailure(v, b, baseline.name, metric, loss_rtol);
   }
 
   Status SetBaseline(std::ostream& out) const {
