@@ -87,7 +87,8 @@ class TrainerImpl : public StepLoopTrainer {
     for (const auto& step : schedule.StepsForRank(pp_rank)) {
       const int c = static_cast<int>(step.chunk);
       ChunkState& st = states[step.microbatch * par.vpp + c];
-      const bool first = model_->HasEmbedding(c), last = model_->HasHead(c);
+      const bool first = model_->layout().HasEmbedding(c),
+                 last = model_->layout().HasHead(c);
       if (step.kind == search_spaces::PipelineSchedule::Step::Kind::kForward) {
         if (first || last) {
           LoadMicroBatch(step.microbatch, tokens.data(), targets.data());

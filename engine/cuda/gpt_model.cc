@@ -76,9 +76,9 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
 }
 
 StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
-    const TrainConfig& config, const GptModel& layout, const ParamStore& store,
-    DeviceParams* params, DeviceCommunicator* tp, const std::vector<int>& slots,
-    int64_t activation_sets) {
+    const TrainConfig& config, const ModelLayout& layout,
+    const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
+    const std::vector<int>& slots, int64_t activation_sets) {
   MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
   if (static_cast<int>(slots.size()) != layout.num_chunks()) {
     return Status::Internal("CUDA model: " + std::to_string(slots.size()) +
@@ -133,7 +133,7 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     chunk->recompute.assign(count, false);
     chunk->seg_begin.assign(count, 0);
     chunk->seg_end.assign(count, 0);
-    for (const GptModel::Segment& seg : layout.Segments(c)) {
+    for (const ModelLayout::Segment& seg : layout.Segments(c)) {
       for (int64_t l = seg.begin; l < seg.end; ++l) {
         chunk->recompute[l] = seg.recompute;
         chunk->seg_begin[l] = seg.begin;
@@ -230,10 +230,10 @@ Bf16* CudaGptModel::LayerInput(Chunk& chunk, Slot& slot, int64_t l) {
                 : pool_[k]->input.as<Bf16>();
 }
 
-std::vector<int64_t> CudaGptModel::KeptLayers(const GptModel& layout) {
+std::vector<int64_t> CudaGptModel::KeptLayers(const ModelLayout& layout) {
   std::vector<int64_t> kept(layout.num_chunks(), 0);
   for (int c = 0; c < layout.num_chunks(); ++c) {
-    for (const GptModel::Segment& seg : layout.Segments(c)) {
+    for (const ModelLayout::Segment& seg : layout.Segments(c)) {
       if (!seg.recompute) kept[c] += seg.end - seg.begin;
     }
   }

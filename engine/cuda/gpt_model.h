@@ -1,7 +1,7 @@
 // The part of a GPT / LLaMA-style decoder one rank holds, CUDA backend: the
-// CPU model's chunks (engine/gpt_model.h: virtual pipeline stages, their
-// layers, recompute segments and parameters, read from the CPU GptModel that
-// registered them) run with the GPU layer (engine/cuda/transformer_layer.h),
+// chunks of engine/model_layout.h (virtual pipeline stages, their layers,
+// recompute segments and parameters, the same the CPU model runs) run with
+// the GPU layer (engine/cuda/transformer_layer.h),
 // in bf16 with fp32 main grads (engine/cuda/kernels/ops.h precision rules).
 //
 // - Tensor and sequence parallelism: vocab-parallel embedding (all-reduce,
@@ -45,7 +45,7 @@
 #include "engine/cuda/kernels/flash_attention.h"
 #include "engine/cuda/kernels/linear.h"
 #include "engine/cuda/transformer_layer.h"
-#include "engine/gpt_model.h"
+#include "engine/model_layout.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
@@ -78,12 +78,12 @@ class CudaGptModel {
   // (PeakInFlightLayers with KeptLayers). Nothing is owned; all must
   // outlive the model. Allocates everything up front.
   static StatusOr<std::unique_ptr<CudaGptModel>> Create(
-      const TrainConfig& config, const GptModel& layout,
+      const TrainConfig& config, const ModelLayout& layout,
       const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
       const std::vector<int>& slots, int64_t activation_sets);
   // Per chunk of `layout`, its layers that keep their activations from the
   // forward to the backward (all but those under full recompute).
-  static std::vector<int64_t> KeptLayers(const GptModel& layout);
+  static std::vector<int64_t> KeptLayers(const ModelLayout& layout);
   ~CudaGptModel();
 
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
@@ -147,7 +147,7 @@ class CudaGptModel {
   Bf16* LayerOutput(Chunk& chunk, Slot& slot, int64_t l);
 
   TrainConfig config_;
-  const GptModel* layout_ = nullptr;
+  const ModelLayout* layout_ = nullptr;
   const ParamStore* store_ = nullptr;
   DeviceParams* params_ = nullptr;
   DeviceCommunicator* tp_ = nullptr;

@@ -15,7 +15,7 @@
 #include "engine/cuda/gpt_model.h"
 #include "engine/cuda/kernels/ops.h"
 #include "engine/cuda/runtime/device.h"
-#include "engine/gpt_model.h"
+#include "engine/model_layout.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/pipeline/p2p.h"
@@ -58,14 +58,15 @@ class CudaTrainer : public StepLoopTrainer {
       MESHTUNE_RETURN_IF_ERROR(
           SetDevice(LocalRank(world_->rank()) % DeviceCount()));
     }
-    // The CPU model registers and initializes the parameters (the same
-    // weights on every rank and in every layout) and is the layout the GPU
-    // model runs.
+    // The layout registers and initializes the parameters as for the CPU
+    // model (the same weights on every rank and in every layout); the GPU
+    // model runs its chunks.
     const auto& par = config_.parallel;
     groups_ = MakeProcessGroups(world_, par);
-    layout_ = std::make_unique<GptModel>(config_, &groups_, &store_);
+    layout_ = std::make_unique<ModelLayout>(config_, groups_.tp_rank(),
+                                            groups_.pp_rank(), &store_);
     store_.Finalize();
-    layout_->Init();
+    layout_->Init(&store_);
     // Device communicators of the groups that carry device data. A second
     // pipeline communicator carries gradients so they never queue behind
     // activations between the same two ranks (engine/pipeline/p2p.h).
@@ -313,7 +314,7 @@ class CudaTrainer : public StepLoopTrainer {
   // Device communicators (null where the group is one rank).
   std::unique_ptr<DeviceCommunicator> tp_, pp_act_, pp_grad_, dp_, embd_;
   ParamStore store_;
-  std::unique_ptr<GptModel> layout_;
+  std::unique_ptr<ModelLayout> layout_;
   std::unique_ptr<DeviceParams> params_;
   std::unique_ptr<CudaGptModel> model_;
   std::unique_ptr<DeviceOptimizer> optimizer_;
