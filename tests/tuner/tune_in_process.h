@@ -4,11 +4,16 @@
 #ifndef MESHTUNE_TESTS_TUNER_TUNE_IN_PROCESS_H_
 #define MESHTUNE_TESTS_TUNER_TUNE_IN_PROCESS_H_
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/tuner/run_tune.h"
 #include "tuner/commands/cli.h"
+#include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner::testing {
 
@@ -25,6 +30,39 @@ inline InProcessRun Tune(const std::vector<std::string>& args) {
   run.exit_code = ::meshtune::tuner::RunTune(args, out, err);
   run.out = out.str();
   run.err = err.str();
+  return run;
+}
+
+// RunTune (run_tune.h) without the binary: `args` in the same shell syntax
+// (quotes; no variables or redirections), run in this process with TUNE_DB
+// set to TestDbPath() and, when `cwd` is given, in that directory; both are
+// restored afterwards. For the tests of one folder's output, where the exit
+// code and the streams are all that is checked; signals, mpirun and the
+// process's own streams still need the binary.
+inline TuneRun RunTuneInProcess(const std::string& args,
+                                const std::string& cwd = "") {
+  TuneRun run;
+  auto words = ::meshtune::tuner::SplitShellWords(args, "the test's arguments");
+  if (!words.ok()) {
+    run.err = words.status().message();
+    return run;
+  }
+  const char* old_db = std::getenv("TUNE_DB");
+  const std::string saved_db = old_db != nullptr ? old_db : "";
+  setenv("TUNE_DB", TestDbPath().c_str(), 1);
+  char old_cwd[4096];
+  const bool moved = !cwd.empty() && getcwd(old_cwd, sizeof(old_cwd)) &&
+                     chdir(cwd.c_str()) == 0;
+  const InProcessRun r = Tune(*words);
+  if (moved && chdir(old_cwd) != 0) run.err = "cannot return to the old cwd";
+  if (old_db != nullptr) {
+    setenv("TUNE_DB", saved_db.c_str(), 1);
+  } else {
+    unsetenv("TUNE_DB");
+  }
+  run.exit_code = r.exit_code;
+  run.out = r.out;
+  run.err += r.err;
   return run;
 }
 

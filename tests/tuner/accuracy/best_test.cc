@@ -16,7 +16,7 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/accuracy/cases.h"
 #include "tuner/io/csv_reader.h"
 #include "tuner/search/ranking.h"
@@ -376,8 +376,8 @@ TEST(AccuracyWithBestCommand, JsonCarriesTheBestPlan) {
   const std::string dir = testing::MakeTempDir();
   const std::string csv = dir + "/best.csv";
   testing::WriteFile(csv, Csv());
-  const auto run =
-      testing::RunTune("accuracy --csv '" + csv + "' --with-best --json");
+  const auto run = testing::RunTuneInProcess("accuracy --csv '" + csv +
+                                             "' --with-best --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   // stderr is not a terminal here: no progress bar.
   EXPECT_EQ(run.err, "");
@@ -452,7 +452,8 @@ TEST(AccuracyWithBestCommand, TableHasTheGainColumnAndFooter) {
   const std::string dir = testing::MakeTempDir();
   const std::string csv = dir + "/best.csv";
   testing::WriteFile(csv, Csv());
-  const auto run = testing::RunTune("accuracy --csv '" + csv + "' --with-best");
+  const auto run =
+      testing::RunTuneInProcess("accuracy --csv '" + csv + "' --with-best");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("best_gain"), std::string::npos);
   EXPECT_NE(run.out.find("none fits"), std::string::npos);
@@ -465,11 +466,12 @@ TEST(AccuracyWithBestCommand, TableHasTheGainColumnAndFooter) {
   // name the term their best plan saves most on.
   EXPECT_NE(run.out.find("largest saving"), std::string::npos) << run.out;
   // Without the flag: no column, no footer, no best_* JSON keys.
-  const auto plain = testing::RunTune("accuracy --csv '" + csv + "'");
+  const auto plain = testing::RunTuneInProcess("accuracy --csv '" + csv + "'");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(plain.out.find("best_gain"), std::string::npos);
   EXPECT_EQ(plain.out.find("Rows searched"), std::string::npos);
-  const auto json = testing::RunTune("accuracy --csv '" + csv + "' --json");
+  const auto json =
+      testing::RunTuneInProcess("accuracy --csv '" + csv + "' --json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   const nlohmann::json doc = nlohmann::json::parse(json.out);
   EXPECT_FALSE(doc["rows"][0].contains("best_config"));
@@ -480,8 +482,8 @@ TEST(AccuracyWithBestCommand, AblationAndWithBestAreExclusive) {
   const std::string dir = testing::MakeTempDir();
   const std::string csv = dir + "/best.csv";
   testing::WriteFile(csv, Csv());
-  const auto run =
-      testing::RunTune("accuracy --csv '" + csv + "' --with-best --ablation");
+  const auto run = testing::RunTuneInProcess("accuracy --csv '" + csv +
+                                             "' --with-best --ablation");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("--ablation and --with-best cannot be combined"),
             std::string::npos)

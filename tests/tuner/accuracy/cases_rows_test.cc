@@ -16,7 +16,7 @@
 #include "costmodel/compute_model.h"
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/accuracy/cases.h"
 #include "tuner/accuracy/report.h"
 #include "tuner/io/csv_reader.h"
@@ -657,7 +657,8 @@ const std::string kRows = std::string(MESHTUNE_SOURCE_DIR) +
                           "/tests/tuner/testdata/accuracy_dev_rows.csv";
 
 TEST(AccuracyRowsCommand, JsonRowsCarryMetricPublishedPredictedAndError) {
-  const auto run = testing::RunTune("accuracy --csv '" + kRows + "' --json");
+  const auto run =
+      testing::RunTuneInProcess("accuracy --csv '" + kRows + "' --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json doc = nlohmann::json::parse(run.out);
   const nlohmann::json& rows = doc["rows"];
@@ -717,7 +718,8 @@ TEST(AccuracyRowsCommand, JsonRowsCarryMetricPublishedPredictedAndError) {
             "column 'num_gpus' is blank; it is required");
   EXPECT_EQ(s["skip_reasons"][0]["count"], 2);
 
-  const auto table = testing::RunTune("accuracy --csv '" + kRows + "'");
+  const auto table =
+      testing::RunTuneInProcess("accuracy --csv '" + kRows + "'");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("# Rows predicted      : 8 of 12\n"
                            "# Rows skipped        : 4 (reasons below)\n"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "costmodel/model_options.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/io/csv_reader.h"
 
 namespace meshtune::tuner {
@@ -485,8 +485,8 @@ const std::string kTestdata =
     std::string(MESHTUNE_SOURCE_DIR) + "/tests/tuner/testdata/";
 
 TEST(AccuracyCommand, PublishedCalibrationMeetsTheIssueBars) {
-  const auto run =
-      testing::RunTune("accuracy --csv '" + kCalibrationCsv + "' --json");
+  const auto run = testing::RunTuneInProcess("accuracy --csv '" +
+                                             kCalibrationCsv + "' --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json doc = nlohmann::json::parse(run.out);
   ASSERT_GE(doc["rows"].size(), 50u);
@@ -520,15 +520,15 @@ TEST(AccuracyCommand, PublishedCalibrationMeetsTheIssueBars) {
 
   // Every published configuration ran, so none may be predicted OOM.
   const auto table =
-      testing::RunTune("accuracy --csv '" + kCalibrationCsv + "'");
+      testing::RunTuneInProcess("accuracy --csv '" + kCalibrationCsv + "'");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("# Out of memory rows  : 0 OK"), std::string::npos)
       << table.out;
 }
 
 TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
-  const auto run = testing::RunTune("accuracy --csv '" + kTestdata +
-                                    "accuracy_skipped.csv' --json");
+  const auto run = testing::RunTuneInProcess("accuracy --csv '" + kTestdata +
+                                             "accuracy_skipped.csv' --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json doc = nlohmann::json::parse(run.out);
   ASSERT_EQ(doc["rows"].size(), 6u);
@@ -583,8 +583,8 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
   EXPECT_EQ(keys, (std::vector<std::string>{"Korthikanti2022_Table5",
                                             "Example2025", "all"}));
 
-  const auto table = testing::RunTune("accuracy --csv '" + kTestdata +
-                                      "accuracy_skipped.csv'");
+  const auto table = testing::RunTuneInProcess("accuracy --csv '" + kTestdata +
+                                               "accuracy_skipped.csv'");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("skipped: no cluster preset for GPU 'MI300X'"),
             std::string::npos);
@@ -593,35 +593,35 @@ TEST(AccuracyCommand, SkippedRowsAreListedWithTheirReason) {
       << table.out;
 
   const auto only =
-      testing::RunTune("accuracy --csv '" + kTestdata +
-                       "accuracy_skipped.csv' --source Exa --json");
+      testing::RunTuneInProcess("accuracy --csv '" + kTestdata +
+                                "accuracy_skipped.csv' --source Exa --json");
   ASSERT_EQ(only.exit_code, 0) << only.err;
   EXPECT_EQ(nlohmann::json::parse(only.out)["rows"].size(), 4u);
 }
 
 TEST(AccuracyCommand, ExactErrorMessages) {
-  auto run = testing::RunTune("accuracy --csv /nonexistent/runs.csv");
+  auto run = testing::RunTuneInProcess("accuracy --csv /nonexistent/runs.csv");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tune: error: CSV file '/nonexistent/runs.csv' not found\n"
             "tune: hint: check the path given to --csv\n");
 
   const std::string missing = kTestdata + "accuracy_missing_column.csv";
-  run = testing::RunTune("accuracy --csv '" + missing + "'");
+  run = testing::RunTuneInProcess("accuracy --csv '" + missing + "'");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err.substr(0, run.err.find('\n')),
             "tune: error: " + missing +
                 ":1: missing required column 'measured_value'");
 
   const std::string ragged = kTestdata + "accuracy_ragged.csv";
-  run = testing::RunTune("accuracy --csv '" + ragged + "'");
+  run = testing::RunTuneInProcess("accuracy --csv '" + ragged + "'");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(
       run.err.substr(0, run.err.find('\n')),
       "tune: error: " + ragged + ":3: record has 27 fields, the header 26");
 
-  run = testing::RunTune("accuracy --csv '" + kCalibrationCsv +
-                         "' --source Nobody");
+  run = testing::RunTuneInProcess("accuracy --csv '" + kCalibrationCsv +
+                                  "' --source Nobody");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("has a source starting with 'Nobody'"),
             std::string::npos);
@@ -629,9 +629,10 @@ TEST(AccuracyCommand, ExactErrorMessages) {
 }
 
 TEST(AccuracyCommand, AblationSwitchesEachRefinementOffInTurn) {
-  const auto run = testing::RunTune("accuracy --csv '" + kCalibrationCsv +
-                                    "' --source Korthikanti2022_Table5 "
-                                    "--ablation --json");
+  const auto run =
+      testing::RunTuneInProcess("accuracy --csv '" + kCalibrationCsv +
+                                "' --source Korthikanti2022_Table5 "
+                                "--ablation --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json lines = nlohmann::json::parse(run.out)["ablation"];
   const auto& refinements = costmodel::AllRefinements();
@@ -651,8 +652,8 @@ TEST(AccuracyCommand, AblationSwitchesEachRefinementOffInTurn) {
   // The A100 rows depend on at least the kernel-efficiency fit.
   EXPECT_TRUE(some_change);
 
-  const auto table =
-      testing::RunTune("accuracy --csv '" + kCalibrationCsv + "' --ablation");
+  const auto table = testing::RunTuneInProcess(
+      "accuracy --csv '" + kCalibrationCsv + "' --ablation");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("none (all on)"), std::string::npos);
   EXPECT_NE(table.out.find(refinements.front().name), std::string::npos);

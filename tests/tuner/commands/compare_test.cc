@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/compare_config.h"
 
 namespace meshtune::tuner {
@@ -14,7 +14,7 @@ namespace {
 
 using search_spaces::RecomputeGranularity;
 using testing::ExpectGolden;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 
 TEST(CompareConfig, ParsesBothSpellings) {
   auto a = ParseConfigString(
@@ -107,13 +107,13 @@ constexpr const char* kTwo =
     "selective'";
 
 TEST(CompareCommand, GoldenTwo175bConfigs) {
-  const auto run = RunTune(kTwo);
+  const auto run = RunTuneInProcess(kTwo);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ExpectGolden(run.out, "compare_175b_tp8pp8_vs_tp4pp16.txt");
 }
 
 TEST(CompareCommand, JsonShapeAndDifferences) {
-  const auto run = RunTune(std::string(kTwo) + " --json");
+  const auto run = RunTuneInProcess(std::string(kTwo) + " --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["gpus"], 1024);
@@ -166,13 +166,13 @@ TEST(CompareCommand, ErrorsAreOneLineWithAHint) {
        "sp\"\n"},
   };
   for (const Case& c : cases) {
-    const auto run = RunTune(std::string(c.args) + " --no-db");
+    const auto run = RunTuneInProcess(std::string(c.args) + " --no-db");
     EXPECT_EQ(run.exit_code, 2) << c.args;
     EXPECT_EQ(run.err, c.err) << c.args;
     EXPECT_EQ(run.out, "") << c.args;
   }
   // An invalid configuration gets the rule's message, as 'tune estimate'.
-  const auto bad = RunTune(
+  const auto bad = RunTuneInProcess(
       "compare --model 175b --gpus 1024 --no-db --config 'tp8 pp8' "
       "--config 'tp1 pp1'");
   EXPECT_EQ(bad.exit_code, 2);

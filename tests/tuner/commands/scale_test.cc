@@ -6,33 +6,34 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
+#include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {
 namespace {
 
 using testing::ExpectGolden;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 
 constexpr const char* kSizes =
     "scale --model 175b --gpus 64,128,256,512,1024 --gpu a100-80g --no-db";
 
 TEST(ScaleCommand, GoldenTable175bA100) {
-  const auto run = RunTune(kSizes);
+  const auto run = RunTuneInProcess(kSizes);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ExpectGolden(run.out, "scale_175b_a100-80g.txt");
 }
 
 TEST(ScaleCommand, GoldenTable175bA100WithPrice) {
-  const auto run = RunTune(std::string(kSizes) + " --price-per-gpu-hour 2.5");
+  const auto run =
+      RunTuneInProcess(std::string(kSizes) + " --price-per-gpu-hour 2.5");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ExpectGolden(run.out, "scale_175b_a100-80g_price.txt");
 }
 
 TEST(ScaleCommand, JsonShapeEfficiencyAndCost) {
-  const auto run =
-      RunTune(std::string(kSizes) + " --price-per-gpu-hour 2.5 --json");
+  const auto run = RunTuneInProcess(std::string(kSizes) +
+                                    " --price-per-gpu-hour 2.5 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["model"], "gpt3-175b");
@@ -66,7 +67,7 @@ TEST(ScaleCommand, JsonShapeEfficiencyAndCost) {
   EXPECT_NEAR(row["cost_usd"].get<double>(), expected_cost,
               1e-9 * expected_cost);
   // Without a price there is no cost.
-  const auto no_price = RunTune(std::string(kSizes) + " --json");
+  const auto no_price = RunTuneInProcess(std::string(kSizes) + " --json");
   ASSERT_EQ(no_price.exit_code, 0) << no_price.err;
   const auto k = nlohmann::json::parse(no_price.out);
   EXPECT_TRUE(k["price_per_gpu_hour"].is_null());
@@ -76,8 +77,8 @@ TEST(ScaleCommand, JsonShapeEfficiencyAndCost) {
 TEST(ScaleCommand, InfeasibleSizeIsARowWithItsReason) {
   // One GPU cannot hold 175B parameters; the row says why, the run succeeds
   // and the baseline moves to the smallest feasible size.
-  const auto run =
-      RunTune("scale --model 175b --gpus 1,64 --gpu a100-80g --no-db --json");
+  const auto run = RunTuneInProcess(
+      "scale --model 175b --gpus 1,64 --gpu a100-80g --no-db --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   ASSERT_EQ(j["rows"].size(), 2u);
@@ -86,14 +87,14 @@ TEST(ScaleCommand, InfeasibleSizeIsARowWithItsReason) {
   EXPECT_TRUE(j["rows"][0]["config"].is_null());
   EXPECT_DOUBLE_EQ(j["rows"][1]["scaling_efficiency"].get<double>(), 1.0);
   const auto text =
-      RunTune("scale --model 175b --gpus 1,64 --gpu a100-80g --no-db");
+      RunTuneInProcess("scale --model 175b --gpus 1,64 --gpu a100-80g --no-db");
   EXPECT_NE(text.out.find("     1  no feasible configuration ("),
             std::string::npos)
       << text.out;
 }
 
 TEST(ScaleCommand, GbsFlagIsNamedInTheHeader) {
-  const auto run = RunTune(
+  const auto run = RunTuneInProcess(
       "scale --model 175b --gpus 64,128 --gpu a100-80g --gbs 512 --no-db");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("global batch 512 sequences of 2048 tokens, fixed "
@@ -130,7 +131,7 @@ TEST(ScaleCommand, ErrorsAreOneLineWithAHint) {
        "for its flags and examples\n"},
   };
   for (const ErrorCase& c : cases) {
-    const auto run = RunTune(std::string(c.args) + " --no-db");
+    const auto run = RunTuneInProcess(std::string(c.args) + " --no-db");
     EXPECT_EQ(run.exit_code, 2) << c.args;
     EXPECT_EQ(run.err, c.err) << c.args;
     EXPECT_EQ(run.out, "") << c.args;

@@ -13,7 +13,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/pipeline_schedule.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/render/pipeline_timeline.h"
 #include "tuner/render/scale_report.h"
@@ -26,7 +26,7 @@ namespace {
 using search_spaces::PipelineSchedule;
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::TuneRun;
 
 // Occurrences of `needle` in `text`.
@@ -280,13 +280,14 @@ constexpr const char* kSearch =
 TEST(ReportCommandTest, NumbersInTheHtmlAreTheSearchsJsonNumbers) {
   const std::string dir = MakeTempDir();
   const std::string file = dir + "/r.html";
-  const TuneRun report = RunTune(std::string("report --html ") + file + " " +
-                                 kSearch + " --no-db --scale-gpus 64,32");
+  const TuneRun report =
+      RunTuneInProcess(std::string("report --html ") + file + " " + kSearch +
+                       " --no-db --scale-gpus 64,32");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_NE(report.err.find("tune: wrote the HTML report to " + file),
             std::string::npos);
-  const TuneRun search =
-      RunTune(std::string("search ") + kSearch + " --no-db --json --top 1");
+  const TuneRun search = RunTuneInProcess(std::string("search ") + kSearch +
+                                          " --no-db --json --top 1");
   ASSERT_EQ(search.exit_code, 0) << search.err;
   const auto json = nlohmann::json::parse(search.out);
   const double step = json["candidates"][0]["step_time_s"].get<double>();
@@ -324,10 +325,10 @@ TEST(ReportCommandTest, ReportsARecordedSearchById) {
   const std::string dir = MakeTempDir();
   const std::string db = dir + "/t.db";
   const TuneRun search =
-      RunTune(std::string("search ") + kSearch + " --db " + db);
+      RunTuneInProcess(std::string("search ") + kSearch + " --db " + db);
   ASSERT_EQ(search.exit_code, 0) << search.err;
-  const TuneRun report =
-      RunTune("report --html " + dir + "/r.html --search 1 --db " + db);
+  const TuneRun report = RunTuneInProcess("report --html " + dir +
+                                          "/r.html --search 1 --db " + db);
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_EQ(report.err.find("warning"), std::string::npos) << report.err;
   const std::string html = ReadFile(dir + "/r.html");
@@ -340,7 +341,8 @@ TEST(ReportCommandTest, ReportsARecordedSearchById) {
 TEST(ReportCommandTest, BadInputIsOneLineWithAHintAndExitCode2) {
   const std::string dir = MakeTempDir();
   const std::string db = dir + "/t.db";
-  ASSERT_EQ(RunTune(std::string("search ") + kSearch + " --db " + db).exit_code,
+  ASSERT_EQ(RunTuneInProcess(std::string("search ") + kSearch + " --db " + db)
+                .exit_code,
             0);
   struct Case {
     std::string args;
@@ -372,7 +374,7 @@ TEST(ReportCommandTest, BadInputIsOneLineWithAHintAndExitCode2) {
        "tune: error: --search must be a positive integer, got 'x'\n"},
   };
   for (const Case& c : cases) {
-    const TuneRun run = RunTune(c.args);
+    const TuneRun run = RunTuneInProcess(c.args);
     EXPECT_EQ(run.exit_code, 2) << c.args;
     if (c.err.find("positive integer") != std::string::npos) {
       EXPECT_EQ(run.err.rfind(c.err, 0), 0u) << run.err;

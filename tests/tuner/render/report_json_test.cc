@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::TuneRun;
 
 std::set<std::string> Keys(const json& j) {
@@ -72,7 +72,8 @@ void CheckEstimateShape(const json& e) {
 }
 
 TEST(JsonReport, SearchHasExactlyTheContractKeys) {
-  const TuneRun run = RunTune("--model gpt3-1.3b --gpus 8 --json --top 4");
+  const TuneRun run =
+      RunTuneInProcess("--model gpt3-1.3b --gpus 8 --json --top 4");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
   const json j = json::parse(run.out);
@@ -98,7 +99,7 @@ TEST(JsonReport, SearchHasExactlyTheContractKeys) {
 }
 
 TEST(JsonReport, EstimateIsOneObject) {
-  const TuneRun run = RunTune(
+  const TuneRun run = RunTuneInProcess(
       "estimate --model 175b --gpus 1024 --tp 8 --pp 8 --vpp 3 --mbs 1 "
       "--gbs 1536 --sp --recompute full:block:2 --dist-opt --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -119,7 +120,7 @@ TEST(JsonReport, EstimateIsOneObject) {
 TEST(JsonReport, ConfigCarriesEtpAndTheUnevenLayout) {
   // DeepSeek-V2-Lite's 27 layers do not split evenly over pp 2: the search
   // ranks uneven layouts (first/last stage layers) and MoE plans with etp.
-  const TuneRun run = RunTune(
+  const TuneRun run = RunTuneInProcess(
       "--model deepseek-v2-lite --gpus 16 --gpu h100 --pp 2 --top 20 --json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const json out = json::parse(run.out);
@@ -146,8 +147,8 @@ TEST(JsonReport, TokenBudgetScalesDaysToTrain) {
   const std::string flags =
       "estimate --model 175b --gpus 1024 --tp 8 --pp 8 --sp "
       "--recompute selective --json --tokens ";
-  const json a = json::parse(RunTune(flags + "300B").out);
-  const json b = json::parse(RunTune(flags + "1.2T").out);
+  const json a = json::parse(RunTuneInProcess(flags + "300B").out);
+  const json b = json::parse(RunTuneInProcess(flags + "1.2T").out);
   EXPECT_NEAR(b["days_to_train"].get<double>(),
               4 * a["days_to_train"].get<double>(),
               1e-9 * b["days_to_train"].get<double>());
@@ -155,8 +156,8 @@ TEST(JsonReport, TokenBudgetScalesDaysToTrain) {
 
 TEST(YamlOut, RoundTripsThroughModelFile) {
   const std::string dir = MakeTempDir();
-  const TuneRun first =
-      RunTune("--model gpt3-1.3b --gpus 8 --out best.yaml --json --top 1", dir);
+  const TuneRun first = RunTuneInProcess(
+      "--model gpt3-1.3b --gpus 8 --out best.yaml --json --top 1", dir);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.err, "tune: wrote the best configuration to best.yaml\n");
   const std::string yaml = ReadFile(dir + "/best.yaml");
@@ -187,7 +188,7 @@ TEST(YamlOut, RoundTripsThroughModelFile) {
   }
   // The same search on the written model file gives the same answer.
   const TuneRun second =
-      RunTune("--model best.yaml --gpus 8 --json --top 1", dir);
+      RunTuneInProcess("--model best.yaml --gpus 8 --json --top 1", dir);
   ASSERT_EQ(second.exit_code, 0) << second.err;
   const json a = json::parse(first.out)["candidates"][0];
   const json b = json::parse(second.out)["candidates"][0];
@@ -198,15 +199,15 @@ TEST(YamlOut, RoundTripsThroughModelFile) {
 
 TEST(JsonReport, SearchOutputIsDeterministic) {
   const std::string args = "--model gpt3-13b --gpus 64 --json --top 20";
-  json a = json::parse(RunTune(args).out);
-  json b = json::parse(RunTune(args).out);
+  json a = json::parse(RunTuneInProcess(args).out);
+  json b = json::parse(RunTuneInProcess(args).out);
   a.erase("elapsed_s");
   b.erase("elapsed_s");
   EXPECT_EQ(a, b);
 }
 
 TEST(TableReport, GpusPerNodeOverrideAndTokenBudget) {
-  const TuneRun run = RunTune(
+  const TuneRun run = RunTuneInProcess(
       "--model 175b --gpus 1024 --gpus-per-node 4 --tokens 1.4T --top 1");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("1024 GPUs = 256 nodes x 4 GPUs per node"),
@@ -217,8 +218,8 @@ TEST(TableReport, GpusPerNodeOverrideAndTokenBudget) {
 }
 
 TEST(MegatronFormat, PrintsArgumentLinesForTheBest) {
-  const TuneRun run =
-      RunTune("--model llama3-8b --gpus 16 --gpu h100 --format megatron");
+  const TuneRun run = RunTuneInProcess(
+      "--model llama3-8b --gpus 16 --gpu h100 --format megatron");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("--num-layers 32 \\\n", 0), 0u) << run.out;
   EXPECT_NE(run.out.find("--group-query-attention \\\n"), std::string::npos);
