@@ -10,21 +10,21 @@
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/training_spec.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/megatron_args_parser.h"
 
 namespace meshtune::tuner {
 namespace {
 
 using testing::MakeTempDir;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 
 constexpr const char* kQwen =
     "estimate --model qwen3-30b-a3b --gpus 8 --gpu h100 --gbs 64 --tp 1 "
     "--pp 1 --ep 8 --mbs 1 --recompute none --dist-opt --json ";
 
 double HostLaunch_s(const std::string& flags) {
-  const auto run = RunTune(kQwen + flags);
+  const auto run = RunTuneInProcess(kQwen + flags);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   const auto j = nlohmann::json::parse(run.out);
   return j["time_s"]["host_launch"].get<double>();
@@ -47,7 +47,7 @@ TEST(CudaGraphFlags, GraphsShortenTheHostBoundSteps) {
 }
 
 TEST(CudaGraphFlags, TableNamesTheGraphs) {
-  const auto run = RunTune(
+  const auto run = RunTuneInProcess(
       "estimate --model qwen3-30b-a3b --gpus 8 --gpu h100 --ep 8 --mbs 1 "
       "--cuda-graph-impl transformer_engine --cuda-graph-scope attn");
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -60,26 +60,28 @@ TEST(CudaGraphFlags, TableNamesTheGraphs) {
 }
 
 TEST(CudaGraphFlags, BadValuesAreUsageErrors) {
-  const auto impl = RunTune(std::string(kQwen) + "--cuda-graph-impl te");
+  const auto impl =
+      RunTuneInProcess(std::string(kQwen) + "--cuda-graph-impl te");
   EXPECT_EQ(impl.exit_code, 2);
   EXPECT_EQ(impl.err,
             "tune: error: unknown --cuda-graph-impl 'te'\n"
             "tune: hint: use none, local or transformer_engine\n");
-  const auto scope = RunTune(std::string(kQwen) + "--cuda-graph-scope attn");
+  const auto scope =
+      RunTuneInProcess(std::string(kQwen) + "--cuda-graph-scope attn");
   EXPECT_EQ(scope.exit_code, 2);
   EXPECT_EQ(scope.err,
             "tune: error: --cuda-graph-scope attn has no effect with "
             "--cuda-graph-impl none\n"
             "tune: hint: add --cuda-graph-impl transformer_engine (or "
             "local)\n");
-  const auto full = RunTune(std::string(kQwen) +
-                            "--cuda-graph-impl transformer_engine "
-                            "--cuda-graph-scope full_iteration");
+  const auto full = RunTuneInProcess(std::string(kQwen) +
+                                     "--cuda-graph-impl transformer_engine "
+                                     "--cuda-graph-scope full_iteration");
   EXPECT_EQ(full.exit_code, 2);
   EXPECT_NE(full.err.find("full_iteration needs --cuda-graph-impl local"),
             std::string::npos);
-  const auto word = RunTune(std::string(kQwen) +
-                            "--cuda-graph-impl local --cuda-graph-scope mlpp");
+  const auto word = RunTuneInProcess(
+      std::string(kQwen) + "--cuda-graph-impl local --cuda-graph-scope mlpp");
   EXPECT_EQ(word.exit_code, 2);
   EXPECT_NE(word.err.find("unknown --cuda-graph-scope value 'mlpp'"),
             std::string::npos);
@@ -87,13 +89,14 @@ TEST(CudaGraphFlags, BadValuesAreUsageErrors) {
 
 TEST(CudaGraphFlags, StoredSearchExportsThem) {
   const std::string db = MakeTempDir() + "/graphs.db";
-  const auto search = RunTune(
+  const auto search = RunTuneInProcess(
       "search --model qwen3-30b-a3b --gpus 8 --gpu h100 --ep 8 --top 1 "
       "--cuda-graph-impl transformer_engine --cuda-graph-scope attn "
       "moe_router --db " +
       db);
   ASSERT_EQ(search.exit_code, 0) << search.err;
-  const auto run = RunTune("export --search 1 --format megatron --db " + db);
+  const auto run =
+      RunTuneInProcess("export --search 1 --format megatron --db " + db);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("--cuda-graph-impl transformer_engine"),
             std::string::npos)

@@ -10,7 +10,7 @@
 
 #include "engine/data/indexed_dataset.h"
 #include "engine/data/tokenizer.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -20,7 +20,7 @@ using engine::data::Gpt2BpeTokenizer;
 using engine::data::IndexedDataset;
 using engine::data::TokenDtype;
 using testing::MakeTempDir;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::TuneRun;
 using testing::WriteFile;
 
@@ -75,7 +75,7 @@ TEST(DataCommand, TextAndJsonlToIndexedDataset) {
             "{\"text\": \"first doc\", \"id\": 1}\n\n"
             "{\"text\": \"\"}\n"
             "{\"text\": \"caf\\u00e9\"}\n");
-  const TuneRun run = RunTune(
+  const TuneRun run = RunTuneInProcess(
       "data --input a.txt --input b.jsonl --output-prefix out --append-eod",
       dir);
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -93,8 +93,8 @@ TEST(DataCommand, TextAndJsonlToIndexedDataset) {
 
   // --json-key picks another field; without --append-eod no <eod>.
   WriteFile(dir + "/c.json", "{\"body\": \"xy\"}\n");
-  const TuneRun keyed =
-      RunTune("data --input c.json --json-key body --output-prefix c", dir);
+  const TuneRun keyed = RunTuneInProcess(
+      "data --input c.json --json-key body --output-prefix c", dir);
   EXPECT_EQ(keyed.exit_code, 0) << keyed.err;
   EXPECT_EQ(ReadBack(dir + "/c"),
             (std::vector<std::vector<int32_t>>{Bytes("xy", false)}));
@@ -113,7 +113,7 @@ TEST(DataCommand, Gpt2BpeWithVocabAndMerges) {
   WriteFile(dir + "/vocab.json", vocab.dump());
   WriteFile(dir + "/merges.txt", "#version: 0.2\nh i\n");
   WriteFile(dir + "/t.txt", "hi hi");
-  const TuneRun run = RunTune(
+  const TuneRun run = RunTuneInProcess(
       "data --input t.txt --vocab-file vocab.json --merge-file merges.txt "
       "--output-prefix bpe --append-eod",
       dir);
@@ -129,43 +129,44 @@ TEST(DataCommand, Gpt2BpeWithVocabAndMerges) {
 TEST(DataCommand, InputErrors) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
-  ExpectError(RunTune("data --input nope.txt --output-prefix o", dir), 2,
-              "--input: cannot open 'nope.txt'",
+  ExpectError(RunTuneInProcess("data --input nope.txt --output-prefix o", dir),
+              2, "--input: cannot open 'nope.txt'",
               "check the path and its permissions");
   WriteFile(dir + "/bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": oops}\n");
-  ExpectError(RunTune("data --input bad.jsonl --output-prefix o", dir), 2,
-              "bad.jsonl:2: malformed JSON at column 10",
+  ExpectError(RunTuneInProcess("data --input bad.jsonl --output-prefix o", dir),
+              2, "bad.jsonl:2: malformed JSON at column 10",
               "every line of a .json/.jsonl input must be one JSON object, "
               "e.g. {\"text\": \"...\"}");
   WriteFile(dir + "/key.jsonl", "{\"text\": \"ok\"}\n{\"body\": \"x\"}\n");
-  ExpectError(RunTune("data --input key.jsonl --output-prefix o", dir), 2,
-              "key.jsonl:2: no key 'text' in the JSON object",
+  ExpectError(RunTuneInProcess("data --input key.jsonl --output-prefix o", dir),
+              2, "key.jsonl:2: no key 'text' in the JSON object",
               "--json-key names the field that holds the document text (now "
               "'text')");
   WriteFile(dir + "/arr.jsonl", "[1, 2]\n");
-  ExpectError(RunTune("data --input arr.jsonl --output-prefix o", dir), 2,
-              "arr.jsonl:1: expected a JSON object, got array",
+  ExpectError(RunTuneInProcess("data --input arr.jsonl --output-prefix o", dir),
+              2, "arr.jsonl:1: expected a JSON object, got array",
               "every line of a .json/.jsonl input must be one JSON object, "
               "e.g. {\"text\": \"...\"}");
   WriteFile(dir + "/a.txt", "text");
-  ExpectError(
-      RunTune("data --input a.txt --output-prefix o --vocab-file v", dir), 2,
-      "--vocab-file needs --merge-file",
-      "give both for GPT-2 BPE, or neither for byte-level tokens");
-  ExpectError(RunTune("data --input a.txt --output-prefix o.bin", dir), 2,
+  ExpectError(RunTuneInProcess(
+                  "data --input a.txt --output-prefix o --vocab-file v", dir),
+              2, "--vocab-file needs --merge-file",
+              "give both for GPT-2 BPE, or neither for byte-level tokens");
+  ExpectError(RunTuneInProcess("data --input a.txt --output-prefix o.bin", dir),
+              2,
               "--output-prefix: 'o.bin' ends in .bin or .idx, but names the "
               "pair",
               "give the prefix alone, e.g. --output-prefix data/web for "
               "data/web.bin and data/web.idx");
   WriteFile(dir + "/empty.txt", "");
-  ExpectError(RunTune("data --input empty.txt --output-prefix o", dir), 2,
-              "the inputs hold no text: no document to write",
+  ExpectError(RunTuneInProcess("data --input empty.txt --output-prefix o", dir),
+              2, "the inputs hold no text: no document to write",
               "give --input files with text in them");
   // Nothing was left behind by any failed run.
   for (const char* f : {"o.bin", "o.idx", "o.bin.tmp", "o.idx.tmp"}) {
     EXPECT_FALSE(Exists(dir + "/" + f)) << f;
   }
-  const TuneRun missing = RunTune("data --input a.txt", dir);
+  const TuneRun missing = RunTuneInProcess("data --input a.txt", dir);
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("--output-prefix is required"), std::string::npos)
       << missing.err;
@@ -175,16 +176,17 @@ TEST(DataCommand, UnwritableOutputIsRuntimeError) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
   WriteFile(dir + "/a.txt", "text");
-  ExpectError(RunTune("data --input a.txt --output-prefix no/such/dir/o", dir),
-              1,
-              "no/such/dir/o.bin.tmp: cannot create (No such file or "
-              "directory)",
-              "check that the directory of the output prefix exists and is "
-              "writable");
+  ExpectError(
+      RunTuneInProcess("data --input a.txt --output-prefix no/such/dir/o", dir),
+      1,
+      "no/such/dir/o.bin.tmp: cannot create (No such file or "
+      "directory)",
+      "check that the directory of the output prefix exists and is "
+      "writable");
 }
 
 TEST(DataCommand, HelpShowsExamples) {
-  const TuneRun run = RunTune("data --help");
+  const TuneRun run = RunTuneInProcess("data --help");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("--output-prefix"), std::string::npos);
   EXPECT_NE(run.out.find("Examples:\n  tune data --input notes.txt"),

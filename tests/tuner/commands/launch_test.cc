@@ -14,7 +14,7 @@
 #include <string>
 
 #include "search_spaces/presets.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/train_config_yaml.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/megatron_args_parser.h"
@@ -24,7 +24,7 @@ namespace {
 
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::WriteFile;
 
 constexpr const char* k175b = "--model 175b --gpus 1024 --gpu a100-80g --no-db";
@@ -74,7 +74,7 @@ std::string MegatronArray(const std::string& script) {
 }
 
 std::string LaunchScript(const std::string& args) {
-  const auto run = RunTune("launch " + args);
+  const auto run = RunTuneInProcess("launch " + args);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   return run.out;
 }
@@ -112,7 +112,7 @@ TEST(LaunchMegatron, ArgumentsParseBackToTheSearchedConfig) {
   ASSERT_TRUE(from_script.ok()) << from_script.status().message();
 
   const auto search =
-      RunTune(std::string("search ") + k175b + " --format megatron");
+      RunTuneInProcess(std::string("search ") + k175b + " --format megatron");
   ASSERT_EQ(search.exit_code, 0) << search.err;
   auto from_search = ParseMegatronArgs(search.out, 1024);
   ASSERT_TRUE(from_search.ok()) << from_search.status().message();
@@ -170,8 +170,8 @@ TEST(LaunchMegatron, RankTwoIsADifferentConfig) {
 
 TEST(LaunchOut, WritesAnExecutableScriptAndItsConfig) {
   const std::string dir = MakeTempDir();
-  const auto run =
-      RunTune(std::string("launch ") + kTiny + " --out " + dir + "/job.sh");
+  const auto run = RunTuneInProcess(std::string("launch ") + kTiny + " --out " +
+                                    dir + "/job.sh");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(run.out.empty()) << run.out;
   EXPECT_NE(run.err.find("wrote the SLURM script to " + dir + "/job.sh"),
@@ -194,8 +194,8 @@ TEST(LaunchOut, WritesAnExecutableScriptAndItsConfig) {
 
 TEST(LaunchOut, DryRunWritesNothing) {
   const std::string dir = MakeTempDir();
-  const auto run = RunTune(std::string("launch ") + kTiny + " --out " + dir +
-                           "/job.sh --dry-run");
+  const auto run = RunTuneInProcess(std::string("launch ") + kTiny + " --out " +
+                                    dir + "/job.sh --dry-run");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("#!/bin/bash\n"), std::string::npos);
   EXPECT_TRUE(ReadFile(dir + "/job.sh").empty());
@@ -204,7 +204,7 @@ TEST(LaunchOut, DryRunWritesNothing) {
 
 void ExpectUsageError(const std::string& args, const std::string& message,
                       const std::string& hint) {
-  const auto run = RunTune("launch " + args);
+  const auto run = RunTuneInProcess("launch " + args);
   EXPECT_EQ(run.exit_code, 2) << run.err;
   EXPECT_EQ(run.err,
             "tune: error: " + message + "\ntune: hint: " + hint + "\n");
