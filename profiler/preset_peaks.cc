@@ -1,6 +1,6 @@
 #include "profiler/preset_peaks.h"
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::profiler {
 

@@ -19,7 +19,7 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {

@@ -52,7 +52,7 @@
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 #include "search_spaces/model_spec.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/engine/engine_test_util.h"
 
 namespace meshtune::engine {

@@ -7,7 +7,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/model_options.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/costmodel/test_specs.h"
 
 namespace meshtune::costmodel {

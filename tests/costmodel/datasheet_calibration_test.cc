@@ -8,7 +8,7 @@
 #include <string>
 
 #include "costmodel/model_options.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::costmodel {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "costmodel/cost_model.h"
 #include "costmodel/datasheet_calibration.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/costmodel/test_specs.h"
 
 namespace meshtune::costmodel {

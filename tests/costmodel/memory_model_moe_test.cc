@@ -16,7 +16,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/memory_model.h"
 #include "search_spaces/pipeline_schedule.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/training_spec.h"
 #include "tests/costmodel/test_specs.h"
 

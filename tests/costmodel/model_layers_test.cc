@@ -13,7 +13,7 @@
 #include "costmodel/memory_model.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/pipeline_schedule.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::costmodel {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "costmodel/model_stats.h"
 #include "search_spaces/model_spec.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::costmodel {
 namespace {

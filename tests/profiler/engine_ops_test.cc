@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "profiler/report.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::profiler {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {

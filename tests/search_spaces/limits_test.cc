@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "search_spaces/enumerate.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
+#include "search_spaces/space/enumerate.h"
 
 namespace meshtune::search_spaces {
 namespace {

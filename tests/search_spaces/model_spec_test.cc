@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/file_faults.h"
 
 namespace meshtune::search_spaces {

@@ -16,7 +16,7 @@
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/pipeline_layout.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/training_spec.h"
 
 namespace meshtune::tuner::testing {

@@ -10,7 +10,7 @@
 
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/machine/calibration_source.h"
 
 namespace meshtune::tuner {

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "costmodel/datasheet_calibration.h"
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {

@@ -12,9 +12,9 @@
 #include "costmodel/compute_model.h"
 #include "costmodel/cost_model.h"
 #include "costmodel/model_options.h"
-#include "search_spaces/enumerate.h"
 #include "search_spaces/limits.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
+#include "search_spaces/space/enumerate.h"
 #include "search_spaces/yaml_util.h"
 #include "tuner/interop/megatron_args_parser.h"
 

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "costmodel/model_stats.h"
-#include "search_spaces/enumerate.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
+#include "search_spaces/space/enumerate.h"
 
 namespace meshtune::tuner {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "costmodel/cost_model.h"
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/compare_config.h"
 #include "tuner/inputs/inputs.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "costmodel/cost_model.h"
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "results/store.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/megatron_args.h"

@@ -24,7 +24,7 @@
 #include <string>
 
 #include "costmodel/cost_model.h"
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/config_file_inputs.h"

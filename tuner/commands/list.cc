@@ -7,7 +7,7 @@
 #include <string>
 
 #include "costmodel/model_stats.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/machine/calibration_source.h"

@@ -20,7 +20,7 @@
 #include "profiler/stats.h"
 #include "profiler/sweep.h"
 #include "results/store.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/machine/mpi_bench_note.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "search_spaces/limits.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/yaml_util.h"
 #include "tuner/inputs/local_cluster.h"
 

@@ -17,7 +17,7 @@
 #include "search_spaces/limits.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 #include "search_spaces/status.h"
 #include "search_spaces/training_spec.h"
 

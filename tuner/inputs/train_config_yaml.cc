@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "search_spaces/cuda_graphs.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/yaml_util.h"
 
 namespace meshtune::tuner {
@@ -290,7 +290,7 @@ StatusOr<TrainFileConfig> ParseTrainConfigYaml(const std::string& text,
   TrainFileConfig file;
   if (IsSet(*root, "model")) {
     // The model parser reads the model: section of a --out file itself
-    // (search_spaces/model_yaml.cc), including `model: <preset>`.
+    // (search_spaces/presets/model_yaml.cc), including `model: <preset>`.
     StatusOr<search_spaces::ModelSpec> model =
         search_spaces::ParseModelYaml(text, source);
     if (!model.ok()) return model.status();

@@ -9,7 +9,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/collective.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/machine/learned_factors.h"
 #include "tuner/store/results_db.h"

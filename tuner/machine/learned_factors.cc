@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "costmodel/cost_model.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/inputs/inputs.h"
 
 namespace meshtune::tuner {

@@ -1,7 +1,7 @@
 #include "tuner/machine/local_gpu.h"
 
 #include "engine/backends/registry.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::tuner {
 

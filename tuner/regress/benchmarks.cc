@@ -14,7 +14,7 @@
 #include "engine/data/synthetic_dataset.h"
 #include "engine/trainer.h"
 #include "profiler/cpu_backend.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/machine/calibration_source.h"
 
 #ifdef _OPENMP

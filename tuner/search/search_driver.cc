@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "costmodel/cost_model.h"
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 #include "tuner/search/ranking.h"
 
 namespace meshtune::tuner {

@@ -15,7 +15,7 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 #include "search_spaces/status.h"
 #include "search_spaces/training_spec.h"
 

@@ -19,7 +19,7 @@
 #include "engine/checkpoint.h"
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/train_config_yaml.h"
 #include "tuner/store/results_db.h"

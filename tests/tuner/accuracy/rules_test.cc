@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::tuner {
 namespace {

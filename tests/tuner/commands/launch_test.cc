@@ -13,7 +13,7 @@
 #include <regex>
 #include <string>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/train_config_yaml.h"
 #include "tuner/interop/launch_script.h"

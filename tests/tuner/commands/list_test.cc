@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {

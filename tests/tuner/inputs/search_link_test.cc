@@ -16,7 +16,7 @@
 
 #include "costmodel/estimate.h"
 #include "costmodel/model_stats.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/seeded_searches.h"
 #include "tuner/inputs/inputs.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "costmodel/estimate.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/render/report_yaml.h"

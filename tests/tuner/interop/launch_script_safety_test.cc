@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/run_tune.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/commands/cli.h"

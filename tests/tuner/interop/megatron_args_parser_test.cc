@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "search_spaces/pipeline_layout.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/export_round_trip.h"
 #include "tuner/interop/megatron_args.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tests/tuner/export_round_trip.h"
 
 namespace meshtune::tuner {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/inputs/local_cluster.h"
 
 namespace meshtune::tuner {

@@ -68,8 +68,8 @@
 // stage (block with all layers equals uniform 1 and is not repeated);
 // dist_opt {false, true} when dp·cp > 1 else {false}. Pins replace a domain
 // (sorted, duplicates dropped) and are checked by the same rules.
-#ifndef MESHTUNE_SEARCH_SPACES_ENUMERATE_H_
-#define MESHTUNE_SEARCH_SPACES_ENUMERATE_H_
+#ifndef MESHTUNE_SEARCH_SPACES_SPACE_ENUMERATE_H_
+#define MESHTUNE_SEARCH_SPACES_SPACE_ENUMERATE_H_
 
 #include <cstdint>
 #include <map>
@@ -79,7 +79,7 @@
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
 #include "search_spaces/parallel_config.h"
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 #include "search_spaces/training_spec.h"
 
 namespace meshtune::search_spaces {
@@ -112,4 +112,4 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
 
 }  // namespace meshtune::search_spaces
 
-#endif  // MESHTUNE_SEARCH_SPACES_ENUMERATE_H_
+#endif  // MESHTUNE_SEARCH_SPACES_SPACE_ENUMERATE_H_

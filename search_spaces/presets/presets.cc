@@ -1,6 +1,6 @@
 // Built-in presets (parsed once from the embedded YAML files) and name/path
 // resolution with "did you mean" hints.
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 #include <algorithm>
 #include <cctype>

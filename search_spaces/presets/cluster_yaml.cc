@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "search_spaces/limits.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/spec_validation.h"
 #include "search_spaces/yaml_util.h"
 

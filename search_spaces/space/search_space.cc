@@ -1,4 +1,4 @@
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 
 #include <algorithm>
 

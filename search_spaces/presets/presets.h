@@ -5,15 +5,15 @@
 // Names match case-insensitively, through aliases; an argument that names an
 // existing file (or ends in .yaml/.yml) is read as a user file instead.
 // Errors carry `file:line: message` and a hint.
-#ifndef MESHTUNE_SEARCH_SPACES_PRESETS_H_
-#define MESHTUNE_SEARCH_SPACES_PRESETS_H_
+#ifndef MESHTUNE_SEARCH_SPACES_PRESETS_PRESETS_H_
+#define MESHTUNE_SEARCH_SPACES_PRESETS_PRESETS_H_
 
 #include <string>
 #include <vector>
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::search_spaces {
@@ -50,4 +50,4 @@ StatusOr<SearchSpace> ParseSearchSpaceYaml(const std::string& text,
 
 }  // namespace meshtune::search_spaces
 
-#endif  // MESHTUNE_SEARCH_SPACES_PRESETS_H_
+#endif  // MESHTUNE_SEARCH_SPACES_PRESETS_PRESETS_H_

@@ -29,7 +29,7 @@
 // where it can be decided; CheckConfig applies the same checks in the same
 // order, so a pinned configuration is pruned under the same code that
 // CheckConfig returns for it.
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 
 #include <algorithm>
 #include <array>

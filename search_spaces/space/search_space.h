@@ -3,8 +3,8 @@
 // An empty list means "every value the rules allow". Filled from command-line
 // pins (`--tp 8`, `--pp 4,8,16`, `--recompute selective`) and/or a search
 // space YAML file (search_spaces/spaces/*.yaml, keys with Megatron names).
-#ifndef MESHTUNE_SEARCH_SPACES_SEARCH_SPACE_H_
-#define MESHTUNE_SEARCH_SPACES_SEARCH_SPACE_H_
+#ifndef MESHTUNE_SEARCH_SPACES_SPACE_SEARCH_SPACE_H_
+#define MESHTUNE_SEARCH_SPACES_SPACE_SEARCH_SPACE_H_
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ struct SearchSpace {
 
 }  // namespace meshtune::search_spaces
 
-#endif  // MESHTUNE_SEARCH_SPACES_SEARCH_SPACE_H_
+#endif  // MESHTUNE_SEARCH_SPACES_SPACE_SEARCH_SPACE_H_

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "search_spaces/model_spec.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "search_spaces/limits.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 #include "search_spaces/yaml_util.h"
 
 namespace meshtune::search_spaces {
@@ -115,7 +115,7 @@ StatusOr<SearchSpace> ParseSearchSpaceYaml(const std::string& text,
   MESHTUNE_RETURN_IF_ERROR(r.IntList("expert_model_parallel_size", 1,
                                      limits::kParallelSize, &space.ep));
   // MoE models only; a dense model keeps etp = tp whatever is pinned
-  // (search_spaces/enumerate.cc).
+  // (search_spaces/space/enumerate.cc).
   MESHTUNE_RETURN_IF_ERROR(r.IntList("expert_tensor_parallel_size", 1,
                                      limits::kParallelSize, &space.etp));
   MESHTUNE_RETURN_IF_ERROR(

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "search_spaces/cluster_spec.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {

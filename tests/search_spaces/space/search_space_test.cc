@@ -1,11 +1,11 @@
 // SearchSpace::Merge and the search-space YAML parser.
-#include "search_spaces/search_space.h"
+#include "search_spaces/space/search_space.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {

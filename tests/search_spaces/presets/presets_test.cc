@@ -1,7 +1,7 @@
 // Built-in presets: every file parses and validates, names and aliases
 // resolve, numbers agree with the published calibration table, unknown names
 // get suggestions, and `model:`-section files round-trip.
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // Tests for EnumerateConfigs and CheckConfig: each Megatron rule on its own,
 // pins, a hand-counted space, and properties over many (model, GPU count)
 // pairs. Specs are built in code (no presets).
-#include "search_spaces/enumerate.h"
+#include "search_spaces/space/enumerate.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "search_spaces/embedded_file.h"
-#include "search_spaces/enumerate.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
+#include "search_spaces/space/enumerate.h"
 #include "tests/fuzz_mutator.h"
 
 namespace meshtune::search_spaces {

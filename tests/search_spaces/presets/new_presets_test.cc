@@ -13,7 +13,7 @@
 
 #include "search_spaces/embedded_file.h"
 #include "search_spaces/model_spec.h"
-#include "search_spaces/presets.h"
+#include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
 namespace {
