@@ -35,13 +35,23 @@ inline InProcessRun Tune(const std::vector<std::string>& args) {
 
 // RunTune (run_tune.h) without the binary: `args` in the same shell syntax
 // (quotes; no variables or redirections), run in this process with TUNE_DB
-// set to TestDbPath() and, when `cwd` is given, in that directory; both are
-// restored afterwards. For the tests of one folder's output, where the exit
-// code and the streams are all that is checked; signals, mpirun and the
+// set to TestDbPath() (or, as RunTune's `env`, to the value of a
+// "TUNE_DB=VALUE" assignment) and, when `cwd` is given, in that directory;
+// both are restored afterwards. For the tests of one folder's output, where the
+// exit code and the streams are all that is checked; signals, mpirun and the
 // process's own streams still need the binary.
 inline TuneRun RunTuneInProcess(const std::string& args,
-                                const std::string& cwd = "") {
+                                const std::string& cwd = "",
+                                const std::string& env = "") {
   TuneRun run;
+  std::string db = TestDbPath();
+  if (!env.empty()) {
+    if (env.rfind("TUNE_DB=", 0) != 0) {
+      run.err = "RunTuneInProcess sets only TUNE_DB, not: " + env;
+      return run;
+    }
+    db = env.substr(8);
+  }
   auto words = ::meshtune::tuner::SplitShellWords(args, "the test's arguments");
   if (!words.ok()) {
     run.err = words.status().message();
@@ -49,7 +59,7 @@ inline TuneRun RunTuneInProcess(const std::string& args,
   }
   const char* old_db = std::getenv("TUNE_DB");
   const std::string saved_db = old_db != nullptr ? old_db : "";
-  setenv("TUNE_DB", TestDbPath().c_str(), 1);
+  setenv("TUNE_DB", db.c_str(), 1);
   char old_cwd[4096];
   const bool moved = !cwd.empty() && getcwd(old_cwd, sizeof(old_cwd)) &&
                      chdir(cwd.c_str()) == 0;

@@ -6,14 +6,14 @@
 #include <string>
 
 #include "results/store.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {
 namespace {
 
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::TuneRun;
 using testing::WriteFile;
 
@@ -66,24 +66,27 @@ std::string SeedMeasurements(const std::string& dir) {
 TEST(DbCommandTest, SearchRecordsItsTopCandidatesWithPredictions) {
   const std::string dir = MakeTempDir();
   const std::string db = dir + "/runs.db";
-  TuneRun run = RunTune(std::string(kSearch) + " --json --db '" + db + "'");
+  TuneRun run =
+      RunTuneInProcess(std::string(kSearch) + " --json --db '" + db + "'");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "");
-  TuneRun csv =
-      RunTune("db export --table candidates --csv - --db '" + db + "'");
+  TuneRun csv = RunTuneInProcess("db export --table candidates --csv - --db '" +
+                                 db + "'");
   ASSERT_EQ(csv.exit_code, 0) << csv.err;
   EXPECT_EQ(CountLines(csv.out), 1 + 3);  // header + --top 3
   EXPECT_EQ(csv.out.rfind("id,search_id,rank,tp,pp,vpp,cp,dp,ep,sp,mbs,", 0),
             0u);
   EXPECT_NE(csv.out.find(",datasheet,"), std::string::npos);
   TuneRun searches =
-      RunTune("db export --table searches --csv - --db '" + db + "'");
+      RunTuneInProcess("db export --table searches --csv - --db '" + db + "'");
   EXPECT_NE(searches.out.find("\n1,gpt3-1.3b,a100-80g,8,8,"), std::string::npos)
       << searches.out;
   EXPECT_NE(searches.out.find("tune search --model gpt3-1.3b --gpus 8"),
             std::string::npos);
   // A second search appends; nothing is overwritten.
-  ASSERT_EQ(RunTune(std::string(kSearch) + " --db '" + db + "'").exit_code, 0);
+  ASSERT_EQ(
+      RunTuneInProcess(std::string(kSearch) + " --db '" + db + "'").exit_code,
+      0);
   auto store = results::Store::Open(db);
   ASSERT_TRUE(store.ok());
   EXPECT_EQ((*store)->ListSearches()->size(), 2u);
@@ -92,13 +95,14 @@ TEST(DbCommandTest, SearchRecordsItsTopCandidatesWithPredictions) {
 
 TEST(DbCommandTest, DefaultIsTuneDbInTheWorkingDirectoryOrTuneDbEnv) {
   const std::string dir = MakeTempDir();
-  ASSERT_EQ(RunTune(kSearch, dir, "TUNE_DB=").exit_code, 0);
+  ASSERT_EQ(RunTuneInProcess(kSearch, dir, "TUNE_DB=").exit_code, 0);
   EXPECT_TRUE(Exists(dir + "/tune.db"));
-  ASSERT_EQ(RunTune(kSearch, dir, "TUNE_DB=env.db").exit_code, 0);
+  ASSERT_EQ(RunTuneInProcess(kSearch, dir, "TUNE_DB=env.db").exit_code, 0);
   EXPECT_TRUE(Exists(dir + "/env.db"));
   const std::string quiet = MakeTempDir();
   ASSERT_EQ(
-      RunTune(std::string(kSearch) + " --no-db", quiet, "TUNE_DB=").exit_code,
+      RunTuneInProcess(std::string(kSearch) + " --no-db", quiet, "TUNE_DB=")
+          .exit_code,
       0);
   EXPECT_FALSE(Exists(quiet + "/tune.db"));
 }
@@ -106,7 +110,7 @@ TEST(DbCommandTest, DefaultIsTuneDbInTheWorkingDirectoryOrTuneDbEnv) {
 TEST(DbCommandTest, ExplicitBadDbIsAnInputErrorBeforeAnyOutput) {
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/notes.db", "just text\n");
-  TuneRun run = RunTune(std::string(kSearch) + " --db notes.db", dir);
+  TuneRun run = RunTuneInProcess(std::string(kSearch) + " --db notes.db", dir);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
@@ -115,7 +119,8 @@ TEST(DbCommandTest, ExplicitBadDbIsAnInputErrorBeforeAnyOutput) {
             "tune: hint: pass --db with a meshtune results database or a new "
             "file name\n");
   EXPECT_EQ(ReadFile(dir + "/notes.db"), "just text\n");
-  TuneRun both = RunTune(std::string(kSearch) + " --db x.db --no-db", dir);
+  TuneRun both =
+      RunTuneInProcess(std::string(kSearch) + " --db x.db --no-db", dir);
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_EQ(both.err,
             "tune: error: --db and --no-db contradict each other\n"
@@ -125,7 +130,7 @@ TEST(DbCommandTest, ExplicitBadDbIsAnInputErrorBeforeAnyOutput) {
 TEST(DbCommandTest, ImplicitBadDbOnlyWarns) {
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/tune.db", "just text\n");
-  TuneRun run = RunTune(kSearch, dir, "TUNE_DB=");
+  TuneRun run = RunTuneInProcess(kSearch, dir, "TUNE_DB=");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("evaluated"), std::string::npos);
   EXPECT_EQ(run.err,
@@ -149,17 +154,17 @@ TEST(DbCommandTest, TwoTuneProcessesWritingAtOnceBothSucceed) {
 TEST(DbCommandTest, ListsHardwareAndMeasurements) {
   const std::string dir = MakeTempDir();
   const std::string db = SeedMeasurements(dir);
-  TuneRun hw = RunTune("db hardware --db '" + db + "'");
+  TuneRun hw = RunTuneInProcess("db hardware --db '" + db + "'");
   ASSERT_EQ(hw.exit_code, 0) << hw.err;
   EXPECT_EQ(hw.out,
             "id                    backend  cpu_model  cpu_cores  memory_gib  "
             "gpu_model  gpu_count  driver  libraries\n"
             "cpu-00000000000000aa  cpu      Test CPU           4        16.0  "
             "-                  0  -       eigen=3.4.0\n");
-  TuneRun all = RunTune("db measurements --db '" + db + "'");
+  TuneRun all = RunTuneInProcess("db measurements --db '" + db + "'");
   ASSERT_EQ(all.exit_code, 0) << all.err;
   EXPECT_EQ(CountLines(all.out), 3);
-  TuneRun gemm = RunTune(
+  TuneRun gemm = RunTuneInProcess(
       "db measurements --op gemm --hardware "
       "cpu-00000000000000aa --db '" +
       db + "'");
@@ -169,7 +174,8 @@ TEST(DbCommandTest, ListsHardwareAndMeasurements) {
             "nodes  samples  median_us  min_us  p99_us     cv  timer\n"
             "cpu-00000000000000aa  gemm  fp32   512x256x128      -      1  "
             "    1       10     150.00  125.00  200.00  0.050  steady_clock\n");
-  TuneRun none = RunTune("db measurements --op all_reduce --db '" + db + "'");
+  TuneRun none =
+      RunTuneInProcess("db measurements --op all_reduce --db '" + db + "'");
   EXPECT_EQ(none.exit_code, 0);
   EXPECT_EQ(none.out, "");
   EXPECT_EQ(none.err, "tune: no measurements match in " + db +
@@ -179,8 +185,8 @@ TEST(DbCommandTest, ListsHardwareAndMeasurements) {
 TEST(DbCommandTest, ExportsCsvToAFile) {
   const std::string dir = MakeTempDir();
   const std::string db = SeedMeasurements(dir);
-  TuneRun run = RunTune("db export --table measurements --csv '" + dir +
-                        "/m.csv' --db '" + db + "'");
+  TuneRun run = RunTuneInProcess("db export --table measurements --csv '" +
+                                 dir + "/m.csv' --db '" + db + "'");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string csv = ReadFile(dir + "/m.csv");
   EXPECT_EQ(CountLines(csv), 3);
@@ -216,11 +222,12 @@ TEST(DbCommandTest, EngineKernelRowsShowTheirShape) {
             .ok());
   }
   TuneRun elem =
-      RunTune("db measurements --op elem:gelu:bwd --db '" + db + "'");
+      RunTuneInProcess("db measurements --op elem:gelu:bwd --db '" + db + "'");
   ASSERT_EQ(elem.exit_code, 0) << elem.err;
   EXPECT_EQ(CountLines(elem.out), 2);
   EXPECT_NE(elem.out.find(" 65536 "), std::string::npos) << elem.out;
-  TuneRun attn = RunTune("db measurements --op attn:fwd --db '" + db + "'");
+  TuneRun attn =
+      RunTuneInProcess("db measurements --op attn:fwd --db '" + db + "'");
   ASSERT_EQ(attn.exit_code, 0) << attn.err;
   EXPECT_NE(attn.out.find("2x128x64"), std::string::npos) << attn.out;
 }
@@ -228,7 +235,7 @@ TEST(DbCommandTest, EngineKernelRowsShowTheirShape) {
 TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
   const std::string dir = MakeTempDir();
   const std::string db = SeedMeasurements(dir);
-  TuneRun op = RunTune("db measurements --op gemmm --db '" + db + "'");
+  TuneRun op = RunTuneInProcess("db measurements --op gemmm --db '" + db + "'");
   EXPECT_EQ(op.exit_code, 2);
   EXPECT_EQ(op.err,
             "tune: error: --op: unknown op 'gemmm'\n"
@@ -238,15 +245,18 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
             "residual_add, gelu, swiglu, rope, cross_entropy, embedding, "
             "cross_entropy_native, cross_entropy_te)\n");
   // An elementwise kernel the cost model does not know is not an op.
-  EXPECT_EQ(RunTune("db measurements --op elem:softmax:fwd --db '" + db + "'")
+  EXPECT_EQ(RunTuneInProcess("db measurements --op elem:softmax:fwd --db '" +
+                             db + "'")
                 .exit_code,
             2);
-  TuneRun hw = RunTune("db measurements --hardware cpu-1 --db '" + db + "'");
+  TuneRun hw =
+      RunTuneInProcess("db measurements --hardware cpu-1 --db '" + db + "'");
   EXPECT_EQ(hw.exit_code, 2);
   EXPECT_EQ(hw.err, "tune: error: --hardware: no machine 'cpu-1' in " + db +
                         "\ntune: hint: list the stored machines with 'tune "
                         "db hardware'\n");
-  TuneRun table = RunTune("db export --table runs --csv - --db '" + db + "'");
+  TuneRun table =
+      RunTuneInProcess("db export --table runs --csv - --db '" + db + "'");
   EXPECT_EQ(table.exit_code, 2);
   EXPECT_EQ(table.err,
             "tune: error: --table: unknown table 'runs'\n"
@@ -254,14 +264,14 @@ TEST(DbCommandTest, InputAndIoErrorsHaveExactMessagesAndExitCodes) {
             "candidates, training_runs, predicted_vs_measured, "
             "regress_results, regress_baselines, validations, "
             "validation_runs, fitted_factors\n");
-  TuneRun missing = RunTune("db hardware", dir, "TUNE_DB=");
+  TuneRun missing = RunTuneInProcess("db hardware", dir, "TUNE_DB=");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err,
             "tune: error: tune.db: no such results database\n"
             "tune: hint: run 'tune search' or 'tune profile' first, or pass "
             "--db PATH\n");
   EXPECT_FALSE(Exists(dir + "/tune.db"));  // reading never creates
-  TuneRun unwritable = RunTune(
+  TuneRun unwritable = RunTuneInProcess(
       "db export --table hardware --csv "
       "/nonexistent/dir/h.csv --db '" +
       db + "'");
@@ -285,7 +295,7 @@ TEST(DbCommandTest, NewerSchemaIsRefusedWithBothVersions) {
     ASSERT_TRUE(results::Store::Open(db, options).ok());
   }
   const std::string before = ReadFile(db);
-  TuneRun run = RunTune("db hardware --db '" + db + "'");
+  TuneRun run = RunTuneInProcess("db hardware --db '" + db + "'");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err, "tune: error: " + db +
                          ": results database schema version " +
@@ -295,7 +305,8 @@ TEST(DbCommandTest, NewerSchemaIsRefusedWithBothVersions) {
                          "\n"
                          "tune: hint: use a newer tune, or pass --db with "
                          "another file\n");
-  TuneRun search = RunTune(std::string(kSearch) + " --db '" + db + "'");
+  TuneRun search =
+      RunTuneInProcess(std::string(kSearch) + " --db '" + db + "'");
   EXPECT_EQ(search.exit_code, 2);
   EXPECT_EQ(ReadFile(db), before);
 }

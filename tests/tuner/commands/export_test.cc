@@ -6,7 +6,7 @@
 #include <string>
 
 #include "results/store.h"
-#include "tests/tuner/run_tune.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/megatron_args_parser.h"
 #include "tuner/interop/nemo_overrides.h"
 
@@ -14,7 +14,7 @@ namespace meshtune::tuner {
 namespace {
 
 using testing::MakeTempDir;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 using testing::TuneRun;
 
 // A database with one search (id 1) of gpt3-1.3b on 8 GPUs, 3 candidates.
@@ -22,8 +22,8 @@ class ExportCommandTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     db_ = new std::string(MakeTempDir() + "/export.db");
-    const TuneRun run =
-        RunTune("search --model gpt3-1.3b --gpus 8 --top 3 --db " + *db_);
+    const TuneRun run = RunTuneInProcess(
+        "search --model gpt3-1.3b --gpus 8 --top 3 --db " + *db_);
     ASSERT_EQ(run.exit_code, 0) << run.err;
   }
   static void TearDownTestSuite() {
@@ -44,7 +44,7 @@ class ExportCommandTest : public ::testing::Test {
   }
 
   static TuneRun Export(const std::string& args) {
-    return RunTune("export " + args + " --db " + *db_);
+    return RunTuneInProcess("export " + args + " --db " + *db_);
   }
 
   static std::string* db_;
@@ -86,8 +86,8 @@ TEST_F(ExportCommandTest, NemoOverridesParseBackAndRankDefaultsToOne) {
 }
 
 TEST_F(ExportCommandTest, ReadsTheDatabaseFromTuneDb) {
-  const TuneRun run =
-      RunTune("export --search 1 --format megatron", "", "TUNE_DB=" + *db_);
+  const TuneRun run = RunTuneInProcess("export --search 1 --format megatron",
+                                       "", "TUNE_DB=" + *db_);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("--num-layers 24 \\\n"), std::string::npos);
 }
@@ -96,13 +96,14 @@ TEST_F(ExportCommandTest, ReadsTheDatabaseFromTuneDb) {
 // line.
 TEST(ExportCommand, KeepsTheSearchsFp8Switches) {
   const std::string db = MakeTempDir() + "/fp8.db";
-  const TuneRun search = RunTune(
+  const TuneRun search = RunTuneInProcess(
       "search --model gpt3-1.3b --gpus 8 --gpu h100 --precision fp8 "
       "--fp8-param-gather --grad-reduce-in-bf16 --fp8-dot-product-attention "
       "--top 1 --db " +
       db);
   ASSERT_EQ(search.exit_code, 0) << search.err;
-  const TuneRun run = RunTune("export --search 1 --format megatron --db " + db);
+  const TuneRun run =
+      RunTuneInProcess("export --search 1 --format megatron --db " + db);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   auto parsed = ParseMegatronArgs(run.out, 8);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
@@ -155,7 +156,7 @@ TEST_F(ExportCommandTest, BadRankAndMissingFormat) {
 }
 
 TEST_F(ExportCommandTest, HelpHasExamples) {
-  const TuneRun run = RunTune("export --help");
+  const TuneRun run = RunTuneInProcess("export --help");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("tune export --search 3 --rank 2 --format nemo"),
             std::string::npos)
@@ -183,7 +184,8 @@ TEST(ExportCommand, ModelThatNoLongerResolves) {
     c.config.dp = 8;
     ASSERT_TRUE((*store)->PutSearch(s, {c}, {"0.1.0", "abc", 1700000000}).ok());
   }
-  const TuneRun run = RunTune("export --search 1 --format megatron --db " + db);
+  const TuneRun run =
+      RunTuneInProcess("export --search 1 --format megatron --db " + db);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.out, "");
   EXPECT_EQ(run.err,
@@ -209,7 +211,8 @@ TEST(ExportCommand, SearchWithoutCandidates) {
     s.precision = "bf16";
     ASSERT_TRUE((*store)->PutSearch(s, {}, {"0.1.0", "abc", 1700000000}).ok());
   }
-  const TuneRun run = RunTune("export --search 1 --format nemo --db " + db);
+  const TuneRun run =
+      RunTuneInProcess("export --search 1 --format nemo --db " + db);
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tune: error: --rank: search 1 stores no candidates\n"
