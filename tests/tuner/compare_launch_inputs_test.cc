@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "results/store.h"
-#include "tests/tuner/run_tune.h"
 #include "tests/tuner/scale_golden.h"
+#include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/compare_config.h"
 #include "tuner/interop/megatron_args_parser.h"
 
@@ -26,7 +26,7 @@ namespace {
 using testing::ExpectGolden;
 using testing::MakeTempDir;
 using testing::ReadFile;
-using testing::RunTune;
+using testing::RunTuneInProcess;
 
 constexpr const char* k175b = "--model 175b --gpus 1024 --gpu a100-80g";
 
@@ -45,8 +45,9 @@ const Recorded& RecordedSearch() {
     rec.dir = MakeTempDir();
     rec.db = rec.dir + "/t.db";
     rec.yaml = rec.dir + "/best.yaml";
-    const auto run = RunTune(std::string("search ") + k175b + " --top 5 --db " +
-                             rec.db + " --out " + rec.yaml);
+    const auto run =
+        RunTuneInProcess(std::string("search ") + k175b + " --top 5 --db " +
+                         rec.db + " --out " + rec.yaml);
     EXPECT_EQ(run.exit_code, 0) << run.err;
     auto store = results::Store::Open(rec.db);
     EXPECT_TRUE(store.ok());
@@ -65,14 +66,14 @@ const Recorded& RecordedSearch() {
 
 // stdout of a run that must succeed.
 std::string Ok(const std::string& args) {
-  const auto run = RunTune(args);
+  const auto run = RunTuneInProcess(args);
   EXPECT_EQ(run.exit_code, 0) << args << "\n" << run.err;
   return run.out;
 }
 
 void ExpectUsageError(const std::string& args, const std::string& message,
                       const std::string& hint) {
-  const auto run = RunTune(args);
+  const auto run = RunTuneInProcess(args);
   EXPECT_EQ(run.exit_code, 2) << args;
   EXPECT_EQ(run.err, "tune: error: " + message + "\ntune: hint: " + hint + "\n")
       << args;
@@ -198,8 +199,8 @@ TEST(LaunchFromSearch, SameScriptAsSearchingAgain) {
 TEST(LaunchFromSearch, OutWritesALinkedConfig) {
   const Recorded& r = RecordedSearch();
   const std::string dir = MakeTempDir();
-  const auto run = RunTune("launch --search 1 --rank 3 --db " + r.db +
-                           " --out " + dir + "/job.sh");
+  const auto run = RunTuneInProcess("launch --search 1 --rank 3 --db " + r.db +
+                                    " --out " + dir + "/job.sh");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string yaml = ReadFile(dir + "/job.yaml");
   EXPECT_NE(yaml.find("search:\n  db: \"" + r.db + "\"\n  id: 1\n  rank: 3\n"),
@@ -239,8 +240,8 @@ TEST(LaunchFromConfig, MegatronArgumentsAreTheFilesConfig) {
 TEST(LaunchFromConfig, OutWritesOnlyTheScript) {
   const Recorded& r = RecordedSearch();
   const std::string dir = MakeTempDir();
-  const auto run =
-      RunTune("launch --config " + r.yaml + " --out " + dir + "/job.sh");
+  const auto run = RunTuneInProcess("launch --config " + r.yaml + " --out " +
+                                    dir + "/job.sh");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.err, "tune: wrote the SLURM script to " + dir +
                          "/job.sh; submit it with: sbatch " + dir +
@@ -252,8 +253,8 @@ TEST(LaunchFromConfig, OutWritesOnlyTheScript) {
 
 TEST(LaunchFromConfig, AFileWithoutALinkNamesItself) {
   const std::string dir = MakeTempDir();
-  ASSERT_EQ(RunTune(std::string("search ") + k175b + " --no-db --out " + dir +
-                    "/plain.yaml")
+  ASSERT_EQ(RunTuneInProcess(std::string("search ") + k175b +
+                             " --no-db --out " + dir + "/plain.yaml")
                 .exit_code,
             0);
   const std::string script = Ok("launch --config " + dir + "/plain.yaml");
