@@ -67,6 +67,8 @@ Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite);
 
 class Trainer {
  public:
+  // The CPU trainer (engine/cpu_trainer.cc; the CUDA one is
+  // engine/cuda/trainer.h, both behind engine/backends/registry.h).
   // Collective over `world` (size == config.parallel.world()). `dataset`
   // and `world` are not owned and must outlive the trainer.
   static StatusOr<std::unique_ptr<Trainer>> Create(
