@@ -3,7 +3,7 @@
 //
 // A backend times single operations; it does not sweep, print or store. The
 // sweep, the nccl-tests-style output and the results-store rows live above it
-// (profiler/sweep.h, tuner/profile_command.cc), so every backend gets the same
+// (profiler/sweep.h, tuner/commands/profile.cc), so every backend gets the same
 // shapes, statistics and provenance.
 //
 // Backends:

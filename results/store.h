@@ -163,7 +163,7 @@ struct PredictedVsMeasured {
 
 // ---- `tune regress` (results/store_regress.cc, schema version 2) ----------
 // A regression benchmark run: the fixed, short training benchmark `benchmark`
-// (tuner/regress_benchmarks.h) measured `tokens_per_s.size()` times on one
+// (tuner/regress/benchmarks.h) measured `tokens_per_s.size()` times on one
 // machine. Per-repeat throughputs and the loss of every step are kept, so a
 // check can judge noise (median and spread) and numerics (losses).
 struct RegressResult {

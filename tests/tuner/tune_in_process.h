@@ -1,6 +1,7 @@
-// `tune args...` run in this process (tuner/cli.h RunTune): no binary and no
-// shell, so arguments reach the parser exactly as given (newlines, quotes,
-// `$(...)`), and the run is fast enough for many hostile cases per test.
+// `tune args...` run in this process (tuner/commands/cli.h RunTune): no binary
+// and no shell, so arguments reach the parser exactly as given (newlines,
+// quotes, `$(...)`), and the run is fast enough for many hostile cases per
+// test.
 #ifndef MESHTUNE_TESTS_TUNER_TUNE_IN_PROCESS_H_
 #define MESHTUNE_TESTS_TUNER_TUNE_IN_PROCESS_H_
 

@@ -102,7 +102,7 @@ BestPlan BestPlanFinder::Find(const AccuracyCase& c, double row_step_s,
     plan.cached = true;
   } else {
     ++searches_;
-    // The calibration Predict() uses for the row (tuner/accuracy.cc), so
+    // The calibration Predict() uses for the row (tuner/accuracy/cases.cc), so
     // that the gain compares two predictions of one cost model.
     const costmodel::DatasheetCalibration calibration(c.cluster, c.attention);
     search_spaces::ClusterSpec cluster = c.cluster;

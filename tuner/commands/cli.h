@@ -1,6 +1,6 @@
 // The `tune` command line: builds the CLI11 application from the subcommands
-// in tuner/command.h, parses, dispatches and turns every error into the
-// contract's one-line form (docs/design.md §4):
+// in tuner/commands/command.h, parses, dispatches and turns every error into
+// the contract's one-line form (docs/design.md §4):
 //   stderr: "tune: error: <message>" and, when there is one, "tune: hint:
 //   <hint>" exit:   0 ok, 2 usage or input error (CLI11 parse errors included),
 //           1 runtime failure.

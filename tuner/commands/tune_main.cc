@@ -1,5 +1,5 @@
-// `tune`: thin main over the tuner library (tuner/cli.h), plus the one check
-// only main can make: that standard output really received the report.
+// `tune`: thin main over the tuner library (tuner/commands/cli.h), plus the one
+// check only main can make: that standard output really received the report.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
