@@ -31,6 +31,12 @@ class TrainerImpl : public StepLoopTrainer {
     // with interleaving both directions of one pair carry both kinds, in
     // orders that differ between sender and receiver.
     pp_grad_ = groups_.pp->Split(0, groups_.pp->rank(), "pp");
+    // The schedule (search_spaces::PipelineSchedule, the object the cost
+    // model reads) is the same every step: this rank's steps, once.
+    steps_ = search_spaces::PipelineSchedule(config_.parallel.pp,
+                                             config_.parallel.vpp,
+                                             config_.num_microbatches())
+                 .StepsForRank(groups_.pp_rank());
     model_ = std::make_unique<GptModel>(config_, &groups_, &store_);
     store_.Finalize();
     model_->Init();
@@ -80,14 +86,13 @@ class TrainerImpl : public StepLoopTrainer {
     const int64_t n = config_.seq() * par.mbs;
     const int64_t count = model_->ActivationCount();
     const float loss_scale = 1.0f / static_cast<float>(n * m);
-    const search_spaces::PipelineSchedule schedule(par.pp, par.vpp, m);
 
     store_.ZeroGrads();
     std::vector<ChunkState> states(m * par.vpp);
     std::vector<float> buf(count), dbuf(count);  // [count] activations
     std::vector<int32_t> tokens(n), targets(n);  // [s·b], sequence-major
     StepOutput out;
-    for (const auto& step : schedule.StepsForRank(pp_rank)) {
+    for (const auto& step : steps_) {
       const int c = static_cast<int>(step.chunk);
       ChunkState& st = states[step.microbatch * par.vpp + c];
       const bool first = model_->layout().HasEmbedding(c),
@@ -154,6 +159,7 @@ class TrainerImpl : public StepLoopTrainer {
   ParamStore store_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::vector<search_spaces::PipelineSchedule::Step> steps_;  // this pp rank's
 };
 
 }  // namespace
