@@ -58,15 +58,21 @@ inline TuneRun RunTuneInProcess(const std::string& args,
     run.err = words.status().message();
     return run;
   }
-  const char* old_db = std::getenv("TUNE_DB");
-  const std::string saved_db = old_db != nullptr ? old_db : "";
-  setenv("TUNE_DB", db.c_str(), 1);
   char old_cwd[4096];
-  const bool moved = !cwd.empty() && getcwd(old_cwd, sizeof(old_cwd)) &&
-                     chdir(cwd.c_str()) == 0;
+  if (!cwd.empty() && (getcwd(old_cwd, sizeof(old_cwd)) == nullptr ||
+                       chdir(cwd.c_str()) != 0)) {
+    run.err = "RunTuneInProcess cannot enter " + cwd;
+    return run;
+  }
+  const char* old_db = std::getenv("TUNE_DB");
+  const bool had_db = old_db != nullptr;
+  const std::string saved_db = had_db ? old_db : "";
+  setenv("TUNE_DB", db.c_str(), 1);
   const InProcessRun r = Tune(*words);
-  if (moved && chdir(old_cwd) != 0) run.err = "cannot return to the old cwd";
-  if (old_db != nullptr) {
+  if (!cwd.empty() && chdir(old_cwd) != 0) {
+    run.err = "RunTuneInProcess cannot return to " + std::string(old_cwd);
+  }
+  if (had_db) {
     setenv("TUNE_DB", saved_db.c_str(), 1);
   } else {
     unsetenv("TUNE_DB");
