@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -99,16 +100,24 @@ TEST_F(SearchToTrainTest, ConfigRunIsStoredAgainstItsCandidate) {
   EXPECT_FALSE(Contains(train.err, "warning")) << train.err;
   char predicted[32];
   std::snprintf(predicted, sizeof(predicted), "%.1f", 1000 * best_.step_time_s);
-  EXPECT_TRUE(Contains(train.out, "  search:      1 rank 1 (candidate " +
-                                      std::to_string(best_.id) + " in " + dir_ +
-                                      "/t.db), predicted " + predicted +
-                                      " ms per iteration on 1 x local\n"))
+  // One prediction, from one source: the candidate's, as the search stored
+  // it (what the run is recorded against), named with its calibration.
+  const std::string source =
+      "search 1 rank 1, candidate " + std::to_string(best_.id) + " in " + dir_ +
+      "/t.db: 1 x local, " + best_.calibration + " calibration";
+  EXPECT_TRUE(Contains(train.out, std::string("  predicted:   ") + predicted +
+                                      " ms per iteration (" + source + ")\n"))
       << train.out;
-  EXPECT_TRUE(Contains(train.out, "summary: search 1 rank 1 (candidate " +
-                                      std::to_string(best_.id) +
-                                      ") predicted " + predicted +
-                                      " ms per iteration, measured median "))
+  EXPECT_TRUE(Contains(train.out, std::string("summary: predicted ") +
+                                      predicted + " ms per iteration (" +
+                                      source + "), measured median "))
       << train.out;
+  std::istringstream lines(train.out);
+  int predicted_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (Contains(line, "predicted")) ++predicted_lines;
+  }
+  EXPECT_EQ(predicted_lines, 2) << train.out;
   EXPECT_TRUE(Contains(train.err,
                        "tune: recorded training run 1 in t.db "
                        "(candidate " +
@@ -154,8 +163,9 @@ TEST_F(SearchToTrainTest, UnlinkedRunsSayWhy) {
       train.err, link + "the run's batch (gbs 4, seq 32) differs from the "
                         "search's (gbs 2, seq 32)\n"))
       << train.err;
-  EXPECT_FALSE(Contains(train.out, "  search:")) << train.out;
-  EXPECT_FALSE(Contains(train.out, "summary: search")) << train.out;
+  EXPECT_FALSE(Contains(train.out, "(search 1 rank 1")) << train.out;
+  EXPECT_TRUE(Contains(train.out, "(cost model now: local preset"))
+      << train.out;
 
   // Another micro-batch size: another parallel config.
   const std::string mbs = best_.config.mbs == 1 ? "2" : "1";
@@ -215,12 +225,16 @@ TEST_F(SearchToTrainTest, FromSearchTrainsAndLinksTheCandidate) {
       RunTune("train --from-search 1 --steps 2 --db t.db --json", dir_, kEnv);
   ASSERT_EQ(train.exit_code, 0) << train.err;
   EXPECT_FALSE(Contains(train.err, "warning")) << train.err;
-  EXPECT_TRUE(Contains(train.err, "  search:      1 rank 1 (candidate "))
+  EXPECT_TRUE(Contains(train.err, "  predicted:   ")) << train.err;
+  EXPECT_TRUE(Contains(train.err,
+                       " ms per iteration (search 1 rank 1, "
+                       "candidate "))
       << train.err;
   const nlohmann::json j = nlohmann::json::parse(train.out);
   EXPECT_EQ(j["search_id"], 1);
   EXPECT_EQ(j["candidate_id"], best_.id);
   EXPECT_DOUBLE_EQ(j["predicted_step_s"].get<double>(), best_.step_time_s);
+  EXPECT_DOUBLE_EQ(j["predicted_step_time_s"].get<double>(), best_.step_time_s);
   EXPECT_EQ(j["config"]["gbs"], 2);
   EXPECT_EQ(j["config"]["seq_length"], 32);
   const auto runs = Runs();
@@ -298,7 +312,9 @@ TEST(SearchToTrain, TwoRanksUnderMpirunAreLinked) {
   EXPECT_FALSE(Contains(train.err, "warning")) << train.err;
   EXPECT_TRUE(Contains(train.out, "  ranks:       2 (MPI processes)"))
       << train.out;
-  EXPECT_TRUE(Contains(train.out, "summary: search 1 rank 1 (candidate "))
+  EXPECT_TRUE(Contains(train.out,
+                       " ms per iteration (search 1 rank 1, "
+                       "candidate "))
       << train.out;
   auto store = results::Store::Open(dir + "/t.db");
   ASSERT_TRUE(store.ok());

@@ -68,12 +68,13 @@ TEST(TrainBackend, JsonNamesTheBackendPrecisionAndModelFlops) {
   c.global_batch_size = 4;
   c.model_flops_per_iteration = 1.5e12;
   const TrainSummary summary;
-  const nlohmann::json cpu = TrainRunToJson(c, {}, summary, {}, std::nullopt);
+  const nlohmann::json cpu =
+      TrainRunToJson(c, {}, summary, {}, StepTimePrediction());
   EXPECT_EQ(cpu["backend"], "cpu");
   EXPECT_EQ(cpu["config"]["precision"], "fp32");
   EXPECT_DOUBLE_EQ(cpu["model_flops_per_step"].get<double>(), 1.5e12);
   const nlohmann::json gpu =
-      TrainRunToJson(c, {}, summary, {}, std::nullopt, nullptr, "cuda");
+      TrainRunToJson(c, {}, summary, {}, StepTimePrediction(), nullptr, "cuda");
   EXPECT_EQ(gpu["backend"], "cuda");
   EXPECT_EQ(gpu["config"]["precision"], "bf16");
 }

@@ -122,7 +122,8 @@ std::optional<double> PredictCudaStepTime(const TrainPlan &plan,
   }
   const costmodel::Estimate e = costmodel::EstimateConfig(
       c.model, cluster.value(), training, c.parallel, *calibration.value());
-  *why = preset + ", " + e.calibration;
+  *why = "cost model now: " + std::to_string(ranks) + " x " + preset +
+         ", one GPU per rank, " + e.calibration + " calibration";
   return e.step_time_s;
 }
 
@@ -154,8 +155,23 @@ std::optional<double> PredictStepTime(const engine::TrainConfig &c,
   }
   const costmodel::Estimate e = costmodel::EstimateConfig(
       c.model, cluster, training, c.parallel, *calibration.value());
-  *why = e.calibration;
+  *why = "cost model now: local preset, one core per rank, " + e.calibration +
+         " calibration";
   return e.step_time_s;
+}
+
+// The one prediction this run prints and compares with (StepTimePrediction):
+// a linked run's is the candidate's, as stored with the search it is
+// recorded against; another run's is the cost model's estimate now.
+StepTimePrediction PredictRun(const TrainPlan &plan,
+                              const results::Store *store,
+                              const StoredCandidate *linked) {
+  if (linked != nullptr) return CandidatePrediction(*linked);
+  StepTimePrediction p;
+  p.step_time_s = plan.backend == "cuda"
+                      ? PredictCudaStepTime(plan, store, &p.source)
+                      : PredictStepTime(plan.config, store, &p.source);
+  return p;
 }
 
 std::string DescribeData(const engine::data::DataConfig &d,
@@ -184,9 +200,7 @@ const char *DecayName(engine::OptimizerConfig::DecayStyle s) {
 void PrintStartup(std::ostream &os, const TrainPlan &plan,
                   const engine::data::TokenDataset &dataset, bool under_mpi,
                   const std::vector<engine::RankMemory> &memory,
-                  std::optional<double> predicted_s,
-                  const std::string &prediction_note,
-                  const StoredCandidate *linked) {
+                  const StepTimePrediction &prediction) {
   const engine::TrainConfig &c = plan.config;
   const engine::OptimizerConfig &o = c.optimizer;
   char line[512];
@@ -226,17 +240,7 @@ void PrintStartup(std::ostream &os, const TrainPlan &plan,
     }
     os << "\n";
   }
-  if (predicted_s.has_value()) {
-    std::snprintf(line, sizeof(line),
-                  "  predicted:   %.1f ms per iteration (cost model, local "
-                  "preset, %s calibration)\n",
-                  1000 * *predicted_s, prediction_note.c_str());
-  } else {
-    std::snprintf(line, sizeof(line), "  predicted:   n/a (%s)\n",
-                  prediction_note.c_str());
-  }
-  os << line;
-  if (linked != nullptr) os << FormatSearchLine(*linked);
+  os << FormatPredictionLine(prediction);
   os << "memory per rank (fp32):\n" << FormatMemoryTable(memory);
   os.flush();
 }
@@ -503,14 +507,10 @@ class TrainCommand : public Command {
 
     // Progress goes to stdout, or to stderr when stdout carries the JSON.
     std::ostream &progress = flags_.json ? err : out;
-    std::optional<double> predicted;
+    StepTimePrediction prediction;
     if (root) {
-      std::string note;
-      predicted = plan.backend == "cuda"
-                      ? PredictCudaStepTime(plan, store.get(), &note)
-                      : PredictStepTime(c, store.get(), &note);
-      PrintStartup(progress, plan, dataset, under_mpi, memory, predicted, note,
-                   linked ? &*linked : nullptr);
+      prediction = PredictRun(plan, store.get(), linked ? &*linked : nullptr);
+      PrintStartup(progress, plan, dataset, under_mpi, memory, prediction);
     }
     std::vector<engine::IterationLog> logs;
     std::vector<engine::IterationLog> interval;
@@ -532,12 +532,12 @@ class TrainCommand : public Command {
         SummarizeRun(logs, c.global_batch_size * c.seq());
     const StoredCandidate *link = linked ? &*linked : nullptr;
     if (flags_.json) {
-      out << TrainRunToJson(c, logs, summary, memory, predicted, link,
+      out << TrainRunToJson(c, logs, summary, memory, prediction, link,
                             plan.backend)
                  .dump(2)
           << "\n";
     } else {
-      out << FormatSummary(summary, predicted, link);
+      out << FormatSummary(summary, prediction);
     }
     out.flush();
     if (store != nullptr && !logs.empty()) {

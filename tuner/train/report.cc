@@ -78,20 +78,32 @@ double SignedErrorPercent(double predicted_s, double measured_s) {
   return measured_s > 0 ? 100 * (predicted_s - measured_s) / measured_s : 0;
 }
 
-std::string FormatSearchLine(const StoredCandidate& linked) {
-  return Format(
-      "  search:      %lld rank %lld (candidate %lld in %s), predicted %.1f ms "
-      "per iteration on %lld x %s\n",
-      static_cast<long long>(linked.search.id),
-      static_cast<long long>(linked.candidate.rank),
-      static_cast<long long>(linked.candidate.id), linked.db.c_str(),
-      1000 * linked.candidate.step_time_s,
-      static_cast<long long>(linked.search.gpus), linked.search.gpu.c_str());
+StepTimePrediction CandidatePrediction(const StoredCandidate& linked) {
+  StepTimePrediction p;
+  p.step_time_s = linked.candidate.step_time_s;
+  // Concatenated, not printed into a fixed buffer: the path has any length.
+  p.source = "search " + std::to_string(linked.search.id) + " rank " +
+             std::to_string(linked.candidate.rank) + ", candidate " +
+             std::to_string(linked.candidate.id) + " in " + linked.db + ": " +
+             std::to_string(linked.search.gpus) + " x " + linked.search.gpu;
+  // Older databases may lack the candidate's calibration.
+  if (!linked.candidate.calibration.empty()) {
+    p.source += ", " + linked.candidate.calibration + " calibration";
+  }
+  return p;
+}
+
+std::string FormatPredictionLine(const StepTimePrediction& p) {
+  if (!p.step_time_s.has_value()) {
+    return "  predicted:   n/a (" + p.source + ")\n";
+  }
+  return Format("  predicted:   %.1f ms per iteration (",
+                1000 * *p.step_time_s) +
+         p.source + ")\n";
 }
 
 std::string FormatSummary(const TrainSummary& s,
-                          std::optional<double> predicted_step_s,
-                          const StoredCandidate* linked) {
+                          const StepTimePrediction& prediction) {
   std::string out;
   const bool skipped = s.iterations > kWarmupIterations;
   out += Format(
@@ -108,23 +120,18 @@ std::string FormatSummary(const TrainSummary& s,
   out +=
       Format("summary: %.0f tokens/s at the median step, final lm loss %.6E\n",
              s.tokens_per_s, s.final_loss);
-  if (predicted_step_s.has_value() && *predicted_step_s > 0 &&
+  if (prediction.step_time_s.has_value() && *prediction.step_time_s > 0 &&
       s.step_time_median_s > 0) {
-    out += Format(
-        "summary: predicted step time %.1f ms (cost model, local preset); "
-        "measured / predicted = %.2f\n",
-        1000 * *predicted_step_s, s.step_time_median_s / *predicted_step_s);
-  }
-  if (linked != nullptr && s.step_time_median_s > 0) {
-    const double predicted_s = linked->candidate.step_time_s;
-    out += Format(
-        "summary: search %lld rank %lld (candidate %lld) predicted %.1f ms "
-        "per iteration, measured median %.1f ms: error %+.1f %%\n",
-        static_cast<long long>(linked->search.id),
-        static_cast<long long>(linked->candidate.rank),
-        static_cast<long long>(linked->candidate.id), 1000 * predicted_s,
-        1000 * s.step_time_median_s,
-        SignedErrorPercent(predicted_s, s.step_time_median_s));
+    const double predicted_s = *prediction.step_time_s;
+    out += Format("summary: predicted %.1f ms per iteration (",
+                  1000 * predicted_s) +
+           prediction.source +
+           Format(
+               "), measured median %.1f ms: error %+.1f %%, measured / "
+               "predicted = %.2f\n",
+               1000 * s.step_time_median_s,
+               SignedErrorPercent(predicted_s, s.step_time_median_s),
+               s.step_time_median_s / predicted_s);
   }
   return out;
 }
@@ -145,7 +152,7 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::IterationLog>& logs,
                               const TrainSummary& summary,
                               const std::vector<engine::RankMemory>& memory,
-                              std::optional<double> predicted_step_s,
+                              const StepTimePrediction& prediction,
                               const StoredCandidate* linked,
                               const std::string& backend) {
   using nlohmann::json;
@@ -186,7 +193,8 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
       {"tokens_per_s", summary.tokens_per_s},
       {"final_loss", summary.final_loss},
       {"predicted_step_time_s",
-       predicted_step_s ? json(*predicted_step_s) : json(nullptr)},
+       prediction.step_time_s ? json(*prediction.step_time_s) : json(nullptr)},
+      {"prediction_source", prediction.source},
       {"search_id", linked ? json(linked->search.id) : json(nullptr)},
       {"candidate_id", linked ? json(linked->candidate.id) : json(nullptr)},
       {"predicted_step_s",

@@ -51,21 +51,37 @@ struct TrainSummary {
 TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,
                           int64_t tokens_per_step);
 
-// "summary: ..." lines (newline-terminated). `predicted_step_s` is the cost
-// model's step time for this config on the `local` preset, when available.
-// `linked` (null when the run is not linked to a search) adds the search
-// candidate's predicted step time next to the measured median and the
-// signed error in percent, 100·(predicted − measured)/measured (the sign of
-// results::PredictedVsMeasured::relative_error: negative = predicted too
-// fast).
-std::string FormatSummary(const TrainSummary& s,
-                          std::optional<double> predicted_step_s,
-                          const StoredCandidate* linked = nullptr);
+// The one step-time prediction a run is compared with, and where it comes
+// from: the start-up block, the summary and --json all print this one
+// number, so that a run never shows two predictions for one config.
+//   linked run:   the search candidate's prediction as the search stored
+//                 it (the number the run is recorded against and `tune db
+//                 runs` compares), for the search's cluster and calibration
+//   otherwise:    the cost model evaluated now for this machine (the
+//                 `local` preset, or with --backend cuda the device's GPU
+//                 preset), with the calibration the database gives it
+struct StepTimePrediction {
+  std::optional<double> step_time_s;  // nullopt: no prediction
+  // What the number is ("search 3 rank 1, candidate 12 in /w/t.db: 2 x
+  // local, datasheet calibration"), or why there is none.
+  std::string source;
+};
 
-// The start-up report's line for a linked run: "  search:      3 rank 1
-// (candidate 12 in /abs/t.db), predicted 10.1 ms per iteration on 2 x
-// local" (newline-terminated).
-std::string FormatSearchLine(const StoredCandidate& linked);
+// The linked candidate's stored prediction.
+StepTimePrediction CandidatePrediction(const StoredCandidate& linked);
+
+// The start-up block's line: "  predicted:   12.5 ms per iteration
+// (<source>)" or "  predicted:   n/a (<why>)" (newline-terminated).
+std::string FormatPredictionLine(const StepTimePrediction& p);
+
+// "summary: ..." lines (newline-terminated). With a prediction, the last
+// one compares it with the measured median: "summary: predicted 12.5 ms per
+// iteration (<source>), measured median 10.0 ms: error +25.0 %, measured /
+// predicted = 0.80", the error signed as 100·(predicted − measured)/measured
+// (the sign of results::PredictedVsMeasured::relative_error: negative =
+// predicted too fast).
+std::string FormatSummary(const TrainSummary& s,
+                          const StepTimePrediction& prediction);
 
 // 100·(predicted − measured)/measured.
 double SignedErrorPercent(double predicted_s, double measured_s);
@@ -77,20 +93,21 @@ std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks);
 // The --json object: {"model", "config", "iterations": [{"iteration", "lr",
 // "loss", "grad_norm", "step_s", "tokens_per_s"}...], "step_time_median_s",
 // "step_time_min_s", "step_time_p99_s", "step_time_cv", "tokens_per_s",
-// "final_loss", "predicted_step_time_s" (the local-preset estimate; null
-// when unavailable), "search_id", "candidate_id", "predicted_step_s" (the
-// linked search candidate's prediction; all three null when the run is not
-// linked), "memory": [{"rank", "tp_rank", "pp_rank", "dp_rank",
-// "num_params", "param_bytes", "grad_bytes", "optimizer_bytes"}...]}.
-// "config" has the docs/design.md §5 keys (precision "fp32" for the CPU
-// engine, "bf16" for the CUDA one) plus seq_length and train_iters;
-// "backend" ("cpu" or "cuda") and "model_flops_per_step" (Megatron's
-// formula, the numerator of MFU) follow.
+// "final_loss", "predicted_step_time_s" (the StepTimePrediction printed;
+// null when there is none), "prediction_source" (its source text),
+// "search_id", "candidate_id", "predicted_step_s" (the linked search
+// candidate's prediction, then equal to predicted_step_time_s; all three
+// null when the run is not linked), "memory": [{"rank", "tp_rank", "pp_rank",
+// "dp_rank", "num_params", "param_bytes", "grad_bytes",
+// "optimizer_bytes"}...]}. "config" has the docs/design.md §5 keys (precision
+// "fp32" for the CPU engine, "bf16" for the CUDA one) plus seq_length and
+// train_iters; "backend" ("cpu" or "cuda") and "model_flops_per_step"
+// (Megatron's formula, the numerator of MFU) follow.
 nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                               const std::vector<engine::IterationLog>& logs,
                               const TrainSummary& summary,
                               const std::vector<engine::RankMemory>& memory,
-                              std::optional<double> predicted_step_s,
+                              const StepTimePrediction& prediction,
                               const StoredCandidate* linked = nullptr,
                               const std::string& backend = "cpu");
 

@@ -403,12 +403,20 @@ TEST(TrainReport, SummaryLeavesOutTheWarmUp) {
   EXPECT_NEAR(s.step_time_cv, 0.5, 1e-12);
   EXPECT_DOUBLE_EQ(s.tokens_per_s, 256 / 0.2);
   EXPECT_DOUBLE_EQ(s.final_loss, 5.0);
-  const std::string text = FormatSummary(s, 0.1);
+  const std::string text = FormatSummary(
+      s, {0.1,
+          "cost model now: local preset, one core per rank, datasheet "
+          "calibration"});
   EXPECT_NE(text.find("median 200.0 ms, min 100.0 ms, p99 300.0 ms"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("measured / predicted = 2.00"), std::string::npos);
-  EXPECT_EQ(FormatSummary(s, std::nullopt).find("predicted"),
+  EXPECT_NE(text.find("summary: predicted 100.0 ms per iteration (cost model "
+                      "now: local preset, one core per rank, datasheet "
+                      "calibration), measured median 200.0 ms: error -50.0 "
+                      "%, measured / predicted = 2.00\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(FormatSummary(s, StepTimePrediction()).find("predicted"),
             std::string::npos);
   // Too short to drop a warm-up: every iteration counts.
   EXPECT_EQ(
@@ -437,7 +445,7 @@ TEST(TrainReport, MemoryTableAndJson) {
   const std::vector<engine::IterationLog> logs = {
       Log(1, 0.2, 8.0), Log(2, 0.2, 7.0), Log(3, 0.1, 6.0)};
   const nlohmann::json j =
-      TrainRunToJson(c, logs, SummarizeRun(logs, 256), {r}, std::nullopt);
+      TrainRunToJson(c, logs, SummarizeRun(logs, 256), {r}, {});
   EXPECT_EQ(j["model"], "gpt-tiny");
   EXPECT_EQ(j["config"]["dp"], 2);
   EXPECT_EQ(j["config"]["gbs"], 4);
@@ -537,7 +545,12 @@ TEST(TrainBinary, OneRankTrainsPrintsAndRecords) {
   EXPECT_NE(run.out.find("  ranks:       1 (this process)"), std::string::npos);
   EXPECT_NE(run.out.find("  data:        built-in corpus"), std::string::npos);
   EXPECT_NE(run.out.find("  rank  tp  pp  dp      params"), std::string::npos);
-  EXPECT_NE(run.out.find("  predicted:   "), std::string::npos);
+  // The one prediction of an unlinked run says what it is.
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(\n  predicted:   [0-9.]+ ms per iteration \(cost )"
+                          R"(model now: local preset, one core per rank, )"
+                          R"([^ ]+ calibration\)\n)")))
+      << run.out;
   const std::vector<std::string> lines = IterationLines(run.out);
   ASSERT_EQ(lines.size(), 3u) << run.out;
   EXPECT_NE(lines[2].find(" iteration        3/       3 | consumed samples: "

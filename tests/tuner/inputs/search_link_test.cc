@@ -483,36 +483,44 @@ StoredCandidate Linked() {
 }
 
 TEST(SearchLinkReport, StartupSummaryAndJson) {
-  const StoredCandidate linked = Linked();
-  EXPECT_EQ(FormatSearchLine(linked),
-            "  search:      3 rank 1 (candidate 12 in /w/t.db), predicted "
-            "12.5 ms per iteration on 2 x local\n");
+  StoredCandidate linked = Linked();
+  linked.candidate.calibration = "datasheet";
+  // A linked run's one prediction is the candidate's, named with its search,
+  // cluster and calibration.
+  const StepTimePrediction prediction = CandidatePrediction(linked);
+  EXPECT_EQ(FormatPredictionLine(prediction),
+            "  predicted:   12.5 ms per iteration (search 3 rank 1, candidate "
+            "12 in /w/t.db: 2 x local, datasheet calibration)\n");
   TrainSummary s;
   s.iterations = 5;
   s.measured_steps = 3;
   s.step_time_median_s = 0.010;
-  const std::string text = FormatSummary(s, std::nullopt, &linked);
-  EXPECT_NE(text.find("summary: search 3 rank 1 (candidate 12) predicted 12.5 "
-                      "ms per iteration, measured median 10.0 ms: error "
-                      "+25.0 %\n"),
+  const std::string text = FormatSummary(s, prediction);
+  EXPECT_NE(text.find("summary: predicted 12.5 ms per iteration (search 3 "
+                      "rank 1, candidate 12 in /w/t.db: 2 x local, datasheet "
+                      "calibration), measured median 10.0 ms: error +25.0 %, "
+                      "measured / predicted = 0.80\n"),
             std::string::npos)
       << text;
   s.step_time_median_s = 0.025;
-  EXPECT_NE(FormatSummary(s, std::nullopt, &linked).find("error -50.0 %"),
+  EXPECT_NE(FormatSummary(s, prediction).find("error -50.0 %"),
             std::string::npos);
-  EXPECT_EQ(FormatSummary(s, std::nullopt).find("search"), std::string::npos);
+  EXPECT_EQ(FormatSummary(s, StepTimePrediction()).find("predicted"),
+            std::string::npos);
   EXPECT_DOUBLE_EQ(SignedErrorPercent(0.0125, 0.010), 25.0);
 
   engine::TrainConfig c;
   c.model.name = "gpt-tiny";
   c.global_batch_size = 4;
   c.seq_length = 64;
-  const nlohmann::json with =
-      TrainRunToJson(c, {}, s, {}, std::nullopt, &linked);
+  const nlohmann::json with = TrainRunToJson(c, {}, s, {}, prediction, &linked);
   EXPECT_EQ(with["search_id"], 3);
   EXPECT_EQ(with["candidate_id"], 12);
   EXPECT_DOUBLE_EQ(with["predicted_step_s"].get<double>(), 0.0125);
-  const nlohmann::json without = TrainRunToJson(c, {}, s, {}, std::nullopt);
+  EXPECT_DOUBLE_EQ(with["predicted_step_time_s"].get<double>(), 0.0125);
+  EXPECT_EQ(with["prediction_source"], prediction.source);
+  const nlohmann::json without =
+      TrainRunToJson(c, {}, s, {}, StepTimePrediction());
   for (const char* key : {"search_id", "candidate_id", "predicted_step_s"}) {
     ASSERT_TRUE(without.contains(key)) << key;
     EXPECT_TRUE(without[key].is_null()) << key;
