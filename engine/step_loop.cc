@@ -25,6 +25,24 @@ void StepLoopTrainer::LoadMicroBatch(int64_t microbatch, int32_t* tokens,
       .Load(consumed_samples_, microbatch, tokens, targets);
 }
 
+Status StepLoopTrainer::SaveCheckpointObserved() {
+  const bool report = world_->rank() == 0 && checkpoint_observer_;
+  CheckpointEvent event;
+  event.iteration = iteration_;
+  event.dir = config_.save_dir;
+  if (report) checkpoint_observer_(event);
+  const auto t0 = std::chrono::steady_clock::now();
+  MESHTUNE_RETURN_IF_ERROR(SaveCheckpointNow());
+  if (report) {
+    event.saved = true;
+    event.elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    checkpoint_observer_(event);
+  }
+  return Status::Ok();
+}
+
 Status StepLoopTrainer::Run(
     const std::function<void(const IterationLog&)>& on_log) {
   using Clock = std::chrono::steady_clock;
@@ -63,7 +81,7 @@ Status StepLoopTrainer::Run(
         config_.save_interval > 0 && iteration_ % config_.save_interval == 0;
     const bool stop = totals[2] > 0 && !at_end;
     if (!config_.save_dir.empty() && (at_end || at_interval || stop)) {
-      MESHTUNE_RETURN_IF_ERROR(SaveCheckpointNow());
+      MESHTUNE_RETURN_IF_ERROR(SaveCheckpointObserved());
     }
     if (stop) {
       return StopAtStepBoundary(iteration_, config_.train_iters,

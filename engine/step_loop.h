@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -27,6 +28,10 @@ class StepLoopTrainer : public Trainer {
  public:
   // Runs iterations iteration_ + 1 .. config_.train_iters (Trainer::Run).
   Status Run(const std::function<void(const IterationLog&)>& on_log) final;
+  void SetCheckpointObserver(
+      std::function<void(const CheckpointEvent&)> observer) final {
+    checkpoint_observer_ = std::move(observer);
+  }
   const std::vector<IterationLog>& history() const final { return history_; }
   std::vector<RankMemory> all_memory() final {
     return GatherRankMemory(world_, memory());
@@ -71,7 +76,12 @@ class StepLoopTrainer : public Trainer {
   int64_t consumed_samples_ = 0;  // samples of the completed iterations
 
  private:
+  // Saves a checkpoint, telling checkpoint_observer_ (rank 0) before and
+  // after.
+  Status SaveCheckpointObserved();
+
   std::vector<IterationLog> history_;
+  std::function<void(const CheckpointEvent&)> checkpoint_observer_;
 };
 
 }  // namespace meshtune::engine

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -65,6 +66,16 @@ std::vector<RankMemory> GatherRankMemory(Communicator* world,
 // non-finite loss or gradient norm (the last saved checkpoint stays valid).
 Status CheckFiniteStep(int64_t iteration, double loss, bool grad_norm_finite);
 
+// A checkpoint save as the loop reports it, before and after (world rank
+// 0 only), so that a caller can say why the log pauses: a save of a large
+// model takes as long as many steps.
+struct CheckpointEvent {
+  int64_t iteration = 0;  // the iteration the checkpoint holds
+  std::string dir;        // TrainConfig::save_dir
+  bool saved = false;     // false: about to save; true: saved
+  double elapsed_s = 0;   // when saved: how long the save took
+};
+
 class Trainer {
  public:
   // The CPU trainer (engine/cpu_trainer.cc; the CUDA one is
@@ -82,6 +93,11 @@ class Trainer {
   // error naming the iteration; the last saved checkpoint stays valid.
   virtual Status Run(
       const std::function<void(const IterationLog&)>& on_log) = 0;
+
+  // Called on world rank 0 around every checkpoint save of later Run calls
+  // (may be empty, the default).
+  virtual void SetCheckpointObserver(
+      std::function<void(const CheckpointEvent&)> observer) = 0;
 
   // Iterations completed so far and their logs (world rank 0 has the loss;
   // every rank has timings).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,40 @@ TEST_F(TrainerCheckpointTest, ReshardsTp2Pp2IntoTp1Pp4) {
                                              straight.losses[5 + i]))
         << "step " << 6 + i << ": " << resharded.losses[i] << " vs "
         << straight.losses[5 + i];
+  }
+}
+
+// The observer hears each save before and after it, on world rank 0 only
+// (tp2: two ranks save, one reports), so `tune train` can say why the log
+// pauses.
+TEST_F(TrainerCheckpointTest, ObserverHearsEverySaveOnRankZero) {
+  TrainConfig c = Config(false, 4);
+  c.parallel.tp = 2;
+  c.save_dir = dir_.string();
+  c.save_interval = 3;  // iteration 3, and 4 at the end
+  testing::SyntheticDataset data(c.seq(), c.model.vocab_size);
+  std::mutex mu;
+  std::vector<CheckpointEvent> events;
+  RunLocalRanks(2, [&](Communicator& world) {
+    auto trainer = Trainer::Create(c, &data, &world);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().message();
+    (*trainer)->SetCheckpointObserver([&](const CheckpointEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      // A save is announced before the files exist and reported after.
+      EXPECT_EQ(fs::exists(dir_ / (e.iteration == 3 ? "iter_0000003"
+                                                    : "iter_0000004")),
+                e.saved);
+      events.push_back(e);
+    });
+    ASSERT_TRUE((*trainer)->Run({}).ok());
+  });
+  ASSERT_EQ(events.size(), 4u);
+  const int64_t iterations[] = {3, 3, 4, 4};
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].iteration, iterations[i]) << i;
+    EXPECT_EQ(events[i].saved, i % 2 == 1) << i;
+    EXPECT_EQ(events[i].dir, dir_.string()) << i;
+    EXPECT_GE(events[i].elapsed_s, 0) << i;
   }
 }
 

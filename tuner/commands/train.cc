@@ -520,11 +520,17 @@ class TrainCommand : public Command {
       if (log.iteration % c.log_interval == 0 ||
           log.iteration == c.train_iters) {
         progress << FormatIterationLine(interval, c.train_iters,
-                                        c.global_batch_size)
+                                        c.global_batch_size,
+                                        EtaSeconds(logs, c.train_iters))
                  << std::endl;
         interval.clear();
       }
     };
+    // A save pauses the log for as long as it takes: say so, and how long.
+    trainer.value()->SetCheckpointObserver(
+        [&](const engine::CheckpointEvent &event) {
+          progress << FormatCheckpointLine(event) << std::endl;
+        });
     MESHTUNE_RETURN_IF_ERROR(trainer.value()->Run(on_log));
     if (!root) return Status::Ok();
 

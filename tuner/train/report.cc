@@ -1,5 +1,6 @@
 #include "tuner/train/report.h"
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,8 +26,8 @@ std::string Format(const char* format, Args... args) {
 }  // namespace
 
 std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
-                                int64_t train_iters,
-                                int64_t global_batch_size) {
+                                int64_t train_iters, int64_t global_batch_size,
+                                std::optional<double> eta_s) {
   MESHTUNE_CHECK(!logs.empty());
   const engine::IterationLog& last = logs.back();
   double step_s = 0, loss = 0, tokens_per_s = 0, tflops = 0;
@@ -50,7 +51,38 @@ std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
   line += Format(" lm loss: %.6E |", loss / n);
   line += Format(" grad norm: %.3f |", last.grad_norm);
   line += Format(" tokens per second: %.0f |", tokens_per_s / n);
+  if (eta_s.has_value()) line += " ETA: " + FormatDuration(*eta_s) + " |";
   return line;
+}
+
+double EtaSeconds(const std::vector<engine::IterationLog>& run_logs,
+                  int64_t train_iters) {
+  if (run_logs.empty()) return 0;
+  double total_s = 0;
+  for (const engine::IterationLog& l : run_logs) total_s += l.step_s;
+  const int64_t left = train_iters - run_logs.back().iteration;
+  return left > 0 ? total_s / static_cast<double>(run_logs.size()) *
+                        static_cast<double>(left)
+                  : 0;
+}
+
+std::string FormatDuration(double seconds) {
+  const long long s =
+      seconds > 0 ? static_cast<long long>(std::llround(seconds)) : 0;
+  if (s < 60) return Format("%llds", s);
+  if (s < 3600) return Format("%lldm %02llds", s / 60, s % 60);
+  return Format("%lldh %02lldm %02llds", s / 3600, s / 60 % 60, s % 60);
+}
+
+std::string FormatCheckpointLine(const engine::CheckpointEvent& event) {
+  const long long it = static_cast<long long>(event.iteration);
+  if (!event.saved) {
+    // Concatenated: the directory has any length.
+    return "saving checkpoint to " + event.dir + " (iteration " +
+           std::to_string(it) + ") ...";
+  }
+  return Format("saved checkpoint of iteration %lld in %.1f s", it,
+                event.elapsed_s);
 }
 
 TrainSummary SummarizeRun(const std::vector<engine::IterationLog>& logs,

@@ -30,9 +30,28 @@ namespace meshtune::tuner {
 inline constexpr int64_t kWarmupIterations = 2;
 
 // One iteration line for the logs of one interval (non-empty, in order;
-// the last one names the iteration). No trailing newline.
+// the last one names the iteration). With `eta_s`, the line ends with
+// Megatron-style " ETA: 4m 05s |" (FormatDuration; not a Megatron field:
+// Megatron prints no estimate). No trailing newline.
 std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
-                                int64_t train_iters, int64_t global_batch_size);
+                                int64_t train_iters, int64_t global_batch_size,
+                                std::optional<double> eta_s = std::nullopt);
+
+// Seconds left of the run: the mean step time of `run_logs` (every
+// iteration this run has logged so far, in order, warm-up included: the
+// mean of what was measured, not a guess at steady state) times the
+// iterations left to `train_iters`. 0 when `run_logs` is empty.
+double EtaSeconds(const std::vector<engine::IterationLog>& run_logs,
+                  int64_t train_iters);
+
+// A duration in plain hours, minutes and seconds, rounded to the second:
+// "37s", "4m 05s", "2h 03m 09s".
+std::string FormatDuration(double seconds);
+
+// What `tune train` prints around a checkpoint save (no newline):
+// "saving checkpoint to DIR (iteration N) ..." before it, "saved
+// checkpoint of iteration N in 1.2 s" after it.
+std::string FormatCheckpointLine(const engine::CheckpointEvent& event);
 
 // Step-time statistics of a run.
 struct TrainSummary {

@@ -390,6 +390,43 @@ TEST(TrainReport, IterationLineFollowsMegatron) {
   EXPECT_NE(two.find("lm loss: 5.000000E+00 |"), std::string::npos);
 }
 
+// ETA: the mean step time of the run so far times the iterations left,
+// from the logs' own (here injected) times, never the host's clock.
+TEST(TrainReport, EtaIsTheMeanStepTimeTimesTheStepsLeft) {
+  // Steps of 1 s and 3 s, iteration 2 of 50: 2 s × 48.
+  const std::vector<engine::IterationLog> logs = {Log(1, 1.0, 8.0),
+                                                  Log(2, 3.0, 7.0)};
+  EXPECT_DOUBLE_EQ(EtaSeconds(logs, 50), 96.0);
+  // Resumed at iteration 40: only this run's steps and what is left count.
+  EXPECT_DOUBLE_EQ(EtaSeconds({Log(41, 0.5, 6.0)}, 50), 4.5);
+  EXPECT_DOUBLE_EQ(EtaSeconds(logs, 2), 0.0);
+  EXPECT_DOUBLE_EQ(EtaSeconds({}, 50), 0.0);
+  EXPECT_EQ(FormatDuration(0), "0s");
+  EXPECT_EQ(FormatDuration(37.4), "37s");
+  EXPECT_EQ(FormatDuration(59.6), "1m 00s");
+  EXPECT_EQ(FormatDuration(96), "1m 36s");
+  EXPECT_EQ(FormatDuration(2 * 3600 + 3 * 60 + 9), "2h 03m 09s");
+  EXPECT_EQ(FormatDuration(100 * 3600), "100h 00m 00s");
+  EXPECT_EQ(FormatDuration(-1), "0s");
+  const std::string line =
+      FormatIterationLine({Log(2, 3.0, 7.0)}, 50, 16, EtaSeconds(logs, 50));
+  const std::string tail = "| tokens per second: 85 | ETA: 1m 36s |";
+  ASSERT_GE(line.size(), tail.size());
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+}
+
+TEST(TrainReport, CheckpointLinesSayWhereWhichAndHowLong) {
+  engine::CheckpointEvent e;
+  e.iteration = 25;
+  e.dir = "ckpt";
+  EXPECT_EQ(FormatCheckpointLine(e),
+            "saving checkpoint to ckpt (iteration 25) ...");
+  e.saved = true;
+  e.elapsed_s = 1.25;
+  EXPECT_EQ(FormatCheckpointLine(e),
+            "saved checkpoint of iteration 25 in 1.2 s");
+}
+
 TEST(TrainReport, SummaryLeavesOutTheWarmUp) {
   const std::vector<engine::IterationLog> logs = {
       Log(1, 9.0, 8.0), Log(2, 5.0, 7.0), Log(3, 0.2, 6.0), Log(4, 0.1, 5.5),
@@ -520,7 +557,7 @@ std::vector<std::string> IterationLines(const std::string& text) {
       R"(time per iteration \(ms\): [0-9.]+ \| throughput per rank )"
       R"(\(TFLOP/s/rank\): [0-9.]+ \| learning rate: [0-9.]+E[-+]\d+ \| )"
       R"(global batch size: +2 \| lm loss: ([0-9.]+E[-+]\d+) \| grad norm: )"
-      R"([0-9.]+ \| tokens per second: \d+ \|)");
+      R"([0-9.]+ \| tokens per second: \d+ \| ETA: (\d+h )?(\d+m )?\d+s \|)");
   std::vector<std::string> lines;
   std::istringstream in(text);
   std::string line;
@@ -535,10 +572,24 @@ std::vector<std::string> IterationLines(const std::string& text) {
 TEST(TrainBinary, OneRankTrainsPrintsAndRecords) {
   const std::string dir = MakeTempDir();
   const std::string db = dir + "/t.db";
-  const TuneRun run =
-      RunTune(std::string(kTiny) + "--steps 3 --db " + db, dir, Env());
+  const TuneRun run = RunTune(std::string(kTiny) + "--steps 3 --db " + db +
+                                  " --save " + dir + "/ck --save-interval 2",
+                              dir, Env());
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("tune train: gpt-tiny (GPT tiny)"), std::string::npos)
+      << run.out;
+  // Each save is announced after its iteration line and timed.
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"( iteration +2/ +3 \|[^\n]* ETA: \d+s \|\nsaving )"
+                          R"(checkpoint to )" +
+                          dir +
+                          R"(/ck \(iteration 2\) \.\.\.\nsaved checkpoint of )"
+                          R"(iteration 2 in [0-9]+\.[0-9] s\n iteration +3/)")))
+      << run.out;
+  EXPECT_TRUE(std::regex_search(
+      run.out, std::regex(R"(\| ETA: 0s \|\nsaving checkpoint to )" + dir +
+                          R"(/ck \(iteration 3\) \.\.\.\nsaved checkpoint )"
+                          R"(of iteration 3 in [0-9]+\.[0-9] s\n)")))
       << run.out;
   EXPECT_NE(run.out.find("  config:      tp1 pp1 vpp1 cp1 ep1 dp1 mbs1 none"),
             std::string::npos);
