@@ -12,6 +12,7 @@
 #include "tuner/machine/learned_factors.h"
 #include "tuner/search/search_driver.h"
 #include "tuner/store/results_db.h"
+#include "tuner/train/report.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -76,8 +77,13 @@ void RunRounds(const ValidationRequest& r, results::Store* store,
                std::ostream& progress, ValidationResult* v) {
   const std::string db_path = std::filesystem::absolute(store->path()).string();
   std::vector<ValidatedCandidate>& rows = v->candidates;
+  // For the ETA: the runs so far (start-up included) and their wall time.
+  int64_t runs_done = 0;
+  double wall_done_s = 0;
   for (int64_t round = 0; round < r.repeats; ++round) {
-    for (size_t i : RoundOrder(rows.size(), round)) {
+    const std::vector<size_t> order = RoundOrder(rows.size(), round);
+    for (size_t position = 0; position < order.size(); ++position) {
+      const size_t i = order[position];
       ValidatedCandidate& row = rows[i];
       if (!row.error.empty()) continue;
       progress << "tune: validate [" << i + 1 << "/" << rows.size() << "] rank "
@@ -97,16 +103,33 @@ void RunRounds(const ValidationRequest& r, results::Store* store,
       request.gpu = r.inputs.cluster.name;
       const CandidateRunResult run = r.run(request);
       row.wall_s += run.wall_s;
+      ++runs_done;
+      wall_done_s += run.wall_s;
       if (!run.ok) {
         row.error = run.error;
-        progress << "failed: " << run.error << "\n";
-        continue;
+        progress << "failed: " << run.error;
+      } else {
+        row.runs_s.push_back(run.step_time_median_s);
+        progress << Fixed(run.step_time_median_s, 3) << " s/step (predicted "
+                 << Fixed(row.estimate.step_time_s, 3) << ")";
+        auto runs = store->GetTrainingRuns(row.candidate_id);
+        if (runs.ok() && !runs->empty()) row.training_run_id = runs->back().id;
       }
-      row.runs_s.push_back(run.step_time_median_s);
-      progress << Fixed(run.step_time_median_s, 3) << " s/step (predicted "
-               << Fixed(row.estimate.step_time_s, 3) << ")\n";
-      auto runs = store->GetTrainingRuns(row.candidate_id);
-      if (runs.ok() && !runs->empty()) row.training_run_id = runs->back().id;
+      // Runs left: the rest of this round and the later rounds, without the
+      // candidates that failed (they are not run again).
+      int64_t left = 0;
+      for (size_t p = position + 1; p < order.size(); ++p) {
+        left += rows[order[p]].error.empty();
+      }
+      for (const ValidatedCandidate& c : rows) {
+        left += (r.repeats - round - 1) * c.error.empty();
+      }
+      if (left > 0) {
+        progress << ", ETA "
+                 << FormatDuration(
+                        ValidationEtaSeconds(runs_done, wall_done_s, left));
+      }
+      progress << "\n";
     }
   }
 }
@@ -180,6 +203,13 @@ StatusOr<int64_t> Record(const ValidationRequest& r, results::Store* store,
 }
 
 }  // namespace
+
+double ValidationEtaSeconds(int64_t runs_done, double wall_done_s,
+                            int64_t runs_left) {
+  if (runs_done <= 0 || runs_left <= 0) return 0;
+  return wall_done_s / static_cast<double>(runs_done) *
+         static_cast<double>(runs_left);
+}
 
 StatusOr<ValidationResult> RunValidation(const ValidationRequest& request,
                                          results::Store* store,

@@ -68,10 +68,16 @@ struct ValidationResult {
   std::optional<costmodel::FitResult> fit;  // learned factors, if any
 };
 
+// Seconds the validation has left: the mean wall time of the runs so far
+// (start-up included) times the runs left. 0 before the first run.
+double ValidationEtaSeconds(int64_t runs_done, double wall_done_s,
+                            int64_t runs_left);
+
 // Runs the validation against `store` (not null; its path must be one the
 // child processes can open). `progress` gets one line per run ("tune:
-// validate [i/n] rank R ... s/step (predicted ...)"). Errors: no feasible
-// or no trainable configuration (InvalidArgument), store errors. Every
+// validate [i/n] rank R ... s/step (predicted ...), ETA 4m 05s", the ETA
+// from ValidationEtaSeconds and left out after the last run). Errors: no
+// feasible or no trainable configuration (InvalidArgument), store errors. Every
 // candidate failing is not an error here: stats.measured is 0.
 StatusOr<ValidationResult> RunValidation(const ValidationRequest& request,
                                          results::Store* store,

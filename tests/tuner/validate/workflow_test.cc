@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tuner/machine/calibration_source.h"
 
@@ -108,6 +109,22 @@ TEST_F(ValidationWorkflowTest, MeasuresEveryCandidateInRoundsAndRecords) {
   EXPECT_NE(progress.str().find("tune: validate [1/3] rank 1 "),
             std::string::npos)
       << progress.str();
+  // Six runs of 1 s each (the runner's injected wall time): the ETA counts
+  // down by the mean, and the last run has none.
+  std::istringstream lines(progress.str());
+  std::vector<std::string> etas;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find(", ETA ");
+    etas.push_back(at == std::string::npos ? "" : line.substr(at + 6));
+  }
+  EXPECT_EQ(etas, (std::vector<std::string>{"5s", "4s", "3s", "2s", "1s", ""}))
+      << progress.str();
+}
+
+TEST(ValidationEta, MeanRunTimeTimesRunsLeft) {
+  EXPECT_DOUBLE_EQ(ValidationEtaSeconds(2, 90, 4), 180);
+  EXPECT_DOUBLE_EQ(ValidationEtaSeconds(0, 0, 4), 0);
+  EXPECT_DOUBLE_EQ(ValidationEtaSeconds(3, 30, 0), 0);
 }
 
 // A candidate that fails is recorded with its error and not run again; the
@@ -123,12 +140,20 @@ TEST_F(ValidationWorkflowTest, FailedCandidateIsNotRunAgain) {
     }
     out.ok = true;
     out.step_time_median_s = 0.5;
+    out.wall_s = 60;
     return out;
   };
   std::ostringstream progress;
   auto v = RunValidation(request_, store_.get(), progress);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(rank1_runs, 1);
+  // After the failure (0 s) four runs are left, not five: rank 1 is not
+  // run again. The mean is 0 s, then 30 s, 40 s, 45 s.
+  EXPECT_NE(progress.str().find("out of memory?, ETA 0s\n"), std::string::npos)
+      << progress.str();
+  EXPECT_NE(progress.str().find("(predicted "), std::string::npos);
+  EXPECT_NE(progress.str().find("), ETA 1m 30s\n"), std::string::npos)
+      << progress.str();
   EXPECT_FALSE(v->candidates[0].ok());
   EXPECT_EQ(v->candidates[0].error,
             "killed by signal 9 (Killed): out of memory?");
