@@ -3,6 +3,8 @@
 #ifndef MESHTUNE_TUNER_RENDER_MODEL_FACTS_H_
 #define MESHTUNE_TUNER_RENDER_MODEL_FACTS_H_
 
+#include <string>
+
 #include "search_spaces/model_spec.h"
 
 namespace meshtune::tuner {
@@ -11,6 +13,11 @@ namespace meshtune::tuner {
 // model counts them (costmodel::ComputeModelStats; vocabulary padded as
 // Megatron does for tp = 1, positions for the recipe's seq_length).
 double ParameterCountB(const search_spaces::ModelSpec& model);
+
+// That count for people, with one decimal: "174.6 B" at or above 10^9,
+// "12.6 M" below it, "850.0 K" below 10^6 (a tiny test model is not
+// "0.0 B").
+std::string FormatParameterCount(const search_spaces::ModelSpec& model);
 
 }  // namespace meshtune::tuner
 

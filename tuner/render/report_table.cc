@@ -68,9 +68,9 @@ void PrintInputsHeader(std::ostream& out, const Inputs& in,
   const auto& c = in.cluster;
   const auto& t = in.training;
   out << Fmt(
-      "model        %s (%s): %.1f B parameters, %lld layers, hidden %lld, "
+      "model        %s (%s): %s parameters, %lld layers, hidden %lld, "
       "%lld heads / %lld query groups\n",
-      m.display_name.c_str(), m.name.c_str(), ParameterCountB(m),
+      m.display_name.c_str(), m.name.c_str(), FormatParameterCount(m).c_str(),
       static_cast<long long>(m.num_layers),
       static_cast<long long>(m.hidden_size),
       static_cast<long long>(m.num_attention_heads),

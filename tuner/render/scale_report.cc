@@ -34,9 +34,9 @@ void FinishScaleRows(ScaleReport* report) {
 
 void PrintScaleTable(std::ostream& out, const ScaleReport& report) {
   const Inputs& in = report.first;
-  out << Fmt("model        %s (%s): %.1f B parameters\n",
+  out << Fmt("model        %s (%s): %s parameters\n",
              in.model.display_name.c_str(), in.model.name.c_str(),
-             ParameterCountB(in.model));
+             FormatParameterCount(in.model).c_str());
   out << Fmt("gpu          %s (%s)%s\n", in.cluster.name.c_str(),
              in.cluster.gpu.display_name.c_str(),
              in.gpu_defaulted ? " (default)" : "");

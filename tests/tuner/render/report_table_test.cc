@@ -1,5 +1,6 @@
 // The text report's near-capacity mark and footnote, the optional etp and
-// layout columns, and the --out YAML's near-capacity comment.
+// layout columns, the parameter count of the header, and the --out YAML's
+// near-capacity comment.
 #include "tuner/render/report_table.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/cluster_spec.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/render/model_facts.h"
 #include "tuner/render/report_json.h"
 #include "tuner/render/report_yaml.h"
 #include "tuner/search/search_driver.h"
@@ -30,6 +32,20 @@ Inputs ResolveOrDie(const std::string& model, const std::string& gpus,
   auto in = ResolveInputs(f);
   EXPECT_TRUE(in.ok()) << in.status().message();
   return in.value();
+}
+
+TEST(ReportHeader, ParameterCountsBelowOneBillionAreInMillions) {
+  const Inputs tiny = ResolveOrDie("gpt-tiny", "1");
+  EXPECT_EQ(FormatParameterCount(tiny.model), "4.3 M");
+  std::ostringstream out;
+  PrintInputsHeader(out, tiny, "datasheet");
+  EXPECT_EQ(
+      out.str().rfind(
+          "model        GPT tiny (gpt-tiny): 4.3 M parameters, 4 layers", 0),
+      0u)
+      << out.str();
+  EXPECT_EQ(FormatParameterCount(ResolveOrDie("gpt3-175b", "8").model),
+            "174.6 B");
 }
 
 std::vector<std::string> Lines(const std::string& text) {
