@@ -1,6 +1,9 @@
 #include "tuner/render/pipeline_timeline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
 
 #include "tuner/render/svg_chart.h"
 
@@ -110,52 +113,88 @@ StatusOr<PipelineTimeline> SimulatePipeline(const PipelineSchedule& schedule,
   return timeline;
 }
 
+TimelineView PlanTimelineView(const PipelineTimeline& timeline,
+                              double width_px) {
+  TimelineView view;
+  const double span = timeline.span_s > 0 ? timeline.span_s : 1;
+  view.px_per_s = width_px / span;
+  view.head_end_s = span;
+  view.tail_start_s = span;
+  double shortest = 0;
+  for (const TimelineOp& op : timeline.ops) {
+    const double d = op.end_s - op.start_s;
+    if (d > 0 && (shortest == 0 || d < shortest)) shortest = d;
+  }
+  if (shortest == 0 || shortest * view.px_per_s >= TimelineView::kMinStepPx) {
+    return view;
+  }
+  const double px_per_s = TimelineView::kMinStepPx / shortest;
+  const double window_s = (width_px - TimelineView::kGapPx) / 2 / px_per_s;
+  if (window_s <= 0 || 2 * window_s >= span) return view;
+  view.elided = true;
+  view.px_per_s = px_per_s;
+  view.head_end_s = window_s;
+  view.tail_start_s = span - window_s;
+  return view;
+}
+
 std::string TimelineSvg(const PipelineTimeline& timeline,
                         const std::string& chart_id) {
-  constexpr double kRowHeight = 22;
   constexpr double kWidth = 960;
-  const PlotArea area{70, 10, kWidth - 90,
-                      kRowHeight * static_cast<double>(timeline.pp)};
+  // Rows shrink for deep pipelines; labels then go on every k-th stage so
+  // that they do not overlap (a label is about 12 pixels tall).
+  const double row_height =
+      timeline.pp <= 16
+          ? 22
+          : std::max(8.0, 352.0 / static_cast<double>(timeline.pp));
+  const int64_t label_every =
+      static_cast<int64_t>(std::ceil(14.0 / row_height));
+  const PlotArea area{kWidth - 20 - kTimelinePlotWidth, 10, kTimelinePlotWidth,
+                      row_height * static_cast<double>(timeline.pp)};
   const double span = timeline.span_s > 0 ? timeline.span_s : 1;
-  const LinearScale x{0, span, area.left, area.right()};
-  const double height = area.bottom() + 46;
-  std::string s =
-      "<svg" + SvgAttr("id", chart_id) +
-      " class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\"" +
-      SvgAttr("viewBox", "0 0 " + FormatNumber(kWidth, 6) + " " +
-                             FormatNumber(height, 6)) +
-      SvgAttr("width", kWidth) + SvgAttr("height", height) +
-      SvgAttr("data-ops", static_cast<double>(timeline.ops.size())) + ">";
-  const std::vector<double> ticks = NiceTicks(0, span, 8);
-  for (const double t : ticks) {
-    const std::string px = FormatNumber(x(t), 6);
-    s += "<line class=\"grid\" x1=\"" + px + "\" x2=\"" + px + "\" y1=\"" +
-         FormatNumber(area.top, 6) + "\" y2=\"" +
-         FormatNumber(area.bottom(), 6) + "\"/>";
-    s += "<text class=\"tick\" x=\"" + px + "\" y=\"" +
-         FormatNumber(area.bottom() + 16, 6) + "\" text-anchor=\"middle\">" +
-         FormatNumber(t) + "</text>";
-  }
-  s += "<text class=\"title\"" + SvgAttr("x", area.left + area.width / 2) +
-       SvgAttr("y", area.bottom() + 36) +
-       " text-anchor=\"middle\">time in the step (s)</text>";
+  const TimelineView view = PlanTimelineView(timeline, area.width);
+  const double head_px = view.head_end_s * view.px_per_s;
+  // Time to pixels: the head window, then the gap, then the tail window.
+  auto px = [&](double t) {
+    if (!view.elided || t <= view.head_end_s) {
+      return area.left + t * view.px_per_s;
+    }
+    return area.left + head_px + TimelineView::kGapPx +
+           (t - view.tail_start_s) * view.px_per_s;
+  };
+  // The drawn pieces of [from, to]: its parts inside the windows, each at
+  // least 2 pixels wide.
+  auto pieces = [&](double from, double to) {
+    std::vector<std::pair<double, double>> out;
+    auto add = [&](double a, double b) {
+      if (b > a && (b - a) * view.px_per_s >= 2 - 1e-9) out.push_back({a, b});
+    };
+    add(from, std::min(to, view.head_end_s));
+    if (view.elided) add(std::max(from, view.tail_start_s), to);
+    return out;
+  };
 
+  std::string body;
+  size_t drawn = 0;
   // Ops are stored rank by rank in execution order, so gaps are the spaces
   // between consecutive ops of a rank (and before the first, after the
   // last up to the span).
   size_t i = 0;
   for (int64_t r = 0; r < timeline.pp; ++r) {
-    const double y = area.top + kRowHeight * static_cast<double>(r);
-    s += "<text class=\"tick\"" + SvgAttr("x", area.left - 6) +
-         SvgAttr("y", y + kRowHeight / 2 + 4) + " text-anchor=\"end\">stage " +
-         std::to_string(r) + "</text>";
+    const double y = area.top + row_height * static_cast<double>(r);
+    const double bar = std::max(2.0, row_height - 4);
+    if (r % label_every == 0) {
+      body += "<text class=\"tick\"" + SvgAttr("x", area.left - 6) +
+              SvgAttr("y", y + row_height / 2 + 4) +
+              " text-anchor=\"end\">stage " + std::to_string(r) + "</text>";
+    }
     auto idle = [&](double from, double to) {
-      if (to - from <= span * 1e-9) return;
-      s += "<rect class=\"idle\" data-kind=\"idle\"" +
-           SvgAttr("data-rank", static_cast<double>(r)) +
-           SvgAttr("x", x(from)) + SvgAttr("y", y + 2) +
-           SvgAttr("width", x(to) - x(from)) +
-           SvgAttr("height", kRowHeight - 4) + "/>";
+      for (const auto& [a, b] : pieces(from, to)) {
+        body += "<rect class=\"idle\" data-kind=\"idle\"" +
+                SvgAttr("data-rank", static_cast<double>(r)) +
+                SvgAttr("x", px(a)) + SvgAttr("y", y + (row_height - bar) / 2) +
+                SvgAttr("width", px(b) - px(a)) + SvgAttr("height", bar) + "/>";
+      }
     };
     double last_end = 0;
     for (; i < timeline.ops.size() && timeline.ops[i].rank == r; ++i) {
@@ -164,20 +203,61 @@ std::string TimelineSvg(const PipelineTimeline& timeline,
       // Chunks of the interleaved schedule alternate in lightness.
       const std::string cls = std::string(op.forward ? "fwd" : "bwd") +
                               (op.chunk % 2 == 1 ? " odd" : "");
-      s += "<rect" + SvgAttr("class", cls) +
-           SvgAttr("data-kind", op.forward ? "forward" : "backward") +
-           SvgAttr("data-rank", static_cast<double>(r)) +
-           SvgAttr("data-microbatch", static_cast<double>(op.microbatch)) +
-           SvgAttr("data-chunk", static_cast<double>(op.chunk)) +
-           SvgAttr("x", x(op.start_s)) + SvgAttr("y", y + 2) +
-           SvgAttr("width", x(op.end_s) - x(op.start_s)) +
-           SvgAttr("height", kRowHeight - 4) + "/>";
+      for (const auto& [a, b] : pieces(op.start_s, op.end_s)) {
+        body += "<rect" + SvgAttr("class", cls) +
+                SvgAttr("data-kind", op.forward ? "forward" : "backward") +
+                SvgAttr("data-rank", static_cast<double>(r)) +
+                SvgAttr("data-microbatch", static_cast<double>(op.microbatch)) +
+                SvgAttr("data-chunk", static_cast<double>(op.chunk)) +
+                SvgAttr("x", px(a)) + SvgAttr("y", y + (row_height - bar) / 2) +
+                SvgAttr("width", px(b) - px(a)) + SvgAttr("height", bar) + "/>";
+        ++drawn;
+      }
       last_end = op.end_s;
     }
     idle(last_end, span);
   }
-  s += "</svg>";
-  return s;
+
+  const double height = area.bottom() + 46;
+  std::string s = SvgOpen(
+      chart_id, kWidth, height, area,
+      SvgAttr("data-ops", static_cast<double>(drawn)) +
+          SvgAttr("data-ops-total", static_cast<double>(timeline.ops.size())) +
+          (view.elided ? SvgAttr("data-elided-from-s", view.head_end_s) +
+                             SvgAttr("data-elided-to-s", view.tail_start_s)
+                       : std::string()));
+  // Ticks inside each drawn window, about one per 100 pixels.
+  std::vector<double> ticks;
+  const double window_px = view.elided ? head_px : area.width;
+  const int per_window = std::max(2, static_cast<int>(window_px / 100));
+  ticks = NiceTicks(0, view.head_end_s, per_window);
+  if (view.elided) {
+    for (const double t : NiceTicks(view.tail_start_s, span, per_window)) {
+      ticks.push_back(t);
+    }
+  }
+  for (const double t : ticks) {
+    s += "<line class=\"grid\"" + SvgAttr("x1", px(t)) + SvgAttr("x2", px(t)) +
+         SvgAttr("y1", area.top) + SvgAttr("y2", area.bottom()) + "/>";
+    s += "<text class=\"tick\"" + SvgAttr("x", px(t)) +
+         SvgAttr("y", area.bottom() + 16) + " text-anchor=\"middle\">" +
+         FormatNumber(t) + "</text>";
+  }
+  s += "<text class=\"title\"" + SvgAttr("x", area.left + area.width / 2) +
+       SvgAttr("y", area.bottom() + 36) +
+       " text-anchor=\"middle\">time in the step (s)</text>";
+  s += body;
+  if (view.elided) {
+    s += "<rect class=\"elided\"" + SvgAttr("x", area.left + head_px + 2) +
+         SvgAttr("y", area.top) + SvgAttr("width", TimelineView::kGapPx - 4) +
+         SvgAttr("height", area.height) + "><title>" +
+         HtmlEscape(FormatNumber(view.tail_start_s - view.head_end_s) +
+                    " s of steady state elided (" +
+                    FormatNumber(view.head_end_s) + " s to " +
+                    FormatNumber(view.tail_start_s) + " s)") +
+         "</title></rect>";
+  }
+  return s + "</svg>";
 }
 
 }  // namespace meshtune::tuner

@@ -61,9 +61,37 @@ StatusOr<PipelineTimeline> SimulatePipeline(
     const search_spaces::PipelineSchedule& schedule,
     const StageMicrobatchTimes& times);
 
-// The timeline as an inline SVG with id `chart_id`: one row per rank, a
-// <rect> per step with data-kind="forward"|"backward", data-rank,
-// data-microbatch, data-chunk, and a <rect data-kind="idle"> per gap.
+// How the timeline fits the chart's width. A schedule with many
+// micro-batches (GPT-3 175B on 1024 GPUs: 8 stages x 12 chunks x 24
+// micro-batches = 4608 steps) has steps far narrower than a pixel at full
+// width, which the browser blends into colours the legend does not have and
+// in which the bubble disappears. Then only the first and the last part of
+// the step are drawn, at a scale where the shortest step is kMinStepPx
+// wide, with an explicit gap (the elided steady state) between them: the
+// warm-up and the cool-down, where the bubble is, stay visible.
+struct TimelineView {
+  static constexpr double kMinStepPx = 3;  // shortest step drawn, pixels
+  static constexpr double kGapPx = 44;     // the elision gap, pixels
+  bool elided = false;
+  double px_per_s = 0;
+  double head_end_s = 0;    // drawn: [0, head_end_s] ...
+  double tail_start_s = 0;  // ... and [tail_start_s, span_s]
+};
+
+// The width of TimelineSvg's plot, pixels (in a 960-pixel chart).
+inline constexpr double kTimelinePlotWidth = 870;
+
+// The view of `timeline` in a plot `width_px` pixels wide.
+TimelineView PlanTimelineView(const PipelineTimeline& timeline,
+                              double width_px);
+
+// The timeline as an inline SVG with id `chart_id`, laid out by
+// PlanTimelineView: one row per rank, a <rect> per step with
+// data-kind="forward"|"backward", data-rank, data-microbatch, data-chunk, a
+// <rect data-kind="idle"> per gap, a <rect class="elided"> for the elided
+// part. A step or gap (or the part of one inside a drawn window) narrower
+// than 2 pixels is not drawn; the <svg> has data-ops (steps drawn) and
+// data-ops-total (all steps).
 std::string TimelineSvg(const PipelineTimeline& timeline,
                         const std::string& chart_id);
 

@@ -10,11 +10,13 @@ namespace meshtune::tuner {
 std::string ScaleSectionHtml(const ScaleReport& report) {
   std::string s = "<h2>Scaling: the best configuration per GPU count</h2>";
   double max_per_gpu = 0;
+  double max_efficiency = 0;
   size_t feasible = 0;
   for (const ScaleRow& row : report.rows) {
     if (!row.feasible) continue;
     ++feasible;
     max_per_gpu = std::max(max_per_gpu, row.best.tokens_per_s_per_gpu);
+    max_efficiency = std::max(max_efficiency, row.scaling_efficiency);
   }
   // GPU counts are usually powers of two: evenly spaced categories read
   // better than a linear axis that crowds the small sizes.
@@ -24,37 +26,27 @@ std::string ScaleSectionHtml(const ScaleReport& report) {
   auto x_at = [&](size_t i) {
     return area.left + area.width * (static_cast<double>(i) + 0.5) / n;
   };
-  const std::vector<double> ticks = NiceTicks(0, max_per_gpu * 1.1, 6);
-  const LinearScale y{0, ticks.back(), area.bottom(), area.top};
-  const LinearScale eff{0, 1.2, area.bottom(), area.top};
+  const NiceAxis axis = NiceAxisCovering(0, max_per_gpu * 1.1, 6);
+  const LinearScale y{0, axis.hi, area.bottom(), area.top};
+  // Efficiency on the right axis, up to 120 % or beyond the largest (a
+  // larger size can beat the smallest: fewer pipeline stages); the points
+  // (radius 5) stay 6 pixels inside the frame.
+  const double eff_hi = std::max(1.2, 1.1 * max_efficiency);
+  const LinearScale eff{0, eff_hi, area.bottom() - 6, area.top + 6};
   const double height = area.bottom() + 48;
-  s += "<svg id=\"scale\" class=\"chart\" "
-       "xmlns=\"http://www.w3.org/2000/svg\"" +
-       SvgAttr("viewBox", "0 0 960 " + FormatNumber(height, 6)) +
-       SvgAttr("width", width) + SvgAttr("height", height) +
-       SvgAttr("data-points", static_cast<double>(feasible)) + ">";
-  for (const double t : ticks) {
+  s += SvgOpen("scale", width, height, area,
+               SvgAttr("data-points", static_cast<double>(feasible)));
+  for (const double t : axis.ticks) {
     s += "<line class=\"grid\"" + SvgAttr("x1", area.left) +
          SvgAttr("x2", area.right()) + SvgAttr("y1", y(t)) +
          SvgAttr("y2", y(t)) + "/><text class=\"tick\"" +
          SvgAttr("x", area.left - 6) + SvgAttr("y", y(t) + 4) +
          " text-anchor=\"end\">" + FormatNumber(t) + "</text>";
   }
-  for (const double e : {0.0, 0.25, 0.5, 0.75, 1.0}) {
+  for (const double e : NiceTicks(0, eff_hi, 5)) {
     s += "<text class=\"tick\"" + SvgAttr("x", area.right() + 6) +
          SvgAttr("y", eff(e) + 4) + ">" + FormatNumber(100 * e) + "%</text>";
   }
-  s += "<rect class=\"frame\"" + SvgAttr("x", area.left) +
-       SvgAttr("y", area.top) + SvgAttr("width", area.width) +
-       SvgAttr("height", area.height) + "/>";
-  s += "<text class=\"title\" transform=\"translate(24," +
-       FormatNumber(area.top + area.height / 2, 6) +
-       ") rotate(-90)\" text-anchor=\"middle\">tokens/s per GPU (bars)</text>";
-  s += "<text class=\"title\" transform=\"translate(" +
-       FormatNumber(width - 20, 6) + "," +
-       FormatNumber(area.top + area.height / 2, 6) +
-       ") rotate(-90)\" text-anchor=\"middle\">scaling efficiency "
-       "(line)</text>";
   std::string line;
   const double bar = area.width / n * 0.5;
   for (size_t i = 0; i < report.rows.size(); ++i) {

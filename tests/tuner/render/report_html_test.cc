@@ -63,6 +63,51 @@ TEST(SvgChartTest, NiceTicksAreRoundAndCoverTheRange) {
   EXPECT_DOUBLE_EQ(y(2.5), 75);
 }
 
+TEST(SvgChartTest, NumbersArePlainNeverInENotation) {
+  EXPECT_EQ(FormatNumber(187734.4), "187734");
+  EXPECT_EQ(FormatNumber(1.903e5, 4), "190300");
+  EXPECT_EQ(FormatNumber(16.759), "16.76");
+  EXPECT_EQ(FormatNumber(0.000123456), "0.0001235");
+  EXPECT_EQ(FormatNumber(2.5, 6), "2.5");
+  EXPECT_EQ(FormatNumber(1000), "1000");
+  EXPECT_EQ(FormatNumber(-0.00001, 2), "-0.00001");
+  EXPECT_EQ(FormatNumber(1e-15), "0");
+  EXPECT_EQ(FormatNumber(-1e-9, 1), "-0.000000001");
+}
+
+TEST(SvgChartTest, NiceAxisEnclosesTheDataAndIsNeverEmpty) {
+  // The time bars of 175B: 16.76 s; NiceTicks stops at 15, the axis at 20.
+  EXPECT_EQ(NiceTicks(0, 16.76, 8).back(), 15);
+  const NiceAxis time = NiceAxisCovering(0, 16.76, 8);
+  EXPECT_EQ(time.lo, 0);
+  EXPECT_GE(time.hi, 16.76);
+  EXPECT_LE(time.hi, 20);
+  EXPECT_EQ(time.ticks.front(), 0);
+  EXPECT_EQ(time.ticks.back(), time.hi);
+  const NiceAxis empty = NiceAxisCovering(0, 0, 5);
+  EXPECT_EQ(empty.lo, 0);
+  EXPECT_GT(empty.hi, 0);
+  const NiceAxis point = NiceAxisCovering(3, 3, 5);
+  EXPECT_LT(point.lo, 3);
+  EXPECT_GT(point.hi, 3);
+  const NiceAxis tiny = NiceAxisCovering(0, 0.3712, 10);
+  EXPECT_GE(tiny.hi, 0.3712);
+  EXPECT_LT(tiny.hi, 0.5);
+  EXPECT_GE(tiny.ticks.size(), 4u);
+}
+
+TEST(SvgChartTest, LogAxisTicksAreOneTwoFive) {
+  EXPECT_EQ(LogTicks(14.6, 1700),
+            (std::vector<double>{20, 50, 100, 200, 500, 1000}));
+  EXPECT_EQ(LogTicks(0.011, 0.6),
+            (std::vector<double>{0.02, 0.05, 0.1, 0.2, 0.5}));
+  // Narrower than a factor of 3: linear round values instead.
+  EXPECT_EQ(LogTicks(1.1, 1.9), (std::vector<double>{1.2, 1.4, 1.6, 1.8}));
+  const LogScale y{10, 1000, 100, 0};
+  EXPECT_DOUBLE_EQ(y(100), 50);
+  EXPECT_DOUBLE_EQ(y(10), 100);
+}
+
 costmodel::Estimate Point(double memory_gib, double step_s) {
   costmodel::Estimate e;
   e.memory.weights_bytes = memory_gib * 1024.0 * 1024.0 * 1024.0;
@@ -117,6 +162,43 @@ TEST(PipelineTimelineTest, NoPipelineHasNoIdleTime) {
   EXPECT_EQ(Count(svg, "data-kind=\"forward\""), 4u);
   EXPECT_EQ(Count(svg, "data-kind=\"backward\""), 4u);
   EXPECT_EQ(Count(svg, "data-kind=\"idle\""), 0u);
+}
+
+TEST(PipelineTimelineTest, ManyStepsElideTheSteadyStateAndStayWide) {
+  // 175B's schedule: 8 stages x 12 chunks x 24 micro-batches = 4608 steps,
+  // a third of a pixel each at full width.
+  const PipelineSchedule schedule(/*pp=*/8, /*vpp=*/12, /*m=*/24);
+  auto t = SimulatePipeline(schedule, {1, 2});
+  ASSERT_TRUE(t.ok());
+  const TimelineView view = PlanTimelineView(t.value(), kTimelinePlotWidth);
+  ASSERT_TRUE(view.elided);
+  // The shortest step (a chunk's forward, 1/12 s) is kMinStepPx wide, and
+  // both windows plus the gap fill the plot.
+  EXPECT_NEAR(view.px_per_s / 12, TimelineView::kMinStepPx, 1e-9);
+  EXPECT_NEAR(2 * view.head_end_s * view.px_per_s + TimelineView::kGapPx,
+              kTimelinePlotWidth, 1e-9);
+  EXPECT_NEAR(t->span_s - view.tail_start_s, view.head_end_s, 1e-9);
+  // The warm-up of stage 0 (every stage's first forwards) is drawn.
+  EXPECT_GT(view.head_end_s, (8 - 1) * 2.0 / 12 + 8.0 / 12);
+  const std::string svg = TimelineSvg(t.value(), "tl");
+  EXPECT_NE(svg.find("data-ops-total=\"4608\""), std::string::npos);
+  EXPECT_NE(svg.find("<rect class=\"elided\""), std::string::npos);
+  const std::regex width("data-kind=\"[a-z]+\"[^>]* width=\"([0-9.]+)\"");
+  size_t rects = 0;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), width), end; it != end;
+       ++it) {
+    EXPECT_GE(std::stod((*it)[1]), 2.0);
+    ++rects;
+  }
+  EXPECT_GT(rects, 100u);
+  EXPECT_LT(Count(svg, "data-kind=\"forward\""), 4608u / 2);
+  // A small schedule is drawn whole.
+  auto small = SimulatePipeline(PipelineSchedule(4, 1, 8), {1, 2});
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(PlanTimelineView(small.value(), kTimelinePlotWidth).elided);
+  const std::string whole = TimelineSvg(small.value(), "tl");
+  EXPECT_NE(whole.find("data-ops=\"64\" data-ops-total=\"64\""),
+            std::string::npos);
 }
 
 TEST(PipelineTimelineTest, StageTimesSplitTheEstimatesMicrobatchWork) {
