@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "search_spaces/parallel_config.h"
 #include "tuner/commands/command.h"
-#include "tuner/inputs/compare_config.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/io/terminal.h"
 #include "tuner/machine/calibration_source.h"
@@ -38,7 +38,7 @@ std::string QuietRow(const ScaleRow& row) {
     return gpus + ("no feasible configuration (" + row.reason + ")");
   char step[48];
   std::snprintf(step, sizeof(step), " %.3f s", row.best.step_time_s);
-  return gpus + FormatCompactConfig(row.best.config) + step;
+  return gpus + search_spaces::ToString(row.best.config) + step;
 }
 
 StatusOr<double> ParsePrice(const std::string& text) {

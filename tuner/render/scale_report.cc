@@ -1,15 +1,15 @@
 #include "tuner/render/scale_report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 
-#include "tuner/inputs/compare_config.h"
+#include "search_spaces/parallel_config.h"
 #include "tuner/io/text_format.h"
 #include "tuner/render/model_facts.h"
 #include "tuner/render/report_table.h"
 
 namespace meshtune::tuner {
-namespace {}  // namespace
-
 void FinishScaleRows(ScaleReport* report) {
   // The baseline is the smallest size that has a configuration at all: a
   // size too small to hold the model has no throughput to compare with.
@@ -55,8 +55,19 @@ void PrintScaleTable(std::ostream& out, const ScaleReport& report) {
   }
   out << "\n";
   const bool cost = report.price_per_gpu_hour.has_value();
-  out << Fmt("%6s  %-44s %8s %10s %8s %6s %6s %8s", "gpus", "best config",
-             "step s", "tokens/s", "tok/s/gpu", "MFU %", "eff %", "days");
+  // The configuration as `tune search` spells it (search_spaces::ToString,
+  // cp and ep included), so a row pastes into --config; the column is as
+  // wide as its widest cell.
+  int config_width = static_cast<int>(std::strlen("best config"));
+  for (const ScaleRow& row : report.rows) {
+    if (!row.feasible) continue;
+    config_width = std::max(
+        config_width,
+        static_cast<int>(search_spaces::ToString(row.best.config).size()));
+  }
+  out << Fmt("%6s  %-*s %8s %10s %8s %6s %6s %8s", "gpus", config_width,
+             "best config", "step s", "tokens/s", "tok/s/gpu", "MFU %", "eff %",
+             "days");
   if (cost) out << Fmt(" %13s", "cost USD");
   out << "\n";
   for (const ScaleRow& row : report.rows) {
@@ -66,8 +77,8 @@ void PrintScaleTable(std::ostream& out, const ScaleReport& report) {
       continue;
     }
     const costmodel::Estimate& e = row.best;
-    out << Fmt("%-44s %8.3f %10.0f %9.1f %6.1f %6.1f %8.1f",
-               FormatCompactConfig(e.config).c_str(), e.step_time_s,
+    out << Fmt("%-*s %8.3f %10.0f %9.1f %6.1f %6.1f %8.1f", config_width,
+               search_spaces::ToString(e.config).c_str(), e.step_time_s,
                e.tokens_per_s, e.tokens_per_s_per_gpu, 100.0 * e.mfu,
                100.0 * row.scaling_efficiency, e.days_to_train);
     if (row.cost_usd) out << Fmt(" %13.0f", *row.cost_usd);
@@ -99,7 +110,7 @@ nlohmann::json ScaleToJson(const ScaleReport& report) {
     const nlohmann::json null(nullptr);
     const costmodel::Estimate& e = row.best;
     r["config"] =
-        row.feasible ? nlohmann::json(FormatCompactConfig(e.config)) : null;
+        row.feasible ? nlohmann::json(search_spaces::ToString(e.config)) : null;
     r["step_time_s"] = row.feasible ? nlohmann::json(e.step_time_s) : null;
     r["tokens_per_s"] = row.feasible ? nlohmann::json(e.tokens_per_s) : null;
     r["tokens_per_s_per_gpu"] =

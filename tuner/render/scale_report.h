@@ -44,6 +44,9 @@ void PrintScaleTable(std::ostream& out, const ScaleReport& report);
 //  "step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "mfu",
 //  "scaling_efficiency", "days_to_train", "cost_usd"|null, "feasible",
 //  "reason"}]}; the numbers of an infeasible row are null, "config" too.
+// "config" and the table's column spell the configuration as `tune search`
+// does (search_spaces::ToString: "tp4 pp8 vpp12 cp1 ep1 dp32 sp mbs2 none
+// dist_opt").
 nlohmann::json ScaleToJson(const ScaleReport& report);
 
 }  // namespace meshtune::tuner

@@ -287,8 +287,9 @@ TEST(TerminalQuiet, ScalePrintsOneLinePerSize) {
       "scale --model 175b --gpus 64,128 --gpu a100-80g --no-db --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
-            "    64  tp4 pp16 vpp6 dp1 mbs1 sp none 267.915 s\n"
-            "   128  tp4 pp8 vpp12 dp4 mbs1 sp none dist-opt 130.343 s\n");
+            "    64  tp4 pp16 vpp6 cp1 ep1 dp1 sp mbs1 none 267.915 s\n"
+            "   128  tp4 pp8 vpp12 cp1 ep1 dp4 sp mbs1 none dist_opt 130.343 "
+            "s\n");
   EXPECT_EQ(run.err, "");
 }
 
