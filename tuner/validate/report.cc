@@ -1,6 +1,8 @@
 #include "tuner/validate/report.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -17,6 +19,35 @@ std::string Signed(double v) {
   return buf;
 }
 
+// The table, two spaces between columns: each column as wide as its widest
+// cell, text columns (config, why) left-aligned, numbers right-aligned, the
+// last (status, free text) unpadded.
+std::string AlignColumns(const std::vector<std::vector<std::string>>& cells) {
+  constexpr bool kLeft[] = {false, true,  true,  false,
+                            false, false, false, true};
+  std::vector<size_t> width(std::size(kLeft), 0);
+  for (const std::vector<std::string>& row : cells) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  std::string text;
+  for (const std::vector<std::string>& row : cells) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c > 0) line += "  ";
+      const std::string pad(width[c] - row[c].size(), ' ');
+      if (c + 1 == row.size()) {
+        line += row[c];
+      } else {
+        line += kLeft[c] ? row[c] + pad : pad + row[c];
+      }
+    }
+    text += line + "\n";
+  }
+  return text;
+}
+
 nlohmann::json OptionalJson(const std::optional<double>& v) {
   return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
@@ -31,16 +62,17 @@ void PrintValidationTable(std::ostream& out, const ValidationRequest& request,
   const std::optional<costmodel::FitResult>& fit = v.fit;
   const int64_t search_id = v.search_id;
   const int64_t repeats = request.repeats;
-  char line[512];
   out << "validation " << v.validation_id << " of search " << search_id
       << " (calibration " << v.calibration << ", " << request.steps
       << " steps per run, first 2 are warm-up; " << repeats
       << (repeats == 1 ? " run" : " interleaved runs")
       << " per candidate, their median)\n";
-  std::snprintf(line, sizeof(line), "%4s  %-44s %-18s %9s %9s %8s %7s  %s\n",
-                "rank", "config", "why", "pred_s", "meas_s", "spread%", "err%",
-                "status");
-  out << line;
+  // Column widths come from the content: a long configuration (vpp, etp,
+  // an uneven layout, full:block:N, dist_opt) or reason would otherwise push
+  // its row's later columns out of line with the header.
+  std::vector<std::vector<std::string>> cells = {{"rank", "config", "why",
+                                                  "pred_s", "meas_s", "spread%",
+                                                  "err%", "status"}};
   for (size_t i = 0; i < rows.size(); ++i) {
     const ValidatedCandidate& r = rows[i];
     const std::string meas = r.ok() ? Fixed(r.measured_s(), 3) : "-";
@@ -54,13 +86,12 @@ void PrintValidationTable(std::ostream& out, const ValidationRequest& request,
     if (stats.measured_best.has_value() && *stats.measured_best == i) {
       status += " (measured best)";
     }
-    std::snprintf(
-        line, sizeof(line), "%4zu  %-44s %-18s %9s %9s %8s %7s  %s\n",
-        r.pick.index + 1, search_spaces::ToString(r.estimate.config).c_str(),
-        r.pick.reason.c_str(), Fixed(r.estimate.step_time_s, 3).c_str(),
-        meas.c_str(), spread.c_str(), errp.c_str(), status.c_str());
-    out << line;
+    cells.push_back({std::to_string(r.pick.index + 1),
+                     search_spaces::ToString(r.estimate.config), r.pick.reason,
+                     Fixed(r.estimate.step_time_s, 3), meas, spread, errp,
+                     status});
   }
+  out << AlignColumns(cells);
   out << "measured " << stats.measured << " of " << rows.size();
   if (stats.mape_pct.has_value()) {
     out << "; mean absolute error " << Fixed(*stats.mape_pct, 1) << "%";
