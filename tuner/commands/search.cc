@@ -142,7 +142,7 @@ class SearchCommand : public Command {
       }
     }
     if (json_) {
-      out << SearchToJson(result, in.training, top.value()).dump(2) << "\n";
+      out << SearchToJson(result, in, top.value()).dump(2) << "\n";
     } else if (format_ == "megatron") {
       // The attention backend the calibration's kernel times assume.
       out << FormatMegatronArgs(

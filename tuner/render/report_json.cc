@@ -4,6 +4,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/render/model_facts.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -87,20 +88,50 @@ nlohmann::json EstimateToJson(const costmodel::Estimate& e,
   };
 }
 
-nlohmann::json SearchToJson(const SearchResult& result,
-                            const search_spaces::TrainingSpec& training,
+nlohmann::json InputsToJson(const Inputs& in) {
+  const search_spaces::ClusterSpec& c = in.cluster;
+  const search_spaces::TrainingSpec& t = in.training;
+  return {
+      {"model", in.model.name},
+      {"model_display_name", in.model.display_name},
+      {"parameters", ParameterCountB(in.model) * 1e9},
+      {"gpus", t.num_gpus},
+      {"gpu", c.name},
+      {"gpu_display_name", c.gpu.display_name},
+      {"gpu_defaulted", in.gpu_defaulted},
+      {"global_batch_size", t.global_batch_size},
+      {"seq_length", t.seq_length},
+      {"precision", search_spaces::ToString(t.precision)},
+      {"train_tokens", t.train_tokens},
+      {"cluster",
+       {
+           {"name", c.name},
+           {"nodes", in.num_nodes()},
+           {"gpus_per_node", c.gpus_per_node},
+           {"nvlink_domain_gpus", c.nvlink_domain_gpus},
+           {"usable_memory_gib", c.UsableMemoryGib()},
+           {"memory_reserve_gib", c.memory_reserve_gib},
+           {"memory_headroom_gib", c.memory_headroom_gib},
+       }},
+  };
+}
+
+nlohmann::json SearchToJson(const SearchResult& result, const Inputs& inputs,
                             int64_t top_k) {
   nlohmann::json candidates = nlohmann::json::array();
   const size_t n = std::min<size_t>(
       result.ranked.size(), static_cast<size_t>(std::max<int64_t>(top_k, 0)));
   for (size_t i = 0; i < n; ++i) {
-    candidates.push_back(EstimateToJson(result.ranked[i], training));
+    candidates.push_back(EstimateToJson(result.ranked[i], inputs.training));
   }
   nlohmann::json pruned = nlohmann::json::object();
   for (const auto& [reason, count] : result.rejected) pruned[reason] = count;
   return nlohmann::json{
-      {"candidates", candidates},      {"evaluated", result.evaluated},
-      {"feasible", result.feasible},   {"pruned", pruned},
+      {"inputs", InputsToJson(inputs)},
+      {"candidates", candidates},
+      {"evaluated", result.evaluated},
+      {"feasible", result.feasible},
+      {"pruned", pruned},
       {"elapsed_s", result.elapsed_s},
   };
 }

@@ -1,5 +1,6 @@
 // JSON reports (docs/design.md §5): one object per estimate, and the search
-// envelope {"candidates", "evaluated", "feasible", "pruned", "elapsed_s"}.
+// envelope {"inputs", "candidates", "evaluated", "feasible", "pruned",
+// "elapsed_s"}.
 // Memory is in GiB (2^30 bytes), times in seconds.
 #ifndef MESHTUNE_TUNER_RENDER_REPORT_JSON_H_
 #define MESHTUNE_TUNER_RENDER_REPORT_JSON_H_
@@ -11,6 +12,7 @@
 #include "costmodel/estimate.h"
 #include "search_spaces/parallel_config.h"
 #include "search_spaces/training_spec.h"
+#include "tuner/inputs/inputs.h"
 #include "tuner/search/search_driver.h"
 
 namespace meshtune::tuner {
@@ -31,9 +33,18 @@ nlohmann::ordered_json TimeBreakdownToJson(const costmodel::TimeBreakdown& t);
 nlohmann::json EstimateToJson(const costmodel::Estimate& e,
                               const search_spaces::TrainingSpec& training);
 
-// The search envelope with the best `top_k` candidates.
-nlohmann::json SearchToJson(const SearchResult& result,
-                            const search_spaces::TrainingSpec& training,
+// What the search was asked, so that a saved file reads alone: {"model"
+// (preset name), "model_display_name", "parameters" (count, every expert
+// included), "gpus", "gpu" (preset name), "gpu_display_name",
+// "gpu_defaulted" (no --gpu given), "global_batch_size" (sequences),
+// "seq_length" (tokens), "precision", "train_tokens", "cluster": {"name",
+// "nodes", "gpus_per_node", "nvlink_domain_gpus", "usable_memory_gib",
+// "memory_reserve_gib", "memory_headroom_gib"}}.
+nlohmann::json InputsToJson(const Inputs& inputs);
+
+// The search envelope {"inputs", "candidates", "evaluated", "feasible",
+// "pruned", "elapsed_s"} with the best `top_k` candidates.
+nlohmann::json SearchToJson(const SearchResult& result, const Inputs& inputs,
                             int64_t top_k);
 
 }  // namespace meshtune::tuner

@@ -78,8 +78,31 @@ TEST(JsonReport, SearchHasExactlyTheContractKeys) {
   EXPECT_EQ(run.err, "");
   const json j = json::parse(run.out);
   EXPECT_EQ(Keys(j),
-            (std::set<std::string>{"candidates", "evaluated", "feasible",
-                                   "pruned", "elapsed_s"}));
+            (std::set<std::string>{"inputs", "candidates", "evaluated",
+                                   "feasible", "pruned", "elapsed_s"}));
+  // The inputs, so that a saved file reads alone.
+  const json& in = j["inputs"];
+  EXPECT_EQ(Keys(in), (std::set<std::string>{
+                          "model", "model_display_name", "parameters", "gpus",
+                          "gpu", "gpu_display_name", "gpu_defaulted",
+                          "global_batch_size", "seq_length", "precision",
+                          "train_tokens", "cluster"}));
+  EXPECT_EQ(in["model"], "gpt3-1.3b");
+  EXPECT_EQ(in["gpus"], 8);
+  EXPECT_EQ(in["gpu"], "a100-80g");
+  EXPECT_TRUE(in["gpu_defaulted"].get<bool>());
+  EXPECT_EQ(in["precision"], "bf16");
+  EXPECT_EQ(in["global_batch_size"], 256);  // gpt3-1.3b's default
+  EXPECT_EQ(in["seq_length"], 2048);
+  EXPECT_NEAR(in["parameters"].get<double>(), 1.3e9, 0.05e9);
+  EXPECT_DOUBLE_EQ(in["train_tokens"].get<double>(), 300e9);
+  EXPECT_EQ(Keys(in["cluster"]),
+            (std::set<std::string>{"name", "nodes", "gpus_per_node",
+                                   "nvlink_domain_gpus", "usable_memory_gib",
+                                   "memory_reserve_gib",
+                                   "memory_headroom_gib"}));
+  EXPECT_EQ(in["cluster"]["nodes"], 1);
+  EXPECT_NEAR(in["cluster"]["usable_memory_gib"].get<double>(), 77.0, 0.01);
   ASSERT_EQ(j["candidates"].size(), 4u);
   double previous = 0;
   for (const json& c : j["candidates"]) {
