@@ -74,6 +74,10 @@ inline constexpr SizeLimit kGlobalBatchSize{
     "published global batches are 512 to 16384 sequences"};
 // Token budgets (double): the largest published runs use tens of trillions.
 inline constexpr double kMaxTrainTokens = 1e18;
+// Training iterations (warm-up lengths): LLaMA-3 405B ran 1.2 M steps and
+// warmed up over 8000.
+inline constexpr SizeLimit kTrainIters{
+    1LL << 40, "iterations", "published runs take at most a few million steps"};
 
 // Parallel sizes and pins. tp, pp, cp, ep and dp split the GPUs, so they are
 // bounded like the GPU count; vpp and recompute layer counts split layers;

@@ -57,6 +57,16 @@ struct LayerKind {
   bool operator!=(const LayerKind& o) const { return !(*this == o); }
 };
 
+// Megatron --tokenizer-type values a model file may name
+// (megatron/training/tokenizer/tokenizer.py build_tokenizer).
+inline constexpr const char* kTokenizerTypes[] = {"GPT2BPETokenizer",
+                                                  "HuggingFaceTokenizer",
+                                                  "GPTSentencePieceTokenizer",
+                                                  "SentencePieceTokenizer",
+                                                  "Llama2Tokenizer",
+                                                  "TikTokenizer",
+                                                  "NullTokenizer"};
+
 struct ModelSpec {
   // Identity. `name` is the canonical preset name ("gpt3-175b"); aliases are
   // extra names it answers to ("175b", "gpt3"). display_name is for reports.
@@ -163,6 +173,21 @@ struct ModelSpec {
 
   // Training defaults of the recipe (overridable from the command line).
   int64_t global_batch_size = 0;
+
+  // The published model's tokenizer as Megatron's --tokenizer-type (one of
+  // kTokenizerTypes) and --tokenizer-model (a Hugging Face id or a file;
+  // empty = none published). Launch scripts pass them, so the model trained
+  // has the vocabulary the plan was costed with. Empty type = unknown: the
+  // scripts then require $TOKENIZER_TYPE.
+  std::string tokenizer_type;
+  std::string tokenizer_model;
+
+  // The recipe's learning-rate schedule (Megatron --lr, --min-lr,
+  // --lr-warmup-iters) where the model's authors publish it; 0 = not
+  // published: tuner/interop/training_run.h derives one from the model size.
+  double lr = 0;
+  double min_lr = 0;
+  int64_t lr_warmup_iters = 0;
 
   // Published parameter count in billions, for reports and tests (0 = unknown).
   double published_params_b = 0.0;

@@ -7,9 +7,12 @@
 // locates its messages through the same reader.
 #include <cerrno>
 #include <climits>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -83,6 +86,11 @@ const std::vector<std::string>& ModelKeys() {
       "mamba_num_heads",
       "mamba_conv_kernel",
       "global_batch_size",
+      "tokenizer_type",
+      "tokenizer_model",
+      "lr",
+      "min_lr",
+      "lr_warmup_iters",
       "published_params_b",
   };
   return kKeys;
@@ -154,6 +162,67 @@ Status CheckPrintableAscii(const MapReader& r, const std::string& key,
                                          yaml_util::Printable(value) + "'",
                                      hint);
     }
+  }
+  return Status::Ok();
+}
+
+// tokenizer_type (one of kTokenizerTypes) and tokenizer_model. Both land in
+// launch scripts, so the model is printable ASCII without quotes or spaces.
+Status ReadTokenizer(const MapReader& r, ModelSpec* m) {
+  MESHTUNE_RETURN_IF_ERROR(
+      r.String("tokenizer_type", false, &m->tokenizer_type));
+  if (r.Has("tokenizer_type")) {
+    bool known = false;
+    std::string names;
+    for (const char* type : kTokenizerTypes) {
+      known = known || m->tokenizer_type == type;
+      names += names.empty() ? type : std::string(", ") + type;
+    }
+    if (!known) {
+      return Status::InvalidArgument(
+          r.WhereKey("tokenizer_type") + ": tokenizer_type: unknown type '" +
+              yaml_util::Printable(m->tokenizer_type) + "'",
+          "use one of Megatron's: " + names);
+    }
+  }
+  MESHTUNE_RETURN_IF_ERROR(
+      r.String("tokenizer_model", false, &m->tokenizer_model));
+  for (const char c : m->tokenizer_model) {
+    const bool ok = c > 0x20 && c < 0x7f && c != '\'' && c != '"' &&
+                    c != '\\' && c != '$' && c != '`';
+    if (!ok) {
+      return Status::InvalidArgument(
+          r.WhereKey("tokenizer_model") +
+              ": tokenizer_model: unexpected character in '" +
+              yaml_util::Printable(m->tokenizer_model) + "'",
+          "give a Hugging Face id (meta-llama/Meta-Llama-3-8B) or a path "
+          "without spaces, quotes, '$' or '`'");
+    }
+  }
+  if (!m->tokenizer_model.empty() && m->tokenizer_type.empty()) {
+    return Status::InvalidArgument(
+        r.WhereKey("tokenizer_model") +
+            ": tokenizer_model is given without tokenizer_type",
+        "add tokenizer_type, e.g. HuggingFaceTokenizer");
+  }
+  return Status::Ok();
+}
+
+// lr, min_lr (0 < min_lr <= lr) and lr_warmup_iters.
+Status ReadLrSchedule(const MapReader& r, ModelSpec* m) {
+  MESHTUNE_RETURN_IF_ERROR(r.Double("lr", false, &m->lr));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("min_lr", false, &m->min_lr));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("lr_warmup_iters", false, 0,
+                                 limits::kTrainIters, &m->lr_warmup_iters));
+  if (r.Has("lr") && !(m->lr > 0 && m->lr < 1)) {
+    return Status::InvalidArgument(
+        r.WhereKey("lr") + ": lr: expected a learning rate in (0, 1)",
+        "peak learning rates are 6e-5 (GPT-3 175B) to 6e-4 (small models)");
+  }
+  if (r.Has("min_lr") && !(m->min_lr >= 0 && m->min_lr <= m->lr)) {
+    return Status::InvalidArgument(
+        r.WhereKey("min_lr") + ": min_lr: expected 0 <= min_lr <= lr",
+        "give lr too; min_lr is usually lr / 10");
   }
   return Status::Ok();
 }
@@ -541,6 +610,8 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   MESHTUNE_RETURN_IF_ERROR(r.Int("global_batch_size", false, 0,
                                  limits::kGlobalBatchSize,
                                  &m.global_batch_size));
+  MESHTUNE_RETURN_IF_ERROR(ReadTokenizer(r, &m));
+  MESHTUNE_RETURN_IF_ERROR(ReadLrSchedule(r, &m));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("published_params_b", false, &m.published_params_b));
 
@@ -554,6 +625,130 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
 }
 
 }  // namespace
+
+std::string ModelToYaml(const ModelSpec& m, const std::string& indent) {
+  std::ostringstream y;
+  // The shortest text that reads back as the same double ("6e-05", "70.6").
+  const auto number = [](double v) {
+    if (v == std::floor(v) && std::fabs(v) < 1e15) {
+      return std::to_string(static_cast<int64_t>(v));
+    }
+    char buf[32];
+    for (int digits = 1; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof(buf), "%.*g", digits, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
+    return std::string(buf);
+  };
+  const auto quoted = [](const std::string& text) {
+    std::string out = "\"";
+    for (const char ch : text) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+        out += buf;
+        continue;
+      }
+      if (ch == '"' || ch == '\\') out += '\\';
+      out += ch;
+    }
+    return out + "\"";
+  };
+  const auto line = [&](const char* key, const auto& value) {
+    y << indent << key << ": " << value << "\n";
+  };
+  const auto flag = [&](const char* key, bool value) {
+    line(key, value ? "true" : "false");
+  };
+  line("name", quoted(m.name));
+  line("display_name", quoted(m.display_name));
+  if (m.is_hybrid()) {
+    line("hybrid_layer_pattern", quoted(m.hybrid_layer_pattern));
+    line("mamba_state_dim", m.mamba_state_dim);
+    line("mamba_head_dim", m.mamba_head_dim);
+    line("mamba_num_groups", m.mamba_num_groups);
+    line("mamba_num_heads", m.mamba_num_heads);
+    line("mamba_conv_kernel", m.mamba_conv_kernel);
+  }
+  line("num_layers", m.num_layers);
+  line("hidden_size", m.hidden_size);
+  line("num_attention_heads", m.num_attention_heads);
+  line("num_query_groups", m.num_query_groups);
+  line("kv_channels", m.kv_channels);
+  line("ffn_hidden_size", m.ffn_hidden_size);
+  line("vocab_size", m.vocab_size);
+  line("seq_length", m.seq_length);
+  line("normalization", ToString(m.normalization));
+  line("activation", ToString(m.activation));
+  line("position_embedding_type", ToString(m.position_embedding_type));
+  flag("untie_embeddings_and_output_weights",
+       m.untie_embeddings_and_output_weights);
+  if (m.add_bias_linear) flag("add_bias_linear", *m.add_bias_linear);
+  flag("qk_layernorm", m.qk_layernorm);
+  if (m.position_embedding_type == PositionEmbedding::kRope) {
+    line("rotary_base", number(m.rotary_base));
+  }
+  if (m.window_size >= 0) {
+    line("window_size", m.window_size);
+    line("window_attn_skip_freq", m.window_attn_skip_freq);
+  }
+  if (m.multi_latent_attention) {
+    flag("multi_latent_attention", true);
+    line("q_lora_rank", m.q_lora_rank);
+    line("kv_lora_rank", m.kv_lora_rank);
+    line("qk_head_dim", m.qk_head_dim);
+    line("qk_pos_emb_head_dim", m.qk_pos_emb_head_dim);
+    line("v_head_dim", m.v_head_dim);
+  }
+  line("num_experts", m.num_experts);
+  if (m.is_moe()) {
+    line("moe_router_topk", m.moe_router_topk);
+    if (m.moe_ffn_hidden_size > 0) {
+      line("moe_ffn_hidden_size", m.moe_ffn_hidden_size);
+    }
+    // A hybrid model's E symbols place its MoE layers.
+    if (!m.is_hybrid()) {
+      if (m.moe_layer_pattern.empty()) {
+        line("moe_layer_freq", m.moe_layer_freq);
+      } else {
+        line("moe_layer_freq", quoted(FormatMoeLayerFreq(m.moe_layer_pattern)));
+      }
+    }
+    line("moe_shared_expert_intermediate_size",
+         m.moe_shared_expert_intermediate_size);
+    line("moe_latent_size", m.moe_latent_size);
+    line("moe_router_score_function", ToString(m.moe_router_score_function));
+    flag("moe_router_pre_softmax", m.moe_router_pre_softmax);
+    line("moe_router_num_groups", m.moe_router_num_groups);
+    line("moe_router_group_topk", m.moe_router_group_topk);
+    flag("moe_router_enable_expert_bias", m.moe_router_enable_expert_bias);
+    flag("moe_router_force_load_balancing", m.moe_router_force_load_balancing);
+    line("moe_expert_capacity_factor", number(m.moe_expert_capacity_factor));
+    flag("moe_pad_expert_input_to_capacity",
+         m.moe_pad_expert_input_to_capacity);
+    line("moe_token_dispatcher_type", ToString(m.moe_token_dispatcher_type));
+    flag("moe_grouped_gemm", m.moe_grouped_gemm);
+  }
+  flag("use_transformer_engine_op_fuser", m.use_transformer_engine_op_fuser);
+  line("mtp_num_layers", m.mtp_num_layers);
+  line("global_batch_size", m.global_batch_size);
+  if (!m.tokenizer_type.empty()) {
+    line("tokenizer_type", m.tokenizer_type);
+    if (!m.tokenizer_model.empty()) {
+      line("tokenizer_model", quoted(m.tokenizer_model));
+    }
+  }
+  if (m.lr > 0) {
+    line("lr", number(m.lr));
+    line("min_lr", number(m.min_lr));
+  }
+  if (m.lr_warmup_iters > 0) line("lr_warmup_iters", m.lr_warmup_iters);
+  if (m.published_params_b > 0) {
+    line("published_params_b", number(m.published_params_b));
+  }
+  return y.str();
+}
 
 StatusOr<ModelSpec> ParseModelYaml(const std::string& text,
                                    const std::string& source) {
