@@ -40,6 +40,13 @@ StatusOr<SearchSpace> ResolveSearchSpace(const std::string& name_or_path);
 // `tune train --backend cuda` and the CUDA profiler's peaks.
 std::string ClusterPresetForGpu(const std::string& gpu_name);
 
+// Every key of `model` that ParseModelYaml reads (all but aliases), one
+// "key: value" line each with `indent` before it, so that a model written
+// into a `tune search --out` file reads back as the same model: MLA ranks,
+// MoE routing and layer pattern, hybrid pattern, MTP, tokenizer and the
+// learning-rate recipe included. Strings are double-quoted YAML.
+std::string ModelToYaml(const ModelSpec& model, const std::string& indent);
+
 // Parse YAML text; `source` names the file in error locations.
 StatusOr<ModelSpec> ParseModelYaml(const std::string& text,
                                    const std::string& source);

@@ -5,6 +5,7 @@
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
+#include "search_spaces/presets/presets.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/version.h"
 
@@ -75,36 +76,11 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
   }
   y << "# Keys follow Megatron-LM argument names.\n";
 
+  // The whole model (search_spaces/presets ModelToYaml), so that `tune
+  // launch --config` and `tune train --config` read back the model that was
+  // costed: MLA, MoE routing, hybrid layers, tokenizer and recipe included.
   y << "model:\n";
-  y << "  name: " << Quote(m.name) << "\n";
-  y << "  display_name: " << Quote(m.display_name) << "\n";
-  y << "  num_layers: " << m.num_layers << "\n";
-  y << "  hidden_size: " << m.hidden_size << "\n";
-  y << "  num_attention_heads: " << m.num_attention_heads << "\n";
-  y << "  num_query_groups: " << m.num_query_groups << "\n";
-  y << "  kv_channels: " << m.kv_channels << "\n";
-  y << "  ffn_hidden_size: " << m.ffn_hidden_size << "\n";
-  y << "  vocab_size: " << m.vocab_size << "\n";
-  y << "  seq_length: " << m.seq_length << "\n";
-  y << "  normalization: " << search_spaces::ToString(m.normalization) << "\n";
-  y << "  activation: " << search_spaces::ToString(m.activation) << "\n";
-  y << "  position_embedding_type: "
-    << search_spaces::ToString(m.position_embedding_type) << "\n";
-  y << "  untie_embeddings_and_output_weights: "
-    << Bool(m.untie_embeddings_and_output_weights) << "\n";
-  y << "  num_experts: " << m.num_experts << "\n";
-  // MoE keys only for MoE models: the parser requires them positive.
-  if (m.is_moe()) {
-    y << "  moe_router_topk: " << m.moe_router_topk << "\n";
-    if (m.moe_ffn_hidden_size > 0) {
-      y << "  moe_ffn_hidden_size: " << m.moe_ffn_hidden_size << "\n";
-    }
-    y << "  moe_layer_freq: " << m.moe_layer_freq << "\n";
-  }
-  y << "  global_batch_size: " << m.global_batch_size << "\n";
-  if (m.published_params_b > 0) {
-    y << "  published_params_b: " << m.published_params_b << "\n";
-  }
+  y << search_spaces::ModelToYaml(m, "  ");
 
   const bool full = c.recompute.granularity == RecomputeGranularity::kFull;
   y << "parallelism:\n";
