@@ -291,6 +291,8 @@ class ArgReader {
       if (std::binary_search(IgnoredMegatronFlags().begin(),
                              IgnoredMegatronFlags().end(), e.flag)) {
         out->ignored.push_back(e.flag);
+        out->ignored_values[e.flag] =
+            search_spaces::yaml_util::Join(e.values, " ");
         continue;
       }
       const auto known = PlanFlags().find(e.flag);
@@ -1435,6 +1437,12 @@ StatusOr<ParsedMegatronArgs> ParseMegatronArgs(const std::string& text,
   MESHTUNE_RETURN_IF_ERROR(ReadModel(reader, &out));
   MESHTUNE_RETURN_IF_ERROR(ReadParallel(reader, &out));
   MESHTUNE_RETURN_IF_ERROR(ReadTraining(reader, &out));
+  // Megatron's NullTokenizer has --vocab-size tokens plus its EOD token.
+  const auto tokenizer = out.ignored_values.find("--tokenizer-type");
+  if (tokenizer != out.ignored_values.end() &&
+      tokenizer->second == "NullTokenizer" && out.model.vocab_size > 0) {
+    out.model.vocab_size += 1;
+  }
 
   search_spaces::ParallelConfig& c = out.config;
   c.dp = 0;

@@ -27,6 +27,7 @@
 #define MESHTUNE_TUNER_INTEROP_MEGATRON_ARGS_PARSER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,10 @@ struct ParsedMegatronArgs {
   // mtp_num_layers, the hybrid pattern and Mamba sizes, the MoE fields
   // (experts, top-k, sizes, layer pattern, shared and latent sizes, router,
   // capacity, dispatcher, grouped GEMM), and vocab_size when
-  // --vocab-size is given (NullTokenizer runs; else the tokenizer has it and
-  // it stays 0). name and global_batch_size stay empty/0.
+  // --vocab-size is given (NullTokenizer runs: with --tokenizer-type
+  // NullTokenizer the value plus its EOD token, as Megatron builds it; else
+  // the tokenizer has it and it stays 0). name and global_batch_size stay
+  // empty/0.
   search_spaces::ModelSpec model;
   // global_batch_size, seq_length, precision, fp8_param_gather,
   // fp8_dot_product_attention, grad_reduce_in_bf16, tp_comm_overlap,
@@ -66,8 +69,11 @@ struct ParsedMegatronArgs {
   // --attention-backend as written (flash, fused, unfused, local, auto);
   // "" when absent (Megatron's auto).
   std::string attention_backend;
-  // Allow-listed flags that were skipped, in order of appearance.
+  // Allow-listed flags that were skipped, in order of appearance, and their
+  // values as written (joined by spaces; "" for a switch): a launch script's
+  // --tokenizer-type, --train-iters, --save, ... read back.
   std::vector<std::string> ignored;
+  std::map<std::string, std::string> ignored_values;
   // Adjustments Megatron itself would make, one sentence each (e.g.
   // "--sequence-parallel is off with --tensor-model-parallel-size 1").
   std::vector<std::string> notes;
