@@ -196,12 +196,12 @@ TEST(FullDiskWrites, LaunchOutKeepsThePreviousScriptAndConfig) {
   EXPECT_EQ(ReadFile(dir + "/job.yaml"), "old: yaml\n");
   EXPECT_EQ(ListDir(dir), (std::vector<std::string>{"job.sh", "job.yaml"}));
 
-  // Trainer megatron writes the script alone.
+  // Trainer megatron (on GPUs) writes the script alone.
   {
     FileSizeLimit limit(64);
-    run = Tune(Args({"launch", "--no-db", "--quiet", "--trainer", "megatron",
-                     "--out", dir + "/job.sh"},
-                    kTiny));
+    run = Tune({"launch", "--no-db", "--quiet", "--model", "gpt-tiny", "--gpus",
+                "2", "--gpu", "h100", "--gbs", "4", "--seq-len", "64", "--out",
+                dir + "/job.sh"});
   }
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(LastTwoLines(run.err),

@@ -24,6 +24,8 @@
 #include <string>
 
 #include "costmodel/cost_model.h"
+#include "costmodel/model_stats.h"
+#include "engine/backends/registry.h"
 #include "search_spaces/space/enumerate.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
@@ -32,7 +34,9 @@
 #include "tuner/inputs/local_cluster.h"
 #include "tuner/inputs/search_link.h"
 #include "tuner/inputs/train_config_yaml.h"
+#include "tuner/interop/kubernetes_job.h"
 #include "tuner/interop/launch_script.h"
+#include "tuner/interop/training_run.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
 #include "tuner/machine/calibration_source.h"
@@ -47,16 +51,20 @@ namespace meshtune::tuner {
 namespace {
 
 constexpr const char* kLaunchExamples = R"(Examples:
-  tune launch --model 175b --gpus 1024                        print the sbatch script (tune train)
-  tune launch --model 175b --gpus 1024 --trainer megatron     the same plan as pretrain_gpt.py
+  tune launch --model 175b --gpus 1024                        print the sbatch script (Megatron-LM)
   tune launch --model 175b --gpus 1024 --rank 2 --partition gpu --account proj --time 2-00:00:00
-  tune launch --model 175b --gpus 1024 --out job.sh           write job.sh (+x) and job.yaml
+  tune launch --model 175b --gpus 1024 --container-image nvcr.io/nvidia/nemo:25.09 --out job.sh
+  tune launch --model llama3-70b --gpus 128 --gpu h100 --scheduler kubernetes \
+      --container-image nvcr.io/nvidia/nemo:25.09 --out job.yaml   a PyTorchJob manifest
+  tune launch --model gpt-tiny --gpus 2 --gpu local --out job.sh    the engine (tune train), job.yaml
   tune launch --search 3 --rank 2 --out job.sh                a candidate of a recorded search
   tune launch --config best.yaml --out job.sh                 a 'tune search --out' file
-  sbatch job.sh                                               submit it
-The megatron script reads MEGATRON_DIR, DATA_PATH, VOCAB_FILE, MERGE_FILE and
-TRAIN_ITERS from the environment; the tune script reads TUNE and CONFIG.
---quiet drops the 'wrote' notes. docs/launch.md describes every line.)";
+  sbatch job.sh                                               submit it (kubectl apply -f job.yaml)
+The SLURM script asks for MEGATRON_DIR, DATA_PATH, CHECKPOINT_DIR and the
+tokenizer's files (TUNE and CONFIG for the engine); TRAIN_ITERS defaults to
+the token budget's iterations. It saves checkpoints and resubmits itself
+until the run is done. --quiet drops the 'wrote' notes. docs/launch.md
+describes every line.)";
 
 // The flags that make up a search; --search and --config replace them.
 constexpr const char* kSearchFlags[] = {"--model",
@@ -91,6 +99,7 @@ struct LaunchPlan {
   std::optional<SearchLink> link;
   std::string source;       // the script's "# Source:" text
   std::string config_file;  // --config: the YAML the script trains (absolute)
+  bool flash_attention = true;  // what the calibration assumes
 };
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -156,10 +165,43 @@ class LaunchCommand : public Command {
                     "which candidate to launch (default 1 = best)")
         ->type_name("R");
     sub->add_option("--scheduler", scheduler_,
-                    "batch system (default slurm, the only one supported)")
+                    "slurm (an sbatch script, default) or kubernetes (a "
+                    "Kubeflow PyTorchJob manifest)")
         ->type_name("NAME");
     sub->add_option("--trainer", trainer_,
-                    "tune (tune train, default) or megatron (pretrain_gpt.py)")
+                    "auto (default: megatron on GPUs, tune on the local "
+                    "preset), megatron (pretrain_gpt.py) or tune (tune train, "
+                    "the CUDA engine on GPUs)")
+        ->type_name("NAME");
+    sub->add_option("--container-image", container_image_,
+                    "run the ranks in this image (SLURM: pyxis "
+                    "--container-image; required for kubernetes)")
+        ->type_name("IMAGE");
+    sub->add_option("--container-mounts", container_mounts_,
+                    "SLURM pyxis --container-mounts (SRC:DST[,...])")
+        ->type_name("MOUNTS");
+    sub->add_flag("--no-exclusive", no_exclusive_,
+                  "share nodes (default: #SBATCH --exclusive and --mem=0)");
+    sub->add_option("--data-path", data_path_,
+                    "default of DATA_PATH (an indexed dataset prefix)")
+        ->type_name("PREFIX");
+    sub->add_option("--checkpoint-dir", checkpoint_dir_,
+                    "default of CHECKPOINT_DIR (save and load)")
+        ->type_name("DIR");
+    sub->add_option("--tokenizer-model", tokenizer_model_,
+                    "default of TOKENIZER_MODEL (default: the model's "
+                    "published tokenizer)")
+        ->type_name("ID");
+    sub->add_option("--save-interval", save_interval_text_,
+                    "iterations between checkpoints (default: about one hour "
+                    "of predicted training)")
+        ->type_name("N");
+    sub->add_option("--namespace", k8s_.namespace_name,
+                    "kubernetes: metadata.namespace")
+        ->type_name("NAME");
+    sub->add_option("--pvc", k8s_.pvc,
+                    "kubernetes: the claim with data and checkpoints "
+                    "(default meshtune-workspace), mounted at /workspace")
         ->type_name("NAME");
     sub->add_option("--time", time_,
                     "job time limit (default 24:00:00; D-HH:MM:SS or minutes)")
@@ -189,10 +231,14 @@ class LaunchCommand : public Command {
   Status Run(std::ostream& out, std::ostream& err) override {
     MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     // Launch flags first, so that a typo fails before the search runs.
-    MESHTUNE_RETURN_IF_ERROR(CheckScheduler(scheduler_));
-    auto trainer = ParseLaunchTrainer(trainer_);
-    if (!trainer.ok()) return trainer.status();
+    auto scheduler = ParseLaunchScheduler(scheduler_);
+    if (!scheduler.ok()) return scheduler.status();
+    auto trainer_choice = ParseLaunchTrainer(trainer_);
+    if (!trainer_choice.ok()) return trainer_choice.status();
     MESHTUNE_RETURN_IF_ERROR(CheckSlurmTime(time_));
+    auto time_limit_s = SlurmTimeSeconds(time_);
+    if (!time_limit_s.ok()) return time_limit_s.status();
+    MESHTUNE_RETURN_IF_ERROR(CheckLaunchValues());
     auto rank = ParsePositiveInt(rank_text_, "--rank");
     if (!rank.ok()) return rank.status();
     auto cpus = ParsePositiveInt(cpus_text_, "--cpus-per-task");
@@ -219,10 +265,21 @@ class LaunchCommand : public Command {
     const Inputs& in = plan->in;
     const costmodel::Estimate& chosen = plan->chosen;
     const std::optional<SearchLink>& link = plan->link;
+    auto trainer = ResolveTrainer(trainer_choice.value(), in, chosen);
+    if (!trainer.ok()) return trainer.status();
+    const bool kubernetes = scheduler.value() == LaunchScheduler::kKubernetes;
     LaunchScriptSpec spec = Spec(in, chosen, trainer.value(), cpus.value());
     spec.source = plan->source;
+    spec.flash_attention = plan->flash_attention;
+    auto run = PlanRun(in, chosen, kubernetes ? 0 : time_limit_s.value());
+    if (!run.ok()) return run.status();
+    spec.run = run.value();
 
     const bool write = !out_file_.empty() && !dry_run_;
+    if (write) {
+      spec.script_path =
+          std::filesystem::absolute(out_file_).lexically_normal().string();
+    }
     const bool tune_trainer = trainer.value() == LaunchTrainer::kTune;
     std::string config_path;
     if (!plan->config_file.empty() && tune_trainer) {
@@ -234,7 +291,7 @@ class LaunchCommand : public Command {
                         .string();
       spec.config_path = config_path;
     }
-    auto script = SlurmScript(spec);
+    auto script = kubernetes ? KubernetesJob(spec, k8s_) : SlurmScript(spec);
     if (!script.ok()) return script.status();
     if (!write) {
       out << script.value();
@@ -247,6 +304,15 @@ class LaunchCommand : public Command {
         err << "tune: wrote the configuration to " << config_path << "\n";
       }
     }
+    if (kubernetes) {
+      MESHTUNE_RETURN_IF_ERROR(
+          WriteOutputFile(out_file_, script.value(), "--out"));
+      if (!terminal_.quiet) {
+        err << "tune: wrote the PyTorchJob manifest to " << out_file_
+            << "; submit it with: kubectl apply -f " << out_file_ << "\n";
+      }
+      return Status::Ok();
+    }
     MESHTUNE_RETURN_IF_ERROR(WriteExecutable(out_file_, script.value()));
     if (!terminal_.quiet) {
       err << "tune: wrote the SLURM script to " << out_file_
@@ -256,6 +322,95 @@ class LaunchCommand : public Command {
   }
 
  private:
+  // The values that land inside the script, checked before the search.
+  Status CheckLaunchValues() const {
+    const std::pair<const char*, const std::string*> values[] = {
+        {"--container-image", &container_image_},
+        {"--container-mounts", &container_mounts_},
+        {"--data-path", &data_path_},
+        {"--checkpoint-dir", &checkpoint_dir_},
+        {"--tokenizer-model", &tokenizer_model_}};
+    for (const auto& [flag, value] : values) {
+      if (sub_->count(flag) > 0 && value->empty()) {
+        return Status::InvalidArgument(
+            std::string(flag) + " is empty",
+            std::string("give a value, or drop ") + flag);
+      }
+      MESHTUNE_RETURN_IF_ERROR(CheckLaunchValue(flag, *value));
+    }
+    if (sub_->count("--namespace") > 0) {
+      MESHTUNE_RETURN_IF_ERROR(
+          CheckKubernetesName("--namespace", k8s_.namespace_name));
+    }
+    MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--pvc", k8s_.pvc));
+    if (!save_interval_text_.empty()) {
+      auto n = ParsePositiveInt(save_interval_text_, "--save-interval");
+      if (!n.ok()) return n.status();
+    }
+    return Status::Ok();
+  }
+
+  // --trainer auto: Megatron-LM on GPU clusters (the production trainer;
+  // the CUDA engine has not been measured on GPUs yet, docs/engine-cuda.md),
+  // the engine on the CPU `local` preset, which Megatron cannot run. The
+  // engine on GPUs (--trainer tune) only for plans it can train.
+  StatusOr<LaunchTrainer> ResolveTrainer(LaunchTrainer choice, const Inputs& in,
+                                         const costmodel::Estimate& e) const {
+    const bool local = in.cluster.name == kLocalCluster;
+    if (choice == LaunchTrainer::kAuto) {
+      return local ? LaunchTrainer::kTune : LaunchTrainer::kMegatron;
+    }
+    if (choice == LaunchTrainer::kMegatron && local) {
+      return Status::InvalidArgument(
+          "--trainer megatron: the local preset trains on CPUs, which "
+          "Megatron-LM does not run on",
+          "use --trainer tune (the default) for the local preset");
+    }
+    if (choice == LaunchTrainer::kTune && !local) {
+      auto file = ParseTrainConfigYaml(ConfigToYaml(in, e), "the plan");
+      if (!file.ok()) return file.status();
+      engine::TrainConfig c = file->config;
+      c.global_batch_size = in.training.global_batch_size;
+      c.seq_length = in.training.seq_length;
+      c.train_iters = 1;
+      const Status s = engine::backends::TrainerBackendBuilt("cuda")
+                           ? engine::backends::CheckTrainerSupported("cuda", c)
+                           : c.Validate();
+      if (!s.ok()) {
+        return Status::InvalidArgument(
+            "--trainer tune: the CUDA engine cannot train this plan: " +
+                s.message(),
+            "use --trainer megatron (the default on GPUs)");
+      }
+    }
+    return choice;
+  }
+
+  // The run: iterations from the token budget, schedule, checkpoints and
+  // jobs (tuner/interop/training_run.h). Kubernetes has no time limit:
+  // one "job" of the whole run.
+  StatusOr<TrainingRun> PlanRun(const Inputs& in, const costmodel::Estimate& e,
+                                int64_t time_limit_s) const {
+    TrainingRunInputs r;
+    r.model = in.model;
+    r.training = in.training;
+    const int64_t vocab = costmodel::PaddedVocabSize(in.model.vocab_size, 1);
+    // Active parameters: GPT-3's rule is for dense models, and a MoE
+    // model's step updates what its tokens pass through.
+    r.parameters = costmodel::ComputeModelStats(
+                       in.model, vocab,
+                       std::max(in.training.seq_length, in.model.seq_length))
+                       .active_params;
+    r.step_time_s = e.step_time_s;
+    // A pod has no limit: a year stands for "one job".
+    r.time_limit_s = time_limit_s > 0 ? time_limit_s : 365LL * 86400;
+    if (!save_interval_text_.empty()) {
+      r.save_interval =
+          ParsePositiveInt(save_interval_text_, "--save-interval").value();
+    }
+    return PlanTrainingRun(r);
+  }
+
   // --search and --config take the problem from the search or the file;
   // a search flag next to them would be ignored, so it is an error.
   Status CheckNoSearchFlags(const std::string& input) const {
@@ -302,6 +457,7 @@ class LaunchCommand : public Command {
           "pick a rank from 1 to " + std::to_string(found));
     }
     plan.chosen = result.ranked[rank - 1];
+    plan.flash_attention = calibration.value()->UsesFlashAttention();
     plan.link = Record(db->get(), in, result, rank, err);
     plan.source = plan.link
                       ? LinkSource(*plan.link)
@@ -342,6 +498,7 @@ class LaunchCommand : public Command {
     auto calibration = ChooseCalibration(store->get(), plan.in.cluster);
     if (!calibration.ok()) return calibration.status();
     const results::CandidateRecord& c = candidates->front();
+    plan.flash_attention = calibration.value()->UsesFlashAttention();
     plan.chosen = costmodel::EstimateConfig(plan.in.model, plan.in.cluster,
                                             plan.in.training, c.config,
                                             *calibration.value());
@@ -381,6 +538,7 @@ class LaunchCommand : public Command {
     if (!calibration.ok()) return calibration.status();
     plan.chosen = costmodel::EstimateConfig(in.model, in.cluster, in.training,
                                             config, *calibration.value());
+    plan.flash_attention = calibration.value()->UsesFlashAttention();
     plan.config_file =
         std::filesystem::absolute(config_file_).lexically_normal().string();
     plan.link = file->search;
@@ -432,6 +590,12 @@ class LaunchCommand : public Command {
     s.partition = partition_;
     s.account = account_;
     s.cpus_per_task = cpus;
+    s.exclusive = !no_exclusive_;
+    s.container_image = container_image_;
+    s.container_mounts = container_mounts_;
+    s.data_path = data_path_;
+    s.checkpoint_dir = checkpoint_dir_;
+    s.tokenizer_model = tokenizer_model_;
     s.version = VersionString();
     s.predicted_step_time_s = e.step_time_s;
     s.predicted_memory_gib = e.memory.total_bytes() / kGiB;
@@ -446,7 +610,15 @@ class LaunchCommand : public Command {
   TerminalFlags terminal_;
   std::string rank_text_ = "1";
   std::string scheduler_ = "slurm";
-  std::string trainer_ = "tune";
+  std::string trainer_ = "auto";
+  std::string container_image_;
+  std::string container_mounts_;
+  bool no_exclusive_ = false;
+  std::string data_path_;
+  std::string checkpoint_dir_;
+  std::string tokenizer_model_;
+  std::string save_interval_text_;
+  KubernetesOptions k8s_;
   std::string time_ = "24:00:00";
   std::string partition_;
   std::string account_;

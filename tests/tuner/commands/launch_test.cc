@@ -80,14 +80,14 @@ std::string LaunchScript(const std::string& args) {
 }
 
 TEST(LaunchGolden, Gpt3_175bOn1024A100Tune) {
-  const std::string script = LaunchScript(k175b);
+  const std::string script =
+      LaunchScript(std::string(k175b) + " --trainer tune");
   EXPECT_EQ(BashSyntaxCheck(script), 0) << script;
   CompareGolden(MaskVersion(script), "launch_175b_1024xa100-80g_tune.sh");
 }
 
 TEST(LaunchGolden, Gpt3_175bOn1024A100Megatron) {
-  const std::string script =
-      LaunchScript(std::string(k175b) + " --trainer megatron --dry-run");
+  const std::string script = LaunchScript(std::string(k175b) + " --dry-run");
   EXPECT_EQ(BashSyntaxCheck(script), 0) << script;
   CompareGolden(MaskVersion(script), "launch_175b_1024xa100-80g_megatron.sh");
 }
@@ -140,6 +140,8 @@ TEST(LaunchMegatron, OpFuserExportsTheFusedGroupedMlpSwitch) {
   spec.config.dp = 8;
   spec.cluster_name = "b300";
   spec.job_name = "qwen3";
+  spec.run.train_iters = 1000;
+  spec.run.save_interval = 100;
   auto plain = SlurmScript(spec);
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   EXPECT_EQ(plain->find("NVTE_CUTEDSL_FUSED_GROUPED_MLP"), std::string::npos);
@@ -214,13 +216,13 @@ void ExpectUsageError(const std::string& args, const std::string& message,
 TEST(LaunchErrors, UnknownScheduler) {
   ExpectUsageError(std::string(kTiny) + " --scheduler pbs",
                    "--scheduler: unknown scheduler 'pbs'",
-                   "use --scheduler slurm (the only one supported)");
+                   "use --scheduler slurm or --scheduler kubernetes");
 }
 
 TEST(LaunchErrors, UnknownTrainer) {
   ExpectUsageError(std::string(kTiny) + " --trainer nemo",
                    "--trainer: unknown trainer 'nemo'",
-                   "use --trainer tune or --trainer megatron");
+                   "use --trainer auto, tune or megatron");
 }
 
 TEST(LaunchErrors, BadTime) {

@@ -116,6 +116,8 @@ TEST(LaunchSafety, SlurmScriptRefusesAnUnsafeSpec) {
   spec.training.num_gpus = 2;
   spec.gpus_per_node = 8;
   spec.job_name = "ok";
+  spec.run.train_iters = 100;
+  spec.run.save_interval = 10;
   ASSERT_TRUE(SlurmScript(spec).ok());
   spec.job_name = "x\ntouch pwned";
   EXPECT_EQ(SlurmScript(spec).status().message(),
@@ -191,16 +193,17 @@ TEST(LaunchSafety, ModelFileNameCannotLeaveItsComment) {
   ASSERT_NE(name, std::string::npos);
   yaml.replace(name, 15, "name: \"evil\\ntouch pwned\"\n");
   WriteFile(dir + "/evil.yaml", yaml);
-  for (const char* trainer : {"tune", "megatron"}) {
+  // The engine on the local preset, Megatron-LM on GPUs.
+  for (const char* gpu : {"local", "h100"}) {
     const InProcessRun run =
         Tune({"launch", "--model", dir + "/evil.yaml", "--gpus", "2", "--gpu",
-              "local", "--gbs", "4", "--seq-len", "64", "--no-db", "--trainer",
-              trainer});
+              gpu, "--gbs", "4", "--seq-len", "64", "--no-db"});
     ASSERT_EQ(run.exit_code, 0) << run.err;
     for (const std::string& line : Lines(run.out)) {
       EXPECT_NE(line, "touch pwned") << run.out;
     }
-    EXPECT_NE(run.out.find("# Model evil\\ntouch pwned on 2 local GPUs"),
+    EXPECT_NE(run.out.find("# Model evil\\ntouch pwned on 2 " +
+                           std::string(gpu) + " GPUs"),
               std::string::npos)
         << run.out;
     // The default job name keeps only safe characters.

@@ -4,20 +4,32 @@
 # Model gpt3-175b on 1024 a100-80g GPUs (128 nodes x 8), global batch 1536, sequence 2048, bf16
 # Configuration: tp4 pp8 vpp12 cp2 ep1 dp16 sp mbs4 none dist_opt
 # Predicted: step time 16.759 s, memory 75.4 GiB of 77.0 GiB per GPU
-# Trainer: tune train (meshtune engine); submit with: sbatch <this file>
+# Run: 95 368 iterations (300 B tokens / 1536 x 2048), predicted 18.5 days; checkpoint every 214 iterations
+# Jobs: the time limit 24:00:00 covers about 1/19 of the run, so each job saves before
+# the limit and submits the next until the checkpoint reaches TRAIN_ITERS
+# (at most MAX_JOBS=23 jobs).
+# Trainer: Megatron-LM pretrain_gpt.py; submit with: sbatch <this file>
 #SBATCH --job-name=tune-gpt3-175b
 #SBATCH --nodes=128
 #SBATCH --ntasks-per-node=8
 #SBATCH --gpus-per-node=8
 #SBATCH --cpus-per-task=8
 #SBATCH --time=24:00:00
+#SBATCH --exclusive
+#SBATCH --mem=0
 #SBATCH --output=tune-gpt3-175b-%j.out
 
 set -euo pipefail
 
 # ---- Set these (export them, or sbatch --export=ALL,NAME=value) ----
-TUNE=${TUNE:-tune}
-CONFIG=${CONFIG:?set CONFIG to the config YAML (tune launch --out writes one)}
+MEGATRON_DIR=${MEGATRON_DIR:?set MEGATRON_DIR to a Megatron-LM checkout (in the container, if any)}
+DATA_PATH=${DATA_PATH:?set DATA_PATH to an indexed dataset prefix (tune data writes one)}
+VOCAB_FILE=${VOCAB_FILE:?set VOCAB_FILE to the GPT-2 vocab.json}
+MERGE_FILE=${MERGE_FILE:?set MERGE_FILE to the GPT-2 merges.txt}
+PYTHON=${PYTHON:-python}
+CHECKPOINT_DIR=${CHECKPOINT_DIR:?set CHECKPOINT_DIR to a shared directory for checkpoints}
+# The token budget over the tokens of one iteration (the header's Run line).
+TRAIN_ITERS=${TRAIN_ITERS:-95368}
 
 # ---- Communication ----
 # Uncomment and adapt to your fabric (ibstat / ip link list them):
@@ -26,11 +38,98 @@ CONFIG=${CONFIG:?set CONFIG to the config YAML (tune launch --out writes one)}
 # Megatron needs one hardware queue so that TP/SP communication
 # overlaps computation in issue order.
 export CUDA_DEVICE_MAX_CONNECTIONS=1
+export TORCH_NCCL_AVOID_RECORD_STREAMS=1
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 # Rendezvous on the first node of the allocation.
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 export MASTER_ADDR
 export MASTER_PORT=${MASTER_PORT:-6000}
 
-# One task per GPU; each rank finds its place through PMIx.
-srun --mpi=pmix "$TUNE" train --config "$CONFIG"
+# ---- The parallel plan (tune export --format megatron) ----
+MEGATRON_ARGS=(
+  --num-layers 96
+  --hidden-size 12288
+  --num-attention-heads 96
+  --ffn-hidden-size 49152
+  --seq-length 2048
+  --max-position-embeddings 2048
+  --attention-backend flash
+  --tensor-model-parallel-size 4
+  --pipeline-model-parallel-size 8
+  --num-layers-per-virtual-pipeline-stage 1
+  --context-parallel-size 2
+  --sequence-parallel
+  --use-distributed-optimizer
+  --overlap-grad-reduce
+  --overlap-param-gather
+  --micro-batch-size 4
+  --global-batch-size 1536
+  --bf16
+)
+# ---- Data, tokenizer, schedule (the model's recipe), checkpoints ----
+TRAINING_ARGS=(
+  --data-path "$DATA_PATH"
+  --tokenizer-type GPT2BPETokenizer
+  --vocab-file "$VOCAB_FILE"
+  --merge-file "$MERGE_FILE"
+  --train-iters "$TRAIN_ITERS"
+  --lr 6e-05
+  --min-lr 6e-06
+  --lr-decay-style cosine
+  --lr-warmup-iters 120
+  --lr-decay-iters "$TRAIN_ITERS"
+  --weight-decay 0.1
+  --adam-beta1 0.9
+  --adam-beta2 0.95
+  --adam-eps 1e-08
+  --clip-grad 1
+  --init-method-std 0.00571
+  --save-interval 214
+  --exit-duration-in-mins 1425
+  --save "$CHECKPOINT_DIR"
+  --load "$CHECKPOINT_DIR"
+  --log-interval 10
+  --log-throughput
+)
+
+# ---- The job chain: resume from the newest checkpoint ----
+JOB_INDEX=${TUNE_JOB_INDEX:-1}
+MAX_JOBS=${MAX_JOBS:-23}
+SCRIPT=${TUNE_SCRIPT:-$(scontrol show job "$SLURM_JOB_ID" | sed -n 's/^ *Command=//p')}
+TRACKER="$CHECKPOINT_DIR/latest_checkpointed_iteration.txt"
+# Megatron's tracker holds the newest saved iteration.
+checkpointed() {
+  local it=0
+  [[ -f "$TRACKER" ]] && it=$(tr -dc '0-9' <"$TRACKER")
+  echo "${it:-0}"
+}
+mkdir -p "$CHECKPOINT_DIR"
+START_ITER=$(checkpointed)
+if ((START_ITER >= TRAIN_ITERS)); then
+  echo "tune: the checkpoint is at iteration $START_ITER of $TRAIN_ITERS: nothing to train"
+  exit 0
+fi
+echo "tune: job $JOB_INDEX of at most $MAX_JOBS, from iteration $START_ITER of $TRAIN_ITERS"
+
+# One task per GPU without torchrun: each task takes its rank from
+# SLURM (torch.distributed reads RANK, LOCAL_RANK, WORLD_SIZE).
+RC=0
+srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS exec "$@"' pretrain_gpt \
+  "$PYTHON" "$MEGATRON_DIR/pretrain_gpt.py" "${MEGATRON_ARGS[@]}" "${TRAINING_ARGS[@]}" || RC=$?
+
+# ---- Resubmit until the checkpoint reaches TRAIN_ITERS ----
+END_ITER=$(checkpointed)
+if ((END_ITER >= TRAIN_ITERS)); then
+  echo "tune: done: iteration $END_ITER of $TRAIN_ITERS"
+  exit "$RC"
+fi
+if ((END_ITER <= START_ITER)); then
+  echo "tune: error: no new checkpoint in this job (iteration $END_ITER, exit $RC); not resubmitting" >&2
+  exit 1
+fi
+if ((JOB_INDEX >= MAX_JOBS)); then
+  echo "tune: error: iteration $END_ITER of $TRAIN_ITERS after $MAX_JOBS jobs; raise MAX_JOBS and sbatch $SCRIPT" >&2
+  exit 1
+fi
+sbatch --dependency=afterany:"$SLURM_JOB_ID" --export=ALL,TUNE_JOB_INDEX=$((JOB_INDEX + 1)) "$SCRIPT"
+echo "tune: iteration $END_ITER of $TRAIN_ITERS; submitted job $((JOB_INDEX + 1))"

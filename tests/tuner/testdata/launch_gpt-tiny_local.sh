@@ -4,12 +4,19 @@
 # Model gpt-tiny on 2 local GPUs (1 node x 2), global batch 4, sequence 64, bf16
 # Configuration: tp2 pp1 vpp1 cp1 ep1 dp1 sp mbs4 none
 # Predicted: step time 0.088 s, memory 110.6 MiB of 3.6 GiB per GPU
-# Trainer: tune train (meshtune engine); submit with: sbatch <this file>
+# Run: 1 171 875 000 iterations (300 B tokens / 4 x 64), predicted 1190.0 days; checkpoint every 41032 iterations
+# Jobs: the time limit 30 covers about 1/100799 of the run, so each job saves before
+# the limit and submits the next until the checkpoint reaches TRAIN_ITERS
+# (at most MAX_JOBS=125998 jobs).
+# Trainer: tune train (meshtune engine, CPU backend); submit with: sbatch <this file>
 #SBATCH --job-name=tiny
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=2
 #SBATCH --cpus-per-task=4
 #SBATCH --time=30
+#SBATCH --exclusive
+#SBATCH --mem=0
+#SBATCH --signal=TERM@180
 #SBATCH --partition=debug
 #SBATCH --account=proj1
 #SBATCH --output=tiny-%j.out
@@ -20,6 +27,10 @@ set -euo pipefail
 # ---- Set these (export them, or sbatch --export=ALL,NAME=value) ----
 TUNE=${TUNE:-tune}
 CONFIG=${CONFIG:?set CONFIG to the config YAML (tune launch --out writes one)}
+DATA_PATH=${DATA_PATH:-}  # empty: the built-in corpus
+CHECKPOINT_DIR=${CHECKPOINT_DIR:?set CHECKPOINT_DIR to a shared directory for checkpoints}
+# The token budget over the tokens of one iteration (the header's Run line).
+TRAIN_ITERS=${TRAIN_ITERS:-1171875000}
 
 # ---- Communication ----
 # Uncomment and adapt to your fabric (ibstat / ip link list them):
@@ -30,9 +41,62 @@ CONFIG=${CONFIG:?set CONFIG to the config YAML (tune launch --out writes one)}
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}
 # Rendezvous on the first node of the allocation.
-MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)
 export MASTER_ADDR
 export MASTER_PORT=${MASTER_PORT:-6000}
 
+# ---- The job chain: resume from the newest checkpoint ----
+JOB_INDEX=${TUNE_JOB_INDEX:-1}
+MAX_JOBS=${MAX_JOBS:-125998}
+SCRIPT=${TUNE_SCRIPT:-$(scontrol show job "$SLURM_JOB_ID" | sed -n 's/^ *Command=//p')}
+TRACKER="$CHECKPOINT_DIR/latest_checkpointed_iteration.txt"
+# Megatron's tracker holds the newest saved iteration.
+checkpointed() {
+  local it=0
+  [[ -f "$TRACKER" ]] && it=$(tr -dc '0-9' <"$TRACKER")
+  echo "${it:-0}"
+}
+mkdir -p "$CHECKPOINT_DIR"
+START_ITER=$(checkpointed)
+if ((START_ITER >= TRAIN_ITERS)); then
+  echo "tune: the checkpoint is at iteration $START_ITER of $TRAIN_ITERS: nothing to train"
+  exit 0
+fi
+echo "tune: job $JOB_INDEX of at most $MAX_JOBS, from iteration $START_ITER of $TRAIN_ITERS"
+
+# ---- Schedule (GPT-3 Table 2.1 by size) and checkpoints ----
+TRAIN_ARGS=(
+  --steps "$TRAIN_ITERS"
+  --lr 0.0006
+  --min-lr 6e-05
+  --lr-warmup-iters 1464844
+  --lr-decay-style cosine
+  --weight-decay 0.1
+  --clip-grad 1
+  --save "$CHECKPOINT_DIR"
+  --save-interval 41032
+  --log-interval 10
+)
+[[ -f "$TRACKER" ]] && TRAIN_ARGS+=(--load "$CHECKPOINT_DIR")
+[[ -n "$DATA_PATH" ]] && TRAIN_ARGS+=(--data "$DATA_PATH")
+
 # One task per GPU; each rank finds its place through PMIx.
-srun --mpi=pmix "$TUNE" train --config "$CONFIG"
+RC=0
+srun --mpi=pmix "$TUNE" train --config "$CONFIG" "${TRAIN_ARGS[@]}" || RC=$?
+
+# ---- Resubmit until the checkpoint reaches TRAIN_ITERS ----
+END_ITER=$(checkpointed)
+if ((END_ITER >= TRAIN_ITERS)); then
+  echo "tune: done: iteration $END_ITER of $TRAIN_ITERS"
+  exit "$RC"
+fi
+if ((END_ITER <= START_ITER)); then
+  echo "tune: error: no new checkpoint in this job (iteration $END_ITER, exit $RC); not resubmitting" >&2
+  exit 1
+fi
+if ((JOB_INDEX >= MAX_JOBS)); then
+  echo "tune: error: iteration $END_ITER of $TRAIN_ITERS after $MAX_JOBS jobs; raise MAX_JOBS and sbatch $SCRIPT" >&2
+  exit 1
+fi
+sbatch --dependency=afterany:"$SLURM_JOB_ID" --export=ALL,TUNE_JOB_INDEX=$((JOB_INDEX + 1)) "$SCRIPT"
+echo "tune: iteration $END_ITER of $TRAIN_ITERS; submitted job $((JOB_INDEX + 1))"
