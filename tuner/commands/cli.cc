@@ -6,6 +6,7 @@
 
 #include "tuner/commands/command.h"
 #include "tuner/commands/regress.h"
+#include "tuner/io/terminal.h"
 #include "tuner/io/version.h"
 #include "tuner/store/results_db.h"
 
@@ -108,6 +109,8 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddReportCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 
+  // One command per call; in-process tests run many in one process.
+  SetQuietMode(false);
   std::vector<std::string> args = raw_args;
   if (args.empty()) {
     PrintError(Status::InvalidArgument("no command given",

@@ -14,6 +14,7 @@ namespace {
 
 // One command per process (tune_main.cc); written once before any output.
 ColorMode g_color_mode = ColorMode::kAuto;
+bool g_quiet = false;
 
 bool IsDumbTerminal(const char* term) {
   return term != nullptr && std::string_view(term) == "dumb";
@@ -63,10 +64,14 @@ Status ApplyTerminalFlags(const TerminalFlags& flags) {
   auto mode = ParseColorMode(flags.color);
   if (!mode.ok()) return mode.status();
   SetColorMode(mode.value());
+  SetQuietMode(flags.quiet);
   return Status::Ok();
 }
 
 void SetColorMode(ColorMode mode) { g_color_mode = mode; }
+
+void SetQuietMode(bool quiet) { g_quiet = quiet; }
+bool QuietMode() { return g_quiet; }
 
 std::string Style::Wrap(const char* code, std::string_view text) const {
   if (!enabled_ || text.empty()) return std::string(text);

@@ -54,12 +54,21 @@ struct TerminalFlags {
 };
 void AddTerminalFlags(CLI::App* app, TerminalFlags* flags);
 
-// Parses flags->color and makes it the process's colour mode. Call first in
-// Run(), so that a bad --color fails before any work.
+// Parses flags->color and makes it the process's colour mode, and
+// flags->quiet its quiet mode. Call first in Run(), so that a bad --color
+// fails before any work.
 Status ApplyTerminalFlags(const TerminalFlags& flags);
 
 // The process-wide mode (default kAuto).
 void SetColorMode(ColorMode mode);
+
+// Whether the running command was given --quiet, process-wide like the
+// colour mode: set by ApplyTerminalFlags (false for a command without
+// terminal flags; RunTune resets it for every command), so that notes
+// printed below the command (the first-use database note of
+// tuner/store/results_db.h) obey --quiet without a flag threaded through.
+void SetQuietMode(bool quiet);
+bool QuietMode();
 
 // ANSI styling for one stream; a disabled Style returns text unchanged.
 class Style {

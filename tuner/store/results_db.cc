@@ -2,8 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <ostream>
+#include <system_error>
 
+#include "tuner/io/terminal.h"
 #include "tuner/io/version.h"
 #include "tuner/render/report_json.h"
 
@@ -87,6 +90,15 @@ results::Provenance ToolProvenance() {
   return results::MakeProvenance(MESHTUNE_VERSION, MESHTUNE_GIT_REVISION);
 }
 
+std::string CreatedDbNote(const std::string& path) {
+  // A bare file name is shown as ./NAME: "recording searches in tune.db"
+  // reads like a name, "./tune.db" like the file in this directory.
+  const std::string shown =
+      path.find('/') == std::string::npos ? "./" + path : path;
+  return "tune: recording searches in " + shown +
+         " (created); --no-db records nothing, --db PATH chooses the file";
+}
+
 StatusOr<std::unique_ptr<results::Store>> OpenSearchDb(const InputFlags& flags,
                                                        std::ostream& err) {
   if (flags.no_db) {
@@ -97,7 +109,15 @@ StatusOr<std::unique_ptr<results::Store>> OpenSearchDb(const InputFlags& flags,
     return std::unique_ptr<results::Store>();
   }
   const std::string path = ResolveDbPath(flags.db);
+  // Whether this search creates the implicit database: searching then
+  // leaves a file behind, which deserves one line the first time.
+  std::error_code ec;
+  const bool creates =
+      flags.db.empty() && !std::filesystem::exists(path, ec) && !ec;
   StatusOr<std::unique_ptr<results::Store>> store = results::Store::Open(path);
+  if (store.ok() && creates && !QuietMode()) {
+    err << CreatedDbNote(path) << "\n";
+  }
   if (store.ok() || !flags.db.empty()) return store;
   err << "tune: warning: not recording this search: "
       << store.status().message() << "\n";

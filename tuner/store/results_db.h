@@ -53,9 +53,16 @@ std::string DescribeFlags(const InputFlags& flags);
 // Tool version and git revision of this build, stamped now.
 results::Provenance ToolProvenance();
 
+// "tune: recording searches in ./tune.db (created); --no-db records
+// nothing, --db PATH chooses the file" (no newline).
+std::string CreatedDbNote(const std::string& path);
+
 // Opens the database for a search per the policy above. Returns null (and
 // has written a warning to `err`) when the implicit default cannot be used,
-// and null without a warning when `no_db` is set.
+// and null without a warning when `no_db` is set. When the implicit default
+// did not exist and is created now, writes CreatedDbNote to `err` unless
+// QuietMode() (tuner/io/terminal.h): a search leaves a file behind, said
+// once, on the search that creates it, not on every search.
 StatusOr<std::unique_ptr<results::Store>> OpenSearchDb(const InputFlags& flags,
                                                        std::ostream& err);
 
