@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <memory>
 
+#include "engine/comm/mpi_communicator.h"
 #include "tuner/commands/command.h"
 #include "tuner/commands/regress.h"
+#include "tuner/inputs/config_file_inputs.h"
 #include "tuner/io/terminal.h"
 #include "tuner/io/version.h"
 #include "tuner/store/results_db.h"
@@ -64,6 +66,19 @@ std::string ClosestSubcommand(const CLI::App& app, const std::string& name) {
     }
   }
   return best;
+}
+
+// `--model best.yaml` (a file `tune search --out` wrote) uses only its
+// model: section; IgnoredParallelismWarning says so once, for every
+// command with --model. Not on the ranks `tune train` starts under mpirun:
+// the launching process has said it already.
+void WarnOfIgnoredParallelism(const CLI::App& command, std::ostream& err) {
+  if (engine::LaunchedUnderMpi()) return;
+  const CLI::Option* model = command.get_option_no_throw("--model");
+  if (model == nullptr || model->count() == 0) return;
+  const std::string warning =
+      IgnoredParallelismWarning(model->results().front());
+  if (!warning.empty()) err << warning << "\n";
 }
 
 }  // namespace
@@ -164,6 +179,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
 
   for (size_t i = 0; i < subs.size(); ++i) {
     if (subs[i]->parsed()) {
+      WarnOfIgnoredParallelism(*subs[i], err);
       const Status status = commands[i]->Run(out, err);
       if (!status.ok()) PrintError(status, err);
       return status.ExitCode();

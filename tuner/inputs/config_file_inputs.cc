@@ -3,9 +3,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 
 #include "search_spaces/yaml_util.h"
+#include "tuner/inputs/compare_config.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -97,6 +100,31 @@ StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
     }
   }
   return ResolveInputs(f);
+}
+
+std::string IgnoredParallelismWarning(const std::string& model_flag) {
+  std::error_code ec;
+  if (model_flag.empty() || !std::filesystem::is_regular_file(model_flag, ec)) {
+    return "";  // a preset name, or a file ResolveModel will report on
+  }
+  auto text = search_spaces::yaml_util::ReadFile(model_flag, "--model file");
+  if (!text.ok()) return "";
+  auto root = search_spaces::yaml_util::Load(text.value(), model_flag);
+  if (!root.ok() || !root->IsMap() || !(*root)["parallelism"]) return "";
+  std::string compact;
+  auto file = ParseTrainConfigYaml(text.value(), model_flag);
+  if (file.ok()) compact = FormatCompactConfig(file->config.parallel);
+  std::string line = "tune: warning: " + model_flag +
+                     ": --model reads only its model: section; its "
+                     "parallelism: section ";
+  if (!compact.empty()) line += "(" + compact + ") ";
+  line +=
+      "is ignored: pin axes with --tp/--pp/..., or use the plan as "
+      "written with tune train --config " +
+      model_flag + ", tune launch --config " + model_flag;
+  line += compact.empty() ? " or tune compare --config '<tp.. pp.. ...>'"
+                          : " or tune compare --config '" + compact + "'";
+  return line;
 }
 
 }  // namespace meshtune::tuner

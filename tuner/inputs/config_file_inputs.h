@@ -27,6 +27,22 @@ namespace meshtune::tuner {
 StatusOr<Inputs> InputsOfConfigFile(const std::string& path,
                                     const TrainFileConfig& file);
 
+// `--model FILE` reads a model, and a config file written by `tune search
+// --out` is one (its model: section). The rest of such a file, above all the
+// parallelism: section, is not a model: a search given the file searches
+// every configuration again, an estimate takes its pins from flags. A
+// Megatron user hands pretrain_gpt.py the model and the parallelism as
+// separate arguments and would not expect a model file to pin the search to
+// one point of it, but neither should the section vanish without a word.
+// So: "" unless `model_flag` names a readable YAML file with a
+// parallelism: section; then one line, "tune: warning: best.yaml: --model
+// reads only its model: section; its parallelism: section (tp2 sp mbs16) is
+// ignored: pin axes with --tp/--pp/..., or use the plan as written with
+// tune train --config best.yaml, tune launch --config best.yaml or tune
+// compare --config 'tp2 sp mbs16'" (no newline; the compact configuration
+// is left out when the section does not parse).
+std::string IgnoredParallelismWarning(const std::string& model_flag);
+
 }  // namespace meshtune::tuner
 
 #endif  // MESHTUNE_TUNER_INPUTS_CONFIG_FILE_INPUTS_H_
