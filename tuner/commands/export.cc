@@ -1,7 +1,7 @@
 // `tune export`: any stored candidate of a recorded search as arguments for
-// another trainer: Megatron-LM pretrain_gpt.py flags
-// (tuner/interop/megatron_args.h) or a NeMo megatron_gpt YAML override block
-// (tuner/interop/nemo_overrides.h).
+// another trainer (tuner/interop/export_format.h): Megatron-LM pretrain_gpt.py
+// flags, a NeMo megatron_gpt YAML override block or Megatron-Bridge recipe
+// overrides.
 //
 // Reads the results database only (read-only open): the search row gives the
 // model name, GPUs, GPUs per node, batch, sequence length, precision and the
@@ -19,9 +19,9 @@
 #include "results/store.h"
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
+#include "tuner/commands/planned_run.h"
 #include "tuner/inputs/inputs.h"
-#include "tuner/interop/megatron_args.h"
-#include "tuner/interop/nemo_overrides.h"
+#include "tuner/interop/export_format.h"
 #include "tuner/store/results_db.h"
 #include "tuner/store/stored_candidates.h"
 #include "tuner/store/stored_search.h"
@@ -33,6 +33,7 @@ constexpr const char* kExportExamples = R"(Examples:
   tune db searches                                 find a search id
   tune export --search 3 --format megatron         its best candidate as pretrain_gpt.py flags
   tune export --search 3 --rank 2 --format nemo    the second best as a NeMo override block
+  tune export --search 3 --format bridge           Megatron-Bridge recipe overrides
   tune export --search 3 --rank 5 --format megatron --db runs.db > args.txt
 Only the ranks a search stored can be exported ('tune search --top K' stores K).
 docs/export.md maps every flag and key.)";
@@ -72,8 +73,9 @@ class ExportCommand : public Command {
                     "candidate rank within the search (default 1 = best)")
         ->type_name("R");
     sub->add_option("--format", format_,
-                    "megatron (pretrain_gpt.py arguments) or nemo (YAML "
-                    "override block)")
+                    "megatron (pretrain_gpt.py arguments), nemo (NeMo "
+                    "megatron_gpt override block) or bridge (Megatron-Bridge "
+                    "recipe overrides)")
         ->required()
         ->type_name("FMT");
     AddDbOption(sub, &db_);
@@ -82,11 +84,8 @@ class ExportCommand : public Command {
 
   Status Run(std::ostream& out, std::ostream& err) override {
     // Flags first, so that a typo fails before the file is touched.
-    if (format_ != "megatron" && format_ != "nemo") {
-      return Status::InvalidArgument(
-          "--format: unknown format '" + format_ + "'",
-          "use --format megatron or --format nemo");
-    }
+    auto format = ParseExportFormat(format_, "--format", {});
+    if (!format.ok()) return format.status();
     auto search_id = ParsePositiveInt(search_text_, "--search");
     if (!search_id.ok()) return search_id.status();
     auto rank = ParsePositiveInt(rank_text_, "--rank");
@@ -116,15 +115,24 @@ class ExportCommand : public Command {
       err << "tune: warning: rank " << c.rank
           << " does not fit: " << c.infeasible_reason << "\n";
     }
-    if (format_ == "megatron") {
-      out << FormatMegatronArgs(
-          MegatronArgs(model.value(), training.value(), c.config));
-      return Status::Ok();
+    PlanToExport plan;
+    plan.model = model.value();
+    plan.training = training.value();
+    plan.config = c.config;
+    plan.gpus_per_node = s.gpus_per_node;
+    // The step time sizes only job flags (checkpoint interval), which an
+    // export leaves out: a candidate stored without one still exports.
+    auto run =
+        PlannedRun(plan.model, plan.training,
+                   c.step_time_s > 0 ? c.step_time_s : 1.0, kNoTimeLimitS);
+    if (!run.ok()) return run.status();
+    plan.run = run.value();
+    auto text = ExportPlan(format.value(), plan);
+    if (!text.ok()) return text.status();
+    for (const std::string& note : text->notes) {
+      err << "tune: note: " << note << "\n";
     }
-    auto yaml = NemoOverrides(model.value(), training.value(), c.config,
-                              s.gpus_per_node);
-    if (!yaml.ok()) return yaml.status();
-    out << yaml.value();
+    out << text->text;
     return Status::Ok();
   }
 

@@ -24,11 +24,11 @@
 #include <string>
 
 #include "costmodel/cost_model.h"
-#include "costmodel/model_stats.h"
 #include "engine/backends/registry.h"
 #include "search_spaces/space/enumerate.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
+#include "tuner/commands/planned_run.h"
 #include "tuner/inputs/config_file_inputs.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
@@ -387,28 +387,17 @@ class LaunchCommand : public Command {
   }
 
   // The run: iterations from the token budget, schedule, checkpoints and
-  // jobs (tuner/interop/training_run.h). Kubernetes has no time limit:
-  // one "job" of the whole run.
+  // jobs (tuner/interop/training_run.h). Kubernetes has no time limit.
   StatusOr<TrainingRun> PlanRun(const Inputs& in, const costmodel::Estimate& e,
                                 int64_t time_limit_s) const {
-    TrainingRunInputs r;
-    r.model = in.model;
-    r.training = in.training;
-    const int64_t vocab = costmodel::PaddedVocabSize(in.model.vocab_size, 1);
-    // Active parameters: GPT-3's rule is for dense models, and a MoE
-    // model's step updates what its tokens pass through.
-    r.parameters = costmodel::ComputeModelStats(
-                       in.model, vocab,
-                       std::max(in.training.seq_length, in.model.seq_length))
-                       .active_params;
-    r.step_time_s = e.step_time_s;
-    // A pod has no limit: a year stands for "one job".
-    r.time_limit_s = time_limit_s > 0 ? time_limit_s : 365LL * 86400;
+    int64_t save_interval = 0;
     if (!save_interval_text_.empty()) {
-      r.save_interval =
+      save_interval =
           ParsePositiveInt(save_interval_text_, "--save-interval").value();
     }
-    return PlanTrainingRun(r);
+    return PlannedRun(in.model, in.training, e.step_time_s,
+                      time_limit_s > 0 ? time_limit_s : kNoTimeLimitS,
+                      save_interval);
   }
 
   // --search and --config take the problem from the search or the file;

@@ -6,9 +6,10 @@
 #include <string>
 
 #include "tuner/commands/command.h"
+#include "tuner/commands/planned_run.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/search_link.h"
-#include "tuner/interop/megatron_args.h"
+#include "tuner/interop/export_format.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/terminal.h"
 #include "tuner/machine/calibration_source.h"
@@ -70,7 +71,9 @@ class SearchCommand : public Command {
                     "write the best configuration as YAML to FILE")
         ->type_name("FILE");
     sub->add_option("--format", format_,
-                    "table (default) or megatron (pretrain_gpt.py arguments)")
+                    "table (default), megatron (pretrain_gpt.py arguments), "
+                    "nemo (NeMo megatron_gpt overrides) or bridge "
+                    "(Megatron-Bridge recipe overrides)")
         ->type_name("FMT");
     AddDbOption(sub, &flags_.db, "recording this search");
     sub->add_flag("--no-db", flags_.no_db, "record nothing");
@@ -82,14 +85,15 @@ class SearchCommand : public Command {
     MESHTUNE_RETURN_IF_ERROR(ApplyTerminalFlags(terminal_));
     auto top = ParsePositiveInt(top_, "--top");
     if (!top.ok()) return top.status();
-    if (format_ != "table" && format_ != "megatron") {
-      return Status::InvalidArgument(
-          "--format: unknown format '" + format_ + "'",
-          "use --format table or --format megatron");
+    std::optional<ExportFormat> export_format;
+    if (format_ != "table") {
+      auto parsed = ParseExportFormat(format_, "--format", {"table"});
+      if (!parsed.ok()) return parsed.status();
+      export_format = parsed.value();
     }
-    if (json_ && format_ == "megatron") {
+    if (json_ && export_format) {
       return Status::InvalidArgument(
-          "--json and --format megatron both choose the stdout format",
+          "--json and --format " + format_ + " both choose the stdout format",
           "pick one of them");
     }
     // A mistyped --out directory fails before the search, as an input error.
@@ -143,11 +147,24 @@ class SearchCommand : public Command {
     }
     if (json_) {
       out << SearchToJson(result, in, top.value()).dump(2) << "\n";
-    } else if (format_ == "megatron") {
+    } else if (export_format) {
+      PlanToExport plan;
+      plan.model = in.model;
+      plan.training = in.training;
+      plan.config = best.config;
+      plan.gpus_per_node = in.cluster.gpus_per_node;
       // The attention backend the calibration's kernel times assume.
-      out << FormatMegatronArgs(
-          MegatronArgs(in.model, in.training, best.config,
-                       calibration.value()->UsesFlashAttention()));
+      plan.flash_attention = calibration.value()->UsesFlashAttention();
+      auto run =
+          PlannedRun(in.model, in.training, best.step_time_s, kNoTimeLimitS);
+      if (!run.ok()) return run.status();
+      plan.run = run.value();
+      auto text = ExportPlan(*export_format, plan);
+      if (!text.ok()) return text.status();
+      for (const std::string& note : text->notes) {
+        err << "tune: note: " << note << "\n";
+      }
+      out << text->text;
     } else if (terminal_.quiet) {
       out << StyleFor(out).Green(WinnerLine(best)) << "\n";
     } else {

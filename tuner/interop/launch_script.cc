@@ -424,7 +424,8 @@ Status CheckLaunchSpec(const LaunchScriptSpec& spec) {
 
 std::vector<std::string> MegatronTrainingArgs(const LaunchScriptSpec& s) {
   std::vector<std::string> a = {"--data-path \"$DATA_PATH\""};
-  for (const std::string& arg : MegatronTokenizerArgs(s.model)) {
+  for (const std::string& arg :
+       MegatronTokenizerArgs(s.model, /*model_as_variable=*/true)) {
     a.push_back(arg);
   }
   // The iteration count is the script's variable, so TRAIN_ITERS changes

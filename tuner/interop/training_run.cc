@@ -203,7 +203,7 @@ std::vector<std::string> MegatronRunArgs(const TrainingRun& r) {
 }
 
 std::vector<std::string> MegatronTokenizerArgs(
-    const search_spaces::ModelSpec& m) {
+    const search_spaces::ModelSpec& m, bool model_as_variable) {
   const std::string& type = m.tokenizer_type;
   if (type.empty()) {
     return {"--tokenizer-type \"$TOKENIZER_TYPE\"",
@@ -216,8 +216,10 @@ std::vector<std::string> MegatronTokenizerArgs(
   } else if (type == "NullTokenizer") {
     // Megatron's NullTokenizer has --vocab-size tokens plus its EOD.
     a.push_back(Arg("--vocab-size", m.vocab_size - 1));
-  } else {
+  } else if (model_as_variable || m.tokenizer_model.empty()) {
     a.push_back("--tokenizer-model \"$TOKENIZER_MODEL\"");
+  } else {
+    a.push_back("--tokenizer-model " + m.tokenizer_model);
   }
   return a;
 }

@@ -97,12 +97,14 @@ StatusOr<int64_t> SlurmTimeSeconds(const std::string& text);
 // --exit-duration-in-mins.
 std::vector<std::string> MegatronRunArgs(const TrainingRun& run);
 
-// The model's tokenizer as Megatron flags, with shell variables where the
-// launch script asks for a value ("$VOCAB_FILE", "$TOKENIZER_MODEL"):
-// --tokenizer-type T, then --tokenizer-model, --vocab-file/--merge-file, or
-// --vocab-size (NullTokenizer, vocab_size - 1: Megatron adds the EOD token).
+// The model's tokenizer as Megatron flags: --tokenizer-type T, then
+// --tokenizer-model, --vocab-file/--merge-file, or --vocab-size
+// (NullTokenizer, vocab_size - 1: Megatron adds the EOD token). Files are
+// shell variables ("$VOCAB_FILE"); the tokenizer model is the model's
+// published id, or "$TOKENIZER_MODEL" when it has none or when
+// `model_as_variable` (a launch script, where the variable defaults to it).
 std::vector<std::string> MegatronTokenizerArgs(
-    const search_spaces::ModelSpec& model);
+    const search_spaces::ModelSpec& model, bool model_as_variable);
 
 }  // namespace meshtune::tuner
 

@@ -85,6 +85,25 @@ TEST_F(ExportCommandTest, NemoOverridesParseBackAndRankDefaultsToOne) {
             std::string::npos);
 }
 
+// Megatron-Bridge overrides carry the stored plan, the tokenizer and the
+// token budget's iterations (300e9 / (256 x 2048) = 572205).
+TEST_F(ExportCommandTest, BridgeOverridesCarryThePlanAndTheRun) {
+  const TuneRun run = Export("--search 1 --rank 2 --format bridge");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const search_spaces::ParallelConfig c = Stored(1, 2).config;
+  for (const std::string& word :
+       {"model.tensor_model_parallel_size=" + std::to_string(c.tp) + " \\\n",
+        "model.pipeline_model_parallel_size=" + std::to_string(c.pp) + " \\\n",
+        "train.micro_batch_size=" + std::to_string(c.mbs) + " \\\n",
+        std::string("train.global_batch_size=256 \\\n"),
+        std::string("train.train_iters=572205 \\\n"),
+        std::string("mixed_precision=bf16_mixed \\\n"),
+        std::string("tokenizer.tokenizer_type=GPT2BPETokenizer \\\n"),
+        std::string("optimizer.lr=0.0002 \\\n")}) {
+    EXPECT_NE(run.out.find(word), std::string::npos) << word << run.out;
+  }
+}
+
 TEST_F(ExportCommandTest, ReadsTheDatabaseFromTuneDb) {
   const TuneRun run = RunTuneInProcess("export --search 1 --format megatron",
                                        "", "TUNE_DB=" + *db_);
@@ -138,7 +157,7 @@ TEST_F(ExportCommandTest, UnknownFormat) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tune: error: --format: unknown format 'deepspeed'\n"
-            "tune: hint: use --format megatron or --format nemo\n");
+            "tune: hint: use --format megatron, nemo or bridge\n");
 }
 
 TEST_F(ExportCommandTest, BadRankAndMissingFormat) {

@@ -113,22 +113,26 @@ TEST(PlanTrainingRun, RejectsWhatCannotRun) {
 TEST(MegatronTokenizerArgs, PerTokenizerType) {
   search_spaces::ModelSpec m;
   m.tokenizer_type = "GPT2BPETokenizer";
-  EXPECT_EQ(MegatronTokenizerArgs(m),
+  EXPECT_EQ(MegatronTokenizerArgs(m, true),
             (std::vector<std::string>{"--tokenizer-type GPT2BPETokenizer",
                                       "--vocab-file \"$VOCAB_FILE\"",
                                       "--merge-file \"$MERGE_FILE\""}));
   m.tokenizer_type = "NullTokenizer";
   m.vocab_size = 4096;
-  EXPECT_EQ(MegatronTokenizerArgs(m),
+  EXPECT_EQ(MegatronTokenizerArgs(m, true),
             (std::vector<std::string>{"--tokenizer-type NullTokenizer",
                                       "--vocab-size 4095"}));
   m.tokenizer_type = "HuggingFaceTokenizer";
   EXPECT_EQ(
-      MegatronTokenizerArgs(m),
+      MegatronTokenizerArgs(m, true),
       (std::vector<std::string>{"--tokenizer-type HuggingFaceTokenizer",
                                 "--tokenizer-model \"$TOKENIZER_MODEL\""}));
+  // Exports name the published tokenizer itself.
+  m.tokenizer_model = "meta-llama/Meta-Llama-3-8B";
+  EXPECT_EQ(MegatronTokenizerArgs(m, false)[1],
+            "--tokenizer-model meta-llama/Meta-Llama-3-8B");
   m.tokenizer_type = "";
-  EXPECT_EQ(MegatronTokenizerArgs(m)[0],
+  EXPECT_EQ(MegatronTokenizerArgs(m, true)[0],
             "--tokenizer-type \"$TOKENIZER_TYPE\"");
 }
 

@@ -82,11 +82,11 @@ TEST(JsonReport, SearchHasExactlyTheContractKeys) {
                                    "feasible", "pruned", "elapsed_s"}));
   // The inputs, so that a saved file reads alone.
   const json& in = j["inputs"];
-  EXPECT_EQ(Keys(in), (std::set<std::string>{
-                          "model", "model_display_name", "parameters", "gpus",
-                          "gpu", "gpu_display_name", "gpu_defaulted",
-                          "global_batch_size", "seq_length", "precision",
-                          "train_tokens", "cluster"}));
+  EXPECT_EQ(Keys(in),
+            (std::set<std::string>{
+                "model", "model_display_name", "parameters", "gpus", "gpu",
+                "gpu_display_name", "gpu_defaulted", "global_batch_size",
+                "seq_length", "precision", "train_tokens", "cluster"}));
   EXPECT_EQ(in["model"], "gpt3-1.3b");
   EXPECT_EQ(in["gpus"], 8);
   EXPECT_EQ(in["gpu"], "a100-80g");
@@ -96,11 +96,11 @@ TEST(JsonReport, SearchHasExactlyTheContractKeys) {
   EXPECT_EQ(in["seq_length"], 2048);
   EXPECT_NEAR(in["parameters"].get<double>(), 1.3e9, 0.05e9);
   EXPECT_DOUBLE_EQ(in["train_tokens"].get<double>(), 300e9);
-  EXPECT_EQ(Keys(in["cluster"]),
-            (std::set<std::string>{"name", "nodes", "gpus_per_node",
-                                   "nvlink_domain_gpus", "usable_memory_gib",
-                                   "memory_reserve_gib",
-                                   "memory_headroom_gib"}));
+  EXPECT_EQ(
+      Keys(in["cluster"]),
+      (std::set<std::string>{"name", "nodes", "gpus_per_node",
+                             "nvlink_domain_gpus", "usable_memory_gib",
+                             "memory_reserve_gib", "memory_headroom_gib"}));
   EXPECT_EQ(in["cluster"]["nodes"], 1);
   EXPECT_NEAR(in["cluster"]["usable_memory_gib"].get<double>(), 77.0, 0.01);
   ASSERT_EQ(j["candidates"].size(), 4u);
@@ -240,6 +240,35 @@ TEST(TableReport, GpusPerNodeOverrideAndTokenBudget) {
   EXPECT_NE(run.out.find("days to train 1.4 T tokens: "), std::string::npos);
 }
 
+// `tune search --format nemo|bridge`: the other exports of the same plan.
+TEST(MegatronFormat, SearchAlsoWritesNemoAndBridge) {
+  const std::string search = "--model llama3-8b --gpus 16 --gpu h100 --no-db";
+  const TuneRun megatron =
+      RunTuneInProcess("search " + search + " --format megatron");
+  ASSERT_EQ(megatron.exit_code, 0) << megatron.err;
+  const TuneRun nemo = RunTuneInProcess("search " + search + " --format nemo");
+  ASSERT_EQ(nemo.exit_code, 0) << nemo.err;
+  EXPECT_NE(nemo.out.find("  devices: 8\n"), std::string::npos) << nemo.out;
+  const TuneRun bridge =
+      RunTuneInProcess("search " + search + " --format bridge");
+  ASSERT_EQ(bridge.exit_code, 0) << bridge.err;
+  // The same tensor-parallel size in all three.
+  const size_t at = megatron.out.find("--tensor-model-parallel-size ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string tp = megatron.out.substr(at + 29, 1);
+  EXPECT_NE(bridge.out.find("model.tensor_model_parallel_size=" + tp),
+            std::string::npos)
+      << bridge.out;
+  EXPECT_NE(nemo.out.find("tensor_model_parallel_size: " + tp),
+            std::string::npos)
+      << nemo.out;
+  const TuneRun bad = RunTuneInProcess("search " + search + " --format yaml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.err,
+            "tune: error: --format: unknown format 'yaml'\ntune: hint: use "
+            "--format table, megatron, nemo or bridge\n");
+}
+
 TEST(MegatronFormat, PrintsArgumentLinesForTheBest) {
   const TuneRun run = RunTuneInProcess(
       "--model llama3-8b --gpus 16 --gpu h100 --format megatron");
@@ -248,7 +277,14 @@ TEST(MegatronFormat, PrintsArgumentLinesForTheBest) {
   EXPECT_NE(run.out.find("--group-query-attention \\\n"), std::string::npos);
   EXPECT_NE(run.out.find("--swiglu \\\n"), std::string::npos);
   EXPECT_NE(run.out.find("--normalization RMSNorm \\\n"), std::string::npos);
-  EXPECT_EQ(run.out.substr(run.out.size() - 7), "--bf16\n");
+  EXPECT_NE(run.out.find("--bf16 \\\n"), std::string::npos);
+  // The model's tokenizer and the run follow the plan.
+  EXPECT_NE(run.out.find("--tokenizer-model meta-llama/Meta-Llama-3-8B \\\n"),
+            std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("--train-iters "), std::string::npos);
+  // sqrt(2 / (5 · 4096)) = 0.0098821.
+  EXPECT_EQ(run.out.substr(run.out.size() - 26), "--init-method-std 0.00988\n");
 }
 
 }  // namespace
