@@ -23,6 +23,7 @@
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/io/terminal.h"
 #include "tuner/machine/mpi_bench_note.h"
 #include "tuner/store/results_db.h"
 
@@ -147,39 +148,44 @@ class ProfileCommand : public Command {
 
     NullBuffer null_buffer;
     std::ostream null_stream(&null_buffer);
-    // Progress only when it would not interleave with piped rows.
-    std::ostream& progress =
-        isatty(STDERR_FILENO) && &err == &std::cerr ? err : null_stream;
+    // Progress only on a terminal. There stdout and stderr share the
+    // screen: every row first erases the "\r  [i/n] ..." line in front of
+    // it (tuner/io/terminal.h), or the two would be glued together.
+    ProgressAndRows screen(
+        out, isatty(STDERR_FILENO) && &err == &std::cerr ? err : null_stream);
+    std::ostream& rows_out = screen.out();
+    std::ostream& progress = screen.progress();
     profiler::SweepOptions options;
     options.warmup = warmup_;
     options.reps = reps_;
 
-    profiler::PrintHeader(out, profiler::GetBuildInfo(), hw,
+    profiler::PrintHeader(rows_out, profiler::GetBuildInfo(), hw,
                           "backend " + backend->Name() + ", timer per row, " +
                               "warmup " + std::to_string(warmup_) + ", reps " +
                               std::to_string(reps_) + "\n" + plan.note);
     std::vector<results::Measurement> rows;
     MESHTUNE_ASSIGN_OR_RETURN(
-        rows,
-        MeasureKernels(*backend, dtypes, plan, hw.id, options, out, progress));
+        rows, MeasureKernels(*backend, dtypes, plan, hw.id, options, rows_out,
+                             progress));
     if (store != nullptr) {
       MESHTUNE_RETURN_IF_ERROR(
           store->PutMeasurements(rows, profiler::BuildProvenance()));
     }
     int64_t stored = store != nullptr ? static_cast<int64_t>(rows.size()) : 0;
 
-    out << "#\n";
+    rows_out << "#\n";
     if (backend->MaxGroupSize() > 1) {
       StatusOr<int64_t> n = RunBackendCollectives(*backend, hw, store.get(),
-                                                  options, out, progress);
+                                                  options, rows_out, progress);
       if (!n.ok()) return n.status();
       stored += *n;
     } else if (backend->Name() == "cpu") {
-      MESHTUNE_RETURN_IF_ERROR(RunMpiBench(db_path, out, err));
+      rows_out.flush();
+      MESHTUNE_RETURN_IF_ERROR(RunMpiBench(db_path, rows_out, err));
     }
     if (store != nullptr) {
-      out << "# stored " << stored << " rows from this process in "
-          << store->path() << " (hardware " << hw.id << ")\n";
+      rows_out << "# stored " << stored << " rows from this process in "
+               << store->path() << " (hardware " << hw.id << ")\n";
     }
     return Status::Ok();
   }

@@ -166,4 +166,64 @@ void ProgressBar::Finish() {
   if (drawn_) err_ << "\r\033[K" << std::flush;
 }
 
+ProgressAndRows::ProgressAndRows(std::ostream& out, std::ostream& progress)
+    : out_(out), progress_target_(progress) {}
+
+ProgressAndRows::~ProgressAndRows() {
+  out_stream_.flush();
+  ClearProgress();
+  out_.flush();
+}
+
+void ProgressAndRows::ClearProgress() {
+  if (!line_open_ || !transient_) return;
+  progress_target_ << "\r\033[K" << std::flush;
+  line_open_ = false;
+  transient_ = false;
+}
+
+int ProgressAndRows::ProgressBuf::overflow(int c) {
+  if (c == traits_type::eof()) return traits_type::not_eof(c);
+  ProgressAndRows& o = *owner_;
+  if (c == '\r') {
+    // A new frame: the rows written so far go to the screen first.
+    o.out_.flush();
+    o.transient_ = true;
+    o.line_open_ = true;
+  } else if (c == '\n') {
+    if (o.transient_) return c;  // held back: the next row erases the line
+    o.line_open_ = false;
+  } else if (!o.line_open_) {
+    o.line_open_ = true;  // an ordinary line (a note): kept, not erased
+    o.transient_ = false;
+  }
+  o.progress_target_.put(static_cast<char>(c));
+  return o.progress_target_ ? c : traits_type::eof();
+}
+
+int ProgressAndRows::ProgressBuf::sync() {
+  owner_->progress_target_.flush();
+  return 0;
+}
+
+int ProgressAndRows::RowBuf::overflow(int c) {
+  if (c == traits_type::eof()) return traits_type::not_eof(c);
+  owner_->ClearProgress();
+  owner_->out_.put(static_cast<char>(c));
+  return owner_->out_ ? c : traits_type::eof();
+}
+
+std::streamsize ProgressAndRows::RowBuf::xsputn(const char* s,
+                                                std::streamsize n) {
+  if (n <= 0) return 0;
+  owner_->ClearProgress();
+  owner_->out_.write(s, n);
+  return owner_->out_ ? n : 0;
+}
+
+int ProgressAndRows::RowBuf::sync() {
+  owner_->out_.flush();
+  return 0;
+}
+
 }  // namespace meshtune::tuner

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <streambuf>
 #include <string>
 #include <string_view>
 
@@ -133,6 +134,65 @@ class ProgressBar {
   double last_draw_s_ = 0;
   bool drawn_ = false;
   bool finished_ = false;
+};
+
+// A progress line drawn in place ("\r  [3/10] gemm ...") on one stream while
+// report rows go to another, both on one terminal (tune profile: rows on
+// stdout, progress on stderr). Written naively, each row lands right after
+// the progress text on the same screen line. Through these two streams:
+//   progress()  forwards to `progress`; a line that starts with '\r' is
+//               transient: its final '\n' is held back, and `out` is flushed
+//               before each frame so rows reach the screen first
+//   out()       forwards to `out`; its first write after a transient line
+//               erases that line ("\r\033[K" on `progress`)
+// The destructor erases a transient line still showing and flushes both.
+// With `progress` not a terminal (a null stream) only the rows remain.
+class ProgressAndRows {
+ public:
+  ProgressAndRows(std::ostream& out, std::ostream& progress);
+  ~ProgressAndRows();
+  ProgressAndRows(const ProgressAndRows&) = delete;
+  ProgressAndRows& operator=(const ProgressAndRows&) = delete;
+
+  std::ostream& out() { return out_stream_; }
+  std::ostream& progress() { return progress_stream_; }
+
+ private:
+  class ProgressBuf : public std::streambuf {
+   public:
+    explicit ProgressBuf(ProgressAndRows* owner) : owner_(owner) {}
+
+   protected:
+    int overflow(int c) override;
+    int sync() override;
+
+   private:
+    ProgressAndRows* owner_;
+  };
+  class RowBuf : public std::streambuf {
+   public:
+    explicit RowBuf(ProgressAndRows* owner) : owner_(owner) {}
+
+   protected:
+    int overflow(int c) override;
+    std::streamsize xsputn(const char* s, std::streamsize n) override;
+    int sync() override;
+
+   private:
+    ProgressAndRows* owner_;
+  };
+
+  // Erases a transient line if one is showing.
+  void ClearProgress();
+
+  std::ostream& out_;
+  std::ostream& progress_target_;
+  bool line_open_ = false;  // characters of the current progress line shown
+  bool transient_ = false;  // the current progress line began with '\r'
+  ProgressBuf progress_buf_{this};
+  RowBuf row_buf_{this};
+  std::ostream out_stream_{&row_buf_};
+  std::ostream progress_stream_{&progress_buf_};
 };
 
 // Options with the steady clock and enabled = ProgressAllowed(err, quiet).

@@ -8,11 +8,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "profiler/report.h"
 #include "tests/tuner/run_tune.h"
 
 namespace meshtune::tuner {
@@ -188,9 +191,11 @@ TEST(TerminalColorEndToEnd, BadColorIsAUsageError) {
   EXPECT_EQ(run.out, "");
 }
 
-// Runs `tune ARGS` with stdout on a pseudo-terminal (so isatty(1) holds)
+// Runs `tune ARGS` with stdout (and with `stderr_too` stderr as well, one
+// screen for both, as in a shell) on a pseudo-terminal (so isatty holds)
 // and returns what it wrote there.
-std::string RunOnTerminal(const std::string& env, const std::string& args) {
+std::string RunOnTerminal(const std::string& env, const std::string& args,
+                          bool stderr_too = false) {
   const int master = posix_openpt(O_RDWR | O_NOCTTY);
   if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
     ADD_FAILURE() << "no pseudo-terminal";
@@ -210,7 +215,8 @@ std::string RunOnTerminal(const std::string& env, const std::string& args) {
     }
   });
   const std::string cmd = env + " '" + MESHTUNE_TUNE_BINARY + "' " + args +
-                          " >'" + slave_path + "' 2>/dev/null";
+                          " >'" + slave_path + "' " +
+                          (stderr_too ? "2>&1" : "2>/dev/null");
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   close(slave);
   reader.join();
@@ -241,6 +247,82 @@ TEST(TerminalColorEndToEnd, TerminalIsColouredUnlessNoColor) {
   const std::string never =
       RunOnTerminal("TERM=xterm", std::string(kSearch) + " --color never");
   EXPECT_FALSE(HasEscape(never)) << never;
+}
+
+// What a terminal shows for `text`: '\r' returns to the line's start,
+// "\033[K" erases from the cursor to the line's end, '\n' ends the line,
+// other characters overwrite at the cursor. The lines, the last one
+// included when not empty.
+std::vector<std::string> Render(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string line;
+  size_t col = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\r') {
+      col = 0;
+    } else if (c == '\n') {
+      lines.push_back(line);
+      line.clear();
+      col = 0;
+    } else if (text.compare(i, 3, "\033[K") == 0) {
+      line.resize(std::min(line.size(), col));
+      i += 2;
+    } else {
+      if (col < line.size()) {
+        line[col] = c;
+      } else {
+        line.push_back(c);
+      }
+      ++col;
+    }
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+TEST(TerminalProgressAndRows, EachRowErasesTheProgressLineInFrontOfIt) {
+  // One screen for both streams, as stdout and stderr share a terminal.
+  std::ostringstream screen;
+  {
+    ProgressAndRows both(screen, screen);
+    both.out() << "# header\n";
+    for (int i = 1; i <= 3; ++i) {
+      profiler::PrintProgress(both.progress(), i, 3,
+                              "gemm " + std::to_string(i));
+      both.out() << "row " << i << "\n";
+    }
+    // A line that is not a redrawn frame is a note, and stays.
+    both.progress() << "tune: a note\n";
+    both.out() << "# end\n";
+    profiler::PrintProgress(both.progress(), 1, 2, "left showing");
+  }
+  EXPECT_EQ(Render(screen.str()),
+            (std::vector<std::string>{"# header", "row 1", "row 2", "row 3",
+                                      "tune: a note", "# end"}))
+      << screen.str();
+  // The same writes straight to the screen glue every row to its progress
+  // text: what tune profile showed before.
+  std::ostringstream raw;
+  profiler::PrintProgress(raw, 1, 3, "gemm 1");
+  raw << "row 1\n";
+  EXPECT_EQ(Render(raw.str()).front().find("  [1/3] gemm 1"), 0u);
+}
+
+TEST(TerminalProgressAndRows, ProfileRowsOnATerminalStandAlone) {
+  if (!HavePseudoTerminal()) GTEST_SKIP() << "no pseudo-terminal here";
+  const std::string tty =
+      RunOnTerminal("TERM=xterm OMP_NUM_THREADS=1",
+                    "profile --quick --no-db --mpi-ranks 0 --reps 1 --warmup 0",
+                    /*stderr_too=*/true);
+  const std::vector<std::string> lines = Render(tty);
+  int rows = 0;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find("  ["), std::string::npos) << tty;
+    // A row: " sq128  128 ...", " triad  1048576 ...".
+    rows += line.size() > 1 && line[0] == ' ' && line[1] != ' ';
+  }
+  EXPECT_GT(rows, 0) << tty;
 }
 
 // ---- --quiet: the essential result only. ----
