@@ -200,7 +200,7 @@ TEST(CliErrors, BadTokensAndFormat) {
               "write e.g. 300e9, 300B or 1.4T");
   ExpectError(RunTune("--model 175b --gpus 1024 --format csv"), 2,
               "--format: unknown format 'csv'",
-              "use --format table or --format megatron");
+              "use --format table, megatron, nemo or bridge");
 }
 
 TEST(CliErrors, ParseErrorsUseTheSameFormat) {
