@@ -182,6 +182,17 @@ struct ModelSpec {
   std::string tokenizer_type;
   std::string tokenizer_model;
 
+  // The parallel layout NVIDIA publishes for this model (its NeMo /
+  // Megatron-Bridge recipe or performance table), which `tune explain`
+  // compares the best plan with: a configuration string as `tune compare`
+  // reads it ("tp8 pp4 mbs1 sp dist-opt"; tuner/inputs/compare_config.h),
+  // the batch and sequence it was published with (0 = the model's), and the
+  // source. Empty config = none published.
+  std::string recipe_config;
+  int64_t recipe_global_batch_size = 0;
+  int64_t recipe_seq_length = 0;
+  std::string recipe_source;
+
   // The recipe's learning-rate schedule (Megatron --lr, --min-lr,
   // --lr-warmup-iters) where the model's authors publish it; 0 = not
   // published: tuner/interop/training_run.h derives one from the model size.

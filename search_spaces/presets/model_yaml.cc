@@ -91,6 +91,10 @@ const std::vector<std::string>& ModelKeys() {
       "lr",
       "min_lr",
       "lr_warmup_iters",
+      "recipe_config",
+      "recipe_global_batch_size",
+      "recipe_seq_length",
+      "recipe_source",
       "published_params_b",
   };
   return kKeys;
@@ -612,6 +616,19 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
                                  &m.global_batch_size));
   MESHTUNE_RETURN_IF_ERROR(ReadTokenizer(r, &m));
   MESHTUNE_RETURN_IF_ERROR(ReadLrSchedule(r, &m));
+  // The config string is parsed where it is used (tuner/inputs/
+  // compare_config.h); here it must be one printable line.
+  MESHTUNE_RETURN_IF_ERROR(r.String("recipe_config", false, &m.recipe_config));
+  MESHTUNE_RETURN_IF_ERROR(CheckPrintableAscii(
+      r, "recipe_config", m.recipe_config,
+      "write a configuration as tune compare reads it, e.g. \"tp8 pp4 mbs1 "
+      "sp dist-opt\""));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("recipe_global_batch_size", false, 0,
+                                 limits::kGlobalBatchSize,
+                                 &m.recipe_global_batch_size));
+  MESHTUNE_RETURN_IF_ERROR(r.Int("recipe_seq_length", false, 0,
+                                 limits::kSeqLength, &m.recipe_seq_length));
+  MESHTUNE_RETURN_IF_ERROR(r.String("recipe_source", false, &m.recipe_source));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("published_params_b", false, &m.published_params_b));
 
@@ -744,6 +761,12 @@ std::string ModelToYaml(const ModelSpec& m, const std::string& indent) {
     line("min_lr", number(m.min_lr));
   }
   if (m.lr_warmup_iters > 0) line("lr_warmup_iters", m.lr_warmup_iters);
+  if (!m.recipe_config.empty()) {
+    line("recipe_config", quoted(m.recipe_config));
+    line("recipe_global_batch_size", m.recipe_global_batch_size);
+    line("recipe_seq_length", m.recipe_seq_length);
+    line("recipe_source", quoted(m.recipe_source));
+  }
   if (m.published_params_b > 0) {
     line("published_params_b", number(m.published_params_b));
   }

@@ -98,6 +98,11 @@ class ModelsCommand : public Command {
       j["num_attention_heads"] = m.num_attention_heads;
       j["num_query_groups"] = m.num_query_groups;
       j["ffn_hidden_size"] = m.ffn_hidden_size;
+      j["tokenizer_type"] = m.tokenizer_type;
+      j["tokenizer_model"] = m.tokenizer_model;
+      // The published layout `tune explain` compares with ("" = none).
+      j["recipe_config"] = m.recipe_config;
+      j["recipe_source"] = m.recipe_source;
       j["vocab_size"] = m.vocab_size;
       j["seq_length"] = m.seq_length;
       j["global_batch_size"] = m.global_batch_size;
