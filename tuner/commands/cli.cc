@@ -120,6 +120,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddValidateCommand(&app));
   commands.push_back(AddScaleCommand(&app));
   commands.push_back(AddCompareCommand(&app));
+  commands.push_back(AddExplainCommand(&app));
   commands.push_back(AddLaunchCommand(&app));
   commands.push_back(AddReportCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});

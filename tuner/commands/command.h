@@ -52,6 +52,8 @@ std::unique_ptr<Command> AddValidateCommand(CLI::App* app);
 // side, term by term (commands/compare.cc).
 std::unique_ptr<Command> AddScaleCommand(CLI::App* app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App* app);
+// The best plan beside the model's recipe or a --config (commands/explain.cc).
+std::unique_ptr<Command> AddExplainCommand(CLI::App* app);
 // A ready SLURM script for a chosen configuration (commands/launch.cc).
 std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
 // The self-contained HTML report of a search (commands/report.cc).

@@ -17,6 +17,7 @@
 #include "tuner/interop/shell_words.h"
 #include "tuner/io/output_file.h"
 #include "tuner/machine/calibration_source.h"
+#include "tuner/render/explain_report.h"
 #include "tuner/render/report_html.h"
 #include "tuner/render/scale_report.h"
 #include "tuner/search/search_driver.h"
@@ -131,9 +132,19 @@ class ReportCommand : public Command {
     report.source.version = VersionString();
     HtmlReportOptions options;
     options.top_k = top.value();
+    // The best plan against the model's published recipe, where it has one.
+    std::optional<PlanExplanation> explanation;
+    const search_spaces::ModelSpec& m = report.inputs.model;
+    if (!m.recipe_config.empty()) {
+      explanation =
+          ExplainPlan(report.inputs, report.result, *report.calibration,
+                      m.recipe_config, "recipe", m.recipe_source,
+                      m.recipe_global_batch_size, m.recipe_seq_length);
+    }
     const std::string html = RenderHtmlReport(
         report.inputs, report.result, report.validations, report.source,
-        options, report.scale ? &*report.scale : nullptr);
+        options, report.scale ? &*report.scale : nullptr,
+        explanation ? &*explanation : nullptr);
     MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(html_file_, html, "--html"));
     err << "tune: wrote the HTML report to " << html_file_ << " ("
         << (html.size() + 1023) / 1024 << " KiB; best "

@@ -689,13 +689,14 @@ std::string RenderHtmlReport(
     const Inputs& inputs, const SearchResult& result,
     const std::vector<results::PredictedVsMeasured>& validations,
     const HtmlReportSource& source, const HtmlReportOptions& options,
-    const ScaleReport* scale) {
+    const ScaleReport* scale, const PlanExplanation* explanation) {
   const std::string title = "meshtune: " + inputs.model.name + " on " +
                             std::to_string(inputs.training.num_gpus) + " x " +
                             inputs.cluster.name;
   std::string body = SummarySection(result);
   body += ParetoSection(result, options);
   body += BreakdownSection(result, options);
+  if (explanation != nullptr) body += ExplanationHtml(inputs, *explanation);
   body += TimelineSection(inputs, result.ranked.front());
   if (scale != nullptr) body += ScaleSectionHtml(*scale);
   body += ValidationSection(validations, source);

@@ -28,6 +28,7 @@
 #include "costmodel/estimate.h"
 #include "results/store.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/render/explain_report.h"
 #include "tuner/render/scale_report.h"
 #include "tuner/search/search_driver.h"
 
@@ -65,12 +66,15 @@ struct Sample {
 Sample EveryNth(size_t count, size_t limit, const std::vector<size_t>& exclude);
 
 // The report; `scale` (may be null) adds the scaling section
-// (tuner/render/scale_html.h). REQUIRES: result.feasible > 0.
+// (tuner/render/scale_html.h), `explanation` (may be null) the best plan
+// against the model's recipe (tuner/render/explain_report.h). REQUIRES:
+// result.feasible > 0.
 std::string RenderHtmlReport(
     const Inputs& inputs, const SearchResult& result,
     const std::vector<results::PredictedVsMeasured>& validations,
     const HtmlReportSource& source, const HtmlReportOptions& options,
-    const ScaleReport* scale = nullptr);
+    const ScaleReport* scale = nullptr,
+    const PlanExplanation* explanation = nullptr);
 
 // The shared page frame: <!DOCTYPE html>, <head> with the inline style,
 // `title` as <title> and <h1>, then `body`.
