@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "results/store.h"
-#include "tests/tuner/scale_golden.h"
+#include "tests/tuner/golden_file.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/compare_config.h"
 #include "tuner/interop/megatron_args_parser.h"

@@ -14,6 +14,7 @@
 #include <regex>
 #include <string>
 
+#include "tests/tuner/golden_file.h"
 #include "tests/tuner/run_tune.h"
 
 namespace meshtune::tuner {
@@ -47,26 +48,10 @@ std::string MaskYaml(const std::string& yaml, const std::string& dir) {
   return out;
 }
 
-void CompareGolden(const std::string& actual, const std::string& golden_name) {
-  const std::string path =
-      std::string(MESHTUNE_SOURCE_DIR) + "/tests/tuner/testdata/" + golden_name;
-  const char* update = std::getenv("MESHTUNE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    WriteFile(path, actual);
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  const std::string expected = ReadFile(path);
-  ASSERT_FALSE(expected.empty())
-      << path << " is missing; run with MESHTUNE_UPDATE_GOLDEN=1";
-  EXPECT_EQ(actual, expected)
-      << "search output changed; if intended, regenerate with "
-         "MESHTUNE_UPDATE_GOLDEN=1 and review the diff";
-}
-
 void CheckGolden(const std::string& args, const std::string& golden_name) {
   const auto run = RunTune(args);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  CompareGolden(MaskVolatile(run.out), golden_name);
+  testing::ExpectGolden(MaskVolatile(run.out), golden_name);
 }
 
 TEST(Golden, MaskVolatileOnlyTouchesElapsed) {
@@ -114,8 +99,8 @@ TEST(Golden, Gpt3_1_3bOn8A100Yaml) {
       "--model gpt3-1.3b --gpus 8 --gpu a100-80g --out best.yaml --db t.db",
       dir);
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  CompareGolden(MaskYaml(ReadFile(dir + "/best.yaml"), dir),
-                "search_gpt3-1.3b_8xa100-80g.yaml");
+  testing::ExpectGolden(MaskYaml(ReadFile(dir + "/best.yaml"), dir),
+                        "search_gpt3-1.3b_8xa100-80g.yaml");
   std::filesystem::remove_all(dir);
 }
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/tuner/scale_golden.h"
+#include "tests/tuner/golden_file.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/compare_config.h"
 

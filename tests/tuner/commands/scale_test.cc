@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tests/tuner/scale_golden.h"
+#include "tests/tuner/golden_file.h"
 #include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {

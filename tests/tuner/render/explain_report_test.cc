@@ -13,6 +13,7 @@
 #include <string>
 
 #include "search_spaces/presets/presets.h"
+#include "tests/tuner/golden_file.h"
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/inputs/compare_config.h"
 
@@ -21,22 +22,6 @@ namespace {
 
 using testing::ReadFile;
 using testing::RunTuneInProcess;
-using testing::WriteFile;
-
-void CompareGolden(const std::string& actual, const std::string& name) {
-  const std::string path =
-      std::string(MESHTUNE_SOURCE_DIR) + "/tests/tuner/testdata/" + name;
-  const char* update = std::getenv("MESHTUNE_UPDATE_GOLDEN");
-  if (update != nullptr && std::string(update) == "1") {
-    WriteFile(path, actual);
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  const std::string expected = ReadFile(path);
-  ASSERT_FALSE(expected.empty())
-      << path << " is missing; run with MESHTUNE_UPDATE_GOLDEN=1";
-  EXPECT_EQ(actual, expected) << "tune explain changed; if intended, "
-                                 "regenerate with MESHTUNE_UPDATE_GOLDEN=1";
-}
 
 TEST(ExplainGolden, Llama3_70bOn128H100AgainstTheRecipe) {
   const auto run = RunTuneInProcess(
@@ -48,7 +33,7 @@ TEST(ExplainGolden, Llama3_70bOn128H100AgainstTheRecipe) {
             std::string::npos)
       << run.out;
   EXPECT_NE(run.out.find("tp_comm +"), std::string::npos) << run.out;
-  CompareGolden(run.out, "explain_llama3-70b_128xh100.txt");
+  testing::ExpectGolden(run.out, "explain_llama3-70b_128xh100.txt");
 }
 
 TEST(ExplainGolden, Gpt3_175bOn1024A100AgainstTheRecipe) {
@@ -58,7 +43,7 @@ TEST(ExplainGolden, Gpt3_175bOn1024A100AgainstTheRecipe) {
   EXPECT_NE(run.out.find("recipe    tp8 pp8 dp16 mbs1 sp none dist-opt: "),
             std::string::npos)
       << run.out;
-  CompareGolden(run.out, "explain_175b_1024xa100-80g.txt");
+  testing::ExpectGolden(run.out, "explain_175b_1024xa100-80g.txt");
 }
 
 TEST(Explain, UserConfigRankAndJson) {

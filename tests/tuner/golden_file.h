@@ -1,10 +1,10 @@
-// Golden-file comparison shared by the scale and compare tests. The outputs
-// of `tune scale` and `tune compare` carry no volatile field (no elapsed
-// time, version or path), so they are compared whole.
+// Golden-file comparison shared by the tuner's output tests (search, scale,
+// compare, explain, launch): `actual` against tests/tuner/testdata/NAME,
+// which the caller has freed of volatile fields (version, paths, times).
 //   MESHTUNE_UPDATE_GOLDEN=1 ./build/tests/meshtune_tuner_tests
-//   --gtest_filter='Scale*:Compare*'   (one command line) rewrites them.
-#ifndef MESHTUNE_TESTS_TUNER_SCALE_GOLDEN_H_
-#define MESHTUNE_TESTS_TUNER_SCALE_GOLDEN_H_
+//   --gtest_filter='...'   (one command line) rewrites the files it runs.
+#ifndef MESHTUNE_TESTS_TUNER_GOLDEN_FILE_H_
+#define MESHTUNE_TESTS_TUNER_GOLDEN_FILE_H_
 
 #include <gtest/gtest.h>
 
@@ -34,4 +34,4 @@ inline void ExpectGolden(const std::string& actual,
 
 }  // namespace meshtune::tuner::testing
 
-#endif  // MESHTUNE_TESTS_TUNER_SCALE_GOLDEN_H_
+#endif  // MESHTUNE_TESTS_TUNER_GOLDEN_FILE_H_
