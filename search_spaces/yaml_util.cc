@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -67,6 +68,22 @@ std::vector<std::string> Closest(const std::string& target,
     out.push_back(candidates[scored[i].second]);
   }
   return out;
+}
+
+std::string DoubleQuoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+      continue;
+    }
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
 }
 
 std::string Printable(const std::string& text, size_t max_chars) {

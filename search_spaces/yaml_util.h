@@ -38,6 +38,12 @@ std::vector<std::string> Closest(const std::string& target,
 // files go through this before they are quoted in a Status.
 std::string Printable(const std::string& text, size_t max_chars = 80);
 
+// `text` as a YAML double-quoted scalar that reads back as `text`: quotes
+// and backslashes escaped, control characters as \xNN. Written values that
+// YAML would otherwise retype ("1.3b", "yes", "null") or that hold a newline
+// (a model file's name may) stay one string on one line.
+std::string DoubleQuoted(const std::string& text);
+
 // Joins with `sep` ("a, b, c").
 std::string Join(const std::vector<std::string>& parts,
                  const std::string& sep = ", ");

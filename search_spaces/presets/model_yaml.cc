@@ -658,19 +658,7 @@ std::string ModelToYaml(const ModelSpec& m, const std::string& indent) {
     return std::string(buf);
   };
   const auto quoted = [](const std::string& text) {
-    std::string out = "\"";
-    for (const char ch : text) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if (c < 0x20 || c == 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-        out += buf;
-        continue;
-      }
-      if (ch == '"' || ch == '\\') out += '\\';
-      out += ch;
-    }
-    return out + "\"";
+    return yaml_util::DoubleQuoted(text);
   };
   const auto line = [&](const char* key, const auto& value) {
     y << indent << key << ": " << value << "\n";

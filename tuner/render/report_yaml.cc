@@ -6,6 +6,7 @@
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/pipeline_layout.h"
 #include "search_spaces/presets/presets.h"
+#include "search_spaces/yaml_util.h"
 #include "tuner/io/output_file.h"
 #include "tuner/io/version.h"
 
@@ -14,24 +15,9 @@ namespace {
 
 using search_spaces::RecomputeGranularity;
 
-// Quotes a string scalar so YAML never reinterprets it (names like "1.3b",
-// "yes" or "null" would otherwise change type). Control characters are
-// escaped: a raw newline (a model file's name may hold one) would be folded
-// into a space or break the file for `tune train --config`.
+// YAML would retype names like "1.3b" or "yes"; search_spaces/yaml_util.h.
 std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-      continue;
-    }
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
+  return search_spaces::yaml_util::DoubleQuoted(s);
 }
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
