@@ -209,8 +209,10 @@ nlohmann::json ExplanationToJson(const Inputs& in, const PlanExplanation& e) {
 
 std::string ExplanationHtml(const Inputs& in, const PlanExplanation& e) {
   std::ostringstream h;
-  h << "<section id=\"explain\">\n<h2>Why this plan, against "
-    << HtmlEscape(e.other_label) << "</h2>\n";
+  h << "<section id=\"explain\">\n<h2>Why this plan rather than "
+    << (e.other_label == "recipe" ? "the published recipe"
+                                  : "the given configuration")
+    << "</h2>\n";
   h << "<p>Best: <code>" << HtmlEscape(FormatCompactConfig(e.best.config))
     << "</code>, rank 1 of " << e.feasible << " fitting, "
     << Fixed(e.best.step_time_s, 2) << " s per step.<br>\n"
@@ -227,7 +229,9 @@ std::string ExplanationHtml(const Inputs& in, const PlanExplanation& e) {
   if (e.other) {
     std::ostringstream table;
     PrintCompareTable(table, in, {e.best, *e.other});
-    h << "<pre id=\"explain-terms\">" << HtmlEscape(table.str()) << "</pre>\n";
+    // pre-wrap: the closing sentence is longer than the page is wide.
+    h << "<pre id=\"explain-terms\" style=\"white-space: pre-wrap\">"
+      << HtmlEscape(table.str()) << "</pre>\n";
   }
   h << "<p>The best plan assumes:</p>\n<ul id=\"explain-assumptions\">\n";
   for (const std::string& a : e.assumptions) {
