@@ -65,9 +65,9 @@ double ApproxParamsB(const ModelSpec& m) {
 
 TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
   const auto& models = ModelPresets();
-  // 33 dense / Mixtral-style presets and 15 of the 2025-26 architectures
-  // (new_presets_test.cc).
-  ASSERT_EQ(models.size(), 48u);
+  // 33 dense / Mixtral-style presets, 15 of the 2025-26 architectures
+  // (new_presets_test.cc) and moe-tiny (the engine's MoE tests).
+  ASSERT_EQ(models.size(), 49u);
   size_t yaml_files = 0;
   for (const EmbeddedFile& f : EmbeddedPresetFiles()) {
     if (f.path.rfind("models/", 0) == 0) ++yaml_files;
@@ -101,18 +101,23 @@ TEST(ModelPresetsTest, RequiredModelsExistInFamilySizeOrder) {
   // Families in alphabetical order (the name without its last '-' part),
   // by size within one.
   const std::vector<std::string> expected = {
-      "deepseek-v2",    "deepseek-v3",    "deepseek-v2-lite", "gpt-tiny",
-      "gpt-1.7b",       "gpt-3.6b",       "gpt-7.5b",         "gpt-18.4b",
-      "gpt-22b",        "gpt-39.1b",      "gpt-76.1b",        "gpt-145.6b",
-      "gpt-310.1b",     "gpt-529.6b",     "gpt-530b",         "gpt-1t",
-      "gpt-oss-20b",    "gpt-oss-120b",   "gpt3-1.3b",        "gpt3-5b",
-      "gpt3-7b",        "gpt3-13b",       "gpt3-20b",         "gpt3-70b",
-      "gpt3-175b",      "kimi-k2",        "llama-tiny",       "llama2-7b",
-      "llama2-13b",     "llama2-70b",     "llama3-8b",        "llama3-70b",
-      "llama3-405b",    "llama4-scout",   "llama4-maverick",  "mixtral-8x7b",
-      "mixtral-8x22b",  "nemotron-8b",    "nemotron-22b",     "nemotron-h-8b",
-      "nemotron-h-56b", "nemotron3-nano", "nemotron3-super",  "nemotron3-ultra",
-      "nemotron4-15b",  "nemotron4-340b", "qwen3-235b-a22b",  "qwen3-30b-a3b"};
+      "deepseek-v2",    "deepseek-v3",     "deepseek-v2-lite",
+      "gpt-tiny",       "gpt-1.7b",        "gpt-3.6b",
+      "gpt-7.5b",       "gpt-18.4b",       "gpt-22b",
+      "gpt-39.1b",      "gpt-76.1b",       "gpt-145.6b",
+      "gpt-310.1b",     "gpt-529.6b",      "gpt-530b",
+      "gpt-1t",         "gpt-oss-20b",     "gpt-oss-120b",
+      "gpt3-1.3b",      "gpt3-5b",         "gpt3-7b",
+      "gpt3-13b",       "gpt3-20b",        "gpt3-70b",
+      "gpt3-175b",      "kimi-k2",         "llama-tiny",
+      "llama2-7b",      "llama2-13b",      "llama2-70b",
+      "llama3-8b",      "llama3-70b",      "llama3-405b",
+      "llama4-scout",   "llama4-maverick", "mixtral-8x7b",
+      "mixtral-8x22b",  "moe-tiny",        "nemotron-8b",
+      "nemotron-22b",   "nemotron-h-8b",   "nemotron-h-56b",
+      "nemotron3-nano", "nemotron3-super", "nemotron3-ultra",
+      "nemotron4-15b",  "nemotron4-340b",  "qwen3-235b-a22b",
+      "qwen3-30b-a3b"};
   EXPECT_EQ(Names(ModelPresets()), expected);
 }
 
