@@ -10,6 +10,7 @@
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/local_cluster.h"
+#include "tuner/io/text_format.h"
 #include "tuner/machine/calibration_source.h"
 
 namespace meshtune::tuner {
@@ -33,6 +34,13 @@ std::string Line(const char* format, ...) {
 costmodel::ModelStats PresetStats(const search_spaces::ModelSpec& m) {
   return costmodel::ComputeModelStats(
       m, costmodel::PaddedVocabSize(m.vocab_size, /*tp=*/1), m.seq_length);
+}
+
+// A parameter count in billions: one decimal, or three below 0.1 B so that
+// the tiny presets do not read as 0.0 (gpt-tiny: 0.004).
+std::string Billions(double parameters) {
+  const double b = parameters / 1e9;
+  return b < 0.1 ? Fmt("%.3f", b) : Fmt("%.1f", b);
 }
 
 class ModelsCommand : public Command {
@@ -67,15 +75,16 @@ class ModelsCommand : public Command {
                                                std::to_string(m.moe_router_topk)
                                          : "-";
       out << Line(
-          "%-16s %-27s %6lld %7lld %11s %7lld %7lld %6lld %8.1f %8.1f %6lld "
+          "%-16s %-27s %6lld %7lld %11s %7lld %7lld %6lld %8s %8s %6lld "
           "%s",
           m.name.c_str(), m.display_name.c_str(),
           static_cast<long long>(m.num_layers),
           static_cast<long long>(m.hidden_size), heads.c_str(),
           static_cast<long long>(m.ffn_hidden_size),
           static_cast<long long>(m.vocab_size),
-          static_cast<long long>(m.seq_length), stats.total_params / 1e9,
-          stats.active_params / 1e9,
+          static_cast<long long>(m.seq_length),
+          Billions(stats.total_params).c_str(),
+          Billions(stats.active_params).c_str(),
           static_cast<long long>(m.global_batch_size), moe.c_str());
     }
     return Status::Ok();

@@ -101,6 +101,12 @@ TEST(ModelsCommand, TextTableHasTheActiveColumn) {
   EXPECT_EQ(lines, search_spaces::ModelPresets().size() + 1);
   EXPECT_NE(run.out.find("\nnemotron3-super "), std::string::npos);
   EXPECT_NE(run.out.find("Nemotron 3 Super 120B-A12B"), std::string::npos);
+  // Below 0.1 B three decimals: gpt-tiny's 4.27 M parameters are not 0.0.
+  const size_t tiny = run.out.find("\ngpt-tiny ");
+  ASSERT_NE(tiny, std::string::npos);
+  const std::string row =
+      run.out.substr(tiny, run.out.find('\n', tiny + 1) - tiny);
+  EXPECT_NE(row.find("   0.004    0.004 "), std::string::npos) << row;
 }
 
 }  // namespace
