@@ -235,7 +235,6 @@ class LaunchCommand : public Command {
     if (!scheduler.ok()) return scheduler.status();
     auto trainer_choice = ParseLaunchTrainer(trainer_);
     if (!trainer_choice.ok()) return trainer_choice.status();
-    MESHTUNE_RETURN_IF_ERROR(CheckSlurmTime(time_));
     auto time_limit_s = SlurmTimeSeconds(time_);
     if (!time_limit_s.ok()) return time_limit_s.status();
     MESHTUNE_RETURN_IF_ERROR(CheckLaunchValues());
@@ -243,6 +242,12 @@ class LaunchCommand : public Command {
     if (!rank.ok()) return rank.status();
     auto cpus = ParsePositiveInt(cpus_text_, "--cpus-per-task");
     if (!cpus.ok()) return cpus.status();
+    int64_t save_interval = 0;  // 0 = about an hour of predicted steps
+    if (!save_interval_text_.empty()) {
+      auto n = ParsePositiveInt(save_interval_text_, "--save-interval");
+      if (!n.ok()) return n.status();
+      save_interval = n.value();
+    }
     // Every value that lands in the script is checked before the search.
     // Given but empty is an error too: it would silently mean the default.
     if (sub_->count("--job-name") > 0) {
@@ -271,7 +276,11 @@ class LaunchCommand : public Command {
     LaunchScriptSpec spec = Spec(in, chosen, trainer.value(), cpus.value());
     spec.source = plan->source;
     spec.flash_attention = plan->flash_attention;
-    auto run = PlanRun(in, chosen, kubernetes ? 0 : time_limit_s.value());
+    // The run: iterations, schedule, checkpoints, jobs
+    // (tuner/interop/training_run.h); a pod has no time limit.
+    auto run = PlannedRun(in.model, in.training, chosen.step_time_s,
+                          kubernetes ? kNoTimeLimitS : time_limit_s.value(),
+                          save_interval);
     if (!run.ok()) return run.status();
     spec.run = run.value();
 
@@ -343,10 +352,6 @@ class LaunchCommand : public Command {
           CheckKubernetesName("--namespace", k8s_.namespace_name));
     }
     MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--pvc", k8s_.pvc));
-    if (!save_interval_text_.empty()) {
-      auto n = ParsePositiveInt(save_interval_text_, "--save-interval");
-      if (!n.ok()) return n.status();
-    }
     return Status::Ok();
   }
 
@@ -384,20 +389,6 @@ class LaunchCommand : public Command {
       }
     }
     return choice;
-  }
-
-  // The run: iterations from the token budget, schedule, checkpoints and
-  // jobs (tuner/interop/training_run.h). Kubernetes has no time limit.
-  StatusOr<TrainingRun> PlanRun(const Inputs& in, const costmodel::Estimate& e,
-                                int64_t time_limit_s) const {
-    int64_t save_interval = 0;
-    if (!save_interval_text_.empty()) {
-      save_interval =
-          ParsePositiveInt(save_interval_text_, "--save-interval").value();
-    }
-    return PlannedRun(in.model, in.training, e.step_time_s,
-                      time_limit_s > 0 ? time_limit_s : kNoTimeLimitS,
-                      save_interval);
   }
 
   // --search and --config take the problem from the search or the file;

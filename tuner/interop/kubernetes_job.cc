@@ -25,23 +25,9 @@ std::vector<std::string> ContainerScript(const LaunchScriptSpec& s) {
   lines.push_back(
       ": \"${DATA_PATH:?set the DATA_PATH env of the manifest to an indexed "
       "dataset prefix on the volume}\"");
-  if (s.model.tokenizer_type.empty()) {
-    lines.push_back(
-        ": \"${TOKENIZER_TYPE:?set the TOKENIZER_TYPE env of the "
-        "manifest}\"");
-  }
-  const std::string& type = s.model.tokenizer_type;
-  if (type == "GPT2BPETokenizer") {
-    lines.push_back(
-        ": \"${VOCAB_FILE:?set the VOCAB_FILE env (GPT-2 "
-        "vocab.json)}\"");
-    lines.push_back(
-        ": \"${MERGE_FILE:?set the MERGE_FILE env (GPT-2 "
-        "merges.txt)}\"");
-  } else if (type != "NullTokenizer") {
-    lines.push_back(
-        ": \"${TOKENIZER_MODEL:?set the TOKENIZER_MODEL env to the "
-        "tokenizer id or file}\"");
+  for (const TokenizerVariable& v : LaunchTokenizerVariables(s)) {
+    lines.push_back(": \"${" + v.name + ":?set the " + v.name +
+                    " env of the manifest to " + v.what + "}\"");
   }
   lines.push_back("mkdir -p \"$CHECKPOINT_DIR\"");
   lines.push_back("MEGATRON_ARGS=(");
@@ -92,15 +78,13 @@ void WritePod(const LaunchScriptSpec& s, const KubernetesOptions& k,
           ? k.mount_path + "/checkpoints/" + KubernetesName(s.job_name)
           : s.checkpoint_dir,
       e, o);
-  const std::string& type = s.model.tokenizer_type;
-  const std::string model =
-      s.tokenizer_model.empty() ? s.model.tokenizer_model : s.tokenizer_model;
-  if (type.empty()) Env("TOKENIZER_TYPE", "", e, o);
-  if (type == "GPT2BPETokenizer") {
-    Env("VOCAB_FILE", k.mount_path + "/tokenizer/gpt2-vocab.json", e, o);
-    Env("MERGE_FILE", k.mount_path + "/tokenizer/gpt2-merges.txt", e, o);
-  } else if (type != "NullTokenizer") {
-    Env("TOKENIZER_MODEL", model, e, o);
+  // Tokenizer files default to the claim's tokenizer/ folder.
+  for (const TokenizerVariable& v : LaunchTokenizerVariables(s)) {
+    Env(v.name,
+        v.value.empty() && !v.file.empty()
+            ? k.mount_path + "/tokenizer/" + v.file
+            : v.value,
+        e, o);
   }
   Env("TRAIN_ITERS", std::to_string(s.run.train_iters), e, o);
   // As in the SLURM script (docs/launch.md, Environment).

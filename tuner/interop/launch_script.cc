@@ -22,8 +22,10 @@ bool AllDigits(const std::string& s) {
   return true;
 }
 
-// Fields split on ':' where each is 1-2 digits (at most `max_fields`).
-bool ClockFields(const std::string& s, size_t max_fields) {
+// Fields split on ':' where each is 1-2 digits (at most `max_fields`), as
+// numbers; false for anything else.
+bool ClockFields(const std::string& s, size_t max_fields,
+                 std::vector<int64_t>* values) {
   std::vector<std::string> fields;
   std::string field;
   std::istringstream in(s);
@@ -32,6 +34,7 @@ bool ClockFields(const std::string& s, size_t max_fields) {
   if (fields.empty() || fields.size() > max_fields) return false;
   for (const std::string& f : fields) {
     if (!AllDigits(f) || f.size() > 2) return false;
+    values->push_back(std::stoll(f));
   }
   return true;
 }
@@ -172,24 +175,8 @@ void Variable(const std::string& name, const std::string& value,
 }
 
 void WriteTokenizerVariables(const LaunchScriptSpec& s, std::ostream& o) {
-  const std::string& type = s.model.tokenizer_type;
-  const std::string model =
-      s.tokenizer_model.empty() ? s.model.tokenizer_model : s.tokenizer_model;
-  if (type.empty()) {
-    o << "# The model file names no tokenizer: give Megatron's type and "
-         "model.\n";
-    Variable("TOKENIZER_TYPE", "",
-             "set TOKENIZER_TYPE (HuggingFaceTokenizer, ...)", o);
-    Variable("TOKENIZER_MODEL", model,
-             "set TOKENIZER_MODEL to the tokenizer id or file", o);
-  } else if (type == "GPT2BPETokenizer") {
-    Variable("VOCAB_FILE", "", "set VOCAB_FILE to the GPT-2 vocab.json", o);
-    Variable("MERGE_FILE", "", "set MERGE_FILE to the GPT-2 merges.txt", o);
-  } else if (type != "NullTokenizer") {
-    Variable("TOKENIZER_MODEL", model,
-             "set TOKENIZER_MODEL to the " + type + " model of " +
-                 Printable(s.model.name) + " (a Hugging Face id or a file)",
-             o);
+  for (const TokenizerVariable& v : LaunchTokenizerVariables(s)) {
+    Variable(v.name, v.value, "set " + v.name + " to " + v.what, o);
   }
 }
 
@@ -446,6 +433,13 @@ std::vector<std::string> MegatronTrainingArgs(const LaunchScriptSpec& s) {
   return a;
 }
 
+std::vector<TokenizerVariable> LaunchTokenizerVariables(
+    const LaunchScriptSpec& s) {
+  return TokenizerVariables(s.model, s.tokenizer_model.empty()
+                                         ? s.model.tokenizer_model
+                                         : s.tokenizer_model);
+}
+
 std::vector<std::string> TuneTrainArgs(const LaunchScriptSpec& s) {
   const TrainingRun& r = s.run;
   std::vector<std::string> a;
@@ -463,21 +457,41 @@ std::vector<std::string> TuneTrainArgs(const LaunchScriptSpec& s) {
   return a;
 }
 
-Status CheckSlurmTime(const std::string& text) {
-  bool ok = false;
-  const size_t dash = text.find('-');
-  if (dash == std::string::npos) {
-    // "90" (minutes), "MM:SS", "HH:MM:SS".
-    ok = AllDigits(text) || ClockFields(text, 3);
-  } else {
-    // "D-HH", "D-HH:MM", "D-HH:MM:SS".
-    ok = AllDigits(text.substr(0, dash)) &&
-         ClockFields(text.substr(dash + 1), 3);
-  }
-  if (ok) return Status::Ok();
-  return Status::InvalidArgument(
+StatusOr<int64_t> SlurmTimeSeconds(const std::string& text) {
+  const Status bad = Status::InvalidArgument(
       "--time: '" + text + "' is not a SLURM time limit",
       "use HH:MM:SS, D-HH:MM:SS or minutes, e.g. --time 24:00:00");
+  const size_t dash = text.find('-');
+  // "90": minutes (at most 9 digits, so the seconds fit in int64_t).
+  if (dash == std::string::npos && AllDigits(text)) {
+    if (text.size() > 9) return bad;
+    return std::stoll(text) * 60;
+  }
+  int64_t days = 0;
+  std::string clock = text;
+  if (dash != std::string::npos) {
+    const std::string d = text.substr(0, dash);
+    if (!AllDigits(d) || d.size() > 5) return bad;
+    days = std::stoll(d);
+    clock = text.substr(dash + 1);
+  }
+  std::vector<int64_t> f;
+  if (!ClockFields(clock, 3, &f)) return bad;
+  int64_t seconds = 0;
+  if (dash != std::string::npos) {
+    // "D-HH", "D-HH:MM", "D-HH:MM:SS": hours first.
+    const int64_t unit[] = {3600, 60, 1};
+    for (size_t i = 0; i < f.size(); ++i) seconds += f[i] * unit[i];
+  } else if (f.size() == 2) {
+    seconds = f[0] * 60 + f[1];  // "MM:SS"
+  } else {
+    seconds = f[0] * 3600 + f[1] * 60 + f[2];  // "HH:MM:SS"
+  }
+  return days * 86400 + seconds;
+}
+
+Status CheckSlurmTime(const std::string& text) {
+  return SlurmTimeSeconds(text).status();
 }
 
 Status CheckSlurmName(const std::string& flag, const std::string& value) {

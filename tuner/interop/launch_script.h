@@ -42,8 +42,10 @@ enum class LaunchScheduler { kSlurm, kKubernetes };
 // "slurm" / "kubernetes" (also "k8s"); InvalidArgument naming them.
 StatusOr<LaunchScheduler> ParseLaunchScheduler(const std::string& text);
 
-// A SLURM --time value: minutes ("90"), "HH:MM:SS", "MM:SS" or
+// A SLURM --time value in seconds: minutes ("90"), "HH:MM:SS", "MM:SS" or
 // "D-HH[:MM[:SS]]". InvalidArgument naming --time otherwise.
+StatusOr<int64_t> SlurmTimeSeconds(const std::string& text);
+// The same check without the value.
 Status CheckSlurmTime(const std::string& text);
 
 // A SLURM name given by `flag` (--job-name, --account): 1 to
@@ -140,6 +142,12 @@ Status CheckLaunchValue(const std::string& flag, const std::string& value);
 // schedule, optimizer, checkpoints and logging, one per element, with the
 // script's variables ("$DATA_PATH", "$CHECKPOINT_DIR", "$TRAIN_ITERS").
 std::vector<std::string> MegatronTrainingArgs(const LaunchScriptSpec& spec);
+
+// The tokenizer's variables of the job (TokenizerVariables), with
+// spec.tokenizer_model, else the model's published id, as TOKENIZER_MODEL's
+// default.
+std::vector<TokenizerVariable> LaunchTokenizerVariables(
+    const LaunchScriptSpec& spec);
 
 // The `tune train` flags after --config: backend, steps, schedule and
 // checkpoints, with the script's variables.

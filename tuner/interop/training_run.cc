@@ -1,11 +1,9 @@
 #include "tuner/interop/training_run.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 #include "tuner/interop/megatron_args.h"
 
@@ -30,12 +28,6 @@ constexpr int64_t kJobStartupS = 10 * 60;
 
 // Checkpoint about once an hour of training when not told otherwise.
 constexpr double kSaveEveryS = 3600;
-
-bool AllDigits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) != 0;
-  });
-}
 
 std::string Arg(const std::string& flag, int64_t value) {
   return flag + " " + std::to_string(value);
@@ -63,44 +55,6 @@ double Gpt3LearningRate(double parameters) {
 
 int64_t ExitMarginS(int64_t time_limit_s) {
   return std::min<int64_t>(15 * 60, time_limit_s / 10);
-}
-
-StatusOr<int64_t> SlurmTimeSeconds(const std::string& text) {
-  const Status bad = Status::InvalidArgument(
-      "--time: '" + text + "' is not a SLURM time limit",
-      "use HH:MM:SS, D-HH:MM:SS or minutes, e.g. --time 24:00:00");
-  std::string clock = text;
-  int64_t days = 0;
-  const size_t dash = text.find('-');
-  if (dash != std::string::npos) {
-    const std::string d = text.substr(0, dash);
-    if (!AllDigits(d) || d.size() > 4) return bad;
-    days = std::stoll(d);
-    clock = text.substr(dash + 1);
-  }
-  std::vector<int64_t> fields;
-  std::istringstream in(clock);
-  std::string field;
-  while (std::getline(in, field, ':')) {
-    if (!AllDigits(field) || field.size() > (fields.empty() ? 6 : 2)) {
-      return bad;
-    }
-    fields.push_back(std::stoll(field));
-  }
-  if (fields.empty() || fields.size() > 3 || clock.back() == ':') return bad;
-  int64_t s = 0;
-  if (dash != std::string::npos) {
-    // D-HH, D-HH:MM, D-HH:MM:SS.
-    const int64_t mult[] = {3600, 60, 1};
-    for (size_t i = 0; i < fields.size(); ++i) s += fields[i] * mult[i];
-  } else if (fields.size() == 1) {
-    s = fields[0] * 60;  // minutes
-  } else if (fields.size() == 2) {
-    s = fields[0] * 60 + fields[1];  // MM:SS
-  } else {
-    s = fields[0] * 3600 + fields[1] * 60 + fields[2];
-  }
-  return days * 86400 + s;
 }
 
 StatusOr<TrainingRun> PlanTrainingRun(const TrainingRunInputs& in) {
@@ -222,6 +176,24 @@ std::vector<std::string> MegatronTokenizerArgs(
     a.push_back("--tokenizer-model " + m.tokenizer_model);
   }
   return a;
+}
+
+std::vector<TokenizerVariable> TokenizerVariables(
+    const search_spaces::ModelSpec& m, const std::string& tokenizer_model) {
+  const std::string& type = m.tokenizer_type;
+  if (type.empty()) {
+    return {
+        {"TOKENIZER_TYPE", "",
+         "Megatron's tokenizer type (HuggingFaceTokenizer, ...)", ""},
+        {"TOKENIZER_MODEL", tokenizer_model, "the tokenizer id or file", ""}};
+  }
+  if (type == "GPT2BPETokenizer") {
+    return {{"VOCAB_FILE", "", "the GPT-2 vocab.json", "gpt2-vocab.json"},
+            {"MERGE_FILE", "", "the GPT-2 merges.txt", "gpt2-merges.txt"}};
+  }
+  if (type == "NullTokenizer") return {};
+  return {{"TOKENIZER_MODEL", tokenizer_model,
+           "the " + type + " model (a Hugging Face id or a file)", ""}};
 }
 
 }  // namespace meshtune::tuner

@@ -86,10 +86,6 @@ double Gpt3LearningRate(double parameters);
 // min(15 min, 10 % of the limit).
 int64_t ExitMarginS(int64_t time_limit_s);
 
-// A SLURM --time value (tuner/interop/launch_script.h CheckSlurmTime) in
-// seconds; InvalidArgument like CheckSlurmTime.
-StatusOr<int64_t> SlurmTimeSeconds(const std::string& text);
-
 // Megatron's schedule, optimizer and checkpoint flags for `run`, one per
 // element: --train-iters, --lr, --min-lr, --lr-decay-style cosine,
 // --lr-warmup-iters, --lr-decay-iters, --weight-decay, --adam-beta1/2,
@@ -105,6 +101,24 @@ std::vector<std::string> MegatronRunArgs(const TrainingRun& run);
 // `model_as_variable` (a launch script, where the variable defaults to it).
 std::vector<std::string> MegatronTokenizerArgs(
     const search_spaces::ModelSpec& model, bool model_as_variable);
+
+// A shell variable a launch job needs for the model's tokenizer (the same
+// choice MegatronTokenizerArgs makes): its name, its default ("" = the job
+// must be given it), what it is ("the GPT-2 vocab.json") and, for a file
+// with a conventional name, that name ("gpt2-vocab.json").
+struct TokenizerVariable {
+  std::string name;
+  std::string value;
+  std::string what;
+  std::string file;
+};
+
+// TOKENIZER_TYPE and TOKENIZER_MODEL when the model names no tokenizer;
+// VOCAB_FILE and MERGE_FILE for GPT-2 BPE; none for NullTokenizer;
+// TOKENIZER_MODEL otherwise. `tokenizer_model` (a --tokenizer-model, else
+// the model's published id; may be "") is TOKENIZER_MODEL's default.
+std::vector<TokenizerVariable> TokenizerVariables(
+    const search_spaces::ModelSpec& model, const std::string& tokenizer_model);
 
 }  // namespace meshtune::tuner
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -353,6 +354,40 @@ TEST(LaunchRun, ConfigFileKeepsTheWholeModel) {
   EXPECT_EQ(launched->model.moe_shared_expert_intermediate_size,
             searched->model.moe_shared_expert_intermediate_size);
   EXPECT_GT(launched->model.moe_shared_expert_intermediate_size, 0);
+}
+
+// A model file that names no tokenizer: both scripts ask for its type and
+// model, and the manifest has an env entry for each (TokenizerVariables).
+TEST(LaunchRun, UnnamedTokenizerIsAskedForInBothSchedulers) {
+  const std::string dir = MakeTempDir();
+  std::string yaml = ReadFile(std::string(MESHTUNE_SOURCE_DIR) +
+                              "/search_spaces/models/llama3-8b.yaml");
+  for (const char* key : {"tokenizer_type:", "tokenizer_model:"}) {
+    const size_t at = yaml.find(key);
+    ASSERT_NE(at, std::string::npos) << key;
+    yaml.erase(at, yaml.find('\n', at) + 1 - at);
+  }
+  WriteFile(dir + "/plain.yaml", yaml);
+  const std::string model =
+      "--model " + dir + "/plain.yaml --gpus 8 --gpu h100 --no-db";
+  const std::string script = Script(model);
+  EXPECT_NE(script.find("TOKENIZER_TYPE=${TOKENIZER_TYPE:?set TOKENIZER_TYPE "
+                        "to Megatron's tokenizer type"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("TOKENIZER_MODEL=${TOKENIZER_MODEL:?"),
+            std::string::npos);
+  const YAML::Node job = YAML::Load(
+      Script(model + " --scheduler kubernetes --container-image img"));
+  std::vector<std::string> names;
+  for (const YAML::Node& e : job["spec"]["pytorchReplicaSpecs"]["Master"]
+                                ["template"]["spec"]["containers"][0]["env"]) {
+    names.push_back(e["name"].as<std::string>());
+  }
+  EXPECT_NE(std::find(names.begin(), names.end(), "TOKENIZER_TYPE"),
+            names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "TOKENIZER_MODEL"),
+            names.end());
 }
 
 TEST(LaunchRun, KubernetesErrors) {

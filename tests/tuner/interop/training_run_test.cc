@@ -23,18 +23,6 @@ TEST(Gpt3LearningRate, TablePointsAndLogLogInterpolation) {
   EXPECT_NEAR(Gpt3LearningRate(70e9), 7.18356e-5, 1e-10);
 }
 
-TEST(SlurmTimeSeconds, EveryForm) {
-  EXPECT_EQ(SlurmTimeSeconds("90").value(), 90 * 60);
-  EXPECT_EQ(SlurmTimeSeconds("10:30").value(), 10 * 60 + 30);
-  EXPECT_EQ(SlurmTimeSeconds("24:00:00").value(), 86400);
-  EXPECT_EQ(SlurmTimeSeconds("2-00:00:00").value(), 2 * 86400);
-  EXPECT_EQ(SlurmTimeSeconds("1-12").value(), 86400 + 12 * 3600);
-  EXPECT_EQ(SlurmTimeSeconds("1-00:30").value(), 86400 + 30 * 60);
-  for (const char* bad : {"", "1h", "1:2:3:4", "-5", "1-", "10:", "a-10"}) {
-    EXPECT_FALSE(SlurmTimeSeconds(bad).ok()) << bad;
-  }
-}
-
 TEST(ExitMarginS, FifteenMinutesOrATenth) {
   EXPECT_EQ(ExitMarginS(86400), 900);
   EXPECT_EQ(ExitMarginS(30 * 60), 180);
