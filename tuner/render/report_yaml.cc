@@ -15,10 +15,9 @@ namespace {
 
 using search_spaces::RecomputeGranularity;
 
-// YAML would retype names like "1.3b" or "yes"; search_spaces/yaml_util.h.
-std::string Quote(const std::string& s) {
-  return search_spaces::yaml_util::DoubleQuoted(s);
-}
+// Strings go out double-quoted: YAML would retype names like "1.3b" or
+// "yes" (search_spaces/yaml_util.h).
+using search_spaces::yaml_util::DoubleQuoted;
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
@@ -121,12 +120,13 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
     << "\n";
   // Comma-joined, the form --cuda-graph-scope and the config file read.
   y << "  cuda_graph_scope: "
-    << Quote(search_spaces::CudaGraphScopeString(t.cuda_graphs.scope, ','))
+    << DoubleQuoted(
+           search_spaces::CudaGraphScopeString(t.cuda_graphs.scope, ','))
     << "\n";
   y << "  train_tokens: " << t.train_tokens << "\n";
 
   y << "cluster:\n";
-  y << "  preset: " << Quote(in.cluster.name) << "\n";
+  y << "  preset: " << DoubleQuoted(in.cluster.name) << "\n";
   y << "  num_gpus: " << t.num_gpus << "\n";
   y << "  gpus_per_node: " << in.cluster.gpus_per_node << "\n";
 
@@ -134,7 +134,7 @@ std::string ConfigToYaml(const Inputs& in, const costmodel::Estimate& e,
     // Where the prediction lives: `tune train --config` stores its run
     // against this candidate when it records into the same database.
     y << "search:\n";
-    y << "  db: " << Quote(search->db) << "\n";
+    y << "  db: " << DoubleQuoted(search->db) << "\n";
     y << "  id: " << search->search_id << "\n";
     y << "  rank: " << search->rank << "\n";
     y << "  candidate_id: " << search->candidate_id << "\n";
