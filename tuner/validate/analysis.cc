@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -34,13 +35,71 @@ double Median(std::vector<double> x) {
   return n % 2 == 1 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+// q to two decimals without trailing zeros: "0", "0.25", "0.5", "0.33", "1".
+std::string QuantileText(double q) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", q);
+  std::string text = buf;
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return text;
+}
+
+// Appends the spread's picks (analysis.h) to `out`, marking them in `taken`.
+void AddSpread(const std::vector<costmodel::Estimate>& ranked, int64_t spread,
+               const std::function<bool(const costmodel::Estimate&)>& trainable,
+               std::vector<bool>* taken, std::vector<SelectedCandidate>* out) {
+  if (spread == 0) return;
+  // The feasible, trainable candidates by predicted step time, then rank.
+  std::vector<size_t> pool;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    if (ranked[i].fits && trainable(ranked[i])) pool.push_back(i);
+  }
+  std::stable_sort(pool.begin(), pool.end(), [&](size_t a, size_t b) {
+    return ranked[a].step_time_s < ranked[b].step_time_s;
+  });
+  if (pool.empty()) return;
+  const size_t m = pool.size();
+  const auto t = [&](size_t position) {
+    return ranked[pool[position]].step_time_s;
+  };
+  for (int64_t i = 0; i < spread; ++i) {
+    // h = q·(M−1) with q = i/(N−1): one division, exact at both ends.
+    const double h = static_cast<double>(i) * static_cast<double>(m - 1) /
+                     static_cast<double>(spread - 1);
+    const size_t lo = std::min(static_cast<size_t>(std::floor(h)), m - 1);
+    const size_t hi = std::min(lo + 1, m - 1);
+    const double target =
+        t(lo) + (h - static_cast<double>(lo)) * (t(hi) - t(lo));
+    // The nearest not chosen yet; the pool's order breaks ties (faster,
+    // then better ranked) because only a strictly nearer one replaces it.
+    std::optional<size_t> best;
+    double best_distance = 0;
+    for (size_t position = 0; position < m; ++position) {
+      if ((*taken)[pool[position]]) continue;
+      const double distance = std::fabs(t(position) - target);
+      if (!best.has_value() || distance < best_distance) {
+        best = pool[position];
+        best_distance = distance;
+      }
+    }
+    if (!best.has_value()) return;  // every trainable candidate is chosen
+    out->push_back({*best,
+                    "spread q=" + QuantileText(static_cast<double>(i) /
+                                               static_cast<double>(spread - 1)),
+                    /*from_spread=*/true});
+    (*taken)[*best] = true;
+  }
+}
+
 }  // namespace
 
 std::vector<SelectedCandidate> SelectCandidates(
     const std::vector<costmodel::Estimate>& ranked, int64_t top_k,
     int64_t extras,
-    const std::function<bool(const costmodel::Estimate&)>& trainable) {
-  MESHTUNE_CHECK(top_k >= 1 && extras >= 0);
+    const std::function<bool(const costmodel::Estimate&)>& trainable,
+    int64_t spread) {
+  MESHTUNE_CHECK(top_k >= 1 && extras >= 0 && (spread == 0 || spread >= 2));
   std::vector<SelectedCandidate> out;
   std::vector<bool> taken(ranked.size(), false);
   for (size_t i = 0;
@@ -87,7 +146,16 @@ std::vector<SelectedCandidate> SelectCandidates(
       break;
     }
   }
+  AddSpread(ranked, spread, trainable, &taken, &out);
   return out;
+}
+
+std::optional<PredictedRange> RangeOf(const std::vector<double>& predicted_s) {
+  if (predicted_s.empty()) return std::nullopt;
+  const auto [lo, hi] =
+      std::minmax_element(predicted_s.begin(), predicted_s.end());
+  MESHTUNE_CHECK(*lo > 0);
+  return PredictedRange{*lo, *hi};
 }
 
 RepeatedRuns SummarizeRuns(const std::vector<double>& runs_s) {

@@ -11,6 +11,20 @@
 // so a ranking that is right only among near-identical configurations is
 // exposed. Only candidates the engine can train are chosen (the predicate).
 //
+// Spread (tune validate --spread N, off with N = 0): the top candidates are
+// predicted within a few percent of each other, less than a shared
+// machine's run-to-run noise, so a rank correlation over them measures the
+// noise. N more candidates are drawn across the whole predicted range:
+// over the M feasible, trainable candidates sorted by predicted step time
+// t(0) <= ... <= t(M−1) (ties by rank), quantile q_i = i/(N−1),
+// i = 0..N−1, is the value at position h = q_i·(M−1), linearly
+// interpolated between t(⌊h⌋) and t(⌊h⌋+1); its pick is the candidate whose
+// prediction is nearest that value and which is not chosen yet (top,
+// extra or an earlier quantile), ties going to the faster, then the better
+// ranked. Once every one of the M is chosen the spread stops short of N.
+// Nothing beyond the predicate filters them: MoE and context-parallel plans
+// are picked whenever the engine accepts them.
+//
 // Statistics (over the candidates that ran successfully):
 //   signed error   100·(predicted − measured)/measured per candidate
 //   MAPE           mean |signed error|
@@ -44,16 +58,30 @@ namespace meshtune::tuner {
 
 struct SelectedCandidate {
   size_t index = 0;    // into the ranked list (rank = index + 1)
-  std::string reason;  // "top 3", "other tp/pp split", ...
+  std::string reason;  // "top 3", "other tp/pp split", "spread q=0.25", ...
+  bool from_spread = false;  // chosen for a quantile of --spread
 };
 
-// REQUIRES: top_k >= 1, extras >= 0. `trainable` says whether the engine
-// can run an estimate's configuration. The top-1 (first trainable
-// estimate) comes first; the rest follow in selection order.
+// REQUIRES: top_k >= 1, extras >= 0, spread == 0 or spread >= 2.
+// `trainable` says whether the engine can run an estimate's configuration.
+// The top-1 (first trainable estimate) comes first; the rest follow in
+// selection order: the top K, the extras, then the spread's picks in
+// quantile order (reason "spread q=<q_i>", q_i to two decimals).
 std::vector<SelectedCandidate> SelectCandidates(
     const std::vector<costmodel::Estimate>& ranked, int64_t top_k,
     int64_t extras,
-    const std::function<bool(const costmodel::Estimate&)>& trainable);
+    const std::function<bool(const costmodel::Estimate&)>& trainable,
+    int64_t spread = 0);
+
+// The range of a set of predicted step times, for the report: how far
+// apart the candidates are predicted (max/min).
+struct PredictedRange {
+  double min_s = 0;
+  double max_s = 0;
+  double ratio() const { return max_s / min_s; }
+};
+// REQUIRES: every time > 0. Empty input: nullopt.
+std::optional<PredictedRange> RangeOf(const std::vector<double>& predicted_s);
 
 // Repeated runs of one candidate (tune validate --repeats R, interleaved
 // with the other candidates' runs so that a slow minute of a shared machine

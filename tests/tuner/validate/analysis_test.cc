@@ -158,5 +158,179 @@ TEST(ValidateAnalysisTest, SelectsTopKThenOneNewValuePerAxis) {
   EXPECT_EQ(SelectCandidates(same, 1, 3, trainable).size(), 1u);
 }
 
+// Twenty candidates, best first, with predicted step times exact in binary
+// (so that the hand-computed distances below are exact): five within 3 %
+// of the best, then spread out to 4x. All have the same tp/pp, recompute
+// and micro-batch unless a test changes one.
+std::vector<costmodel::Estimate> TwentyCandidates() {
+  const double times[] = {1.0,   1.0078125, 1.015625, 1.0234375, 1.03125,
+                          1.125, 1.25,      1.375,    1.5,       1.75,
+                          2.25,  2.5,       2.75,     3.0,       3.25,
+                          3.5,   3.625,     3.75,     3.875,     4.0};
+  std::vector<costmodel::Estimate> ranked;
+  for (double t : times) {
+    ranked.push_back(Make(1, 1, 4, RecomputeGranularity::kNone));
+    ranked.back().step_time_s = t;
+  }
+  return ranked;
+}
+
+bool AllTrainable(const costmodel::Estimate&) { return true; }
+
+std::vector<size_t> Indices(const std::vector<SelectedCandidate>& picks) {
+  std::vector<size_t> out;
+  for (const SelectedCandidate& p : picks) out.push_back(p.index);
+  return out;
+}
+
+TEST(ValidateAnalysisTest, SpreadPicksTheCandidatesNearestTheQuantiles) {
+  // M = 20, N = 5: q = 0, 0.25, 0.5, 0.75, 1 at positions h = q·19 = 0,
+  // 4.75, 9.5, 14.25, 19; the values there, interpolated:
+  //   q=0     t0 = 1.0                                  -> 0 (taken: 3)
+  //   q=0.25  t4 + 0.75·(t5 − t4) = 1.03125 + 0.0703125
+  //           = 1.1015625: t5 is 0.0234375 away, t4 0.0703125 -> 5
+  //   q=0.5   t9 + 0.5·(t10 − t9) = 2.0: t9 and t10 both 0.25 away, the
+  //           faster wins -> 9
+  //   q=0.75  t14 + 0.25·(t15 − t14) = 3.3125: t14 0.0625 away -> 14
+  //   q=1     t19 = 4.0 -> 19
+  // With the top 3 (0, 1, 2) chosen, q=0's nearest not taken is 3
+  // (0.0234375 away).
+  const std::vector<costmodel::Estimate> ranked = TwentyCandidates();
+  const auto picks = SelectCandidates(ranked, 3, 0, AllTrainable, 5);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 2, 3, 5, 9, 14, 19}));
+  const std::string reasons[] = {
+      "top 1",         "top 2",        "top 3",         "spread q=0",
+      "spread q=0.25", "spread q=0.5", "spread q=0.75", "spread q=1"};
+  ASSERT_EQ(picks.size(), 8u);
+  for (size_t i = 0; i < picks.size(); ++i) {
+    EXPECT_EQ(picks[i].reason, reasons[i]) << i;
+    EXPECT_EQ(picks[i].from_spread, i >= 3) << i;
+  }
+}
+
+TEST(ValidateAnalysisTest, SpreadSkipsWhatTheTopAndExtrasChose) {
+  // Candidate 5 alone has micro-batch 2: the "other micro-batch" extra.
+  // Top 3 + that extra take 0, 1, 2, 5; q=0 goes to 3 as before, and
+  // q=0.25 (1.1015625) to the nearest not taken: 4 (0.0703125 away) rather
+  // than 6 (1.25, 0.1484375 away).
+  std::vector<costmodel::Estimate> ranked = TwentyCandidates();
+  ranked[5].config.mbs = 2;
+  auto picks = SelectCandidates(ranked, 3, 3, AllTrainable, 5);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 2, 5, 3, 4, 9, 14, 19}));
+  EXPECT_EQ(picks[3].reason, "other micro-batch");
+  EXPECT_FALSE(picks[3].from_spread);
+  EXPECT_EQ(picks[5].reason, "spread q=0.25");
+
+  // Top 6 (0..5): q=0 (1.0) goes to 6 (1.25), the nearest not taken, and
+  // q=0.25 (1.1015625) then to 7 (1.375): a spread pick is not chosen twice.
+  picks = SelectCandidates(TwentyCandidates(), 6, 0, AllTrainable, 5);
+  EXPECT_EQ(Indices(picks),
+            (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 9, 14, 19}));
+  EXPECT_EQ(picks[6].reason, "spread q=0");
+  EXPECT_EQ(picks[7].reason, "spread q=0.25");
+}
+
+TEST(ValidateAnalysisTest, SpreadQuantilesAreOverPredictedTimeNotRank) {
+  // The ranking's order need not be the predicted times' order: times 2, 1,
+  // 4, 3 sort to positions (1, 0, 3, 2). N = 3 with the top 1 (index 0,
+  // 2.0 s) chosen: h = 0, 1.5, 3; values 1.0 -> 1; 2.5 -> 3.0 (index 3,
+  // 2.0 is taken); 4.0 -> 2.
+  std::vector<costmodel::Estimate> ranked;
+  for (double t : {2.0, 1.0, 4.0, 3.0}) {
+    ranked.push_back(Make(1, 1, 4, RecomputeGranularity::kNone));
+    ranked.back().step_time_s = t;
+  }
+  const auto picks = SelectCandidates(ranked, 1, 0, AllTrainable, 3);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 3, 2}));
+  EXPECT_EQ(picks[2].reason, "spread q=0.5");
+}
+
+TEST(ValidateAnalysisTest, SpreadLargerThanTheTrainableSetTakesThemAll) {
+  // Four candidates (1, 2, 3, 4 s), top 1 chosen, N = 10: q_i = i/9 at
+  // h = i/3; i = 0: 1.0 -> 2.0 (index 1), i = 1: 1.333 -> 3.0 (index 2),
+  // i = 2: 1.667 -> 4.0 (index 3); then nothing is left and it stops.
+  std::vector<costmodel::Estimate> ranked;
+  for (double t : {1.0, 2.0, 3.0, 4.0}) {
+    ranked.push_back(Make(1, 1, 4, RecomputeGranularity::kNone));
+    ranked.back().step_time_s = t;
+  }
+  const auto picks = SelectCandidates(ranked, 1, 0, AllTrainable, 10);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(picks[1].reason, "spread q=0");
+  EXPECT_EQ(picks[2].reason, "spread q=0.11");
+  EXPECT_EQ(picks[3].reason, "spread q=0.22");
+  // Every candidate already in the top K: the spread adds none.
+  EXPECT_EQ(SelectCandidates(ranked, 4, 0, AllTrainable, 5).size(), 4u);
+  // Thirds print to two decimals: N = 4 gives q = 0, 0.33, 0.67, 1.
+  const auto thirds =
+      SelectCandidates(TwentyCandidates(), 1, 0, AllTrainable, 4);
+  ASSERT_EQ(thirds.size(), 5u);
+  EXPECT_EQ(thirds[2].reason, "spread q=0.33");
+  EXPECT_EQ(thirds[3].reason, "spread q=0.67");
+}
+
+TEST(ValidateAnalysisTest, SpreadLeavesOutUntrainableAndInfeasible) {
+  // Times 1..6; index 2 does not fit and index 5 (the slowest, pp 2) is
+  // untrainable: the set is 1, 2, 4, 5 s (indices 0, 1, 3, 4), so its
+  // maximum is 5 s. Top 1 + N = 2: q=0 (1.0, taken) -> 1; q=1 (5.0) -> 4.
+  std::vector<costmodel::Estimate> ranked;
+  for (double t : {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}) {
+    ranked.push_back(Make(1, 1, 4, RecomputeGranularity::kNone));
+    ranked.back().step_time_s = t;
+  }
+  ranked[2].fits = false;
+  ranked[5].config.pp = 2;
+  auto trainable = [](const costmodel::Estimate& e) {
+    return e.config.pp == 1;
+  };
+  auto picks = SelectCandidates(ranked, 1, 0, trainable, 2);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 4}));
+  // N = 5 takes the whole set of four and nothing else.
+  picks = SelectCandidates(ranked, 1, 0, trainable, 5);
+  EXPECT_EQ(Indices(picks), (std::vector<size_t>{0, 1, 3, 4}));
+}
+
+TEST(ValidateAnalysisTest, SpreadTakesWhateverTheEngineTrains) {
+  // Context- and expert-parallel plans are left out only when the
+  // predicate says the engine cannot train them. Times 1, 2, 3; top 1 and
+  // N = 2: q=0 (1.0, taken) -> 1 (cp 2), q=1 -> 2 (ep 2).
+  std::vector<costmodel::Estimate> ranked;
+  for (double t : {1.0, 2.0, 3.0}) {
+    ranked.push_back(Make(1, 1, 4, RecomputeGranularity::kNone));
+    ranked.back().step_time_s = t;
+  }
+  ranked[1].config.cp = 2;
+  ranked[2].config.ep = 2;
+  EXPECT_EQ(Indices(SelectCandidates(ranked, 1, 0, AllTrainable, 2)),
+            (std::vector<size_t>{0, 1, 2}));
+  auto no_cp = [](const costmodel::Estimate& e) { return e.config.cp == 1; };
+  EXPECT_EQ(Indices(SelectCandidates(ranked, 1, 0, no_cp, 2)),
+            (std::vector<size_t>{0, 2}));
+}
+
+TEST(ValidateAnalysisTest, SpreadZeroChangesNothing) {
+  std::vector<costmodel::Estimate> ranked = TwentyCandidates();
+  ranked[5].config.mbs = 2;
+  ranked[7].config.tp = 2;
+  const auto before = SelectCandidates(ranked, 3, 3, AllTrainable);
+  const auto off = SelectCandidates(ranked, 3, 3, AllTrainable, 0);
+  EXPECT_EQ(Indices(before), (std::vector<size_t>{0, 1, 2, 7, 5}));
+  ASSERT_EQ(Indices(off), Indices(before));
+  for (size_t i = 0; i < off.size(); ++i) {
+    EXPECT_EQ(off[i].reason, before[i].reason);
+    EXPECT_FALSE(off[i].from_spread);
+  }
+}
+
+TEST(ValidateAnalysisTest, PredictedRangeIsMinMaxAndTheirRatio) {
+  const auto r = RangeOf({0.5, 2.0, 1.0});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ(r->min_s, 0.5);
+  EXPECT_DOUBLE_EQ(r->max_s, 2.0);
+  EXPECT_DOUBLE_EQ(r->ratio(), 4.0);
+  EXPECT_DOUBLE_EQ(RangeOf({0.3})->ratio(), 1.0);
+  EXPECT_FALSE(RangeOf({}).has_value());
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
