@@ -7,11 +7,13 @@
 // this machine's GPUs through the CUDA engine (engine/backends/registry.h) and
 // what is learned is filed under the GPU machine (GpuMachineHardwareId).
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backends/registry.h"
+#include "search_spaces/yaml_util.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
@@ -27,6 +29,7 @@ namespace {
 constexpr const char* kValidateExamples = R"(Examples:
   tune validate --model gpt-tiny --gpus 2 --gpu local --gbs 8 --seq-len 128
   tune validate --model llama-tiny --gpus 4 --gpu local --top 3 --steps 10 --json
+  tune validate --model gpt-tiny --gpus 4 --gpu local --gbs 8 --seq-len 128 --top 2 --extra 0 --spread 8
   tune validate --backend cuda --model gpt-tiny --gpus 1 --top 2 --extra 1
   tune db export --table validations --csv -      earlier validations
 Runs each candidate as 'tune train --from-search ID --rank R' (mpirun for
@@ -87,6 +90,13 @@ class ValidateCommand : public Command {
                     "deliberately different candidates to add: other tp/pp "
                     "split, other recompute, other micro-batch (default 3)")
         ->type_name("E");
+    sub->add_option("--spread", spread_,
+                    "candidates to add across the predicted range: the ones "
+                    "nearest the quantiles 0, 1/(N-1), ..., 1 of the "
+                    "trainable candidates' predicted step times, so that the "
+                    "rank correlation sees differences larger than the "
+                    "machine's noise (default 0: off; else at least 2)")
+        ->type_name("N");
     sub->add_option("--steps", steps_,
                     "training steps per candidate; the first 2 are warm-up "
                     "(default 8)")
@@ -179,6 +189,7 @@ class ValidateCommand : public Command {
       MESHTUNE_ASSIGN_OR_RETURN(request->extra,
                                 ParsePositiveInt(extra_, "--extra"));
     }
+    MESHTUNE_ASSIGN_OR_RETURN(request->spread, ParseSpread(spread_));
     if (backend_ != "cpu" && backend_ != "cuda") {
       return Status::InvalidArgument(
           "--backend: unknown backend '" + backend_ + "'",
@@ -187,6 +198,35 @@ class ValidateCommand : public Command {
     request->backend = backend_;
     request->learn = !no_learn_;
     return Status::Ok();
+  }
+
+  // --spread N: 0 (off) or at least 2 (the fastest and the slowest
+  // trainable candidates are its first and last quantiles).
+  static StatusOr<int64_t> ParseSpread(const std::string& text) {
+    const std::string hint =
+        "write 0 (off) or a whole number of at least 2, e.g. --spread 6: the "
+        "candidates nearest 6 evenly spaced quantiles of the predicted step "
+        "times, fastest to slowest";
+    const size_t begin = text.find_first_not_of(" \t");
+    const size_t end = text.find_last_not_of(" \t");
+    const std::string trimmed =
+        begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+    int64_t v = 0;
+    const char* first = trimmed.data();
+    const char* last = first + trimmed.size();
+    const auto [at, ec] = std::from_chars(first, last, v);
+    if (trimmed.empty() || ec != std::errc() || at != last) {
+      return Status::InvalidArgument(
+          "--spread must be a whole number, got '" +
+              search_spaces::yaml_util::Printable(text) + "'",
+          hint);
+    }
+    if (v < 0 || v == 1) {
+      return Status::InvalidArgument(
+          "--spread must be 0 (off) or at least 2, got " + std::to_string(v),
+          hint);
+    }
+    return v;
   }
 
   // Whether the engine can run the search's plans here: the CPU engine only
@@ -225,6 +265,7 @@ class ValidateCommand : public Command {
   InputFlags flags_;
   std::string top_ = "5";
   std::string extra_ = "3";
+  std::string spread_ = "0";
   std::string steps_ = "8";
   std::string repeats_ = "3";
   std::string timeout_ = "600";

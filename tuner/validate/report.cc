@@ -52,6 +52,64 @@ nlohmann::json OptionalJson(const std::optional<double>& v) {
   return v.has_value() ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
+// The predicted range of the spread's picks and of every measured
+// candidate (the ones the statistics are over).
+struct SpreadRanges {
+  int64_t chosen = 0;
+  std::optional<PredictedRange> spread;
+  int64_t measured = 0;
+  std::optional<PredictedRange> all_measured;
+};
+
+SpreadRanges RangesOf(const std::vector<ValidatedCandidate>& rows) {
+  std::vector<double> spread, measured;
+  for (const ValidatedCandidate& r : rows) {
+    if (r.pick.from_spread) spread.push_back(r.estimate.step_time_s);
+    if (r.ok()) measured.push_back(r.estimate.step_time_s);
+  }
+  SpreadRanges s;
+  s.chosen = static_cast<int64_t>(spread.size());
+  s.spread = RangeOf(spread);
+  s.measured = static_cast<int64_t>(measured.size());
+  s.all_measured = RangeOf(measured);
+  return s;
+}
+
+std::string RangeText(const PredictedRange& r) {
+  return Fixed(r.min_s, 3) + " to " + Fixed(r.max_s, 3) + " s/step (max/min " +
+         Fixed(r.ratio(), 2) + "x)";
+}
+
+nlohmann::json RangeJson(const std::optional<PredictedRange>& r) {
+  if (!r.has_value()) return nullptr;
+  return {{"min_s", r->min_s}, {"max_s", r->max_s}, {"ratio", r->ratio()}};
+}
+
+// With --spread: how many candidates it added and the predicted range they
+// span, then the range of every measured candidate.
+void PrintSpread(std::ostream& out, int64_t requested,
+                 const std::vector<ValidatedCandidate>& rows) {
+  const SpreadRanges s = RangesOf(rows);
+  const std::string asked = "of --spread " + std::to_string(requested);
+  if (s.chosen == 0) {
+    out << "spread: no candidate added (" << asked
+        << ": every trainable candidate is already chosen)\n";
+  } else {
+    out << "spread: " << s.chosen
+        << (s.chosen == 1 ? " candidate" : " candidates");
+    if (s.chosen < requested) {
+      out << " (" << asked
+          << ": every other trainable candidate is already chosen)";
+    }
+    out << " across the predicted range, " << RangeText(*s.spread) << "\n";
+  }
+  if (s.all_measured.has_value()) {
+    out << "the statistics above are over all " << s.measured
+        << " measured candidates, spread ones included: predicted "
+        << RangeText(*s.all_measured) << "\n";
+  }
+}
+
 }  // namespace
 
 void PrintValidationTable(std::ostream& out, const ValidationRequest& request,
@@ -100,6 +158,7 @@ void PrintValidationTable(std::ostream& out, const ValidationRequest& request,
     out << "; Spearman rank correlation " << Fixed(*stats.spearman, 2);
   }
   out << "\n";
+  if (request.spread > 0) PrintSpread(out, request.spread, rows);
   if (stats.noise_pct.has_value()) {
     out << "run-to-run spread " << Fixed(*stats.noise_pct, 1)
         << "% (median over candidates); of the " << stats.separated_pairs
@@ -164,9 +223,18 @@ void PrintValidationJson(std::ostream& out, const ValidationRequest& request,
                             : nlohmann::json(nullptr);
     c["status"] = r.ok() ? "ok" : "failed";
     c["error"] = r.ok() ? nlohmann::json(nullptr) : nlohmann::json(r.error);
+    if (request.spread > 0) c["from_spread"] = r.pick.from_spread;
     j["candidates"].push_back(c);
   }
   j["repeats"] = request.repeats;
+  if (request.spread > 0) {
+    const SpreadRanges s = RangesOf(rows);
+    j["spread"] = {{"requested", request.spread},
+                   {"chosen", s.chosen},
+                   {"predicted_range", RangeJson(s.spread)},
+                   {"measured_candidates", s.measured},
+                   {"measured_predicted_range", RangeJson(s.all_measured)}};
+  }
   j["spearman"] = OptionalJson(stats.spearman);
   j["noise_pct"] = OptionalJson(stats.noise_pct);
   j["separated_pairs"] = stats.separated_pairs;

@@ -38,7 +38,7 @@ StatusOr<ValidationResult> SearchAndSelect(const ValidationRequest& r,
     return engine::backends::CheckTrainerSupported(r.backend, c).ok();
   };
   const std::vector<SelectedCandidate> picks =
-      SelectCandidates(result.ranked, r.top, r.extra, trainable);
+      SelectCandidates(result.ranked, r.top, r.extra, trainable, r.spread);
   if (picks.empty()) {
     return Status::InvalidArgument(
         "none of the " + std::to_string(result.feasible) +

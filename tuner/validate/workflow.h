@@ -30,6 +30,7 @@ struct ValidationRequest {
   Inputs inputs;           // resolved; cp and ep {1} (the engine runs neither)
   int64_t top = 5;         // analytical best candidates to run
   int64_t extra = 3;       // deliberately different ones
+  int64_t spread = 0;      // across the predicted range; 0 (off) or >= 2
   int64_t steps = 8;       // training steps per run, the first 2 warm-up
   int64_t repeats = 3;     // interleaved runs per candidate
   double timeout_s = 600;  // per run

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -106,6 +107,107 @@ TEST(ValidationTable, ColumnsFitTheirContent) {
             "rank  config                              why    pred_s  meas_s  "
             "spread%   err%  status")
       << narrow.str();
+}
+
+// Two top candidates and three of --spread 3 (one failed): predicted 0.55,
+// 1.0 and 2.0 s for the spread, 0.5 to 2.0 s over the four measured.
+ValidationResult SpreadResult() {
+  ValidationResult v;
+  v.validation_id = 3;
+  v.search_id = 4;
+  v.calibration = "datasheet";
+  const search_spaces::ParallelConfig c;
+  v.candidates = {Candidate(0, "top 1", c, 0.5, {0.6}),
+                  Candidate(1, "top 2", c, 0.52, {0.62}),
+                  Candidate(7, "spread q=0", c, 0.55, {0.7}),
+                  Candidate(20, "spread q=0.5", c, 1.0, {}),
+                  Candidate(41, "spread q=1", c, 2.0, {2.5})};
+  v.candidates[3].error = "exit status 1";
+  for (size_t i = 2; i < 5; ++i) v.candidates[i].pick.from_spread = true;
+  return v;
+}
+
+TEST(ValidationTable, SpreadLinesGiveTheRangesTheyCover) {
+  ValidationRequest request;
+  request.steps = 8;
+  request.repeats = 1;
+  request.spread = 3;
+  const ValidationResult v = SpreadResult();
+  std::ostringstream out;
+  PrintValidationTable(out, request, v, "");
+  // 2.0/0.55 = 3.636; 2.0/0.5 = 4; the failed 1.0 s one is not measured.
+  EXPECT_NE(out.str().find(
+                "\nspread: 3 candidates across the predicted range, 0.550 to "
+                "2.000 s/step (max/min 3.64x)\n"
+                "the statistics above are over all 4 measured candidates, "
+                "spread ones included: predicted 0.500 to 2.000 s/step "
+                "(max/min 4.00x)\n"),
+            std::string::npos)
+      << out.str();
+  // Fewer than asked: the trainable candidates ran out.
+  request.spread = 5;
+  std::ostringstream fewer;
+  PrintValidationTable(fewer, request, v, "");
+  EXPECT_NE(fewer.str().find("\nspread: 3 candidates (of --spread 5: every "
+                             "other trainable candidate is already chosen) "
+                             "across the predicted range, 0.550 to 2.000 "
+                             "s/step (max/min 3.64x)\n"),
+            std::string::npos)
+      << fewer.str();
+  // None at all.
+  ValidationResult top_only = v;
+  top_only.candidates.resize(2);
+  request.spread = 2;
+  std::ostringstream none;
+  PrintValidationTable(none, request, top_only, "");
+  EXPECT_NE(none.str().find("\nspread: no candidate added (of --spread 2: "
+                            "every trainable candidate is already chosen)\n"
+                            "the statistics above are over all 2 measured "
+                            "candidates, spread ones included: predicted "
+                            "0.500 to 0.520 s/step (max/min 1.04x)\n"),
+            std::string::npos)
+      << none.str();
+  // --spread 0: the output of before, without either line.
+  request.spread = 0;
+  std::ostringstream off;
+  PrintValidationTable(off, request, top_only, "");
+  EXPECT_EQ(off.str().find("\nspread: "), std::string::npos) << off.str();
+  EXPECT_EQ(off.str().find("the statistics above"), std::string::npos);
+}
+
+TEST(ValidationJson, SpreadMarksItsCandidatesAndRanges) {
+  ValidationRequest request;
+  request.steps = 8;
+  request.repeats = 1;
+  request.spread = 3;
+  const ValidationResult v = SpreadResult();
+  std::ostringstream out;
+  PrintValidationJson(out, request, v);
+  const auto j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["candidates"].size(), 5u);
+  const bool from_spread[] = {false, false, true, true, true};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(j["candidates"][i]["from_spread"], from_spread[i]) << i;
+  }
+  EXPECT_EQ(j["candidates"][4]["reason"], "spread q=1");
+  const nlohmann::json& s = j["spread"];
+  EXPECT_EQ(s["requested"], 3);
+  EXPECT_EQ(s["chosen"], 3);
+  EXPECT_DOUBLE_EQ(s["predicted_range"]["min_s"].get<double>(), 0.55);
+  EXPECT_DOUBLE_EQ(s["predicted_range"]["max_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s["predicted_range"]["ratio"].get<double>(), 2.0 / 0.55);
+  EXPECT_EQ(s["measured_candidates"], 4);
+  EXPECT_DOUBLE_EQ(s["measured_predicted_range"]["min_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(s["measured_predicted_range"]["max_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(s["measured_predicted_range"]["ratio"].get<double>(), 4.0);
+
+  // --spread 0: the keys of before, none added.
+  request.spread = 0;
+  std::ostringstream off;
+  PrintValidationJson(off, request, v);
+  const auto k = nlohmann::json::parse(off.str());
+  EXPECT_FALSE(k.contains("spread"));
+  for (const auto& c : k["candidates"]) EXPECT_FALSE(c.contains("from_spread"));
 }
 
 }  // namespace

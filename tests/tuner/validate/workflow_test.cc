@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -119,6 +120,61 @@ TEST_F(ValidationWorkflowTest, MeasuresEveryCandidateInRoundsAndRecords) {
   }
   EXPECT_EQ(etas, (std::vector<std::string>{"5s", "4s", "3s", "2s", "1s", ""}))
       << progress.str();
+}
+
+// --spread 4 adds four candidates across the predicted range after the
+// top 2 and the extra; they run like the others and the statistics are
+// over all seven.
+TEST_F(ValidationWorkflowTest, SpreadCandidatesRunAndCountInTheStatistics) {
+  request_.spread = 4;
+  request_.repeats = 1;
+  std::map<int64_t, double> predicted;  // by rank, read from the store
+  request_.run = [&](const CandidateRunRequest& r) {
+    if (predicted.empty()) {
+      auto stored = store_->GetCandidates(r.search_id);
+      EXPECT_TRUE(stored.ok());
+      for (const results::CandidateRecord& c : stored.value()) {
+        predicted[c.rank] = c.step_time_s;
+      }
+    }
+    // Off by a factor that depends on the rank, so that the measured
+    // order is not the predicted one.
+    CandidateRunResult out;
+    out.ok = true;
+    out.step_time_median_s = predicted.at(r.rank) * (1.0 + 0.3 * (r.rank % 3));
+    out.wall_s = 1;
+    return out;
+  };
+  std::ostringstream progress;
+  auto v = RunValidation(request_, store_.get(), progress);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  ASSERT_EQ(v->candidates.size(), 7u) << progress.str();
+  const std::string reasons[] = {"spread q=0", "spread q=0.33", "spread q=0.67",
+                                 "spread q=1"};
+  std::vector<double> pred, meas;
+  double slowest_other = 0;
+  for (size_t i = 0; i < v->candidates.size(); ++i) {
+    const ValidatedCandidate& c = v->candidates[i];
+    EXPECT_EQ(c.pick.from_spread, i >= 3) << i;
+    if (i >= 3) {
+      EXPECT_EQ(c.pick.reason, reasons[i - 3]);
+    }
+    if (i < 6) slowest_other = std::max(slowest_other, c.estimate.step_time_s);
+    ASSERT_TRUE(c.ok()) << i;
+    pred.push_back(c.estimate.step_time_s);
+    meas.push_back(c.measured_s());
+  }
+  // q=1 is the slowest trainable candidate.
+  EXPECT_GE(v->candidates[6].estimate.step_time_s, slowest_other);
+  EXPECT_NE(progress.str().find("(spread q=1): 4 steps"), std::string::npos)
+      << progress.str();
+  EXPECT_EQ(v->stats.measured, 7);
+  ASSERT_TRUE(v->stats.spearman.has_value());
+  EXPECT_DOUBLE_EQ(*v->stats.spearman, SpearmanRho(pred, meas));
+  auto rows = store_->GetValidationRuns(v->validation_id);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 7u);
+  EXPECT_EQ((*rows)[6].reason, "spread q=1");
 }
 
 TEST(ValidationEta, MeanRunTimeTimesRunsLeft) {
