@@ -3,15 +3,16 @@
 // Megatron-Core (megatron/core/parallel_state.py, RankGenerator and
 // generate_masked_orthogonal_rank_groups) lays ranks out in the order
 // "tp-cp-ep-dp-pp", tp fastest. The dense generator has ep = 1, so its grid is
-// tp × cp × dp × pp; the expert generator has cp = 1 and etp = tp, so its grid
-// is tp × ep × edp × pp with edp = cp·dp/ep (world % (etp·ep·pp) == 0 there).
+// tp × cp × dp × pp; the expert generator has cp = 1 and tp = etp, so its
+// grid is etp × ep × edp × pp with edp = tp·cp·dp/(etp·ep) (world %
+// (etp·ep·pp) == 0 there).
 //
 // Every group kind we use masks a run of *adjacent* axes of one of these
-// grids (tp; cp; dp; cp-dp; tp-cp; pp; ep; edp). The members of such a group
-// therefore form an arithmetic progression {base + c·stride : c < size},
-// where stride is the product of the sizes of the axes below the run. That
-// makes groups and their placement cheap to compute without materialising
-// the whole grid.
+// grids (tp; cp; dp; cp-dp; tp-cp; pp; etp; ep; edp). The members of such a
+// group therefore form an arithmetic progression {base + c·stride : c <
+// size}, where stride is the product of the sizes of the axes below the run.
+// That makes groups and their placement cheap to compute without
+// materialising the whole grid.
 #include "search_spaces/rank_grid.h"
 
 #include <algorithm>
@@ -100,6 +101,8 @@ const char* ToString(GroupKind k) {
       return "edp";
     case GroupKind::kTpCp:
       return "tp_cp";
+    case GroupKind::kEtp:
+      return "etp";
   }
   return "unknown";
 }
@@ -111,11 +114,13 @@ RankGrid::RankGrid(const ParallelConfig& config, int64_t gpus_per_node,
       gpus_per_node_(gpus_per_node),
       nvlink_domain_gpus_(nvlink_domain_gpus) {
   MESHTUNE_CHECK(config.tp >= 1 && config.pp >= 1 && config.cp >= 1 &&
-                 config.dp >= 1 && config.ep >= 1);
+                 config.dp >= 1 && config.ep >= 1 && config.expert_tp() >= 1);
   MESHTUNE_CHECK(gpus_per_node >= 1 && nvlink_domain_gpus >= 1);
-  // The expert grid needs edp = cp·dp/ep to be whole (parallel_state.py
-  // raises when world is not divisible by etp·ep·pp).
-  MESHTUNE_CHECK((config.cp * config.dp) % config.ep == 0);
+  // The expert grid needs edp = tp·cp·dp/(etp·ep) to be whole
+  // (parallel_state.py raises when world is not divisible by etp·ep·pp).
+  MESHTUNE_CHECK((config.tp * config.cp * config.dp) %
+                     (config.expert_tp() * config.ep) ==
+                 0);
 }
 
 namespace {
@@ -134,10 +139,15 @@ Progression ProgressionOf(const ParallelConfig& c, GroupKind kind) {
       return {1, c.tp * c.cp};
     case GroupKind::kPp:
       return {c.tp * c.cp * c.dp, c.pp};
-    case GroupKind::kEp:  // expert grid: etp (= tp) below ep
-      return {c.tp, c.ep};
+    // Expert grid etp-ep-edp-pp (Megatron's expert RankGenerator, order
+    // tp-ep-dp-pp with tp = etp and cp = 1).
+    case GroupKind::kEtp:
+      return {1, c.expert_tp()};
+    case GroupKind::kEp:
+      return {c.expert_tp(), c.ep};
     case GroupKind::kEdp:
-      return {c.tp * c.ep, c.cp * c.dp / c.ep};
+      return {c.expert_tp() * c.ep,
+              c.tp * c.cp * c.dp / (c.expert_tp() * c.ep)};
   }
   MESHTUNE_CHECK(false);
   return {1, 1};

@@ -2,7 +2,9 @@
 // rank order tp-cp-ep-dp-pp (tp fastest), and where those groups sit on nodes.
 //
 // Dense layers use the grid tp × cp × dp × pp. Expert layers use Megatron's
-// expert grid etp × ep × edp × pp with etp = tp and edp = tp·cp·dp/(tp·ep).
+// expert grid etp × ep × edp × pp over the same ranks (etp =
+// ParallelConfig::expert_tp(), edp = tp·cp·dp/(etp·ep)), so ep folds over
+// whatever dense axes lie above etp: dp, cp and tp ranks alike.
 // The same object tells the cost model which groups cross node boundaries
 // and will tell the engine which communicators to build.
 #ifndef MESHTUNE_SEARCH_SPACES_RANK_GRID_H_
@@ -24,6 +26,7 @@ enum class GroupKind {
   kEp,    // expert parallel
   kEdp,   // expert data parallel (expert parameter gradients)
   kTpCp,  // tensor × context (a rank's model-parallel peers in one stage)
+  kEtp,   // expert tensor parallel (one expert's FFN split)
 };
 const char* ToString(GroupKind k);
 
@@ -39,7 +42,7 @@ struct GroupPlacement {
 
 class RankGrid {
  public:
-  // REQUIRES: all sizes >= 1; ep divides cp·dp; gpus_per_node >= 1;
+  // REQUIRES: all sizes >= 1; etp·ep divides tp·cp·dp; gpus_per_node >= 1;
   // nvlink_domain_gpus >= 1. Ranks are numbered from 0 on node 0; node n
   // holds ranks [n·gpus_per_node, (n+1)·gpus_per_node) and NVLink domain d
   // ranks [d·nvlink_domain_gpus, (d+1)·nvlink_domain_gpus).

@@ -20,26 +20,29 @@ namespace {
 
 using Groups = std::vector<std::vector<int64_t>>;
 
-constexpr std::array<GroupKind, 8> kAllKinds = {
-    GroupKind::kTp, GroupKind::kCp, GroupKind::kDp,  GroupKind::kDpCp,
-    GroupKind::kPp, GroupKind::kEp, GroupKind::kEdp, GroupKind::kTpCp};
+constexpr std::array<GroupKind, 9> kAllKinds = {
+    GroupKind::kTp,   GroupKind::kCp,   GroupKind::kDp,
+    GroupKind::kDpCp, GroupKind::kPp,   GroupKind::kEp,
+    GroupKind::kEdp,  GroupKind::kTpCp, GroupKind::kEtp};
 
 ParallelConfig Config(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
-                      int64_t ep = 1) {
+                      int64_t ep = 1, int64_t etp = 0) {
   ParallelConfig c;
   c.tp = tp;
   c.cp = cp;
   c.dp = dp;
   c.pp = pp;
   c.ep = ep;
+  c.etp = etp;
   return c;
 }
 
 std::string Name(const ParallelConfig& c, int64_t gpn, int64_t domain) {
   return "tp" + std::to_string(c.tp) + " cp" + std::to_string(c.cp) + " dp" +
          std::to_string(c.dp) + " pp" + std::to_string(c.pp) + " ep" +
-         std::to_string(c.ep) + " gpus_per_node " + std::to_string(gpn) +
-         " nvlink " + std::to_string(domain);
+         std::to_string(c.ep) + " etp" + std::to_string(c.expert_tp()) +
+         " gpus_per_node " + std::to_string(gpn) + " nvlink " +
+         std::to_string(domain);
 }
 
 // Reference: the key that members of one group share (all coordinates
@@ -51,11 +54,11 @@ std::vector<int64_t> ReferenceKey(const ParallelConfig& c, GroupKind kind,
   const int64_t dp = (rank / (c.tp * c.cp)) % c.dp;
   const int64_t pp = rank / (c.tp * c.cp * c.dp);
   // Expert grid: the tp·cp·dp ranks of one stage are re-read as etp × ep ×
-  // edp with etp = tp.
+  // edp.
   const int64_t in_stage = rank % (c.tp * c.cp * c.dp);
-  const int64_t etp = in_stage % c.tp;
-  const int64_t ep = (in_stage / c.tp) % c.ep;
-  const int64_t edp = in_stage / (c.tp * c.ep);
+  const int64_t etp = in_stage % c.expert_tp();
+  const int64_t ep = (in_stage / c.expert_tp()) % c.ep;
+  const int64_t edp = in_stage / (c.expert_tp() * c.ep);
   switch (kind) {
     case GroupKind::kTp:
       return {cp, dp, pp};
@@ -73,6 +76,8 @@ std::vector<int64_t> ReferenceKey(const ParallelConfig& c, GroupKind kind,
       return {etp, edp, pp};
     case GroupKind::kEdp:
       return {etp, ep, pp};
+    case GroupKind::kEtp:
+      return {ep, edp, pp};
   }
   return {};
 }
@@ -105,7 +110,9 @@ int64_t ExpectedSize(const ParallelConfig& c, GroupKind kind) {
     case GroupKind::kEp:
       return c.ep;
     case GroupKind::kEdp:
-      return c.cp * c.dp / c.ep;
+      return c.tp * c.cp * c.dp / (c.expert_tp() * c.ep);
+    case GroupKind::kEtp:
+      return c.expert_tp();
   }
   return 0;
 }
@@ -139,8 +146,9 @@ GroupPlacement BrutePlacement(const Groups& groups, int64_t gpn,
   return worst;
 }
 
-// Every (tp, cp, dp, pp, ep) with ep | cp·dp from small sets, on several node
-// and NVLink-domain sizes, including ones that do not divide the group sizes.
+// Every (tp, cp, dp, pp, ep, etp) with etp·ep | tp·cp·dp from small sets, on
+// several node and NVLink-domain sizes, including ones that do not divide the
+// group sizes.
 TEST(RankGridTest, PropertiesOverManyShapes) {
   int checked = 0;
   for (int64_t tp : {1, 2, 3, 4, 8}) {
@@ -148,64 +156,69 @@ TEST(RankGridTest, PropertiesOverManyShapes) {
       for (int64_t dp : {1, 2, 3, 4}) {
         for (int64_t pp : {1, 2, 3, 4}) {
           for (int64_t ep : {1, 2, 3, 4, 8}) {
-            if ((cp * dp) % ep != 0) continue;
-            for (auto [gpn, domain] : std::vector<std::pair<int64_t, int64_t>>{
-                     {8, 8}, {4, 72}, {6, 6}, {1, 1}, {8, 16}}) {
-              const ParallelConfig c = Config(tp, cp, dp, pp, ep);
-              SCOPED_TRACE(Name(c, gpn, domain));
-              RankGrid grid(c, gpn, domain);
-              ASSERT_EQ(grid.world(), tp * cp * dp * pp);
-              for (GroupKind kind : kAllKinds) {
-                SCOPED_TRACE(ToString(kind));
-                const Groups groups = grid.Groups(kind);
-                // Same groups as the coordinate reference, each sorted, so
-                // they partition [0, world) and have the right size.
-                Groups sorted = groups;
-                for (const auto& g : sorted) {
-                  ASSERT_TRUE(std::is_sorted(g.begin(), g.end()));
-                  ASSERT_EQ(static_cast<int64_t>(g.size()),
-                            ExpectedSize(c, kind));
-                }
-                std::sort(sorted.begin(), sorted.end());
-                ASSERT_EQ(sorted, ReferenceGroups(c, kind));
-                for (const auto& g : groups) {
-                  for (int64_t r : g) ASSERT_EQ(grid.GroupOf(kind, r), g);
-                }
-                const GroupPlacement placement = grid.Placement(kind);
-                const GroupPlacement brute =
-                    BrutePlacement(groups, gpn, domain);
-                EXPECT_EQ(placement.size, brute.size);
-                EXPECT_EQ(placement.nodes, brute.nodes);
-                EXPECT_EQ(placement.ranks_per_node, brute.ranks_per_node);
-                EXPECT_EQ(placement.nvlink_domains, brute.nvlink_domains);
-                EXPECT_EQ(placement.crosses_nodes(), brute.nodes > 1);
-              }
-              // Strides: consecutive dp members are tp·cp apart, pp members
-              // tp·cp·dp apart, cp members tp apart, tp members adjacent.
-              const auto stride_is = [&](GroupKind kind, int64_t stride) {
-                for (const auto& g : grid.Groups(kind)) {
-                  for (size_t i = 1; i < g.size(); ++i) {
-                    if (g[i] - g[i - 1] != stride) return false;
+            for (int64_t etp : {int64_t{0}, int64_t{1}, int64_t{2}}) {
+              if (etp == tp) continue;  // the same grid as etp 0
+              if ((tp * cp * dp) % ((etp > 0 ? etp : tp) * ep) != 0) continue;
+              for (auto [gpn, domain] :
+                   std::vector<std::pair<int64_t, int64_t>>{
+                       {8, 8}, {4, 72}, {6, 6}, {1, 1}, {8, 16}}) {
+                const ParallelConfig c = Config(tp, cp, dp, pp, ep, etp);
+                SCOPED_TRACE(Name(c, gpn, domain));
+                RankGrid grid(c, gpn, domain);
+                ASSERT_EQ(grid.world(), tp * cp * dp * pp);
+                for (GroupKind kind : kAllKinds) {
+                  SCOPED_TRACE(ToString(kind));
+                  const Groups groups = grid.Groups(kind);
+                  // Same groups as the coordinate reference, each sorted, so
+                  // they partition [0, world) and have the right size.
+                  Groups sorted = groups;
+                  for (const auto& g : sorted) {
+                    ASSERT_TRUE(std::is_sorted(g.begin(), g.end()));
+                    ASSERT_EQ(static_cast<int64_t>(g.size()),
+                              ExpectedSize(c, kind));
                   }
+                  std::sort(sorted.begin(), sorted.end());
+                  ASSERT_EQ(sorted, ReferenceGroups(c, kind));
+                  for (const auto& g : groups) {
+                    for (int64_t r : g) ASSERT_EQ(grid.GroupOf(kind, r), g);
+                  }
+                  const GroupPlacement placement = grid.Placement(kind);
+                  const GroupPlacement brute =
+                      BrutePlacement(groups, gpn, domain);
+                  EXPECT_EQ(placement.size, brute.size);
+                  EXPECT_EQ(placement.nodes, brute.nodes);
+                  EXPECT_EQ(placement.ranks_per_node, brute.ranks_per_node);
+                  EXPECT_EQ(placement.nvlink_domains, brute.nvlink_domains);
+                  EXPECT_EQ(placement.crosses_nodes(), brute.nodes > 1);
                 }
-                return true;
-              };
-              EXPECT_TRUE(stride_is(GroupKind::kTp, 1));
-              EXPECT_TRUE(stride_is(GroupKind::kCp, tp));
-              EXPECT_TRUE(stride_is(GroupKind::kDp, tp * cp));
-              EXPECT_TRUE(stride_is(GroupKind::kPp, tp * cp * dp));
-              EXPECT_TRUE(stride_is(GroupKind::kEp, tp));
-              EXPECT_TRUE(stride_is(GroupKind::kEdp, tp * ep));
-              // A tp group that fits a node and tiles it stays on one node.
-              if (tp <= gpn && gpn % tp == 0) {
-                EXPECT_EQ(grid.Placement(GroupKind::kTp).nodes, 1);
-                EXPECT_EQ(grid.Placement(GroupKind::kTp).ranks_per_node, tp);
+                // Strides: consecutive dp members are tp·cp apart, pp members
+                // tp·cp·dp apart, cp members tp apart, tp members adjacent.
+                const auto stride_is = [&](GroupKind kind, int64_t stride) {
+                  for (const auto& g : grid.Groups(kind)) {
+                    for (size_t i = 1; i < g.size(); ++i) {
+                      if (g[i] - g[i - 1] != stride) return false;
+                    }
+                  }
+                  return true;
+                };
+                EXPECT_TRUE(stride_is(GroupKind::kTp, 1));
+                EXPECT_TRUE(stride_is(GroupKind::kCp, tp));
+                EXPECT_TRUE(stride_is(GroupKind::kDp, tp * cp));
+                EXPECT_TRUE(stride_is(GroupKind::kPp, tp * cp * dp));
+                EXPECT_TRUE(stride_is(GroupKind::kEtp, 1));
+                EXPECT_TRUE(stride_is(GroupKind::kEp, c.expert_tp()));
+                EXPECT_TRUE(stride_is(GroupKind::kEdp, c.expert_tp() * ep));
+                // A tp group that fits a node and tiles it stays on one node.
+                if (tp <= gpn && gpn % tp == 0) {
+                  EXPECT_EQ(grid.Placement(GroupKind::kTp).nodes, 1);
+                  EXPECT_EQ(grid.Placement(GroupKind::kTp).ranks_per_node, tp);
+                }
+                for (int64_t r = 0; r < grid.world(); ++r) {
+                  const RankGrid::Coord k = grid.CoordOf(r);
+                  ASSERT_EQ(k.tp + tp * (k.cp + cp * (k.dp + dp * k.pp)), r);
+                }
+                ++checked;
               }
-              for (int64_t r = 0; r < grid.world(); ++r) {
-                const RankGrid::Coord k = grid.CoordOf(r);
-                ASSERT_EQ(k.tp + tp * (k.cp + cp * (k.dp + dp * k.pp)), r);
-              }
-              ++checked;
             }
           }
         }
