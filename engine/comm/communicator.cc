@@ -1,5 +1,6 @@
 #include "engine/comm/communicator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -23,6 +24,8 @@ const char* ToString(CommKind kind) {
       return "recv";
     case CommKind::kBarrier:
       return "barrier";
+    case CommKind::kAllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -115,6 +118,42 @@ void Communicator::Recv(float* data, int64_t count, int peer) {
   Record(CommKind::kRecv, count * 4);
   DoRecv(data, count, peer);
 }
+void Communicator::AllToAllV(const float* in,
+                             const std::vector<int64_t>& send_counts,
+                             float* out,
+                             const std::vector<int64_t>& recv_counts) {
+  MESHTUNE_CHECK(static_cast<int>(send_counts.size()) == size_ &&
+                 static_cast<int>(recv_counts.size()) == size_);
+  int64_t sent = 0;
+  for (int64_t c : send_counts) sent += c;
+  Record(CommKind::kAllToAll, sent * 4);
+  DoAllToAllV(in, send_counts, out, recv_counts);
+}
+
+void Communicator::DoAllToAllV(const float* in,
+                               const std::vector<int64_t>& send_counts,
+                               float* out,
+                               const std::vector<int64_t>& recv_counts) {
+  std::vector<int64_t> send_at(size_ + 1, 0), recv_at(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) {
+    MESHTUNE_CHECK(send_counts[r] >= 0 && recv_counts[r] >= 0);
+    send_at[r + 1] = send_at[r] + send_counts[r];
+    recv_at[r + 1] = recv_at[r] + recv_counts[r];
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && send_counts[r] > 0) {
+      DoSend(in + send_at[r], send_counts[r], r);
+    }
+  }
+  MESHTUNE_CHECK(send_counts[rank_] == recv_counts[rank_]);
+  std::copy_n(in + send_at[rank_], send_counts[rank_], out + recv_at[rank_]);
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_ && recv_counts[r] > 0) {
+      DoRecv(out + recv_at[r], recv_counts[r], r);
+    }
+  }
+}
+
 void Communicator::Barrier() {
   Record(CommKind::kBarrier, 0);
   if (size_ > 1) DoBarrier();

@@ -14,7 +14,8 @@
 // - Every call is recorded in the CommLog when one is attached (bytes in the
 //   nccl-tests convention: all-reduce and broadcast the buffer, all-gather
 //   the gathered output, reduce-scatter the full input, send/recv the
-//   message). The engine test compares that log with the list the cost model
+//   message, all-to-all the floats this rank sends, itself included). The
+//   engine test compares that log with the list the cost model
 //   assumes (search_spaces/comm_ops.h).
 //
 // - Every blocking call waits at most timeout_s() (Megatron's
@@ -50,6 +51,7 @@ enum class CommKind {
   kSend,
   kRecv,
   kBarrier,
+  kAllToAll,
 };
 const char* ToString(CommKind kind);
 
@@ -119,6 +121,13 @@ class Communicator {
   void Send(const float* data, int64_t count, int peer);
   void Recv(float* data, int64_t count, int peer);
   void Barrier();
+  // Variable all-to-all (MPI_Alltoallv): this rank sends send_counts[j]
+  // floats to rank j, taken from `in` in rank order (rank 0's block first),
+  // and receives recv_counts[j] floats from rank j into `out`, rank-major.
+  // recv_counts[j] must equal what rank j sends here; both vectors have
+  // size() entries. The expert-parallel token dispatch and combine.
+  void AllToAllV(const float* in, const std::vector<int64_t>& send_counts,
+                 float* out, const std::vector<int64_t>& recv_counts);
 
   // A new communicator over the members that pass the same `color`, ranked
   // by `key` (MPI_Comm_split). Collective: every member calls it. The child
@@ -150,6 +159,12 @@ class Communicator {
   virtual void DoSend(const float* data, int64_t count, int peer) = 0;
   virtual void DoRecv(float* data, int64_t count, int peer) = 0;
   virtual void DoBarrier() = 0;
+  // Default: a buffered Send to every other rank, then a Recv from each,
+  // in rank order (no deadlock, since sends never wait); the own block is
+  // copied. Empty blocks are skipped on both sides, as the counts agree.
+  virtual void DoAllToAllV(const float* in,
+                           const std::vector<int64_t>& send_counts, float* out,
+                           const std::vector<int64_t>& recv_counts);
   virtual std::unique_ptr<Communicator> DoSplit(int color, int key,
                                                 const std::string& name) = 0;
 

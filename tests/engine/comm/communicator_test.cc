@@ -111,6 +111,53 @@ TEST_P(CommunicatorSizes, AllGatherIsRankMajor) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(got[r], want) << "rank " << r;
 }
 
+// Rank r sends (r + j) % 3 floats valued 1000·r + 10·j + i to rank j (empty
+// blocks included); rank j receives them rank-major.
+TEST_P(CommunicatorSizes, AllToAllVDeliversEachBlockToItsRank) {
+  const int n = GetParam();
+  auto count = [](int from, int to) { return int64_t{(from + to) % 3}; };
+  std::vector<std::vector<float>> got(n);
+  CommLog log;
+  RunLocalRanks(
+      n,
+      [&](Communicator& world) {
+        const int r = world.rank();
+        std::vector<int64_t> send(n), recv(n);
+        std::vector<float> in;
+        for (int j = 0; j < n; ++j) {
+          send[j] = count(r, j);
+          recv[j] = count(j, r);
+          for (int64_t i = 0; i < send[j]; ++i) {
+            in.push_back(1000.0f * r + 10.0f * j + static_cast<float>(i));
+          }
+        }
+        int64_t total = 0;
+        for (int64_t c : recv) total += c;
+        std::vector<float> out(total, -1.0f);
+        world.AllToAllV(in.data(), send, out.data(), recv);
+        got[r] = out;
+      },
+      &log);
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> want;
+    for (int j = 0; j < n; ++j) {
+      for (int64_t i = 0; i < count(j, r); ++i) {
+        want.push_back(1000.0f * j + 10.0f * r + static_cast<float>(i));
+      }
+    }
+    EXPECT_EQ(got[r], want) << "rank " << r;
+  }
+  // One record per rank, the bytes it sent (itself included); a group of
+  // one moves nothing and records nothing.
+  int64_t records = 0;
+  for (const CommRecord& rec : log.records()) {
+    if (rec.kind != CommKind::kAllToAll) continue;
+    ++records;
+    EXPECT_EQ(std::string(ToString(rec.kind)), "all_to_all");
+  }
+  EXPECT_EQ(records, n > 1 ? n : 0);
+}
+
 TEST_P(CommunicatorSizes, AllGatherInPlaceKeepsOwnPart) {
   const int n = GetParam();
   std::vector<std::vector<float>> got(n);
