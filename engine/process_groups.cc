@@ -54,6 +54,8 @@ ProcessGroups MakeProcessGroups(Communicator* world,
   groups.dp = SplitByKind(world, grid, GroupKind::kDpCp,
                           config.cp > 1 ? "dp_cp" : "dp");
 
+  groups.tp_cp = SplitByKind(world, grid, GroupKind::kTpCp, "tp_cp");
+
   // "mp": Megatron's model-parallel group, generator_wrapper('tp-pp'): the
   // ranks that share (cp, dp) coordinates, ordered tp fastest then pp.
   // RankGrid has no kind for it (tp and pp are not adjacent axes).
@@ -61,6 +63,21 @@ ProcessGroups MakeProcessGroups(Communicator* world,
   const int64_t mp_key = coord.tp + config.tp * coord.pp;
   groups.mp =
       world->Split(static_cast<int>(mp_color), static_cast<int>(mp_key), "mp");
+
+  // Expert groups (parallel_state.py's expert RankGenerator, order
+  // tp-ep-dp-pp with tp = etp): "emp" has no RankGrid kind either; its
+  // color is the edp coordinate, its key the position in etp × ep × pp.
+  groups.etp = SplitByKind(world, grid, GroupKind::kEtp, "etp");
+  groups.ep = SplitByKind(world, grid, GroupKind::kEp, "ep");
+  groups.edp = SplitByKind(world, grid, GroupKind::kEdp, "edp");
+  const int64_t stage_ranks = config.tp * config.cp * config.dp;
+  const int64_t in_stage = world->rank() % stage_ranks;
+  const int64_t etp = config.expert_tp();
+  const int64_t emp_color = in_stage / (etp * config.ep);
+  const int64_t emp_key = in_stage % (etp * config.ep) +
+                          etp * config.ep * (world->rank() / stage_ranks);
+  groups.emp = world->Split(static_cast<int>(emp_color),
+                            static_cast<int>(emp_key), "emp");
 
   // "embd": first and last stage of this rank's pipeline, which hold the
   // tied word embedding (parallel_state.py, _EMBEDDING_GROUP). Only built

@@ -17,6 +17,20 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> pp;  // "pp"
   std::unique_ptr<Communicator> dp;  // "dp" (dp·cp when cp > 1: "dp_cp")
   std::unique_ptr<Communicator> mp;  // "mp": tp × pp (grad-norm reduction)
+  // "tp_cp": the ranks that split one micro-batch's sequences (tp shards
+  // under sequence parallelism, cp chunks): the MoE aux loss counts over it.
+  std::unique_ptr<Communicator> tp_cp;
+  // Expert layers (Megatron's expert grid etp-ep-edp-pp over the same
+  // ranks; search_spaces::RankGrid): "etp" splits one expert's FFN, "ep"
+  // owns disjoint experts and exchanges tokens (all-to-all), "edp" holds
+  // replicas of the same expert shards (their gradients are averaged and
+  // the distributed optimizer shards their state over it), "emp" (etp × ep
+  // × pp, the ranks of one edp position) sums the expert gradients' squared
+  // norm. Built for every config; size 1 groups when ep = etp = 1.
+  std::unique_ptr<Communicator> etp;
+  std::unique_ptr<Communicator> ep;
+  std::unique_ptr<Communicator> edp;
+  std::unique_ptr<Communicator> emp;
   // "embd": first and last pipeline stage of this rank's (tp, dp) position
   // (tied word-embedding gradient); null on middle stages and when pp == 1.
   std::unique_ptr<Communicator> embd;

@@ -161,5 +161,70 @@ TEST(ProcessGroups, GroupsCarryTheWorldLogAndTheirNames) {
   EXPECT_EQ(embd_records, 4);  // both stages are ends when pp == 2
 }
 
+// The expert groups follow RankGrid's expert grid etp × ep × edp × pp: ep
+// folded over dp (tp2 dp2 ep2), over tp (tp2 ep2 etp1), over cp and dp
+// (cp2 dp2 ep4), with pp. "emp" holds the ranks of one edp position in
+// etp-ep-pp order.
+struct ExpertShape {
+  int64_t tp, pp, dp, cp, ep, etp;
+};
+
+class ExpertGroupsShapes : public ::testing::TestWithParam<ExpertShape> {};
+
+TEST_P(ExpertGroupsShapes, MembersFollowTheExpertGrid) {
+  const ExpertShape e = GetParam();
+  ParallelConfig config = Shape(e.tp, e.pp, e.dp, e.cp);
+  config.ep = e.ep;
+  config.etp = e.etp;
+  const int world_size = static_cast<int>(config.world());
+  std::vector<GroupView> etp(world_size), ep(world_size), edp(world_size),
+      emp(world_size);
+  RunLocalRanks(world_size, [&](Communicator& world) {
+    const int r = world.rank();
+    ProcessGroups g = MakeProcessGroups(&world, config);
+    etp[r] = ViewOf(*g.etp, r);
+    ep[r] = ViewOf(*g.ep, r);
+    edp[r] = ViewOf(*g.edp, r);
+    emp[r] = ViewOf(*g.emp, r);
+  });
+  const RankGrid grid(config, world_size, world_size);
+  const int64_t stage = e.tp * e.cp * e.dp, etp_size = config.expert_tp();
+  for (int r = 0; r < world_size; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(etp[r].name, "etp");
+    EXPECT_EQ(etp[r].members, grid.GroupOf(GroupKind::kEtp, r));
+    EXPECT_EQ(ep[r].name, "ep");
+    EXPECT_EQ(ep[r].members, grid.GroupOf(GroupKind::kEp, r));
+    EXPECT_EQ(ep[r].rank, (r % stage) / etp_size % e.ep);
+    EXPECT_EQ(edp[r].name, "edp");
+    EXPECT_EQ(edp[r].members, grid.GroupOf(GroupKind::kEdp, r));
+    std::vector<int64_t> same_edp;
+    for (int64_t q = 0; q < world_size; ++q) {
+      if ((q % stage) / (etp_size * e.ep) == (r % stage) / (etp_size * e.ep)) {
+        same_edp.push_back(q);
+      }
+    }
+    EXPECT_EQ(emp[r].name, "emp");
+    EXPECT_EQ(emp[r].members, same_edp);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(UpTo8Ranks, ExpertGroupsShapes,
+                         ::testing::Values(ExpertShape{1, 1, 2, 1, 2, 0},
+                                           ExpertShape{2, 1, 2, 1, 2, 0},
+                                           ExpertShape{2, 1, 1, 1, 2, 1},
+                                           ExpertShape{1, 1, 2, 2, 4, 0},
+                                           ExpertShape{2, 2, 2, 1, 2, 1},
+                                           ExpertShape{1, 2, 4, 1, 2, 0}),
+                         [](const ::testing::TestParamInfo<ExpertShape>& info) {
+                           const ExpertShape& c = info.param;
+                           return "tp" + std::to_string(c.tp) + "pp" +
+                                  std::to_string(c.pp) + "dp" +
+                                  std::to_string(c.dp) + "cp" +
+                                  std::to_string(c.cp) + "ep" +
+                                  std::to_string(c.ep) + "etp" +
+                                  std::to_string(c.etp);
+                         });
+
 }  // namespace
 }  // namespace meshtune::engine
