@@ -51,6 +51,14 @@ void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
   c->aux_scores.resize(n * e_count);
   RouterForward(c->logits.data(), n, r, c->probs.data(), c->experts.data(),
                 c->aux_scores.data());
+  // The aux loss counts the routing before any drop (Megatron's
+  // compute_routing_scores_for_aux_loss).
+  c->aux_tokens.resize(e_count);
+  CountTokensPerExpert(c->experts.data(), n, k, e_count, c->aux_tokens.data());
+  c->aux_loss = s.aux_loss_coeff > 0
+                    ? SwitchAuxLoss(c->aux_scores.data(), c->aux_tokens.data(),
+                                    n, n, e_count, k, s.aux_loss_coeff)
+                    : 0.0;
   c->dropped = 0;
   if (s.capacity_factor > 0) {
     c->dropped =
@@ -60,11 +68,6 @@ void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
   c->tokens_per_expert.resize(e_count);
   CountTokensPerExpert(c->experts.data(), n, k, e_count,
                        c->tokens_per_expert.data());
-  c->aux_loss =
-      s.aux_loss_coeff > 0
-          ? SwitchAuxLoss(c->aux_scores.data(), c->tokens_per_expert.data(), n,
-                          e_count, k, s.aux_loss_coeff)
-          : 0.0;
 
   c->permutation = PermutationOf(c->experts.data(), n, k, e_count);
   const int64_t m = static_cast<int64_t>(c->permutation.source.size());
@@ -141,7 +144,7 @@ void MoeLayerBackward(const float* dout, const float* x, int64_t n,
   // The router: through the routing weights and the aux loss.
   std::vector<float> dlogits(n * e_count), dx_router(n * h);
   RouterBackward(dprobs.data(), c.logits.data(), c.experts.data(), n, r,
-                 s.aux_loss_coeff * aux_grad_scale, c.tokens_per_expert.data(),
+                 s.aux_loss_coeff * aux_grad_scale, c.aux_tokens.data(), n,
                  dlogits.data());
   LinearBackward(dlogits.data(), x, p.router, dx_router.data(), g->router,
                  nullptr, n, h, e_count);

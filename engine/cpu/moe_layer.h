@@ -57,6 +57,7 @@ struct MoeLayerCache {
   std::vector<int32_t> experts;  // [n, k], -1 = dropped
   std::vector<float> aux_scores;
   std::vector<int64_t> tokens_per_expert;  // [E], after dropping
+  std::vector<int64_t> aux_tokens;         // [E], before dropping (aux loss)
   Permutation permutation;
   std::vector<float> permuted;        // [m, h]
   std::vector<float> fc1_out;         // [m, f·g]

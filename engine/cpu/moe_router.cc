@@ -149,14 +149,14 @@ void RouterForward(const float* logits, int64_t n, const RouterOptions& o,
 void RouterBackward(const float* dprobs, const float* logits,
                     const int32_t* experts, int64_t n, const RouterOptions& o,
                     double aux_coeff, const int64_t* tokens_per_expert,
-                    float* dlogits) {
+                    int64_t total_tokens, float* dlogits) {
   const int64_t e = o.num_experts;
   const int64_t k = o.topk;
   // d aux / d aux_scores[t, e] (the same for every token).
   std::vector<double> aux_grad(e, 0.0);
   if (aux_coeff > 0) {
-    const double w =
-        aux_coeff * static_cast<double>(e) / (static_cast<double>(n) * n * k);
+    const double w = aux_coeff * static_cast<double>(e) /
+                     (static_cast<double>(total_tokens) * total_tokens * k);
     for (int64_t i = 0; i < e; ++i) aux_grad[i] = w * tokens_per_expert[i];
   }
   std::vector<double> dl(e);
@@ -225,8 +225,8 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
 }
 
 double SwitchAuxLoss(const float* aux_scores, const int64_t* tokens_per_expert,
-                     int64_t n, int64_t num_experts, int64_t topk,
-                     double coeff) {
+                     int64_t n, int64_t total_tokens, int64_t num_experts,
+                     int64_t topk, double coeff) {
   double sum = 0;
   for (int64_t e = 0; e < num_experts; ++e) {
     double prob_sum = 0;
@@ -234,7 +234,7 @@ double SwitchAuxLoss(const float* aux_scores, const int64_t* tokens_per_expert,
     sum += prob_sum * static_cast<double>(tokens_per_expert[e]);
   }
   return coeff * static_cast<double>(num_experts) /
-         (static_cast<double>(n) * n * topk) * sum;
+         (static_cast<double>(total_tokens) * total_tokens * topk) * sum;
 }
 
 int64_t ExpertCapacity(int64_t n, int64_t topk, int64_t num_experts,

@@ -94,7 +94,7 @@ TEST(MoeRouter, SwitchAuxLoss) {
   // Balanced: every expert n·k/E = 1 token and Σ_t aux = n/E = 0.5.
   const std::vector<float> uniform(8, 0.25f);
   const int64_t balanced[] = {1, 1, 1, 1};
-  EXPECT_NEAR(SwitchAuxLoss(uniform.data(), balanced, 2, 4, 2, 0.01), 0.01,
+  EXPECT_NEAR(SwitchAuxLoss(uniform.data(), balanced, 2, 2, 4, 2, 0.01), 0.01,
               1e-9);
   // Token 0 = logits [1, 3, 2, 0] (experts 1, 2), token 1 uniform (experts
   // 0, 1 by the tie rule): tokens [1, 2, 1, 0]; Σ_t aux = [0.3371443,
@@ -105,7 +105,7 @@ TEST(MoeRouter, SwitchAuxLoss) {
   CountTokensPerExpert(r.experts.data(), 2, 2, 4, tokens);
   EXPECT_EQ(std::vector<int64_t>(tokens, tokens + 4),
             (std::vector<int64_t>{1, 2, 1, 0}));
-  EXPECT_NEAR(SwitchAuxLoss(r.aux.data(), tokens, 2, 4, 2, 0.01), 0.01305928,
+  EXPECT_NEAR(SwitchAuxLoss(r.aux.data(), tokens, 2, 2, 4, 2, 0.01), 0.01305928,
               1e-7);
 }
 
@@ -147,13 +147,13 @@ void CheckGradient(const RouterOptions& o, double aux_coeff) {
       if (experts[i] >= 0) sum += dprobs[i] * r.probs[i];
     }
     if (aux_coeff > 0) {
-      sum += SwitchAuxLoss(r.aux.data(), tokens, n, e, k, aux_coeff);
+      sum += SwitchAuxLoss(r.aux.data(), tokens, n, n, e, k, aux_coeff);
     }
     return sum;
   };
   std::vector<float> dlogits(n * e);
   RouterBackward(dprobs.data(), logits.data(), experts.data(), n, o, aux_coeff,
-                 tokens, dlogits.data());
+                 tokens, n, dlogits.data());
   const float h = 1e-2f;
   for (int64_t i = 0; i < n * e; ++i) {
     std::vector<float> plus = logits, minus = logits;
