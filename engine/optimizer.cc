@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/ops.h"
@@ -77,100 +78,176 @@ Optimizer::Optimizer(const OptimizerConfig& config, bool distributed,
     : config_(config),
       distributed_(distributed),
       train_iters_(train_iters),
-      groups_(groups) {
+      groups_(groups),
+      numel_(store.numel()) {
   MESHTUNE_CHECK(groups_ != nullptr && groups_->dp != nullptr &&
                  groups_->mp != nullptr);
   MESHTUNE_CHECK(config_.ddp_bucket_size >= 0);
-  const int64_t numel = store.numel();
-  const int64_t dp = groups_->dp->size();
-  if (distributed_) {
-    // Megatron pads the buffer so it splits evenly over dp.
-    padded_numel_ = CeilDiv(numel, dp) * dp;
-    const int64_t shard = padded_numel_ / dp;
-    shard_begin_ = groups_->dp->rank() * shard;
-    shard_end_ = shard_begin_ + shard;
-    const int64_t piece = ShardPiece(shard, config_.ddp_bucket_size, dp);
-    // [0, dp·piece): reduce-scatter input / all-gather output;
-    // [dp·piece, (dp+1)·piece): this rank's piece (output / input).
-    scratch_.assign((dp + 1) * piece, 0.0f);
-  } else {
-    padded_numel_ = numel;
-    shard_begin_ = 0;
-    shard_end_ = numel;
+  // The expert tail is a region of its own only when its replicas differ
+  // from the dense ones' (the edp group is not the dp group).
+  const bool split =
+      store.dense_numel() < numel_ && groups_->edp != nullptr &&
+      (groups_->ep->size() > 1 || groups_->etp->size() != groups_->tp->size());
+  auto add = [&](int64_t begin, int64_t end, Communicator* grads,
+                 Communicator* norm) {
+    Region r;
+    r.begin = begin;
+    r.end = end;
+    r.grads = grads;
+    r.norm = norm;
+    regions_.push_back(std::move(r));
+  };
+  add(0, split ? store.dense_numel() : numel_, groups_->dp.get(),
+      groups_->mp.get());
+  if (split) {
+    add(store.dense_numel(), numel_, groups_->edp.get(), groups_->emp.get());
   }
-  m_.assign(shard_end_ - shard_begin_, 0.0f);
-  v_.assign(shard_end_ - shard_begin_, 0.0f);
+  int64_t state = 0;
+  for (Region& r : regions_) {
+    const int64_t count = r.end - r.begin;
+    const int64_t dp = r.grads->size();
+    if (distributed_) {
+      // Megatron pads the buffer so it splits evenly over dp.
+      r.padded = CeilDiv(count, dp) * dp;
+      const int64_t shard = r.padded / dp;
+      r.shard_begin = r.begin + r.grads->rank() * shard;
+      r.shard_end = r.shard_begin + shard;
+      const int64_t piece = ShardPiece(shard, config_.ddp_bucket_size, dp);
+      // [0, dp·piece): reduce-scatter input / all-gather output;
+      // [dp·piece, (dp+1)·piece): this rank's piece (output / input).
+      r.scratch.assign((dp + 1) * piece, 0.0f);
+    } else {
+      r.padded = count;
+      r.shard_begin = r.begin;
+      r.shard_end = r.end;
+    }
+    r.state_offset = state;
+    state += r.shard_end - r.shard_begin;
+  }
+  m_.assign(state, 0.0f);
+  v_.assign(state, 0.0f);
+}
+
+int64_t Optimizer::shard_begin() const {
+  MESHTUNE_CHECK(regions_.size() == 1);
+  return regions_[0].shard_begin;
+}
+
+int64_t Optimizer::shard_end() const {
+  MESHTUNE_CHECK(regions_.size() == 1);
+  return regions_[0].shard_end;
 }
 
 // m and v of the whole shard, padding included: the padding floats (fewer
 // than dp over the whole dp group) are allocated like Megatron's padded
 // buffers, and they keep the formula equal to the memory actually held.
 int64_t Optimizer::state_bytes() const {
-  return 2 * static_cast<int64_t>(sizeof(float)) * (shard_end_ - shard_begin_);
+  return 2 * static_cast<int64_t>(sizeof(float)) *
+         static_cast<int64_t>(m_.size());
 }
 
-StepResult Optimizer::Step(ParamStore& store, int64_t iteration) {
-  // The store must be the one the optimizer was built for (same size).
-  MESHTUNE_CHECK((distributed_ ? CeilDiv(store.numel(), groups_->dp->size()) *
-                                     groups_->dp->size()
-                               : store.numel()) == padded_numel_);
-  Communicator& dp_comm = *groups_->dp;
-  const int64_t numel = store.numel();
-  const int64_t dp = dp_comm.size();
-  const float inv_dp = 1.0f / static_cast<float>(dp);
-  float* grads = store.flat_grads().data();
-  float* params = store.flat_params().data();
-
-  // The range this rank updates: its shard clipped to the real elements.
-  const int64_t begin = std::min(shard_begin_, numel);
-  const int64_t end = std::min(shard_end_, numel);
-  const int64_t shard = shard_end_ - shard_begin_;
-  const int64_t piece = ShardPiece(shard, config_.ddp_bucket_size, dp);
-
-  // 1. Data-parallel gradient reduction, averaged (sum, then ×1/dp: the
-  //    result Megatron gets from average_in_collective / its pre-scaling).
+// Data-parallel gradient reduction of one region, summed, then ×scale (the
+// result Megatron gets from average_in_collective / its pre-scaling).
+void Optimizer::ReduceGrads(Region& r, ParamStore& store, float scale) {
+  Communicator& comm = *r.grads;
+  const int64_t dp = comm.size();
+  float* grads = store.flat_grads().data() + r.begin;
+  const int64_t count = r.end - r.begin;
   if (!distributed_) {
     // Buckets from the end of the buffer backwards: backward produces the
     // last layers' gradients first (param_and_grad_buffer.py).
     const int64_t bucket =
-        config_.ddp_bucket_size > 0 ? config_.ddp_bucket_size : numel;
-    for (const Window& w : Windows(numel, bucket)) {
-      dp_comm.AllReduceSum(grads + w.lo, w.hi - w.lo);
+        config_.ddp_bucket_size > 0 ? config_.ddp_bucket_size : count;
+    for (const Window& w : Windows(count, bucket)) {
+      comm.AllReduceSum(grads + w.lo, w.hi - w.lo);
     }
-    if (dp > 1) cpu::Scale(grads, numel, inv_dp);
-  } else {
-    float* staged = scratch_.data();
-    float* mine = scratch_.data() + dp * piece;
-    for (const Window& w : Windows(shard, piece)) {
-      const int64_t lo = w.lo;
-      const int64_t len = w.hi - w.lo;
-      // [rank0 window | rank1 window | ...], zeros past numel (padding).
-      for (int64_t r = 0; r < dp; ++r) {
-        const int64_t src = r * shard + lo;
-        const int64_t real = std::clamp<int64_t>(numel - src, 0, len);
-        std::copy_n(grads + src, real, staged + r * len);
-        std::fill(staged + r * len + real, staged + (r + 1) * len, 0.0f);
-      }
-      dp_comm.ReduceScatterSum(staged, mine, len);
-      // Megatron reduce-scatters in place, so the buffer's own shard holds
-      // the reduced gradients afterwards; do the same for the real part.
-      const int64_t dst = shard_begin_ + lo;
-      const int64_t real = std::clamp<int64_t>(numel - dst, 0, len);
-      std::copy_n(mine, real, grads + dst);
-    }
-    if (dp > 1) cpu::Scale(grads + begin, end - begin, inv_dp);
+    if (scale != 1.0f) cpu::Scale(grads, count, scale);
+    return;
   }
+  const int64_t shard = r.shard_end - r.shard_begin;
+  const int64_t piece = ShardPiece(shard, config_.ddp_bucket_size, dp);
+  const int64_t mine_at = r.shard_begin - r.begin;  // within the region
+  float* staged = r.scratch.data();
+  float* mine = r.scratch.data() + dp * piece;
+  for (const Window& w : Windows(shard, piece)) {
+    const int64_t lo = w.lo;
+    const int64_t len = w.hi - w.lo;
+    // [rank0 window | rank1 window | ...], zeros past the end (padding).
+    for (int64_t q = 0; q < dp; ++q) {
+      const int64_t src = q * shard + lo;
+      const int64_t real = std::clamp<int64_t>(count - src, 0, len);
+      std::copy_n(grads + src, real, staged + q * len);
+      std::fill(staged + q * len + real, staged + (q + 1) * len, 0.0f);
+    }
+    comm.ReduceScatterSum(staged, mine, len);
+    // Megatron reduce-scatters in place, so the buffer's own shard holds
+    // the reduced gradients afterwards; do the same for the real part.
+    const int64_t dst = mine_at + lo;
+    const int64_t real = std::clamp<int64_t>(count - dst, 0, len);
+    std::copy_n(mine, real, grads + dst);
+  }
+  const int64_t begin = std::min(mine_at, count);
+  const int64_t end = std::min(mine_at + shard, count);
+  if (scale != 1.0f) cpu::Scale(grads + begin, end - begin, scale);
+}
+
+// Distributed: gather the updated shards so every rank of the region's
+// group holds all its parameters again, per bucket window, in forward order
+// (first buffer elements first, as Megatron's param all-gather prefetches
+// for the next forward).
+void Optimizer::GatherParams(Region& r, ParamStore& store) {
+  Communicator& comm = *r.grads;
+  const int64_t dp = comm.size();
+  float* params = store.flat_params().data() + r.begin;
+  const int64_t count = r.end - r.begin;
+  const int64_t shard = r.shard_end - r.shard_begin;
+  const int64_t piece = ShardPiece(shard, config_.ddp_bucket_size, dp);
+  const int64_t mine_at = r.shard_begin - r.begin;
+  float* staged = r.scratch.data();
+  float* mine = r.scratch.data() + dp * piece;
+  const std::vector<Window> windows = Windows(shard, piece);
+  for (auto w = windows.rbegin(); w != windows.rend(); ++w) {
+    const int64_t len = w->hi - w->lo;
+    const int64_t src = mine_at + w->lo;
+    const int64_t real = std::clamp<int64_t>(count - src, 0, len);
+    std::copy_n(params + src, real, mine);
+    std::fill(mine + real, mine + len, 0.0f);
+    comm.AllGather(mine, staged, len);
+    for (int64_t q = 0; q < dp; ++q) {
+      const int64_t dst = q * shard + w->lo;
+      const int64_t n = std::clamp<int64_t>(count - dst, 0, len);
+      std::copy_n(staged + q * len, n, params + dst);
+    }
+  }
+}
+
+StepResult Optimizer::Step(ParamStore& store, int64_t iteration) {
+  // The store must be the one the optimizer was built for (same size).
+  MESHTUNE_CHECK(store.numel() == numel_);
+  // 1. Data-parallel gradient reduction, averaged over dp·cp (the dense
+  //    group's size; for experts too, see optimizer.h).
+  const int64_t dp = groups_->dp->size();
+  const float inv_dp = dp > 1 ? 1.0f / static_cast<float>(dp) : 1.0f;
+  for (Region& r : regions_) ReduceGrads(r, store, inv_dp);
 
   // 2. Global gradient norm over what this rank is responsible for, in
   //    float64 (clip_grads.py get_grad_norm_fp32: model-parallel group, plus
   //    dp when the state is sharded since each dp rank then saw a part).
+  float* grads = store.flat_grads().data();
+  float* params = store.flat_params().data();
   StepResult result;
   result.lr = LearningRate(config_, iteration, train_iters_);
-  double sum_sq = MaskedSumSquares(
-      grads + begin, store.norm_mask().data() + begin, end - begin);
-  groups_->mp->AllReduceSum(&sum_sq, 1);
-  if (distributed_) dp_comm.AllReduceSum(&sum_sq, 1);
-  result.grad_norm = std::sqrt(sum_sq);
+  double total_sq = 0;
+  for (Region& r : regions_) {
+    const int64_t begin = std::min(r.shard_begin, r.end);
+    const int64_t end = std::min(r.shard_end, r.end);
+    double sum_sq = MaskedSumSquares(
+        grads + begin, store.norm_mask().data() + begin, end - begin);
+    r.norm->AllReduceSum(&sum_sq, 1);
+    if (distributed_) r.grads->AllReduceSum(&sum_sq, 1);
+    total_sq += sum_sq;
+  }
+  result.grad_norm = std::sqrt(total_sq);
   // A NaN/Inf norm means some gradient overflowed: Megatron skips the
   // update (found_inf). Every rank sees the same norm, so all skip together
   // and the all-gather below is skipped by all.
@@ -180,40 +257,28 @@ StepResult Optimizer::Step(ParamStore& store, int64_t iteration) {
   }
 
   // 3. Clip (clip_grads.py clip_grad_by_total_norm_fp32).
-  if (config_.clip_grad > 0 && result.grad_norm > config_.clip_grad) {
-    const float clip_coeff = static_cast<float>(
-        static_cast<double>(config_.clip_grad) / (result.grad_norm + 1e-6));
-    cpu::Scale(grads + begin, end - begin, clip_coeff);
+  const bool clip =
+      config_.clip_grad > 0 && result.grad_norm > config_.clip_grad;
+  const float clip_coeff = static_cast<float>(
+      static_cast<double>(config_.clip_grad) / (result.grad_norm + 1e-6));
+
+  // 4. AdamW over this rank's range of each region; m/v index from the
+  //    region's shard start.
+  ++steps_;
+  for (Region& r : regions_) {
+    const int64_t begin = std::min(r.shard_begin, r.end);
+    const int64_t end = std::min(r.shard_end, r.end);
+    if (clip) cpu::Scale(grads + begin, end - begin, clip_coeff);
+    cpu::AdamWUpdate(params + begin, grads + begin, m_.data() + r.state_offset,
+                     v_.data() + r.state_offset,
+                     store.decay_mask().data() + begin, end - begin, result.lr,
+                     config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
+                     config_.weight_decay, steps_);
   }
 
-  // 4. AdamW over this rank's range; m/v index from shard_begin_.
-  ++steps_;
-  cpu::AdamWUpdate(params + begin, grads + begin, m_.data(), v_.data(),
-                   store.decay_mask().data() + begin, end - begin, result.lr,
-                   config_.adam_beta1, config_.adam_beta2, config_.adam_eps,
-                   config_.weight_decay, steps_);
-
-  // 5. Distributed: gather the updated shards so every dp rank holds all
-  //    parameters again, per bucket window, in forward order (first buffer
-  //    elements first, as Megatron's param all-gather prefetches for the
-  //    next forward).
+  // 5. Distributed: every rank holds all parameters again.
   if (distributed_) {
-    float* staged = scratch_.data();
-    float* mine = scratch_.data() + dp * piece;
-    const std::vector<Window> windows = Windows(shard, piece);
-    for (auto w = windows.rbegin(); w != windows.rend(); ++w) {
-      const int64_t len = w->hi - w->lo;
-      const int64_t src = shard_begin_ + w->lo;
-      const int64_t real = std::clamp<int64_t>(numel - src, 0, len);
-      std::copy_n(params + src, real, mine);
-      std::fill(mine + real, mine + len, 0.0f);
-      dp_comm.AllGather(mine, staged, len);
-      for (int64_t r = 0; r < dp; ++r) {
-        const int64_t dst = r * shard + w->lo;
-        const int64_t n = std::clamp<int64_t>(numel - dst, 0, len);
-        std::copy_n(staged + r * len, n, params + dst);
-      }
-    }
+    for (Region& r : regions_) GatherParams(r, store);
   }
   return result;
 }

@@ -14,6 +14,16 @@
 // model-parallel group (tp × pp), and over dp too when the state is sharded
 // (each dp rank holds a different range), then √. Clipping multiplies all
 // gradients by clip/(norm + 1e-6) when norm > clip (Megatron clip_grads).
+//
+// Expert parameters (ParamInfo::expert; the tail of the flat buffer) form a
+// second region when expert parallelism changes who holds them (ep > 1 or
+// etp != tp): their gradients are summed over the expert data-parallel
+// group "edp" and scaled by 1/(dp·cp) like the dense ones (Megatron DDP's
+// expert_gradient_scaling_factor: edp also spans tp ranks that saw other
+// tokens), the distributed optimizer shards them over edp, and their
+// squared norm is summed over "emp" (etp × ep × pp) before it joins the
+// dense one. Otherwise (no MoE, or ep = 1 with etp = tp, where edp is the dp
+// group) the whole buffer is one region, exactly as before.
 #ifndef MESHTUNE_ENGINE_OPTIMIZER_H_
 #define MESHTUNE_ENGINE_OPTIMIZER_H_
 
@@ -48,12 +58,15 @@ class Optimizer {
 
   bool distributed() const { return distributed_; }
   int64_t steps_taken() const { return steps_; }
-  // The flat range [shard_begin, shard_end) of the parameter buffer whose
-  // AdamW state this rank holds ([0, numel) when not distributed), and that
-  // state: exp_avg (m) and exp_avg_sq (v), each shard_end − shard_begin
-  // floats (elements past numel are padding and stay 0).
-  int64_t shard_begin() const { return shard_begin_; }
-  int64_t shard_end() const { return shard_end_; }
+  // Whether the expert parameters form a region of their own (above).
+  bool expert_region() const { return regions_.size() > 1; }
+  // With one region only (REQUIRES !expert_region()): the flat range
+  // [shard_begin, shard_end) of the parameter buffer whose AdamW state this
+  // rank holds ([0, numel) when not distributed), and that state: exp_avg
+  // (m) and exp_avg_sq (v), each shard_end − shard_begin floats (elements
+  // past numel are padding and stay 0).
+  int64_t shard_begin() const;
+  int64_t shard_end() const;
   std::vector<float>& exp_avg() { return m_; }
   std::vector<float>& exp_avg_sq() { return v_; }
   const std::vector<float>& exp_avg() const { return m_; }
@@ -64,15 +77,27 @@ class Optimizer {
   int64_t state_bytes() const;
 
  private:
+  // A run [begin, end) of the flat buffer reduced over one group.
+  struct Region {
+    int64_t begin = 0, end = 0;     // flat elements
+    Communicator* grads = nullptr;  // sums the gradients (dp or edp)
+    Communicator* norm = nullptr;   // sums the squared norm (mp or emp)
+    int64_t padded = 0;             // end − begin, padded to the group
+    int64_t shard_begin = 0, shard_end = 0;  // flat, this rank's state
+    int64_t state_offset = 0;                // into m_, v_
+    std::vector<float> scratch;
+  };
+  void ReduceGrads(Region& r, ParamStore& store, float scale);
+  void GatherParams(Region& r, ParamStore& store);
+
   OptimizerConfig config_;
   bool distributed_;
   int64_t train_iters_;
   ProcessGroups* groups_;
-  int64_t padded_numel_ = 0;
-  int64_t shard_begin_ = 0, shard_end_ = 0;
+  int64_t numel_ = 0;
+  std::vector<Region> regions_;
   int64_t steps_ = 0;
   std::vector<float> m_, v_;
-  std::vector<float> scratch_;
 };
 
 }  // namespace meshtune::engine

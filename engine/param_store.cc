@@ -91,7 +91,6 @@ int ParamStore::Add(ParamInfo info) {
                          ? std::vector<int64_t>{local_rows}
                          : std::vector<int64_t>{local_rows, local_cols};
   info.numel = local_rows * local_cols;
-  info.offset = infos_.empty() ? 0 : infos_.back().offset + infos_.back().numel;
   infos_.push_back(std::move(info));
   return static_cast<int>(infos_.size()) - 1;
 }
@@ -99,8 +98,15 @@ int ParamStore::Add(ParamInfo info) {
 void ParamStore::Finalize() {
   MESHTUNE_CHECK(!finalized_);
   finalized_ = true;
-  const int64_t n =
-      infos_.empty() ? 0 : infos_.back().offset + infos_.back().numel;
+  int64_t n = 0;
+  for (bool expert : {false, true}) {
+    for (ParamInfo& p : infos_) {
+      if (p.expert != expert) continue;
+      p.offset = n;
+      n += p.numel;
+    }
+    if (!expert) dense_numel_ = n;
+  }
   params_.assign(n, 0.0f);
   grads_.assign(n, 0.0f);
   decay_mask_.assign(n, 0.0f);

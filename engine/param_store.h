@@ -54,6 +54,11 @@ struct ParamInfo {
   // Word embedding or its tied output-layer copy: gradient all-reduced over
   // the embedding group (first and last stage) when pp > 1.
   bool tied_embedding = false;
+  // A routed expert's weight (engine/moe/): held by one expert-parallel
+  // rank, split over etp (tp_rank/tp_size are then the etp rank and size),
+  // its gradient averaged over the expert data-parallel group instead of
+  // dp. Expert parameters sit after all dense ones in the flat buffers.
+  bool expert = false;
   // Counted in the global gradient norm on this rank: false for copies that
   // another rank also counts (replicated params on tp_rank > 0, the output
   // copy of a tied embedding on the last stage when pp > 1).
@@ -76,8 +81,9 @@ class ParamStore {
   // Registers a parameter; returns its index. `info.tp_rank/tp_size` must be
   // set; local_shape/offset/numel are computed here.
   int Add(ParamInfo info);
-  // Allocates the flat buffers (params zero, grads zero). After this no
-  // more Add.
+  // Assigns offsets (dense parameters first, in registration order, then
+  // the expert ones) and allocates the flat buffers (params zero, grads
+  // zero). After this no more Add; offsets are valid only after it.
   void Finalize();
 
   int size() const { return static_cast<int>(infos_.size()); }
@@ -96,6 +102,9 @@ class ParamStore {
   std::vector<float>& flat_grads() { return grads_; }
   const std::vector<float>& flat_grads() const { return grads_; }
   int64_t numel() const { return static_cast<int64_t>(params_.size()); }
+  // Elements of the dense parameters: [0, dense_numel()) is dense,
+  // [dense_numel(), numel()) expert.
+  int64_t dense_numel() const { return dense_numel_; }
 
   // Per-element masks over the flat buffer (1 = yes): weight decay applies,
   // counts in the gradient norm.
@@ -107,6 +116,7 @@ class ParamStore {
  private:
   std::vector<ParamInfo> infos_;
   std::vector<float> params_, grads_, decay_mask_, norm_mask_;
+  int64_t dense_numel_ = 0;
   bool finalized_ = false;
 };
 
