@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "engine/cpu/ops.h"
 
@@ -17,7 +18,8 @@ GptModel::GptModel(const TrainConfig& config, ProcessGroups* groups,
       groups_(groups),
       store_(store),
       shape_(MakeLayerShape(config)),
-      layout_(config, groups->tp_rank(), groups->pp_rank(), store) {}
+      layout_(config, groups->tp_rank(), groups->pp_rank(), store,
+              groups->ep->rank(), groups->etp->rank()) {}
 
 void GptModel::Init() {
   layout_.Init(store_);
@@ -25,11 +27,18 @@ void GptModel::Init() {
   layers_.resize(layout_.num_chunks());
   for (int c = 0; c < layout_.num_chunks(); ++c) {
     for (int64_t l = 0; l < layout_.NumLayers(c); ++l) {
+      const LayerParams& params = layout_.LayerParamsOf(c, l);
+      std::unique_ptr<moe::MoeBlock> moe;
+      if (params.moe) {
+        const moe::MoeComms comms{groups_->tp.get(), groups_->tp_cp.get(),
+                                  groups_->ep.get(), groups_->etp.get()};
+        moe = std::make_unique<moe::MoeBlock>(MakeMoeShape(config_), comms);
+      }
       layers_[c].push_back(std::make_unique<TransformerLayer>(
-          shape_, layout_.LayerParamsOf(c, l), store_, groups_->tp.get(),
+          shape_, params, store_, groups_->tp.get(),
           config_.parallel.recompute.granularity ==
               RecomputeGranularity::kSelective,
-          layout_.FirstLayer(c) + l));
+          layout_.FirstLayer(c) + l, std::move(moe)));
     }
   }
 }

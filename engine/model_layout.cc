@@ -15,7 +15,7 @@ using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 
 ModelLayout::ModelLayout(const TrainConfig& config, int tp_rank, int pp_rank,
-                         ParamStore* store)
+                         ParamStore* store, int ep_rank, int etp_rank)
     : config_(config) {
   const auto& m = config.model;
   const auto& par = config.parallel;
@@ -69,8 +69,8 @@ ModelLayout::ModelLayout(const TrainConfig& config, int tp_rank, int pp_rank,
     }
     const int64_t count = layout.LayersInChunk(stage, c);
     for (int64_t l = 0; l < count; ++l) {
-      chunk.layer_params.push_back(
-          AddLayerParams(*store, config, chunk.first_layer + l, tp_rank));
+      chunk.layer_params.push_back(AddLayerParams(
+          *store, config, chunk.first_layer + l, tp_rank, ep_rank, etp_rank));
     }
     // Full recompute (Megatron --recompute-method): uniform checkpoints
     // groups of num_layers layers; block checkpoints the first num_layers

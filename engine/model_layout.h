@@ -35,9 +35,10 @@ class ModelLayout {
 
   // Registers the parameters of tensor-parallel rank `tp_rank` of pipeline
   // rank `pp_rank` in `store` (not finalized: the caller finalizes it,
-  // then calls Init). `store` is not owned.
+  // then calls Init); MoE layers hold the experts of expert-parallel rank
+  // `ep_rank`, their shard `etp_rank`. `store` is not owned.
   ModelLayout(const TrainConfig& config, int tp_rank, int pp_rank,
-              ParamStore* store);
+              ParamStore* store, int ep_rank = 0, int etp_rank = 0);
 
   // Deterministic initialization of the registered parameters, identical
   // for every parallel layout (engine/param_init.h). `store` is the

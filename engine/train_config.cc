@@ -15,6 +15,111 @@ std::string ShortFloat(float x) {
   return buf;
 }
 
+std::string Str(int64_t x) { return std::to_string(x); }
+
+// Model features the engine does not build: refused before any rank starts,
+// as Unimplemented (exit 1), naming the feature; a run without them would
+// train another model than the one planned.
+Status CheckModelFeatures(const search_spaces::ModelSpec& m) {
+  auto no = [&](const std::string& what) {
+    return Status::Unimplemented(
+        "the training engine does not support " + what + " (" + m.name + ")",
+        "train a model without it, or export the plan to Megatron-LM "
+        "(tune export --format megatron)");
+  };
+  if (!m.hybrid_layer_pattern.empty()) return no("hybrid Mamba layers");
+  if (m.multi_latent_attention) return no("multi-latent attention");
+  if (m.mtp_num_layers > 0) return no("multi-token prediction");
+  if (m.window_size >= 0) return no("sliding-window attention");
+  if (m.qk_layernorm) return no("QK layernorm");
+  if (!m.is_moe()) return Status::Ok();
+  if (m.moe_latent_size > 0) return no("latent MoE");
+  if (m.moe_router_score_function ==
+      search_spaces::RouterScore::kSqrtSoftplus) {
+    return no("the sqrtsoftplus router score");
+  }
+  if (m.moe_router_enable_expert_bias) {
+    return no("the aux-loss-free expert bias");
+  }
+  if (m.moe_router_force_load_balancing) {
+    return no("forced load balancing");
+  }
+  if (m.moe_pad_expert_input_to_capacity) {
+    return no("padding expert inputs to capacity");
+  }
+  if (m.activation != search_spaces::Activation::kSwiglu ||
+      m.add_bias_linear.value_or(false)) {
+    return no("MoE layers with biases or GELU experts");
+  }
+  return Status::Ok();
+}
+
+// Expert parallelism (Megatron arguments.py and parallel_state.py rules).
+Status ValidateExperts(const TrainConfig& c) {
+  const auto& p = c.parallel;
+  const auto& m = c.model;
+  auto bad = [](const std::string& msg, const std::string& hint) {
+    return Status::InvalidArgument(msg, hint);
+  };
+  const int64_t etp = p.expert_tp();
+  if (p.ep < 1 || etp < 1) return bad("ep and etp must be >= 1", "");
+  if (!m.is_moe()) {
+    if (p.ep > 1 || etp != p.tp) {
+      return bad("ep=" + Str(p.ep) + " etp=" + Str(etp) +
+                     " need an MoE model (" + m.name + " is dense)",
+                 "use --ep 1 and leave --etp unset");
+    }
+    return Status::Ok();
+  }
+  if (m.num_experts % p.ep != 0) {
+    return bad("ep=" + Str(p.ep) + " does not divide num_experts (" +
+                   Str(m.num_experts) + ")",
+               "choose ep dividing the expert count");
+  }
+  if ((p.tp * p.cp * p.dp) % (etp * p.ep) != 0) {
+    return bad("etp·ep = " + Str(etp * p.ep) +
+                   " does not divide tp·cp·dp = " + Str(p.tp * p.cp * p.dp) +
+                   " (the expert grid etp·ep·edp folds over the dense ranks)",
+               "choose ep and etp whose product divides tp·cp·dp");
+  }
+  if (m.moe_router_topk < 1 || m.moe_router_topk > m.num_experts) {
+    return bad("moe_router_topk " + Str(m.moe_router_topk) +
+                   " must be in [1, num_experts = " + Str(m.num_experts) + "]",
+               "");
+  }
+  if (m.expert_ffn_hidden_size() % etp != 0) {
+    return bad("etp=" + Str(etp) + " does not divide the expert FFN size " +
+                   Str(m.expert_ffn_hidden_size()),
+               "");
+  }
+  if (m.moe_shared_expert_intermediate_size % p.tp != 0) {
+    return bad("tp=" + Str(p.tp) + " does not divide the shared expert size " +
+                   Str(m.moe_shared_expert_intermediate_size),
+               "");
+  }
+  // Megatron arguments.py: "When using MoE and tensor parallelism, sequence
+  // parallelism must be used."
+  if (p.tp > 1 && !p.sp) {
+    return bad("MoE with tensor parallelism (tp=" + Str(p.tp) +
+                   ") needs sequence parallelism",
+               "add --sp");
+  }
+  if (!(c.moe_aux_loss_coeff >= 0) || !std::isfinite(c.moe_aux_loss_coeff)) {
+    return bad("moe_aux_loss_coeff must be a finite number >= 0",
+               "use --moe-aux-loss-coeff 0.01, or 0 for none");
+  }
+  // Checkpoints write one shard per (tp, pp) from dp rank 0, which holds
+  // only its own experts once ep > 1 or etp != tp.
+  if ((p.ep > 1 || etp != p.tp) &&
+      (!c.save_dir.empty() || !c.load_dir.empty())) {
+    return Status::Unimplemented(
+        "checkpoints of expert-parallel layouts (ep=" + Str(p.ep) +
+            " etp=" + Str(etp) + ") are not supported yet",
+        "train without --save/--load, or with --ep 1 and etp = tp");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int64_t TrainConfig::padded_vocab_size() const {
@@ -30,12 +135,7 @@ Status TrainConfig::Validate() const {
   auto bad = [](const std::string& msg, const std::string& hint) {
     return Status::InvalidArgument(msg, hint);
   };
-  if (m.is_moe()) {
-    return Status::Unimplemented(
-        "the training engine does not support MoE models yet (" + m.name +
-            " has " + std::to_string(m.num_experts) + " experts)",
-        "train a dense model; MoE is planned with expert parallelism");
-  }
+  MESHTUNE_RETURN_IF_ERROR(CheckModelFeatures(m));
   // An input error (exit 2), not Unimplemented: the run is refused before
   // it starts and the fix is in the user's hands (the hint).
   if (p.cp != 1) {
@@ -43,12 +143,6 @@ Status TrainConfig::Validate() const {
         "the training engine does not support context parallelism yet (cp=" +
             std::to_string(p.cp) + ")",
         "use --cp 1");
-  }
-  if (p.ep != 1) {
-    return Status::InvalidArgument(
-        "the training engine does not support expert parallelism yet (ep=" +
-            std::to_string(p.ep) + ")",
-        "use --ep 1");
   }
   if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.vpp < 1 || p.mbs < 1) {
     return bad("tp, pp, dp, vpp and mbs must be >= 1", "");
@@ -97,6 +191,7 @@ Status TrainConfig::Validate() const {
                    ")",
                "choose tp dividing num_query_groups");
   }
+  MESHTUNE_RETURN_IF_ERROR(ValidateExperts(*this));
   if (m.ffn_hidden_size % p.tp != 0) {
     return bad("tp=" + std::to_string(p.tp) +
                    " does not divide ffn_hidden_size " +

@@ -49,6 +49,9 @@ struct TrainConfig {
   float hidden_dropout = 0.0f;     // --hidden-dropout (off by default)
   int64_t make_vocab_size_divisible_by = 128;
   uint64_t seed = 1234;  // --seed (Megatron default)
+  // MoE load-balancing loss coefficient (Megatron --moe-aux-loss-coeff,
+  // default 0: no aux loss).
+  double moe_aux_loss_coeff = 0.0;
 
   // Checkpoints.
   std::string save_dir;       // --save ("" = none)
@@ -76,10 +79,11 @@ struct TrainConfig {
   // Checks what the engine supports and that the config is consistent:
   // world = tp·pp·dp, gbs divisible by mbs·dp, layers split over pp·vpp
   // (search_spaces::PipelineLayout),
-  // heads and groups divisible by tp, seq divisible by tp under SP, cp == 1,
-  // ep == 1 and dense models (MoE and context parallelism are not built in
-  // the engine yet: cp or ep above 1 is an InvalidArgument whose hint is
-  // "use --cp 1" / "use --ep 1"; an MoE model is Unimplemented).
+  // heads and groups divisible by tp, seq divisible by tp under SP, cp == 1
+  // (context parallelism is not built yet: an InvalidArgument whose hint is
+  // "use --cp 1"); for MoE models the expert grid (ep divides the experts,
+  // etp·ep divides tp·cp·dp, sp with tp > 1); model features the engine does
+  // not build (MLA, MTP, hybrid, expert bias, ...) are Unimplemented.
   Status Validate() const;
 };
 

@@ -28,6 +28,60 @@ void AccumulateBiasGrad(const float* d, float* dbias, int64_t rows, int64_t h) {
   for (int64_t j = 0; j < h; ++j) dbias[j] += static_cast<float>(acc[j]);
 }
 
+// The MoE tensors of one layer (names in transformer_layer.h). Expert
+// tensors are split over etp with the column/row-parallel rules, so the
+// ParamInfo's tp fields hold the etp rank and size.
+void AddMoeParams(ParamStore& store, const TrainConfig& config,
+                  const std::string& prefix, int tp_rank, int ep_rank,
+                  int etp_rank, LayerParams* p) {
+  const auto& m = config.model;
+  const auto& par = config.parallel;
+  const int tp = static_cast<int>(par.tp);
+  const int etp = static_cast<int>(par.expert_tp());
+  const int64_t h = m.hidden_size, f = m.expert_ffn_hidden_size();
+  const int64_t shared = m.moe_shared_expert_intermediate_size;
+  const int64_t g = m.activation == Activation::kSwiglu ? 2 : 1;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape,
+                 TpSplit split, int64_t part, int rank, int size, bool expert) {
+    ParamInfo info;
+    info.name = prefix + name;
+    info.global_shape = std::move(shape);
+    info.split = split;
+    if (split == TpSplit::kColumn) info.parts.assign(g, part);
+    info.tp_rank = rank;
+    info.tp_size = size;
+    info.expert = expert;
+    return store.Add(std::move(info));
+  };
+  p->moe = true;
+  {
+    // Replicated over tp; under SP each rank routes its own sequence shard,
+    // so its gradient is a partial sum over tp (counted once in the norm).
+    ParamInfo info;
+    info.name = prefix + "mlp.router.weight";
+    info.global_shape = {m.num_experts, h};
+    info.tp_rank = tp_rank;
+    info.tp_size = tp;
+    info.sequence_parallel = par.sp && tp > 1;
+    info.counts_in_norm = tp_rank == 0;
+    p->router = store.Add(std::move(info));
+  }
+  const int64_t local = m.num_experts / par.ep;
+  for (int64_t le = 0; le < local; ++le) {
+    const std::string e = std::to_string(ep_rank * local + le);
+    p->expert_fc1.push_back(add("mlp.experts.linear_fc1.weight" + e, {f * g, h},
+                                TpSplit::kColumn, f, etp_rank, etp, true));
+    p->expert_fc2.push_back(add("mlp.experts.linear_fc2.weight" + e, {h, f},
+                                TpSplit::kRow, 0, etp_rank, etp, true));
+  }
+  if (shared > 0) {
+    p->shared_fc1 = add("mlp.shared_experts.linear_fc1.weight", {shared * g, h},
+                        TpSplit::kColumn, shared, tp_rank, tp, false);
+    p->shared_fc2 = add("mlp.shared_experts.linear_fc2.weight", {h, shared},
+                        TpSplit::kRow, 0, tp_rank, tp, false);
+  }
+}
+
 }  // namespace
 
 LayerShape MakeLayerShape(const TrainConfig& config) {
@@ -58,8 +112,33 @@ LayerShape MakeLayerShape(const TrainConfig& config) {
   return sh;
 }
 
+moe::MoeShape MakeMoeShape(const TrainConfig& config) {
+  const auto& m = config.model;
+  const auto& par = config.parallel;
+  moe::MoeShape sh;
+  sh.n = config.seq() / par.cp * par.mbs;
+  sh.sp = par.sp && par.tp > 1;
+  sh.nl = sh.sp ? sh.n / par.tp : sh.n;
+  sh.hidden = m.hidden_size;
+  sh.expert_ffn = m.expert_ffn_hidden_size() / par.expert_tp();
+  sh.shared_ffn = m.moe_shared_expert_intermediate_size / par.tp;
+  sh.swiglu = m.activation == Activation::kSwiglu;
+  sh.router.num_experts = m.num_experts;
+  sh.router.topk = m.moe_router_topk;
+  sh.router.score = m.moe_router_score_function;
+  sh.router.pre_softmax = m.moe_router_pre_softmax;
+  sh.router.num_groups = m.moe_router_num_groups;
+  sh.router.group_topk = m.moe_router_group_topk;
+  sh.capacity_factor = m.moe_expert_capacity_factor;
+  sh.aux_loss_coeff = config.moe_aux_loss_coeff;
+  sh.aux_grad_scale = static_cast<double>(par.cp) /
+                      static_cast<double>(config.num_microbatches());
+  return sh;
+}
+
 LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
-                           int64_t global_layer, int tp_rank) {
+                           int64_t global_layer, int tp_rank, int ep_rank,
+                           int etp_rank) {
   const LayerShape sh = MakeLayerShape(config);
   const auto& m = config.model;
   const int tp = sh.tp;
@@ -112,6 +191,10 @@ LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
     p.ln2_b =
         add("pre_mlp_layernorm.bias", {h}, TpSplit::kReplicated, {}, false);
   }
+  if (m.IsMoeLayer(global_layer)) {
+    AddMoeParams(store, config, prefix, tp_rank, ep_rank, etp_rank, &p);
+    return p;
+  }
   p.fc1_w = add("mlp.linear_fc1.weight", {f * (sh.swiglu ? 2 : 1), h},
                 TpSplit::kColumn, fc1_parts, true);
   if (sh.bias) {
@@ -148,18 +231,52 @@ void InitLayerParams(ParamStore& store, const LayerParams& p,
   init(p.fc1_b, InitKind::kZeros, 0);
   init(p.fc2_w, InitKind::kNormal, out_std);
   init(p.fc2_b, InitKind::kZeros, 0);
+  init(p.router, InitKind::kNormal, std);
+  for (int i : p.expert_fc1) init(i, InitKind::kNormal, std);
+  for (int i : p.expert_fc2) init(i, InitKind::kNormal, out_std);
+  init(p.shared_fc1, InitKind::kNormal, std);
+  init(p.shared_fc2, InitKind::kNormal, out_std);
 }
 
 TransformerLayer::TransformerLayer(const LayerShape& shape,
                                    const LayerParams& params, ParamStore* store,
                                    Communicator* tp, bool selective,
-                                   int64_t global_layer)
+                                   int64_t global_layer,
+                                   std::unique_ptr<moe::MoeBlock> moe)
     : sh_(shape),
       p_(params),
       store_(store),
       tp_(tp),
       selective_(selective),
-      global_layer_(global_layer) {}
+      global_layer_(global_layer),
+      moe_(std::move(moe)) {
+  MESHTUNE_CHECK(p_.moe == (moe_ != nullptr));
+}
+
+moe::MoeWeights TransformerLayer::MoeWeightsOf() const {
+  moe::MoeWeights w;
+  const ParamStore& store = *store_;
+  w.router = store.param(p_.router);
+  for (int i : p_.expert_fc1) w.fc1.push_back(store.param(i));
+  for (int i : p_.expert_fc2) w.fc2.push_back(store.param(i));
+  if (p_.shared_fc1 >= 0) {
+    w.shared_fc1 = store.param(p_.shared_fc1);
+    w.shared_fc2 = store.param(p_.shared_fc2);
+  }
+  return w;
+}
+
+moe::MoeGrads TransformerLayer::MoeGradsOf() {
+  moe::MoeGrads g;
+  g.router = store_->grad(p_.router);
+  for (int i : p_.expert_fc1) g.fc1.push_back(store_->grad(i));
+  for (int i : p_.expert_fc2) g.fc2.push_back(store_->grad(i));
+  if (p_.shared_fc1 >= 0) {
+    g.shared_fc1 = store_->grad(p_.shared_fc1);
+    g.shared_fc2 = store_->grad(p_.shared_fc2);
+  }
+  return g;
+}
 
 void TransformerLayer::HiddenDropout(float* x, cpu::DropoutSite site,
                                      int64_t first_sample) const {
@@ -253,6 +370,57 @@ void TransformerLayer::ReduceRowParallel(std::vector<float>* partial, int bias,
   }
 }
 
+void TransformerLayer::DenseMlpForward(LayerCache* c,
+                                       std::vector<float>* partial,
+                                       std::vector<float>* mlp_out) {
+  const int64_t n = sh_.rows(), h = sh_.h;
+  auto P = [&](int i) -> const float* {
+    return i >= 0 ? store_->param(i) : nullptr;
+  };
+  std::vector<float> gathered;  // [n, h] under SP
+  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
+  const int64_t fw = sh_.fc1_width();
+  c->fc1.resize(n * fw);
+  cpu::LinearForward(ln2_full, P(p_.fc1_w), P(p_.fc1_b), c->fc1.data(), n, h,
+                     fw);
+  c->act.resize(n * sh_.ffn);
+  if (sh_.swiglu) {
+    cpu::SwigluForward(c->fc1.data(), c->act.data(), n, sh_.ffn);
+  } else {
+    cpu::GeluForward(c->fc1.data(), c->act.data(), n * sh_.ffn);
+  }
+  partial->assign(n * h, 0.0f);
+  cpu::LinearForward(c->act.data(), P(p_.fc2_w), nullptr, partial->data(), n,
+                     sh_.ffn, h);
+  ReduceRowParallel(partial, p_.fc2_b, mlp_out);
+}
+
+void TransformerLayer::DenseMlpBackward(const float* dmlp, LayerCache* c,
+                                        std::vector<float>* dln2) {
+  const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
+  const int64_t fw = sh_.fc1_width();
+  auto G = [&](int i) -> float* { return i >= 0 ? store_->grad(i) : nullptr; };
+  if (p_.fc2_b >= 0) AccumulateBiasGrad(dmlp, G(p_.fc2_b), nl, h);
+  std::vector<float> gathered;  // [n, h] under SP
+  // Backward of the reduce-scatter is an all-gather.
+  const float* dfull = GatherSequence(dmlp, &gathered);
+  std::vector<float> dact(n * sh_.ffn);
+  cpu::LinearBackward(dfull, c->act.data(), store_->param(p_.fc2_w),
+                      dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
+  std::vector<float> dfc1(n * fw);
+  if (sh_.swiglu) {
+    cpu::SwigluBackward(dact.data(), c->fc1.data(), dfc1.data(), n, sh_.ffn);
+  } else {
+    cpu::GeluBackward(dact.data(), c->fc1.data(), dfc1.data(), n * sh_.ffn);
+  }
+  // Re-gathered input of fc1 (Megatron keeps only the shard under SP).
+  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
+  std::vector<float> dln2_full(n * h);
+  cpu::LinearBackward(dfc1.data(), ln2_full, store_->param(p_.fc1_w),
+                      dln2_full.data(), G(p_.fc1_w), G(p_.fc1_b), n, h, fw);
+  ReduceOverTp(&dln2_full, dln2);
+}
+
 void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
                                int64_t first_sample) {
   const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
@@ -301,22 +469,13 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
   c->ln2_rstd.resize(nl);
   Norm(c->x2.data(), p_.ln2_w, p_.ln2_b, c->ln2.data(), c->ln2_mean.data(),
        c->ln2_rstd.data());
-  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
-  const int64_t fw = sh_.fc1_width();
-  c->fc1.resize(n * fw);
-  cpu::LinearForward(ln2_full, P(p_.fc1_w), P(p_.fc1_b), c->fc1.data(), n, h,
-                     fw);
-  c->act.resize(n * sh_.ffn);
-  if (sh_.swiglu) {
-    cpu::SwigluForward(c->fc1.data(), c->act.data(), n, sh_.ffn);
+  std::vector<float> mlp_out;  // [nl, h]
+  if (moe_) {
+    mlp_out.resize(nl * h);
+    moe_->Forward(c->ln2.data(), MoeWeightsOf(), mlp_out.data(), &c->moe);
   } else {
-    cpu::GeluForward(c->fc1.data(), c->act.data(), n * sh_.ffn);
+    DenseMlpForward(c, &partial, &mlp_out);
   }
-  partial.assign(n * h, 0.0f);
-  cpu::LinearForward(c->act.data(), P(p_.fc2_w), nullptr, partial.data(), n,
-                     sh_.ffn, h);
-  std::vector<float> mlp_out;
-  ReduceRowParallel(&partial, p_.fc2_b, &mlp_out);
   HiddenDropout(mlp_out.data(), cpu::DropoutSite::kMlpOut, first_sample);
   AddInto(c->x2.data(), mlp_out.data(), y, nl * h);
 }
@@ -324,7 +483,7 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
 void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
   const int64_t d = sh_.head_dim, qw = sh_.qkv_width();
-  const int64_t aw = sh_.heads * d, fw = sh_.fc1_width();
+  const int64_t aw = sh_.heads * d;
   auto G = [&](int i) -> float* { return i >= 0 ? store_->grad(i) : nullptr; };
 
   // MLP block: y = x2 + dropout(RowParallel(act) + b2).
@@ -334,26 +493,14 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   // Gradient of RowParallel + b2.
   const float* dmlp =
       DropoutGrad(dy, cpu::DropoutSite::kMlpOut, first_sample, &dropped);
-  if (p_.fc2_b >= 0) AccumulateBiasGrad(dmlp, G(p_.fc2_b), nl, h);
-  std::vector<float> gathered;  // [n, h] under SP
-  // Backward of the reduce-scatter is an all-gather.
-  const float* dfull = GatherSequence(dmlp, &gathered);
-  std::vector<float> dact(n * sh_.ffn);
-  cpu::LinearBackward(dfull, c->act.data(), store_->param(p_.fc2_w),
-                      dact.data(), G(p_.fc2_w), nullptr, n, sh_.ffn, h);
-  std::vector<float> dfc1(n * fw);
-  if (sh_.swiglu) {
-    cpu::SwigluBackward(dact.data(), c->fc1.data(), dfc1.data(), n, sh_.ffn);
-  } else {
-    cpu::GeluBackward(dact.data(), c->fc1.data(), dfc1.data(), n * sh_.ffn);
-  }
-  // Re-gathered input of fc1 (Megatron keeps only the shard under SP).
-  const float* ln2_full = GatherSequence(c->ln2.data(), &gathered);
-  std::vector<float> dln2_full(n * h);
-  cpu::LinearBackward(dfc1.data(), ln2_full, store_->param(p_.fc1_w),
-                      dln2_full.data(), G(p_.fc1_w), G(p_.fc1_b), n, h, fw);
   std::vector<float> dln2;  // [nl, h]
-  ReduceOverTp(&dln2_full, &dln2);
+  if (moe_) {
+    dln2.resize(nl * h);
+    moe_->Backward(dmlp, c->ln2.data(), MoeWeightsOf(), MoeGradsOf(),
+                   dln2.data(), &c->moe);
+  } else {
+    DenseMlpBackward(dmlp, c, &dln2);
+  }
   std::vector<float> dx2(nl * h);
   NormBackward(dln2.data(), c->x2.data(), p_.ln2_w, p_.ln2_b,
                c->ln2_mean.data(), c->ln2_rstd.data(), dx2.data());
@@ -364,7 +511,8 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   const float* dproj = DropoutGrad(dx2.data(), cpu::DropoutSite::kAttentionOut,
                                    first_sample, &dropped);
   if (p_.proj_b >= 0) AccumulateBiasGrad(dproj, G(p_.proj_b), nl, h);
-  dfull = GatherSequence(dproj, &gathered);
+  std::vector<float> gathered;  // [n, h] under SP
+  const float* dfull = GatherSequence(dproj, &gathered);
   std::vector<float> dattn(n * aw);
   cpu::LinearBackward(dfull, c->attn.data(), store_->param(p_.proj_w),
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);

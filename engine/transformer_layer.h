@@ -13,10 +13,12 @@
 #define MESHTUNE_ENGINE_TRANSFORMER_LAYER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/comm/communicator.h"
 #include "engine/cpu/dropout_mask.h"
+#include "engine/moe/moe_block.h"
 #include "engine/param_store.h"
 #include "engine/train_config.h"
 
@@ -45,20 +47,34 @@ struct LayerShape {
   int64_t fc1_width() const { return swiglu ? 2 * ffn : ffn; }
 };
 LayerShape MakeLayerShape(const TrainConfig& config);
+// The MoE layers' sizes and options on one rank (engine/moe/moe_block.h).
+moe::MoeShape MakeMoeShape(const TrainConfig& config);
 
 // Indices into the ParamStore (−1 when the family has no such tensor).
+// An MoE layer (ModelSpec::IsMoeLayer) has the router, its ep rank's
+// experts and the shared expert instead of fc1/fc2.
 struct LayerParams {
   int ln1_w = -1, ln1_b = -1, qkv_w = -1, qkv_b = -1, proj_w = -1, proj_b = -1,
       ln2_w = -1, ln2_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
+  bool moe = false;
+  int router = -1, shared_fc1 = -1, shared_fc2 = -1;
+  std::vector<int> expert_fc1, expert_fc2;  // per local expert
 };
 
 // Registers layer `global_layer`'s tensors (Megatron-Core names
-// "decoder.layers.<i>.self_attention.linear_qkv.weight", ...).
+// "decoder.layers.<i>.self_attention.linear_qkv.weight", ...). MoE layers
+// (TEGroupedMLP names; e the global expert id, only ep rank `ep_rank`'s
+// E/ep experts registered, each split over etp as a column/row-parallel
+// pair):
+//   mlp.router.weight [E, h] replicated over tp
+//   mlp.experts.linear_fc1.weight<e> [f·g, h], linear_fc2.weight<e> [h, f]
+//   mlp.shared_experts.linear_fc1.weight [s·g, h], linear_fc2.weight [h, s]
 LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
-                           int64_t global_layer, int tp_rank);
+                           int64_t global_layer, int tp_rank, int ep_rank = 0,
+                           int etp_rank = 0);
 // Initializes them (normal(std), output projections scaled by
 // 1/√(2·num_layers) as Megatron's scaled_init_method_normal; norms 1,
-// biases 0).
+// biases 0; the MoE fc2s as output projections).
 void InitLayerParams(ParamStore& store, const LayerParams& p,
                      const TrainConfig& config);
 
@@ -77,6 +93,7 @@ struct LayerCache {
   std::vector<float> ln2;                 // [nl, h]
   std::vector<float> fc1;                 // [n, fc1_width]
   std::vector<float> act;                 // [n, ffn]
+  moe::MoeCache moe;                      // MoE layers only
   void Clear() { *this = LayerCache(); }
 };
 
@@ -84,10 +101,12 @@ class TransformerLayer {
  public:
   // `tp` is the tensor-parallel communicator; store, tp not owned.
   // selective: core attention is recomputed in backward (probs not kept).
-  // global_layer keys the layer's dropout masks.
+  // global_layer keys the layer's dropout masks. MoE layers (params.moe)
+  // need `moe`, the block that runs their MLP (owned).
   TransformerLayer(const LayerShape& shape, const LayerParams& params,
                    ParamStore* store, Communicator* tp, bool selective,
-                   int64_t global_layer);
+                   int64_t global_layer,
+                   std::unique_ptr<moe::MoeBlock> moe = nullptr);
 
   // x [nl, h] -> y [nl, h]; fills `cache`. first_sample: global dataset
   // index of the micro-batch's first sample (dropout masks; see
@@ -123,6 +142,17 @@ class TransformerLayer {
                            int64_t first_sample,
                            std::vector<float>* scratch) const;
   cpu::DropoutSpec AttentionDropout(int64_t first_sample) const;
+  // The dense MLP on the norm output c->ln2 [nl, h]: forward to the
+  // reduced (reduce-scattered under SP) output [nl, h] + fc2 bias, using
+  // `partial` [n, h] as scratch; backward from the gradient of that output
+  // to the norm output's gradient dln2 [nl, h].
+  void DenseMlpForward(LayerCache* c, std::vector<float>* partial,
+                       std::vector<float>* mlp_out);
+  void DenseMlpBackward(const float* dmlp, LayerCache* c,
+                        std::vector<float>* dln2);
+  // The MoE block's view of this layer's tensors and gradients.
+  moe::MoeWeights MoeWeightsOf() const;
+  moe::MoeGrads MoeGradsOf();
 
   LayerShape sh_;
   LayerParams p_;
@@ -130,6 +160,7 @@ class TransformerLayer {
   Communicator* tp_;
   bool selective_;
   int64_t global_layer_;
+  std::unique_ptr<moe::MoeBlock> moe_;
 };
 
 }  // namespace meshtune::engine

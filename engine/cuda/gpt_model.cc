@@ -67,6 +67,14 @@ StatusOr<AttentionKernel> ParseAttentionKernel(const char* value) {
 }
 
 Status CudaGptModel::CheckSupported(const TrainConfig& config) {
+  // The MoE layer and its dispatcher exist on the CPU only so far.
+  if (config.model.is_moe()) {
+    return Status::Unimplemented(
+        "the CUDA engine does not support MoE models yet (" +
+            config.model.name + " has " +
+            std::to_string(config.model.num_experts) + " experts)",
+        "train it with --backend cpu, or export the plan to Megatron-LM");
+  }
   auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
   if (!kernel.ok()) return kernel.status();
   if (kernel.value() == AttentionKernel::kUnfused) return Status::Ok();

@@ -62,6 +62,11 @@ struct RunResult {
   std::vector<double> grad_norms;
   std::map<std::string, std::vector<float>> weights;  // global tensors
   std::vector<RankMemory> memory;
+  // Every world rank's flat parameter buffer at the end, and where its
+  // dense part ends (ParamStore::dense_numel): replicas must be bitwise
+  // equal.
+  std::vector<std::vector<float>> rank_params;
+  std::vector<int64_t> rank_dense_numel;
 };
 
 // Copies rank-local shards into global tensors (row-major global shape).
@@ -93,6 +98,8 @@ inline RunResult TrainLocally(const TrainConfig& config,
                               CommLog* log = nullptr) {
   SyntheticDataset data(config.seq(), config.model.vocab_size);
   RunResult result;
+  result.rank_params.resize(config.parallel.world());
+  result.rank_dense_numel.resize(config.parallel.world());
   std::mutex mu;
   RunLocalRanks(
       static_cast<int>(config.parallel.world()),
@@ -103,6 +110,9 @@ inline RunResult TrainLocally(const TrainConfig& config,
         Status s = (*trainer)->Run({});
         if (!s.ok()) throw std::runtime_error(s.message());
         GatherInto((*trainer)->params(), &result.weights, &mu);
+        result.rank_params[world.rank()] = (*trainer)->params().flat_params();
+        result.rank_dense_numel[world.rank()] =
+            (*trainer)->params().dense_numel();
         if (world.rank() == 0) {
           result.memory = memory;
           for (const IterationLog& l : (*trainer)->history()) {
