@@ -20,6 +20,10 @@
 //    divides cp·dp.
 //  - sequence_parallel is switched off when tp == 1 (arguments.py); we treat
 //    asking for it as a rule break so pins are not silently changed.
+//  - MoE with tp > 1 trains only with sequence parallelism: MoELayer.forward
+//    raises otherwise during training (megatron/core/transformer/moe/
+//    moe_layer.py), and the token dispatcher assumes sequence-sharded
+//    tokens.
 //  - gbs % (mbs·dp) == 0 (megatron/core/num_microbatches_calculator.py).
 //  - full recompute: 1 <= recompute_num_layers <= layers per (virtual)
 //    stage (transformer_config.py).
@@ -69,6 +73,7 @@ enum Reason {
   kExpertBiasRequiresEtp1,
   kExpertGridNotDividingWorld,
   kEpOverlapPreconditions,
+  kMoeTpRequiresSp,
   kNumReasons,
 };
 
@@ -96,6 +101,7 @@ constexpr std::array<const char*, kNumReasons> kReasonNames = {
     "expert_bias_requires_etp_1",
     "expert_grid_not_dividing_world",
     "ep_overlap_preconditions",
+    "moe_tp_requires_sp",
 };
 
 using std::to_string;
@@ -381,10 +387,18 @@ Reason CheckVpp(const ModelSpec& model, int64_t pp, int64_t vpp, int64_t m,
   return kOk;
 }
 
-Reason CheckSp(int64_t tp, bool sp, std::string* detail) {
+Reason CheckSp(const ModelSpec& model, int64_t tp, bool sp,
+               std::string* detail) {
   if (sp && tp == 1) {
     if (detail) *detail = "sequence parallel needs tp > 1";
     return kSpRequiresTp;
+  }
+  if (model.is_moe() && tp > 1 && !sp) {
+    if (detail) {
+      *detail = "MoE with tp " + to_string(tp) +
+                " needs sequence parallelism in training";
+    }
+    return kMoeTpRequiresSp;
   }
   return kOk;
 }
@@ -465,7 +479,7 @@ Reason CheckAll(const ModelSpec& model, const TrainingSpec& training,
     }
     return kLayersNotDivisibleByPpVpp;
   }
-  if ((r = CheckSp(c.tp, c.sp, detail)) != kOk) return r;
+  if ((r = CheckSp(model, c.tp, c.sp, detail)) != kOk) return r;
   if ((r = CheckRecompute(c.recompute,
                           PipelineLayout(model.num_layers, c).units_per_chunk(),
                           detail)) != kOk) {
@@ -777,7 +791,8 @@ Enumeration EnumerateConfigs(const ModelSpec& model,
                     c.ep = ep;
                     c.mbs = mbs;
                     for (bool sp : sps) {
-                      if (Reason r = CheckSp(tp, sp, nullptr); r != kOk) {
+                      if (Reason r = CheckSp(model, tp, sp, nullptr);
+                          r != kOk) {
                         ++pruned[r];
                         continue;
                       }

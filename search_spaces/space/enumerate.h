@@ -30,6 +30,8 @@
 //   layers_not_divisible_by_pp_vpp    the same for pp·vpp (PipelineLayout)
 //   microbatches_vs_pp                vpp > 1 and micro-batches % pp != 0
 //   sp_requires_tp                    sequence parallel with tp == 1
+//   moe_tp_requires_sp                an MoE model with tp > 1 and no
+//                                     sequence parallelism
 //   recompute_num_layers_out_of_range full recompute with num_layers outside
 //                                     [1, num_layers/(pp·vpp)]
 //   mamba_heads_not_divisible_by_tp   Mamba-2 heads or groups % tp != 0

@@ -161,6 +161,8 @@ TEST(EnumerateTest, EachRuleHasItsReasonCode) {
       {"microbatches_vs_pp", Dense(8, 8), Training(8, 16),
        Config(1, 4, 1, 2, 2, 1, 4), "2 micro-batches"},
       {"sp_requires_tp", Dense(8, 8), Training(8, 16), sp_tp1, "tp > 1"},
+      {"moe_tp_requires_sp", Moe(8, 8, 8), Training(8, 16), Config(2, 1, 1, 4),
+       "needs sequence parallelism"},
       {"recompute_num_layers_out_of_range", Dense(8, 8), Training(8, 16),
        rc_range, "outside [1, 4]"},
   };
@@ -188,7 +190,7 @@ TEST(EnumerateTest, EachRuleHasItsReasonCode) {
       EXPECT_EQ(e.pruned, (std::map<std::string, int64_t>{{c.want, 1}}));
     }
   }
-  EXPECT_EQ(codes_seen.size(), 15u);  // "" + 14 codes reachable here
+  EXPECT_EQ(codes_seen.size(), 16u);  // "" + 15 codes reachable here
 }
 
 // A query-group count that divides tp is fine (KV heads are replicated,
@@ -434,6 +436,7 @@ TEST(EnumerateTest, PinnedPointAgreesWithCheckConfig) {
                        .size());
       EXPECT_TRUE(e.configs.empty());
       const int64_t want = code == "sp_requires_tp" ||
+                                   code == "moe_tp_requires_sp" ||
                                    code == "recompute_num_layers_out_of_range"
                                ? members
                                : 1;
