@@ -112,6 +112,7 @@ class TrainerImpl : public StepLoopTrainer {
         if (!first) pp_grad_->Send(buf.data(), count, prev);
       }
     }
+    out.aux_loss_sum = model_->TakeAuxLossSum();
     FinalizeGrads();
     out.result = optimizer_->Step(store_, iteration);
     return out;

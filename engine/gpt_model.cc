@@ -225,6 +225,7 @@ void GptModel::Forward(int chunk_index, const int32_t* tokens,
       Label("layer" + std::to_string(first_layer + l) + ".fwd");
       layers[l]->Forward(cur.data(), next.data(), &st->caches[l],
                          st->first_sample);
+      aux_loss_sum_ += st->caches[l].moe.aux_loss;
       if (seg.recompute) st->caches[l].Clear();  // keep only the input
       cur.swap(next);
     }
@@ -235,6 +236,12 @@ void GptModel::Forward(int chunk_index, const int32_t* tokens,
   } else {
     std::copy(cur.begin(), cur.end(), output);
   }
+}
+
+double GptModel::TakeAuxLossSum() {
+  const double sum = aux_loss_sum_;
+  aux_loss_sum_ = 0;
+  return sum;
 }
 
 void GptModel::Backward(int chunk_index, const float* doutput, float* dinput,

@@ -60,6 +60,10 @@ class GptModel {
   void Forward(int chunk, const int32_t* tokens, const int32_t* targets,
                const float* input, float* output, ChunkState* state,
                double* loss_sum);
+  // The sum of the MoE layers' aux losses of every Forward since the last
+  // call (this rank's partials; recomputed forwards not counted), and
+  // resets it.
+  double TakeAuxLossSum();
   // Backward of `chunk`: the last virtual stage starts from the loss scaled
   // by `loss_scale` per token; others read `doutput`. All but the first
   // virtual stage write `dinput`. Frees `state`.
@@ -84,6 +88,7 @@ class GptModel {
   ModelLayout layout_;
   // [chunk][layer within the chunk], built by Init.
   std::vector<std::vector<std::unique_ptr<TransformerLayer>>> layers_;
+  double aux_loss_sum_ = 0;
 };
 
 }  // namespace meshtune::engine

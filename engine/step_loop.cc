@@ -56,21 +56,31 @@ Status StepLoopTrainer::Run(
     // Mean LM loss over the global batch: the last stage's tp-rank-0 ranks
     // hold the sums of their dp shards. The third entry carries the stop
     // signals, so every rank decides to stop after the same iteration.
-    double totals[3] = {0, 0, static_cast<double>(StopSignal())};
+    // The fourth sums the ranks' partial MoE aux losses.
+    double totals[4] = {0, 0, static_cast<double>(StopSignal()),
+                        out.aux_loss_sum};
     if (groups_.last_stage() && groups_.tp_rank() == 0) {
       totals[0] = out.loss_sum;
       totals[1] = tokens_per_rank;
     }
-    world_->AllReduceSum(totals, 3);
+    world_->AllReduceSum(totals, 4);
     const double loss = totals[0] / totals[1];
     ++iteration_;
     consumed_samples_ += config_.global_batch_size;
     const double step_s =
         std::chrono::duration<double>(Clock::now() - t0).count();
 
-    const IterationLog log =
+    IterationLog log =
         MakeIterationLog(config_, world_->size(), iteration_, out.result.lr,
                          loss, out.result.grad_norm, step_s, consumed_samples_);
+    const int64_t moe_layers = config_.model.num_moe_layers();
+    if (moe_layers > 0 && config_.moe_aux_loss_coeff > 0) {
+      // Micro-batches of the global batch: gbs / mbs = dp · m.
+      const double micro_batches =
+          static_cast<double>(config_.global_batch_size / config_.parallel.mbs);
+      log.load_balancing_loss =
+          totals[3] / (micro_batches * static_cast<double>(moe_layers));
+    }
     history_.push_back(log);
     MESHTUNE_RETURN_IF_ERROR(
         CheckFiniteStep(iteration_, loss, out.result.finite));

@@ -48,6 +48,10 @@ class StepLoopTrainer : public Trainer {
     // This rank's sum of the LM loss over its micro-batches' tokens
     // (meaningful on the last pipeline stage's tp-rank-0 ranks).
     double loss_sum = 0;
+    // This rank's sum of its MoE layers' (partial) aux losses over its
+    // micro-batches; the sum over all ranks covers every layer and
+    // micro-batch once.
+    double aux_loss_sum = 0;
     StepResult result;  // the optimizer step's lr, grad norm, finiteness
   };
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct IterationLog {
   int64_t iteration = 0;  // 1-based
   float lr = 0;
   double loss = 0;  // mean LM loss over the global batch
+  // MoE models with an aux loss: Megatron's load_balancing_loss, the
+  // switch loss (coefficient included) averaged over the MoE layers and
+  // the micro-batches of the global batch; unset otherwise.
+  std::optional<double> load_balancing_loss;
   double grad_norm = 0;
   double step_s = 0;           // wall time of the whole step on this rank
   double tokens_per_s = 0;     // global tokens / step_s

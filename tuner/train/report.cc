@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/stats.h"
@@ -49,6 +50,13 @@ std::string FormatIterationLine(const std::vector<engine::IterationLog>& logs,
   line += Format(" global batch size: %5lld |",
                  static_cast<long long>(global_batch_size));
   line += Format(" lm loss: %.6E |", loss / n);
+  if (last.load_balancing_loss.has_value()) {
+    double lb = 0;
+    for (const engine::IterationLog& l : logs) {
+      lb += l.load_balancing_loss.value_or(0);
+    }
+    line += Format(" load_balancing_loss: %.6E |", lb / n);
+  }
   line += Format(" grad norm: %.3f |", last.grad_norm);
   line += Format(" tokens per second: %.0f |", tokens_per_s / n);
   if (eta_s.has_value()) line += " ETA: " + FormatDuration(*eta_s) + " |";
@@ -196,12 +204,13 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
   cfg["train_iters"] = config.train_iters;
   json iterations = json::array();
   for (const engine::IterationLog& l : logs) {
-    iterations.push_back({{"iteration", l.iteration},
-                          {"lr", l.lr},
-                          {"loss", l.loss},
-                          {"grad_norm", l.grad_norm},
-                          {"step_s", l.step_s},
-                          {"tokens_per_s", l.tokens_per_s}});
+    json it = {{"iteration", l.iteration}, {"lr", l.lr},
+               {"loss", l.loss},           {"grad_norm", l.grad_norm},
+               {"step_s", l.step_s},       {"tokens_per_s", l.tokens_per_s}};
+    if (l.load_balancing_loss.has_value()) {
+      it["load_balancing_loss"] = *l.load_balancing_loss;
+    }
+    iterations.push_back(std::move(it));
   }
   json mem = json::array();
   for (const engine::RankMemory& r : memory) {
