@@ -109,15 +109,32 @@ void GatherBlocks(const ParamInfo& info, const float* flat,
   }
 }
 
-// Writes this rank's shard: every local parameter with its AdamW state.
-// `m` and `v` are indexed like the flat parameter buffer.
+// Which of a rank's parameters a shard file holds.
+enum class ShardPart { kAll, kDense, kExpert };
+
+bool InPart(const ParamInfo& info, ShardPart part) {
+  switch (part) {
+    case ShardPart::kAll:
+      return true;
+    case ShardPart::kDense:
+      return !info.expert;
+    case ShardPart::kExpert:
+      return info.expert;
+  }
+  return false;
+}
+
+// Writes one shard: this rank's parameters of `part` with their AdamW
+// state. `m` and `v` are indexed like the flat parameter buffer.
 Status WriteShard(const std::string& path, const ParamStore& store,
-                  const float* m, const float* v) {
+                  ShardPart part, const float* m, const float* v) {
+  uint32_t count = 0;
+  for (const ParamInfo& info : store.infos()) count += InPart(info, part);
   ShardWriter writer;
-  MESHTUNE_RETURN_IF_ERROR(
-      writer.Open(path, static_cast<uint32_t>(store.size())));
+  MESHTUNE_RETURN_IF_ERROR(writer.Open(path, count));
   std::vector<float> p_data, m_data, v_data;
   for (const ParamInfo& info : store.infos()) {
+    if (!InPart(info, part)) continue;
     TensorRecord record;
     record.name = info.name;
     record.global_shape = info.global_shape;
@@ -159,17 +176,38 @@ Status WriteMetadata(const std::string& tmp_dir, const TrainConfig& config,
   // The run's setting (the CUDA engine writes through a host optimizer that
   // holds the full moments whatever the setting).
   m.dist_opt = config.parallel.dist_opt;
+  m.ep = groups.ep->size();
+  m.etp = groups.etp->size();
+  auto add = [&](ShardIndex shard) {
+    StatusOr<std::vector<TensorRecord>> index =
+        ReadShardIndex(tmp_dir + "/" + shard.file);
+    if (!index.ok()) return index.status();
+    shard.tensors = std::move(index.value());
+    m.shards.push_back(std::move(shard));
+    return Status::Ok();
+  };
   for (int p = 0; p < groups.pp->size(); ++p) {
     for (int t = 0; t < groups.tp->size(); ++t) {
       ShardIndex shard;
       shard.file = ShardFileName(t, p);
       shard.tp_rank = t;
       shard.pp_rank = p;
-      StatusOr<std::vector<TensorRecord>> index =
-          ReadShardIndex(tmp_dir + "/" + shard.file);
-      if (!index.ok()) return index.status();
-      shard.tensors = std::move(index.value());
-      m.shards.push_back(std::move(shard));
+      MESHTUNE_RETURN_IF_ERROR(add(std::move(shard)));
+    }
+  }
+  if (optimizer.expert_region()) {
+    for (int p = 0; p < groups.pp->size(); ++p) {
+      for (int e = 0; e < groups.ep->size(); ++e) {
+        for (int x = 0; x < groups.etp->size(); ++x) {
+          ShardIndex shard;
+          shard.expert = true;
+          shard.file = ExpertShardFileName(e, x, p);
+          shard.ep_rank = e;
+          shard.etp_rank = x;
+          shard.pp_rank = p;
+          MESHTUNE_RETURN_IF_ERROR(add(std::move(shard)));
+        }
+      }
     }
   }
   return WriteFileDurably(tmp_dir + "/" + kMetadataFileName, EncodeMetadata(m));
@@ -338,30 +376,27 @@ Status SaveCheckpoint(const std::string& dir, const TrainConfig& config,
   const long pid = static_cast<long>(pid_f);
   const std::string tmp_dir = dir + "/" + name + ".tmp-" + std::to_string(pid);
 
-  // 2. Full per-parameter m, v on dp rank 0. With the distributed optimizer
-  // each dp rank holds a 1/dp slice of the (padded) flat state: gather.
-  const std::vector<float>* m = &optimizer.exp_avg();
-  const std::vector<float>* v = &optimizer.exp_avg_sq();
-  std::vector<float> full_m, full_v;
-  if (optimizer.distributed()) {
-    const int64_t shard = optimizer.shard_end() - optimizer.shard_begin();
-    MESHTUNE_CHECK(shard * groups.dp->size() >= store.numel());
-    full_m.resize(shard * groups.dp->size());
-    full_v.resize(full_m.size());
-    groups.dp->AllGather(optimizer.exp_avg().data(), full_m.data(), shard);
-    groups.dp->AllGather(optimizer.exp_avg_sq().data(), full_v.data(), shard);
-    m = &full_m;
-    v = &full_v;
-  }
-  MESHTUNE_CHECK(static_cast<int64_t>(m->size()) >= store.numel() &&
-                 static_cast<int64_t>(v->size()) >= store.numel());
+  // 2. Full per-parameter m, v (with the distributed optimizer each rank
+  // holds a slice of each region's padded state: gathered).
+  std::vector<float> m, v;
+  optimizer.GatherFlatState(&m, &v);
 
-  // 3. One shard per model-parallel position.
+  // 3. One shard per model-parallel position, from dp rank 0; with expert
+  // parallelism the dense parameters only, and one expert shard per (ep,
+  // etp, pp) position from edp rank 0.
+  const bool split = optimizer.expert_region();
   local = Status::Ok();
   if (groups.dp_rank() == 0) {
     local = WriteShard(
         tmp_dir + "/" + ShardFileName(groups.tp_rank(), groups.pp_rank()),
-        store, m->data(), v->data());
+        store, split ? ShardPart::kDense : ShardPart::kAll, m.data(), v.data());
+  }
+  if (split && local.ok() && groups.edp->rank() == 0) {
+    local = WriteShard(
+        tmp_dir + "/" +
+            ExpertShardFileName(groups.ep->rank(), groups.etp->rank(),
+                                groups.pp_rank()),
+        store, ShardPart::kExpert, m.data(), v.data());
   }
   Status st = AgreeOnStatus(local, world);
 
@@ -406,9 +441,8 @@ SavedByName IndexByName(const std::string& iter_dir,
 // New contents of the flat parameters and of the rank's AdamW state range,
 // built aside so that a failed load leaves store and optimizer untouched.
 struct LoadBuffers {
-  std::vector<float> params, m, v;  // params: numel; m, v: the shard range
+  std::vector<float> params, m, v;  // [numel] each, flat-indexed
   std::vector<uint8_t> covered;     // per flat parameter element
-  int64_t shard_begin = 0;
 };
 
 // Calls fn(dst, src, count) for every run of `count` elements where a local
@@ -473,18 +507,11 @@ Status LoadParam(const ParamInfo& info, const std::vector<SavedTensor>& saved,
                                  "checkpoint is corrupt",
                              kCorruptHint);
     }
-    const int64_t state_size = static_cast<int64_t>(out->m.size());
     ForEachOverlap(info, r.blocks, [&](int64_t dst, int64_t src, int64_t n) {
       std::copy_n(data->param.begin() + src, n, out->params.begin() + dst);
+      std::copy_n(data->exp_avg.begin() + src, n, out->m.begin() + dst);
+      std::copy_n(data->exp_avg_sq.begin() + src, n, out->v.begin() + dst);
       std::fill_n(out->covered.begin() + dst, n, uint8_t{1});
-      // AdamW state exists only for this rank's optimizer range.
-      for (int64_t k = 0; k < n; ++k) {
-        const int64_t o = dst + k - out->shard_begin;
-        if (o >= 0 && o < state_size) {
-          out->m[o] = data->exp_avg[src + k];
-          out->v[o] = data->exp_avg_sq[src + k];
-        }
-      }
     });
   }
   // Every element of every block must have come from somewhere; kVocab
@@ -636,10 +663,6 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
                       CheckpointState* state, ParamStore& store,
                       Optimizer& optimizer, ProcessGroups& groups) {
   Communicator& world = *groups.world;
-  const int64_t state_size = optimizer.shard_end() - optimizer.shard_begin();
-  MESHTUNE_CHECK(
-      static_cast<int64_t>(optimizer.exp_avg().size()) == state_size &&
-      static_cast<int64_t>(optimizer.exp_avg_sq().size()) == state_size);
   LoadBuffers buffers;
   CheckpointMetadata meta;
   // Leftovers of killed saves go on load too: a run that only ever loads
@@ -652,9 +675,8 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
     meta = std::move(m.value());
     buffers.params.assign(store.numel(), 0.0f);
     buffers.covered.assign(store.numel(), 0);
-    buffers.m.assign(state_size, 0.0f);
-    buffers.v.assign(state_size, 0.0f);
-    buffers.shard_begin = optimizer.shard_begin();
+    buffers.m.assign(store.numel(), 0.0f);
+    buffers.v.assign(store.numel(), 0.0f);
     // Tensors are matched by name and shape; the model name only helps
     // explain a mismatch.
     return LoadAll(iter_dir, meta, config.model.name, store, &buffers);
@@ -663,8 +685,8 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
   // Copy into the existing buffers: the model keeps pointers into them.
   std::copy(buffers.params.begin(), buffers.params.end(),
             store.flat_params().begin());
-  std::copy(buffers.m.begin(), buffers.m.end(), optimizer.exp_avg().begin());
-  std::copy(buffers.v.begin(), buffers.v.end(), optimizer.exp_avg_sq().begin());
+  // AdamW state exists only for this rank's optimizer ranges.
+  optimizer.SetFlatState(buffers.m, buffers.v);
   optimizer.set_steps_taken(meta.steps_taken);
   state->iteration = meta.iteration;
   state->consumed_samples = meta.consumed_samples;

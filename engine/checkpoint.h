@@ -7,12 +7,17 @@
 //                                         and the global slices it holds
 //   iter_0000050/shard_tp{t}_pp{p}.bin    parameters and AdamW m, v of
 //                                         (tp t, pp p) ranks
+//   iter_0000050/shard_ep{e}_etp{x}_pp{p}.bin   expert parameters and their
+//                                         m, v (expert parallelism only)
 // One shard per model-parallel rank: dp replicas hold the same parameters,
 // so dp rank 0 writes them (with the distributed optimizer the m, v shards
-// are gathered to dp rank 0 first). A checkpoint is written under
-// iter_N.tmp-<pid> and renamed into place, then the tracker file is
-// replaced by rename, so a process killed during a save leaves the
-// previous checkpoint intact and loadable. What such a kill leaves (an
+// are gathered first). With expert parallelism (ep > 1 or etp != tp) the
+// dp replicas hold different experts: the (tp, pp) shards keep the dense
+// parameters and edp rank 0 of every (ep, etp, pp) position writes its
+// experts, each tensor one global expert, so any other ep/etp loads them. A
+// checkpoint is written under iter_N.tmp-<pid> and renamed into place, then the
+// tracker file is replaced by rename, so a process killed during a save leaves
+// the previous checkpoint intact and loadable. What such a kill leaves (an
 // iter_N.tmp-<pid> directory, a tracker temp file) is removed by the next
 // save or load in that directory once process <pid> is gone; the temp files
 // of a live process (a save running right now) are never touched.

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include "search_spaces/file_io.h"
@@ -466,6 +467,11 @@ std::string ShardFileName(int tp_rank, int pp_rank) {
          std::to_string(pp_rank) + ".bin";
 }
 
+std::string ExpertShardFileName(int ep_rank, int etp_rank, int pp_rank) {
+  return "shard_ep" + std::to_string(ep_rank) + "_etp" +
+         std::to_string(etp_rank) + "_pp" + std::to_string(pp_rank) + ".bin";
+}
+
 StatusOr<int64_t> ReadTracker(const std::string& dir) {
   const std::string path = dir + "/" + kTrackerFileName;
   StatusOr<std::string> file = ReadCheckpointText(
@@ -512,10 +518,18 @@ std::string EncodeMetadata(const CheckpointMetadata& m) {
                          {"bytes", r.bytes},
                          {"fnv1a64", checksum}});
     }
-    shards.push_back({{"file", shard.file},
-                      {"tp", shard.tp_rank},
-                      {"pp", shard.pp_rank},
-                      {"tensors", tensors}});
+    if (shard.expert) {
+      shards.push_back({{"file", shard.file},
+                        {"ep", shard.ep_rank},
+                        {"etp", shard.etp_rank},
+                        {"pp", shard.pp_rank},
+                        {"tensors", tensors}});
+    } else {
+      shards.push_back({{"file", shard.file},
+                        {"tp", shard.tp_rank},
+                        {"pp", shard.pp_rank},
+                        {"tensors", tensors}});
+    }
   }
   const json j = {
       {"format", kFormatName},
@@ -535,6 +549,8 @@ std::string EncodeMetadata(const CheckpointMetadata& m) {
         {"pp", m.pp},
         {"vpp", m.vpp},
         {"dp", m.dp},
+        {"ep", m.ep},
+        {"etp", m.etp},
         {"dist_opt", m.dist_opt}}},
       {"optimizer", {{"steps_taken", m.steps_taken}}},
       {"shards", shards},
@@ -634,28 +650,57 @@ Status ValidateMetadata(const std::string& path, const CheckpointMetadata& m) {
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"tp", m.tp},
                                 {"pp", m.pp},
                                 {"vpp", m.vpp},
-                                {"dp", m.dp}}) {
+                                {"dp", m.dp},
+                                {"ep", m.ep},
+                                {"etp", m.etp}}) {
     if (v < 1 || v > kMaxRanks) {
       return bad(std::string("parallel ") + name + " " + std::to_string(v) +
                  " is out of range");
     }
   }
-  if (static_cast<int64_t>(m.shards.size()) != m.tp * m.pp) {
-    return bad("it lists " + std::to_string(m.shards.size()) +
+  int64_t dense = 0, expert = 0;
+  for (const ShardIndex& shard : m.shards) ++(shard.expert ? expert : dense);
+  if (dense != m.tp * m.pp) {
+    return bad("it lists " + std::to_string(dense) +
                " shards but tp·pp = " + std::to_string(m.tp * m.pp));
   }
+  if (expert != 0 && expert != m.ep * m.etp * m.pp) {
+    return bad("it lists " + std::to_string(expert) +
+               " expert shards but ep·etp·pp = " +
+               std::to_string(m.ep * m.etp * m.pp));
+  }
   std::set<std::pair<int, int>> seen;
+  std::set<std::tuple<int, int, int>> seen_expert;
   for (const ShardIndex& shard : m.shards) {
-    if (shard.tp_rank < 0 || shard.tp_rank >= m.tp || shard.pp_rank < 0 ||
-        shard.pp_rank >= m.pp ||
-        !seen.insert({shard.tp_rank, shard.pp_rank}).second) {
+    if (shard.expert) {
+      const std::string file =
+          ExpertShardFileName(shard.ep_rank, shard.etp_rank, shard.pp_rank);
+      if (shard.ep_rank < 0 || shard.ep_rank >= m.ep || shard.etp_rank < 0 ||
+          shard.etp_rank >= m.etp || shard.pp_rank < 0 ||
+          shard.pp_rank >= m.pp ||
+          !seen_expert.insert({shard.ep_rank, shard.etp_rank, shard.pp_rank})
+               .second) {
+        return bad("expert shard (ep " + std::to_string(shard.ep_rank) +
+                   ", etp " + std::to_string(shard.etp_rank) + ", pp " +
+                   std::to_string(shard.pp_rank) +
+                   ") is out of range or listed twice");
+      }
+      if (shard.file != file) {
+        return bad("expert shard (ep " + std::to_string(shard.ep_rank) +
+                   ", etp " + std::to_string(shard.etp_rank) + ", pp " +
+                   std::to_string(shard.pp_rank) + ") is not named " + file);
+      }
+    } else if (shard.tp_rank < 0 || shard.tp_rank >= m.tp ||
+               shard.pp_rank < 0 || shard.pp_rank >= m.pp ||
+               !seen.insert({shard.tp_rank, shard.pp_rank}).second) {
       return bad("shard (tp " + std::to_string(shard.tp_rank) + ", pp " +
                  std::to_string(shard.pp_rank) +
                  ") is out of range or listed twice");
     }
     // The file name is fixed by the position: nothing else (another
     // directory, a device) can be named as a shard.
-    if (shard.file != ShardFileName(shard.tp_rank, shard.pp_rank)) {
+    if (!shard.expert &&
+        shard.file != ShardFileName(shard.tp_rank, shard.pp_rank)) {
       return bad("shard (tp " + std::to_string(shard.tp_rank) + ", pp " +
                  std::to_string(shard.pp_rank) + ") is not named " +
                  ShardFileName(shard.tp_rank, shard.pp_rank));
@@ -741,18 +786,25 @@ StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path) {
     m.vpp = WholeNumber(par, "vpp");
     m.dp = WholeNumber(par, "dp");
     m.dist_opt = Flag(par, "dist_opt");
+    // Written since expert parallelism; older metadata has neither.
+    m.ep = par.contains("ep") ? WholeNumber(par, "ep") : 1;
+    m.etp = par.contains("etp") ? WholeNumber(par, "etp") : m.tp;
     for (const json& s : Array(j, "shards")) {
       ShardIndex shard;
       shard.file = Text(s, "file");
-      const int64_t tp_rank = WholeNumber(s, "tp");
-      const int64_t pp_rank = WholeNumber(s, "pp");
       // Out-of-int values become -1, which validation rejects.
-      shard.tp_rank = tp_rank >= 0 && tp_rank < (int64_t{1} << 30)
-                          ? static_cast<int>(tp_rank)
-                          : -1;
-      shard.pp_rank = pp_rank >= 0 && pp_rank < (int64_t{1} << 30)
-                          ? static_cast<int>(pp_rank)
-                          : -1;
+      auto rank = [&](const char* key) {
+        const int64_t v = WholeNumber(s, key);
+        return v >= 0 && v < (int64_t{1} << 30) ? static_cast<int>(v) : -1;
+      };
+      shard.expert = s.is_object() && s.contains("ep");
+      if (shard.expert) {
+        shard.ep_rank = rank("ep");
+        shard.etp_rank = rank("etp");
+      } else {
+        shard.tp_rank = rank("tp");
+      }
+      shard.pp_rank = rank("pp");
       for (const json& t : Array(s, "tensors")) {
         TensorRecord r;
         r.name = Text(t, "name");

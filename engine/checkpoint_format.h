@@ -116,6 +116,8 @@ inline constexpr char kTrackerFileName[] = "latest_checkpointed_iteration.txt";
 inline constexpr char kMetadataFileName[] = "metadata.json";
 std::string IterDirName(int64_t iteration);           // "iter_0000050"
 std::string ShardFileName(int tp_rank, int pp_rank);  // "shard_tp0_pp1.bin"
+// An expert shard (expert parallelism): "shard_ep1_etp0_pp0.bin".
+std::string ExpertShardFileName(int ep_rank, int etp_rank, int pp_rank);
 
 // The iteration named by dir/latest_checkpointed_iteration.txt; NotFound
 // when there is none, InvalidArgument when it holds no iteration number or
@@ -124,10 +126,14 @@ StatusOr<int64_t> ReadTracker(const std::string& dir);
 
 // ---------------------------------------------------------- metadata.json
 
-// One shard file and the records in it.
+// One shard file and the records in it: the dense parameters of one (tp,
+// pp) position, or (expert) the expert parameters of one (ep, etp, pp)
+// position.
 struct ShardIndex {
   std::string file;  // name inside the iteration directory
   int tp_rank = 0, pp_rank = 0;
+  bool expert = false;
+  int ep_rank = 0, etp_rank = 0;  // expert shards
   std::vector<TensorRecord> tensors;
 };
 
@@ -142,6 +148,7 @@ struct CheckpointMetadata {
   int64_t num_query_groups = 0, ffn_hidden_size = 0, vocab_size = 0;
   // The parallel layout of the run that saved it.
   int64_t tp = 1, pp = 1, vpp = 1, dp = 1;
+  int64_t ep = 1, etp = 1;  // absent in older metadata: 1 and tp
   bool dist_opt = false;
   std::vector<ShardIndex> shards;
 };
@@ -154,7 +161,8 @@ std::string EncodeMetadata(const CheckpointMetadata& meta);
 // version, for a path that is not a regular file (never opened, so a FIFO
 // cannot block the reader), and for values that break the format's
 // invariants (ValidateMetadata in the .cc: consumed_samples >= iteration >=
-// 0, tp·pp shards each named shard_tp{t}_pp{p}.bin, every block inside its
+// 0, tp·pp shards each named shard_tp{t}_pp{p}.bin plus none or ep·etp·pp
+// expert shards each named shard_ep{e}_etp{x}_pp{p}.bin, every block inside its
 // tensor's shape, numel and record size consistent). Every message is one
 // line naming the path.
 StatusOr<CheckpointMetadata> ReadMetadata(const std::string& path);

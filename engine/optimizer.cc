@@ -138,6 +138,41 @@ int64_t Optimizer::shard_end() const {
   return regions_[0].shard_end;
 }
 
+void Optimizer::GatherFlatState(std::vector<float>* exp_avg,
+                                std::vector<float>* exp_avg_sq) const {
+  exp_avg->assign(numel_, 0.0f);
+  exp_avg_sq->assign(numel_, 0.0f);
+  for (const Region& r : regions_) {
+    const int64_t shard = r.shard_end - r.shard_begin;
+    const int64_t count = r.end - r.begin;
+    for (auto [mine, flat] :
+         {std::pair<const float*, float*>{m_.data(), exp_avg->data()},
+          std::pair<const float*, float*>{v_.data(), exp_avg_sq->data()}}) {
+      if (!distributed_) {
+        std::copy_n(mine + r.state_offset, count, flat + r.begin);
+        continue;
+      }
+      // [g·shard] covers the region padded to the group.
+      std::vector<float> all(shard * r.grads->size());
+      r.grads->AllGather(mine + r.state_offset, all.data(), shard);
+      std::copy_n(all.begin(), count, flat + r.begin);
+    }
+  }
+}
+
+void Optimizer::SetFlatState(const std::vector<float>& exp_avg,
+                             const std::vector<float>& exp_avg_sq) {
+  MESHTUNE_CHECK(static_cast<int64_t>(exp_avg.size()) == numel_ &&
+                 static_cast<int64_t>(exp_avg_sq.size()) == numel_);
+  for (const Region& r : regions_) {
+    for (int64_t i = r.shard_begin; i < r.shard_end; ++i) {
+      const int64_t o = r.state_offset + (i - r.shard_begin);
+      m_[o] = i < r.end ? exp_avg[i] : 0.0f;
+      v_[o] = i < r.end ? exp_avg_sq[i] : 0.0f;
+    }
+  }
+}
+
 // m and v of the whole shard, padding included: the padding floats (fewer
 // than dp over the whole dp group) are allocated like Megatron's padded
 // buffers, and they keep the formula equal to the memory actually held.

@@ -72,6 +72,16 @@ class Optimizer {
   const std::vector<float>& exp_avg() const { return m_; }
   const std::vector<float>& exp_avg_sq() const { return v_; }
   void set_steps_taken(int64_t s) { steps_ = s; }
+  // The AdamW state of every local parameter element, indexed like the
+  // flat parameter buffer ([numel] each), for checkpoints: with the
+  // distributed optimizer each region's shards are all-gathered over its
+  // group (collective), otherwise the state is copied.
+  void GatherFlatState(std::vector<float>* exp_avg,
+                       std::vector<float>* exp_avg_sq) const;
+  // Sets this rank's state from flat-indexed m, v ([numel] each): each
+  // region's shard range is taken, padding set to 0. Not collective.
+  void SetFlatState(const std::vector<float>& exp_avg,
+                    const std::vector<float>& exp_avg_sq);
 
   // Bytes of optimizer state this rank holds (m and v, fp32).
   int64_t state_bytes() const;

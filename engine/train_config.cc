@@ -108,15 +108,6 @@ Status ValidateExperts(const TrainConfig& c) {
     return bad("moe_aux_loss_coeff must be a finite number >= 0",
                "use --moe-aux-loss-coeff 0.01, or 0 for none");
   }
-  // Checkpoints write one shard per (tp, pp) from dp rank 0, which holds
-  // only its own experts once ep > 1 or etp != tp.
-  if ((p.ep > 1 || etp != p.tp) &&
-      (!c.save_dir.empty() || !c.load_dir.empty())) {
-    return Status::Unimplemented(
-        "checkpoints of expert-parallel layouts (ep=" + Str(p.ep) +
-            " etp=" + Str(etp) + ") are not supported yet",
-        "train without --save/--load, or with --ep 1 and etp = tp");
-  }
   return Status::Ok();
 }
 

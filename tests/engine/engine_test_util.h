@@ -57,9 +57,27 @@ inline TrainConfig TinyConfig(bool llama) {
   return c;
 }
 
+// TinyConfig(llama) with MoE layers of the DeepSeek / Qwen3 kind: a dense
+// first layer, then 4 routed experts (top-2, softmax) of FFN 16 and a
+// shared expert of 16, aux loss 0.01.
+inline TrainConfig TinyMoeConfig(double capacity_factor = 0) {
+  TrainConfig c = TinyConfig(/*llama=*/true);
+  auto& m = c.model;
+  m.name = "moe-test";
+  m.num_experts = 4;
+  m.moe_router_topk = 2;
+  m.moe_ffn_hidden_size = 16;
+  m.moe_shared_expert_intermediate_size = 16;
+  m.moe_layer_pattern = {0, 1, 1, 1};
+  m.moe_expert_capacity_factor = capacity_factor;
+  c.moe_aux_loss_coeff = 0.01;
+  return c;
+}
+
 struct RunResult {
   std::vector<double> losses;
   std::vector<double> grad_norms;
+  std::vector<double> load_balancing_losses;          // MoE with an aux loss
   std::map<std::string, std::vector<float>> weights;  // global tensors
   std::vector<RankMemory> memory;
   // Every world rank's flat parameter buffer at the end, and where its
@@ -118,6 +136,9 @@ inline RunResult TrainLocally(const TrainConfig& config,
           for (const IterationLog& l : (*trainer)->history()) {
             result.losses.push_back(l.loss);
             result.grad_norms.push_back(l.grad_norm);
+            if (l.load_balancing_loss.has_value()) {
+              result.load_balancing_losses.push_back(*l.load_balancing_loss);
+            }
           }
         }
       },

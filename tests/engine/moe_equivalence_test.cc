@@ -23,22 +23,7 @@ using search_spaces::RankGrid;
 using testing::RunResult;
 using testing::TrainLocally;
 
-// LLaMA-style tiny model (tests/engine/engine_test_util.h) with MoE layers
-// of the DeepSeek / Qwen3 kind: a dense first layer, then 4 routed experts
-// (top-2, softmax) of FFN 16 and a shared expert of 16, aux loss 0.01.
-TrainConfig TinyMoeConfig(double capacity_factor = 0) {
-  TrainConfig c = testing::TinyConfig(/*llama=*/true);
-  auto& m = c.model;
-  m.name = "moe-test";
-  m.num_experts = 4;
-  m.moe_router_topk = 2;
-  m.moe_ffn_hidden_size = 16;
-  m.moe_shared_expert_intermediate_size = 16;
-  m.moe_layer_pattern = {0, 1, 1, 1};
-  m.moe_expert_capacity_factor = capacity_factor;
-  c.moe_aux_loss_coeff = 0.01;
-  return c;
-}
+using testing::TinyMoeConfig;
 
 struct Layout {
   std::string name;
@@ -97,6 +82,16 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   const RunResult run = TrainLocally(c);
   testing::ExpectSameRun(run, ref);
   ExpectReplicasBitwiseEqual(c, run);
+  // The logged load-balancing loss (partials summed over tp, ep, pp and
+  // dp ranks) is the single-rank one.
+  ASSERT_EQ(run.load_balancing_losses.size(), 10u);
+  ASSERT_EQ(ref.load_balancing_losses.size(), 10u);
+  for (size_t i = 0; i < 10; ++i) {
+    EXPECT_TRUE(testing::WithinFp32Tolerance(run.load_balancing_losses[i],
+                                             ref.load_balancing_losses[i]))
+        << "step " << i + 1 << ": " << run.load_balancing_losses[i] << " vs "
+        << ref.load_balancing_losses[i];
+  }
   // Every expert of every MoE layer is in the gathered weights.
   for (int layer = 1; layer < 4; ++layer) {
     for (int e = 0; e < 4; ++e) {
@@ -138,6 +133,20 @@ TEST(MoeEquivalence, CapacityFactorOneDropsTokens) {
   const RunResult b = TrainLocally(without);
   ASSERT_EQ(a.losses.size(), 1u);
   EXPECT_NE(a.losses[0], b.losses[0]);
+}
+
+// The switch loss of a balanced router is its coefficient; an untrained
+// router of 4 experts is close to balanced, so the logged loss is near
+// 0.01, and the log has none without an aux loss.
+TEST(MoeEquivalence, LoadBalancingLossIsNearItsCoefficient) {
+  TrainConfig c = TinyMoeConfig();
+  c.train_iters = 2;
+  const RunResult run = TrainLocally(c);
+  ASSERT_EQ(run.load_balancing_losses.size(), 2u);
+  EXPECT_GT(run.load_balancing_losses[0], 0.01 * 0.9);
+  EXPECT_LT(run.load_balancing_losses[0], 0.01 * 1.5);
+  c.moe_aux_loss_coeff = 0;
+  EXPECT_TRUE(TrainLocally(c).load_balancing_losses.empty());
 }
 
 }  // namespace
