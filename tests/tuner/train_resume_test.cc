@@ -191,7 +191,7 @@ TEST_F(TrainResumeTest, FifoForAShardIsAnInputErrorNotAHang) {
 // ---- --cp / --ep ----
 
 TEST(TrainCpEp, ValuesAboveOneAreInputErrorsNamingTheFix) {
-  for (const char* axis : {"cp", "ep"}) {
+  for (const char* axis : {"cp"}) {
     SCOPED_TRACE(axis);
     const std::string flag = std::string("--") + axis;
     const std::string message =
@@ -234,10 +234,58 @@ TEST(TrainCpEp, ValuesAboveOneAreInputErrorsNamingTheFix) {
             "--cp must be a positive integer, got 'two'");
 }
 
+// Expert parallelism needs an MoE model; on moe-tiny it trains, from the
+// flags and from a `tune search --out` file.
+TEST(TrainCpEp, ExpertParallelismNeedsAnMoeModel) {
+  const std::string message =
+      "ep=2 etp=1 need an MoE model (gpt-tiny is dense)";
+  const std::string hint = "use --ep 1 and leave --etp unset";
+  StatusOr<TrainPlan> plan =
+      ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--ep", "2"}));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  Status s = ValidateTrainPlan(plan.value());
+  EXPECT_EQ(s.message(), message);
+  EXPECT_EQ(s.hint(), hint);
+  EXPECT_EQ(s.ExitCode(), 2);
+  ExpectError(RunTune("train --model gpt-tiny --no-db --ep 2", "", kEnv), 2,
+              message, hint);
+  // moe-tiny: 8 experts; ep 3 does not divide them, etp·ep must divide the
+  // dense ranks, and tp needs sp.
+  plan = ResolveTrainFlags(ParseFlags(
+      {"--model", "moe-tiny", "--dp", "3", "--ep", "3", "--gbs", "12"}));
+  ASSERT_TRUE(plan.ok());
+  s = ValidateTrainPlan(plan.value());
+  EXPECT_EQ(s.message(), "ep=3 does not divide num_experts (8)");
+  EXPECT_EQ(s.ExitCode(), 2);
+  plan = ResolveTrainFlags(ParseFlags({"--model", "moe-tiny", "--ep", "2"}));
+  ASSERT_TRUE(plan.ok());
+  s = ValidateTrainPlan(plan.value());
+  EXPECT_EQ(s.message(),
+            "etp·ep = 2 does not divide tp·cp·dp = 1 (the expert grid "
+            "etp·ep·edp folds over the dense ranks)");
+  plan = ResolveTrainFlags(ParseFlags({"--model", "moe-tiny", "--tp", "2"}));
+  ASSERT_TRUE(plan.ok());
+  s = ValidateTrainPlan(plan.value());
+  EXPECT_EQ(s.message(),
+            "MoE with tensor parallelism (tp=2) needs sequence parallelism");
+  EXPECT_EQ(s.hint(), "add --sp");
+  plan =
+      ResolveTrainFlags(ParseFlags({"--model", "moe-tiny", "--dp", "2", "--ep",
+                                    "2", "--moe-aux-loss-coeff", "0.01"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(ValidateTrainPlan(plan.value()).ok());
+  EXPECT_EQ(plan->config.moe_aux_loss_coeff, 0.01);
+  EXPECT_EQ(plan->nproc, 2);
+}
+
 TEST(TrainCpEp, FlagsRoundTripForTheRanks) {
-  const std::vector<std::string> args = {"--model", "gpt-tiny", "--cp",
-                                         "1",       "--ep",     "1"};
-  EXPECT_EQ(TrainFlagsToArgs(ParseFlags(args)), args);
+  const std::vector<std::string> args = {
+      "--model", "moe-tiny", "--cp",
+      "1",       "--ep",     "2",
+      "--etp",   "1",        "--moe-aux-loss-coeff",
+      "0.01"};
+  std::vector<std::string> got = TrainFlagsToArgs(ParseFlags(args));
+  EXPECT_EQ(got, args);
 }
 
 TEST(TrainHelp, SaysWhatTheCudaBackendRuns) {

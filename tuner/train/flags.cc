@@ -100,6 +100,7 @@ std::vector<std::pair<std::string, bool>> LayoutFlags(const TrainFlags& f) {
           {"--dp", !f.dp.empty()},
           {"--cp", !f.cp.empty()},
           {"--ep", !f.ep.empty()},
+          {"--etp", !f.etp.empty()},
           {"--mbs", !f.mbs.empty()},
           {"--gbs", !f.gbs.empty()},
           {"--seq-len", !f.seq_len.empty()},
@@ -211,15 +212,23 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
       ->type_name("V");
   app->add_option("--dp", f->dp, "data parallel size (default 1)")
       ->type_name("D");
-  // Taken, not hidden: the engine trains cp = ep = 1 only, and a value
-  // above 1 gets its message (with the hint to use 1) instead of CLI11's
+  // Taken, not hidden: the engine trains cp = 1 only, and a value above 1
+  // gets its message (with the hint to use 1) instead of CLI11's
   // "arguments were not expected".
   app->add_option("--cp", f->cp,
                   "context parallel size; the engine trains 1 only (default 1)")
       ->type_name("C");
   app->add_option("--ep", f->ep,
-                  "expert parallel size; the engine trains 1 only (default 1)")
+                  "expert parallel size, MoE models: the experts split over "
+                  "ep ranks folded over dp·tp (default 1)")
       ->type_name("E");
+  app->add_option("--etp", f->etp,
+                  "expert tensor parallel size, MoE models (default tp)")
+      ->type_name("T");
+  app->add_option("--moe-aux-loss-coeff", f->moe_aux_loss_coeff,
+                  "MoE load-balancing loss coefficient (Megatron "
+                  "--moe-aux-loss-coeff; default 0)")
+      ->type_name("X");
   auto* sp = app->add_flag_callback(
       "--sp", [f] { f->sp = true; }, "sequence parallel on");
   auto* no_sp = app->add_flag_callback(
@@ -366,6 +375,7 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.dp, "--dp", &p.dp));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.cp, "--cp", &p.cp));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.ep, "--ep", &p.ep));
+  MESHTUNE_RETURN_IF_ERROR(SetPositive(f.etp, "--etp", &p.etp));
   MESHTUNE_RETURN_IF_ERROR(SetPositive(f.mbs, "--mbs", &p.mbs));
   if (f.sp.has_value()) p.sp = *f.sp;
   if (f.dist_opt.has_value()) p.dist_opt = *f.dist_opt;
@@ -400,6 +410,12 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
       SetFloat(f.hidden_dropout, "--hidden-dropout", &c.hidden_dropout));
   MESHTUNE_RETURN_IF_ERROR(SetFloat(f.attention_dropout, "--attention-dropout",
                                     &c.attention_dropout));
+  if (!f.moe_aux_loss_coeff.empty()) {
+    StatusOr<double> v =
+        ParseNonNegativeNumber(f.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
+    if (!v.ok()) return v.status();
+    c.moe_aux_loss_coeff = v.value();
+  }
   if (!f.lr_warmup_iters.empty()) {
     StatusOr<int64_t> v =
         ParseNonNegativeInt(f.lr_warmup_iters, "--lr-warmup-iters");
@@ -593,6 +609,7 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--dp", f.dp);
   add("--cp", f.cp);
   add("--ep", f.ep);
+  add("--etp", f.etp);
   if (f.sp.has_value()) args.push_back(*f.sp ? "--sp" : "--no-sp");
   add("--mbs", f.mbs);
   add("--gbs", f.gbs);
@@ -615,6 +632,7 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--clip-grad", f.clip_grad);
   add("--hidden-dropout", f.hidden_dropout);
   add("--attention-dropout", f.attention_dropout);
+  add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff);
   add("--seed", f.seed);
   add("--save", f.save);
   add("--save-interval", f.save_interval);

@@ -41,9 +41,12 @@ struct TrainFlags {
   std::string rank;         // --rank R (with --from-search; default 1)
   std::string model;        // preset name or model YAML
   std::string tp, pp, vpp, dp, mbs, gbs, seq_len, recompute;
-  // --cp / --ep: taken so that a value above 1 (which the engine cannot
-  // train yet) gets TrainConfig::Validate's message, as from --config.
-  std::string cp, ep;
+  // --cp: taken so that a value above 1 (which the engine cannot train yet)
+  // gets TrainConfig::Validate's message, as from --config. --ep / --etp:
+  // expert parallel sizes (MoE models).
+  std::string cp, ep, etp;
+  // Megatron --moe-aux-loss-coeff (default 0).
+  std::string moe_aux_loss_coeff;
   std::optional<bool> sp;         // --sp / --no-sp
   std::optional<bool> dist_opt;   // --dist-opt / --no-dist-opt
   std::string steps;              // Megatron --train-iters
