@@ -12,6 +12,10 @@
 // With a seventh argument `dropout`, both runs use hidden and attention
 // dropout 0.1 (the masks are layout-independent, engine/cpu/dropout_mask.h).
 //
+// With a seventh argument `moeN`, the model is the tiny MoE
+// (testing::TinyMoeConfig) trained with ep = N: the expert all-to-all over
+// MPI (one run; the MoE model has no GPT variant).
+//
 // With a seventh argument `kill`, world rank 1 kills itself (SIGKILL) a
 // moment into a long run, in the middle of the pipeline's point-to-point
 // traffic: mpirun must then end every other rank instead of leaving them
@@ -63,12 +67,16 @@ Curve Train(const TrainConfig& config, Communicator* world) {
 
 int main(int argc, char** argv) {
   if (argc != 7 && argc != 8) {
-    std::fprintf(stderr, "usage: %s TP PP VPP DP SP DIST_OPT [kill|dropout]\n",
+    std::fprintf(stderr,
+                 "usage: %s TP PP VPP DP SP DIST_OPT [kill|dropout|moeEP]\n",
                  argv[0]);
     return 2;
   }
   const bool kill_one = argc == 8 && std::string(argv[7]) == "kill";
   const bool dropout = argc == 8 && std::string(argv[7]) == "dropout";
+  const int moe_ep = argc == 8 && std::string(argv[7]).rfind("moe", 0) == 0
+                         ? std::atoi(argv[7] + 3)
+                         : 0;
   auto world = meshtune::engine::MakeMpiWorld();
   if (!world.ok()) {
     std::fprintf(stderr, "train mpi test: %s\n",
@@ -78,7 +86,9 @@ int main(int argc, char** argv) {
   Communicator* w = world->get();
   bool all_ok = true;
   for (bool llama : {false, true}) {
-    TrainConfig base = testing::TinyConfig(llama);
+    if (moe_ep > 0 && !llama) continue;
+    TrainConfig base =
+        moe_ep > 0 ? testing::TinyMoeConfig() : testing::TinyConfig(llama);
     if (dropout) {
       base.hidden_dropout = 0.1f;
       base.attention_dropout = 0.1f;
@@ -90,6 +100,7 @@ int main(int argc, char** argv) {
     config.parallel.dp = std::atoi(argv[4]);
     config.parallel.sp = std::atoi(argv[5]) != 0;
     config.parallel.dist_opt = std::atoi(argv[6]) != 0;
+    if (moe_ep > 0) config.parallel.ep = moe_ep;
     if (config.parallel.world() != w->size()) {
       meshtune::engine::AbortAllRanks(
           "train mpi test: world size does not match TP·PP·DP", 2);
@@ -123,8 +134,11 @@ int main(int argc, char** argv) {
           testing::WithinFp32Tolerance(run.grad_norm[i],
                                        reference.grad_norm[i]);
       std::printf("%s step %2zu: loss %.7f vs %.7f, grad norm %.7f vs %.7f%s\n",
-                  llama ? "llama" : "gpt", i + 1,
-                  i < run.loss.size() ? run.loss[i] : -1.0, reference.loss[i],
+                  moe_ep > 0 ? "moe"
+                  : llama    ? "llama"
+                             : "gpt",
+                  i + 1, i < run.loss.size() ? run.loss[i] : -1.0,
+                  reference.loss[i],
                   i < run.grad_norm.size() ? run.grad_norm[i] : -1.0,
                   reference.grad_norm[i], ok ? "" : "  MISMATCH");
       all_ok = all_ok && ok;
