@@ -71,13 +71,10 @@ void CheckRing(int cp) {
         std::vector<float> o(rows * kOutWidth),
             lse(RingLseCount(chunks, shape));
         std::vector<float> d(rows * kWidth);
-        if (r == 0) log.set_label("fwd");
-        world.Barrier();
+        log.set_label("fwd");  // per rank thread (CommLog)
         RingAttentionForward(local_qkv.data(), chunks, shape, group.get(),
                              o.data(), lse.data());
-        world.Barrier();
-        if (r == 0) log.set_label("bwd");
-        world.Barrier();
+        log.set_label("bwd");
         RingAttentionBackward(local_dout.data(), local_qkv.data(), o.data(),
                               lse.data(), chunks, shape, group.get(), d.data());
         ring_out[r] = o;
