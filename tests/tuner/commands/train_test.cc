@@ -255,16 +255,18 @@ TEST(TrainValidation, ConfigErrorsPassThroughWithTheirExitCodes) {
             "seq_length 512 exceeds the learned position table (256 "
             "positions)");
   EXPECT_EQ(s.ExitCode(), 2);
-  // Context parallelism is planned but not built in the engine: an input
-  // error (exit 2) whose hint names the flag to change.
+  // Context parallelism from --config (context_parallel_size) or --cp is
+  // trained; the engine's refusals pass through as input errors (exit 2).
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/cp.yaml",
             "model: gpt-tiny\nparallelism:\n  context_parallel_size: 2\n");
-  s = ValidateError({"--config", dir + "/cp.yaml"});
+  EXPECT_TRUE(ValidateError({"--config", dir + "/cp.yaml"}).ok());
+  EXPECT_TRUE(ValidateError({"--model", "gpt-tiny", "--cp", "4"}).ok());
+  s = ValidateError({"--config", dir + "/cp.yaml", "--seq-len", "250"});
   EXPECT_EQ(s.message(),
-            "the training engine does not support context parallelism yet "
-            "(cp=2)");
-  EXPECT_EQ(s.hint(), "use --cp 1");
+            "context parallelism needs seq_length (250) divisible by 2·cp = 4 "
+            "(the sequence is cut into 2·cp chunks)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 4, or another --cp");
   EXPECT_EQ(s.ExitCode(), 2);
   std::filesystem::remove_all(dir);
 }

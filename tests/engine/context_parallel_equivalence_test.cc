@@ -1,0 +1,181 @@
+// Context parallelism reproduces the single-rank run (issue checks: cp2,
+// cp4, cp2·tp2·sp, cp2·pp2, cp2·dp2 with the distributed optimizer, both
+// recompute kinds, hidden dropout): loss and gradient norm at each of 10
+// steps and the final weights, within the fp32 tolerance of tolerance.h,
+// for the GPT and LLaMA tiny models. Also: the cp ranks' replicated weights
+// stay bitwise equal, and TrainConfig::Validate's refusals for cp.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/process_groups.h"
+#include "search_spaces/rank_grid.h"
+#include "tests/engine/engine_test_util.h"
+#include "tests/engine/equivalence_check.h"
+
+namespace meshtune::engine {
+namespace {
+
+using search_spaces::RecomputeGranularity;
+using testing::RunResult;
+using testing::TinyConfig;
+using testing::TrainLocally;
+
+struct Layout {
+  std::string name;
+  int64_t cp = 2, tp = 1, pp = 1, dp = 1;
+  bool sp = false, dist_opt = false;
+  RecomputeGranularity recompute = RecomputeGranularity::kNone;
+  float hidden_dropout = 0.0f;
+};
+
+TrainConfig ConfigOf(bool llama, const Layout& l) {
+  TrainConfig c = TinyConfig(llama);
+  c.parallel.cp = l.cp;
+  c.parallel.tp = l.tp;
+  c.parallel.pp = l.pp;
+  c.parallel.dp = l.dp;
+  c.parallel.sp = l.sp;
+  c.parallel.dist_opt = l.dist_opt;
+  c.parallel.recompute.granularity = l.recompute;
+  c.hidden_dropout = l.hidden_dropout;
+  return c;
+}
+
+// The single-rank runs (seq 16, gbs 8, 10 steps), without and with hidden
+// dropout.
+const RunResult& Reference(bool llama, float hidden_dropout) {
+  static const RunResult gpt = TrainLocally(TinyConfig(false));
+  static const RunResult llama_run = TrainLocally(TinyConfig(true));
+  static const RunResult gpt_drop =
+      TrainLocally(ConfigOf(false, {"", 1, 1, 1, 1, false, false,
+                                    RecomputeGranularity::kNone, 0.1f}));
+  static const RunResult llama_drop = TrainLocally(ConfigOf(
+      true, {"", 1, 1, 1, 1, false, false, RecomputeGranularity::kNone, 0.1f}));
+  if (hidden_dropout > 0) return llama ? llama_drop : gpt_drop;
+  return llama ? llama_run : gpt;
+}
+
+class ContextParallelEquivalenceTest
+    : public ::testing::TestWithParam<std::tuple<bool, Layout>> {};
+
+TEST_P(ContextParallelEquivalenceTest, MatchesSingleRank) {
+  const bool llama = std::get<0>(GetParam());
+  const Layout& l = std::get<1>(GetParam());
+  const RunResult run = TrainLocally(ConfigOf(llama, l));
+  testing::ExpectSameRun(run, Reference(llama, l.hidden_dropout));
+}
+
+const Layout kLayouts[] = {
+    {"cp2", 2},
+    {"cp4", 4},
+    {"cp2_tp2_sp", 2, 2, 1, 1, true},
+    {"cp2_pp2", 2, 1, 2},
+    {"cp2_dp2_dist_opt", 2, 1, 1, 2, false, true},
+    {"cp2_selective", 2, 1, 1, 1, false, false,
+     RecomputeGranularity::kSelective},
+    {"cp2_tp2_sp_full", 2, 2, 1, 1, true, false, RecomputeGranularity::kFull},
+    {"cp2_hidden_dropout", 2, 1, 1, 1, false, false,
+     RecomputeGranularity::kNone, 0.1f},
+    {"cp4_tp2_sp_hidden_dropout", 4, 2, 1, 1, true, false,
+     RecomputeGranularity::kNone, 0.1f},
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ContextParallelEquivalenceTest,
+    ::testing::Combine(::testing::Bool(), ::testing::ValuesIn(kLayouts)),
+    [](const ::testing::TestParamInfo<std::tuple<bool, Layout>>& i) {
+      return std::string(std::get<0>(i.param) ? "llama_" : "gpt_") +
+             std::get<1>(i.param).name;
+    });
+
+// After training, every rank's flat parameters: the ranks that differ only
+// in their cp coordinate hold the same tensors (replicated over cp, the
+// gradient averaged over dp·cp), and must hold them bit for bit.
+TEST(ContextParallelTest, ReplicatedWeightsAreBitwiseEqualAcrossCpRanks) {
+  for (const bool llama : {false, true}) {
+    SCOPED_TRACE(llama ? "llama" : "gpt");
+    TrainConfig c = ConfigOf(llama, {"", 2, 2, 1, 1, true});
+    c.train_iters = 3;
+    const int world = static_cast<int>(c.parallel.world());
+    testing::SyntheticDataset data(c.seq(), c.model.vocab_size);
+    std::vector<std::vector<float>> params(world);
+    RunLocalRanks(world, [&](Communicator& w) {
+      auto trainer = Trainer::Create(c, &data, &w);
+      if (!trainer.ok()) throw std::runtime_error(trainer.status().message());
+      Status s = (*trainer)->Run({});
+      if (!s.ok()) throw std::runtime_error(s.message());
+      params[w.rank()] = (*trainer)->params().flat_params();
+    });
+    const search_spaces::RankGrid grid(c.parallel, world, world);
+    int compared = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto rc = grid.CoordOf(r);
+      if (rc.cp != 0) continue;
+      for (int64_t q : grid.GroupOf(search_spaces::GroupKind::kCp, r)) {
+        if (q == r) continue;
+        ASSERT_EQ(params[q].size(), params[r].size());
+        EXPECT_EQ(std::memcmp(params[q].data(), params[r].data(),
+                              params[r].size() * sizeof(float)),
+                  0)
+            << "ranks " << r << " and " << q;
+        ++compared;
+      }
+    }
+    EXPECT_EQ(compared, 2);  // one cp peer for each of the 2 tp ranks
+  }
+}
+
+TEST(ContextParallelTest, ValidateRefusesWhatCpCannotDo) {
+  TrainConfig c = TinyConfig(false);  // seq 16
+  c.parallel.cp = 2;
+  EXPECT_TRUE(c.Validate().ok());
+
+  c.seq_length = 12;  // 12 % 4 == 0 but the position table holds 16: fine
+  EXPECT_TRUE(c.Validate().ok());
+  c.seq_length = 14;
+  Status s = c.Validate();
+  EXPECT_EQ(s.message(),
+            "context parallelism needs seq_length (14) divisible by 2·cp = 4 "
+            "(the sequence is cut into 2·cp chunks)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 4, or another --cp");
+  EXPECT_EQ(s.ExitCode(), 2);
+
+  c.seq_length = 12;
+  c.parallel.tp = 2;
+  c.parallel.sp = true;
+  s = c.Validate();
+  EXPECT_EQ(s.message(),
+            "context parallelism needs seq_length (12) divisible by 2·cp·tp = "
+            "8 (2·cp chunks, each cp rank's split over tp by sequence "
+            "parallelism)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 8, or another --cp");
+  c.parallel.sp = false;  // without SP only 2·cp matters
+  EXPECT_TRUE(c.Validate().ok());
+
+  c.seq_length = 0;
+  c.parallel.tp = 1;
+  c.attention_dropout = 0.1f;
+  s = c.Validate();
+  EXPECT_EQ(s.message(),
+            "attention dropout (0.1) is not supported with context "
+            "parallelism (cp=2)");
+  EXPECT_EQ(s.hint(),
+            "use --attention-dropout 0 with --cp above 1 (hidden dropout is "
+            "supported), or --cp 1");
+  c.attention_dropout = 0.0f;
+  c.hidden_dropout = 0.1f;
+  EXPECT_TRUE(c.Validate().ok());
+
+  c.parallel.cp = 0;
+  s = c.Validate();
+  EXPECT_EQ(s.message(), "cp must be >= 1 (got 0)");
+  EXPECT_EQ(s.hint(), "use --cp 1 (no context parallelism) or more");
+}
+
+}  // namespace
+}  // namespace meshtune::engine
