@@ -3,16 +3,18 @@
 // recompute kinds, hidden dropout): loss and gradient norm at each of 10
 // steps and the final weights, within the fp32 tolerance of tolerance.h,
 // for the GPT and LLaMA tiny models. Also: the cp ranks' replicated weights
-// stay bitwise equal, and TrainConfig::Validate's refusals for cp.
+// stay bitwise equal, checkpoints resume bit-exactly and reshard to one
+// rank, and TrainConfig::Validate's refusals for cp.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "engine/process_groups.h"
 #include "search_spaces/rank_grid.h"
 #include "tests/engine/engine_test_util.h"
 #include "tests/engine/equivalence_check.h"
@@ -128,6 +130,49 @@ TEST(ContextParallelTest, ReplicatedWeightsAreBitwiseEqualAcrossCpRanks) {
     }
     EXPECT_EQ(compared, 2);  // one cp peer for each of the 2 tp ranks
   }
+}
+
+// Checkpoints of a cp run: the save is written by the cp-rank-0 ranks (cp
+// ranks hold the same weights; the distributed optimizer's state is sharded
+// over dp·cp and gathered), a resume continues bit-exactly, and the
+// checkpoint loads into the single-rank layout.
+TEST(ContextParallelTest, CheckpointResumesBitExactlyAndLoadsIntoOneRank) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("meshtune_cp_ckpt_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  TrainConfig c = ConfigOf(true, {"", 2, 1, 1, 2, false, true});
+  c.optimizer.lr_decay_iters = 10;  // steps 1..5 do not depend on iters
+  c.hidden_dropout = 0.1f;
+  const RunResult straight = TrainLocally(c);
+
+  TrainConfig first = c;
+  first.train_iters = 5;
+  first.save_dir = (dir / "cp").string();
+  TrainLocally(first);
+  TrainConfig second = c;
+  second.load_dir = first.save_dir;
+  const RunResult resumed = TrainLocally(second);
+  ASSERT_EQ(resumed.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(resumed.losses[i], straight.losses[5 + i]) << "step " << 6 + i;
+    EXPECT_EQ(resumed.grad_norms[i], straight.grad_norms[5 + i]);
+  }
+  EXPECT_EQ(resumed.weights, straight.weights);
+
+  TrainConfig single = TinyConfig(true);
+  single.optimizer.lr_decay_iters = 10;
+  single.hidden_dropout = 0.1f;
+  single.load_dir = first.save_dir;
+  const RunResult resharded = TrainLocally(single);
+  ASSERT_EQ(resharded.losses.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(testing::WithinFp32Tolerance(resharded.losses[i],
+                                             straight.losses[5 + i]))
+        << "step " << 6 + i << ": " << resharded.losses[i] << " vs "
+        << straight.losses[5 + i];
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ContextParallelTest, ValidateRefusesWhatCpCannotDo) {
