@@ -149,15 +149,6 @@ Status TrainConfig::Validate() const {
                    ShortFloat(attention_dropout),
                "use --attention-dropout 0.1 (Megatron's default) or 0 (off)");
   }
-  // The ring attention (engine/context_parallel/ring_attention.h) merges
-  // undropped partial softmaxes; attention dropout is not built into it.
-  if (p.cp > 1 && attention_dropout > 0.0f) {
-    return bad("attention dropout (" + ShortFloat(attention_dropout) +
-                   ") is not supported with context parallelism (cp=" +
-                   std::to_string(p.cp) + ")",
-               "use --attention-dropout 0 with --cp above 1 (hidden dropout "
-               "is supported), or --cp 1");
-  }
   // !(x > 0) also rejects NaN; infinity means "wait for ever", which is
   // exactly the hang the timeout exists to prevent.
   if (!(distributed_timeout_s > 0) || !std::isfinite(distributed_timeout_s)) {

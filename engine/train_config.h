@@ -77,10 +77,10 @@ struct TrainConfig {
   // world = tp·pp·cp·dp, gbs divisible by mbs·dp, layers split over pp·vpp
   // (search_spaces::PipelineLayout),
   // heads and groups divisible by tp, seq divisible by tp under SP, by 2·cp
-  // with context parallelism (2·cp·tp with SP too), no attention dropout
-  // with cp > 1, ep == 1 and dense models (MoE is not built in the engine
-  // yet: ep above 1 is an InvalidArgument whose hint is "use --ep 1"; an
-  // MoE model is Unimplemented).
+  // with context parallelism (2·cp·tp with SP too), ep == 1 and dense
+  // models (MoE is not built in the engine yet: ep above 1 is an
+  // InvalidArgument whose hint is "use --ep 1"; an MoE model is
+  // Unimplemented).
   Status Validate() const;
 };
 

@@ -241,17 +241,18 @@ void TransformerLayer::Rope(float* qkv, bool forward) const {
   }
 }
 
-void TransformerLayer::RingForward(LayerCache* c) {
+void TransformerLayer::RingForward(LayerCache* c,
+                                   const cpu::DropoutSpec& drop) {
   const context_parallel::SequenceChunks chunks = ChunksOf(sh_, cp_);
   const cpu::AttentionChunkShape shape{sh_.b, sh_.heads, sh_.groups,
                                        sh_.head_dim};
   c->lse.resize(context_parallel::RingLseCount(chunks, shape));
   context_parallel::RingAttentionForward(c->qkv.data(), chunks, shape, cp_,
-                                         c->attn.data(), c->lse.data());
+                                         c->attn.data(), c->lse.data(), &drop);
 }
 
 void TransformerLayer::RingBackward(const float* dattn, LayerCache* c,
-                                    float* dqkv) {
+                                    const cpu::DropoutSpec& drop, float* dqkv) {
   const context_parallel::SequenceChunks chunks = ChunksOf(sh_, cp_);
   const cpu::AttentionChunkShape shape{sh_.b, sh_.heads, sh_.groups,
                                        sh_.head_dim};
@@ -263,11 +264,11 @@ void TransformerLayer::RingBackward(const float* dattn, LayerCache* c,
     std::vector<float> out(c->attn.size());  // [n, heads·d]
     c->lse.resize(context_parallel::RingLseCount(chunks, shape));
     context_parallel::RingAttentionForward(c->qkv.data(), chunks, shape, cp_,
-                                           out.data(), c->lse.data());
+                                           out.data(), c->lse.data(), &drop);
   }
   context_parallel::RingAttentionBackward(dattn, c->qkv.data(), c->attn.data(),
                                           c->lse.data(), chunks, shape, cp_,
-                                          dqkv);
+                                          dqkv, &drop);
 }
 
 void TransformerLayer::Norm(const float* x, int w, int b, float* out,
@@ -355,7 +356,7 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
   if (sh_.rope) Rope(c->qkv.data(), /*forward=*/true);
   c->attn.resize(n * aw);
   if (sh_.cp > 1) {
-    RingForward(c);
+    RingForward(c, attn_drop);
     if (selective_) c->lse.clear();  // the backward reruns the ring
   } else {
     if (!selective_) c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
@@ -448,7 +449,7 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);
   std::vector<float> dqkv(n * qw);
   if (sh_.cp > 1) {
-    RingBackward(dattn.data(), c, dqkv.data());
+    RingBackward(dattn.data(), c, attn_drop, dqkv.data());
   } else {
     if (selective_) {
       // Selective recompute (Korthikanti et al. 2022 §5): the s² attention

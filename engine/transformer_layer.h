@@ -138,9 +138,11 @@ class TransformerLayer {
   // gradient) at the global positions of the local rows.
   void Rope(float* qkv, bool forward) const;
   // Core attention under context parallelism: ring attention of c->qkv
-  // into c->attn and c->lse; the backward writes dqkv [n, qkv_width].
-  void RingForward(LayerCache* c);
-  void RingBackward(const float* dattn, LayerCache* c, float* dqkv);
+  // into c->attn and c->lse with the attention dropout `drop`; the
+  // backward writes dqkv [n, qkv_width].
+  void RingForward(LayerCache* c, const cpu::DropoutSpec& drop);
+  void RingBackward(const float* dattn, LayerCache* c,
+                    const cpu::DropoutSpec& drop, float* dqkv);
 
   LayerShape sh_;
   LayerParams p_;

@@ -58,7 +58,8 @@ int64_t RingLseCount(const SequenceChunks& chunks,
 
 void RingAttentionForward(const float* qkv, const SequenceChunks& chunks,
                           const cpu::AttentionChunkShape& shape,
-                          Communicator* cp, float* out, float* lse) {
+                          Communicator* cp, float* out, float* lse,
+                          const cpu::DropoutSpec* dropout) {
   CheckGroup(chunks, cp);
   const Widths w = WidthsOf(shape);
   const int cp_size = chunks.cp(), rank = chunks.rank();
@@ -92,9 +93,10 @@ void RingAttentionForward(const float* qkv, const SequenceChunks& chunks,
       for (int ki = 0; ki < 2; ++ki) {
         const int64_t k_pos0 = src_chunks.ChunkStart(ki);
         if (!Visible(q_pos0, k_pos0, c)) continue;
-        cpu::AttentionChunkForward(
-            qkv + qi * chunk_rows * w.qkv, keys + ki * chunk_rows * w.qkv, c,
-            q_pos0, c, k_pos0, shape, part_out.data(), part_lse.data());
+        cpu::AttentionChunkForward(qkv + qi * chunk_rows * w.qkv,
+                                   keys + ki * chunk_rows * w.qkv, c, q_pos0, c,
+                                   k_pos0, shape, part_out.data(),
+                                   part_lse.data(), dropout, chunks.seq());
         cpu::AttentionMerge(out + qi * chunk_rows * w.out, lse + qi * lse_chunk,
                             part_out.data(), part_lse.data(), c, shape);
       }
@@ -110,7 +112,8 @@ void RingAttentionBackward(const float* dout, const float* qkv,
                            const float* out, const float* lse,
                            const SequenceChunks& chunks,
                            const cpu::AttentionChunkShape& shape,
-                           Communicator* cp, float* dqkv) {
+                           Communicator* cp, float* dqkv,
+                           const cpu::DropoutSpec* dropout) {
   CheckGroup(chunks, cp);
   const Widths w = WidthsOf(shape);
   const int cp_size = chunks.cp(), rank = chunks.rank();
@@ -152,7 +155,7 @@ void RingAttentionBackward(const float* dout, const float* qkv,
             lse + qi * lse_chunk, qkv + qi * chunk_rows * w.qkv,
             keys + ki * chunk_rows * w.qkv, c, q_pos0, c, k_pos0, shape,
             dq_rows.data() + qi * chunk_rows * w.qkv,
-            dkv_rows.data() + ki * chunk_rows * w.qkv);
+            dkv_rows.data() + ki * chunk_rows * w.qkv, dropout, chunks.seq());
       }
     }
     // Pass the partial dK/dV on with its keys; after the last step the next

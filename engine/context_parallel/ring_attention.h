@@ -37,8 +37,10 @@
 //   lse  [2, b, heads, c]         natural-log Σ exp(scaled scores) per query
 //                                 row, local chunk 0 then chunk 1
 //   dout [s_local·b, heads·d], dqkv [s_local·b, width] (overwritten)
-// Scale 1/√d; GQA (heads % groups == 0); no attention dropout
-// (TrainConfig::Validate refuses attention dropout with cp > 1).
+// Scale 1/√d; GQA (heads % groups == 0). Attention dropout (optional
+// `dropout`): every pair draws cpu::AttentionForward's masks of the whole
+// sequence at the pair's global positions (attention_chunk.h), so the ring
+// drops exactly what one rank drops; the backward regenerates them.
 #ifndef MESHTUNE_ENGINE_CONTEXT_PARALLEL_RING_ATTENTION_H_
 #define MESHTUNE_ENGINE_CONTEXT_PARALLEL_RING_ATTENTION_H_
 
@@ -59,15 +61,17 @@ int64_t RingLseCount(const SequenceChunks& chunks,
 // rank of `cp` calls it for the same micro-batch (collective).
 void RingAttentionForward(const float* qkv, const SequenceChunks& chunks,
                           const cpu::AttentionChunkShape& shape,
-                          Communicator* cp, float* out, float* lse);
+                          Communicator* cp, float* out, float* lse,
+                          const cpu::DropoutSpec* dropout = nullptr);
 
-// dqkv of the local rows given dout and the forward's out and lse.
-// Collective like the forward.
+// dqkv of the local rows given dout and the forward's out and lse (and its
+// dropout spec). Collective like the forward.
 void RingAttentionBackward(const float* dout, const float* qkv,
                            const float* out, const float* lse,
                            const SequenceChunks& chunks,
                            const cpu::AttentionChunkShape& shape,
-                           Communicator* cp, float* dqkv);
+                           Communicator* cp, float* dqkv,
+                           const cpu::DropoutSpec* dropout = nullptr);
 
 }  // namespace meshtune::engine::context_parallel
 

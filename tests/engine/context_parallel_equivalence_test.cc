@@ -1,10 +1,10 @@
 // Context parallelism reproduces the single-rank run (issue checks: cp2,
 // cp4, cp2·tp2·sp, cp2·pp2, cp2·dp2 with the distributed optimizer, both
-// recompute kinds, hidden dropout): loss and gradient norm at each of 10
-// steps and the final weights, within the fp32 tolerance of tolerance.h,
-// for the GPT and LLaMA tiny models. Also: the cp ranks' replicated weights
-// stay bitwise equal, checkpoints resume bit-exactly and reshard to one
-// rank, and TrainConfig::Validate's refusals for cp.
+// recompute kinds, hidden and attention dropout): loss and gradient norm at
+// each of 10 steps and the final weights, within the fp32 tolerance of
+// tolerance.h, for the GPT and LLaMA tiny models. Also: the cp ranks'
+// replicated weights stay bitwise equal, checkpoints resume bit-exactly and
+// reshard to one rank, and TrainConfig::Validate's refusals for cp.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,7 +32,7 @@ struct Layout {
   int64_t cp = 2, tp = 1, pp = 1, dp = 1;
   bool sp = false, dist_opt = false;
   RecomputeGranularity recompute = RecomputeGranularity::kNone;
-  float hidden_dropout = 0.0f;
+  bool dropout = false;  // hidden and attention dropout 0.1
 };
 
 TrainConfig ConfigOf(bool llama, const Layout& l) {
@@ -44,21 +44,26 @@ TrainConfig ConfigOf(bool llama, const Layout& l) {
   c.parallel.sp = l.sp;
   c.parallel.dist_opt = l.dist_opt;
   c.parallel.recompute.granularity = l.recompute;
-  c.hidden_dropout = l.hidden_dropout;
+  if (l.dropout) {
+    c.hidden_dropout = 0.1f;
+    c.attention_dropout = 0.1f;
+  }
   return c;
 }
 
-// The single-rank runs (seq 16, gbs 8, 10 steps), without and with hidden
+// The single-rank runs (seq 16, gbs 8, 10 steps), without and with
 // dropout.
-const RunResult& Reference(bool llama, float hidden_dropout) {
-  static const RunResult gpt = TrainLocally(TinyConfig(false));
-  static const RunResult llama_run = TrainLocally(TinyConfig(true));
+const RunResult& Reference(bool llama, bool dropout) {
+  const Layout one_rank{"", 1};
+  Layout one_rank_dropout = one_rank;
+  one_rank_dropout.dropout = true;
+  static const RunResult gpt = TrainLocally(ConfigOf(false, one_rank));
+  static const RunResult llama_run = TrainLocally(ConfigOf(true, one_rank));
   static const RunResult gpt_drop =
-      TrainLocally(ConfigOf(false, {"", 1, 1, 1, 1, false, false,
-                                    RecomputeGranularity::kNone, 0.1f}));
-  static const RunResult llama_drop = TrainLocally(ConfigOf(
-      true, {"", 1, 1, 1, 1, false, false, RecomputeGranularity::kNone, 0.1f}));
-  if (hidden_dropout > 0) return llama ? llama_drop : gpt_drop;
+      TrainLocally(ConfigOf(false, one_rank_dropout));
+  static const RunResult llama_drop =
+      TrainLocally(ConfigOf(true, one_rank_dropout));
+  if (dropout) return llama ? llama_drop : gpt_drop;
   return llama ? llama_run : gpt;
 }
 
@@ -69,7 +74,7 @@ TEST_P(ContextParallelEquivalenceTest, MatchesSingleRank) {
   const bool llama = std::get<0>(GetParam());
   const Layout& l = std::get<1>(GetParam());
   const RunResult run = TrainLocally(ConfigOf(llama, l));
-  testing::ExpectSameRun(run, Reference(llama, l.hidden_dropout));
+  testing::ExpectSameRun(run, Reference(llama, l.dropout));
 }
 
 const Layout kLayouts[] = {
@@ -81,10 +86,12 @@ const Layout kLayouts[] = {
     {"cp2_selective", 2, 1, 1, 1, false, false,
      RecomputeGranularity::kSelective},
     {"cp2_tp2_sp_full", 2, 2, 1, 1, true, false, RecomputeGranularity::kFull},
-    {"cp2_hidden_dropout", 2, 1, 1, 1, false, false,
-     RecomputeGranularity::kNone, 0.1f},
-    {"cp4_tp2_sp_hidden_dropout", 4, 2, 1, 1, true, false,
-     RecomputeGranularity::kNone, 0.1f},
+    {"cp2_dropout", 2, 1, 1, 1, false, false, RecomputeGranularity::kNone,
+     true},
+    {"cp2_selective_dropout", 2, 1, 1, 1, false, false,
+     RecomputeGranularity::kSelective, true},
+    {"cp4_tp2_sp_dropout", 4, 2, 1, 1, true, false, RecomputeGranularity::kNone,
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(
@@ -141,9 +148,9 @@ TEST(ContextParallelTest, CheckpointResumesBitExactlyAndLoadsIntoOneRank) {
   const fs::path dir = fs::temp_directory_path() /
                        ("meshtune_cp_ckpt_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  TrainConfig c = ConfigOf(true, {"", 2, 1, 1, 2, false, true});
+  TrainConfig c = ConfigOf(
+      true, {"", 2, 1, 1, 2, false, true, RecomputeGranularity::kNone, true});
   c.optimizer.lr_decay_iters = 10;  // steps 1..5 do not depend on iters
-  c.hidden_dropout = 0.1f;
   const RunResult straight = TrainLocally(c);
 
   TrainConfig first = c;
@@ -163,6 +170,7 @@ TEST(ContextParallelTest, CheckpointResumesBitExactlyAndLoadsIntoOneRank) {
   TrainConfig single = TinyConfig(true);
   single.optimizer.lr_decay_iters = 10;
   single.hidden_dropout = 0.1f;
+  single.attention_dropout = 0.1f;
   single.load_dir = first.save_dir;
   const RunResult resharded = TrainLocally(single);
   ASSERT_EQ(resharded.losses.size(), 5u);
@@ -204,15 +212,7 @@ TEST(ContextParallelTest, ValidateRefusesWhatCpCannotDo) {
 
   c.seq_length = 0;
   c.parallel.tp = 1;
-  c.attention_dropout = 0.1f;
-  s = c.Validate();
-  EXPECT_EQ(s.message(),
-            "attention dropout (0.1) is not supported with context "
-            "parallelism (cp=2)");
-  EXPECT_EQ(s.hint(),
-            "use --attention-dropout 0 with --cp above 1 (hidden dropout is "
-            "supported), or --cp 1");
-  c.attention_dropout = 0.0f;
+  c.attention_dropout = 0.1f;  // dropout works with cp (ring_attention.h)
   c.hidden_dropout = 0.1f;
   EXPECT_TRUE(c.Validate().ok());
 

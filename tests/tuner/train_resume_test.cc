@@ -227,13 +227,16 @@ TEST(TrainCpEp, CpIsTrainedOnCpTimesMoreRanks) {
   EXPECT_EQ(plan->nproc, 4);
   EXPECT_TRUE(ValidateTrainPlan(plan.value()).ok());
   // What it cannot do is an input error naming the fix.
-  plan = ResolveTrainFlags(ParseFlags(
-      {"--model", "gpt-tiny", "--cp", "2", "--attention-dropout", "0.1"}));
+  plan =
+      ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--cp", "2", "--tp",
+                                    "2", "--sp", "--seq-len", "252"}));
   ASSERT_TRUE(plan.ok());
   const Status s = ValidateTrainPlan(plan.value());
   EXPECT_EQ(s.message(),
-            "attention dropout (0.1) is not supported with context "
-            "parallelism (cp=2)");
+            "context parallelism needs seq_length (252) divisible by 2·cp·tp "
+            "= 8 (2·cp chunks, each cp rank's split over tp by sequence "
+            "parallelism)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 8, or another --cp");
   EXPECT_EQ(s.ExitCode(), 2);
   // Malformed values name the flag, as every other size flag does.
   plan = ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--cp", "two"}));

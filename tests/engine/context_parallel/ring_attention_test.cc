@@ -1,7 +1,9 @@
 // Ring attention on in-process ranks against the full causal attention of
 // one rank (cpu::AttentionForward/Backward): every cp rank's out and dqkv
 // are the full results' rows of its chunks, for cp = 2 and 4, GQA (4 heads,
-// 2 groups), b = 2; and the ring's messages are what ring_attention.h says.
+// 2 groups), b = 2, without and with attention dropout (the same masks as
+// the full attention's); and the ring's messages are what ring_attention.h
+// says.
 #include "engine/context_parallel/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -43,16 +45,23 @@ void ExpectNearRows(const std::vector<float>& actual,
   }
 }
 
-void CheckRing(int cp) {
-  SCOPED_TRACE("cp " + std::to_string(cp));
+void CheckRing(int cp, bool dropout) {
+  SCOPED_TRACE("cp " + std::to_string(cp) + (dropout ? " dropout" : ""));
   const std::vector<float> qkv = Values(kS * kB * kWidth, 1);
   const std::vector<float> dout = Values(kS * kB * kOutWidth, 2);
   std::vector<float> out(kS * kB * kOutWidth), dqkv(qkv.size());
   std::vector<float> probs(kB * kHeads * kS * kS);
+  // As a layer would set it: tp rank 1 of 2 (global heads 4..7), samples
+  // 5 and 6 of the dataset.
+  cpu::DropoutSpec spec;
+  spec.p = dropout ? 0.3f : 0.0f;
+  spec.key = cpu::DropoutKey(1234, 3, cpu::DropoutSite::kAttentionProbs);
+  spec.first_sample = 5;
+  spec.first_head = kHeads;
   cpu::AttentionForward(qkv.data(), out.data(), probs.data(), kS, kB, kHeads,
-                        kGroups, kD);
+                        kGroups, kD, &spec);
   cpu::AttentionBackward(dout.data(), qkv.data(), probs.data(), dqkv.data(), kS,
-                         kB, kHeads, kGroups, kD);
+                         kB, kHeads, kGroups, kD, &spec);
 
   const cpu::AttentionChunkShape shape{kB, kHeads, kGroups, kD};
   CommLog log;
@@ -73,10 +82,11 @@ void CheckRing(int cp) {
         std::vector<float> d(rows * kWidth);
         log.set_label("fwd");  // per rank thread (CommLog)
         RingAttentionForward(local_qkv.data(), chunks, shape, group.get(),
-                             o.data(), lse.data());
+                             o.data(), lse.data(), &spec);
         log.set_label("bwd");
         RingAttentionBackward(local_dout.data(), local_qkv.data(), o.data(),
-                              lse.data(), chunks, shape, group.get(), d.data());
+                              lse.data(), chunks, shape, group.get(), d.data(),
+                              &spec);
         ring_out[r] = o;
         ring_dqkv[r] = d;
       },
@@ -112,9 +122,14 @@ void CheckRing(int cp) {
   EXPECT_EQ(bwd_recvs, cp * (2 * cp - 1));
 }
 
-TEST(RingAttention, TwoRanksEqualFullCausalAttention) { CheckRing(2); }
+TEST(RingAttention, TwoRanksEqualFullCausalAttention) { CheckRing(2, false); }
 
-TEST(RingAttention, FourRanksEqualFullCausalAttention) { CheckRing(4); }
+TEST(RingAttention, FourRanksEqualFullCausalAttention) { CheckRing(4, false); }
+
+TEST(RingAttention, AttentionDropoutDrawsTheFullAttentionsMasks) {
+  CheckRing(2, true);
+  CheckRing(4, true);
+}
 
 }  // namespace
 }  // namespace meshtune::engine::context_parallel
