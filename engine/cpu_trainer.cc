@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/checkpoint.h"
+#include "engine/context_parallel/sequence_chunks.h"
 #include "engine/gpt_model.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
@@ -63,7 +64,8 @@ class TrainerImpl : public StepLoopTrainer {
     r.rank = world_->rank();
     r.tp_rank = groups_.tp_rank();
     r.pp_rank = groups_.pp_rank();
-    r.dp_rank = groups_.dp_rank();
+    r.dp_rank = DataParallelRank();
+    r.cp_rank = groups_.cp_rank();
     r.num_params = store_.numel();
     r.param_bytes = 4 * store_.numel();
     r.grad_bytes = 4 * store_.numel();
@@ -85,12 +87,25 @@ class TrainerImpl : public StepLoopTrainer {
     const int next = (pp_rank + 1) % pp, prev = (pp_rank + pp - 1) % pp;
     const int64_t n = config_.seq() * par.mbs;
     const int64_t count = model_->ActivationCount();
-    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    // This cp rank's chunks of the sequence (the whole of it when cp == 1).
+    const context_parallel::SequenceChunks chunks(
+        config_.seq(), static_cast<int>(par.cp), groups_.cp_rank());
+    const int64_t n_local = chunks.local_len() * par.mbs;
+    // Per-token gradient of the loss: 1/(tokens of this rank's m
+    // micro-batches). Without cp that is the mean over the micro-batches'
+    // tokens. With cp each rank's loss covers its own s/cp positions
+    // (Megatron pretrain_gpt.py loss_func returns loss × cp_size with the
+    // loss averaged over the whole sequence), and the gradient average over
+    // dp·cp (the optimizer's "dp_cp" group, DDP's gradient_scaling_factor
+    // 1/dp_cp) turns the cp ranks' sum back into the single-rank mean.
+    const float loss_scale = 1.0f / static_cast<float>(n_local * m);
 
     store_.ZeroGrads();
     std::vector<ChunkState> states(m * par.vpp);
     std::vector<float> buf(count), dbuf(count);  // [count] activations
-    std::vector<int32_t> tokens(n), targets(n);  // [s·b], sequence-major
+    std::vector<int32_t> tokens(n), targets(n);  // [seq·b], sequence-major
+    // [s_local·b]: this cp rank's rows of tokens and targets (cp > 1).
+    std::vector<int32_t> local_tokens(n_local), local_targets(n_local);
     StepOutput out;
     for (const auto& step : steps_) {
       const int c = static_cast<int>(step.chunk);
@@ -98,12 +113,19 @@ class TrainerImpl : public StepLoopTrainer {
       const bool first = model_->layout().HasEmbedding(c),
                  last = model_->layout().HasHead(c);
       if (step.kind == search_spaces::PipelineSchedule::Step::Kind::kForward) {
+        const bool cp = par.cp > 1;
         if (first || last) {
           LoadMicroBatch(step.microbatch, tokens.data(), targets.data());
+          if (cp) {
+            // Megatron get_batch_on_this_cp_rank: chunks r and 2·cp−1−r.
+            chunks.SelectRows(tokens.data(), local_tokens.data(), par.mbs, 1);
+            chunks.SelectRows(targets.data(), local_targets.data(), par.mbs, 1);
+          }
         }
         st.first_sample = FirstSample(step.microbatch);
         if (!first) groups_.pp->Recv(buf.data(), count, prev);
-        model_->Forward(c, tokens.data(), targets.data(), buf.data(),
+        model_->Forward(c, cp ? local_tokens.data() : tokens.data(),
+                        cp ? local_targets.data() : targets.data(), buf.data(),
                         dbuf.data(), &st, &out.loss_sum);
         if (!last) groups_.pp->Send(dbuf.data(), count, next);
       } else {
@@ -173,9 +195,9 @@ StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   if (world->size() != config.parallel.world()) {
     return Status::InvalidArgument(
         "the configuration needs " + std::to_string(config.parallel.world()) +
-            " ranks (tp·pp·dp) but " + std::to_string(world->size()) +
+            " ranks (tp·pp·cp·dp) but " + std::to_string(world->size()) +
             " were started",
-        "start tp·pp·dp ranks (tune train --nproc N)");
+        "start tp·pp·cp·dp ranks (tune train --nproc N)");
   }
   if (dataset->seq_length() != config.seq()) {
     return Status::Internal(

@@ -6,11 +6,28 @@
 #include <string>
 #include <utility>
 
+#include "engine/context_parallel/sequence_chunks.h"
 #include "engine/cpu/ops.h"
 
 namespace meshtune::engine {
 
 using search_spaces::RecomputeGranularity;
+
+namespace {
+
+// Runs of consecutive global positions in this rank's local rows [nl, h]:
+// under context parallelism the rank holds two chunks of the sequence
+// (engine/context_parallel/sequence_chunks.h), and under SP its tp shard of
+// them, which starts at local position tp_rank·nl/b.
+std::vector<context_parallel::PositionRun> LocalRuns(const LayerShape& sh,
+                                                     const ProcessGroups& g) {
+  const int64_t s_local = sh.local_rows() / sh.b;
+  const int64_t first = sh.sp ? g.tp_rank() * s_local : 0;
+  return context_parallel::SequenceChunks(sh.s * sh.cp, sh.cp, g.cp_rank())
+      .Runs(first, s_local);
+}
+
+}  // namespace
 
 GptModel::GptModel(const TrainConfig& config, ProcessGroups* groups,
                    ParamStore* store)
@@ -38,7 +55,7 @@ void GptModel::Init() {
           shape_, params, store_, groups_->tp.get(),
           config_.parallel.recompute.granularity ==
               RecomputeGranularity::kSelective,
-          layout_.FirstLayer(c) + l, std::move(moe)));
+          layout_.FirstLayer(c) + l, groups_->cp.get(), std::move(moe)));
     }
   }
 }
@@ -58,7 +75,20 @@ void GptModel::EmbeddingDropout(float* x, int64_t first_sample) const {
   d.key = cpu::DropoutKey(config_.seed, -1, cpu::DropoutSite::kEmbedding);
   d.first_sample = first_sample;
   d.first_row = shape_.sp ? groups_->tp_rank() * shape_.local_rows() : 0;
-  cpu::HiddenDropout(x, shape_.local_rows(), shape_.h, shape_.b, d);
+  if (shape_.cp == 1) {
+    cpu::HiddenDropout(x, shape_.local_rows(), shape_.h, shape_.b, d);
+    return;
+  }
+  // Per run of global positions: the single-rank run's masks.
+  const std::vector<context_parallel::PositionRun> runs =
+      LocalRuns(shape_, *groups_);
+  for (const context_parallel::PositionRun& run : runs) {
+    cpu::DropoutSpec part = d;
+    part.first_row = run.global_pos0 * shape_.b;
+    cpu::HiddenDropout(
+        x + (run.local_pos0 - runs.front().local_pos0) * shape_.b * shape_.h,
+        run.len * shape_.b, shape_.h, shape_.b, part);
+  }
 }
 
 void GptModel::EmbeddingForward(const int32_t* tokens, float* x,
@@ -78,10 +108,17 @@ void GptModel::EmbeddingForward(const int32_t* tokens, float* x,
     std::copy(full.begin(), full.end(), x);
   }
   if (layout_.position_embedding() >= 0) {
-    const int64_t s_local = nl / shape_.b;
-    const int64_t offset = shape_.sp ? groups_->tp_rank() * s_local : 0;
-    cpu::PositionEmbeddingForward(store_->param(layout_.position_embedding()),
-                                  x, s_local, shape_.b, h, offset);
+    // Learned absolute positions at the rows' global positions (one run
+    // without context parallelism; Megatron passes each cp rank its
+    // chunks' position_ids).
+    const std::vector<context_parallel::PositionRun> runs =
+        LocalRuns(shape_, *groups_);
+    for (const context_parallel::PositionRun& run : runs) {
+      cpu::PositionEmbeddingForward(
+          store_->param(layout_.position_embedding()),
+          x + (run.local_pos0 - runs.front().local_pos0) * shape_.b * h,
+          run.len, shape_.b, h, run.global_pos0);
+    }
   }
   EmbeddingDropout(x, first_sample);
 }
@@ -99,11 +136,14 @@ void GptModel::EmbeddingBackward(const int32_t* tokens, const float* dx_out,
     dx = dx_in.data();
   }
   if (layout_.position_embedding() >= 0) {
-    const int64_t s_local = nl / shape_.b;
-    const int64_t offset = shape_.sp ? groups_->tp_rank() * s_local : 0;
-    cpu::PositionEmbeddingBackward(dx,
-                                   store_->grad(layout_.position_embedding()),
-                                   s_local, shape_.b, h, offset);
+    const std::vector<context_parallel::PositionRun> runs =
+        LocalRuns(shape_, *groups_);
+    for (const context_parallel::PositionRun& run : runs) {
+      cpu::PositionEmbeddingBackward(
+          dx + (run.local_pos0 - runs.front().local_pos0) * shape_.b * h,
+          store_->grad(layout_.position_embedding()), run.len, shape_.b, h,
+          run.global_pos0);
+    }
   }
   std::vector<float> full(n * h);
   if (shape_.sp) {

@@ -4,7 +4,9 @@
 // the final norm, vocab-parallel output layer and cross-entropy on the last.
 //
 // Activations between stages are [s·b/tp, h] under sequence parallelism and
-// [s·b, h] otherwise (rows sequence-major, see engine/cpu/ops.h).
+// [s·b, h] otherwise (rows sequence-major, see engine/cpu/ops.h), where s is
+// the rank's share of the sequence: seq/cp under context parallelism (its
+// two chunks, engine/context_parallel/sequence_chunks.h), else seq.
 #ifndef MESHTUNE_ENGINE_GPT_MODEL_H_
 #define MESHTUNE_ENGINE_GPT_MODEL_H_
 
@@ -27,8 +29,8 @@ struct ChunkState {
   // it before Forward): keys the dropout masks so that every layout drops
   // the same elements.
   int64_t first_sample = 0;
-  std::vector<int32_t> tokens, targets;  // [s·b] each (sequence-major)
-  std::vector<LayerCache> caches;        // per layer of the chunk
+  std::vector<int32_t> tokens, targets;            // [s·b] each (s = seq/cp)
+  std::vector<LayerCache> caches;                  // per layer of the chunk
   std::vector<std::vector<float>> segment_inputs;  // full-recompute inputs
   // Output head (last virtual stage).
   std::vector<float> head_x, head_mean, head_rstd;  // final-norm input/stats
@@ -53,10 +55,11 @@ class GptModel {
   int64_t ActivationCount() const;
 
   // Forward of `chunk` for one micro-batch. The first virtual stage reads
-  // `tokens` [s·b] (input ids, sequence-major); others read `input`
-  // [ActivationCount()]. The last virtual stage needs `targets` [s·b] and
-  // adds the sum of the per-token losses of the whole micro-batch (the same
-  // value on every tp rank) to *loss_sum; the others write `output`.
+  // `tokens` [s·b] (input ids of this cp rank's chunks, sequence-major,
+  // s = seq/cp); others read `input` [ActivationCount()]. The last virtual
+  // stage needs `targets` [s·b] and adds the sum of the per-token losses of
+  // the micro-batch's tokens on this cp rank (the same value on every tp
+  // rank) to *loss_sum; the others write `output`.
   void Forward(int chunk, const int32_t* tokens, const int32_t* targets,
                const float* input, float* output, ChunkState* state,
                double* loss_sum);

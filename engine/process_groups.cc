@@ -53,6 +53,8 @@ ProcessGroups MakeProcessGroups(Communicator* world,
   // (Megatron's data_parallel_group_with_context_parallel).
   groups.dp = SplitByKind(world, grid, GroupKind::kDpCp,
                           config.cp > 1 ? "dp_cp" : "dp");
+  // The ring of context parallelism's attention (ring_attention.h).
+  groups.cp = SplitByKind(world, grid, GroupKind::kCp, "cp");
 
   groups.tp_cp = SplitByKind(world, grid, GroupKind::kTpCp, "tp_cp");
 

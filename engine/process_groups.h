@@ -16,6 +16,9 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> tp;  // "tp"
   std::unique_ptr<Communicator> pp;  // "pp"
   std::unique_ptr<Communicator> dp;  // "dp" (dp·cp when cp > 1: "dp_cp")
+  // "cp": the context-parallel ring, ranks that share (tp, dp, pp)
+  // coordinates (Megatron's context_parallel_group); size 1 when cp == 1.
+  std::unique_ptr<Communicator> cp;
   std::unique_ptr<Communicator> mp;  // "mp": tp × pp (grad-norm reduction)
   // "tp_cp": the ranks that split one micro-batch's sequences (tp shards
   // under sequence parallelism, cp chunks): the MoE aux loss counts over it.
@@ -38,6 +41,7 @@ struct ProcessGroups {
   int tp_rank() const { return tp->rank(); }
   int pp_rank() const { return pp->rank(); }
   int dp_rank() const { return dp->rank(); }
+  int cp_rank() const { return cp->rank(); }
   bool first_stage() const { return pp->rank() == 0; }
   bool last_stage() const { return pp->rank() == pp->size() - 1; }
 };

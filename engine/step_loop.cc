@@ -14,14 +14,14 @@ StepLoopTrainer::StepLoopTrainer(const TrainConfig& config,
 
 int64_t StepLoopTrainer::FirstSample(int64_t microbatch) const {
   const auto& par = config_.parallel;
-  return data::PretrainingSampler(dataset_, par.mbs, par.dp, groups_.dp_rank())
+  return data::PretrainingSampler(dataset_, par.mbs, par.dp, DataParallelRank())
       .FirstSample(consumed_samples_, microbatch);
 }
 
 void StepLoopTrainer::LoadMicroBatch(int64_t microbatch, int32_t* tokens,
                                      int32_t* targets) const {
   const auto& par = config_.parallel;
-  data::PretrainingSampler(dataset_, par.mbs, par.dp, groups_.dp_rank())
+  data::PretrainingSampler(dataset_, par.mbs, par.dp, DataParallelRank())
       .Load(consumed_samples_, microbatch, tokens, targets);
 }
 
@@ -46,16 +46,21 @@ Status StepLoopTrainer::SaveCheckpointObserved() {
 Status StepLoopTrainer::Run(
     const std::function<void(const IterationLog&)>& on_log) {
   using Clock = std::chrono::steady_clock;
-  const double tokens_per_rank = static_cast<double>(
-      config_.seq() * config_.parallel.mbs * config_.num_microbatches());
+  // Tokens whose losses one last-stage rank sums: its cp share of the
+  // sequence (all of it without context parallelism).
+  const double tokens_per_rank =
+      static_cast<double>(config_.seq() / config_.parallel.cp *
+                          config_.parallel.mbs * config_.num_microbatches());
   while (iteration_ < config_.train_iters) {
     const auto t0 = Clock::now();
     StepOutput out;
     MESHTUNE_ASSIGN_OR_RETURN(out, TrainStep(iteration_ + 1));
 
     // Mean LM loss over the global batch: the last stage's tp-rank-0 ranks
-    // hold the sums of their dp shards. The third entry carries the stop
-    // signals, so every rank decides to stop after the same iteration.
+    // hold the sums of their dp shards (and, with cp > 1, of their cp
+    // chunks: the world sum reduces over cp too, Megatron's all-reduce of
+    // the loss over the context-parallel group). The third entry carries the
+    // stop signals, so every rank decides to stop after the same iteration.
     // The fourth sums the ranks' partial MoE aux losses.
     double totals[4] = {0, 0, static_cast<double>(StopSignal()),
                         out.aux_loss_sum};

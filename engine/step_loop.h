@@ -69,6 +69,14 @@ class StepLoopTrainer : public Trainer {
   // The first sample of `microbatch` in the current global batch, and its
   // tokens and targets [seq · mbs], sequence-major (data::PretrainingSampler).
   int64_t FirstSample(int64_t microbatch) const;
+  // This rank's data-parallel rank: which share of the global batch it
+  // reads. groups_.dp spans dp·cp when cp > 1, ranked cp fastest (RankGrid
+  // order tp-cp-ep-dp-pp), and the cp ranks of one data-parallel rank read
+  // the same samples, each keeping its own chunks (Megatron's
+  // get_data_parallel_rank() without context parallelism).
+  int DataParallelRank() const {
+    return groups_.dp_rank() / groups_.cp->size();
+  }
   void LoadMicroBatch(int64_t microbatch, int32_t* tokens,
                       int32_t* targets) const;
 

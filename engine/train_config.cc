@@ -127,16 +127,12 @@ Status TrainConfig::Validate() const {
     return Status::InvalidArgument(msg, hint);
   };
   MESHTUNE_RETURN_IF_ERROR(CheckModelFeatures(m));
-  // An input error (exit 2), not Unimplemented: the run is refused before
-  // it starts and the fix is in the user's hands (the hint).
-  if (p.cp != 1) {
-    return Status::InvalidArgument(
-        "the training engine does not support context parallelism yet (cp=" +
-            std::to_string(p.cp) + ")",
-        "use --cp 1");
-  }
   if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.vpp < 1 || p.mbs < 1) {
     return bad("tp, pp, dp, vpp and mbs must be >= 1", "");
+  }
+  if (p.cp < 1) {
+    return bad("cp must be >= 1 (got " + std::to_string(p.cp) + ")",
+               "use --cp 1 (no context parallelism) or more");
   }
   if (train_iters < 1) {
     return bad("--steps must be >= 1 (got " + std::to_string(train_iters) + ")",
@@ -193,6 +189,26 @@ Status TrainConfig::Validate() const {
     return bad("sequence parallelism needs seq_length (" + std::to_string(s) +
                    ") divisible by tp (" + std::to_string(p.tp) + ")",
                "");
+  }
+  // Context parallelism cuts the sequence into 2·cp equal chunks, two per
+  // cp rank (engine/context_parallel/sequence_chunks.h); under SP each cp
+  // rank's s/cp positions are further split over tp (Megatron's
+  // get_batch_on_this_cp_rank, then the SP scatter).
+  if (p.cp > 1) {
+    const int64_t chunks = 2 * p.cp;
+    const bool sp = p.sp && p.tp > 1;
+    const int64_t multiple = sp ? chunks * p.tp : chunks;
+    if (s % multiple != 0) {
+      return bad("context parallelism needs seq_length (" + std::to_string(s) +
+                     ") divisible by " +
+                     (sp ? "2·cp·tp = " + std::to_string(multiple) +
+                               " (2·cp chunks, each cp rank's split over tp by "
+                               "sequence parallelism)"
+                         : "2·cp = " + std::to_string(multiple) +
+                               " (the sequence is cut into 2·cp chunks)"),
+                 "use --seq-len a multiple of " + std::to_string(multiple) +
+                     ", or another --cp");
+    }
   }
   if (m.position_embedding_type ==
           search_spaces::PositionEmbedding::kLearnedAbsolute &&

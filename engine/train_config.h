@@ -77,13 +77,13 @@ struct TrainConfig {
   int64_t padded_vocab_size() const;
 
   // Checks what the engine supports and that the config is consistent:
-  // world = tp·pp·dp, gbs divisible by mbs·dp, layers split over pp·vpp
+  // world = tp·pp·cp·dp, gbs divisible by mbs·dp, layers split over pp·vpp
   // (search_spaces::PipelineLayout),
-  // heads and groups divisible by tp, seq divisible by tp under SP, cp == 1
-  // (context parallelism is not built yet: an InvalidArgument whose hint is
-  // "use --cp 1"); for MoE models the expert grid (ep divides the experts,
-  // etp·ep divides tp·cp·dp, sp with tp > 1); model features the engine does
-  // not build (MLA, MTP, hybrid, expert bias, ...) are Unimplemented.
+  // heads and groups divisible by tp, seq divisible by tp under SP, by 2·cp
+  // with context parallelism (2·cp·tp with SP too); for MoE models the
+  // expert grid (ep divides the experts, etp·ep divides tp·cp·dp, sp with
+  // tp > 1); model features the engine does not build (MLA, MTP, hybrid,
+  // expert bias, ...) are Unimplemented.
   Status Validate() const;
 };
 

@@ -26,25 +26,32 @@ IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
 std::vector<RankMemory> GatherRankMemory(Communicator* world,
                                          const RankMemory& me) {
   const int w = world->size();
-  constexpr int kFields = 8;
+  constexpr int kFields = 9;
   std::vector<double> table(static_cast<size_t>(w) * kFields, 0.0);
   double* row = table.data() + static_cast<size_t>(me.rank) * kFields;
   row[0] = me.rank;
   row[1] = me.tp_rank;
   row[2] = me.pp_rank;
   row[3] = me.dp_rank;
-  row[4] = static_cast<double>(me.num_params);
-  row[5] = static_cast<double>(me.param_bytes);
-  row[6] = static_cast<double>(me.grad_bytes);
-  row[7] = static_cast<double>(me.optimizer_bytes);
+  row[4] = me.cp_rank;
+  row[5] = static_cast<double>(me.num_params);
+  row[6] = static_cast<double>(me.param_bytes);
+  row[7] = static_cast<double>(me.grad_bytes);
+  row[8] = static_cast<double>(me.optimizer_bytes);
   world->AllReduceSum(table.data(), static_cast<int64_t>(table.size()));
   std::vector<RankMemory> out(w);
   for (int r = 0; r < w; ++r) {
     const double* t = table.data() + static_cast<size_t>(r) * kFields;
-    out[r] = RankMemory{static_cast<int>(t[0]),     static_cast<int>(t[1]),
-                        static_cast<int>(t[2]),     static_cast<int>(t[3]),
-                        static_cast<int64_t>(t[4]), static_cast<int64_t>(t[5]),
-                        static_cast<int64_t>(t[6]), static_cast<int64_t>(t[7])};
+    RankMemory& m = out[r];
+    m.rank = static_cast<int>(t[0]);
+    m.tp_rank = static_cast<int>(t[1]);
+    m.pp_rank = static_cast<int>(t[2]);
+    m.dp_rank = static_cast<int>(t[3]);
+    m.cp_rank = static_cast<int>(t[4]);
+    m.num_params = static_cast<int64_t>(t[5]);
+    m.param_bytes = static_cast<int64_t>(t[6]);
+    m.grad_bytes = static_cast<int64_t>(t[7]);
+    m.optimizer_bytes = static_cast<int64_t>(t[8]);
   }
   return out;
 }

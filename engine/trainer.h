@@ -47,7 +47,7 @@ struct IterationLog {
 // weights with m and v (of the rank's shard under the distributed
 // optimizer).
 struct RankMemory {
-  int rank = 0, tp_rank = 0, pp_rank = 0, dp_rank = 0;
+  int rank = 0, tp_rank = 0, pp_rank = 0, dp_rank = 0, cp_rank = 0;
   int64_t num_params = 0;  // local parameter elements
   int64_t param_bytes = 0;
   int64_t grad_bytes = 0;

@@ -3,8 +3,11 @@
 #include <cmath>
 #include <string>
 
+#include "engine/context_parallel/ring_attention.h"
+#include "engine/context_parallel/sequence_chunks.h"
 #include "engine/cpu/ops.h"
 #include "engine/param_init.h"
+#include "search_spaces/status.h"
 
 namespace meshtune::engine {
 
@@ -17,6 +20,13 @@ namespace {
 // y[n, h] = a + b elementwise.
 void AddInto(const float* a, const float* b, float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) y[i] = a[i] + b[i];
+}
+
+// The sequence chunks of this layer's rank (the whole sequence when cp == 1).
+context_parallel::SequenceChunks ChunksOf(const LayerShape& sh,
+                                          const Communicator* cp) {
+  return context_parallel::SequenceChunks(sh.s * sh.cp, sh.cp,
+                                          sh.cp > 1 ? cp->rank() : 0);
 }
 
 // dbias[h] += Σ_rows d[rows, h] in float64, fixed row order.
@@ -87,8 +97,9 @@ void AddMoeParams(ParamStore& store, const TrainConfig& config,
 LayerShape MakeLayerShape(const TrainConfig& config) {
   const auto& m = config.model;
   const int tp = static_cast<int>(config.parallel.tp);
+  const int cp = static_cast<int>(config.parallel.cp);
   LayerShape sh;
-  sh.s = config.seq();
+  sh.s = config.seq() / cp;  // this rank's two chunks under cp
   sh.b = config.parallel.mbs;
   sh.h = m.hidden_size;
   sh.head_dim =
@@ -106,6 +117,7 @@ LayerShape MakeLayerShape(const TrainConfig& config) {
   sh.rope_base = config.rotary_base;
   sh.tp = tp;
   sh.sp = config.parallel.sp && tp > 1;
+  sh.cp = cp;
   sh.hidden_dropout = config.hidden_dropout;
   sh.attention_dropout = config.attention_dropout;
   sh.seed = config.seed;
@@ -241,7 +253,7 @@ void InitLayerParams(ParamStore& store, const LayerParams& p,
 TransformerLayer::TransformerLayer(const LayerShape& shape,
                                    const LayerParams& params, ParamStore* store,
                                    Communicator* tp, bool selective,
-                                   int64_t global_layer,
+                                   int64_t global_layer, Communicator* cp,
                                    std::unique_ptr<moe::MoeBlock> moe)
     : sh_(shape),
       p_(params),
@@ -249,7 +261,9 @@ TransformerLayer::TransformerLayer(const LayerShape& shape,
       tp_(tp),
       selective_(selective),
       global_layer_(global_layer),
+      cp_(cp),
       moe_(std::move(moe)) {
+  MESHTUNE_CHECK(sh_.cp == 1 || (cp_ != nullptr && cp_->size() == sh_.cp));
   MESHTUNE_CHECK(p_.moe == (moe_ != nullptr));
 }
 
@@ -287,7 +301,21 @@ void TransformerLayer::HiddenDropout(float* x, cpu::DropoutSite site,
   d.first_sample = first_sample;
   // Under SP this rank holds rows [tp_rank·nl, (tp_rank + 1)·nl).
   d.first_row = sh_.sp ? tp_->rank() * sh_.local_rows() : 0;
-  cpu::HiddenDropout(x, sh_.local_rows(), sh_.h, sh_.b, d);
+  if (sh_.cp == 1) {
+    cpu::HiddenDropout(x, sh_.local_rows(), sh_.h, sh_.b, d);
+    return;
+  }
+  // Context parallelism: the rows are this rank's positions of its two
+  // chunks; each run of consecutive global positions draws the masks of
+  // its global rows, so every cp layout drops what one rank drops.
+  const int64_t first_pos = d.first_row / sh_.b;
+  for (const context_parallel::PositionRun& run :
+       ChunksOf(sh_, cp_).Runs(first_pos, sh_.local_rows() / sh_.b)) {
+    cpu::DropoutSpec part = d;
+    part.first_row = run.global_pos0 * sh_.b;
+    cpu::HiddenDropout(x + (run.local_pos0 - first_pos) * sh_.b * sh_.h,
+                       run.len * sh_.b, sh_.h, sh_.b, part);
+  }
 }
 
 const float* TransformerLayer::DropoutGrad(const float* d,
@@ -309,6 +337,54 @@ cpu::DropoutSpec TransformerLayer::AttentionDropout(
   d.first_sample = first_sample;
   d.first_head = static_cast<int64_t>(tp_->rank()) * sh_.heads;
   return d;
+}
+
+void TransformerLayer::Rope(float* qkv, bool forward) const {
+  auto rotate = forward ? cpu::RopeForward : cpu::RopeBackward;
+  if (sh_.cp == 1) {
+    rotate(qkv, sh_.s, sh_.b, sh_.heads, sh_.groups, sh_.head_dim,
+           sh_.rope_base, 0);
+    return;
+  }
+  // The rows [n] are the rank's chunks; each rotates by its global
+  // positions (Megatron-Core passes the cp rank's position ids to RoPE,
+  // rope_utils.py get_pos_emb_on_this_cp_rank).
+  const int64_t qw = sh_.qkv_width();
+  for (const context_parallel::PositionRun& run :
+       ChunksOf(sh_, cp_).Runs(0, sh_.s)) {
+    rotate(qkv + run.local_pos0 * sh_.b * qw, run.len, sh_.b, sh_.heads,
+           sh_.groups, sh_.head_dim, sh_.rope_base, run.global_pos0);
+  }
+}
+
+void TransformerLayer::RingForward(LayerCache* c,
+                                   const cpu::DropoutSpec& drop) {
+  const context_parallel::SequenceChunks chunks = ChunksOf(sh_, cp_);
+  const cpu::AttentionChunkShape shape{sh_.b, sh_.heads, sh_.groups,
+                                       sh_.head_dim};
+  c->lse.resize(context_parallel::RingLseCount(chunks, shape));
+  context_parallel::RingAttentionForward(c->qkv.data(), chunks, shape, cp_,
+                                         c->attn.data(), c->lse.data(), &drop);
+}
+
+void TransformerLayer::RingBackward(const float* dattn, LayerCache* c,
+                                    const cpu::DropoutSpec& drop, float* dqkv) {
+  const context_parallel::SequenceChunks chunks = ChunksOf(sh_, cp_);
+  const cpu::AttentionChunkShape shape{sh_.b, sh_.heads, sh_.groups,
+                                       sh_.head_dim};
+  if (selective_) {
+    // Selective recompute: only qkv was kept; rerun the ring forward for
+    // the log-sum-exp (Megatron checkpoints core attention, so its
+    // recompute repeats TE's CP forward, ring included). Deterministic, so
+    // the output equals c->attn.
+    std::vector<float> out(c->attn.size());  // [n, heads·d]
+    c->lse.resize(context_parallel::RingLseCount(chunks, shape));
+    context_parallel::RingAttentionForward(c->qkv.data(), chunks, shape, cp_,
+                                           out.data(), c->lse.data(), &drop);
+  }
+  context_parallel::RingAttentionBackward(dattn, c->qkv.data(), c->attn.data(),
+                                          c->lse.data(), chunks, shape, cp_,
+                                          dqkv, &drop);
 }
 
 void TransformerLayer::Norm(const float* x, int w, int b, float* out,
@@ -444,15 +520,17 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
   c->qkv.resize(n * qw);
   cpu::LinearForward(ln1_full, P(p_.qkv_w), P(p_.qkv_b), c->qkv.data(), n, h,
                      qw);
-  if (sh_.rope) {
-    cpu::RopeForward(c->qkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
-                     sh_.rope_base, 0);
-  }
+  if (sh_.rope) Rope(c->qkv.data(), /*forward=*/true);
   c->attn.resize(n * aw);
-  if (!selective_) c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
-  cpu::AttentionForward(c->qkv.data(), c->attn.data(),
-                        selective_ ? nullptr : c->probs.data(), sh_.s, sh_.b,
-                        sh_.heads, sh_.groups, d, &attn_drop);
+  if (sh_.cp > 1) {
+    RingForward(c, attn_drop);
+    if (selective_) c->lse.clear();  // the backward reruns the ring
+  } else {
+    if (!selective_) c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
+    cpu::AttentionForward(c->qkv.data(), c->attn.data(),
+                          selective_ ? nullptr : c->probs.data(), sh_.s, sh_.b,
+                          sh_.heads, sh_.groups, d, &attn_drop);
+  }
   std::vector<float> partial(n * h);  // [n, h] partial sums over tp
   cpu::LinearForward(c->attn.data(), P(p_.proj_w), nullptr, partial.data(), n,
                      aw, h);
@@ -516,22 +594,23 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
   std::vector<float> dattn(n * aw);
   cpu::LinearBackward(dfull, c->attn.data(), store_->param(p_.proj_w),
                       dattn.data(), G(p_.proj_w), nullptr, n, aw, h);
-  if (selective_) {
-    // Selective recompute (Korthikanti et al. 2022 §5): the s² attention
-    // probabilities were not kept; rebuild them from the saved qkv.
-    c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
-    std::vector<float> scratch(n * aw);
-    cpu::AttentionForward(c->qkv.data(), scratch.data(), c->probs.data(), sh_.s,
-                          sh_.b, sh_.heads, sh_.groups, d);
-  }
   std::vector<float> dqkv(n * qw);
-  cpu::AttentionBackward(dattn.data(), c->qkv.data(), c->probs.data(),
-                         dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
-                         &attn_drop);
-  if (sh_.rope) {
-    cpu::RopeBackward(dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
-                      sh_.rope_base, 0);
+  if (sh_.cp > 1) {
+    RingBackward(dattn.data(), c, attn_drop, dqkv.data());
+  } else {
+    if (selective_) {
+      // Selective recompute (Korthikanti et al. 2022 §5): the s² attention
+      // probabilities were not kept; rebuild them from the saved qkv.
+      c->probs.resize(sh_.b * sh_.heads * sh_.s * sh_.s);
+      std::vector<float> scratch(n * aw);
+      cpu::AttentionForward(c->qkv.data(), scratch.data(), c->probs.data(),
+                            sh_.s, sh_.b, sh_.heads, sh_.groups, d);
+    }
+    cpu::AttentionBackward(dattn.data(), c->qkv.data(), c->probs.data(),
+                           dqkv.data(), sh_.s, sh_.b, sh_.heads, sh_.groups, d,
+                           &attn_drop);
   }
+  if (sh_.rope) Rope(dqkv.data(), /*forward=*/false);
   const float* ln1_full = GatherSequence(c->ln1.data(), &gathered);
   std::vector<float> dln1_full(n * h);
   cpu::LinearBackward(dqkv.data(), ln1_full, store_->param(p_.qkv_w),

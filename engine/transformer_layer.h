@@ -2,7 +2,9 @@
 // parallel rank, with Megatron-Core's parallel semantics: column-parallel
 // QKV and fc1, row-parallel attention projection and fc2 (bias added after
 // the reduction), sequence-parallel norms/residuals when sp is on. The
-// collectives it issues are exactly search_spaces::TransformerLayerTpCommOps.
+// collectives it issues are exactly search_spaces::TransformerLayerTpCommOps;
+// under context parallelism core attention adds the ring's sends and
+// receives on the "cp" group (engine/context_parallel/ring_attention.h).
 //
 // Pre-norm block (both families):
 //   x2 = x + Proj(Attn(QKV(Norm1(x))))
@@ -26,14 +28,18 @@ namespace meshtune::engine {
 
 // Sizes of one layer on one rank for one micro-batch.
 struct LayerShape {
-  int64_t s = 0, b = 0;  // full sequence length, micro-batch size
-  int64_t h = 0;         // hidden size
+  // s: sequence positions this rank holds: the full sequence length, or
+  // seq/cp, its two chunks, under context parallelism
+  // (engine/context_parallel/sequence_chunks.h); b: micro-batch size.
+  int64_t s = 0, b = 0;
+  int64_t h = 0;                                // hidden size
   int64_t heads = 0, groups = 0, head_dim = 0;  // per tp rank
   int64_t ffn = 0;                              // ffn_hidden_size / tp
   bool swiglu = false, rmsnorm = false, rope = false, bias = true;
   float eps = 1e-5f, rope_base = 10000.0f;
   int tp = 1;
   bool sp = false;
+  int cp = 1;  // context-parallel size; the global sequence is s·cp
   // Dropout (Megatron --hidden-dropout on the attention and MLP outputs
   // before each residual add, --attention-dropout on the softmax output);
   // masks are keyed by `seed` (engine/cpu/dropout_mask.h).
@@ -88,7 +94,10 @@ struct LayerCache {
   std::vector<float> qkv;    // [n, qkv_width] after RoPE
   std::vector<float> probs;  // [b, heads, s, s]; empty if selective
   std::vector<float> attn;   // [n, heads·d]
-  std::vector<float> x2;     // [nl, h] residual after attention
+  // [2, b, heads, s/2] log-sum-exp of the ring attention (cp > 1; empty if
+  // selective: the backward reruns the ring).
+  std::vector<float> lse;
+  std::vector<float> x2;                  // [nl, h] residual after attention
   std::vector<float> ln2_mean, ln2_rstd;  // [nl]
   std::vector<float> ln2;                 // [nl, h]
   std::vector<float> fc1;                 // [n, fc1_width]
@@ -101,11 +110,13 @@ class TransformerLayer {
  public:
   // `tp` is the tensor-parallel communicator; store, tp not owned.
   // selective: core attention is recomputed in backward (probs not kept).
-  // global_layer keys the layer's dropout masks. MoE layers (params.moe)
-  // need `moe`, the block that runs their MLP (owned).
+  // global_layer keys the layer's dropout masks. `cp`: the context-parallel
+  // group (not owned), required when shape.cp > 1: core attention is then
+  // ring attention over it (engine/context_parallel/ring_attention.h). MoE
+  // layers (params.moe) need `moe`, the block that runs their MLP (owned).
   TransformerLayer(const LayerShape& shape, const LayerParams& params,
                    ParamStore* store, Communicator* tp, bool selective,
-                   int64_t global_layer,
+                   int64_t global_layer, Communicator* cp = nullptr,
                    std::unique_ptr<moe::MoeBlock> moe = nullptr);
 
   // x [nl, h] -> y [nl, h]; fills `cache`. first_sample: global dataset
@@ -153,6 +164,15 @@ class TransformerLayer {
   // The MoE block's view of this layer's tensors and gradients.
   moe::MoeWeights MoeWeightsOf() const;
   moe::MoeGrads MoeGradsOf();
+  // RoPE on qkv [n, qkv_width] in place (forward, or its inverse on the
+  // gradient) at the global positions of the local rows.
+  void Rope(float* qkv, bool forward) const;
+  // Core attention under context parallelism: ring attention of c->qkv
+  // into c->attn and c->lse with the attention dropout `drop`; the
+  // backward writes dqkv [n, qkv_width].
+  void RingForward(LayerCache* c, const cpu::DropoutSpec& drop);
+  void RingBackward(const float* dattn, LayerCache* c,
+                    const cpu::DropoutSpec& drop, float* dqkv);
 
   LayerShape sh_;
   LayerParams p_;
@@ -160,6 +180,7 @@ class TransformerLayer {
   Communicator* tp_;
   bool selective_;
   int64_t global_layer_;
+  Communicator* cp_;
   std::unique_ptr<moe::MoeBlock> moe_;
 };
 

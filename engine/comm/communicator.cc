@@ -36,11 +36,13 @@ void CommLog::Add(CommRecord r) {
 }
 void CommLog::set_label(std::string label) {
   std::lock_guard<std::mutex> lock(mu_);
+  thread_labels_[std::this_thread::get_id()] = label;
   label_ = std::move(label);
 }
 std::string CommLog::label() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return label_;
+  const auto it = thread_labels_.find(std::this_thread::get_id());
+  return it != thread_labels_.end() ? it->second : label_;
 }
 std::vector<CommRecord> CommLog::records() const {
   std::lock_guard<std::mutex> lock(mu_);

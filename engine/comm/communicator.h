@@ -32,10 +32,12 @@
 #define MESHTUNE_ENGINE_COMM_COMMUNICATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace meshtune::engine {
@@ -65,7 +67,11 @@ struct CommRecord {
 };
 
 // Shared, thread-safe list of calls. The engine sets `label` around each
-// phase; tests read `records()`.
+// phase; tests read `records()`. Labels are per thread, since in-process
+// ranks are threads and ranks that are not in lock-step (the cp groups of
+// context parallelism, pipeline stages) are in different phases at once: a
+// call is labelled with its thread's last set_label, or, on a thread that
+// never set one, with the last label set on any thread.
 class CommLog {
  public:
   void Add(CommRecord r);
@@ -76,7 +82,8 @@ class CommLog {
 
  private:
   mutable std::mutex mu_;
-  std::string label_;
+  std::string label_;  // the last one set on any thread
+  std::map<std::thread::id, std::string> thread_labels_;
   std::vector<CommRecord> records_;
 };
 

@@ -51,13 +51,39 @@ std::vector<double> Scores(const float* q_qkv, const float* kv_qkv, int64_t sq,
   return scores;
 }
 
+// The dropout factor of (bi, head, query position t, key position u): 0
+// (dropped) or 1/(1 − p) (kept), AttentionForward's masks; 1 without
+// dropout.
+class DropoutFactor {
+ public:
+  DropoutFactor(const DropoutSpec* d, int64_t seq)
+      : d_(d != nullptr && d->active() ? d : nullptr), seq_(seq) {}
+  // Selects the mask row of query position t (global) of (bi, head).
+  void Row(int64_t bi, int64_t head, int64_t t) {
+    if (d_ != nullptr) {
+      seed_ = DropoutRowSeed(d_->key, d_->first_sample + bi,
+                             (d_->first_head + head) * seq_ + t);
+    }
+  }
+  double At(int64_t u) const {
+    if (d_ == nullptr) return 1.0;
+    return DropoutUniform(seed_, u) >= d_->p ? d_->scale() : 0.0;
+  }
+
+ private:
+  const DropoutSpec* d_;
+  int64_t seq_;
+  uint64_t seed_ = 0;
+};
+
 }  // namespace
 
 void AttentionChunkForward(const float* q_qkv, const float* kv_qkv, int64_t sq,
                            int64_t q_pos0, int64_t sk, int64_t k_pos0,
-                           const AttentionChunkShape& s, float* out,
-                           float* lse) {
+                           const AttentionChunkShape& s, float* out, float* lse,
+                           const DropoutSpec* dropout, int64_t seq) {
   const int64_t d = s.head_dim;
+  DropoutFactor factor(dropout, seq);
   for (int64_t bi = 0; bi < s.b; ++bi) {
     for (int64_t head = 0; head < s.heads; ++head) {
       const Layout l = LayoutOf(head, s);
@@ -76,12 +102,14 @@ void AttentionChunkForward(const float* q_qkv, const float* kv_qkv, int64_t sq,
         }
         double sum = 0;
         std::vector<double> acc(d, 0.0);
+        factor.Row(bi, head, q_pos0 + t);
         for (int64_t u = 0; u < sk; ++u) {
           if (scores[t * sk + u] == kNegInf) continue;
           const double p = std::exp(scores[t * sk + u] - max);
-          sum += p;
+          sum += p;  // the softmax normalises the undropped P
+          const double pd = p * factor.At(k_pos0 + u);
           const float* v = kv_qkv + (u * s.b + bi) * l.width + l.v;
-          for (int64_t c = 0; c < d; ++c) acc[c] += p * v[c];
+          for (int64_t c = 0; c < d; ++c) acc[c] += pd * v[c];
         }
         for (int64_t c = 0; c < d; ++c) o[c] = static_cast<float>(acc[c] / sum);
         *row_lse = static_cast<float>(max + std::log(sum));
@@ -121,8 +149,10 @@ void AttentionChunkBackward(const float* dout, const float* out,
                             const float* kv_qkv, int64_t sq, int64_t q_pos0,
                             int64_t sk, int64_t k_pos0,
                             const AttentionChunkShape& s, float* dq_qkv,
-                            float* dkv_qkv) {
+                            float* dkv_qkv, const DropoutSpec* dropout,
+                            int64_t seq) {
   const int64_t d = s.head_dim;
+  DropoutFactor factor(dropout, seq);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   for (int64_t bi = 0; bi < s.b; ++bi) {
     for (int64_t head = 0; head < s.heads; ++head) {
@@ -138,6 +168,7 @@ void AttentionChunkBackward(const float* dout, const float* out,
         for (int64_t c = 0; c < d; ++c) delta += double(dO[c]) * o[c];
         const float* q = q_qkv + row * l.width + l.q;
         float* dq = dq_qkv + row * l.width + l.q;
+        factor.Row(bi, head, q_pos0 + t);
         for (int64_t u = 0; u < sk; ++u) {
           const double sc = scores[t * sk + u];
           if (sc == kNegInf) continue;
@@ -147,13 +178,15 @@ void AttentionChunkBackward(const float* dout, const float* out,
           const float* v = kv_qkv + kv_row * l.width + l.v;
           float* dk = dkv_qkv + kv_row * l.width + l.k;
           float* dv = dkv_qkv + kv_row * l.width + l.v;
-          double dp = 0;  // (dout·Vᵀ)[t, u]
+          const double m = factor.At(k_pos0 + u);  // dropout factor
+          double dp = 0;                           // (dout·Vᵀ)[t, u], masked
           for (int64_t c = 0; c < d; ++c) dp += double(dO[c]) * v[c];
+          dp *= m;
           const double ds = p * (dp - delta);
           for (int64_t c = 0; c < d; ++c) {
             dq[c] += static_cast<float>(scale * ds * k[c]);
             dk[c] += static_cast<float>(scale * ds * q[c]);
-            dv[c] += static_cast<float>(p * dO[c]);
+            dv[c] += static_cast<float>(p * m * dO[c]);
           }
         }
       }

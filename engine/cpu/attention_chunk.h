@@ -4,7 +4,15 @@
 // AttnFuncWithCPAndKVP2P: each rank holds 2 of 2·cp sequence chunks, K/V
 // travel around the ring, partial softmax results are merged by their
 // log-sum-exp). CPU reference, conventions and packed qkv layout of
-// engine/cpu/ops.h (AttentionForward); GQA; scale 1/√head_dim; no dropout.
+// engine/cpu/ops.h (AttentionForward); GQA; scale 1/√head_dim.
+//
+// Attention dropout (optional, `dropout` non-null and active): the masks of
+// AttentionForward over the whole sequence of length `seq`, element (bi,
+// head j, query position t, key position u) kept iff keep(key, first_sample
+// + bi, (first_head + j)·seq + t, u) with GLOBAL positions t, u. A chunk's
+// out is D(P)·V with P normalised within the chunk and lse undropped, so
+// the log-sum-exp merge of the chunks' outs is the full dropped output; the
+// backward regenerates the mask.
 //
 // A chunk covers the positions [pos0, pos0 + len) of every sequence of the
 // micro-batch: rows [pos0·b, (pos0 + len)·b) of the full [s·b, ...] buffers,
@@ -18,6 +26,8 @@
 #define MESHTUNE_ENGINE_CPU_ATTENTION_CHUNK_H_
 
 #include <cstdint>
+
+#include "engine/cpu/dropout_mask.h"
 
 namespace meshtune::engine::cpu {
 
@@ -35,7 +45,8 @@ struct AttentionChunkShape {
 void AttentionChunkForward(const float* q_qkv, const float* kv_qkv, int64_t sq,
                            int64_t q_pos0, int64_t sk, int64_t k_pos0,
                            const AttentionChunkShape& shape, float* out,
-                           float* lse);
+                           float* lse, const DropoutSpec* dropout = nullptr,
+                           int64_t seq = 0);
 
 // (out, lse) <- the attention over the union of both key sets: lse =
 // log(e^lse + e^lse2), out = e^(lse_old - lse)·out + e^(lse2 - lse)·out2.
@@ -49,13 +60,14 @@ void AttentionMerge(float* out, float* lse, const float* out2,
 //   dq_qkv's q part += scale·dS·K, dkv_qkv's k part += scale·dSᵀ·Q,
 //   dkv_qkv's v part += Pᵀ·dout,
 // summed over the heads of a kv group. Summing every pair's contributions
-// gives AttentionBackward's dqkv.
-void AttentionChunkBackward(const float* dout, const float* out,
-                            const float* lse, const float* q_qkv,
-                            const float* kv_qkv, int64_t sq, int64_t q_pos0,
-                            int64_t sk, int64_t k_pos0,
-                            const AttentionChunkShape& shape, float* dq_qkv,
-                            float* dkv_qkv);
+// gives AttentionBackward's dqkv. With dropout (same spec and seq as the
+// forward) dout·Vᵀ and P in dV are masked and scaled, D stays
+// rowsum(dout ∘ out).
+void AttentionChunkBackward(
+    const float* dout, const float* out, const float* lse, const float* q_qkv,
+    const float* kv_qkv, int64_t sq, int64_t q_pos0, int64_t sk, int64_t k_pos0,
+    const AttentionChunkShape& shape, float* dq_qkv, float* dkv_qkv,
+    const DropoutSpec* dropout = nullptr, int64_t seq = 0);
 
 }  // namespace meshtune::engine::cpu
 

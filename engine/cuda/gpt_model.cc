@@ -75,6 +75,14 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
             std::to_string(config.model.num_experts) + " experts)",
         "train it with --backend cpu, or export the plan to Megatron-LM");
   }
+  // Context parallelism (ring attention) is built in the CPU engine only
+  // (engine/context_parallel/).
+  if (config.parallel.cp > 1) {
+    return Status::InvalidArgument(
+        "the CUDA engine does not support context parallelism yet (cp=" +
+            std::to_string(config.parallel.cp) + ")",
+        "use --backend cpu, or --cp 1");
+  }
   auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
   if (!kernel.ok()) return kernel.status();
   if (kernel.value() == AttentionKernel::kUnfused) return Status::Ok();

@@ -41,7 +41,7 @@ GroupView ViewOf(Communicator& group, int world_rank) {
 }
 
 struct RankViews {
-  GroupView tp, pp, dp, mp;
+  GroupView tp, pp, dp, cp, mp;
   bool has_embd = false;
   GroupView embd;
   bool first_stage = false;
@@ -70,6 +70,8 @@ TEST_P(ProcessGroupsShapes, MembersAndRanksFollowTheRankGrid) {
     v.tp = ViewOf(*g.tp, r);
     v.pp = ViewOf(*g.pp, r);
     v.dp = ViewOf(*g.dp, r);
+    v.cp = ViewOf(*g.cp, r);
+    EXPECT_EQ(g.cp_rank(), g.cp->rank());
     v.mp = ViewOf(*g.mp, r);
     // Only the members of an embd group call into it.
     v.has_embd = g.embd != nullptr;
@@ -99,6 +101,11 @@ TEST_P(ProcessGroupsShapes, MembersAndRanksFollowTheRankGrid) {
     EXPECT_EQ(v.dp.members, grid.GroupOf(GroupKind::kDpCp, r));
     // cp is the faster of the two axes in the dp·cp group.
     EXPECT_EQ(v.dp.rank, c.cp + config.cp * c.dp);
+
+    // cp: the ring of context parallelism, also built (size 1) at cp = 1.
+    EXPECT_EQ(v.cp.name, "cp");
+    EXPECT_EQ(v.cp.members, grid.GroupOf(GroupKind::kCp, r));
+    EXPECT_EQ(v.cp.rank, c.cp);
 
     // mp: every rank with this rank's (cp, dp), ascending (tp fastest, then
     // pp), this rank at position tp + tp_size·pp.

@@ -1,9 +1,9 @@
 // `tune train --load` (issue 16): the data is sized for the resumed run, so
 // a checkpoint saved with a larger --gbs resumes (D2); a checkpoint already
 // at --steps, one whose metadata was edited, or one with a FIFO for a shard
-// is a one-line input error (exit 2). Also --cp/--ep, which the engine
-// refuses above 1 with the same message from a flag or a --config file, and
-// what `train --help` says about the cuda backend.
+// is a one-line input error (exit 2). Also --ep, which the engine refuses
+// above 1 with the same message from a flag or a --config file, --cp, which
+// it trains, and what `train --help` says about the cuda backend.
 //
 // One tiny checkpoint (gpt-tiny, seq 32, gbs 8, 3 steps over a ~100-token
 // corpus) is made once through the binary; the checks run in process
@@ -190,45 +190,29 @@ TEST_F(TrainResumeTest, FifoForAShardIsAnInputErrorNotAHang) {
 
 // ---- --cp / --ep ----
 
-TEST(TrainCpEp, ValuesAboveOneAreInputErrorsNamingTheFix) {
-  for (const char* axis : {"cp"}) {
-    SCOPED_TRACE(axis);
-    const std::string flag = std::string("--") + axis;
-    const std::string message =
-        std::string("the training engine does not support ") +
-        (axis == std::string("cp") ? "context" : "expert") +
-        " parallelism yet (" + axis + "=2)";
-    StatusOr<TrainPlan> plan =
-        ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", flag, "2"}));
-    ASSERT_TRUE(plan.ok()) << plan.status().message();
-    const Status s = ValidateTrainPlan(plan.value());
-    EXPECT_EQ(s.message(), message);
-    EXPECT_EQ(s.hint(), "use " + flag + " 1");
-    EXPECT_EQ(s.ExitCode(), 2);
-    // 1 is what the engine trains.
-    plan = ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", flag, "1"}));
-    ASSERT_TRUE(plan.ok());
-    EXPECT_TRUE(ValidateTrainPlan(plan.value()).ok());
-    // The binary, from the flag and from a `tune search --out` file: the
-    // same message and hint (it used to be CLI11's "arguments were not
-    // expected" for the flag).
-    ExpectError(
-        RunTune("train --model gpt-tiny --no-db " + flag + " 2", "", kEnv), 2,
-        message, "use " + flag + " 1");
-    const std::string dir = MakeTempDir();
-    WriteFile(dir + "/best.yaml",
-              std::string("model: gpt-tiny\nparallelism:\n  ") +
-                  (axis == std::string("cp") ? "context_parallel_size"
-                                             : "expert_model_parallel_size") +
-                  ": 2\n");
-    ExpectError(
-        RunTune("train --no-db --config " + dir + "/best.yaml", "", kEnv), 2,
-        message, "use " + flag + " 1");
-    fs::remove_all(dir);
-  }
+TEST(TrainCpEp, CpIsTrainedOnCpTimesMoreRanks) {
+  // Context parallelism is built in the CPU engine: --cp 2 plans 2 ranks
+  // per tp·pp·dp position and passes validation.
+  StatusOr<TrainPlan> plan = ResolveTrainFlags(
+      ParseFlags({"--model", "gpt-tiny", "--cp", "2", "--dp", "2"}));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->config.parallel.cp, 2);
+  EXPECT_EQ(plan->nproc, 4);
+  EXPECT_TRUE(ValidateTrainPlan(plan.value()).ok());
+  // What it cannot do is an input error naming the fix.
+  plan =
+      ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--cp", "2", "--tp",
+                                    "2", "--sp", "--seq-len", "252"}));
+  ASSERT_TRUE(plan.ok());
+  const Status s = ValidateTrainPlan(plan.value());
+  EXPECT_EQ(s.message(),
+            "context parallelism needs seq_length (252) divisible by 2·cp·tp "
+            "= 8 (2·cp chunks, each cp rank's split over tp by sequence "
+            "parallelism)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 8, or another --cp");
+  EXPECT_EQ(s.ExitCode(), 2);
   // Malformed values name the flag, as every other size flag does.
-  const StatusOr<TrainPlan> plan =
-      ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--cp", "two"}));
+  plan = ResolveTrainFlags(ParseFlags({"--model", "gpt-tiny", "--cp", "two"}));
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().message(),
             "--cp must be a positive integer, got 'two'");

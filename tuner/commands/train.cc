@@ -54,9 +54,9 @@ or --from-search, stores the run against that search candidate when it
 records into the search's database and trains exactly the candidate's model,
 gbs, seq-len and parallel config; otherwise one warning says why it is not
 linked and the run is stored unlinked. --from-search takes no layout flags.
-Axes not given default to tp=pp=dp=vpp=mbs=1, sp off, recompute none,
+Axes not given default to tp=pp=cp=dp=vpp=mbs=1, sp off, recompute none,
 dist_opt off; gbs and seq-len default to the model's. More than one rank
-(tp*pp*dp > 1) runs under mpirun (Open MPI), started by tune itself unless
+(tp*pp*cp*dp > 1) runs under mpirun (Open MPI), started by tune itself unless
 tune is already running under mpirun or srun.)";
 
 // The results database for the run, by the policy of tuner/store/results_db.h:
@@ -343,7 +343,7 @@ class TrainCommand : public Command {
             "this tune was built without MPI, so it cannot run " +
                 std::to_string(plan->nproc) + " ranks",
             "install Open MPI (apt-get install libopenmpi-dev openmpi-bin) "
-            "and rebuild, or train with tp·pp·dp = 1");
+            "and rebuild, or train with tp·pp·cp·dp = 1");
       }
       if (!flags_.db.empty()) {
         // An explicit --db that cannot be opened fails before the ranks
@@ -392,11 +392,11 @@ class TrainCommand : public Command {
       if (plan->config.parallel.world() != w->size()) {
         return Status::InvalidArgument(
             "the MPI job has " + std::to_string(w->size()) +
-                " ranks but tp·pp·dp = " +
+                " ranks but tp·pp·cp·dp = " +
                 std::to_string(plan->config.parallel.world()),
             "start it with mpirun -np " +
                 std::to_string(plan->config.parallel.world()) +
-                ", or change --tp/--pp/--dp");
+                ", or change --tp/--pp/--cp/--dp");
       }
       StatusOr<std::unique_ptr<engine::data::TokenDataset>> d =
           engine::data::OpenTrainingData(plan->data,

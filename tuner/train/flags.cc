@@ -212,12 +212,13 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
       ->type_name("V");
   app->add_option("--dp", f->dp, "data parallel size (default 1)")
       ->type_name("D");
-  // Taken, not hidden: the engine trains cp = 1 only, and a value above 1
+  app->add_option("--cp", f->cp,
+                  "context parallel size: the sequence split over cp ranks, "
+                  "ring attention (CPU engine; default 1)")
+      ->type_name("C");
+  // Taken, not hidden: the engine trains ep = 1 only, and a value above 1
   // gets its message (with the hint to use 1) instead of CLI11's
   // "arguments were not expected".
-  app->add_option("--cp", f->cp,
-                  "context parallel size; the engine trains 1 only (default 1)")
-      ->type_name("C");
   app->add_option("--ep", f->ep,
                   "expert parallel size, MoE models: the experts split over "
                   "ep ranks folded over dp·tp (default 1)")
@@ -261,7 +262,7 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                   "the built-in corpus")
       ->type_name("PATH...");
   app->add_option("--nproc", f->nproc,
-                  "processes to run; must equal tp*pp*dp (the default)")
+                  "processes to run; must equal tp*pp*cp*dp (the default)")
       ->type_name("N");
   app->add_option("--lr", f->lr, "peak learning rate (default 3e-4)")
       ->type_name("X");
@@ -513,11 +514,11 @@ Status ValidateTrainPlan(const TrainPlan& plan) {
   if (plan.nproc != p.world()) {
     return Status::InvalidArgument(
         "--nproc " + std::to_string(plan.nproc) +
-            " does not match tp·pp·dp = " + std::to_string(p.tp) + "·" +
-            std::to_string(p.pp) + "·" + std::to_string(p.dp) + " = " +
-            std::to_string(p.world()),
+            " does not match tp·pp·cp·dp = " + std::to_string(p.tp) + "·" +
+            std::to_string(p.pp) + "·" + std::to_string(p.cp) + "·" +
+            std::to_string(p.dp) + " = " + std::to_string(p.world()),
         "pass --nproc " + std::to_string(p.world()) +
-            " (or leave it out), or change --tp/--pp/--dp so that their "
+            " (or leave it out), or change --tp/--pp/--cp/--dp so that their "
             "product is " +
             std::to_string(plan.nproc));
   }
@@ -566,7 +567,9 @@ double MinStateBytes(const engine::TrainConfig& c) {
   const costmodel::ModelStats stats = costmodel::ComputeModelStats(
       c.model, c.padded_vocab_size(), c.model.seq_length);
   const double params = stats.total_params;
-  const double dp = static_cast<double>(c.parallel.dp);
+  // Every dp and cp rank holds the same weights (cp splits the sequence,
+  // not the model).
+  const double dp = static_cast<double>(c.parallel.dp * c.parallel.cp);
   constexpr double kFp32Bytes = 4;
   const double weights_and_grads = 2 * kFp32Bytes * params * dp;
   const double adam = 2 * kFp32Bytes * params * (c.parallel.dist_opt ? 1 : dp);

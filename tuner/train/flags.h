@@ -41,9 +41,8 @@ struct TrainFlags {
   std::string rank;         // --rank R (with --from-search; default 1)
   std::string model;        // preset name or model YAML
   std::string tp, pp, vpp, dp, mbs, gbs, seq_len, recompute;
-  // --cp: taken so that a value above 1 (which the engine cannot train yet)
-  // gets TrainConfig::Validate's message, as from --config. --ep / --etp:
-  // expert parallel sizes (MoE models).
+  // --cp: context parallelism. --ep / --etp: expert parallel sizes (MoE
+  // models).
   std::string cp, ep, etp;
   // Megatron --moe-aux-loss-coeff (default 0).
   std::string moe_aux_loss_coeff;
@@ -106,14 +105,14 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& flags);
 // Checks the plan before any rank starts, in this order: the fp32 state
 // fits this machine's memory (CheckHostMemory), TrainConfig::Validate (its
 // Status as is: InvalidArgument exit 2, Unimplemented exit 1), --nproc ==
-// tp·pp·dp, --load names an existing directory, --save can be created (it
+// tp·pp·cp·dp, --load names an existing directory, --save can be created (it
 // is created, as Megatron does).
 Status ValidateTrainPlan(const TrainPlan& plan);
 
 // Bytes every rank of `c` together holds at least, whatever the
-// activations: fp32 weights and gradients on every data-parallel replica
-// plus the two fp32 Adam moments (sharded over dp with the distributed
-// optimizer, replicated without).
+// activations: fp32 weights and gradients on every data-parallel (and
+// context-parallel) replica plus the two fp32 Adam moments (sharded over dp
+// with the distributed optimizer, replicated without).
 double MinStateBytes(const engine::TrainConfig& c);
 
 // Infeasible (exit 2) when MinStateBytes(c) exceeds `host_memory_gib`: a

@@ -231,7 +231,7 @@ Status RunRanksUnderMpirun(int64_t world,
         "running " + std::to_string(world) +
             " ranks needs mpirun, which is not on PATH",
         "install Open MPI (apt-get install openmpi-bin), or run one rank "
-        "(tp·pp·dp = 1)");
+        "(tp·pp·cp·dp = 1)");
   }
   const std::string exe = SelfExecutable();
   if (exe.empty()) {

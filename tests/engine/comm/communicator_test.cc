@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -365,6 +366,26 @@ TEST(LocalCommunicator, SplitTiesInKeyKeepOldOrderAndNest) {
   EXPECT_EQ(got[0], (std::vector<int>{0, 2, 1, 0, 1}));
   EXPECT_EQ(got[1], (std::vector<int>{1, 2, 1, 0, 1}));
   EXPECT_EQ(got[2], (std::vector<int>{0, 1, 1, 2}));
+}
+
+TEST(LocalCommunicator, LogLabelsArePerRankThread) {
+  // Ranks in different phases at once (context-parallel groups, pipeline
+  // stages) label their own calls.
+  CommLog log;
+  RunLocalRanks(
+      2,
+      [&](Communicator& world) {
+        log.set_label("rank" + std::to_string(world.rank()));
+        world.Barrier();  // both labels are set before either records
+        float x = 1.0f;
+        world.AllReduceSum(&x, 1);
+      },
+      &log);
+  std::multiset<std::string> labels;
+  for (const CommRecord& r : log.records()) {
+    if (r.kind == CommKind::kAllReduce) labels.insert(r.label);
+  }
+  EXPECT_EQ(labels, (std::multiset<std::string>{"rank0", "rank1"}));
 }
 
 TEST(LocalCommunicator, LogRecordsKindGroupBytesAndLabel) {

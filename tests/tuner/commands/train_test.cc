@@ -232,10 +232,13 @@ TEST(TrainValidation, DropoutMustBeAProbability) {
 TEST(TrainValidation, NprocMustMatchTheWorld) {
   Status s =
       ValidateError({"--model", "gpt-tiny", "--dp", "2", "--nproc", "3"});
-  EXPECT_EQ(s.message(), "--nproc 3 does not match tp·pp·dp = 1·1·2 = 2");
+  EXPECT_EQ(s.message(), "--nproc 3 does not match tp·pp·cp·dp = 1·1·1·2 = 2");
   EXPECT_EQ(s.hint(),
-            "pass --nproc 2 (or leave it out), or change --tp/--pp/--dp so "
-            "that their product is 3");
+            "pass --nproc 2 (or leave it out), or change --tp/--pp/--cp/--dp "
+            "so that their product is 3");
+  // Context parallel ranks count in the world.
+  s = ValidateError({"--model", "gpt-tiny", "--cp", "2", "--nproc", "3"});
+  EXPECT_EQ(s.message(), "--nproc 3 does not match tp·pp·cp·dp = 1·1·2·1 = 2");
   EXPECT_EQ(s.ExitCode(), 2);
 }
 
@@ -255,16 +258,18 @@ TEST(TrainValidation, ConfigErrorsPassThroughWithTheirExitCodes) {
             "seq_length 512 exceeds the learned position table (256 "
             "positions)");
   EXPECT_EQ(s.ExitCode(), 2);
-  // Context parallelism is planned but not built in the engine: an input
-  // error (exit 2) whose hint names the flag to change.
+  // Context parallelism from --config (context_parallel_size) or --cp is
+  // trained; the engine's refusals pass through as input errors (exit 2).
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/cp.yaml",
             "model: gpt-tiny\nparallelism:\n  context_parallel_size: 2\n");
-  s = ValidateError({"--config", dir + "/cp.yaml"});
+  EXPECT_TRUE(ValidateError({"--config", dir + "/cp.yaml"}).ok());
+  EXPECT_TRUE(ValidateError({"--model", "gpt-tiny", "--cp", "4"}).ok());
+  s = ValidateError({"--config", dir + "/cp.yaml", "--seq-len", "250"});
   EXPECT_EQ(s.message(),
-            "the training engine does not support context parallelism yet "
-            "(cp=2)");
-  EXPECT_EQ(s.hint(), "use --cp 1");
+            "context parallelism needs seq_length (250) divisible by 2·cp = 4 "
+            "(the sequence is cut into 2·cp chunks)");
+  EXPECT_EQ(s.hint(), "use --seq-len a multiple of 4, or another --cp");
   EXPECT_EQ(s.ExitCode(), 2);
   std::filesystem::remove_all(dir);
 }
@@ -469,9 +474,9 @@ TEST(TrainReport, MemoryTableAndJson) {
   r.grad_bytes = 4 << 20;
   r.optimizer_bytes = 8 << 20;
   EXPECT_EQ(FormatMemoryTable({r}),
-            "  rank  tp  pp  dp      params  params MiB  grads MiB  "
+            "  rank  tp  pp  cp  dp      params  params MiB  grads MiB  "
             "optimizer MiB\n"
-            "     1   0   0   1     1048576        4.00       4.00"
+            "     1   0   0   0   1     1048576        4.00       4.00"
             "           8.00\n");
   engine::TrainConfig c;
   c.model.name = "gpt-tiny";
@@ -511,9 +516,9 @@ void ExpectError(const TuneRun& run, int exit_code, const std::string& error,
 
 TEST(TrainBinary, InputErrorsBeforeAnyRankStarts) {
   ExpectError(RunTune("train --model gpt-tiny --nproc 2"), 2,
-              "--nproc 2 does not match tp·pp·dp = 1·1·1 = 1",
-              "pass --nproc 1 (or leave it out), or change --tp/--pp/--dp so "
-              "that their product is 2");
+              "--nproc 2 does not match tp·pp·cp·dp = 1·1·1·1 = 1",
+              "pass --nproc 1 (or leave it out), or change --tp/--pp/--cp/--dp "
+              "so that their product is 2");
   ExpectError(RunTune("train --model gpt-tiny --tp 3"), 2,
               "tp=3 does not divide the attention heads (4) and query groups "
               "(4)",
@@ -539,7 +544,7 @@ TEST(TrainBinary, SeveralRanksWithoutMpirunIsARuntimeError) {
                       "PATH=/nonexistent TUNE_DB="),
               1, "running 2 ranks needs mpirun, which is not on PATH",
               "install Open MPI (apt-get install openmpi-bin), or run one "
-              "rank (tp·pp·dp = 1)");
+              "rank (tp·pp·cp·dp = 1)");
 }
 
 // A run small enough for CI: gpt-tiny, 2 sequences of 32 tokens per step.
@@ -595,7 +600,8 @@ TEST(TrainBinary, OneRankTrainsPrintsAndRecords) {
             std::string::npos);
   EXPECT_NE(run.out.find("  ranks:       1 (this process)"), std::string::npos);
   EXPECT_NE(run.out.find("  data:        built-in corpus"), std::string::npos);
-  EXPECT_NE(run.out.find("  rank  tp  pp  dp      params"), std::string::npos);
+  EXPECT_NE(run.out.find("  rank  tp  pp  cp  dp      params"),
+            std::string::npos);
   // The one prediction of an unlinked run says what it is.
   EXPECT_TRUE(std::regex_search(
       run.out, std::regex(R"(\n  predicted:   [0-9.]+ ms per iteration \(cost )"
