@@ -2,7 +2,8 @@
 // model and data: loss and gradient norm at each of 10 steps and the final
 // weights within the fp32 tolerance of tolerance.h (issue 20 checks: ep 2,
 // ep 4, ep 2 x etp 2, ep 2 with capacity dropping, MoE with pp 2 and a
-// dense first layer, ep 2 with the distributed optimizer), and replicated
+// dense first layer, ep 2 with the distributed optimizer, ep 2 x cp 2 x
+// dp 2 with the distributed optimizer), and replicated
 // parameters bitwise equal across their replicas.
 #include <gtest/gtest.h>
 
@@ -30,6 +31,7 @@ struct Layout {
   int64_t tp = 1, pp = 1, dp = 1, ep = 1, etp = 0;
   bool sp = false, dist_opt = false;
   double capacity_factor = 0;
+  int64_t cp = 1;
 };
 
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
@@ -78,6 +80,7 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   c.parallel.etp = l.etp;
   c.parallel.sp = l.sp;
   c.parallel.dist_opt = l.dist_opt;
+  c.parallel.cp = l.cp;
   ASSERT_TRUE(c.Validate().ok()) << c.Validate().message();
   const RunResult run = TrainLocally(c);
   testing::ExpectSameRun(run, ref);
@@ -113,6 +116,11 @@ const Layout kLayouts[] = {
     {"pp2_ep2", 1, 2, 2, 2},
     {"ep2_dist_opt", 1, 1, 2, 2, 0, false, true},
     {"dp2_ep1_dist_opt", 1, 1, 2, 1, 0, false, true},
+    // ep folded over cp (the aux loss counts over the cp chunks), and the
+    // issue's ep 2 x cp 2 x dp 2 with the distributed optimizer.
+    {"cp2_ep2", 1, 1, 1, 2, 0, false, false, 0, 2},
+    {"cp2_dp2_ep2_dist_opt", 1, 1, 2, 2, 0, false, true, 0, 2},
+    {"cp2_tp2_sp_ep2", 2, 1, 1, 2, 0, true, false, 0, 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeEquivalenceTest,
