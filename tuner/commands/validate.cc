@@ -230,8 +230,9 @@ class ValidateCommand : public Command {
   }
 
   // Whether the engine can run the search's plans here: the CPU engine only
-  // the `local` preset, the CUDA engine on at most this machine's GPUs,
-  // neither context nor expert parallelism (pinned to 1 in `in`).
+  // the `local` preset, the CUDA engine on at most this machine's GPUs.
+  // Which plans a backend trains (context and expert parallelism on the CPU
+  // engine, not yet on CUDA) is the selection's `trainable` check.
   static Status CheckRunnable(bool cuda, int gpu_count, Inputs* in) {
     // The candidates run on meshtune's engine, which launches from C++.
     in->training.python_launches = false;
@@ -250,15 +251,6 @@ class ValidateCommand : public Command {
               " GPU(s) of this machine",
           "pass --gpus " + std::to_string(gpu_count) + " or fewer");
     }
-    if ((!in->space.cp.empty() && in->space.cp != std::vector<int64_t>{1}) ||
-        (!in->space.ep.empty() && in->space.ep != std::vector<int64_t>{1})) {
-      return Status::InvalidArgument(
-          "the training engine does not run context or expert parallelism "
-          "yet, so --cp/--ep other than 1 cannot be validated",
-          "drop --cp and --ep");
-    }
-    in->space.cp = {1};
-    in->space.ep = {1};
     return Status::Ok();
   }
 

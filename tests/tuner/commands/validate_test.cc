@@ -195,11 +195,6 @@ TEST_F(ValidateCommandTest, InputErrors) {
             "with the CPU engine, so it needs --gpu local (got --gpu h100)\n"
             "tune: hint: use --gpu local, or --backend cuda to run them on "
             "this machine's GPUs\n");
-  r = RunTune(std::string(kModel) + "--cp 2 --db '" + Db() + "'");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("does not run context or expert parallelism"),
-            std::string::npos)
-      << r.err;
   r = RunTune(std::string(kModel) + "--steps 0 --db '" + Db() + "'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
