@@ -127,7 +127,7 @@ TEST(SearchEtpPin, EveryCandidateHasThePinnedEtp) {
 TEST(SearchEtpPin, EstimateTakesOneEtp) {
   const InProcessRun run =
       Tune({"estimate", "--model", "mixtral-8x7b", "--gpus", "16", "--gpu",
-            "h100", "--tp", "4", "--ep", "4", "--etp", "1", "--no-db"});
+            "h100", "--tp", "4", "--sp", "--ep", "4", "--etp", "1", "--no-db"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("configuration: tp4 pp1 vpp1 cp1 ep4 dp4 etp1 "),
             std::string::npos)
@@ -144,9 +144,9 @@ TEST(SearchEpOverlap, EstimatePricesItAndSearchKeepsItsPreconditions) {
   // Mixtral 8x7B on 16 H100, ep 8 across two nodes: the overlap hides the
   // all-to-alls of paired micro-batches behind compute.
   const std::vector<std::string> base = {
-      "estimate", "--model", "mixtral-8x7b", "--gpus", "16",
-      "--gpu",    "h100",    "--tp",         "2",      "--ep",
-      "8",        "--gbs",   "256",          "--json", "--no-db"};
+      "estimate", "--model", "mixtral-8x7b", "--gpus", "16", "--gpu", "h100",
+      "--tp",     "2",       "--sp",         "--ep",   "8",  "--gbs", "256",
+      "--json",   "--no-db"};
   const InProcessRun plain = Tune(base);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   std::vector<std::string> with = base;
