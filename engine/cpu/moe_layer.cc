@@ -9,25 +9,6 @@ namespace {
 
 int64_t Gates(const MoeLayerShape& s) { return s.swiglu ? 2 : 1; }
 
-void ActivationForward(const MoeLayerShape& s, const float* in, float* out,
-                       int64_t rows, int64_t width) {
-  if (s.swiglu) {
-    SwigluForward(in, out, rows, width);
-  } else {
-    GeluForward(in, out, rows * width);
-  }
-}
-
-void ActivationBackward(const MoeLayerShape& s, const float* dout,
-                        const float* in, float* din, int64_t rows,
-                        int64_t width) {
-  if (s.swiglu) {
-    SwigluBackward(dout, in, din, rows, width);
-  } else {
-    GeluBackward(dout, in, din, rows * width);
-  }
-}
-
 // First row of each expert's block in the permuted order.
 std::vector<int64_t> BlockStarts(const Permutation& p) {
   std::vector<int64_t> start(p.tokens_per_expert.size() + 1, 0);
@@ -38,6 +19,24 @@ std::vector<int64_t> BlockStarts(const Permutation& p) {
 }
 
 }  // namespace
+
+void ExpertActivationForward(bool swiglu, const float* in, float* out,
+                             int64_t rows, int64_t width) {
+  if (swiglu) {
+    SwigluForward(in, out, rows, width);
+  } else {
+    GeluForward(in, out, rows * width);
+  }
+}
+
+void ExpertActivationBackward(bool swiglu, const float* dout, const float* in,
+                              float* din, int64_t rows, int64_t width) {
+  if (swiglu) {
+    SwigluBackward(dout, in, din, rows, width);
+  } else {
+    GeluBackward(dout, in, din, rows * width);
+  }
+}
 
 void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
                      const MoeLayerParams& p, float* out, MoeLayerCache* c) {
@@ -84,7 +83,7 @@ void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
     LinearForward(c->permuted.data() + start[e] * h, p.fc1 + e * fg * h,
                   nullptr, c->fc1_out.data() + start[e] * fg, rows, h, fg);
   }
-  ActivationForward(s, c->fc1_out.data(), c->act.data(), m, f);
+  ExpertActivationForward(s.swiglu, c->fc1_out.data(), c->act.data(), m, f);
   for (int64_t e = 0; e < e_count; ++e) {
     const int64_t rows = start[e + 1] - start[e];
     if (rows == 0) continue;
@@ -100,7 +99,8 @@ void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
     c->shared_act.resize(n * sw);
     LinearForward(x, p.shared_fc1, nullptr, c->shared_fc1_out.data(), n, h,
                   swg);
-    ActivationForward(s, c->shared_fc1_out.data(), c->shared_act.data(), n, sw);
+    ExpertActivationForward(s.swiglu, c->shared_fc1_out.data(),
+                            c->shared_act.data(), n, sw);
     std::vector<float> shared(n * h);
     LinearForward(c->shared_act.data(), p.shared_fc2, nullptr, shared.data(), n,
                   sw, h);
@@ -130,7 +130,8 @@ void MoeLayerBackward(const float* dout, const float* x, int64_t n,
                    dact.data() + start[e] * f, g->fc2 + e * h * f, nullptr,
                    rows, f, h);
   }
-  ActivationBackward(s, dact.data(), c.fc1_out.data(), dfc1.data(), m, f);
+  ExpertActivationBackward(s.swiglu, dact.data(), c.fc1_out.data(), dfc1.data(),
+                           m, f);
   for (int64_t e = 0; e < e_count; ++e) {
     const int64_t rows = start[e + 1] - start[e];
     if (rows == 0) continue;
@@ -156,8 +157,9 @@ void MoeLayerBackward(const float* dout, const float* x, int64_t n,
         dx_shared(n * h);
     LinearBackward(dout, c.shared_act.data(), p.shared_fc2, dshared_act.data(),
                    g->shared_fc2, nullptr, n, sw, h);
-    ActivationBackward(s, dshared_act.data(), c.shared_fc1_out.data(),
-                       dshared_fc1.data(), n, sw);
+    ExpertActivationBackward(s.swiglu, dshared_act.data(),
+                             c.shared_fc1_out.data(), dshared_fc1.data(), n,
+                             sw);
     LinearBackward(dshared_fc1.data(), x, p.shared_fc1, dx_shared.data(),
                    g->shared_fc1, nullptr, n, h, swg);
     Add(dx_shared.data(), dx, n * h);

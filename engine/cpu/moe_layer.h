@@ -69,6 +69,15 @@ struct MoeLayerCache {
   int64_t dropped = 0;                // choices the capacity rule dropped
 };
 
+// The experts' activation: out[rows, width] from fc1's output in[rows,
+// width·g] ([gate | up] SwiGLU, g = 2, or GELU, g = 1), and its backward
+// din[rows, width·g] (overwritten) from dout[rows, width]. The MoE layers
+// of every backend use these (engine/moe/moe_block.h too).
+void ExpertActivationForward(bool swiglu, const float* in, float* out,
+                             int64_t rows, int64_t width);
+void ExpertActivationBackward(bool swiglu, const float* dout, const float* in,
+                              float* din, int64_t rows, int64_t width);
+
 // out[n, h] (overwritten) for x[n, h].
 void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
                      const MoeLayerParams& p, float* out, MoeLayerCache* c);

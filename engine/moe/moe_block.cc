@@ -3,32 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/moe_layer.h"
 #include "engine/cpu/ops.h"
 #include "search_spaces/status.h"
 
 namespace meshtune::engine::moe {
-
-namespace {
-
-void ActForward(bool swiglu, const float* in, float* out, int64_t rows,
-                int64_t width) {
-  if (swiglu) {
-    cpu::SwigluForward(in, out, rows, width);
-  } else {
-    cpu::GeluForward(in, out, rows * width);
-  }
-}
-
-void ActBackward(bool swiglu, const float* dout, const float* in, float* din,
-                 int64_t rows, int64_t width) {
-  if (swiglu) {
-    cpu::SwigluBackward(dout, in, din, rows, width);
-  } else {
-    cpu::GeluBackward(dout, in, din, rows * width);
-  }
-}
-
-}  // namespace
 
 MoeBlock::MoeBlock(const MoeShape& shape, const MoeComms& comms)
     : sh_(shape),
@@ -96,7 +75,8 @@ void MoeBlock::Forward(const float* x, const MoeWeights& w, float* y,
     }
     at += rows;
   }
-  ActForward(sh_.swiglu, c->fc1_out.data(), c->act.data(), rows_total, fl);
+  cpu::ExpertActivationForward(sh_.swiglu, c->fc1_out.data(), c->act.data(),
+                               rows_total, fl);
   at = 0;
   for (size_t le = 0; le < w.fc2.size(); ++le) {
     const int64_t rows = c->plan.rows_per_local_expert[le];
@@ -139,8 +119,8 @@ void MoeBlock::Backward(const float* dy, const float* x, const MoeWeights& w,
     }
     at += rows;
   }
-  ActBackward(sh_.swiglu, dact.data(), c->fc1_out.data(), dfc1.data(),
-              rows_total, fl);
+  cpu::ExpertActivationBackward(sh_.swiglu, dact.data(), c->fc1_out.data(),
+                                dfc1.data(), rows_total, fl);
   at = 0;
   for (size_t le = 0; le < w.fc1.size(); ++le) {
     const int64_t rows = c->plan.rows_per_local_expert[le];
@@ -186,7 +166,8 @@ void MoeBlock::SharedForward(const float* x, const MoeWeights& w, float* y,
   c->shared_act.resize(sh_.n * sl);
   cpu::LinearForward(xf, w.shared_fc1, nullptr, c->shared_fc1.data(), sh_.n,
                      sh_.hidden, slg);
-  ActForward(sh_.swiglu, c->shared_fc1.data(), c->shared_act.data(), sh_.n, sl);
+  cpu::ExpertActivationForward(sh_.swiglu, c->shared_fc1.data(),
+                               c->shared_act.data(), sh_.n, sl);
   std::vector<float> partial(sh_.n * sh_.hidden), out(sh_.nl * sh_.hidden);
   cpu::LinearForward(c->shared_act.data(), w.shared_fc2, nullptr,
                      partial.data(), sh_.n, sl, sh_.hidden);
@@ -220,8 +201,8 @@ void MoeBlock::SharedBackward(const float* dy, const float* x,
       dx_full(sh_.n * sh_.hidden);
   cpu::LinearBackward(dyf, c->shared_act.data(), w.shared_fc2, dact.data(),
                       g.shared_fc2, nullptr, sh_.n, sl, sh_.hidden);
-  ActBackward(sh_.swiglu, dact.data(), c->shared_fc1.data(), dfc1.data(), sh_.n,
-              sl);
+  cpu::ExpertActivationBackward(sh_.swiglu, dact.data(), c->shared_fc1.data(),
+                                dfc1.data(), sh_.n, sl);
   cpu::LinearBackward(dfc1.data(), xf, w.shared_fc1, dx_full.data(),
                       g.shared_fc1, nullptr, sh_.n, sh_.hidden, slg);
   std::vector<float> dx_local(sh_.nl * sh_.hidden);

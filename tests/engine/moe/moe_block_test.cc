@@ -14,18 +14,15 @@
 
 #include "engine/comm/local_communicator.h"
 #include "engine/cpu/moe_layer.h"
+#include "tests/engine/cpu/test_util.h"
 
 namespace meshtune::engine::moe {
 namespace {
 
-std::vector<float> Values(int64_t count, uint64_t seed, float scale) {
-  std::vector<float> v(count);
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (auto& x : v) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    x = scale * (static_cast<float>((s >> 40) % 2000000) / 1e6f - 1.0f);
-  }
-  return v;
+// count floats in [-scale, scale) from a fixed seed.
+std::vector<float> Values(int64_t count, uint32_t seed, float scale) {
+  return cpu::test_util::RandomFloats(static_cast<size_t>(count), seed, -scale,
+                                      scale);
 }
 
 constexpr int64_t kN = 8, kH = 8, kF = 6, kS = 4, kE = 4, kK = 2;
