@@ -79,7 +79,7 @@ Status StepLoopTrainer::Run(
         MakeIterationLog(config_, world_->size(), iteration_, out.result.lr,
                          loss, out.result.grad_norm, step_s, consumed_samples_);
     const int64_t moe_layers = config_.model.num_moe_layers();
-    if (moe_layers > 0 && config_.moe_aux_loss_coeff > 0) {
+    if (moe_layers > 0 && config_.moe_aux_loss_on()) {
       // Micro-batches of the global batch: gbs / mbs = dp · m.
       const double micro_batches =
           static_cast<double>(config_.global_batch_size / config_.parallel.mbs);

@@ -50,8 +50,14 @@ struct TrainConfig {
   int64_t make_vocab_size_divisible_by = 128;
   uint64_t seed = 1234;  // --seed (Megatron default)
   // MoE load-balancing loss coefficient (Megatron --moe-aux-loss-coeff,
-  // default 0: no aux loss).
+  // default 0: no aux loss) and its kind (--moe-router-load-balancing-type:
+  // aux_loss over each micro-batch, seq_aux_loss per sequence, none).
   double moe_aux_loss_coeff = 0.0;
+  enum class LoadBalancing {
+    kAuxLoss,
+    kSeqAuxLoss,
+    kNone
+  } moe_router_load_balancing_type = LoadBalancing::kAuxLoss;
 
   // Checkpoints.
   std::string save_dir;       // --save ("" = none)
@@ -69,6 +75,11 @@ struct TrainConfig {
   double model_flops_per_iteration = 0;
 
   int64_t seq() const { return seq_length > 0 ? seq_length : model.seq_length; }
+  // Whether MoE layers add a load-balancing loss.
+  bool moe_aux_loss_on() const {
+    return model.is_moe() && moe_aux_loss_coeff > 0 &&
+           moe_router_load_balancing_type != LoadBalancing::kNone;
+  }
   int64_t num_microbatches() const {
     return parallel.num_microbatches(global_batch_size);
   }

@@ -142,7 +142,12 @@ moe::MoeShape MakeMoeShape(const TrainConfig& config) {
   sh.router.num_groups = m.moe_router_num_groups;
   sh.router.group_topk = m.moe_router_group_topk;
   sh.capacity_factor = m.moe_expert_capacity_factor;
-  sh.aux_loss_coeff = config.moe_aux_loss_coeff;
+  sh.aux_loss_coeff = config.moe_aux_loss_on() ? config.moe_aux_loss_coeff : 0;
+  // Megatron's sequence aux loss: one group per sequence of the micro-batch.
+  sh.aux_groups = config.moe_router_load_balancing_type ==
+                          TrainConfig::LoadBalancing::kSeqAuxLoss
+                      ? par.mbs
+                      : 1;
   sh.aux_grad_scale = static_cast<double>(par.cp) /
                       static_cast<double>(config.num_microbatches());
   return sh;

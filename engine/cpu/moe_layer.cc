@@ -52,12 +52,14 @@ void MoeLayerForward(const float* x, int64_t n, const MoeLayerShape& s,
                 c->aux_scores.data());
   // The aux loss counts the routing before any drop (Megatron's
   // compute_routing_scores_for_aux_loss).
-  c->aux_tokens.resize(e_count);
-  CountTokensPerExpert(c->experts.data(), n, k, e_count, c->aux_tokens.data());
-  c->aux_loss = s.aux_loss_coeff > 0
-                    ? SwitchAuxLoss(c->aux_scores.data(), c->aux_tokens.data(),
-                                    n, n, e_count, k, s.aux_loss_coeff)
-                    : 0.0;
+  c->aux_tokens.resize(s.aux_groups * e_count);
+  CountTokensPerGroupExpert(c->experts.data(), n, k, e_count, s.aux_groups,
+                            c->aux_tokens.data());
+  c->aux_loss =
+      s.aux_loss_coeff > 0
+          ? SwitchAuxLoss(c->aux_scores.data(), c->aux_tokens.data(), n, n,
+                          s.aux_groups, e_count, k, s.aux_loss_coeff)
+          : 0.0;
   c->dropped = 0;
   if (s.capacity_factor > 0) {
     c->dropped =
@@ -146,7 +148,7 @@ void MoeLayerBackward(const float* dout, const float* x, int64_t n,
   std::vector<float> dlogits(n * e_count), dx_router(n * h);
   RouterBackward(dprobs.data(), c.logits.data(), c.experts.data(), n, r,
                  s.aux_loss_coeff * aux_grad_scale, c.aux_tokens.data(), n,
-                 dlogits.data());
+                 s.aux_groups, dlogits.data());
   LinearBackward(dlogits.data(), x, p.router, dx_router.data(), g->router,
                  nullptr, n, h, e_count);
   Add(dx_router.data(), dx, n * h);

@@ -31,6 +31,9 @@ struct MoeLayerShape {
   RouterOptions router;        // E, k, scoring
   double capacity_factor = 0;  // 0 = dropless
   double aux_loss_coeff = 0;   // Megatron --moe-aux-loss-coeff
+  // 1: the switch aux loss over all n tokens; b: Megatron's sequence aux
+  // loss over the b sequences of sequence-major rows (moe_router.h).
+  int64_t aux_groups = 1;
 };
 
 struct MoeLayerParams {
@@ -57,7 +60,7 @@ struct MoeLayerCache {
   std::vector<int32_t> experts;  // [n, k], -1 = dropped
   std::vector<float> aux_scores;
   std::vector<int64_t> tokens_per_expert;  // [E], after dropping
-  std::vector<int64_t> aux_tokens;         // [E], before dropping (aux loss)
+  std::vector<int64_t> aux_tokens;         // [aux_groups, E], before dropping
   Permutation permutation;
   std::vector<float> permuted;        // [m, h]
   std::vector<float> fc1_out;         // [m, f·g]

@@ -128,6 +128,15 @@ void SoftmaxBackward(const double* s, const double* g, int64_t count,
   for (int64_t i = 0; i < count; ++i) dl[i] += s[i] * (g[i] - dot);
 }
 
+// coeff·E/(G·S²·k) with S = total_tokens/G tokens per group: the weight of
+// Σ_g Σ_e T[g, e]·Σ_{t in g} p[t, e] in the (sequence) aux loss.
+double AuxLossWeight(int64_t total_tokens, int64_t groups, int64_t experts,
+                     int64_t topk, double coeff) {
+  const double s = static_cast<double>(total_tokens) / groups;
+  return coeff * static_cast<double>(experts) /
+         (static_cast<double>(groups) * s * s * static_cast<double>(topk));
+}
+
 }  // namespace
 
 void RouterForward(const float* logits, int64_t n, const RouterOptions& o,
@@ -149,18 +158,20 @@ void RouterForward(const float* logits, int64_t n, const RouterOptions& o,
 void RouterBackward(const float* dprobs, const float* logits,
                     const int32_t* experts, int64_t n, const RouterOptions& o,
                     double aux_coeff, const int64_t* tokens_per_expert,
-                    int64_t total_tokens, float* dlogits) {
+                    int64_t total_tokens, int64_t aux_groups, float* dlogits) {
   const int64_t e = o.num_experts;
   const int64_t k = o.topk;
-  // d aux / d aux_scores[t, e] (the same for every token).
-  std::vector<double> aux_grad(e, 0.0);
+  // d aux / d aux_scores[t, e], the same for every token of a group.
+  std::vector<double> group_grad(aux_groups * e, 0.0);
   if (aux_coeff > 0) {
-    const double w = aux_coeff * static_cast<double>(e) /
-                     (static_cast<double>(total_tokens) * total_tokens * k);
-    for (int64_t i = 0; i < e; ++i) aux_grad[i] = w * tokens_per_expert[i];
+    const double w = AuxLossWeight(total_tokens, aux_groups, e, k, aux_coeff);
+    for (int64_t i = 0; i < aux_groups * e; ++i) {
+      group_grad[i] = w * static_cast<double>(tokens_per_expert[i]);
+    }
   }
   std::vector<double> dl(e);
   for (int64_t t = 0; t < n; ++t) {
+    const double* aux_grad = group_grad.data() + (t % aux_groups) * e;
     // The routing again (deterministic): the chosen experts before any
     // capacity drop, which the weights' Jacobian needs.
     const TokenRoute r = RouteToken(logits + t * e, o);
@@ -207,7 +218,7 @@ void RouterBackward(const float* dprobs, const float* logits,
         for (int64_t j = 0; j < k; ++j) dl[r.chosen[j]] += dsel[j];
       }
       if (aux_coeff > 0) {
-        SoftmaxBackward(r.all.data(), aux_grad.data(), e, dl.data());
+        SoftmaxBackward(r.all.data(), aux_grad, e, dl.data());
       }
     }
     for (int64_t i = 0; i < e; ++i) {
@@ -224,17 +235,34 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
   }
 }
 
-double SwitchAuxLoss(const float* aux_scores, const int64_t* tokens_per_expert,
-                     int64_t n, int64_t total_tokens, int64_t num_experts,
-                     int64_t topk, double coeff) {
-  double sum = 0;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    double prob_sum = 0;
-    for (int64_t t = 0; t < n; ++t) prob_sum += aux_scores[t * num_experts + e];
-    sum += prob_sum * static_cast<double>(tokens_per_expert[e]);
+void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
+                               int64_t num_experts, int64_t groups,
+                               int64_t* tokens) {
+  std::fill(tokens, tokens + groups * num_experts, 0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t x = experts[t * k + j];
+      if (x >= 0) ++tokens[(t % groups) * num_experts + x];
+    }
   }
-  return coeff * static_cast<double>(num_experts) /
-         (static_cast<double>(total_tokens) * total_tokens * topk) * sum;
+}
+
+double SwitchAuxLoss(const float* aux_scores, const int64_t* tokens_per_expert,
+                     int64_t n, int64_t total_tokens, int64_t aux_groups,
+                     int64_t num_experts, int64_t topk, double coeff) {
+  double sum = 0;
+  for (int64_t g = 0; g < aux_groups; ++g) {
+    for (int64_t e = 0; e < num_experts; ++e) {
+      double prob_sum = 0;
+      for (int64_t t = g; t < n; t += aux_groups) {
+        prob_sum += aux_scores[t * num_experts + e];
+      }
+      sum += prob_sum *
+             static_cast<double>(tokens_per_expert[g * num_experts + e]);
+    }
+  }
+  return AuxLossWeight(total_tokens, aux_groups, num_experts, topk, coeff) *
+         sum;
 }
 
 int64_t ExpertCapacity(int64_t n, int64_t topk, int64_t num_experts,

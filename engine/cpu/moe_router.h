@@ -56,30 +56,42 @@ void RouterForward(const float* logits, int64_t n, const RouterOptions& o,
 // dlogits[n, E] (overwritten) from dprobs[n, k] through the routing
 // weights (entries with experts == -1 carry no gradient) and, when
 // aux_coeff > 0, from the aux loss (SwitchAuxLoss, with the forward's
-// tokens_per_expert and total_tokens) through aux_scores. The routing is
+// tokens_per_expert [aux_groups, E], total_tokens and aux_groups) through
+// aux_scores. The routing is
 // recomputed from the logits (it is deterministic), so the weights of dropped
 // choices still enter the softmax's Jacobian; the chosen experts are constants,
 // as in PyTorch's top-k.
 void RouterBackward(const float* dprobs, const float* logits,
                     const int32_t* experts, int64_t n, const RouterOptions& o,
                     double aux_coeff, const int64_t* tokens_per_expert,
-                    int64_t total_tokens, float* dlogits);
+                    int64_t total_tokens, int64_t aux_groups, float* dlogits);
 
 // tokens_per_expert[E] (overwritten): how many of the n·k choices went to
 // each expert (dropped ones, -1, not counted).
 void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
                           int64_t num_experts, int64_t* tokens_per_expert);
 
-// Megatron's switch load-balancing loss (switch_load_balancing_loss_func):
-//   coeff · E / (N² · k) · Σ_e tokens_per_expert[e] · Σ_t aux_scores[t, e]
-// over the n tokens t of aux_scores, where tokens_per_expert counts the
-// choices of all N = total_tokens tokens of the sequences (N = n on one
-// rank; summed over the tp·cp ranks that split a sequence, whose partial
-// losses then add up to the whole one). A perfectly balanced router gives
-// coeff (each expert N·k/E tokens and Σ_t aux_scores[t, e] = N/E).
+// tokens[groups, E] (overwritten): CountTokensPerExpert per group, token t
+// in group t % groups (rows are sequence-major, so with groups = b a group
+// is one sequence of the micro-batch).
+void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
+                               int64_t num_experts, int64_t groups,
+                               int64_t* tokens);
+
+// Megatron's load-balancing losses over the n tokens t of aux_scores, in
+// G = aux_groups groups (token t in group t % G), S = total_tokens / G:
+//   coeff · E / (G · S² · k) · Σ_g Σ_e T[g, e] · Σ_{t in g} aux_scores[t, e]
+// where T = tokens_per_expert [G, E] counts the choices of all the groups'
+// tokens (also those of the tp·cp ranks that split the sequences, whose
+// partial losses then add up to the whole one). G = 1 is the switch loss
+// (switch_load_balancing_loss_func, --moe-router-load-balancing-type
+// aux_loss); G = b, the micro-batch's sequences, is the sequence aux loss
+// (sequence_load_balancing_loss_func, seq_aux_loss: each sequence's switch
+// loss, averaged). A perfectly balanced router gives coeff (each expert
+// S·k/E of a group's choices and Σ_{t in g} aux_scores[t, e] = S/E).
 double SwitchAuxLoss(const float* aux_scores, const int64_t* tokens_per_expert,
-                     int64_t n, int64_t total_tokens, int64_t num_experts,
-                     int64_t topk, double coeff);
+                     int64_t n, int64_t total_tokens, int64_t aux_groups,
+                     int64_t num_experts, int64_t topk, double coeff);
 
 // Megatron get_capacity over the n·k choices: ceil(n·k / E · factor).
 int64_t ExpertCapacity(int64_t n, int64_t topk, int64_t num_experts,

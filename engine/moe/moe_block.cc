@@ -31,22 +31,24 @@ void MoeBlock::Forward(const float* x, const MoeWeights& w, float* y,
   cpu::RouterForward(c->logits.data(), sh_.nl, sh_.router, c->probs.data(),
                      c->experts.data(), c->aux_scores.data());
   // Aux loss over the whole sequences: counts summed over tp·cp.
-  c->aux_tokens.resize(e_count);
-  cpu::CountTokensPerExpert(c->experts.data(), sh_.nl, k, e_count,
-                            c->aux_tokens.data());
+  const int64_t groups = sh_.aux_groups;
+  c->aux_tokens.resize(groups * e_count);
+  cpu::CountTokensPerGroupExpert(c->experts.data(), sh_.nl, k, e_count, groups,
+                                 c->aux_tokens.data());
   Communicator* seq = comms_.tp_cp;
   if (sh_.aux_loss_coeff > 0 && seq->size() > 1) {
     std::vector<double> counts(c->aux_tokens.begin(), c->aux_tokens.end());
-    seq->AllReduceSum(counts.data(), e_count);
-    for (int64_t e = 0; e < e_count; ++e) {
-      c->aux_tokens[e] = static_cast<int64_t>(std::llround(counts[e]));
+    seq->AllReduceSum(counts.data(), groups * e_count);
+    for (int64_t i = 0; i < groups * e_count; ++i) {
+      c->aux_tokens[i] = static_cast<int64_t>(std::llround(counts[i]));
     }
   }
-  c->aux_loss = sh_.aux_loss_coeff > 0
-                    ? cpu::SwitchAuxLoss(
-                          c->aux_scores.data(), c->aux_tokens.data(), sh_.nl,
-                          sh_.nl * seq->size(), e_count, k, sh_.aux_loss_coeff)
-                    : 0.0;
+  c->aux_loss =
+      sh_.aux_loss_coeff > 0
+          ? cpu::SwitchAuxLoss(c->aux_scores.data(), c->aux_tokens.data(),
+                               sh_.nl, sh_.nl * seq->size(), groups, e_count, k,
+                               sh_.aux_loss_coeff)
+          : 0.0;
   // Megatron's capacity is per rank over its own tokens (get_capacity).
   c->dropped = 0;
   if (sh_.capacity_factor > 0) {
@@ -142,7 +144,7 @@ void MoeBlock::Backward(const float* dy, const float* x, const MoeWeights& w,
   cpu::RouterBackward(
       dprobs.data(), c->logits.data(), c->experts.data(), sh_.nl, sh_.router,
       sh_.aux_loss_coeff * sh_.aux_grad_scale, c->aux_tokens.data(),
-      sh_.nl * comms_.tp_cp->size(), dlogits.data());
+      sh_.nl * comms_.tp_cp->size(), sh_.aux_groups, dlogits.data());
   cpu::LinearBackward(dlogits.data(), x, w.router, dx_router.data(), g.router,
                       nullptr, sh_.nl, sh_.hidden, e_count);
   cpu::Add(dx_router.data(), dx, sh_.nl * sh_.hidden);

@@ -46,6 +46,10 @@ struct MoeShape {
   cpu::RouterOptions router;   // E, k, scoring
   double capacity_factor = 0;  // 0 = dropless
   double aux_loss_coeff = 0;   // Megatron --moe-aux-loss-coeff
+  // 1: the switch aux loss over the micro-batch; b (the micro-batch size):
+  // the sequence aux loss, per sequence of the sequence-major rows
+  // (engine/cpu/moe_router.h SwitchAuxLoss).
+  int64_t aux_groups = 1;
   // The factor the trainer's loss applies to one micro-batch's aux loss:
   // cp / num_microbatches (the micro-batch mean, times cp because gradients
   // are averaged over dp·cp while the cp ranks' partial losses add up).
@@ -81,17 +85,17 @@ struct MoeGrads {
 // What Forward keeps for Backward. nl local rows, k, E, m routed rows, M
 // rows at this rank's experts, fl = f/etp, sl = s/tp.
 struct MoeCache {
-  std::vector<float> logits;                  // [nl, E]
-  std::vector<float> probs;                   // [nl, k]
-  std::vector<int32_t> experts;               // [nl, k], -1 = dropped
-  std::vector<float> aux_scores;              // [nl, E]
-  std::vector<int64_t> aux_tokens;            // [E] over tp·cp, before drops
-  cpu::Permutation permutation;               // of the kept choices
-  DispatchPlan plan;                          // row counts of the dispatch
-  std::vector<float> expert_in;               // [M, h]
-  std::vector<float> fc1_out;                 // [M, fl·g]
-  std::vector<float> act;                     // [M, fl]
-  std::vector<float> routed_out;              // [m, h] combined expert output
+  std::vector<float> logits;        // [nl, E]
+  std::vector<float> probs;         // [nl, k]
+  std::vector<int32_t> experts;     // [nl, k], -1 = dropped
+  std::vector<float> aux_scores;    // [nl, E]
+  std::vector<int64_t> aux_tokens;  // [aux_groups, E] over tp·cp, undropped
+  cpu::Permutation permutation;     // of the kept choices
+  DispatchPlan plan;                // row counts of the dispatch
+  std::vector<float> expert_in;     // [M, h]
+  std::vector<float> fc1_out;       // [M, fl·g]
+  std::vector<float> act;           // [M, fl]
+  std::vector<float> routed_out;    // [m, h] combined expert output
   std::vector<float> shared_fc1, shared_act;  // [n, sl·g], [n, sl]
   double aux_loss = 0;  // this rank's part of the layer's aux loss
   int64_t dropped = 0;  // choices the capacity rule dropped here

@@ -32,6 +32,11 @@ struct Layout {
   bool sp = false, dist_opt = false;
   double capacity_factor = 0;
   int64_t cp = 1;
+  // Megatron's sequence aux loss, and the micro-batch size: the per-sequence
+  // loss does not depend on how sequences are grouped into micro-batches,
+  // so the single-rank run with mbs 1 is the reference for mbs 2.
+  bool seq_aux = false;
+  int64_t mbs = 1;
 };
 
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
@@ -72,6 +77,9 @@ class MoeEquivalenceTest : public ::testing::TestWithParam<Layout> {};
 TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   const Layout& l = GetParam();
   TrainConfig c = TinyMoeConfig(l.capacity_factor);
+  if (l.seq_aux) {
+    c.moe_router_load_balancing_type = TrainConfig::LoadBalancing::kSeqAuxLoss;
+  }
   const RunResult ref = TrainLocally(c);
   c.parallel.tp = l.tp;
   c.parallel.pp = l.pp;
@@ -81,6 +89,7 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   c.parallel.sp = l.sp;
   c.parallel.dist_opt = l.dist_opt;
   c.parallel.cp = l.cp;
+  c.parallel.mbs = l.mbs;
   ASSERT_TRUE(c.Validate().ok()) << c.Validate().message();
   const RunResult run = TrainLocally(c);
   testing::ExpectSameRun(run, ref);
@@ -121,6 +130,8 @@ const Layout kLayouts[] = {
     {"cp2_ep2", 1, 1, 1, 2, 0, false, false, 0, 2},
     {"cp2_dp2_ep2_dist_opt", 1, 1, 2, 2, 0, false, true, 0, 2},
     {"cp2_tp2_sp_ep2", 2, 1, 1, 2, 0, true, false, 0, 2},
+    {"seq_aux_ep2_mbs2", 1, 1, 2, 2, 0, false, false, 0, 1, true, 2},
+    {"seq_aux_cp2_tp2_sp_ep2_mbs2", 2, 1, 1, 2, 0, true, false, 0, 2, true, 2},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeEquivalenceTest,

@@ -94,8 +94,8 @@ TEST(MoeRouter, SwitchAuxLoss) {
   // Balanced: every expert n·k/E = 1 token and Σ_t aux = n/E = 0.5.
   const std::vector<float> uniform(8, 0.25f);
   const int64_t balanced[] = {1, 1, 1, 1};
-  EXPECT_NEAR(SwitchAuxLoss(uniform.data(), balanced, 2, 2, 4, 2, 0.01), 0.01,
-              1e-9);
+  EXPECT_NEAR(SwitchAuxLoss(uniform.data(), balanced, 2, 2, 1, 4, 2, 0.01),
+              0.01, 1e-9);
   // Token 0 = logits [1, 3, 2, 0] (experts 1, 2), token 1 uniform (experts
   // 0, 1 by the tie rule): tokens [1, 2, 1, 0]; Σ_t aux = [0.3371443,
   // 0.8939142, 0.4868828, 0.2820586]; Σ tokens·aux = 2.6118555;
@@ -105,8 +105,8 @@ TEST(MoeRouter, SwitchAuxLoss) {
   CountTokensPerExpert(r.experts.data(), 2, 2, 4, tokens);
   EXPECT_EQ(std::vector<int64_t>(tokens, tokens + 4),
             (std::vector<int64_t>{1, 2, 1, 0}));
-  EXPECT_NEAR(SwitchAuxLoss(r.aux.data(), tokens, 2, 2, 4, 2, 0.01), 0.01305928,
-              1e-7);
+  EXPECT_NEAR(SwitchAuxLoss(r.aux.data(), tokens, 2, 2, 1, 4, 2, 0.01),
+              0.01305928, 1e-7);
 }
 
 TEST(MoeRouter, CapacityKeepsTheLargestProbs) {
@@ -130,7 +130,10 @@ TEST(MoeRouter, CapacityKeepsTheLargestProbs) {
 // L = Σ dprobs·probs (+ the aux loss): RouterBackward against central
 // differences of RouterForward, for every scoring mode, with a dropped
 // choice and the aux term.
-void CheckGradient(const RouterOptions& o, double aux_coeff) {
+// groups = 3: the sequence aux loss with one token per sequence (rows
+// t % 3), each with its own counts.
+void CheckGradient(const RouterOptions& o, double aux_coeff,
+                   int64_t groups = 1) {
   const int64_t n = 3, e = o.num_experts, k = o.topk;
   std::vector<float> logits = {0.3f, -1.2f, 2.1f,  0.8f, 1.5f, -0.4f,
                                0.9f, 2.6f,  -0.7f, 1.1f, 0.2f, -1.9f};
@@ -138,8 +141,8 @@ void CheckGradient(const RouterOptions& o, double aux_coeff) {
   const Routed base = Route(logits, o);
   std::vector<int32_t> experts = base.experts;
   if (k > 1) experts[3] = -1;  // as if capacity dropped token 1's 2nd pick
-  int64_t tokens[4];
-  CountTokensPerExpert(experts.data(), n, k, e, tokens);
+  std::vector<int64_t> tokens(groups * e);
+  CountTokensPerGroupExpert(experts.data(), n, k, e, groups, tokens.data());
   const auto loss = [&](const std::vector<float>& l) {
     const Routed r = Route(l, o);
     double sum = 0;
@@ -147,13 +150,14 @@ void CheckGradient(const RouterOptions& o, double aux_coeff) {
       if (experts[i] >= 0) sum += dprobs[i] * r.probs[i];
     }
     if (aux_coeff > 0) {
-      sum += SwitchAuxLoss(r.aux.data(), tokens, n, n, e, k, aux_coeff);
+      sum += SwitchAuxLoss(r.aux.data(), tokens.data(), n, n, groups, e, k,
+                           aux_coeff);
     }
     return sum;
   };
   std::vector<float> dlogits(n * e);
   RouterBackward(dprobs.data(), logits.data(), experts.data(), n, o, aux_coeff,
-                 tokens, n, dlogits.data());
+                 tokens.data(), n, groups, dlogits.data());
   const float h = 1e-2f;
   for (int64_t i = 0; i < n * e; ++i) {
     std::vector<float> plus = logits, minus = logits;
@@ -176,6 +180,42 @@ TEST(MoeRouter, BackwardMatchesFiniteDifferences) {
   CheckGradient(o, 0.1);
   o.topk = 1;
   CheckGradient(o, 0.0);
+  // The sequence aux loss (3 one-token sequences).
+  CheckGradient(Options(4, 2), 0.1, 3);
+  o = Options(4, 2);
+  o.score = RouterScore::kSigmoid;
+  CheckGradient(o, 0.1, 3);
+}
+
+// Hand-computed sequence aux loss: 2 sequences of 2 tokens (rows t = pos·2
+// + seq), 2 experts, top-1. Sequence 0 (rows 0, 2) sends both to expert 0;
+// sequence 1 (rows 1, 3) one to each. Per sequence f_e = T[e]·E/(S·k) and
+// P_e = mean score; loss = coeff · mean over sequences of Σ_e f_e·P_e.
+// Scores: row 0 (0.75, 0.25), row 2 (0.25, 0.75), rows 1 and 3 (0.5, 0.5):
+//   seq 0: f = (2, 0), P_0 = 0.5        -> 1.0
+//   seq 1: f = (1, 1), P = (0.5, 0.5)   -> 1.0
+// so 0.01 · 1.0 = 0.01; with row 0 at (1, 0), seq 0's P_0 = 0.625 gives
+// 1.25 and the loss 0.01 · (1.25 + 1)/2 = 0.01125. The switch loss over the
+// 4 tokens: T = (3, 1), Σ_t p = (2, 2): 0.01 · 2/(16·1) · (6 + 2) = 0.01.
+TEST(MoeRouter, SequenceAuxLossByHand) {
+  const std::vector<float> scores = {0.75f, 0.25f, 0.5f, 0.5f,
+                                     0.25f, 0.75f, 0.5f, 0.5f};
+  const std::vector<int32_t> experts = {0, 0, 0, 1};
+  int64_t per_seq[4];
+  CountTokensPerGroupExpert(experts.data(), 4, 1, 2, 2, per_seq);
+  EXPECT_EQ(std::vector<int64_t>(per_seq, per_seq + 4),
+            (std::vector<int64_t>{2, 0, 1, 1}));
+  EXPECT_NEAR(SwitchAuxLoss(scores.data(), per_seq, 4, 4, 2, 2, 1, 0.01), 0.01,
+              1e-12);
+  std::vector<float> leaning = scores;
+  leaning[0] = 1.0f;
+  leaning[1] = 0.0f;
+  EXPECT_NEAR(SwitchAuxLoss(leaning.data(), per_seq, 4, 4, 2, 2, 1, 0.01),
+              0.01125, 1e-12);
+  int64_t all[2];
+  CountTokensPerGroupExpert(experts.data(), 4, 1, 2, 1, all);
+  EXPECT_NEAR(SwitchAuxLoss(scores.data(), all, 4, 4, 1, 2, 1, 0.01), 0.01,
+              1e-12);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // MoeBlock against the one-rank reference engine/cpu/moe_layer.h: on one
 // rank (capacity dropping and the aux loss included) it is the reference;
 // on two tensor-parallel ranks with sequence parallelism and the experts
-// split over etp = 2, each rank's rows, the summed aux loss and every
+// split over etp = 2 (and the sequence aux loss), each rank's rows, the
+// summed aux loss and every
 // gradient (shards and partial sums put together) are the reference's.
 #include "engine/moe/moe_block.h"
 
@@ -36,7 +37,8 @@ struct Full {
   std::vector<float> shared_fc2 = Values(kH * kS, 5, 0.5f);
 };
 
-cpu::MoeLayerShape ReferenceShape(double capacity) {
+// aux_groups 2: the sequence aux loss over 2 sequences of 4 positions.
+cpu::MoeLayerShape ReferenceShape(double capacity, int64_t aux_groups = 1) {
   cpu::MoeLayerShape s;
   s.hidden = kH;
   s.expert_ffn = kF;
@@ -46,6 +48,7 @@ cpu::MoeLayerShape ReferenceShape(double capacity) {
   s.router.topk = kK;
   s.capacity_factor = capacity;
   s.aux_loss_coeff = 0.05;
+  s.aux_groups = aux_groups;
   return s;
 }
 
@@ -150,7 +153,9 @@ TEST(MoeBlock, TwoTensorParallelRanksWithExpertTensorParallelism) {
   const std::vector<float> x = Values(kN * kH, 7, 1.0f);
   const std::vector<float> dy = Values(kN * kH, 8, 1.0f);
   const double scale = 1.0;
-  const cpu::MoeLayerShape rs = ReferenceShape(/*capacity=*/0);
+  // The sequence aux loss: each rank holds positions of both sequences,
+  // whose per-sequence counts are summed over tp.
+  const cpu::MoeLayerShape rs = ReferenceShape(/*capacity=*/0, 2);
   const cpu::MoeLayerParams rp{w.router.data(), w.fc1.data(), w.fc2.data(),
                                w.shared_fc1.data(), w.shared_fc2.data()};
   std::vector<float> ref_y(kN * kH), ref_dx(kN * kH);
@@ -181,6 +186,7 @@ TEST(MoeBlock, TwoTensorParallelRanksWithExpertTensorParallelism) {
     sh.router = rs.router;
     sh.aux_loss_coeff = 0.05;
     sh.aux_grad_scale = scale;
+    sh.aux_groups = 2;
     MoeBlock block(sh, {&world, &world, ep.get(), &world});
     // This rank's shards.
     std::vector<std::vector<float>> fc1(kE), fc2(kE);
