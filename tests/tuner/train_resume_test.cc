@@ -260,14 +260,34 @@ TEST(TrainCpEp, ExpertParallelismNeedsAnMoeModel) {
   EXPECT_TRUE(ValidateTrainPlan(plan.value()).ok());
   EXPECT_EQ(plan->config.moe_aux_loss_coeff, 0.01);
   EXPECT_EQ(plan->nproc, 2);
+  plan = ResolveTrainFlags(
+      ParseFlags({"--model", "moe-tiny", "--moe-router-load-balancing-type",
+                  "seq_aux_loss"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->config.moe_router_load_balancing_type,
+            engine::TrainConfig::LoadBalancing::kSeqAuxLoss);
+  plan = ResolveTrainFlags(ParseFlags(
+      {"--model", "moe-tiny", "--moe-router-load-balancing-type", "sinkhorn"}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "--moe-router-load-balancing-type: unknown type 'sinkhorn'");
+  EXPECT_EQ(plan.status().hint(), "use aux_loss, seq_aux_loss or none");
+  EXPECT_EQ(plan.status().ExitCode(), 2);
 }
 
 TEST(TrainCpEp, FlagsRoundTripForTheRanks) {
-  const std::vector<std::string> args = {
-      "--model", "moe-tiny", "--cp",
-      "1",       "--ep",     "2",
-      "--etp",   "1",        "--moe-aux-loss-coeff",
-      "0.01"};
+  const std::vector<std::string> args = {"--model",
+                                         "moe-tiny",
+                                         "--cp",
+                                         "1",
+                                         "--ep",
+                                         "2",
+                                         "--etp",
+                                         "1",
+                                         "--moe-router-load-balancing-type",
+                                         "seq_aux_loss",
+                                         "--moe-aux-loss-coeff",
+                                         "0.01"};
   std::vector<std::string> got = TrainFlagsToArgs(ParseFlags(args));
   EXPECT_EQ(got, args);
 }

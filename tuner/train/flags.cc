@@ -20,6 +20,7 @@
 #include "profiler/cpu_backend.h"
 #include "results/store.h"
 #include "search_spaces/presets/presets.h"
+#include "search_spaces/yaml_util.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/train_config_yaml.h"
 #include "tuner/store/results_db.h"
@@ -226,6 +227,11 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
   app->add_option("--etp", f->etp,
                   "expert tensor parallel size, MoE models (default tp)")
       ->type_name("T");
+  app->add_option("--moe-router-load-balancing-type",
+                  f->moe_load_balancing_type,
+                  "MoE load-balancing loss: aux_loss (default, per "
+                  "micro-batch), seq_aux_loss (per sequence) or none")
+      ->type_name("TYPE");
   app->add_option("--moe-aux-loss-coeff", f->moe_aux_loss_coeff,
                   "MoE load-balancing loss coefficient (Megatron "
                   "--moe-aux-loss-coeff; default 0)")
@@ -416,6 +422,22 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
         ParseNonNegativeNumber(f.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
     if (!v.ok()) return v.status();
     c.moe_aux_loss_coeff = v.value();
+  }
+  if (!f.moe_load_balancing_type.empty()) {
+    using LoadBalancing = engine::TrainConfig::LoadBalancing;
+    const std::string& t = f.moe_load_balancing_type;
+    if (t == "aux_loss") {
+      c.moe_router_load_balancing_type = LoadBalancing::kAuxLoss;
+    } else if (t == "seq_aux_loss") {
+      c.moe_router_load_balancing_type = LoadBalancing::kSeqAuxLoss;
+    } else if (t == "none") {
+      c.moe_router_load_balancing_type = LoadBalancing::kNone;
+    } else {
+      return Status::InvalidArgument(
+          "--moe-router-load-balancing-type: unknown type '" +
+              search_spaces::yaml_util::Printable(t) + "'",
+          "use aux_loss, seq_aux_loss or none");
+    }
   }
   if (!f.lr_warmup_iters.empty()) {
     StatusOr<int64_t> v =
@@ -635,6 +657,7 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--clip-grad", f.clip_grad);
   add("--hidden-dropout", f.hidden_dropout);
   add("--attention-dropout", f.attention_dropout);
+  add("--moe-router-load-balancing-type", f.moe_load_balancing_type);
   add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff);
   add("--seed", f.seed);
   add("--save", f.save);

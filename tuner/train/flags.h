@@ -44,8 +44,9 @@ struct TrainFlags {
   // --cp: context parallelism. --ep / --etp: expert parallel sizes (MoE
   // models).
   std::string cp, ep, etp;
-  // Megatron --moe-aux-loss-coeff (default 0).
-  std::string moe_aux_loss_coeff;
+  // Megatron --moe-aux-loss-coeff (default 0) and
+  // --moe-router-load-balancing-type (aux_loss, seq_aux_loss, none).
+  std::string moe_aux_loss_coeff, moe_load_balancing_type;
   std::optional<bool> sp;         // --sp / --no-sp
   std::optional<bool> dist_opt;   // --dist-opt / --no-dist-opt
   std::string steps;              // Megatron --train-iters
