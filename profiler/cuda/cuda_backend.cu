@@ -425,8 +425,15 @@ StatusOr<Sample> CudaBackend::TimeGemm(int64_t m, int64_t n, int64_t k,
       sizeof(impl_->workspace_bytes)));
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(impl_->lt, desc, la, lb, ld, ld,
-                                              pref, 1, &heuristic, &found));
+  // cuBLASLt says "no algorithm" as CUBLAS_STATUS_NOT_SUPPORTED (fp8 with m
+  // or k off a multiple of 16, for one), not as success with found == 0.
+  const cublasStatus_t heuristic_status = cublasLtMatmulAlgoGetHeuristic(
+      impl_->lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+  if (heuristic_status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    found = 0;
+  } else {
+    CUBLAS_CHECK(heuristic_status);
+  }
   StatusOr<Sample> result = Status::Unimplemented(
       "cuBLASLt has no algorithm for " + what + " in " + DTypeName(dtype),
       "fp8 needs m and k divisible by 16; try a padded shape");

@@ -24,24 +24,24 @@
 #include <string>
 #include <vector>
 
-#define CUDA_CHECK(expr)                                               \
-  do {                                                                 \
-    cudaError_t err_ = (expr);                                         \
-    if (err_ != cudaSuccess) {                                         \
+#define CUDA_CHECK(expr)                                                 \
+  do {                                                                   \
+    cudaError_t err_ = (expr);                                           \
+    if (err_ != cudaSuccess) {                                           \
       std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, \
-                   #expr, cudaGetErrorString(err_));                   \
-      std::exit(1);                                                    \
-    }                                                                  \
+                   #expr, cudaGetErrorString(err_));                     \
+      std::exit(1);                                                      \
+    }                                                                    \
   } while (0)
 
-#define CUBLAS_CHECK(expr)                                                  \
-  do {                                                                      \
-    cublasStatus_t st_ = (expr);                                            \
-    if (st_ != CUBLAS_STATUS_SUCCESS) {                                     \
-      std::fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__,       \
-                   __LINE__, #expr, static_cast<int>(st_));                 \
-      std::exit(1);                                                         \
-    }                                                                       \
+#define CUBLAS_CHECK(expr)                                            \
+  do {                                                                \
+    cublasStatus_t st_ = (expr);                                      \
+    if (st_ != CUBLAS_STATUS_SUCCESS) {                               \
+      std::fprintf(stderr, "%s:%d: %s failed: status %d\n", __FILE__, \
+                   __LINE__, #expr, static_cast<int>(st_));           \
+      std::exit(1);                                                   \
+    }                                                                 \
   } while (0)
 
 namespace {
@@ -102,10 +102,10 @@ double TimeGemmUs(cublasLtHandle_t lt, const Shape& s, bool fp8,
   cublasLtMatmulDesc_t desc;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                              &op_t, sizeof(op_t)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                              &op_n, sizeof(op_n)));
   cublasLtMatrixLayout_t la, lb, ld;
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, in_type, s.k, s.m, s.k));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, in_type, s.k, s.n, s.k));
@@ -117,8 +117,14 @@ double TimeGemmUs(cublasLtHandle_t lt, const Shape& s, bool fp8,
       sizeof(workspace_bytes)));
   cublasLtMatmulHeuristicResult_t heuristic;
   int found = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref,
-                                              1, &heuristic, &found));
+  // "No algorithm" comes back as CUBLAS_STATUS_NOT_SUPPORTED: a -1 row.
+  const cublasStatus_t heuristic_status = cublasLtMatmulAlgoGetHeuristic(
+      lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+  if (heuristic_status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    found = 0;
+  } else {
+    CUBLAS_CHECK(heuristic_status);
+  }
   double median_us = -1;
   if (found > 0) {
     const float alpha = 1.f, beta = 0.f;
@@ -208,9 +214,8 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
   std::printf("label,dtype,m,n,k,time_us,tflops\n");
   for (const Shape& s : shapes) {
-    const double us =
-        TimeGemmUs(lt, s, dtype == "fp8", workspace, workspace_bytes, warmup,
-                   reps);
+    const double us = TimeGemmUs(lt, s, dtype == "fp8", workspace,
+                                 workspace_bytes, warmup, reps);
     const double tflops =
         us > 0 ? 2.0 * s.m * s.n * s.k / (us * 1e-6) / 1e12 : 0.0;
     std::printf("%s,%s,%lld,%lld,%lld,%.3f,%.1f\n", s.label.c_str(),

@@ -132,6 +132,19 @@ TEST_F(CudaBackendTest, Fp8GemmRunsWhereSupported) {
   EXPECT_GT(tflops, 10.0);
 }
 
+// fp8 GEMMs need m and k divisible by 16; cuBLASLt answers other shapes
+// with CUBLAS_STATUS_NOT_SUPPORTED, which must reach the caller as
+// Unimplemented (and leave the backend usable), never abort the process.
+TEST_F(CudaBackendTest, Fp8GemmOffSixteenIsUnimplementedNotAnAbort) {
+  auto sample = backend_->TimeGemm(1032, 1024, 1032, DType::kFp8, 1, 2);
+  if (!sample.ok()) {
+    EXPECT_EQ(sample.status().code(), Status::Code::kUnimplemented)
+        << sample.status().message();
+  }
+  auto after = backend_->TimeGemm(1024, 1024, 1024, DType::kBf16, 1, 2);
+  EXPECT_TRUE(after.ok()) << after.status().message();
+}
+
 TEST_F(CudaBackendTest, TriadStreamsAtHbmSpeed) {
   const double bytes = 1 << 30;  // per array, far beyond L2
   auto sample = backend_->TimeStream(bytes, 3, 10);
