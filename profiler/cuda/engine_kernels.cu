@@ -260,6 +260,9 @@ StatusOr<Sample> CudaBackend::TimeEngineOp(const EngineOpCase& c, bool backward,
   AttentionKernels attention;
   StatusOr<Launchers> l = Prepare(c, stream, &buffers, gemm.get(), &attention);
   if (!l.ok()) return l.status();
+  // The buffers were zeroed with cudaMemset on the legacy stream, which a
+  // non-blocking stream does not wait for: finish it before any kernel reads.
+  MESHTUNE_RETURN_IF_ERROR(ec::Synchronize("zero buffers"));
   // The backward reads what one forward leaves (statistics, probabilities).
   if (backward) MESHTUNE_RETURN_IF_ERROR(l->forward());
   Status launch_status = Status::Ok();
