@@ -73,6 +73,10 @@ inline cudaStream_t ToCuda(Stream stream) {
   return static_cast<cudaStream_t>(stream);
 }
 
+// CUDA's limit on gridDim.y (and z); kernels whose y-blocks cover rows
+// stride over them by gridDim.y when there are more chunks than this.
+constexpr int64_t kMaxGridY = 65535;
+
 // Blocks of `threads` covering `count` elements, capped for grid-stride
 // loops (a large grid adds nothing once every SM is busy).
 inline unsigned GridFor(int64_t count, int threads) {

@@ -2,6 +2,7 @@
 // mapping).
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -36,11 +37,15 @@ __global__ void BiasGradKernel(const Bf16* dout, float* dbias, int64_t n,
                                int64_t m) {
   const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (j >= m) return;
-  const int64_t first = blockIdx.y * kBiasRowsPerChunk;
-  const int64_t last = min(n, first + kBiasRowsPerChunk);
-  float sum = 0.0f;
-  for (int64_t row = first; row < last; ++row) sum += Load(dout, row * m + j);
-  atomicAdd(&dbias[j], sum);
+  // Chunks stride by gridDim.y: grid.y stops at 65535 (more than 16.7 M
+  // rows would otherwise be an invalid launch).
+  for (int64_t first = blockIdx.y * int64_t{kBiasRowsPerChunk}; first < n;
+       first += int64_t{gridDim.y} * kBiasRowsPerChunk) {
+    const int64_t last = min(n, first + kBiasRowsPerChunk);
+    float sum = 0.0f;
+    for (int64_t row = first; row < last; ++row) sum += Load(dout, row * m + j);
+    atomicAdd(&dbias[j], sum);
+  }
 }
 
 // One GEMM in column-major terms: D[M, N] = op(A)·op(B) (+ beta·C, C = D).
@@ -216,7 +221,12 @@ struct GemmContext::Impl {
             handle, *desc, *la, *lb, *ld, *ld, pref, 1, &result, &returned);
       }
       cublasLtMatmulPreferenceDestroy(pref);
-      LT_RETURN_IF_ERROR(status);
+      // cuBLASLt reports "no algorithm" as NOT_SUPPORTED rather than as
+      // success with nothing returned; both get the shape in the message.
+      if (status == CUBLAS_STATUS_NOT_SUPPORTED)
+        returned = 0;
+      else
+        LT_RETURN_IF_ERROR(status);
       if (returned == 0) {
         return Status::Internal(
             "cuBLASLt has no algorithm for a " + std::to_string(g.m) + "x" +
@@ -345,7 +355,8 @@ Status GemmContext::LinearBackward(const Bf16* dout, const Bf16* in,
   if (dbias != nullptr) {
     const dim3 grid(
         static_cast<unsigned>((m + kBiasThreads - 1) / kBiasThreads),
-        static_cast<unsigned>((n + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk));
+        static_cast<unsigned>(std::min<int64_t>(
+            kMaxGridY, (n + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk)));
     BiasGradKernel<<<grid, kBiasThreads, 0, ToCuda(stream)>>>(dout, dbias, n,
                                                               m);
     MESHTUNE_RETURN_IF_ERROR(LastError("linear_bias_grad"));

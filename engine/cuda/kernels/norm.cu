@@ -5,6 +5,9 @@
 // and bias gradients are column sums over rows, done by a second kernel in
 // which each thread owns one column of a chunk of rows (coalesced reads, one
 // fp32 atomic per column per chunk).
+#include <algorithm>
+#include <cstdint>
+
 #include "engine/cuda/kernels/kernel_util.cuh"
 #include "engine/cuda/kernels/ops.h"
 
@@ -126,17 +129,21 @@ __global__ void NormBackwardColumnsKernel(const Bf16* dout, const Bf16* y,
                                           int64_t n, int64_t h) {
   const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (j >= h) return;
-  const int64_t first = blockIdx.y * kRowsPerChunk;
-  const int64_t last = min(n, first + kRowsPerChunk);
-  float dw = 0.0f, db = 0.0f;
-  for (int64_t row = first; row < last; ++row) {
-    const float d = Load(dout, row * h + j);
-    const float mu = kLayerNorm ? mean[row] : 0.0f;
-    dw += d * (Load(y, row * h + j) - mu) * rstd[row];
-    db += d;
+  // Chunks stride by gridDim.y (at most kMaxGridY): more than 8.4 M rows
+  // would otherwise be an invalid launch.
+  for (int64_t first = blockIdx.y * int64_t{kRowsPerChunk}; first < n;
+       first += int64_t{gridDim.y} * kRowsPerChunk) {
+    const int64_t last = min(n, first + kRowsPerChunk);
+    float dw = 0.0f, db = 0.0f;
+    for (int64_t row = first; row < last; ++row) {
+      const float d = Load(dout, row * h + j);
+      const float mu = kLayerNorm ? mean[row] : 0.0f;
+      dw += d * (Load(y, row * h + j) - mu) * rstd[row];
+      db += d;
+    }
+    atomicAdd(&dweight[j], dw);
+    if (dbias != nullptr) atomicAdd(&dbias[j], db);
   }
-  atomicAdd(&dweight[j], dw);
-  if (dbias != nullptr) atomicAdd(&dbias[j], db);
 }
 
 unsigned RowBlocks(int64_t n) {
@@ -145,7 +152,8 @@ unsigned RowBlocks(int64_t n) {
 
 dim3 ColumnGrid(int64_t n, int64_t h) {
   return dim3(static_cast<unsigned>((h + kColumnThreads - 1) / kColumnThreads),
-              static_cast<unsigned>((n + kRowsPerChunk - 1) / kRowsPerChunk));
+              static_cast<unsigned>(std::min<int64_t>(
+                  kMaxGridY, (n + kRowsPerChunk - 1) / kRowsPerChunk)));
 }
 
 }  // namespace

@@ -222,6 +222,32 @@ TEST_P(CudaNormTest, ForwardAndBackwardMatchCpu) {
   EXPECT_TRUE(CloseFp32(Host(dw, h), ref_dw));
 }
 
+// The weight and bias gradients are column sums whose y-blocks cover 128
+// rows each; past 65535 · 128 rows (grid.y's limit) the blocks stride. With
+// ones everywhere each column sums to n, exactly (n < 2^24 in fp32).
+TEST_F(CudaOpsTest, NormColumnSumsCoverRowsBeyondTheGridLimit) {
+  const int64_t n = 65535 * 128 + 1000, h = 4;
+  const std::vector<float> ones(n * h, 1.0f);
+  Bf16* d_ones = DevBf16(ones);
+  Bf16* d_w = DevBf16(std::vector<float>(h, 1.0f));
+  float* d_rstd = Dev(std::vector<float>(n, 1.0f));
+  float* d_mean = Zeros<float>(n);
+  Bf16* dx = Zeros<Bf16>(n * h);
+  float* dw = Zeros<float>(h);
+  float* db = Zeros<float>(h);
+  ASSERT_TRUE(LayerNormBackward(d_ones, d_ones, d_w, d_mean, d_rstd, nullptr,
+                                dx, dw, db, n, h, nullptr)
+                  .ok());
+  const std::vector<float> expected(h, static_cast<float>(n));
+  EXPECT_EQ(Host(dw, h), expected);
+  EXPECT_EQ(Host(db, h), expected);
+  float* rms_dw = Zeros<float>(h);
+  ASSERT_TRUE(RmsNormBackward(d_ones, d_ones, d_w, d_rstd, nullptr, dx, rms_dw,
+                              n, h, nullptr)
+                  .ok());
+  EXPECT_EQ(Host(rms_dw, h), expected);
+}
+
 INSTANTIATE_TEST_SUITE_P(LayerNormAndRmsNorm, CudaNormTest,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Bool()));
