@@ -70,24 +70,28 @@ class CudaTrainer : public StepLoopTrainer {
     // Device communicators of the groups that carry device data. A second
     // pipeline communicator carries gradients so they never queue behind
     // activations between the same two ranks (engine/pipeline/p2p.h).
+    // The kind is decided once for the world: staged for every group when
+    // any two ranks share a GPU (WorldSharesDevices says why).
+    bool shared = false;
+    MESHTUNE_ASSIGN_OR_RETURN(shared, WorldSharesDevices(world_));
     if (par.tp > 1) {
-      MESHTUNE_ASSIGN_OR_RETURN(tp_,
-                                CreateDeviceCommunicator(groups_.tp.get()));
+      MESHTUNE_ASSIGN_OR_RETURN(
+          tp_, CreateDeviceCommunicator(groups_.tp.get(), shared));
     }
     if (par.pp > 1) {
       pp_grad_host_ = groups_.pp->Split(0, groups_.pp->rank(), "pp");
-      MESHTUNE_ASSIGN_OR_RETURN(pp_act_,
-                                CreateDeviceCommunicator(groups_.pp.get()));
-      MESHTUNE_ASSIGN_OR_RETURN(pp_grad_,
-                                CreateDeviceCommunicator(pp_grad_host_.get()));
+      MESHTUNE_ASSIGN_OR_RETURN(
+          pp_act_, CreateDeviceCommunicator(groups_.pp.get(), shared));
+      MESHTUNE_ASSIGN_OR_RETURN(
+          pp_grad_, CreateDeviceCommunicator(pp_grad_host_.get(), shared));
     }
     if (par.dp > 1) {
-      MESHTUNE_ASSIGN_OR_RETURN(dp_,
-                                CreateDeviceCommunicator(groups_.dp.get()));
+      MESHTUNE_ASSIGN_OR_RETURN(
+          dp_, CreateDeviceCommunicator(groups_.dp.get(), shared));
     }
     if (groups_.embd != nullptr && groups_.embd->size() > 1) {
-      MESHTUNE_ASSIGN_OR_RETURN(embd_,
-                                CreateDeviceCommunicator(groups_.embd.get()));
+      MESHTUNE_ASSIGN_OR_RETURN(
+          embd_, CreateDeviceCommunicator(groups_.embd.get(), shared));
     }
     MESHTUNE_ASSIGN_OR_RETURN(
         params_, DeviceParams::Create(store_, static_cast<int>(par.dp),

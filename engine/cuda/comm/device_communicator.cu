@@ -105,8 +105,25 @@ DeviceCommKind ChooseDeviceCommKind(
                                                   : DeviceCommKind::kNccl;
 }
 
+StatusOr<bool> WorldSharesDevices(Communicator* world) {
+  if (world->size() <= 1) return false;
+  StatusOr<std::string> mine = CurrentDeviceId();
+  // An empty id tells the others this rank has none (ids are never empty).
+  const std::vector<std::string> ids =
+      GatherDeviceIds(world, mine.ok() ? *mine : std::string());
+  for (int r = 0; r < world->size(); ++r) {
+    if (!ids[r].empty()) continue;
+    if (!mine.ok()) return mine.status();
+    return Status::IoError(
+        "rank " + std::to_string(r) + " of '" + world->name() +
+            "' could not name its CUDA device",
+        "check that every rank sees a GPU (nvidia-smi, CUDA_VISIBLE_DEVICES)");
+  }
+  return FirstSharedDevice(ids).first >= 0;
+}
+
 StatusOr<std::unique_ptr<DeviceCommunicator>> CreateDeviceCommunicator(
-    Communicator* group) {
+    Communicator* group, bool world_shares_devices) {
   using Result = StatusOr<std::unique_ptr<DeviceCommunicator>>;
   // Read once per call (tests and launchers change it between groups) and
   // copied, since a later setenv may free the string getenv returned.
@@ -130,7 +147,9 @@ StatusOr<std::unique_ptr<DeviceCommunicator>> CreateDeviceCommunicator(
   auto mine = CurrentDeviceId();
   if (!mine.ok()) return mine.status();
   const std::vector<std::string> ids = GatherDeviceIds(group, *mine);
-  const DeviceCommKind automatic = ChooseDeviceCommKind(ids);
+  const DeviceCommKind automatic = world_shares_devices
+                                       ? DeviceCommKind::kStaged
+                                       : ChooseDeviceCommKind(ids);
   const DeviceCommKind kind =
       ParseDeviceCommKind(env_set ? env_value.c_str() : nullptr, automatic)
           .value();

@@ -105,14 +105,27 @@ StatusOr<DeviceCommKind> ParseDeviceCommKind(const char* value,
 // as CreateDeviceCommunicator gives a group of one.
 DeviceCommKind ChooseDeviceCommKind(const std::vector<std::string>& device_ids);
 
+// Collective over `world` (every rank calls it with its GPU current): true
+// when two ranks of the whole world run on one device. Then every group
+// must be staged, not only those whose own members share a GPU: the
+// project issues NCCL calls on the legacy default stream, one per GPU and
+// shared by the process's threads, so with more ranks than GPUs the NCCL
+// kernels of two communicators can queue in one order on one GPU and in
+// the other order on another, each waiting for a peer stuck behind the
+// other (tp 2 · pp 2 as 4 thread ranks on 2 GPUs: the tp groups {0, 1} and
+// {2, 3} both span GPUs 0 and 1). A rank that cannot name its device still
+// takes part, so every rank returns the same error instead of waiting.
+StatusOr<bool> WorldSharesDevices(Communicator* world);
+
 // Collective over `group` (every member calls it with its GPU current):
 // gathers the members' device ids over `group`, picks the kind
-// (MESHTUNE_CUDA_COMM, else ChooseDeviceCommKind), and creates it. A group
-// of one gets the staged kind (no NCCL communicator is needed: every
-// collective is a copy or nothing). `group` must outlive a staged
-// communicator (it carries the data); NCCL uses it only here.
+// (MESHTUNE_CUDA_COMM, else staged when `world_shares_devices`, as
+// WorldSharesDevices tells for the whole world, else ChooseDeviceCommKind),
+// and creates it. A group of one gets the staged kind (no NCCL communicator
+// is needed: every collective is a copy or nothing). `group` must outlive a
+// staged communicator (it carries the data); NCCL uses it only here.
 StatusOr<std::unique_ptr<DeviceCommunicator>> CreateDeviceCommunicator(
-    Communicator* group);
+    Communicator* group, bool world_shares_devices = false);
 
 }  // namespace meshtune::engine::cuda
 

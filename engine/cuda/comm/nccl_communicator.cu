@@ -13,6 +13,23 @@ namespace {
 #define NCCL_RETURN_IF_ERROR(expr) \
   MESHTUNE_RETURN_IF_ERROR(NcclStatus((expr), #expr))
 
+// A call's own result, then the communicator's asynchronous error: NCCL
+// reports a failed peer or network there (ncclCommGetAsyncError), not in
+// the result of later calls, which would otherwise be queued behind a
+// collective that never ends.
+Status Checked(ncclComm_t comm, ncclResult_t result, const char* what) {
+  MESHTUNE_RETURN_IF_ERROR(NcclStatus(result, what));
+  ncclResult_t async = ncclSuccess;
+  MESHTUNE_RETURN_IF_ERROR(
+      NcclStatus(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError"));
+  if (async == ncclSuccess || async == ncclInProgress) return Status::Ok();
+  return Status::IoError(
+      std::string("NCCL ") + what +
+          ": the communicator failed earlier: " + ncclGetErrorString(async),
+      "a peer rank died or the network failed; see the "
+      "other ranks' errors (NCCL_DEBUG=WARN for more)");
+}
+
 }  // namespace
 
 struct NcclCommunicator::Impl {
@@ -40,13 +57,27 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   // and the in-process communicator copy bytes, so the bit pattern is kept.
   ncclUniqueId id;
   static_assert(sizeof(id) % sizeof(float) == 0, "ncclUniqueId size");
-  std::vector<float> words(sizeof(id) / sizeof(float), 0.0f);
+  // One more word says whether rank 0 got an id: the others are already
+  // waiting in the broadcast, so rank 0 sends it even when it failed.
+  const size_t id_words = sizeof(id) / sizeof(float);
+  std::vector<float> words(id_words + 1, 0.0f);
+  Status id_status = Status::Ok();
   if (group->rank() == 0) {
-    NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
-    std::memcpy(words.data(), &id, sizeof(id));
+    id_status = NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (id_status.ok()) {
+      std::memcpy(words.data(), &id, sizeof(id));
+      words[id_words] = 1.0f;
+    }
   }
   if (group->size() > 1) {
     group->Broadcast(words.data(), static_cast<int64_t>(words.size()), 0);
+  }
+  if (!id_status.ok()) return id_status;
+  if (words[id_words] != 1.0f) {
+    return Status::IoError("rank 0 of group '" + group->name() +
+                               "' could not create the NCCL unique id",
+                           "see rank 0's error; check NCCL's network setup "
+                           "(NCCL_DEBUG=WARN)");
   }
   std::memcpy(&id, words.data(), sizeof(id));
   auto impl = std::make_unique<Impl>();
@@ -59,7 +90,8 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
 
 Status NcclCommunicator::AllReduceSum(float* data, int64_t count,
                                       Stream stream) {
-  return NcclStatus(
+  return Checked(
+      impl_->comm,
       ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32,
                     ncclSum, impl_->comm, ToCuda(stream)),
       "all_reduce");
@@ -67,7 +99,8 @@ Status NcclCommunicator::AllReduceSum(float* data, int64_t count,
 
 Status NcclCommunicator::AllReduceSum(Bf16* data, int64_t count,
                                       Stream stream) {
-  return NcclStatus(
+  return Checked(
+      impl_->comm,
       ncclAllReduce(data, data, static_cast<size_t>(count), ncclBfloat16,
                     ncclSum, impl_->comm, ToCuda(stream)),
       "all_reduce");
@@ -75,7 +108,8 @@ Status NcclCommunicator::AllReduceSum(Bf16* data, int64_t count,
 
 Status NcclCommunicator::AllReduceMax(float* data, int64_t count,
                                       Stream stream) {
-  return NcclStatus(
+  return Checked(
+      impl_->comm,
       ncclAllReduce(data, data, static_cast<size_t>(count), ncclFloat32,
                     ncclMax, impl_->comm, ToCuda(stream)),
       "all_reduce");
@@ -83,21 +117,24 @@ Status NcclCommunicator::AllReduceMax(float* data, int64_t count,
 
 Status NcclCommunicator::AllGather(const Bf16* in, Bf16* out, int64_t count,
                                    Stream stream) {
-  return NcclStatus(ncclAllGather(in, out, static_cast<size_t>(count),
-                                  ncclBfloat16, impl_->comm, ToCuda(stream)),
-                    "all_gather");
+  return Checked(impl_->comm,
+                 ncclAllGather(in, out, static_cast<size_t>(count),
+                               ncclBfloat16, impl_->comm, ToCuda(stream)),
+                 "all_gather");
 }
 
 Status NcclCommunicator::AllGather(const float* in, float* out, int64_t count,
                                    Stream stream) {
-  return NcclStatus(ncclAllGather(in, out, static_cast<size_t>(count),
-                                  ncclFloat32, impl_->comm, ToCuda(stream)),
-                    "all_gather");
+  return Checked(impl_->comm,
+                 ncclAllGather(in, out, static_cast<size_t>(count), ncclFloat32,
+                               impl_->comm, ToCuda(stream)),
+                 "all_gather");
 }
 
 Status NcclCommunicator::ReduceScatterSum(const Bf16* in, Bf16* out,
                                           int64_t count, Stream stream) {
-  return NcclStatus(
+  return Checked(
+      impl_->comm,
       ncclReduceScatter(in, out, static_cast<size_t>(count), ncclBfloat16,
                         ncclSum, impl_->comm, ToCuda(stream)),
       "reduce_scatter");
@@ -105,7 +142,8 @@ Status NcclCommunicator::ReduceScatterSum(const Bf16* in, Bf16* out,
 
 Status NcclCommunicator::ReduceScatterSum(const float* in, float* out,
                                           int64_t count, Stream stream) {
-  return NcclStatus(
+  return Checked(
+      impl_->comm,
       ncclReduceScatter(in, out, static_cast<size_t>(count), ncclFloat32,
                         ncclSum, impl_->comm, ToCuda(stream)),
       "reduce_scatter");
@@ -113,16 +151,18 @@ Status NcclCommunicator::ReduceScatterSum(const float* in, float* out,
 
 Status NcclCommunicator::Send(const Bf16* data, int64_t count, int peer,
                               Stream stream) {
-  return NcclStatus(ncclSend(data, static_cast<size_t>(count), ncclBfloat16,
-                             peer, impl_->comm, ToCuda(stream)),
-                    "send");
+  return Checked(impl_->comm,
+                 ncclSend(data, static_cast<size_t>(count), ncclBfloat16, peer,
+                          impl_->comm, ToCuda(stream)),
+                 "send");
 }
 
 Status NcclCommunicator::Recv(Bf16* data, int64_t count, int peer,
                               Stream stream) {
-  return NcclStatus(ncclRecv(data, static_cast<size_t>(count), ncclBfloat16,
-                             peer, impl_->comm, ToCuda(stream)),
-                    "recv");
+  return Checked(impl_->comm,
+                 ncclRecv(data, static_cast<size_t>(count), ncclBfloat16, peer,
+                          impl_->comm, ToCuda(stream)),
+                 "recv");
 }
 
 }  // namespace meshtune::engine::cuda

@@ -1,5 +1,7 @@
 #include "engine/cuda/comm/staged_communicator.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 namespace meshtune::engine::cuda {
@@ -20,24 +22,42 @@ StagedCommunicator::StagedCommunicator(Communicator* group)
 // device) waits for just that, which is what lets several threads drive
 // one GPU, each blocked in the host collective in turn, without waiting
 // for each other's kernels.
+// A failed copy leaves NaNs in host_in_: the caller still enters the host
+// collective its peers wait in (else they wait forever), then returns the
+// error; the peers' results are NaN, which the step's finiteness check
+// reports if they get that far.
 Status StagedCommunicator::Download(const float* data, int64_t count,
                                     Stream stream) {
   host_in_.resize(static_cast<size_t>(count));
-  MESHTUNE_RETURN_IF_ERROR(CopyDeviceToHostAsync(
-      host_in_.data(), data, Bytes(count, sizeof(float)), stream));
-  return SynchronizeStream(stream, "staged device to host copy");
+  Status status = CopyDeviceToHostAsync(host_in_.data(), data,
+                                        Bytes(count, sizeof(float)), stream);
+  if (status.ok()) {
+    status = SynchronizeStream(stream, "staged device to host copy");
+  }
+  if (!status.ok()) Poison();
+  return status;
 }
 
 Status StagedCommunicator::Download(const Bf16* data, int64_t count,
                                     Stream stream) {
   host_bf16_.resize(static_cast<size_t>(count));
-  MESHTUNE_RETURN_IF_ERROR(CopyDeviceToHostAsync(
-      host_bf16_.data(), data, Bytes(count, sizeof(Bf16)), stream));
-  MESHTUNE_RETURN_IF_ERROR(
-      SynchronizeStream(stream, "staged device to host copy"));
   host_in_.resize(static_cast<size_t>(count));
+  Status status = CopyDeviceToHostAsync(host_bf16_.data(), data,
+                                        Bytes(count, sizeof(Bf16)), stream);
+  if (status.ok()) {
+    status = SynchronizeStream(stream, "staged device to host copy");
+  }
+  if (!status.ok()) {
+    Poison();
+    return status;
+  }
   for (int64_t i = 0; i < count; ++i) host_in_[i] = Bf16ToFloat(host_bf16_[i]);
   return Status::Ok();
+}
+
+void StagedCommunicator::Poison() {
+  std::fill(host_in_.begin(), host_in_.end(),
+            std::numeric_limits<float>::quiet_NaN());
 }
 
 // Synchronizing after the host -> device copy keeps the staging buffer
@@ -82,8 +102,9 @@ Status StagedCommunicator::AllReduce(T* data, int64_t count, Stream stream,
                                      HostOp host_op) {
   MESHTUNE_CHECK(count >= 0);
   if (size() == 1) return Status::Ok();
-  MESHTUNE_RETURN_IF_ERROR(Download(data, count, stream));
-  host_op(host_in_.data(), count);
+  const Status downloaded = Download(data, count, stream);
+  host_op(host_in_.data(), count);  // entered even after a failed download
+  MESHTUNE_RETURN_IF_ERROR(downloaded);
   return Upload(host_in_.data(), data, count, stream);
 }
 
@@ -95,9 +116,10 @@ Status StagedCommunicator::Gather(const T* in, T* out, int64_t count,
     if (in == out) return Status::Ok();
     return CopyDeviceToDevice(out, in, Bytes(count, sizeof(T)), stream);
   }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count, stream));
+  const Status downloaded = Download(in, count, stream);
   host_out_.resize(static_cast<size_t>(count) * size());
   group_->AllGather(host_in_.data(), host_out_.data(), count);
+  MESHTUNE_RETURN_IF_ERROR(downloaded);
   return Upload(host_out_.data(), out, count * size(), stream);
 }
 
@@ -109,9 +131,10 @@ Status StagedCommunicator::Scatter(const T* in, T* out, int64_t count,
     if (in == out) return Status::Ok();
     return CopyDeviceToDevice(out, in, Bytes(count, sizeof(T)), stream);
   }
-  MESHTUNE_RETURN_IF_ERROR(Download(in, count * size(), stream));
+  const Status downloaded = Download(in, count * size(), stream);
   host_out_.resize(static_cast<size_t>(count));
   group_->ReduceScatterSum(host_in_.data(), host_out_.data(), count);
+  MESHTUNE_RETURN_IF_ERROR(downloaded);
   return Upload(host_out_.data(), out, count, stream);
 }
 
@@ -160,9 +183,9 @@ Status StagedCommunicator::Send(const Bf16* data, int64_t count, int peer,
                                 Stream stream) {
   MESHTUNE_CHECK(count >= 0);
   MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "send"));
-  MESHTUNE_RETURN_IF_ERROR(Download(data, count, stream));
-  group_->Send(host_in_.data(), count, peer);
-  return Status::Ok();
+  const Status downloaded = Download(data, count, stream);
+  group_->Send(host_in_.data(), count, peer);  // the peer's Recv waits for it
+  return downloaded;
 }
 
 Status StagedCommunicator::Recv(Bf16* data, int64_t count, int peer,

@@ -67,6 +67,8 @@ class StagedCommunicator : public DeviceCommunicator {
   // earlier work and complete on return.
   Status Download(const float* data, int64_t count, Stream stream);
   Status Download(const Bf16* data, int64_t count, Stream stream);
+  // host_in_ all NaN (after a failed Download).
+  void Poison();
   // `host` (count floats) -> device, rounding to bf16 once; complete on
   // return, so later work on any stream sees it.
   Status Upload(const float* host, float* data, int64_t count, Stream stream);

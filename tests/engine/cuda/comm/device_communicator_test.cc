@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -153,6 +154,28 @@ TEST(StagedCommunicatorHostOnlyTest, SendToItselfOrOutsideTheGroupIsAnError) {
   EXPECT_EQ(outside.message(),
             "staged recv with peer 1 outside group 'world' of 1 ranks");
   EXPECT_EQ(outside.hint(), "peer is a rank of this group: 0 to 0");
+}
+
+// Two thread ranks without a device: neither can name its GPU, both say
+// so, and neither waits for the other (the call is collective).
+TEST(WorldSharesDevicesHostOnlyTest, NoDeviceFailsEveryRankWithoutAHang) {
+  if (DeviceCount() > 0) GTEST_SKIP() << "a device is present";
+  auto world = MakeLocalWorld(2);
+  std::vector<StatusOr<bool>> results(2, StatusOr<bool>(false));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back(
+        [&, r] { results[r] = WorldSharesDevices(world[r].get()); });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_FALSE(results[r].ok()) << "rank " << r;
+}
+
+TEST(WorldSharesDevicesHostOnlyTest, OneRankNeedsNoDevice) {
+  auto world = MakeLocalWorld(1);
+  auto shared = WorldSharesDevices(world[0].get());
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_FALSE(*shared);
 }
 
 // ---- On a device. ----
@@ -477,6 +500,66 @@ TEST(CreateDeviceCommunicatorTest, ForcedNcclOnASharedGpuIsAnError) {
               "unset MESHTUNE_CUDA_COMM or set it to staged to run ranks "
               "that share a GPU");
   }
+}
+
+// Thread ranks on one GPU share it: the whole world is staged.
+TEST(WorldSharesDevicesTest, ThreadRanksOnOneGpuShareIt) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto world = MakeLocalWorld(2);
+  std::vector<StatusOr<bool>> results(2, StatusOr<bool>(false));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      const Status set = SetDevice(0);
+      results[r] =
+          set.ok() ? WorldSharesDevices(world[r].get()) : StatusOr<bool>(set);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(results[r].ok()) << results[r].status().message();
+    EXPECT_TRUE(*results[r]) << "rank " << r;
+  }
+}
+
+// A rank whose device-to-host copy fails (a null device pointer here) still
+// enters the host collective, so its peer returns with NaNs instead of
+// waiting forever; the failing rank returns the copy's error. The same for
+// a staged Send whose Recv is waiting.
+TEST(StagedCommunicatorTest, FailedCopyStillEntersTheCollective) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  auto world = MakeLocalWorld(2);
+  std::vector<Status> reduce(2), p2p(2);
+  std::vector<std::vector<float>> reduced(2), received(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      if (!SetDevice(0).ok()) return;
+      StagedCommunicator comm(world[r].get());
+      auto buffer = Upload(std::vector<float>(kCount, 1.0f));
+      if (!buffer.ok()) return;
+      float* data = r == 0 ? nullptr : buffer->as<float>();
+      reduce[r] = comm.AllReduceSum(data, kCount, nullptr);
+      if (r == 1) reduced[r] = Download<float>(*buffer, kCount).value();
+      auto bf16 = Upload(ToBf16(std::vector<float>(kCount, 2.0f)));
+      if (!bf16.ok()) return;
+      if (r == 0) {
+        p2p[r] = comm.Send(nullptr, kCount, 1, nullptr);
+      } else {
+        p2p[r] = comm.Recv(bf16->as<Bf16>(), kCount, 0, nullptr);
+        received[r] = ToFloat(Download<Bf16>(*bf16, kCount).value());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(reduce[0].ok());
+  EXPECT_TRUE(reduce[1].ok()) << reduce[1].message();
+  ASSERT_EQ(reduced[1].size(), static_cast<size_t>(kCount));
+  EXPECT_TRUE(std::isnan(reduced[1][0]));
+  EXPECT_FALSE(p2p[0].ok());
+  EXPECT_TRUE(p2p[1].ok()) << p2p[1].message();
+  ASSERT_EQ(received[1].size(), static_cast<size_t>(kCount));
+  EXPECT_TRUE(std::isnan(received[1][kCount - 1]));
 }
 
 // One GPU per rank: NCCL by default, staged when asked for.
