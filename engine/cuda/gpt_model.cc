@@ -27,7 +27,9 @@ constexpr size_t kBf = sizeof(Bf16), kF32 = sizeof(float);
 struct CudaGptModel::Slot {
   int64_t first_sample = 0;
   DeviceBuffer tokens, targets;  // int32 [n] (first / last virtual stage)
-  DeviceBuffer x_in, x_out;      // [nl, h] the chunk's input and output
+  // Their uploads: asynchronous, so Forward never waits for the GPU.
+  PinnedUpload tokens_upload, targets_upload;
+  DeviceBuffer x_in, x_out;  // [nl, h] the chunk's input and output
   // Per layer, from the forward to the end of the backward: its activation
   // set from the rank's pool (null under full recompute).
   std::vector<LayerActivations*> acts;
@@ -165,8 +167,16 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     const bool first = layout.HasEmbedding(c), last = layout.HasHead(c);
     for (int k = 0; k < slots[c]; ++k) {
       auto slot = std::make_unique<Slot>();
-      if (first) MESHTUNE_ASSIGN_BUFFER(slot->tokens, n * sizeof(int32_t));
-      if (last) MESHTUNE_ASSIGN_BUFFER(slot->targets, n * sizeof(int32_t));
+      if (first) {
+        MESHTUNE_ASSIGN_BUFFER(slot->tokens, n * sizeof(int32_t));
+        MESHTUNE_ASSIGN_OR_RETURN(slot->tokens_upload,
+                                  PinnedUpload::Create(n * sizeof(int32_t)));
+      }
+      if (last) {
+        MESHTUNE_ASSIGN_BUFFER(slot->targets, n * sizeof(int32_t));
+        MESHTUNE_ASSIGN_OR_RETURN(slot->targets_upload,
+                                  PinnedUpload::Create(n * sizeof(int32_t)));
+      }
       MESHTUNE_ASSIGN_BUFFER(slot->x_in, nl * h * kBf);
       MESHTUNE_ASSIGN_BUFFER(slot->x_out, nl * h * kBf);
       slot->acts.assign(count, nullptr);
@@ -405,7 +415,8 @@ Status CudaGptModel::Forward(int c, int k, const std::vector<int32_t>& tokens,
   slot.first_sample = first_sample;
   if (HasEmbedding(c)) {
     MESHTUNE_CHECK(static_cast<int64_t>(tokens.size()) == n);
-    MESHTUNE_RETURN_IF_ERROR(slot.tokens.CopyFromHost(tokens.data(), 4 * n));
+    MESHTUNE_RETURN_IF_ERROR(slot.tokens_upload.Copy(
+        tokens.data(), slot.tokens.data(), 4 * n, nullptr));
     MESHTUNE_RETURN_IF_ERROR(EmbeddingForward(slot));
   }
   const int64_t count = static_cast<int64_t>(chunk.layers.size());
@@ -430,7 +441,8 @@ Status CudaGptModel::Forward(int c, int k, const std::vector<int32_t>& tokens,
   }
   if (!HasHead(c)) return Status::Ok();
   MESHTUNE_CHECK(static_cast<int64_t>(targets.size()) == n);
-  MESHTUNE_RETURN_IF_ERROR(slot.targets.CopyFromHost(targets.data(), 4 * n));
+  MESHTUNE_RETURN_IF_ERROR(slot.targets_upload.Copy(
+      targets.data(), slot.targets.data(), 4 * n, nullptr));
   return HeadForward(slot, slot.x_out.as<Bf16>());
 }
 

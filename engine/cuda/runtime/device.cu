@@ -1,6 +1,9 @@
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "engine/cuda/runtime/device.h"
@@ -113,6 +116,72 @@ Status CopyHostToDeviceAsync(void* dst, const void* src, size_t bytes,
   return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                                     static_cast<cudaStream_t>(stream)),
                     "cudaMemcpyAsync host to device");
+}
+
+PinnedUpload::~PinnedUpload() { Release(); }
+
+void PinnedUpload::Release() {
+  if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (host_ != nullptr) cudaFreeHost(host_);
+  event_ = host_ = nullptr;
+  bytes_ = 0;
+}
+
+PinnedUpload::PinnedUpload(PinnedUpload&& other) noexcept
+    : host_(std::exchange(other.host_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      event_(std::exchange(other.event_, nullptr)) {}
+
+PinnedUpload& PinnedUpload::operator=(PinnedUpload&& other) noexcept {
+  if (this != &other) {
+    Release();
+    host_ = std::exchange(other.host_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+StatusOr<PinnedUpload> PinnedUpload::Create(size_t bytes) {
+  if (DeviceCount() == 0) {
+    return Status::InvalidArgument(
+        "no CUDA device: cudaGetDeviceCount found none",
+        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
+        "backend (--backend cpu)");
+  }
+  PinnedUpload upload;
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaMallocHost(&upload.host_, std::max<size_t>(bytes, 1)),
+                 "cudaMallocHost of " + std::to_string(bytes) + " bytes"));
+  upload.bytes_ = bytes;
+  cudaEvent_t event = nullptr;
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags"));
+  upload.event_ = event;
+  // Recorded once, so the first Copy's wait returns at once.
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaEventRecord(event, nullptr), "cudaEventRecord"));
+  return StatusOr<PinnedUpload>(std::move(upload));
+}
+
+Status PinnedUpload::Copy(const void* src, void* dst, size_t bytes,
+                          Stream stream) {
+  if (bytes > bytes_) {
+    return Status::Internal("pinned upload of " + std::to_string(bytes) +
+                            " bytes into a buffer of " +
+                            std::to_string(bytes_));
+  }
+  if (bytes == 0) return Status::Ok();
+  cudaEvent_t event = static_cast<cudaEvent_t>(event_);
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaEventSynchronize(event), "cudaEventSynchronize"));
+  std::memcpy(host_, src, bytes);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  MESHTUNE_RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(dst, host_, bytes, cudaMemcpyHostToDevice, s),
+                 "cudaMemcpyAsync pinned host to device"));
+  return CudaStatus(cudaEventRecord(event, s), "cudaEventRecord");
 }
 
 Status SynchronizeStream(Stream stream, const char* what) {

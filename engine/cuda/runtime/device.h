@@ -72,6 +72,36 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Uploads through a page-locked host buffer of `bytes` (cudaMallocHost):
+// Copy waits only for this buffer's previous copy (an event), fills the
+// buffer and enqueues the copy on `stream`, so the host goes on without
+// waiting for the GPU's other work, as a pageable cudaMemcpy would (it
+// first drains the legacy stream). Move-only; one per buffer that is
+// refilled while earlier copies may still be queued.
+class PinnedUpload {
+ public:
+  PinnedUpload() = default;
+  ~PinnedUpload();
+  PinnedUpload(PinnedUpload&& other) noexcept;
+  PinnedUpload& operator=(PinnedUpload&& other) noexcept;
+  PinnedUpload(const PinnedUpload&) = delete;
+  PinnedUpload& operator=(const PinnedUpload&) = delete;
+
+  // Errors: no device, or no page-locked memory left.
+  static StatusOr<PinnedUpload> Create(size_t bytes);
+
+  // src[bytes] (host) -> dst (device, at least `bytes`), ordered on
+  // `stream`. `src` may be reused as soon as this returns. Errors: more
+  // than the buffer's bytes, a CUDA error.
+  Status Copy(const void* src, void* dst, size_t bytes, Stream stream);
+
+ private:
+  void Release();
+  void* host_ = nullptr;  // page-locked, bytes_
+  size_t bytes_ = 0;
+  void* event_ = nullptr;  // cudaEvent_t after host_'s last copy
+};
+
 // A stream that does not synchronize with the legacy default stream (so
 // work on it, such as NCCL gradient reductions, overlaps the kernels on
 // the default stream); DestroyStream releases it.
