@@ -135,12 +135,7 @@ StatusOr<std::unique_ptr<DeviceCommunicator>> CreateDeviceCommunicator(
   auto forced = ParseDeviceCommKind(env_set ? env_value.c_str() : nullptr,
                                     DeviceCommKind::kStaged);
   if (!forced.ok()) return forced.status();
-  if (DeviceCount() == 0) {
-    return Status::InvalidArgument(
-        "no CUDA device: cudaGetDeviceCount found none",
-        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
-        "backend (--backend cpu)");
-  }
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
   if (group->size() == 1) {
     return Result(std::make_unique<StagedCommunicator>(group));
   }

@@ -47,12 +47,7 @@ NcclCommunicator::~NcclCommunicator() = default;
 
 StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     Communicator* group) {
-  if (DeviceCount() == 0) {
-    return Status::InvalidArgument(
-        "no CUDA device: cudaGetDeviceCount found none",
-        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
-        "backend (--backend cpu)");
-  }
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
   // The 128-byte id travels as floats through the host communicator: MPI
   // and the in-process communicator copy bytes, so the bit pattern is kept.
   ncclUniqueId id;

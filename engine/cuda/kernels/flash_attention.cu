@@ -502,12 +502,7 @@ Status FlashAttention::CheckShape(int64_t s, int64_t b, int64_t heads,
 StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
     int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t head_dim) {
   MESHTUNE_RETURN_IF_ERROR(CheckShape(s, b, heads, groups, head_dim));
-  if (DeviceCount() == 0) {
-    return Status::InvalidArgument(
-        "no CUDA device: cudaGetDeviceCount found none",
-        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
-        "backend (--backend cpu)");
-  }
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,

@@ -45,6 +45,14 @@ StatusOr<std::string> DeviceName(int index) {
          std::to_string(prop.minor) + ", " + GiB(prop.totalGlobalMem) + ")";
 }
 
+Status RequireDevice() {
+  if (DeviceCount() > 0) return Status::Ok();
+  return Status::InvalidArgument(
+      "no CUDA device: cudaGetDeviceCount found none",
+      "run on a machine with an NVIDIA GPU and driver, or use the CPU "
+      "backend (--backend cpu)");
+}
+
 Status Synchronize(const char* what) {
   return CudaStatus(cudaDeviceSynchronize(), std::string("op '") + what + "'");
 }
@@ -143,12 +151,7 @@ PinnedUpload& PinnedUpload::operator=(PinnedUpload&& other) noexcept {
 }
 
 StatusOr<PinnedUpload> PinnedUpload::Create(size_t bytes) {
-  if (DeviceCount() == 0) {
-    return Status::InvalidArgument(
-        "no CUDA device: cudaGetDeviceCount found none",
-        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
-        "backend (--backend cpu)");
-  }
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
   PinnedUpload upload;
   MESHTUNE_RETURN_IF_ERROR(
       CudaStatus(cudaMallocHost(&upload.host_, std::max<size_t>(bytes, 1)),
@@ -207,12 +210,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  if (DeviceCount() == 0) {
-    return Status::InvalidArgument(
-        "no CUDA device: cudaGetDeviceCount found none",
-        "run on a machine with an NVIDIA GPU and driver, or use the CPU "
-        "backend (--backend cpu)");
-  }
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
   DeviceBuffer buffer;
   if (bytes == 0) return StatusOr<DeviceBuffer>(std::move(buffer));
   const cudaError_t err = cudaMalloc(&buffer.ptr_, bytes);

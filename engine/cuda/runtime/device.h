@@ -26,6 +26,11 @@ using Stream = void*;
 // an error: CI machines have the toolkit and no GPU).
 int DeviceCount();
 
+// Ok when there is a device, else the one error every CUDA entry point gives
+// without one: "no CUDA device: cudaGetDeviceCount found none" (input error,
+// with the hint to use the CPU backend).
+Status RequireDevice();
+
 // Makes device `index` current for this host thread (cudaSetDevice).
 Status SetDevice(int index);
 
