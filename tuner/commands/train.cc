@@ -241,7 +241,13 @@ void PrintStartup(std::ostream &os, const TrainPlan &plan,
     os << "\n";
   }
   os << FormatPredictionLine(prediction);
-  os << "memory per rank (fp32):\n" << FormatMemoryTable(memory);
+  // The engine's own accounting (engine::RankMemory): the CPU engine keeps
+  // everything in fp32; the CUDA engine bf16 weights and fp32 grads,
+  // master weights and moments (Megatron's bf16 terms).
+  os << (plan.backend == "cuda"
+             ? "memory per rank (bf16 params, fp32 grads and optimizer):\n"
+             : "memory per rank (fp32):\n")
+     << FormatMemoryTable(memory);
   os.flush();
 }
 
