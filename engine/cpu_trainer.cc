@@ -137,6 +137,10 @@ class TrainerImpl : public StepLoopTrainer {
     out.aux_loss_sum = model_->TakeAuxLossSum();
     FinalizeGrads();
     out.result = optimizer_->Step(store_, iteration);
+    // After the step, as Megatron's finalize_model_grads does before it: the
+    // optimizer never changes the bias (no gradient reaches it).
+    model_->UpdateExpertBias(
+        static_cast<float>(config_.moe_router_bias_update_rate));
     return out;
   }
 

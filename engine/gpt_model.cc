@@ -278,6 +278,17 @@ void GptModel::Forward(int chunk_index, const int32_t* tokens,
   }
 }
 
+void GptModel::UpdateExpertBias(float rate) {
+  if (!config_.model.moe_router_enable_expert_bias) return;
+  // tp, then dp·cp ("dp" holds the cp ranks too when cp > 1): every rank
+  // of this pipeline stage once.
+  const std::vector<Communicator*> groups = {groups_->tp.get(),
+                                             groups_->dp.get()};
+  for (auto& chunk : layers_) {
+    for (auto& layer : chunk) layer->UpdateExpertBias(groups, rate);
+  }
+}
+
 double GptModel::TakeAuxLossSum() {
   const double sum = aux_loss_sum_;
   aux_loss_sum_ = 0;

@@ -67,6 +67,10 @@ class GptModel {
   // call (this rank's partials; recomputed forwards not counted), and
   // resets it.
   double TakeAuxLossSum();
+  // Once per step, after the backward of every micro-batch: each MoE
+  // layer's aux-loss-free expert bias takes its step (TransformerLayer::
+  // UpdateExpertBias over tp and dp·cp). Collective; nothing without it.
+  void UpdateExpertBias(float rate);
   // Backward of `chunk`: the last virtual stage starts from the loss scaled
   // by `loss_scale` per token; others read `doutput`. All but the first
   // virtual stage write `dinput`. Frees `state`.

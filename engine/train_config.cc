@@ -38,9 +38,6 @@ Status CheckModelFeatures(const search_spaces::ModelSpec& m) {
       search_spaces::RouterScore::kSqrtSoftplus) {
     return no("the sqrtsoftplus router score");
   }
-  if (m.moe_router_enable_expert_bias) {
-    return no("the aux-loss-free expert bias");
-  }
   if (m.moe_router_force_load_balancing) {
     return no("forced load balancing");
   }
@@ -107,6 +104,11 @@ Status ValidateExperts(const TrainConfig& c) {
   if (!(c.moe_aux_loss_coeff >= 0) || !std::isfinite(c.moe_aux_loss_coeff)) {
     return bad("moe_aux_loss_coeff must be a finite number >= 0",
                "use --moe-aux-loss-coeff 0.01, or 0 for none");
+  }
+  if (!(c.moe_router_bias_update_rate >= 0) ||
+      !std::isfinite(c.moe_router_bias_update_rate)) {
+    return bad("moe_router_bias_update_rate must be a finite number >= 0",
+               "use --moe-router-bias-update-rate 1e-3 (Megatron's default)");
   }
   return Status::Ok();
 }

@@ -1,10 +1,12 @@
 #include "engine/transformer_layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "engine/context_parallel/ring_attention.h"
 #include "engine/context_parallel/sequence_chunks.h"
+#include "engine/cpu/moe_router.h"
 #include "engine/cpu/ops.h"
 #include "engine/param_init.h"
 #include "search_spaces/status.h"
@@ -75,6 +77,18 @@ void AddMoeParams(ParamStore& store, const TrainConfig& config,
     info.sequence_parallel = par.sp && tp > 1;
     info.counts_in_norm = tp_rank == 0;
     p->router = store.Add(std::move(info));
+  }
+  if (m.moe_router_enable_expert_bias) {
+    // Every rank routes with the whole bias; no gradient, no decay, not in
+    // the norm: only UpdateExpertBias changes it.
+    ParamInfo info;
+    info.name = prefix + "mlp.router.expert_bias";
+    info.global_shape = {m.num_experts};
+    info.tp_rank = tp_rank;
+    info.tp_size = tp;
+    info.weight_decay = false;
+    info.counts_in_norm = false;
+    p->expert_bias = store.Add(std::move(info));
   }
   const int64_t local = m.num_experts / par.ep;
   for (int64_t le = 0; le < local; ++le) {
@@ -249,6 +263,7 @@ void InitLayerParams(ParamStore& store, const LayerParams& p,
   init(p.fc2_w, InitKind::kNormal, out_std);
   init(p.fc2_b, InitKind::kZeros, 0);
   init(p.router, InitKind::kNormal, std);
+  init(p.expert_bias, InitKind::kZeros, 0);
   for (int i : p.expert_fc1) init(i, InitKind::kNormal, std);
   for (int i : p.expert_fc2) init(i, InitKind::kNormal, out_std);
   init(p.shared_fc1, InitKind::kNormal, std);
@@ -272,10 +287,26 @@ TransformerLayer::TransformerLayer(const LayerShape& shape,
   MESHTUNE_CHECK(p_.moe == (moe_ != nullptr));
 }
 
+void TransformerLayer::UpdateExpertBias(
+    const std::vector<Communicator*>& sum_over, float rate) {
+  if (p_.expert_bias < 0) return;
+  const int64_t e = store_->info(p_.expert_bias).numel;
+  routed_tokens_.resize(e, 0.0);  // a rank may have run no backward yet
+  for (Communicator* comm : sum_over) {
+    if (comm != nullptr && comm->size() > 1) {
+      comm->AllReduceSum(routed_tokens_.data(), e);
+    }
+  }
+  cpu::UpdateExpertBias(routed_tokens_.data(), e, rate,
+                        store_->param(p_.expert_bias));
+  std::fill(routed_tokens_.begin(), routed_tokens_.end(), 0.0);
+}
+
 moe::MoeWeights TransformerLayer::MoeWeightsOf() const {
   moe::MoeWeights w;
   const ParamStore& store = *store_;
   w.router = store.param(p_.router);
+  if (p_.expert_bias >= 0) w.expert_bias = store.param(p_.expert_bias);
   for (int i : p_.expert_fc1) w.fc1.push_back(store.param(i));
   for (int i : p_.expert_fc2) w.fc2.push_back(store.param(i));
   if (p_.shared_fc1 >= 0) {
@@ -578,6 +609,11 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
       DropoutGrad(dy, cpu::DropoutSite::kMlpOut, first_sample, &dropped);
   std::vector<float> dln2;  // [nl, h]
   if (moe_) {
+    if (p_.expert_bias >= 0) {
+      const std::vector<int64_t>& routed = c->moe.permutation.tokens_per_expert;
+      routed_tokens_.resize(routed.size(), 0.0);
+      for (size_t i = 0; i < routed.size(); ++i) routed_tokens_[i] += routed[i];
+    }
     dln2.resize(nl * h);
     moe_->Backward(dmlp, c->ln2.data(), MoeWeightsOf(), MoeGradsOf(),
                    dln2.data(), &c->moe);

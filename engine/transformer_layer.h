@@ -64,6 +64,10 @@ struct LayerParams {
       ln2_w = -1, ln2_b = -1, fc1_w = -1, fc1_b = -1, fc2_w = -1, fc2_b = -1;
   bool moe = false;
   int router = -1, shared_fc1 = -1, shared_fc2 = -1;
+  // Megatron's router.expert_bias buffer [E] (aux-loss-free balancing): a
+  // replicated entry of the store that no gradient reaches (so AdamW leaves
+  // it, and checkpoints carry it); UpdateExpertBias sets it. -1 = none.
+  int expert_bias = -1;
   std::vector<int> expert_fc1, expert_fc2;  // per local expert
 };
 
@@ -127,6 +131,14 @@ class TransformerLayer {
   // dy [nl, h] -> dx [nl, h]; accumulates parameter gradients; frees
   // `cache`.
   void Backward(const float* dy, float* dx, LayerCache* cache);
+  // MoE layers with the expert bias, once per step: the tokens this rank
+  // routed to each expert since the last call (counted in Backward, so a
+  // recomputed forward counts once; after capacity dropping, as Megatron's
+  // local_tokens_per_expert) are summed over `sum_over` (tp, then dp·cp:
+  // Megatron's tensor-and-data-parallel group with cp) and the bias takes
+  // cpu::UpdateExpertBias's step of `rate`; the counts restart. Collective
+  // over those groups; nothing for other layers.
+  void UpdateExpertBias(const std::vector<Communicator*>& sum_over, float rate);
 
  private:
   void Norm(const float* x, int w, int b, float* out, float* mean,
@@ -182,6 +194,7 @@ class TransformerLayer {
   int64_t global_layer_;
   Communicator* cp_;
   std::unique_ptr<moe::MoeBlock> moe_;
+  std::vector<double> routed_tokens_;  // [E] since the last bias update
 };
 
 }  // namespace meshtune::engine

@@ -235,6 +235,18 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
   }
 }
 
+void UpdateExpertBias(const double* tokens_per_expert, int64_t num_experts,
+                      float rate, float* bias) {
+  double sum = 0;
+  for (int64_t i = 0; i < num_experts; ++i) sum += tokens_per_expert[i];
+  const double mean = sum / static_cast<double>(num_experts);
+  for (int64_t i = 0; i < num_experts; ++i) {
+    const double offset = mean - tokens_per_expert[i];
+    const float sign = offset > 0 ? 1.0f : (offset < 0 ? -1.0f : 0.0f);
+    bias[i] += sign * rate;
+  }
+}
+
 void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
                                int64_t num_experts, int64_t groups,
                                int64_t* tokens) {

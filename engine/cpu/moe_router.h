@@ -74,6 +74,14 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
 // tokens[groups, E] (overwritten): CountTokensPerExpert per group, token t
 // in group t % groups (rows are sequence-major, so with groups = b a group
 // is one sequence of the micro-batch).
+// Megatron's aux-loss-free balancing update (get_updated_expert_bias,
+// DeepSeek-V3 §2.1.2): once per step, after tokens_per_expert[E] (the
+// step's routed tokens, summed over tp·cp·dp) are known,
+// bias[i] += rate · sign(mean − tokens_per_expert[i]): experts below the
+// mean load are favoured next step, those above it less (sign(0) = 0).
+void UpdateExpertBias(const double* tokens_per_expert, int64_t num_experts,
+                      float rate, float* bias);
+
 void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
                                int64_t num_experts, int64_t groups,
                                int64_t* tokens);

@@ -69,11 +69,12 @@ struct MoeComms {
 // This rank's tensors (local shapes; fc1/fc2 per local expert) and, for
 // Backward, their gradients (accumulated).
 struct MoeWeights {
-  const float* router = nullptr;      // [E, h]
-  std::vector<const float*> fc1;      // [f/etp·g, h] each
-  std::vector<const float*> fc2;      // [h, f/etp] each
-  const float* shared_fc1 = nullptr;  // [s/tp·g, h]; null without
-  const float* shared_fc2 = nullptr;  // [h, s/tp]
+  const float* router = nullptr;       // [E, h]
+  const float* expert_bias = nullptr;  // [E] aux-loss-free bias; null without
+  std::vector<const float*> fc1;       // [f/etp·g, h] each
+  std::vector<const float*> fc2;       // [h, f/etp] each
+  const float* shared_fc1 = nullptr;   // [s/tp·g, h]; null without
+  const float* shared_fc2 = nullptr;   // [h, s/tp]
 };
 struct MoeGrads {
   float* router = nullptr;

@@ -3,7 +3,8 @@
 // weights within the fp32 tolerance of tolerance.h (issue 20 checks: ep 2,
 // ep 4, ep 2 x etp 2, ep 2 with capacity dropping, MoE with pp 2 and a
 // dense first layer, ep 2 with the distributed optimizer, ep 2 x cp 2 x
-// dp 2 with the distributed optimizer), and replicated
+// dp 2 with the distributed optimizer; the sequence aux loss and the
+// aux-loss-free expert bias over several layouts), and replicated
 // parameters bitwise equal across their replicas.
 #include <gtest/gtest.h>
 
@@ -37,6 +38,10 @@ struct Layout {
   // so the single-rank run with mbs 1 is the reference for mbs 2.
   bool seq_aux = false;
   int64_t mbs = 1;
+  // DeepSeek-V3's aux-loss-free balancing: sigmoid scores and the expert
+  // bias, updated each step from the tokens routed on every rank (a large
+  // rate, so the bias changes the routing within the 10 steps).
+  bool expert_bias = false;
 };
 
 void PrintTo(const Layout& l, std::ostream* os) { *os << l.name; }
@@ -80,6 +85,11 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   if (l.seq_aux) {
     c.moe_router_load_balancing_type = TrainConfig::LoadBalancing::kSeqAuxLoss;
   }
+  if (l.expert_bias) {
+    c.model.moe_router_score_function = search_spaces::RouterScore::kSigmoid;
+    c.model.moe_router_enable_expert_bias = true;
+    c.moe_router_bias_update_rate = 0.05;
+  }
   const RunResult ref = TrainLocally(c);
   c.parallel.tp = l.tp;
   c.parallel.pp = l.pp;
@@ -103,6 +113,26 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
                                              ref.load_balancing_losses[i]))
         << "step " << i + 1 << ": " << run.load_balancing_losses[i] << " vs "
         << ref.load_balancing_losses[i];
+  }
+  if (l.expert_bias) {
+    // The bias is the reference's bit for bit (its steps are exact
+    // multiples of the rate when every rank counted the same tokens), and
+    // it changed the run: with a zero rate the losses differ.
+    const std::string name = "decoder.layers.1.mlp.router.expert_bias";
+    ASSERT_EQ(run.weights.count(name), 1u);
+    EXPECT_EQ(run.weights.at(name), ref.weights.at(name));
+    TrainConfig frozen = TinyMoeConfig(l.capacity_factor);
+    frozen.model.moe_router_score_function =
+        search_spaces::RouterScore::kSigmoid;
+    frozen.model.moe_router_enable_expert_bias = true;
+    frozen.moe_router_bias_update_rate = 0;
+    const RunResult fixed = TrainLocally(frozen);
+    bool differs = false;
+    for (size_t i = 0; i < 10; ++i) {
+      differs = differs ||
+                !testing::WithinFp32Tolerance(fixed.losses[i], ref.losses[i]);
+    }
+    EXPECT_TRUE(differs) << "the expert bias never changed the routing";
   }
   // Every expert of every MoE layer is in the gathered weights.
   for (int layer = 1; layer < 4; ++layer) {
@@ -132,6 +162,16 @@ const Layout kLayouts[] = {
     {"cp2_tp2_sp_ep2", 2, 1, 1, 2, 0, true, false, 0, 2},
     {"seq_aux_ep2_mbs2", 1, 1, 2, 2, 0, false, false, 0, 1, true, 2},
     {"seq_aux_cp2_tp2_sp_ep2_mbs2", 2, 1, 1, 2, 0, true, false, 0, 2, true, 2},
+    {"expert_bias_ep2", 1, 1, 2, 2, 0, false, false, 0, 1, false, 1, true},
+    {"expert_bias_ep2_capacity", 1, 1, 2, 2, 0, false, false, 1.0, 1, false, 1,
+     true},
+    {"expert_bias_tp2_sp_ep2_etp1", 2, 1, 1, 2, 1, true, false, 0, 1, false, 1,
+     true},
+    {"expert_bias_cp2_ep2", 1, 1, 1, 2, 0, false, false, 0, 2, false, 1, true},
+    {"expert_bias_ep2_dist_opt", 1, 1, 2, 2, 0, false, true, 0, 1, false, 1,
+     true},
+    {"expert_bias_cp2_dp2_ep2_dist_opt", 1, 1, 2, 2, 0, false, true, 0, 2,
+     false, 1, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeEquivalenceTest,

@@ -273,6 +273,17 @@ TEST(TrainCpEp, ExpertParallelismNeedsAnMoeModel) {
             "--moe-router-load-balancing-type: unknown type 'sinkhorn'");
   EXPECT_EQ(plan.status().hint(), "use aux_loss, seq_aux_loss or none");
   EXPECT_EQ(plan.status().ExitCode(), 2);
+  plan = ResolveTrainFlags(ParseFlags(
+      {"--model", "moe-tiny", "--moe-router-bias-update-rate", "0.002"}));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->config.moe_router_bias_update_rate, 0.002);
+  plan = ResolveTrainFlags(ParseFlags(
+      {"--model", "moe-tiny", "--moe-router-bias-update-rate", "-1"}));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message().rfind("--moe-router-bias-update-rate", 0),
+            0u)
+      << plan.status().message();
+  EXPECT_EQ(plan.status().ExitCode(), 2);
 }
 
 TEST(TrainCpEp, FlagsRoundTripForTheRanks) {
@@ -287,7 +298,9 @@ TEST(TrainCpEp, FlagsRoundTripForTheRanks) {
                                          "--moe-router-load-balancing-type",
                                          "seq_aux_loss",
                                          "--moe-aux-loss-coeff",
-                                         "0.01"};
+                                         "0.01",
+                                         "--moe-router-bias-update-rate",
+                                         "0.002"};
   std::vector<std::string> got = TrainFlagsToArgs(ParseFlags(args));
   EXPECT_EQ(got, args);
 }

@@ -236,6 +236,11 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                   "MoE load-balancing loss coefficient (Megatron "
                   "--moe-aux-loss-coeff; default 0)")
       ->type_name("X");
+  app->add_option("--moe-router-bias-update-rate", f->moe_bias_update_rate,
+                  "step of the aux-loss-free expert bias per iteration, for "
+                  "models with moe_router_enable_expert_bias (Megatron's "
+                  "flag; default 1e-3)")
+      ->type_name("X");
   auto* sp = app->add_flag_callback(
       "--sp", [f] { f->sp = true; }, "sequence parallel on");
   auto* no_sp = app->add_flag_callback(
@@ -422,6 +427,12 @@ StatusOr<TrainPlan> ResolveTrainFlags(const TrainFlags& f) {
         ParseNonNegativeNumber(f.moe_aux_loss_coeff, "--moe-aux-loss-coeff");
     if (!v.ok()) return v.status();
     c.moe_aux_loss_coeff = v.value();
+  }
+  if (!f.moe_bias_update_rate.empty()) {
+    StatusOr<double> v = ParseNonNegativeNumber(
+        f.moe_bias_update_rate, "--moe-router-bias-update-rate");
+    if (!v.ok()) return v.status();
+    c.moe_router_bias_update_rate = v.value();
   }
   if (!f.moe_load_balancing_type.empty()) {
     using LoadBalancing = engine::TrainConfig::LoadBalancing;
@@ -659,6 +670,7 @@ std::vector<std::string> TrainFlagsToArgs(const TrainFlags& f) {
   add("--attention-dropout", f.attention_dropout);
   add("--moe-router-load-balancing-type", f.moe_load_balancing_type);
   add("--moe-aux-loss-coeff", f.moe_aux_loss_coeff);
+  add("--moe-router-bias-update-rate", f.moe_bias_update_rate);
   add("--seed", f.seed);
   add("--save", f.save);
   add("--save-interval", f.save_interval);

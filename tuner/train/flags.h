@@ -47,6 +47,7 @@ struct TrainFlags {
   // Megatron --moe-aux-loss-coeff (default 0) and
   // --moe-router-load-balancing-type (aux_loss, seq_aux_loss, none).
   std::string moe_aux_loss_coeff, moe_load_balancing_type;
+  std::string moe_bias_update_rate;
   std::optional<bool> sp;         // --sp / --no-sp
   std::optional<bool> dist_opt;   // --dist-opt / --no-dist-opt
   std::string steps;              // Megatron --train-iters

@@ -218,5 +218,18 @@ TEST(MoeRouter, SequenceAuxLossByHand) {
               1e-12);
 }
 
+// Megatron's get_updated_expert_bias by hand: loads {3, 1, 2, 2}, mean 2,
+// so expert 0 (above the mean) loses a step, expert 1 (below) gains one and
+// the two at the mean keep their bias.
+TEST(MoeRouter, ExpertBiasStepsTowardTheMeanLoad) {
+  const double tokens[4] = {3, 1, 2, 2};
+  float bias[4] = {0.5f, 0.0f, 0.0f, -0.5f};
+  UpdateExpertBias(tokens, 4, 0.01f, bias);
+  EXPECT_FLOAT_EQ(bias[0], 0.49f);
+  EXPECT_FLOAT_EQ(bias[1], 0.01f);
+  EXPECT_EQ(bias[2], 0.0f);
+  EXPECT_EQ(bias[3], -0.5f);
+}
+
 }  // namespace
 }  // namespace meshtune::engine::cpu
