@@ -55,9 +55,16 @@ TEST_F(MoeCheckpointTest, ResumeIsBitExactAndWritesExpertShards) {
     TrainConfig config;
     int ep, etp;
   };
+  // DeepSeek-V3's expert bias: it is carried by the checkpoint (a bias
+  // lost on resume would route step 6 differently).
+  TrainConfig biased = Config(2, 2);
+  biased.model.moe_router_score_function = search_spaces::RouterScore::kSigmoid;
+  biased.model.moe_router_enable_expert_bias = true;
+  biased.moe_router_bias_update_rate = 0.05;
   const Case cases[] = {
       {"dp2 ep2 distributed optimizer", Config(2, 2, 1, 0, true), 2, 1},
       {"tp2 sp ep2 etp1", Config(1, 2, 2, 1), 2, 1},
+      {"dp2 ep2 expert bias", biased, 2, 1},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
