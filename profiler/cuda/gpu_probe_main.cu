@@ -1,8 +1,8 @@
 // meshtune_gpu_probe: runs the "cuda" profiler backend's measurements and
 // prints them nccl-tests style, with both clocks side by side (CUPTI kernel
-// time, CUDA-event time, their agreement). scripts/gpu-check runs it; it
-// needs only the CUDA toolkit, so it also builds (with nvcc directly, see
-// gpu-check) on GPU machines without the project's Debian dependencies.
+// time, CUDA-event time, their agreement). scripts/gpu-check runs it (built
+// there, or packed by scripts/gpu-pack on a machine with the project's
+// Debian dependencies).
 //
 //   meshtune_gpu_probe [--quick] [--reps N] [--max-bytes B]
 //
@@ -20,20 +20,6 @@
 #include "profiler/preset_peaks.h"
 #include "profiler/stats.h"
 #include "results/store.h"
-
-#ifdef MESHTUNE_GPU_PROBE_STANDALONE
-// Built by nvcc without profiler/cpu_backend.cc (which needs Eigen), only to
-// satisfy backend.cc's registry; the probe never asks for "cpu".
-namespace meshtune::profiler {
-StatusOr<std::unique_ptr<ProfilerBackend>> MakeCpuBackend() {
-  return Status::Unimplemented("the standalone GPU probe has no cpu backend",
-                               "use `tune profile --backend cpu`");
-}
-// Nor profiler/preset_peaks.cc, whose presets need yaml-cpp: no peaks, so
-// pct_of_peak prints "-".
-double PresetPeakTflops(const std::string&, DType) { return 0; }
-}  // namespace meshtune::profiler
-#endif
 
 namespace {
 
