@@ -94,18 +94,23 @@ TEST_F(MoeCheckpointTest, ResumeIsBitExactAndWritesExpertShards) {
   }
 }
 
-// ep2 (dp2, distributed optimizer) -> one rank, and one rank -> ep4 (dp4)
-// and tp2 sp ep2 etp1: the experts and their AdamW state land where the
-// new layout holds them.
+// ep2 (dp2, distributed optimizer) -> one rank, one rank -> ep4 (dp4),
+// ep2 -> tp2 sp ep2 etp1, and cp2 ep2 <-> other layouts: the experts and
+// their AdamW state land where the new layout holds them.
 TEST_F(MoeCheckpointTest, ReshardsAcrossExpertLayouts) {
   struct Case {
     const char* name;
     TrainConfig save, load;
   };
+  // ep folded over cp (the expert shards come from the cp ranks).
+  TrainConfig cp2_ep2 = Config(1, 2);
+  cp2_ep2.parallel.cp = 2;
   const Case cases[] = {
       {"ep2 to one rank", Config(2, 2, 1, 0, true), Config(1, 1)},
       {"one rank to ep4", Config(1, 1), Config(4, 4)},
       {"ep2 to tp2 ep2 etp1", Config(2, 2), Config(1, 2, 2, 1)},
+      {"cp2 ep2 to one rank", cp2_ep2, Config(1, 1)},
+      {"dp2 ep2 to cp2 ep2", Config(2, 2), cp2_ep2},
   };
   for (const Case& k : cases) {
     SCOPED_TRACE(k.name);
