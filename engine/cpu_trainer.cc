@@ -66,6 +66,8 @@ class TrainerImpl : public StepLoopTrainer {
     r.pp_rank = groups_.pp_rank();
     r.dp_rank = DataParallelRank();
     r.cp_rank = groups_.cp_rank();
+    r.ep_rank = groups_.ep->rank();
+    r.etp_rank = groups_.etp->rank();
     r.num_params = store_.numel();
     r.param_bytes = 4 * store_.numel();
     r.grad_bytes = 4 * store_.numel();

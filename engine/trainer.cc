@@ -26,7 +26,7 @@ IterationLog MakeIterationLog(const TrainConfig& config, int world_size,
 std::vector<RankMemory> GatherRankMemory(Communicator* world,
                                          const RankMemory& me) {
   const int w = world->size();
-  constexpr int kFields = 9;
+  constexpr int kFields = 11;
   std::vector<double> table(static_cast<size_t>(w) * kFields, 0.0);
   double* row = table.data() + static_cast<size_t>(me.rank) * kFields;
   row[0] = me.rank;
@@ -38,6 +38,8 @@ std::vector<RankMemory> GatherRankMemory(Communicator* world,
   row[6] = static_cast<double>(me.param_bytes);
   row[7] = static_cast<double>(me.grad_bytes);
   row[8] = static_cast<double>(me.optimizer_bytes);
+  row[9] = me.ep_rank;
+  row[10] = me.etp_rank;
   world->AllReduceSum(table.data(), static_cast<int64_t>(table.size()));
   std::vector<RankMemory> out(w);
   for (int r = 0; r < w; ++r) {
@@ -52,6 +54,8 @@ std::vector<RankMemory> GatherRankMemory(Communicator* world,
     m.param_bytes = static_cast<int64_t>(t[6]);
     m.grad_bytes = static_cast<int64_t>(t[7]);
     m.optimizer_bytes = static_cast<int64_t>(t[8]);
+    m.ep_rank = static_cast<int>(t[9]);
+    m.etp_rank = static_cast<int>(t[10]);
   }
   return out;
 }

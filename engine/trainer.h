@@ -48,6 +48,9 @@ struct IterationLog {
 // optimizer).
 struct RankMemory {
   int rank = 0, tp_rank = 0, pp_rank = 0, dp_rank = 0, cp_rank = 0;
+  // The expert grid's coordinates (engine/process_groups.h): which experts
+  // (ep) and which slice of each (etp) the rank holds; 0 for dense models.
+  int ep_rank = 0, etp_rank = 0;
   int64_t num_params = 0;  // local parameter elements
   int64_t param_bytes = 0;
   int64_t grad_bytes = 0;

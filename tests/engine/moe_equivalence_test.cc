@@ -8,6 +8,7 @@
 // parameters bitwise equal across their replicas.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -104,6 +105,19 @@ TEST_P(MoeEquivalenceTest, MatchesSingleRank) {
   const RunResult run = TrainLocally(c);
   testing::ExpectSameRun(run, ref);
   ExpectReplicasBitwiseEqual(c, run);
+  // The memory table's expert coordinates are the rank grid's.
+  const RankGrid grid(c.parallel, c.parallel.world(), c.parallel.world());
+  ASSERT_EQ(run.memory.size(), static_cast<size_t>(c.parallel.world()));
+  for (int64_t r = 0; r < c.parallel.world(); ++r) {
+    const std::vector<int64_t> ep = grid.GroupOf(GroupKind::kEp, r);
+    const std::vector<int64_t> etp = grid.GroupOf(GroupKind::kEtp, r);
+    EXPECT_EQ(run.memory[r].ep_rank,
+              std::find(ep.begin(), ep.end(), r) - ep.begin())
+        << "rank " << r;
+    EXPECT_EQ(run.memory[r].etp_rank,
+              std::find(etp.begin(), etp.end(), r) - etp.begin())
+        << "rank " << r;
+  }
   // The logged load-balancing loss (partials summed over tp, ep, pp and
   // dp ranks) is the single-rank one.
   ASSERT_EQ(run.load_balancing_losses.size(), 10u);

@@ -178,13 +178,14 @@ std::string FormatSummary(const TrainSummary& s,
 
 std::string FormatMemoryTable(const std::vector<engine::RankMemory>& ranks) {
   std::string out =
-      "  rank  tp  pp  cp  dp      params  params MiB  grads MiB  optimizer "
-      "MiB\n";
+      "  rank  tp  pp  cp  dp  ep etp      params  params MiB  grads MiB  "
+      "optimizer MiB\n";
   for (const engine::RankMemory& r : ranks) {
-    out += Format("  %4d %3d %3d %3d %3d %11lld %11.2f %10.2f %14.2f\n", r.rank,
-                  r.tp_rank, r.pp_rank, r.cp_rank, r.dp_rank,
-                  static_cast<long long>(r.num_params), r.param_bytes / kMiB,
-                  r.grad_bytes / kMiB, r.optimizer_bytes / kMiB);
+    out += Format("  %4d %3d %3d %3d %3d %3d %3d %11lld %11.2f %10.2f %14.2f\n",
+                  r.rank, r.tp_rank, r.pp_rank, r.cp_rank, r.dp_rank, r.ep_rank,
+                  r.etp_rank, static_cast<long long>(r.num_params),
+                  r.param_bytes / kMiB, r.grad_bytes / kMiB,
+                  r.optimizer_bytes / kMiB);
   }
   return out;
 }
@@ -220,6 +221,8 @@ nlohmann::json TrainRunToJson(const engine::TrainConfig& config,
                    {"pp_rank", r.pp_rank},
                    {"cp_rank", r.cp_rank},
                    {"dp_rank", r.dp_rank},
+                   {"ep_rank", r.ep_rank},
+                   {"etp_rank", r.etp_rank},
                    {"num_params", r.num_params},
                    {"param_bytes", r.param_bytes},
                    {"grad_bytes", r.grad_bytes},

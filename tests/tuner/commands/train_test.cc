@@ -473,11 +473,12 @@ TEST(TrainReport, MemoryTableAndJson) {
   r.param_bytes = 4 << 20;
   r.grad_bytes = 4 << 20;
   r.optimizer_bytes = 8 << 20;
-  EXPECT_EQ(FormatMemoryTable({r}),
-            "  rank  tp  pp  cp  dp      params  params MiB  grads MiB  "
-            "optimizer MiB\n"
-            "     1   0   0   0   1     1048576        4.00       4.00"
-            "           8.00\n");
+  EXPECT_EQ(
+      FormatMemoryTable({r}),
+      "  rank  tp  pp  cp  dp  ep etp      params  params MiB  grads MiB  "
+      "optimizer MiB\n"
+      "     1   0   0   0   1   0   0     1048576        4.00       4.00"
+      "           8.00\n");
   engine::TrainConfig c;
   c.model.name = "gpt-tiny";
   c.parallel.dp = 2;
@@ -600,7 +601,7 @@ TEST(TrainBinary, OneRankTrainsPrintsAndRecords) {
             std::string::npos);
   EXPECT_NE(run.out.find("  ranks:       1 (this process)"), std::string::npos);
   EXPECT_NE(run.out.find("  data:        built-in corpus"), std::string::npos);
-  EXPECT_NE(run.out.find("  rank  tp  pp  cp  dp      params"),
+  EXPECT_NE(run.out.find("  rank  tp  pp  cp  dp  ep etp      params"),
             std::string::npos);
   // The one prediction of an unlinked run says what it is.
   EXPECT_TRUE(std::regex_search(
