@@ -52,15 +52,15 @@ struct TrainConfig {
   // MoE load-balancing loss coefficient (Megatron --moe-aux-loss-coeff,
   // default 0: no aux loss) and its kind (--moe-router-load-balancing-type:
   // aux_loss over each micro-batch, seq_aux_loss per sequence, none).
-  // Megatron --moe-router-bias-update-rate: the step of the aux-loss-free
-  // expert bias (models with moe_router_enable_expert_bias).
-  double moe_router_bias_update_rate = 1e-3;
   double moe_aux_loss_coeff = 0.0;
   enum class LoadBalancing {
     kAuxLoss,
     kSeqAuxLoss,
     kNone
   } moe_router_load_balancing_type = LoadBalancing::kAuxLoss;
+  // Megatron --moe-router-bias-update-rate: the step of the aux-loss-free
+  // expert bias (models with moe_router_enable_expert_bias).
+  double moe_router_bias_update_rate = 1e-3;
 
   // Checkpoints.
   std::string save_dir;       // --save ("" = none)

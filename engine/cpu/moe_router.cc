@@ -229,10 +229,7 @@ void RouterBackward(const float* dprobs, const float* logits,
 
 void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
                           int64_t num_experts, int64_t* tokens_per_expert) {
-  std::fill(tokens_per_expert, tokens_per_expert + num_experts, 0);
-  for (int64_t i = 0; i < n * k; ++i) {
-    if (experts[i] >= 0) ++tokens_per_expert[experts[i]];
-  }
+  CountTokensPerGroupExpert(experts, n, k, num_experts, 1, tokens_per_expert);
 }
 
 void UpdateExpertBias(const double* tokens_per_expert, int64_t num_experts,

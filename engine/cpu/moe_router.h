@@ -74,6 +74,10 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
 // tokens[groups, E] (overwritten): CountTokensPerExpert per group, token t
 // in group t % groups (rows are sequence-major, so with groups = b a group
 // is one sequence of the micro-batch).
+void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
+                               int64_t num_experts, int64_t groups,
+                               int64_t* tokens);
+
 // Megatron's aux-loss-free balancing update (get_updated_expert_bias,
 // DeepSeek-V3 §2.1.2): once per step, after tokens_per_expert[E] (the
 // step's routed tokens, summed over tp·cp·dp) are known,
@@ -81,10 +85,6 @@ void CountTokensPerExpert(const int32_t* experts, int64_t n, int64_t k,
 // mean load are favoured next step, those above it less (sign(0) = 0).
 void UpdateExpertBias(const double* tokens_per_expert, int64_t num_experts,
                       float rate, float* bias);
-
-void CountTokensPerGroupExpert(const int32_t* experts, int64_t n, int64_t k,
-                               int64_t num_experts, int64_t groups,
-                               int64_t* tokens);
 
 // Megatron's load-balancing losses over the n tokens t of aux_scores, in
 // G = aux_groups groups (token t in group t % G), S = total_tokens / G:

@@ -17,6 +17,12 @@ MoeBlock::MoeBlock(const MoeShape& shape, const MoeComms& comms)
   MESHTUNE_CHECK(comms.tp != nullptr && comms.tp_cp != nullptr);
 }
 
+cpu::RouterOptions MoeBlock::RouterOf(const MoeWeights& w) const {
+  cpu::RouterOptions router = sh_.router;
+  router.expert_bias = w.expert_bias;
+  return router;
+}
+
 void MoeBlock::Forward(const float* x, const MoeWeights& w, float* y,
                        MoeCache* c) {
   const int64_t e_count = sh_.router.num_experts, k = sh_.router.topk;
@@ -28,9 +34,7 @@ void MoeBlock::Forward(const float* x, const MoeWeights& w, float* y,
   c->probs.resize(sh_.nl * k);
   c->experts.resize(sh_.nl * k);
   c->aux_scores.resize(sh_.nl * e_count);
-  cpu::RouterOptions router = sh_.router;
-  router.expert_bias = w.expert_bias;
-  cpu::RouterForward(c->logits.data(), sh_.nl, router, c->probs.data(),
+  cpu::RouterForward(c->logits.data(), sh_.nl, RouterOf(w), c->probs.data(),
                      c->experts.data(), c->aux_scores.data());
   // Aux loss over the whole sequences: counts summed over tp·cp.
   const int64_t groups = sh_.aux_groups;
@@ -144,12 +148,10 @@ void MoeBlock::Backward(const float* dy, const float* x, const MoeWeights& w,
   // The router: through the routing weights and the aux loss.
   std::vector<float> dlogits(sh_.nl * e_count), dx_router(sh_.nl * sh_.hidden);
   // The forward's routing, bias included (RouterBackward routes again).
-  cpu::RouterOptions router = sh_.router;
-  router.expert_bias = w.expert_bias;
-  cpu::RouterBackward(dprobs.data(), c->logits.data(), c->experts.data(),
-                      sh_.nl, router, sh_.aux_loss_coeff * sh_.aux_grad_scale,
-                      c->aux_tokens.data(), sh_.nl * comms_.tp_cp->size(),
-                      sh_.aux_groups, dlogits.data());
+  cpu::RouterBackward(
+      dprobs.data(), c->logits.data(), c->experts.data(), sh_.nl, RouterOf(w),
+      sh_.aux_loss_coeff * sh_.aux_grad_scale, c->aux_tokens.data(),
+      sh_.nl * comms_.tp_cp->size(), sh_.aux_groups, dlogits.data());
   cpu::LinearBackward(dlogits.data(), x, w.router, dx_router.data(), g.router,
                       nullptr, sh_.nl, sh_.hidden, e_count);
   cpu::Add(dx_router.data(), dx, sh_.nl * sh_.hidden);

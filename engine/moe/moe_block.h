@@ -115,6 +115,9 @@ class MoeBlock {
                 const MoeGrads& g, float* dx, MoeCache* c);
 
  private:
+  // The shape's routing options with this step's expert bias (forward and
+  // backward must route alike).
+  cpu::RouterOptions RouterOf(const MoeWeights& w) const;
   void SharedForward(const float* x, const MoeWeights& w, float* y,
                      MoeCache* c);
   void SharedBackward(const float* dy, const float* x, const MoeWeights& w,
