@@ -81,6 +81,28 @@ std::vector<std::string> GatherDeviceIds(Communicator* group,
 
 }  // namespace
 
+Status CheckAllToAllCounts(const std::vector<int64_t>& send_counts,
+                           const std::vector<int64_t>& recv_counts, int size,
+                           const std::string& group) {
+  if (static_cast<int>(send_counts.size()) != size ||
+      static_cast<int>(recv_counts.size()) != size) {
+    return Status::InvalidArgument(
+        "all_to_all on group '" + group + "' of " + std::to_string(size) +
+            " ranks got " + std::to_string(send_counts.size()) + " send and " +
+            std::to_string(recv_counts.size()) + " receive counts",
+        "pass one count per rank of the group");
+  }
+  for (int r = 0; r < size; ++r) {
+    if (send_counts[r] < 0 || recv_counts[r] < 0) {
+      return Status::InvalidArgument("all_to_all on group '" + group +
+                                         "': negative count for rank " +
+                                         std::to_string(r),
+                                     "counts are element numbers, 0 or more");
+    }
+  }
+  return Status::Ok();
+}
+
 Status GroupStart() { return NcclStatus(ncclGroupStart(), "group start"); }
 
 Status GroupEnd() { return NcclStatus(ncclGroupEnd(), "group end"); }

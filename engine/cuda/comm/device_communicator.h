@@ -75,6 +75,21 @@ class DeviceCommunicator {
   virtual Status Send(const Bf16* data, int64_t count, int peer,
                       Stream stream) = 0;
   virtual Status Recv(Bf16* data, int64_t count, int peer, Stream stream) = 0;
+  // fp32 point to point (context parallelism's partial dK/dV, which the
+  // ring accumulates in fp32), same rules.
+  virtual Status Send(const float* data, int64_t count, int peer,
+                      Stream stream) = 0;
+  virtual Status Recv(float* data, int64_t count, int peer, Stream stream) = 0;
+  // All-to-all with per-peer counts (the MoE token dispatcher, Megatron's
+  // all_to_all with input/output split sizes): in holds send_counts[r]
+  // elements for rank r, rank-major; out receives recv_counts[r] from rank
+  // r, rank-major. Both vectors have size() entries, each >= 0, and every
+  // rank's send_counts[q] equals rank q's recv_counts[rank()] (the caller
+  // exchanged them). in and out must not overlap.
+  virtual Status AllToAllV(const Bf16* in,
+                           const std::vector<int64_t>& send_counts, Bf16* out,
+                           const std::vector<int64_t>& recv_counts,
+                           Stream stream) = 0;
 
  protected:
   DeviceCommunicator(int rank, int size, std::string name)
@@ -84,6 +99,12 @@ class DeviceCommunicator {
   int rank_, size_;
   std::string name_;
 };
+
+// The checks both AllToAllV implementations make first: `size` entries in
+// each vector, none negative. The error names the group and the fix.
+Status CheckAllToAllCounts(const std::vector<int64_t>& send_counts,
+                           const std::vector<int64_t>& recv_counts, int size,
+                           const std::string& group);
 
 // Brackets point-to-point calls that must progress together (see above).
 // Groups do not nest across threads; each thread brackets its own calls.

@@ -160,4 +160,56 @@ Status NcclCommunicator::Recv(Bf16* data, int64_t count, int peer,
                  "recv");
 }
 
+Status NcclCommunicator::Send(const float* data, int64_t count, int peer,
+                              Stream stream) {
+  return Checked(impl_->comm,
+                 ncclSend(data, static_cast<size_t>(count), ncclFloat32, peer,
+                          impl_->comm, ToCuda(stream)),
+                 "send");
+}
+
+Status NcclCommunicator::Recv(float* data, int64_t count, int peer,
+                              Stream stream) {
+  return Checked(impl_->comm,
+                 ncclRecv(data, static_cast<size_t>(count), ncclFloat32, peer,
+                          impl_->comm, ToCuda(stream)),
+                 "recv");
+}
+
+// Grouped sends and receives, one pair per peer with data (NCCL has no
+// all-to-all-v; this is how its documentation builds one). Groups nest, so
+// a caller's GroupStart/GroupEnd may surround it.
+Status NcclCommunicator::AllToAllV(const Bf16* in,
+                                   const std::vector<int64_t>& send_counts,
+                                   Bf16* out,
+                                   const std::vector<int64_t>& recv_counts,
+                                   Stream stream) {
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckAllToAllCounts(send_counts, recv_counts, size(), name()));
+  NCCL_RETURN_IF_ERROR(ncclGroupStart());
+  Status status = Status::Ok();
+  int64_t send_at = 0, recv_at = 0;
+  for (int r = 0; r < size() && status.ok(); ++r) {
+    if (send_counts[r] > 0) {
+      status =
+          Checked(impl_->comm,
+                  ncclSend(in + send_at, static_cast<size_t>(send_counts[r]),
+                           ncclBfloat16, r, impl_->comm, ToCuda(stream)),
+                  "send (all_to_all)");
+    }
+    if (status.ok() && recv_counts[r] > 0) {
+      status =
+          Checked(impl_->comm,
+                  ncclRecv(out + recv_at, static_cast<size_t>(recv_counts[r]),
+                           ncclBfloat16, r, impl_->comm, ToCuda(stream)),
+                  "recv (all_to_all)");
+    }
+    send_at += send_counts[r];
+    recv_at += recv_counts[r];
+  }
+  const Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd (all_to_all)");
+  MESHTUNE_RETURN_IF_ERROR(status);
+  return end;
+}
+
 }  // namespace meshtune::engine::cuda

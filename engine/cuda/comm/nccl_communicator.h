@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/comm/communicator.h"
 #include "engine/cuda/comm/device_communicator.h"
@@ -52,6 +53,12 @@ class NcclCommunicator : public DeviceCommunicator {
   Status Send(const Bf16* data, int64_t count, int peer,
               Stream stream) override;
   Status Recv(Bf16* data, int64_t count, int peer, Stream stream) override;
+  Status Send(const float* data, int64_t count, int peer,
+              Stream stream) override;
+  Status Recv(float* data, int64_t count, int peer, Stream stream) override;
+  Status AllToAllV(const Bf16* in, const std::vector<int64_t>& send_counts,
+                   Bf16* out, const std::vector<int64_t>& recv_counts,
+                   Stream stream) override;
 
  private:
   struct Impl;

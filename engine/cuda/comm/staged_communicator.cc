@@ -197,4 +197,47 @@ Status StagedCommunicator::Recv(Bf16* data, int64_t count, int peer,
   return Upload(host_out_.data(), data, count, stream);
 }
 
+Status StagedCommunicator::Send(const float* data, int64_t count, int peer,
+                                Stream stream) {
+  MESHTUNE_CHECK(count >= 0);
+  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "send"));
+  const Status downloaded = Download(data, count, stream);
+  group_->Send(host_in_.data(), count, peer);  // the peer's Recv waits for it
+  return downloaded;
+}
+
+Status StagedCommunicator::Recv(float* data, int64_t count, int peer,
+                                Stream stream) {
+  MESHTUNE_CHECK(count >= 0);
+  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "recv"));
+  host_out_.resize(static_cast<size_t>(count));
+  group_->Recv(host_out_.data(), count, peer);
+  return Upload(host_out_.data(), data, count, stream);
+}
+
+// One host all-to-all of the widened rows; a group of one copies.
+Status StagedCommunicator::AllToAllV(const Bf16* in,
+                                     const std::vector<int64_t>& send_counts,
+                                     Bf16* out,
+                                     const std::vector<int64_t>& recv_counts,
+                                     Stream stream) {
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckAllToAllCounts(send_counts, recv_counts, size(), name()));
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < size(); ++r) {
+    sent += send_counts[r];
+    received += recv_counts[r];
+  }
+  if (size() == 1) {
+    if (sent == 0) return Status::Ok();
+    return CopyDeviceToDevice(out, in, Bytes(sent, sizeof(Bf16)), stream);
+  }
+  const Status downloaded = Download(in, sent, stream);
+  host_out_.resize(static_cast<size_t>(received));
+  group_->AllToAllV(host_in_.data(), send_counts, host_out_.data(),
+                    recv_counts);
+  MESHTUNE_RETURN_IF_ERROR(downloaded);
+  return Upload(host_out_.data(), out, received, stream);
+}
+
 }  // namespace meshtune::engine::cuda

@@ -61,6 +61,12 @@ class StagedCommunicator : public DeviceCommunicator {
   Status Send(const Bf16* data, int64_t count, int peer,
               Stream stream) override;
   Status Recv(Bf16* data, int64_t count, int peer, Stream stream) override;
+  Status Send(const float* data, int64_t count, int peer,
+              Stream stream) override;
+  Status Recv(float* data, int64_t count, int peer, Stream stream) override;
+  Status AllToAllV(const Bf16* in, const std::vector<int64_t>& send_counts,
+                   Bf16* out, const std::vector<int64_t>& recv_counts,
+                   Stream stream) override;
 
  private:
   // Device -> host_in_ (float), widening bf16; ordered after the stream's

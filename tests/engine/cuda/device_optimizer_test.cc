@@ -198,6 +198,12 @@ class FakeDeviceCommunicator : public DeviceCommunicator {
   }
   Status Send(const Bf16*, int64_t, int, Stream) override { return Fail(); }
   Status Recv(Bf16*, int64_t, int, Stream) override { return Fail(); }
+  Status Send(const float*, int64_t, int, Stream) override { return Fail(); }
+  Status Recv(float*, int64_t, int, Stream) override { return Fail(); }
+  Status AllToAllV(const Bf16*, const std::vector<int64_t>&, Bf16*,
+                   const std::vector<int64_t>&, Stream) override {
+    return Fail();
+  }
 
  private:
   static Status Fail() { return Status::Internal("fake communicator"); }

@@ -143,13 +143,13 @@ TEST(StagedCommunicatorHostOnlyTest, SendToItselfOrOutsideTheGroupIsAnError) {
   auto world = MakeLocalWorld(1);
   StagedCommunicator comm(world[0].get());
   EXPECT_STREQ(comm.kind(), "staged");
-  Status self = comm.Send(nullptr, 4, 0, nullptr);
+  Status self = comm.Send(static_cast<const Bf16*>(nullptr), 4, 0, nullptr);
   ASSERT_FALSE(self.ok());
   EXPECT_EQ(self.message(), "staged send of rank 0 to itself in group 'world'");
   EXPECT_EQ(self.hint(),
             "point-to-point transfers need two different ranks of the group; "
             "keep the data on the device instead");
-  Status outside = comm.Recv(nullptr, 4, 1, nullptr);
+  Status outside = comm.Recv(static_cast<Bf16*>(nullptr), 4, 1, nullptr);
   ASSERT_FALSE(outside.ok());
   EXPECT_EQ(outside.message(),
             "staged recv with peer 1 outside group 'world' of 1 ranks");
@@ -169,6 +169,17 @@ TEST(WorldSharesDevicesHostOnlyTest, NoDeviceFailsEveryRankWithoutAHang) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < 2; ++r) EXPECT_FALSE(results[r].ok()) << "rank " << r;
+}
+
+TEST(AllToAllCountsHostOnlyTest, NamesTheGroupAndTheBadCount) {
+  EXPECT_TRUE(CheckAllToAllCounts({1, 0}, {0, 2}, 2, "ep").ok());
+  const Status few = CheckAllToAllCounts({1}, {0, 2}, 2, "ep");
+  EXPECT_EQ(few.message(),
+            "all_to_all on group 'ep' of 2 ranks got 1 send and 2 receive "
+            "counts");
+  const Status negative = CheckAllToAllCounts({1, -1}, {0, 2}, 2, "etp");
+  EXPECT_EQ(negative.message(),
+            "all_to_all on group 'etp': negative count for rank 1");
 }
 
 TEST(WorldSharesDevicesHostOnlyTest, OneRankNeedsNoDevice) {
@@ -370,6 +381,32 @@ std::string CheckSendRecv(DeviceCommunicator& comm, Stream stream) {
   return "";
 }
 
+// All-to-all with uneven counts: rank q sends q + p + 1 elements to rank
+// p (none when that is 2: rank 0 to rank 1 sends nothing, so an empty pair
+// is covered), valued 64·q + 8·p + i % 7 (exact in bf16).
+std::string CheckAllToAllV(DeviceCommunicator& comm, Stream stream) {
+  const int n = comm.size(), r = comm.rank();
+  auto count = [](int from, int to) -> int64_t {
+    return from + to + 1 == 2 ? 0 : from + to + 1;
+  };
+  std::vector<int64_t> send(n), recv(n);
+  std::vector<float> in, want;
+  for (int p = 0; p < n; ++p) {
+    send[p] = count(r, p);
+    recv[p] = count(p, r);
+    for (int64_t i = 0; i < send[p]; ++i)
+      in.push_back(64.0f * r + 8 * p + i % 7);
+    for (int64_t i = 0; i < recv[p]; ++i)
+      want.push_back(64.0f * p + 8 * r + i % 7);
+  }
+  return Run<Bf16>({"all_to_all_v bf16", in, static_cast<int64_t>(want.size()),
+                    [&](Bf16* a, Bf16* b) {
+                      return comm.AllToAllV(a, send, b, recv, stream);
+                    },
+                    want},
+                   stream);
+}
+
 enum class StreamKind { kLegacyDefault, kNonBlocking };
 
 // Readable parameters in test names and in ctest's list.
@@ -418,8 +455,9 @@ std::vector<std::string> RunRanks(int n,
         stream = *created;
       }
       using Check = std::string (*)(DeviceCommunicator&, Stream);
-      for (Check check : {&CheckCollectives<float>, &CheckCollectives<Bf16>,
-                          &CheckAllReduceMax, &CheckSendRecv}) {
+      for (Check check :
+           {&CheckCollectives<float>, &CheckCollectives<Bf16>,
+            &CheckAllReduceMax, &CheckSendRecv, &CheckAllToAllV}) {
         // Every check runs (see CheckCollectives); the first failure stays.
         std::string this_failure = check(c, stream);
         if (failure.empty()) failure = this_failure;
@@ -467,6 +505,7 @@ TEST(StagedCommunicatorTest, GroupOfOneCopiesOnTheDevice) {
   EXPECT_EQ(CheckCollectives<float>(**comm, nullptr), "");
   EXPECT_EQ(CheckCollectives<Bf16>(**comm, nullptr), "");
   EXPECT_EQ(CheckAllReduceMax(**comm, nullptr), "");
+  EXPECT_EQ(CheckAllToAllV(**comm, nullptr), "");
 }
 
 TEST(CreateDeviceCommunicatorTest, ForcedNcclOnASharedGpuIsAnError) {
@@ -544,7 +583,8 @@ TEST(StagedCommunicatorTest, FailedCopyStillEntersTheCollective) {
       auto bf16 = Upload(ToBf16(std::vector<float>(kCount, 2.0f)));
       if (!bf16.ok()) return;
       if (r == 0) {
-        p2p[r] = comm.Send(nullptr, kCount, 1, nullptr);
+        p2p[r] =
+            comm.Send(static_cast<const Bf16*>(nullptr), kCount, 1, nullptr);
       } else {
         p2p[r] = comm.Recv(bf16->as<Bf16>(), kCount, 0, nullptr);
         received[r] = ToFloat(Download<Bf16>(*bf16, kCount).value());
