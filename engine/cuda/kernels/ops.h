@@ -157,6 +157,28 @@ Status Scale(float* x, int64_t count, float s, Stream stream);
 // dst[count] = bf16(src) (the model's weight copy from fp32 master weights).
 Status CastToBf16(const float* src, Bf16* dst, int64_t count, Stream stream);
 
+// ---- MoE token rows (moe_rows.cu): engine/cpu/moe_permute.h on the GPU,
+// with the permutation as index arrays (the router runs on the host,
+// engine/cuda/moe/moe_block.h). n tokens, k choices per token, m kept
+// choices (rows), h hidden; bf16 rows, fp32 sums and weights. ----
+// out[r, h] = x[token[r], h] for r < m (PermuteForward: token[r] =
+// source[r] / k).
+Status GatherRows(const Bf16* x, const int32_t* token, Bf16* out, int64_t m,
+                  int64_t h, Stream stream);
+// out[t, h] (overwritten) = Σ_j w[t·k + j] · rows[row_of[t·k + j], h] over
+// the choices j with row_of >= 0 (dropped ones are −1; a token with none
+// gets 0). w null: weight 1 (PermuteBackward's sum of a token's rows);
+// else the routing probs (UnpermuteForward).
+Status CombineRows(const Bf16* rows, const int32_t* row_of, const float* w,
+                   Bf16* out, int64_t n, int64_t k, int64_t h, Stream stream);
+// UnpermuteBackward for r < m, c = choice[r] (the flat t·k + j):
+// drows[r, h] = w[c] · dout[c / k, h] and dw[c] = dout[c / k] · rows[r]
+// (fp32 dot). dw entries of dropped choices are not written (zero them).
+Status CombineRowsBackward(const Bf16* dout, const Bf16* rows,
+                           const int32_t* choice, const float* w, Bf16* drows,
+                           float* dw, int64_t m, int64_t k, int64_t h,
+                           Stream stream);
+
 // ---- Optimizer (adamw.cu): multi-tensor, one launch updates every
 // parameter tensor (apex's multi_tensor_apply: segment descriptors travel
 // as kernel arguments, in groups of kMaxSegmentsPerLaunch) ----

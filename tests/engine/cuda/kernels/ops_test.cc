@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cpu/moe_permute.h"
 #include "engine/cuda/kernels/ops.h"
 #include "engine/cuda/runtime/bf16.h"
 #include "engine/cuda/runtime/device.h"
@@ -456,6 +457,66 @@ TEST_F(CudaOpsTest, ElementwiseMatchCpu) {
   cpu::Scale(f.data(), count, 0.5f);
   EXPECT_EQ(Host(d_f, count), f);       // exact: multiplying by 0.5
   EXPECT_EQ(HostBf16(cast, count), f);  // bf16 values scaled by 0.5 stay bf16
+}
+
+// The MoE row kernels against engine/cpu/moe_permute.h: 7 tokens, top-3
+// over 4 experts with two choices dropped (-1), h = 67 (not a multiple of
+// anything the kernels assume).
+TEST_F(CudaOpsTest, MoeRowsMatchTheCpuPermutation) {
+  const int64_t n = 7, k = 3, e = 4, h = 67;
+  std::vector<int32_t> experts(n * k);
+  for (int64_t c = 0; c < n * k; ++c)
+    experts[c] = static_cast<int32_t>((c * 5 + c / k) % e);
+  experts[4] = -1;
+  experts[17] = -1;
+  const cpu::Permutation perm = cpu::PermutationOf(experts.data(), n, k, e);
+  const int64_t m = static_cast<int64_t>(perm.source.size());
+  ASSERT_EQ(m, n * k - 2);
+  std::vector<int32_t> token(m), choice(m), row_of(n * k, -1);
+  for (int64_t r = 0; r < m; ++r) {
+    choice[r] = static_cast<int32_t>(perm.source[r]);
+    token[r] = static_cast<int32_t>(perm.source[r] / k);
+    row_of[perm.source[r]] = static_cast<int32_t>(r);
+  }
+  const std::vector<float> x = RandomBf16Values(n * h, 11, 1.0f);
+  std::vector<float> probs = RandomBf16Values(n * k, 12, 1.0f);
+  probs[4] = probs[17] = 0;  // dropped choices carry no weight
+  const std::vector<float> rows = RandomBf16Values(m * h, 13, 1.0f);
+  const std::vector<float> dout = RandomBf16Values(n * h, 14, 1.0f);
+
+  // Permute: exact (a copy).
+  std::vector<float> want_permuted(m * h);
+  cpu::PermuteForward(x.data(), perm, k, h, want_permuted.data());
+  Bf16* permuted = Zeros<Bf16>(m * h);
+  ASSERT_TRUE(GatherRows(DevBf16(x), Dev(token), permuted, m, h, nullptr).ok());
+  EXPECT_EQ(HostBf16(permuted, m * h), want_permuted);
+  // Unpermute (weighted by the probs) and the permutation's backward (sum).
+  std::vector<float> want_out(n * h), want_sum(n * h);
+  cpu::UnpermuteForward(rows.data(), probs.data(), perm, n, k, h,
+                        want_out.data());
+  cpu::PermuteBackward(rows.data(), perm, n, k, h, want_sum.data());
+  Bf16* d_rows = DevBf16(rows);
+  int32_t* d_row_of = Dev(row_of);
+  float* d_probs = Dev(probs);
+  Bf16* out = Zeros<Bf16>(n * h);
+  Bf16* sum = Zeros<Bf16>(n * h);
+  ASSERT_TRUE(
+      CombineRows(d_rows, d_row_of, d_probs, out, n, k, h, nullptr).ok());
+  ASSERT_TRUE(
+      CombineRows(d_rows, d_row_of, nullptr, sum, n, k, h, nullptr).ok());
+  EXPECT_TRUE(CloseBf16(HostBf16(out, n * h), want_out));
+  EXPECT_TRUE(CloseBf16(HostBf16(sum, n * h), want_sum));
+  // Unpermute's backward: the rows' gradient and the probs' gradient.
+  std::vector<float> want_drows(m * h), want_dprobs(n * k);
+  cpu::UnpermuteBackward(dout.data(), rows.data(), probs.data(), perm, n, k, h,
+                         want_drows.data(), want_dprobs.data());
+  Bf16* drows = Zeros<Bf16>(m * h);
+  float* dprobs = Zeros<float>(n * k);
+  ASSERT_TRUE(CombineRowsBackward(DevBf16(dout), d_rows, Dev(choice), d_probs,
+                                  drows, dprobs, m, k, h, nullptr)
+                  .ok());
+  EXPECT_TRUE(CloseBf16(HostBf16(drows, m * h), want_drows));
+  EXPECT_TRUE(CloseFp32(Host(dprobs, n * k), want_dprobs));
 }
 
 }  // namespace
