@@ -123,7 +123,7 @@ std::vector<std::pair<int64_t, int64_t>> UnreducedRanges(
 
 StatusOr<std::unique_ptr<DeviceOptimizer>> DeviceOptimizer::Create(
     const TrainConfig& config, const ParamStore& store, DeviceParams* params,
-    ProcessGroups* groups, DeviceCommunicator* dp) {
+    ProcessGroups* groups, DeviceCommunicator* dp, DeviceCommunicator* edp) {
   if (params == nullptr) {
     return Status::InvalidArgument(
         "device optimizer: no device params",
@@ -143,6 +143,41 @@ StatusOr<std::unique_ptr<DeviceOptimizer>> DeviceOptimizer::Create(
   opt->adam_segments_ =
       params->AdamSegments(store, config.optimizer.weight_decay);
   opt->norm_segments_ = params->NormSegments(store);
+  opt->store_ = &store;
+  // The expert region (engine/optimizer.h's rule).
+  const auto& par = config.parallel;
+  opt->expert_region_ = store.dense_numel() < store.numel() &&
+                        (par.ep > 1 || par.expert_tp() != par.tp);
+  if (opt->expert_region_) {
+    if (params->distributed()) {
+      return Status::Unimplemented(
+          "the CUDA engine's distributed optimizer does not shard expert "
+          "parameters over edp yet (ep=" +
+              std::to_string(par.ep) +
+              ", etp=" + std::to_string(par.expert_tp()) + ")",
+          "drop --use-distributed-optimizer, or use --backend cpu");
+    }
+    if (groups->edp == nullptr || groups->emp == nullptr ||
+        (groups->edp->size() > 1) != (edp != nullptr) ||
+        (edp != nullptr && (edp->size() != groups->edp->size() ||
+                            edp->rank() != groups->edp->rank()))) {
+      return Status::InvalidArgument(
+          "device optimizer: expert parameters need the edp group's device "
+          "communicator (edp has " +
+              std::to_string(groups->edp != nullptr ? groups->edp->size() : 0) +
+              " ranks)",
+          "pass CreateDeviceCommunicator(groups->edp.get()) when edp > 1");
+    }
+    opt->edp_ = edp;
+    opt->norm_segments_.clear();
+    for (int i = 0; i < store.size(); ++i) {
+      const ParamInfo& info = store.info(i);
+      (info.expert ? opt->expert_tensors_ : opt->dense_tensors_).push_back(i);
+      if (!info.counts_in_norm) continue;
+      (info.expert ? opt->expert_norm_segments_ : opt->norm_segments_)
+          .push_back({params->grad(store, i), info.numel});
+    }
+  }
   auto norm = DeviceBuffer::Allocate(sizeof(double));
   if (!norm.ok()) return norm.status();
   opt->norm_ = std::move(norm).value();
@@ -152,6 +187,12 @@ StatusOr<std::unique_ptr<DeviceOptimizer>> DeviceOptimizer::Create(
 DeviceOptimizer::~DeviceOptimizer() { DestroyStream(dp_stream_); }
 
 Status DeviceOptimizer::ReduceBucket(int64_t begin, int64_t end) {
+  if (expert_region_) {
+    return Status::Internal(
+        "device optimizer: buckets cannot start early with an expert region "
+        "(expert and dense tensors reduce over different groups; "
+        "expert_region() tells)");
+  }
   MESHTUNE_RETURN_IF_ERROR(
       AddReducedRange(begin, end, params_->padded_numel(), &reduced_));
   if (dp_stream_ == nullptr || begin == end) return Status::Ok();
@@ -166,7 +207,49 @@ Status DeviceOptimizer::WaitForReductions() {
   return WaitForStream(nullptr, dp_stream_);
 }
 
+Status DeviceOptimizer::ReduceByRegion() {
+  reduced_.clear();
+  Status status = GroupStart();
+  for (int i : dense_tensors_) {
+    if (dp_ == nullptr || !status.ok()) break;
+    status = dp_->AllReduceSum(params_->grad(*store_, i), store_->info(i).numel,
+                               nullptr);
+  }
+  for (int i : expert_tensors_) {
+    if (edp_ == nullptr || !status.ok()) break;
+    status = edp_->AllReduceSum(params_->grad(*store_, i),
+                                store_->info(i).numel, nullptr);
+  }
+  const Status end = GroupEnd();
+  MESHTUNE_RETURN_IF_ERROR(status);
+  MESHTUNE_RETURN_IF_ERROR(end);
+  const int dp = params_->dp_size();
+  if (dp == 1) return Status::Ok();
+  return Scale(params_->grad_buffer(), params_->padded_numel(),
+               1.0f / static_cast<float>(dp), nullptr);
+}
+
+StatusOr<double> DeviceOptimizer::SumSquaresOverGroups() {
+  MESHTUNE_RETURN_IF_ERROR(norm_.Zero());
+  MESHTUNE_RETURN_IF_ERROR(
+      SumSquares(norm_segments_, norm_.as<double>(), nullptr));
+  double sum_sq = 0;
+  // Synchronous: also waits for the reduction and surfaces its errors.
+  MESHTUNE_RETURN_IF_ERROR(norm_.CopyToHost(&sum_sq, sizeof(double)));
+  groups_->mp->AllReduceSum(&sum_sq, 1);
+  if (distributed()) groups_->dp->AllReduceSum(&sum_sq, 1);
+  if (!expert_region_) return sum_sq;
+  MESHTUNE_RETURN_IF_ERROR(norm_.Zero());
+  MESHTUNE_RETURN_IF_ERROR(
+      SumSquares(expert_norm_segments_, norm_.as<double>(), nullptr));
+  double expert_sq = 0;
+  MESHTUNE_RETURN_IF_ERROR(norm_.CopyToHost(&expert_sq, sizeof(double)));
+  groups_->emp->AllReduceSum(&expert_sq, 1);
+  return sum_sq + expert_sq;
+}
+
 Status DeviceOptimizer::Reduce() {
+  if (expert_region_) return ReduceByRegion();
   const int dp = params_->dp_size();
   const int64_t total = params_->padded_numel();
   float* grads = params_->grad_buffer();
@@ -204,14 +287,8 @@ StatusOr<StepResult> DeviceOptimizer::Step(int64_t iteration) {
 
   StepResult result;
   result.lr = LearningRate(opt, iteration, config_.train_iters);
-  MESHTUNE_RETURN_IF_ERROR(norm_.Zero());
-  MESHTUNE_RETURN_IF_ERROR(
-      SumSquares(norm_segments_, norm_.as<double>(), nullptr));
   double sum_sq = 0;
-  // Synchronous: also waits for the reduction and surfaces its errors.
-  MESHTUNE_RETURN_IF_ERROR(norm_.CopyToHost(&sum_sq, sizeof(double)));
-  groups_->mp->AllReduceSum(&sum_sq, 1);
-  if (distributed()) groups_->dp->AllReduceSum(&sum_sq, 1);
+  MESHTUNE_ASSIGN_OR_RETURN(sum_sq, SumSquaresOverGroups());
   result.grad_norm = std::sqrt(sum_sq);
   // Every rank sees the same norm, so all skip together (and skip the
   // all-gather together).

@@ -84,9 +84,20 @@ class DeviceOptimizer {
   // store other than the one params holds, params sharded for another dp
   // size/rank or with the other dist_opt setting, a missing or mismatched
   // dp communicator.
+  //
+  // Expert parameters (ParamInfo::expert) form a region of their own when
+  // expert parallelism changes who holds them (ep > 1 or etp != tp, as
+  // engine/optimizer.h): their gradients are summed over groups->edp
+  // through `edp` (its device communicator; null when edp has one rank)
+  // and scaled by 1/(dp·cp) like the dense ones, their squared norm is
+  // summed over groups->emp, and the dp reduction skips them (tensor by
+  // tensor, so ReduceBucket is refused and the trainer reduces at Step).
+  // The distributed optimizer with such a region is not built on the GPU
+  // (CudaGptModel::CheckSupported refuses it).
   static StatusOr<std::unique_ptr<DeviceOptimizer>> Create(
       const TrainConfig& config, const ParamStore& store, DeviceParams* params,
-      ProcessGroups* groups, DeviceCommunicator* dp);
+      ProcessGroups* groups, DeviceCommunicator* dp,
+      DeviceCommunicator* edp = nullptr);
   ~DeviceOptimizer();
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
@@ -110,6 +121,8 @@ class DeviceOptimizer {
   StatusOr<StepResult> Step(int64_t iteration);
 
   bool distributed() const { return params_->distributed(); }
+  // Whether the expert parameters form a region of their own (Create).
+  bool expert_region() const { return expert_region_; }
   // Steps that updated the parameters (AdamW's bias-correction step); a
   // loaded checkpoint sets it (engine/checkpoint.h's steps_taken).
   int64_t steps_taken() const { return steps_; }
@@ -134,11 +147,23 @@ class DeviceOptimizer {
       : config_(config), params_(params), groups_(groups), dp_(dp) {}
   // The dp reduction before the norm (step 1).
   Status Reduce();
+  // Step 1 with an expert region: each tensor over dp or edp, then ×1/dp.
+  Status ReduceByRegion();
+  // This rank's Σ g² summed over the ranks that hold other parts (step 2).
+  StatusOr<double> SumSquaresOverGroups();
 
   TrainConfig config_;
   DeviceParams* params_;
   ProcessGroups* groups_;
-  DeviceCommunicator* dp_;      // null when dp == 1
+  DeviceCommunicator* dp_;             // null when dp == 1
+  DeviceCommunicator* edp_ = nullptr;  // null when edp == 1
+  bool expert_region_ = false;
+  // With an expert region: the store's tensors by region (indices), and
+  // the expert tensors' norm segments (norm_segments_ then holds the
+  // dense ones only).
+  std::vector<int> dense_tensors_, expert_tensors_;
+  std::vector<GradSegment> expert_norm_segments_;
+  const ParamStore* store_ = nullptr;
   Stream dp_stream_ = nullptr;  // not distributed, dp > 1 only
   std::vector<AdamWSegment> adam_segments_;
   std::vector<GradSegment> norm_segments_;
