@@ -20,6 +20,14 @@
 // tiles of one query row live in different blocks). A last pass writes the
 // q columns of dqkv = scale·dQ; the block writes its k and v columns.
 //
+// Chunk pairs (FlashChunkAttention, context parallelism) run the same two
+// kernels through FlashArgs: q, k and v with their own row strides, query
+// and key row counts and the global positions of their first rows (the
+// causal mask and the dropout masks are position-based), fp32 outputs
+// (out; dK and dV added to the caller's buffers) and dQ accumulated in the
+// caller's fp32 [sq·b, heads·d] rows. The full sequence is the pair of the
+// whole qkv with itself at position 0: the same arithmetic as before.
+//
 // The shared-memory rows are padded (8 bf16 / 4 fp32 elements) against
 // bank conflicts; wmma needs 32-byte aligned tile pointers and leading
 // dimensions that are multiples of 8 (bf16) / 4 (fp32): every offset below
@@ -117,28 +125,55 @@ __device__ __forceinline__ void LoadTile(Bf16* dst, int rows, int d,
   }
 }
 
-// Loads the 64-key tile starting at key k0 of kv group g of sample bi into
-// shared K and V ([64, d + 8] each; keys past s become zeros): the k
-// columns of group g start at (heads + g)·d, the v columns at
-// (heads + groups + g)·d of each token's qkv row (token t·b + bi).
-__device__ __forceinline__ void LoadKvTile(Bf16* sk, Bf16* sv, const Bf16* qkv,
-                                           int64_t k0, int64_t s, int64_t b,
-                                           int64_t bi, int64_t heads,
-                                           int64_t groups, int64_t g, int d) {
-  const int64_t width = (heads + 2 * groups) * d;
-  auto valid = [&](int r) { return k0 + r < s; };
+// Loads the 64-key tile starting at key row k0 of kv group g of sample bi
+// into shared K and V ([64, d + 8] each; keys past sk become zeros): key
+// row u of the sample is row u·b + bi of k and v (row stride kv_ld), group
+// g's columns start at g·d.
+__device__ __forceinline__ void LoadKvTile(Bf16* sk, Bf16* sv, const Bf16* k,
+                                           const Bf16* v, int64_t kv_ld,
+                                           int64_t k0, int64_t key_rows,
+                                           int64_t b, int64_t bi, int64_t g,
+                                           int d) {
+  auto valid = [&](int r) { return k0 + r < key_rows; };
   LoadTile(
       sk, kKeys, d,
-      [&](int r) {
-        return qkv + ((k0 + r) * b + bi) * width + (heads + g) * d;
-      },
-      valid);
+      [&](int r) { return k + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
   LoadTile(
       sv, kKeys, d,
-      [&](int r) {
-        return qkv + ((k0 + r) * b + bi) * width + (heads + groups + g) * d;
-      },
-      valid);
+      [&](int r) { return v + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
+}
+
+// What the forward and backward kernels read, for the full sequence
+// (FlashAttention) and for one (query chunk, key chunk) pair
+// (FlashChunkAttention) alike. Positions: query row t (0 .. sq) is global
+// position q_pos0 + t, key row u (0 .. sk) is k_pos0 + u; query t sees key
+// u iff k_pos0 + u <= q_pos0 + t. `seq` is the whole sequence's length (the
+// dropout mask rows).
+struct FlashArgs {
+  const Bf16* q;  // query row t of sample bi, head j: q + (t·b + bi)·q_ld + j·d
+  const Bf16* k;  // key row u, group g: k + (u·b + bi)·kv_ld + g·d
+  const Bf16* v;  // as k
+  int64_t q_ld, kv_ld;
+  int64_t sq, sk, q_pos0, k_pos0, seq;
+  int64_t b, heads, groups;
+  int d;
+  float scale;
+  cpu::DropoutSpec dr;
+};
+
+// The backward's dQ accumulator: element (bi, head j, query row t, column
+// c) at dq + bi·sb + j·sh + t·st + c, and the factor its dS·K terms take.
+struct DqLayout {
+  float* dq;
+  int64_t sb, sh, st;
+  float factor;
+};
+
+__device__ __forceinline__ void StoreOut(Bf16* p, int64_t i, float x) {
+  Store(p, i, x);
+}
+__device__ __forceinline__ void StoreOut(float* p, int64_t i, float x) {
+  p[i] = x;
 }
 
 // The attention-dropout factor of key u in the mask row `row_seed`: 1
@@ -178,15 +213,15 @@ __device__ __forceinline__ void MmaTile(FragC& acc, const Bf16* a, int lda,
   }
 }
 
-// out[t·b + bi, j·d ..] and lse[bh·s + t] of one (query tile, bh = bi·heads
-// + j); see the file comment.
+// out[t·b + bi, j·d ..] and lse[bh·sq + t] of one (query tile, bh =
+// bi·heads + j); see the file comment. A query row that sees no key gets
+// out 0 and lse −inf (only possible for a chunk pair).
+template <typename OutT>
 __global__ void __launch_bounds__(kThreads)
-    FlashForwardKernel(const Bf16* __restrict__ qkv, Bf16* __restrict__ out,
-                       float* __restrict__ lse, int64_t s, int64_t b,
-                       int64_t heads, int64_t groups, int d, float scale,
-                       cpu::DropoutSpec dr) {
+    FlashForwardKernel(const FlashArgs a, OutT* __restrict__ out,
+                       float* __restrict__ lse) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const FwdSmem lay(d);
+  const FwdSmem lay(a.d);
   Bf16* sq = reinterpret_cast<Bf16*>(smem + lay.q);
   Bf16* sk = reinterpret_cast<Bf16*>(smem + lay.k);
   Bf16* sv = reinterpret_cast<Bf16*>(smem + lay.v);
@@ -195,31 +230,37 @@ __global__ void __launch_bounds__(kThreads)
   float* so = reinterpret_cast<float*>(smem + lay.o);
   float* sm = reinterpret_cast<float*>(smem + lay.m);
   float* sl = reinterpret_cast<float*>(smem + lay.l);
+  const int d = a.d;
+  const int64_t b = a.b, heads = a.heads, sqn = a.sq, skn = a.sk;
+  const float scale = a.scale;
+  const cpu::DropoutSpec& dr = a.dr;
   const int ld_h = d + kPadBf16, ld_f = d + kPadFp32;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 
   // Largest tiles (most key tiles) first, for a better tail balance.
   const int64_t q0 = (gridDim.x - 1 - blockIdx.x) * int64_t{kFwdQueries};
   const int64_t bh = blockIdx.y, bi = bh / heads, j = bh % heads;
-  const int64_t g = j / (heads / groups);
-  const int64_t width = (heads + 2 * groups) * d;
+  const int64_t g = j / (heads / a.groups);
 
   LoadTile(
       sq, kFwdQueries, d,
-      [&](int r) { return qkv + ((q0 + r) * b + bi) * width + j * d; },
-      [&](int r) { return q0 + r < s; });
+      [&](int r) { return a.q + ((q0 + r) * b + bi) * a.q_ld + j * d; },
+      [&](int r) { return q0 + r < sqn; });
   for (int i = threadIdx.x; i < kFwdQueries * ld_f; i += kThreads) so[i] = 0;
   for (int i = threadIdx.x; i < kFwdQueries; i += kThreads) {
     sm[i] = -INFINITY;
     sl[i] = 0.0f;
   }
 
-  // Key tiles up to the diagonal one: key u < q0 + 64 (and < s).
-  const int64_t key_end = q0 + kFwdQueries < s ? q0 + kFwdQueries : s;
+  // Key tiles up to the diagonal one: key rows u with k_pos0 + u <= the
+  // tile's last query position (and u < sk).
+  const int64_t q_end = q0 + kFwdQueries < sqn ? q0 + kFwdQueries : sqn;
+  int64_t key_end = a.q_pos0 + q_end - a.k_pos0;
+  if (key_end > skn) key_end = skn;
   const int row0 = warp * kFrag;  // this warp's first query row in the tile
   for (int64_t k0 = 0; k0 < key_end; k0 += kKeys) {
     __syncthreads();  // the previous tile's K and V are no longer read
-    LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
+    LoadKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
     __syncthreads();
 
     // S[row0.., :] = Q[row0.., :]·Kᵀ (raw, unscaled).
@@ -235,29 +276,32 @@ __global__ void __launch_bounds__(kThreads)
 
     // Online softmax of the warp's rows: lanes take keys lane, lane + 32.
     for (int r = row0; r < row0 + kFrag; ++r) {
-      const int64_t t = q0 + r;
+      const int64_t t = a.q_pos0 + q0 + r;  // global query position
       const float* srow = ss + r * kLdScore;
       float x[2];
       bool valid[2];
       float row_max = -INFINITY;
       for (int h = 0; h < 2; ++h) {
-        const int64_t u = k0 + lane + h * kWarpSize;
-        valid[h] = u <= t && u < s;
+        const int64_t u = k0 + lane + h * kWarpSize;  // key row
+        valid[h] = a.k_pos0 + u <= t && u < skn;
         x[h] = srow[lane + h * kWarpSize] * scale;
         if (valid[h]) row_max = fmaxf(row_max, x[h]);
       }
       row_max = WarpMax(row_max);
       const float m_old = sm[r];
-      // Finite: key 0 is visible to every row and tile 0 comes first.
+      // Finite once the row has seen a key (over the full sequence key 0
+      // is visible to every row and tile 0 comes first); −inf while a chunk
+      // pair's row has seen none, whose P and O stay 0.
       const float m_new = fmaxf(m_old, row_max);
-      const float alpha = expf(m_old - m_new);  // 0 on the first tile
-      const uint64_t seed = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, s, t) : 0;
+      // 0 on the row's first visible tile.
+      const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
+      const uint64_t seed = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, a.seq, t) : 0;
       float sum = 0.0f;
       for (int h = 0; h < 2; ++h) {
         const int c = lane + h * kWarpSize;
         const float p = valid[h] ? expf(x[h] - m_new) : 0.0f;
         sum += p;  // the softmax sum is over the undropped P
-        Store(sp, r * kLdProb + c, p * DropFactor(dr, seed, k0 + c));
+        Store(sp, r * kLdProb + c, p * DropFactor(dr, seed, a.k_pos0 + k0 + c));
       }
       sum = WarpSum(sum);
       const float l_new = sl[r] * alpha + sum;
@@ -282,16 +326,18 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncwarp();
 
-  // out = O / l; L = m + log l (the warp's own rows).
+  // out = O / l; L = m + log l (the warp's own rows); a row that saw no
+  // key (l = 0): out 0, L = −inf.
   for (int r = row0; r < row0 + kFrag; ++r) {
     const int64_t t = q0 + r;
-    if (t >= s) break;
-    const float inv = 1.0f / sl[r];
-    Bf16* orow = out + (t * b + bi) * heads * d + j * d;
+    if (t >= sqn) break;
+    const bool seen = sl[r] > 0.0f;
+    const float inv = seen ? 1.0f / sl[r] : 0.0f;
+    OutT* orow = out + (t * b + bi) * heads * d + j * d;
     for (int c = lane; c < d; c += kWarpSize) {
-      Store(orow, c, so[r * ld_f + c] * inv);
+      StoreOut(orow, c, so[r * ld_f + c] * inv);
     }
-    if (lane == 0) lse[bh * s + t] = sm[r] + logf(sl[r]);
+    if (lane == 0) lse[bh * sqn + t] = seen ? sm[r] + logf(sl[r]) : -INFINITY;
   }
 }
 
@@ -317,14 +363,33 @@ __global__ void RowDotKernel(const Bf16* dout, const Bf16* out, float* drow,
   }
 }
 
-// One (key tile, bi·groups + g): see the file comment.
-__global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
-    const Bf16* __restrict__ dout, const Bf16* __restrict__ qkv,
-    const float* __restrict__ lse, const float* __restrict__ drow,
-    float* __restrict__ dq, Bf16* __restrict__ dqkv, int64_t s, int64_t b,
-    int64_t heads, int64_t groups, int d, float scale, cpu::DropoutSpec dr) {
+// The block's dK and dV rows (fp32 in shared memory, dK unscaled) into
+// global memory: bf16 stores (the full sequence: the k and v columns of
+// dqkv) or fp32 adds (a chunk pair accumulates into its caller's buffers;
+// one block per (key tile, sample, group), so no other block writes them).
+__device__ __forceinline__ void WriteKv(Bf16* dk, Bf16* dv, int64_t i,
+                                        float dk_value, float dv_value) {
+  Store(dk, i, dk_value);
+  Store(dv, i, dv_value);
+}
+__device__ __forceinline__ void WriteKv(float* dk, float* dv, int64_t i,
+                                        float dk_value, float dv_value) {
+  dk[i] += dk_value;
+  dv[i] += dv_value;
+}
+
+// One (key tile, bi·groups + g): see the file comment. dout[t·b + bi, j·d
+// ..] (row stride heads·d), lse and drow [bh·sq + t]; dK and dV of key row
+// u, group g at dk / dv + (u·b + bi)·dkv_ld + g·d.
+template <typename GradT>
+__global__ void __launch_bounds__(kThreads)
+    FlashBackwardKernel(const FlashArgs a, const Bf16* __restrict__ dout,
+                        const float* __restrict__ lse,
+                        const float* __restrict__ drow, const DqLayout dql,
+                        GradT* __restrict__ dk_out, GradT* __restrict__ dv_out,
+                        int64_t dkv_ld) {
   extern __shared__ __align__(128) unsigned char smem[];
-  const BwdSmem lay(d);
+  const BwdSmem lay(a.d);
   Bf16* sk = reinterpret_cast<Bf16*>(smem + lay.k);
   Bf16* sv = reinterpret_cast<Bf16*>(smem + lay.v);
   float* sdk = reinterpret_cast<float*>(smem + lay.dk);
@@ -339,6 +404,11 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
   float* slse = reinterpret_cast<float*>(smem + lay.lse);
   float* sdrow = reinterpret_cast<float*>(smem + lay.drow);
   uint64_t* sseed = reinterpret_cast<uint64_t*>(smem + lay.seed);
+  const int d = a.d;
+  const int64_t b = a.b, heads = a.heads, groups = a.groups;
+  const int64_t sqn = a.sq, skn = a.sk;
+  const float scale = a.scale;
+  const cpu::DropoutSpec& dr = a.dr;
   const int ld_h = d + kPadBf16, ld_f = d + kPadFp32;
   const int warp = threadIdx.x / kWarpSize;
   const int dfrags = d / kFrag;
@@ -346,33 +416,36 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
   const int64_t k0 = blockIdx.x * int64_t{kKeys};
   const int64_t bi = blockIdx.y / groups, g = blockIdx.y % groups;
   const int64_t per_group = heads / groups;
-  const int64_t width = (heads + 2 * groups) * d;
   const int64_t out_width = heads * d;
 
-  LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
+  LoadKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
   for (int i = threadIdx.x; i < kKeys * ld_f; i += kThreads) {
     sdk[i] = 0.0f;
     sdv[i] = 0.0f;
   }
 
+  // Query rows whose position is before the tile's first key see none of
+  // its keys: start at the diagonal (row k0 over the full sequence).
+  int64_t q_first = a.k_pos0 + k0 - a.q_pos0;
+  if (q_first < 0) q_first = 0;
   for (int64_t j = g * per_group; j < (g + 1) * per_group; ++j) {
     const int64_t bh = bi * heads + j;
-    // Queries t < k0 see none of these keys: start at the diagonal.
-    for (int64_t q0 = k0; q0 < s; q0 += kBwdQueries) {
+    for (int64_t q0 = q_first; q0 < sqn; q0 += kBwdQueries) {
       __syncthreads();  // the previous step's readers are done
       LoadTile(
           sq, kBwdQueries, d,
-          [&](int r) { return qkv + ((q0 + r) * b + bi) * width + j * d; },
-          [&](int r) { return q0 + r < s; });
+          [&](int r) { return a.q + ((q0 + r) * b + bi) * a.q_ld + j * d; },
+          [&](int r) { return q0 + r < sqn; });
       LoadTile(
           sdo, kBwdQueries, d,
           [&](int r) { return dout + ((q0 + r) * b + bi) * out_width + j * d; },
-          [&](int r) { return q0 + r < s; });
+          [&](int r) { return q0 + r < sqn; });
       for (int r = threadIdx.x; r < kBwdQueries; r += kThreads) {
         const int64_t t = q0 + r;
-        slse[r] = t < s ? lse[bh * s + t] : 0.0f;
-        sdrow[r] = t < s ? drow[bh * s + t] : 0.0f;
-        sseed[r] = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, s, t) : 0;
+        slse[r] = t < sqn ? lse[bh * sqn + t] : 0.0f;
+        sdrow[r] = t < sqn ? drow[bh * sqn + t] : 0.0f;
+        sseed[r] =
+            dr.p > 0.0f ? MaskRowSeed(dr, bi, j, a.seq, a.q_pos0 + t) : 0;
       }
       __syncthreads();
 
@@ -398,11 +471,11 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
       // D(P) = P·M (for dV) and dS = P ∘ (M·dP − D).
       for (int i = threadIdx.x; i < kBwdQueries * kKeys; i += kThreads) {
         const int r = i / kKeys, c = i % kKeys;
-        const int64_t t = q0 + r, u = k0 + c;
+        const int64_t t = q0 + r, u = k0 + c;  // query and key rows
         float dropped = 0.0f, dscore = 0.0f;
-        if (u <= t && t < s) {
+        if (a.k_pos0 + u <= a.q_pos0 + t && t < sqn && u < skn) {
           const float p = expf(ss[r * kLdScore + c] * scale - slse[r]);
-          const float factor = DropFactor(dr, sseed[r], u);
+          const float factor = DropFactor(dr, sseed[r], a.k_pos0 + u);
           dropped = p * factor;
           dscore = p * (factor * sdp[r * kLdScore + c] - sdrow[r]);
         }
@@ -439,20 +512,22 @@ __global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
       for (int i = threadIdx.x; i < kBwdQueries * d; i += kThreads) {
         const int r = i / d, c = i % d;
         const int64_t t = q0 + r;
-        if (t < s) atomicAdd(dq + (bh * s + t) * d + c, sdq[r * ld_f + c]);
+        if (t < sqn) {
+          atomicAdd(dql.dq + bi * dql.sb + j * dql.sh + t * dql.st + c,
+                    sdq[r * ld_f + c] * dql.factor);
+        }
       }
     }
   }
   __syncthreads();
 
-  // This block's k and v columns of dqkv: scale·dK and dV.
+  // This block's keys: scale·dK and dV.
   for (int i = threadIdx.x; i < kKeys * d; i += kThreads) {
     const int r = i / d, c = i % d;
     const int64_t u = k0 + r;
-    if (u >= s) continue;
-    Bf16* row = dqkv + (u * b + bi) * width;
-    Store(row, (heads + g) * d + c, sdk[r * ld_f + c] * scale);
-    Store(row, (heads + groups + g) * d + c, sdv[r * ld_f + c]);
+    if (u >= skn) continue;
+    WriteKv(dk_out, dv_out, (u * b + bi) * dkv_ld + g * d + c,
+            sdk[r * ld_f + c] * scale, sdv[r * ld_f + c]);
   }
 }
 
@@ -471,6 +546,168 @@ __global__ void DqOutKernel(const float* dq, Bf16* dqkv, int64_t s, int64_t b,
 
 bool Aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// fp32 src rows (src_ld apart) -> bf16 dst rows (dst_ld apart), `cols`
+// elements each.
+__global__ void CastRowsKernel(const float* src, int64_t src_ld, Bf16* dst,
+                               int64_t dst_ld, int64_t rows, int64_t cols) {
+  const int64_t total = rows * cols;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = e / cols, c = e % cols;
+    Store(dst, r * dst_ld + c, src[r * src_ld + c]);
+  }
+}
+
+// cpu::AttentionMerge on the device: one warp per (bh, t) row of lse
+// [b·heads, sq]; out rows t·b + bi, head j's d columns (row stride
+// heads·d). The weights come from the row's old and new lse, read by every
+// lane before lane 0 writes the merged lse.
+__global__ void MergeKernel(float* out, float* lse, const float* out2,
+                            const float* lse2, int64_t sq, int64_t b,
+                            int64_t heads, int d) {
+  const int64_t rows = b * heads * sq;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarpSize);
+  for (int64_t row =
+           (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarpSize;
+       row < rows; row += warps) {
+    const float a = lse[row], c = lse2[row];
+    if (c == -INFINITY) continue;  // the second part saw nothing
+    const float m = fmaxf(a, c);
+    const float merged = m + logf(expf(a - m) + expf(c - m));
+    const float wa = a == -INFINITY ? 0.0f : expf(a - merged);
+    const float wc = expf(c - merged);
+    const int64_t t = row % sq, bh = row / sq;
+    const int64_t bi = bh / heads, j = bh % heads;
+    const int64_t offset = (t * b + bi) * heads * d + j * d;
+    for (int x = lane; x < d; x += kWarpSize) {
+      out[offset + x] = wa * out[offset + x] + wc * out2[offset + x];
+    }
+    __syncwarp();
+    if (lane == 0) lse[row] = merged;
+  }
+}
+
+// Checks the current device's opt-in shared memory against the kernels'
+// need at head_dim d and raises every instance's limit to it.
+Status PrepareDevice(int64_t head_dim) {
+  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             device) != cudaSuccess) {
+    return LastError("flash_attention_device_attribute");
+  }
+  const int d = static_cast<int>(head_dim);
+  const int fwd_bytes = FwdSmem(d).bytes, bwd_bytes = BwdSmem(d).bytes;
+  if (bwd_bytes > optin || fwd_bytes > optin) {
+    return Status::InvalidArgument(
+        "flash attention: head_dim " + std::to_string(head_dim) + " needs " +
+            std::to_string(bwd_bytes) +
+            " bytes of shared memory per block; this GPU has " +
+            std::to_string(optin),
+        "use an sm_80 or newer data-center GPU, a smaller head_dim, or set "
+        "MESHTUNE_CUDA_ATTENTION=unfused");
+  }
+  // The limit is per kernel, not per instance: raise it to the device's
+  // maximum so that an instance with a smaller head_dim created later does
+  // not lower it under one created earlier (the launch's own size decides
+  // occupancy; the attribute only allows it).
+  if (cudaFuncSetAttribute(FlashForwardKernel<Bf16>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin) != cudaSuccess ||
+      cudaFuncSetAttribute(FlashForwardKernel<float>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin) != cudaSuccess ||
+      cudaFuncSetAttribute(FlashBackwardKernel<Bf16>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin) != cudaSuccess ||
+      cudaFuncSetAttribute(FlashBackwardKernel<float>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           optin) != cudaSuccess) {
+    return LastError("flash_attention_set_shared_memory");
+  }
+  return Status::Ok();
+}
+
+// The forward launch: one block per (64-query tile, bi·heads + j).
+template <typename OutT>
+Status LaunchForward(const FlashArgs& a, OutT* out, float* lse, Stream stream) {
+  const dim3 grid(static_cast<unsigned>((a.sq + kFwdQueries - 1) / kFwdQueries),
+                  static_cast<unsigned>(a.b * a.heads));
+  FlashForwardKernel<OutT>
+      <<<grid, kThreads, FwdSmem(a.d).bytes, ToCuda(stream)>>>(a, out, lse);
+  return LastError("flash_attention_forward");
+}
+
+// D = rowsum(dout ∘ out) into drow, then the backward blocks: one per
+// (64-key tile, bi·groups + g).
+template <typename GradT>
+Status LaunchBackward(const FlashArgs& a, const Bf16* dout, const Bf16* out,
+                      const float* lse, float* drow, const DqLayout& dq,
+                      GradT* dk, GradT* dv, int64_t dkv_ld, Stream stream) {
+  const int64_t rows = a.b * a.heads * a.sq;
+  RowDotKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
+      dout, out, drow, a.sq, a.b, a.heads, a.d);
+  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_row_dot"));
+  const dim3 grid(static_cast<unsigned>((a.sk + kKeys - 1) / kKeys),
+                  static_cast<unsigned>(a.b * a.groups));
+  FlashBackwardKernel<GradT>
+      <<<grid, kThreads, BwdSmem(a.d).bytes, ToCuda(stream)>>>(
+          a, dout, lse, drow, dq, dk, dv, dkv_ld);
+  return LastError("flash_attention_backward");
+}
+
+cpu::DropoutSpec SpecOf(const cpu::DropoutSpec* dropout) {
+  return dropout != nullptr ? *dropout : cpu::DropoutSpec();
+}
+
+// The full sequence as a chunk pair: q, k and v are column blocks of the
+// same qkv rows, both chunks start at position 0.
+FlashArgs FullArgs(const Bf16* qkv, int64_t s, int64_t b, int64_t heads,
+                   int64_t groups, int64_t d, const cpu::DropoutSpec* dropout) {
+  FlashArgs a;
+  const int64_t width = (heads + 2 * groups) * d;
+  a.q = qkv;
+  a.k = qkv + heads * d;
+  a.v = qkv + (heads + groups) * d;
+  a.q_ld = a.kv_ld = width;
+  a.sq = a.sk = a.seq = s;
+  a.q_pos0 = a.k_pos0 = 0;
+  a.b = b;
+  a.heads = heads;
+  a.groups = groups;
+  a.d = static_cast<int>(d);
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.dr = SpecOf(dropout);
+  return a;
+}
+
+// One (query chunk, key chunk) pair.
+FlashArgs ChunkArgs(const FlashChunkAttention::QueryChunk& q,
+                    const FlashChunkAttention::KvChunk& kv, int64_t seq,
+                    int64_t b, int64_t heads, int64_t groups, int64_t d,
+                    const cpu::DropoutSpec* dropout) {
+  FlashArgs a;
+  a.q = q.q;
+  a.k = kv.k;
+  a.v = kv.v;
+  a.q_ld = q.ld;
+  a.kv_ld = kv.ld;
+  a.sq = q.len;
+  a.sk = kv.len;
+  a.q_pos0 = q.pos0;
+  a.k_pos0 = kv.pos0;
+  a.seq = seq;
+  a.b = b;
+  a.heads = heads;
+  a.groups = groups;
+  a.d = static_cast<int>(d);
+  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  a.dr = SpecOf(dropout);
+  return a;
 }
 
 }  // namespace
@@ -502,36 +739,7 @@ Status FlashAttention::CheckShape(int64_t s, int64_t b, int64_t heads,
 StatusOr<std::unique_ptr<FlashAttention>> FlashAttention::Create(
     int64_t s, int64_t b, int64_t heads, int64_t groups, int64_t head_dim) {
   MESHTUNE_RETURN_IF_ERROR(CheckShape(s, b, heads, groups, head_dim));
-  MESHTUNE_RETURN_IF_ERROR(RequireDevice());
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                             device) != cudaSuccess) {
-    return LastError("flash_attention_device_attribute");
-  }
-  const int d = static_cast<int>(head_dim);
-  const int fwd_bytes = FwdSmem(d).bytes, bwd_bytes = BwdSmem(d).bytes;
-  if (bwd_bytes > optin || fwd_bytes > optin) {
-    return Status::InvalidArgument(
-        "flash attention: head_dim " + std::to_string(head_dim) + " needs " +
-            std::to_string(bwd_bytes) +
-            " bytes of shared memory per block; this GPU has " +
-            std::to_string(optin),
-        "use an sm_80 or newer data-center GPU, a smaller head_dim, or set "
-        "MESHTUNE_CUDA_ATTENTION=unfused");
-  }
-  // The limit is per kernel, not per instance: raise it to the device's
-  // maximum so that an instance with a smaller head_dim created later does
-  // not lower it under one created earlier (the launch's own size decides
-  // occupancy; the attribute only allows it).
-  if (cudaFuncSetAttribute(FlashForwardKernel,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           optin) != cudaSuccess ||
-      cudaFuncSetAttribute(FlashBackwardKernel,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           optin) != cudaSuccess) {
-    return LastError("flash_attention_set_shared_memory");
-  }
+  MESHTUNE_RETURN_IF_ERROR(PrepareDevice(head_dim));
   std::unique_ptr<FlashAttention> a(new FlashAttention());
   a->s_ = s;
   a->b_ = b;
@@ -554,14 +762,8 @@ Status FlashAttention::Forward(const Bf16* qkv, Bf16* out, float* lse,
         "flash attention: qkv and out must be 16-byte aligned",
         "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
   }
-  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
-  const dim3 grid(static_cast<unsigned>((s_ + kFwdQueries - 1) / kFwdQueries),
-                  static_cast<unsigned>(b_ * heads_));
-  const int dim = static_cast<int>(d_);
-  FlashForwardKernel<<<grid, kThreads, FwdSmem(dim).bytes, ToCuda(stream)>>>(
-      qkv, out, lse, s_, b_, heads_, groups_, dim, scale, d);
-  return LastError("flash_attention_forward");
+  return LaunchForward(FullArgs(qkv, s_, b_, heads_, groups_, d_, dropout), out,
+                       lse, stream);
 }
 
 Status FlashAttention::Backward(const Bf16* dout, const Bf16* qkv,
@@ -573,26 +775,131 @@ Status FlashAttention::Backward(const Bf16* dout, const Bf16* qkv,
         "flash attention: dout and qkv must be 16-byte aligned",
         "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
   }
-  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
-  const int dim = static_cast<int>(d_);
+  const FlashArgs a = FullArgs(qkv, s_, b_, heads_, groups_, d_, dropout);
   const int64_t rows = b_ * heads_ * s_;
-  RowDotKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
-      dout, out, drow_.as<float>(), s_, b_, heads_, dim);
-  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_row_dot"));
   if (cudaMemsetAsync(dq_.data(), 0, dq_.size_bytes(), ToCuda(stream)) !=
       cudaSuccess) {
     return LastError("flash_attention_zero_dq");
   }
-  const dim3 grid(static_cast<unsigned>((s_ + kKeys - 1) / kKeys),
-                  static_cast<unsigned>(b_ * groups_));
-  FlashBackwardKernel<<<grid, kThreads, BwdSmem(dim).bytes, ToCuda(stream)>>>(
-      dout, qkv, lse, drow_.as<float>(), dq_.as<float>(), dqkv, s_, b_, heads_,
-      groups_, dim, scale, d);
-  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_backward"));
+  // dQ unscaled in [b·heads, s, d]; DqOutKernel scales it once.
+  const DqLayout dq{dq_.as<float>(), heads_ * s_ * d_, s_ * d_, d_, 1.0f};
+  MESHTUNE_RETURN_IF_ERROR(LaunchBackward(
+      a, dout, out, lse, drow_.as<float>(), dq, dqkv + heads_ * d_,
+      dqkv + (heads_ + groups_) * d_, a.q_ld, stream));
   DqOutKernel<<<GridFor(rows * d_, 256), 256, 0, ToCuda(stream)>>>(
-      dq_.as<float>(), dqkv, s_, b_, heads_, groups_, dim, scale);
+      dq_.as<float>(), dqkv, s_, b_, heads_, groups_, a.d, a.scale);
   return LastError("flash_attention_dq");
+}
+
+// ---- Chunk pairs (context parallelism) ----
+
+StatusOr<std::unique_ptr<FlashChunkAttention>> FlashChunkAttention::Create(
+    int64_t seq, int64_t max_len, int64_t b, int64_t heads, int64_t groups,
+    int64_t head_dim) {
+  MESHTUNE_RETURN_IF_ERROR(
+      FlashAttention::CheckShape(max_len, b, heads, groups, head_dim));
+  if (seq < max_len) {
+    return Status::InvalidArgument(
+        "flash chunk attention: the sequence (" + std::to_string(seq) +
+        ") is shorter than a chunk (" + std::to_string(max_len) + ")");
+  }
+  MESHTUNE_RETURN_IF_ERROR(PrepareDevice(head_dim));
+  std::unique_ptr<FlashChunkAttention> a(new FlashChunkAttention());
+  a->seq_ = seq;
+  a->max_len_ = max_len;
+  a->b_ = b;
+  a->heads_ = heads;
+  a->groups_ = groups;
+  a->d_ = head_dim;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      a->drow_, DeviceBuffer::Allocate(sizeof(float) * b * heads * max_len));
+  return StatusOr<std::unique_ptr<FlashChunkAttention>>(std::move(a));
+}
+
+Status FlashChunkAttention::CheckChunks(const QueryChunk& q,
+                                        const KvChunk& kv) const {
+  if (q.len <= 0 || kv.len <= 0 || q.len > max_len_ || kv.len > max_len_ ||
+      q.pos0 < 0 || kv.pos0 < 0 || q.pos0 + q.len > seq_ ||
+      kv.pos0 + kv.len > seq_) {
+    return Status::InvalidArgument(
+        "flash chunk attention: chunks of " + std::to_string(q.len) + " and " +
+        std::to_string(kv.len) + " positions at " + std::to_string(q.pos0) +
+        " and " + std::to_string(kv.pos0) + " do not fit chunks of at most " +
+        std::to_string(max_len_) + " in a sequence of " + std::to_string(seq_));
+  }
+  if (!Aligned16(q.q) || !Aligned16(kv.k) || !Aligned16(kv.v) ||
+      q.ld % 8 != 0 || kv.ld % 8 != 0) {
+    return Status::InvalidArgument(
+        "flash chunk attention: q, k and v must be 16-byte aligned with row "
+        "strides a multiple of 8 elements",
+        "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
+  }
+  return Status::Ok();
+}
+
+Status FlashChunkAttention::Forward(const QueryChunk& q, const KvChunk& kv,
+                                    float* out, float* lse, Stream stream,
+                                    const cpu::DropoutSpec* dropout) const {
+  MESHTUNE_RETURN_IF_ERROR(CheckChunks(q, kv));
+  return LaunchForward(ChunkArgs(q, kv, seq_, b_, heads_, groups_, d_, dropout),
+                       out, lse, stream);
+}
+
+Status FlashChunkAttention::Backward(const Bf16* dout, const Bf16* out,
+                                     const float* lse, const QueryChunk& q,
+                                     const KvChunk& kv, float* dq, float* dk,
+                                     float* dv, int64_t dkv_ld, Stream stream,
+                                     const cpu::DropoutSpec* dropout) {
+  MESHTUNE_RETURN_IF_ERROR(CheckChunks(q, kv));
+  if (!Aligned16(dout)) {
+    return Status::InvalidArgument(
+        "flash chunk attention: dout must be 16-byte aligned",
+        "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
+  }
+  const FlashArgs a = ChunkArgs(q, kv, seq_, b_, heads_, groups_, d_, dropout);
+  // dq [sq·b, heads·d] row-major, += scale·dS·K.
+  const DqLayout dql{dq, heads_ * d_, d_, b_ * heads_ * d_, a.scale};
+  return LaunchBackward(a, dout, out, lse, drow_.as<float>(), dql, dk, dv,
+                        dkv_ld, stream);
+}
+
+Status FlashChunkAttention::Merge(float* out, float* lse, const float* out2,
+                                  const float* lse2, int64_t sq, int64_t b,
+                                  int64_t heads, int64_t head_dim,
+                                  Stream stream) {
+  const int64_t rows = b * heads * sq;
+  MergeKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
+      out, lse, out2, lse2, sq, b, heads, static_cast<int>(head_dim));
+  return LastError("flash_attention_merge");
+}
+
+Status CastRowsToBf16(const float* src, int64_t src_ld, Bf16* dst,
+                      int64_t dst_ld, int64_t rows, int64_t cols,
+                      Stream stream) {
+  if (rows * cols == 0) return Status::Ok();
+  CastRowsKernel<<<GridFor(rows * cols, 256), 256, 0, ToCuda(stream)>>>(
+      src, src_ld, dst, dst_ld, rows, cols);
+  return LastError("cast_rows_to_bf16");
+}
+
+Status CopyRows(const Bf16* src, int64_t src_ld, Bf16* dst, int64_t dst_ld,
+                int64_t rows, int64_t cols, Stream stream) {
+  if (rows * cols == 0) return Status::Ok();
+  if (cudaMemcpy2DAsync(dst, sizeof(Bf16) * dst_ld, src, sizeof(Bf16) * src_ld,
+                        sizeof(Bf16) * cols, rows, cudaMemcpyDeviceToDevice,
+                        ToCuda(stream)) != cudaSuccess) {
+    return LastError("copy_rows");
+  }
+  return Status::Ok();
+}
+
+Status ZeroFloats(float* data, int64_t count, Stream stream) {
+  if (count == 0) return Status::Ok();
+  if (cudaMemsetAsync(data, 0, sizeof(float) * count, ToCuda(stream)) !=
+      cudaSuccess) {
+    return LastError("zero_floats");
+  }
+  return Status::Ok();
 }
 
 }  // namespace meshtune::engine::cuda

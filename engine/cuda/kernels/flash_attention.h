@@ -89,6 +89,85 @@ class FlashAttention {
   DeviceBuffer drow_;  // [b·heads, s] fp32: D = rowsum(dO ∘ O)
 };
 
+// The flash kernels on one (query chunk, key chunk) pair: the pieces of
+// context parallelism's ring attention (Transformer Engine
+// AttnFuncWithCPAndKVP2P; Megatron-Core's TEDotProductAttention with
+// context_parallel_size > 1), with exactly the contract of
+// cpu::AttentionChunkForward / AttentionMerge / AttentionChunkBackward
+// (engine/cpu/attention_chunk.h) in this file's numerics: bf16 q, k, v,
+// dout and the final out; fp32 chunk outputs, lse and every accumulator.
+//
+// A chunk covers positions [pos0, pos0 + len) of every sequence of the
+// micro-batch: rows t·b + bi (t < len) of its buffers; query t (global
+// pos0 + t) sees key u iff kv.pos0 + u <= q.pos0 + t. The buffers may have
+// any row stride (a multiple of 8 elements; pointers 16-byte aligned): q
+// inside packed qkv rows, k and v inside the [rows, 2·groups·d] K/V blocks
+// the ring passes on. Attention dropout draws the whole sequence's masks
+// (length `seq`) at global positions, as the CPU chunk op does.
+class FlashChunkAttention {
+ public:
+  // Query rows: head j's q of row t·b + bi at q + (t·b + bi)·ld + j·d.
+  struct QueryChunk {
+    const Bf16* q = nullptr;
+    int64_t ld = 0;  // elements per row
+    int64_t len = 0, pos0 = 0;
+  };
+  // Key/value rows: group g's k (v) of row u·b + bi at k (v) + (u·b + bi)·ld
+  // + g·d.
+  struct KvChunk {
+    const Bf16* k = nullptr;
+    const Bf16* v = nullptr;
+    int64_t ld = 0;
+    int64_t len = 0, pos0 = 0;
+  };
+
+  // Chunks of at most max_len positions of a sequence of `seq` positions,
+  // per tp rank (b, heads, groups, head_dim as FlashAttention::CheckShape
+  // takes them). Allocates the backward's D [b·heads, max_len] (fp32).
+  static StatusOr<std::unique_ptr<FlashChunkAttention>> Create(
+      int64_t seq, int64_t max_len, int64_t b, int64_t heads, int64_t groups,
+      int64_t head_dim);
+
+  // out [q.len·b, heads·d] fp32 and lse [b·heads, q.len] fp32 (overwritten):
+  // the attention of the query chunk over the key chunk only, normalised
+  // within it; a row that sees no key gets 0 and −inf.
+  Status Forward(const QueryChunk& q, const KvChunk& kv, float* out, float* lse,
+                 Stream stream,
+                 const cpu::DropoutSpec* dropout = nullptr) const;
+  // cpu::AttentionMerge: (out, lse) <- the attention over both key sets, all
+  // fp32: out [sq·b, heads·d], lse [b·heads, sq].
+  static Status Merge(float* out, float* lse, const float* out2,
+                      const float* lse2, int64_t sq, int64_t b, int64_t heads,
+                      int64_t head_dim, Stream stream);
+  // The pair's gradients given the query rows' FINAL dout and out ([q.len·b,
+  // heads·d] bf16) and lse ([b·heads, q.len] fp32), accumulated (+=) in
+  // fp32: dq [q.len·b, heads·d] += scale·dS·K; dk, dv (group g of key row u
+  // at + (u·b + bi)·dkv_ld + g·d) += scale·dSᵀ·Q and D(P)ᵀ·dout, summed over
+  // the group's heads. `dropout` must be the forward's.
+  Status Backward(const Bf16* dout, const Bf16* out, const float* lse,
+                  const QueryChunk& q, const KvChunk& kv, float* dq, float* dk,
+                  float* dv, int64_t dkv_ld, Stream stream,
+                  const cpu::DropoutSpec* dropout = nullptr);
+
+ private:
+  FlashChunkAttention() = default;
+  Status CheckChunks(const QueryChunk& q, const KvChunk& kv) const;
+
+  int64_t seq_ = 0, max_len_ = 0, b_ = 0, heads_ = 0, groups_ = 0, d_ = 0;
+  DeviceBuffer drow_;  // [b·heads, max_len] fp32: D = rowsum(dO ∘ O)
+};
+
+// Row-block helpers of the ring (device buffers, ordered on `stream`):
+// dst[r·dst_ld + c] = bf16(src[r·src_ld + c]) for r < rows, c < cols.
+Status CastRowsToBf16(const float* src, int64_t src_ld, Bf16* dst,
+                      int64_t dst_ld, int64_t rows, int64_t cols,
+                      Stream stream);
+// dst[r·dst_ld + c] = src[r·src_ld + c] (bf16, e.g. the k|v columns of qkv).
+Status CopyRows(const Bf16* src, int64_t src_ld, Bf16* dst, int64_t dst_ld,
+                int64_t rows, int64_t cols, Stream stream);
+// data[count] = 0.
+Status ZeroFloats(float* data, int64_t count, Stream stream);
+
 }  // namespace meshtune::engine::cuda
 
 #endif  // MESHTUNE_ENGINE_CUDA_KERNELS_FLASH_ATTENTION_H_
