@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "engine/cuda/context_parallel/positions.h"
 #include "engine/cuda/kernels/ops.h"
 
 namespace meshtune::engine::cuda {
@@ -77,18 +78,25 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
             std::to_string(config.model.num_experts) + " experts)",
         "train it with --backend cpu, or export the plan to Megatron-LM");
   }
-  // Context parallelism (ring attention) is built in the CPU engine only
-  // (engine/context_parallel/).
-  if (config.parallel.cp > 1) {
-    return Status::InvalidArgument(
-        "the CUDA engine does not support context parallelism yet (cp=" +
-            std::to_string(config.parallel.cp) + ")",
-        "use --backend cpu, or --cp 1");
-  }
   auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
   if (!kernel.ok()) return kernel.status();
-  if (kernel.value() == AttentionKernel::kUnfused) return Status::Ok();
   const LayerShape sh = MakeLayerShape(config);
+  if (config.parallel.cp > 1) {
+    // Context parallelism: ring attention on the flash chunk kernels
+    // (engine/cuda/context_parallel/), whose shape is one chunk's.
+    if (kernel.value() == AttentionKernel::kUnfused) {
+      return Status::InvalidArgument(
+          "the CUDA engine runs context parallelism (cp=" +
+              std::to_string(config.parallel.cp) +
+              ") on the flash kernel only, not MESHTUNE_CUDA_ATTENTION=unfused",
+          "unset MESHTUNE_CUDA_ATTENTION, or use --cp 1");
+    }
+    return DeviceRingAttention::CheckShape(
+        context_parallel::SequenceChunks(
+            config.seq(), static_cast<int>(config.parallel.cp), 0),
+        sh.b, sh.heads, sh.groups, sh.head_dim);
+  }
+  if (kernel.value() == AttentionKernel::kUnfused) return Status::Ok();
   return FlashAttention::CheckShape(sh.s, sh.b, sh.heads, sh.groups,
                                     sh.head_dim);
 }
@@ -96,7 +104,8 @@ Status CudaGptModel::CheckSupported(const TrainConfig& config) {
 StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     const TrainConfig& config, const ModelLayout& layout,
     const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
-    const std::vector<int>& slots, int64_t activation_sets) {
+    const std::vector<int>& slots, int64_t activation_sets,
+    DeviceCommunicator* cp) {
   MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
   if (static_cast<int>(slots.size()) != layout.num_chunks()) {
     return Status::Internal("CUDA model: " + std::to_string(slots.size()) +
@@ -124,7 +133,17 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
   AttentionKernel kernel = AttentionKernel::kFlash;
   MESHTUNE_ASSIGN_OR_RETURN(
       kernel, ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION")));
-  if (kernel == AttentionKernel::kFlash) {
+  if (sh.cp > 1) {
+    // Context parallelism: the ring over `cp` replaces the flash kernel.
+    if (cp == nullptr || cp->size() != sh.cp) {
+      return Status::Internal("CUDA model: cp > 1 needs the cp communicator");
+    }
+    MESHTUNE_ASSIGN_OR_RETURN(
+        m->ring_,
+        DeviceRingAttention::Create(
+            context_parallel::SequenceChunks(config.seq(), sh.cp, cp->rank()),
+            sh.b, sh.heads, sh.groups, sh.head_dim, cp));
+  } else if (kernel == AttentionKernel::kFlash) {
     MESHTUNE_ASSIGN_OR_RETURN(
         m->flash_,
         FlashAttention::Create(sh.s, sh.b, sh.heads, sh.groups, sh.head_dim));
@@ -133,7 +152,8 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
         m->attention_, Attention::Create(m->gemm_.get(), sh.s, sh.b, sh.heads,
                                          sh.groups, sh.head_dim));
   }
-  const AttentionKernels kernels{m->flash_.get(), m->attention_.get()};
+  const AttentionKernels kernels{m->flash_.get(), m->attention_.get(),
+                                 m->ring_.get()};
   const bool selective =
       config.parallel.recompute.granularity == RecomputeGranularity::kSelective;
   MESHTUNE_ASSIGN_OR_RETURN(
@@ -293,26 +313,32 @@ Status CudaGptModel::EmbeddingForward(Slot& slot) {
   if (layout_->position_embedding() >= 0) {
     const int64_t s_local = nl / sh_.b;
     const int64_t offset = sh_.sp ? tp_rank_ * s_local : 0;
-    MESHTUNE_RETURN_IF_ERROR(
-        PositionEmbeddingForward(W(layout_->position_embedding()), x0, s_local,
-                                 sh_.b, h, offset, nullptr));
+    // At the rows' global positions under cp (one run without).
+    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingAt(
+        Chunks(), W(layout_->position_embedding()), x0, nullptr, nullptr,
+        offset, s_local, sh_.b, h, nullptr));
   }
   // Megatron's embedding_dropout (p = hidden_dropout).
-  return HiddenDropout(x0, nl, h, sh_.b, EmbeddingDropout(slot.first_sample),
-                       nullptr);
+  return HiddenDropoutAt(Chunks(), x0, nl, h, sh_.b,
+                         EmbeddingDropout(slot.first_sample), nullptr);
+}
+
+const context_parallel::SequenceChunks* CudaGptModel::Chunks() const {
+  return ring_ != nullptr ? &ring_->chunks() : nullptr;
 }
 
 Status CudaGptModel::EmbeddingBackward(Slot& slot, Bf16* dx) {
   const int64_t n = sh_.rows(), nl = sh_.local_rows(), h = sh_.h;
   // Through the embedding dropout, in place (dx is not needed after).
-  MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
-      dx, nl, h, sh_.b, EmbeddingDropout(slot.first_sample), nullptr));
+  MESHTUNE_RETURN_IF_ERROR(HiddenDropoutAt(Chunks(), dx, nl, h, sh_.b,
+                                           EmbeddingDropout(slot.first_sample),
+                                           nullptr));
   if (layout_->position_embedding() >= 0) {
     const int64_t s_local = nl / sh_.b;
     const int64_t offset = sh_.sp ? tp_rank_ * s_local : 0;
-    MESHTUNE_RETURN_IF_ERROR(
-        PositionEmbeddingBackward(dx, G(layout_->position_embedding()), s_local,
-                                  sh_.b, h, offset, nullptr));
+    MESHTUNE_RETURN_IF_ERROR(PositionEmbeddingAt(
+        Chunks(), nullptr, nullptr, dx, G(layout_->position_embedding()),
+        offset, s_local, sh_.b, h, nullptr));
   }
   const Bf16* full = nullptr;
   MESHTUNE_ASSIGN_OR_RETURN(

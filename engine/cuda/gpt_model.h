@@ -28,8 +28,14 @@
 // (engine/cuda/kernels/attention.h) runs instead when
 // MESHTUNE_CUDA_ATTENTION=unfused, read once at Create.
 //
+// Context parallelism (cp > 1): the rows are the cp rank's two chunks of
+// the sequence (engine/context_parallel/sequence_chunks.h; the trainer
+// selects them), core attention is ring attention over the cp group
+// (engine/cuda/context_parallel/ring_attention.h), and the position
+// embedding and dropout masks are taken at the rows' global positions.
+//
 // Activations between stages are [nl, h] bf16, nl = s·b/tp under SP, else
-// s·b (rows sequence-major).
+// s·b (rows sequence-major; s = seq/cp).
 #ifndef MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
 #define MESHTUNE_ENGINE_CUDA_GPT_MODEL_H_
 
@@ -65,8 +71,9 @@ class CudaGptModel {
   // Why `config` (valid for the engine: TrainConfig::Validate) cannot run
   // on the CUDA backend (OK if it can): an attention shape the selected
   // kernel does not take (the flash kernel: head_dim a multiple of 16 up to
-  // 128, b·heads per tp rank ≤ 65535), or a bad MESHTUNE_CUDA_ATTENTION.
-  // Needs no device.
+  // 128, b·heads per tp rank ≤ 65535; under context parallelism at one
+  // chunk of s/(2·cp) positions, and only the flash kernel runs the ring),
+  // or a bad MESHTUNE_CUDA_ATTENTION. Needs no device.
   static Status CheckSupported(const TrainConfig& config);
 
   // `layout`: the CPU model that registered this rank's parameters in
@@ -75,12 +82,16 @@ class CudaGptModel {
   // many micro-batches of chunk c may be in flight at once
   // (engine/pipeline/slots.h CountPipelineSlots); activation_sets: the most
   // kept layers' activations in flight at once over all chunks
-  // (PeakInFlightLayers with KeptLayers). Nothing is owned; all must
-  // outlive the model. Allocates everything up front.
+  // (PeakInFlightLayers with KeptLayers); `cp` the device communicator of
+  // the cp group, required when cp > 1 (core attention is then ring
+  // attention over it, engine/cuda/context_parallel/, and the rows are the
+  // cp rank's two chunks). Nothing is owned; all must outlive the model.
+  // Allocates everything up front.
   static StatusOr<std::unique_ptr<CudaGptModel>> Create(
       const TrainConfig& config, const ModelLayout& layout,
       const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
-      const std::vector<int>& slots, int64_t activation_sets);
+      const std::vector<int>& slots, int64_t activation_sets,
+      DeviceCommunicator* cp = nullptr);
   // Per chunk of `layout`, its layers that keep their activations from the
   // forward to the backward (all but those under full recompute).
   static std::vector<int64_t> KeptLayers(const ModelLayout& layout);
@@ -136,6 +147,8 @@ class CudaGptModel {
   const Bf16* W(int i) const;
   float* G(int i) const;
   cpu::DropoutSpec EmbeddingDropout(int64_t first_sample) const;
+  // This rank's sequence chunks under cp (ring_), else null.
+  const context_parallel::SequenceChunks* Chunks() const;
   Status EmbeddingForward(Slot& slot);
   Status EmbeddingBackward(Slot& slot, Bf16* dx);
   Status HeadForward(Slot& slot, const Bf16* x);
@@ -158,6 +171,8 @@ class CudaGptModel {
   // Exactly one of the two is set (ParseAttentionKernel).
   std::unique_ptr<FlashAttention> flash_;
   std::unique_ptr<Attention> attention_;
+  // cp > 1: ring attention (then flash_ and attention_ are null).
+  std::unique_ptr<DeviceRingAttention> ring_;
   std::unique_ptr<LayerScratch> scratch_;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   // Kept layers' activation sets in flight, and the free ones.

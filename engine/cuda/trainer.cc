@@ -9,6 +9,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/comm/local_communicator.h"
+#include "engine/context_parallel/sequence_chunks.h"
 #include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/device_optimizer.h"
 #include "engine/cuda/device_params.h"
@@ -85,16 +86,23 @@ class CudaTrainer : public StepLoopTrainer {
       MESHTUNE_ASSIGN_OR_RETURN(
           pp_grad_, CreateDeviceCommunicator(pp_grad_host_.get(), shared));
     }
-    if (par.dp > 1) {
+    // groups_.dp spans dp·cp: gradients are averaged over both (the CPU
+    // trainer's "dp_cp" group, Megatron DDP with context parallelism).
+    if (groups_.dp->size() > 1) {
       MESHTUNE_ASSIGN_OR_RETURN(
           dp_, CreateDeviceCommunicator(groups_.dp.get(), shared));
+    }
+    // Context parallelism: the ring attention's K/V and dK/dV messages.
+    if (par.cp > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(
+          cp_, CreateDeviceCommunicator(groups_.cp.get(), shared));
     }
     if (groups_.embd != nullptr && groups_.embd->size() > 1) {
       MESHTUNE_ASSIGN_OR_RETURN(
           embd_, CreateDeviceCommunicator(groups_.embd.get(), shared));
     }
     MESHTUNE_ASSIGN_OR_RETURN(
-        params_, DeviceParams::Create(store_, static_cast<int>(par.dp),
+        params_, DeviceParams::Create(store_, groups_.dp->size(),
                                       groups_.dp_rank(), par.dist_opt));
     const int pp_rank = groups_.pp_rank();
     steps_ = schedule_.StepsForRank(pp_rank);
@@ -107,7 +115,8 @@ class CudaTrainer : public StepLoopTrainer {
                     config_, *layout_, store_, params_.get(), tp_.get(),
                     CountPipelineSlots(schedule_, pp_rank),
                     PeakInFlightLayers(schedule_, pp_rank,
-                                       CudaGptModel::KeptLayers(*layout_))));
+                                       CudaGptModel::KeptLayers(*layout_)),
+                    cp_.get()));
     MESHTUNE_ASSIGN_OR_RETURN(
         optimizer_, DeviceOptimizer::Create(config_, store_, params_.get(),
                                             &groups_, dp_.get()));
@@ -145,7 +154,8 @@ class CudaTrainer : public StepLoopTrainer {
     r.rank = world_->rank();
     r.tp_rank = groups_.tp_rank();
     r.pp_rank = groups_.pp_rank();
-    r.dp_rank = groups_.dp_rank();
+    r.dp_rank = DataParallelRank();
+    r.cp_rank = groups_.cp_rank();
     r.num_params = store_.numel();
     // Allocated sizes, alignment padding included, like optimizer_bytes.
     r.param_bytes = 2 * params_->padded_numel();
@@ -164,7 +174,17 @@ class CudaTrainer : public StepLoopTrainer {
   StatusOr<StepOutput> TrainStep(int64_t iteration) override {
     const int64_t m = config_.num_microbatches();
     const int64_t n = config_.seq() * config_.parallel.mbs;
-    const float loss_scale = 1.0f / static_cast<float>(n * m);
+    // This cp rank's chunks of the sequence (the whole of it when cp == 1).
+    const context_parallel::SequenceChunks chunks(
+        config_.seq(), static_cast<int>(config_.parallel.cp),
+        groups_.cp_rank());
+    const int64_t n_local = chunks.local_len() * config_.parallel.mbs;
+    // Per-token gradient of the loss: 1/(tokens of this rank's m
+    // micro-batches), as the CPU trainer: with cp each rank's loss covers
+    // its own s/cp positions (Megatron's loss_func returns loss × cp) and
+    // the optimizer's average over dp·cp turns the cp ranks' sum back into
+    // the single-rank gradient.
+    const float loss_scale = 1.0f / static_cast<float>(n_local * m);
     // The data-parallel reduction of each layer starts during the last
     // micro-batch's backward of its chunk, as soon as its gradients are
     // final (Megatron DDP's overlap_grad_reduce, one bucket per layer).
@@ -188,6 +208,16 @@ class CudaTrainer : public StepLoopTrainer {
           tokens_.resize(n);
           targets_.resize(n);
           LoadMicroBatch(step.microbatch, tokens_.data(), targets_.data());
+          if (chunks.cp() > 1) {
+            // This cp rank's rows (Megatron get_batch_on_this_cp_rank:
+            // chunks r and 2·cp−1−r).
+            for (std::vector<int32_t>* rows : {&tokens_, &targets_}) {
+              std::vector<int32_t> local(n_local);
+              chunks.SelectRows(rows->data(), local.data(),
+                                config_.parallel.mbs, 1);
+              rows->swap(local);
+            }
+          }
         }
         MESHTUNE_RETURN_IF_ERROR(model_->Forward(c, slot, tokens_, targets_,
                                                  FirstSample(step.microbatch)));
@@ -324,7 +354,9 @@ class CudaTrainer : public StepLoopTrainer {
   std::unique_ptr<DeviceOptimizer> optimizer_;
   std::unique_ptr<Optimizer> host_optimizer_;  // checkpoint I/O only
   PipelineSlots* slots_ = nullptr;             // the running step's
-  std::vector<int32_t> tokens_, targets_;      // [s·b], sequence-major
+  // [s·b], sequence-major (this cp rank's s/cp positions under cp).
+  std::vector<int32_t> tokens_, targets_;
+  std::unique_ptr<DeviceCommunicator> cp_;  // cp > 1: the ring's group
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <utility>
 
+#include "engine/cuda/context_parallel/positions.h"
 #include "engine/cuda/kernels/ops.h"
 
 namespace meshtune::engine::cuda {
@@ -32,7 +33,10 @@ CudaTransformerLayer::AllocActivations(const LayerShape& sh,
   MESHTUNE_ASSIGN_BUFFER(a->rstd2, nl * kF32);
   MESHTUNE_ASSIGN_BUFFER(a->ln1, nl * h * kBf);
   MESHTUNE_ASSIGN_BUFFER(a->qkv, n * sh.qkv_width() * kBf);
-  if (kernels.flash != nullptr) {
+  if (kernels.ring != nullptr) {
+    MESHTUNE_ASSIGN_BUFFER(
+        a->lse, static_cast<size_t>(kernels.ring->lse_elements()) * kF32);
+  } else if (kernels.flash != nullptr) {
     MESHTUNE_ASSIGN_BUFFER(
         a->lse, static_cast<size_t>(kernels.flash->lse_elements()) * kF32);
   } else if (keep_probs) {
@@ -115,6 +119,39 @@ cpu::DropoutSpec CudaTransformerLayer::AttentionDropout(
   d.first_sample = first_sample;
   d.first_head = static_cast<int64_t>(tp_rank_) * sh_.heads;
   return d;
+}
+
+// Position-wise ops at the rows' global positions under cp
+// (engine/cuda/context_parallel/positions.h): the header says why these
+// members share the ops.h names.
+Status CudaTransformerLayer::HiddenDropout(Bf16* x, int64_t rows, int64_t h,
+                                           int64_t b, const cpu::DropoutSpec& d,
+                                           Stream stream) const {
+  return HiddenDropoutAt(Chunks(), x, rows, h, b, d, stream);
+}
+
+Status CudaTransformerLayer::RopeForward(Bf16* qkv, int64_t s, int64_t b,
+                                         int64_t heads, int64_t groups,
+                                         int64_t head_dim, float base,
+                                         int64_t pos_offset,
+                                         Stream stream) const {
+  MESHTUNE_CHECK(pos_offset == 0);  // the layer's rows start at position 0
+  return RopeAt(Chunks(), true, qkv, s, b, heads, groups, head_dim, base,
+                stream);
+}
+
+Status CudaTransformerLayer::RopeBackward(Bf16* dqkv, int64_t s, int64_t b,
+                                          int64_t heads, int64_t groups,
+                                          int64_t head_dim, float base,
+                                          int64_t pos_offset,
+                                          Stream stream) const {
+  MESHTUNE_CHECK(pos_offset == 0);
+  return RopeAt(Chunks(), false, dqkv, s, b, heads, groups, head_dim, base,
+                stream);
+}
+
+const context_parallel::SequenceChunks* CudaTransformerLayer::Chunks() const {
+  return kernels_.ring != nullptr ? &kernels_.ring->chunks() : nullptr;
 }
 
 Status CudaTransformerLayer::Norm(const Bf16* x, const Bf16* residual,
@@ -213,7 +250,11 @@ Status CudaTransformerLayer::Forward(const Bf16* x, Bf16* y,
                                          sh.rope_base, 0, nullptr));
   }
   const cpu::DropoutSpec attention_dropout = AttentionDropout(first_sample);
-  if (kernels_.flash != nullptr) {
+  if (kernels_.ring != nullptr) {  // context parallelism
+    MESHTUNE_RETURN_IF_ERROR(
+        kernels_.ring->Forward(a->qkv.as<Bf16>(), a->attn.as<Bf16>(),
+                               a->lse.as<float>(), &attention_dropout));
+  } else if (kernels_.flash != nullptr) {
     MESHTUNE_RETURN_IF_ERROR(kernels_.flash->Forward(
         a->qkv.as<Bf16>(), a->attn.as<Bf16>(), a->lse.as<float>(), nullptr,
         &attention_dropout));
@@ -320,7 +361,12 @@ Status CudaTransformerLayer::Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
       dproj_full, a.attn.as<Bf16>(), W(p.proj_w), s.dattn.as<Bf16>(),
       G(p.proj_w), row_bias_grad ? G(p.proj_b) : nullptr, n, hd, h, nullptr));
   const cpu::DropoutSpec attention_dropout = AttentionDropout(first_sample);
-  if (kernels_.flash != nullptr) {
+  if (kernels_.ring != nullptr) {
+    // The ring's backward, from the saved lse as the flash kernel's.
+    MESHTUNE_RETURN_IF_ERROR(kernels_.ring->Backward(
+        s.dattn.as<Bf16>(), a.qkv.as<Bf16>(), a.attn.as<Bf16>(),
+        a.lse.as<float>(), s.dqkv.as<Bf16>(), &attention_dropout));
+  } else if (kernels_.flash != nullptr) {
     // The flash backward recomputes P tile by tile from the saved
     // log-sum-exp whatever the recompute setting (Megatron's selective
     // recompute with flash attention saves nothing extra either).

@@ -33,6 +33,7 @@
 
 #include "engine/cpu/dropout_mask.h"
 #include "engine/cuda/comm/device_communicator.h"
+#include "engine/cuda/context_parallel/ring_attention.h"
 #include "engine/cuda/device_params.h"
 #include "engine/cuda/kernels/attention.h"
 #include "engine/cuda/kernels/flash_attention.h"
@@ -78,10 +79,15 @@ struct LayerScratch {
   DeviceBuffer drop;                     // [nl, h] a dropped branch's gradient
 };
 
-// The core-attention kernel of a layer: exactly one is non-null.
+// The core-attention kernel of a layer: exactly one is non-null. `ring`:
+// context parallelism (cp > 1), ring attention over the cp group on the
+// flash chunk kernels; the layer's rows are then its cp rank's two chunks
+// and its position-wise ops (RoPE, hidden dropout) use their global
+// positions.
 struct AttentionKernels {
   FlashAttention* flash = nullptr;
   Attention* unfused = nullptr;
+  DeviceRingAttention* ring = nullptr;
 };
 
 // [nl, h] -> [n, h]: all-gathered over tp into `gathered` [n, h] under SP
@@ -133,6 +139,24 @@ class CudaTransformerLayer {
   float* G(int i) const;
   cpu::DropoutSpec Hidden(cpu::DropoutSite site, int64_t first_sample) const;
   cpu::DropoutSpec AttentionDropout(int64_t first_sample) const;
+  // The ops.h position-wise ops at the rows' global positions: these
+  // members hide the namespace functions of the same signature, so every
+  // call in the layer goes through them. Without cp they are the ops.h
+  // calls; under cp (kernels_.ring) one call per run of consecutive global
+  // positions (engine/context_parallel/sequence_chunks.h Runs), with the
+  // run's positions (RoPE) or first global row (dropout), as the CPU layer.
+  // HiddenDropout's x holds the rows [d.first_row, + rows) of the rank's
+  // local rows (its SP shard).
+  Status HiddenDropout(Bf16* x, int64_t rows, int64_t h, int64_t b,
+                       const cpu::DropoutSpec& d, Stream stream) const;
+  Status RopeForward(Bf16* qkv, int64_t s, int64_t b, int64_t heads,
+                     int64_t groups, int64_t head_dim, float base,
+                     int64_t pos_offset, Stream stream) const;
+  Status RopeBackward(Bf16* dqkv, int64_t s, int64_t b, int64_t heads,
+                      int64_t groups, int64_t head_dim, float base,
+                      int64_t pos_offset, Stream stream) const;
+  // This rank's sequence chunks under cp (kernels_.ring), else null.
+  const context_parallel::SequenceChunks* Chunks() const;
   Status Norm(const Bf16* x, const Bf16* residual, Bf16* sum_out, int w, int b,
               Bf16* out, DeviceBuffer& mean, DeviceBuffer& rstd);
   Status NormBackward(const Bf16* dout, const Bf16* y, int w, int b,

@@ -34,6 +34,7 @@ struct Layout {
   bool selective;  // selective recompute
   bool full;       // full recompute, uniform, 2 layers per segment
   bool dropout;    // hidden and attention dropout 0.1 (the CPU's masks)
+  int64_t cp = 1;  // context parallelism (ring attention)
 };
 
 // ctest shows the layout's name, not its bytes.
@@ -109,6 +110,7 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
   par.parallel.pp = l.pp;
   par.parallel.vpp = l.vpp;
   par.parallel.dp = l.dp;
+  par.parallel.cp = l.cp;
   par.parallel.sp = l.sp;
   par.parallel.dist_opt = l.dist_opt;
   ASSERT_TRUE(par.Validate().ok()) << par.Validate().message();
@@ -141,6 +143,19 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
     }
     EXPECT_GT(compared, 0);
   }
+  // The cp ranks of a replica end with bitwise equal weights (world ranks 0
+  // and 1 are cp ranks 0 and 1 when tp == 1): their gradients are averaged
+  // over dp·cp.
+  if (l.cp > 1 && l.tp == 1) {
+    const ParamStore& a = ranks[0]->params();
+    const ParamStore& b = ranks[1]->params();
+    ASSERT_EQ(a.size(), b.size());
+    for (int i = 0; i < a.size(); ++i) {
+      const std::vector<float> x(a.param(i), a.param(i) + a.info(i).numel);
+      const std::vector<float> y(b.param(i), b.param(i) + b.info(i).numel);
+      EXPECT_EQ(x, y) << a.info(i).name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -164,7 +179,19 @@ INSTANTIATE_TEST_SUITE_P(
                false},
         Layout{"tp2_pp2_sp", true, 2, 2, 1, 1, true, false, true, false, false},
         Layout{"tp2_pp2_dp2_sp_dist_opt", false, 2, 2, 1, 2, true, true, false,
-               false, true}),
+               false, true},
+        // Context parallelism: ring attention over the cp ranks, RoPE and
+        // the position embedding at global positions, dp·cp gradients.
+        Layout{"cp2", false, 1, 1, 1, 1, false, false, false, false, false, 2},
+        Layout{"cp2_llama", true, 1, 1, 1, 1, false, false, false, false, false,
+               2},
+        Layout{"cp4", true, 1, 1, 1, 1, false, false, false, false, false, 4},
+        Layout{"cp2_tp2_sp_dropout", false, 2, 1, 1, 1, true, false, false,
+               false, true, 2},
+        Layout{"cp2_pp2", true, 1, 2, 1, 1, false, false, false, false, false,
+               2},
+        Layout{"cp2_dp2_dist_opt", false, 1, 1, 1, 2, false, true, false, false,
+               false, 2}),
     [](const ::testing::TestParamInfo<Layout>& info) {
       return std::string(info.param.name);
     });
