@@ -72,6 +72,12 @@ int64_t ShardPiece(int64_t shard, int64_t bucket, int64_t dp) {
 
 }  // namespace
 
+bool ExpertsFormOwnRegion(const ParamStore& store,
+                          const ProcessGroups& groups) {
+  return store.dense_numel() < store.numel() && groups.edp != nullptr &&
+         (groups.ep->size() > 1 || groups.etp->size() != groups.tp->size());
+}
+
 Optimizer::Optimizer(const OptimizerConfig& config, bool distributed,
                      int64_t train_iters, const ParamStore& store,
                      ProcessGroups* groups)
@@ -85,9 +91,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, bool distributed,
   MESHTUNE_CHECK(config_.ddp_bucket_size >= 0);
   // The expert tail is a region of its own only when its replicas differ
   // from the dense ones' (the edp group is not the dp group).
-  const bool split =
-      store.dense_numel() < numel_ && groups_->edp != nullptr &&
-      (groups_->ep->size() > 1 || groups_->etp->size() != groups_->tp->size());
+  const bool split = ExpertsFormOwnRegion(store, *groups_);
   auto add = [&](int64_t begin, int64_t end, Communicator* grads,
                  Communicator* norm) {
     Region r;

@@ -36,6 +36,12 @@
 
 namespace meshtune::engine {
 
+// Whether `store`'s expert parameters form a region of their own (above):
+// the store has expert tensors and expert parallelism changes who holds
+// them (ep > 1, or etp != tp). The CPU optimizer and the CUDA engine's
+// device parameters and optimizer split by it.
+bool ExpertsFormOwnRegion(const ParamStore& store, const ProcessGroups& groups);
+
 struct StepResult {
   float lr = 0;
   double grad_norm = 0;  // before clipping

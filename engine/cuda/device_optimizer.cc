@@ -143,40 +143,35 @@ StatusOr<std::unique_ptr<DeviceOptimizer>> DeviceOptimizer::Create(
   opt->adam_segments_ =
       params->AdamSegments(store, config.optimizer.weight_decay);
   opt->norm_segments_ = params->NormSegments(store);
-  opt->store_ = &store;
-  // The expert region (engine/optimizer.h's rule).
-  const auto& par = config.parallel;
-  opt->expert_region_ = store.dense_numel() < store.numel() &&
-                        (par.ep > 1 || par.expert_tp() != par.tp);
+  // The expert region (engine/optimizer.h's rule): DeviceParams must have
+  // been laid out with it (ExpertSharding over edp).
+  opt->expert_region_ = ExpertsFormOwnRegion(store, *groups);
+  const size_t want_regions = opt->expert_region_ ? 2 : 1;
+  if (params->regions().size() != want_regions) {
+    return Status::InvalidArgument(
+        std::string("device optimizer: the device params have ") +
+            std::to_string(params->regions().size()) +
+            " regions but the layout needs " + std::to_string(want_regions) +
+            " (expert parameters " +
+            (opt->expert_region_ ? "form" : "do not form") +
+            " a region of their own)",
+        "create the DeviceParams with an ExpertSharding over edp exactly "
+        "when ExpertsFormOwnRegion(store, groups)");
+  }
   if (opt->expert_region_) {
-    if (params->distributed()) {
-      return Status::Unimplemented(
-          "the CUDA engine's distributed optimizer does not shard expert "
-          "parameters over edp yet (ep=" +
-              std::to_string(par.ep) +
-              ", etp=" + std::to_string(par.expert_tp()) + ")",
-          "drop --use-distributed-optimizer, or use --backend cpu");
-    }
-    if (groups->edp == nullptr || groups->emp == nullptr ||
-        (groups->edp->size() > 1) != (edp != nullptr) ||
-        (edp != nullptr && (edp->size() != groups->edp->size() ||
-                            edp->rank() != groups->edp->rank()))) {
+    const ParamRegion& r = params->regions()[1];
+    if ((r.size > 1) != (edp != nullptr) ||
+        (edp != nullptr && (edp->size() != r.size || edp->rank() != r.rank))) {
       return Status::InvalidArgument(
           "device optimizer: expert parameters need the edp group's device "
           "communicator (edp has " +
-              std::to_string(groups->edp != nullptr ? groups->edp->size() : 0) +
-              " ranks)",
+              std::to_string(r.size) + " ranks, this is rank " +
+              std::to_string(r.rank) + ")",
           "pass CreateDeviceCommunicator(groups->edp.get()) when edp > 1");
     }
     opt->edp_ = edp;
-    opt->norm_segments_.clear();
-    for (int i = 0; i < store.size(); ++i) {
-      const ParamInfo& info = store.info(i);
-      (info.expert ? opt->expert_tensors_ : opt->dense_tensors_).push_back(i);
-      if (!info.counts_in_norm) continue;
-      (info.expert ? opt->expert_norm_segments_ : opt->norm_segments_)
-          .push_back({params->grad(store, i), info.numel});
-    }
+    opt->norm_segments_ = params->NormSegments(store, 0);
+    opt->expert_norm_segments_ = params->NormSegments(store, 1);
   }
   auto norm = DeviceBuffer::Allocate(sizeof(double));
   if (!norm.ok()) return norm.status();
@@ -207,26 +202,32 @@ Status DeviceOptimizer::WaitForReductions() {
   return WaitForStream(nullptr, dp_stream_);
 }
 
+// Each region over its group: all-reduced whole, or (distributed)
+// reduce-scattered in place so this rank's shard holds the sum; then the
+// average over dp·cp (both regions: expert_gradient_scaling_factor).
 Status DeviceOptimizer::ReduceByRegion() {
   reduced_.clear();
+  float* grads = params_->grad_buffer();
   Status status = GroupStart();
-  for (int i : dense_tensors_) {
-    if (dp_ == nullptr || !status.ok()) break;
-    status = dp_->AllReduceSum(params_->grad(*store_, i), store_->info(i).numel,
-                               nullptr);
-  }
-  for (int i : expert_tensors_) {
-    if (edp_ == nullptr || !status.ok()) break;
-    status = edp_->AllReduceSum(params_->grad(*store_, i),
-                                store_->info(i).numel, nullptr);
+  for (const ParamRegion& r : params_->regions()) {
+    DeviceCommunicator* comm = r.expert ? edp_ : dp_;
+    if (comm == nullptr || !status.ok()) continue;
+    status =
+        distributed()
+            ? comm->ReduceScatterSum(grads + r.begin, grads + r.shard_begin,
+                                     r.shard_numel(), nullptr)
+            : comm->AllReduceSum(grads + r.begin, r.numel(), nullptr);
   }
   const Status end = GroupEnd();
   MESHTUNE_RETURN_IF_ERROR(status);
   MESHTUNE_RETURN_IF_ERROR(end);
   const int dp = params_->dp_size();
   if (dp == 1) return Status::Ok();
-  return Scale(params_->grad_buffer(), params_->padded_numel(),
-               1.0f / static_cast<float>(dp), nullptr);
+  for (const ParamRegion& r : params_->regions()) {
+    MESHTUNE_RETURN_IF_ERROR(Scale(grads + r.shard_begin, r.shard_numel(),
+                                   1.0f / static_cast<float>(dp), nullptr));
+  }
+  return Status::Ok();
 }
 
 StatusOr<double> DeviceOptimizer::SumSquaresOverGroups() {
@@ -245,6 +246,7 @@ StatusOr<double> DeviceOptimizer::SumSquaresOverGroups() {
   double expert_sq = 0;
   MESHTUNE_RETURN_IF_ERROR(norm_.CopyToHost(&expert_sq, sizeof(double)));
   groups_->emp->AllReduceSum(&expert_sq, 1);
+  if (distributed()) groups_->edp->AllReduceSum(&expert_sq, 1);
   return sum_sq + expert_sq;
 }
 
@@ -297,24 +299,29 @@ StatusOr<StepResult> DeviceOptimizer::Step(int64_t iteration) {
     return result;
   }
 
-  const int64_t shard = params_->shard_end() - params_->shard_begin();
   if (opt.clip_grad > 0 && result.grad_norm > opt.clip_grad) {
     const float coeff = static_cast<float>(static_cast<double>(opt.clip_grad) /
                                            (result.grad_norm + 1e-6));
     // The gradients this rank updates; the others are not read again.
-    MESHTUNE_RETURN_IF_ERROR(
-        Scale(params_->grad_buffer() + params_->shard_begin(), shard, coeff,
-              nullptr));
+    for (const ParamRegion& r : params_->regions()) {
+      MESHTUNE_RETURN_IF_ERROR(Scale(params_->grad_buffer() + r.shard_begin,
+                                     r.shard_numel(), coeff, nullptr));
+    }
   }
   MESHTUNE_RETURN_IF_ERROR(AdamWUpdate(adam_segments_, result.lr,
                                        opt.adam_beta1, opt.adam_beta2,
                                        opt.adam_eps, steps_ + 1, nullptr));
   ++steps_;
-  if (distributed() && params_->dp_size() > 1) {
+  if (distributed()) {
     // In place: this rank's block is its own shard of the bf16 weights.
     Bf16* weights = params_->weight_buffer();
-    MESHTUNE_RETURN_IF_ERROR(dp_->AllGather(weights + params_->shard_begin(),
-                                            weights, shard, nullptr));
+    for (const ParamRegion& r : params_->regions()) {
+      DeviceCommunicator* comm = r.expert ? edp_ : dp_;
+      if (r.size == 1) continue;
+      MESHTUNE_RETURN_IF_ERROR(comm->AllGather(weights + r.shard_begin,
+                                               weights + r.begin,
+                                               r.shard_numel(), nullptr));
+    }
   }
   MESHTUNE_RETURN_IF_ERROR(Synchronize("device_optimizer_step"));
   return result;
@@ -326,12 +333,12 @@ int64_t DeviceOptimizer::state_bytes() const {
 
 Status DeviceOptimizer::GatherState(ParamStore* store, float* m,
                                     float* v) const {
-  MESHTUNE_RETURN_IF_ERROR(params_->DownloadParams(store, dp_));
-  return params_->DownloadMoments(*store, m, v, dp_);
+  MESHTUNE_RETURN_IF_ERROR(params_->DownloadParams(store, dp_, edp_));
+  return params_->DownloadMoments(*store, m, v, dp_, edp_);
 }
 
 Status DeviceOptimizer::GatherParams(ParamStore* store) const {
-  return params_->DownloadParams(store, dp_);
+  return params_->DownloadParams(store, dp_, edp_);
 }
 
 Status DeviceOptimizer::ScatterState(const ParamStore& store, const float* m,

@@ -86,14 +86,14 @@ class DeviceOptimizer {
   // dp communicator.
   //
   // Expert parameters (ParamInfo::expert) form a region of their own when
-  // expert parallelism changes who holds them (ep > 1 or etp != tp, as
-  // engine/optimizer.h): their gradients are summed over groups->edp
-  // through `edp` (its device communicator; null when edp has one rank)
-  // and scaled by 1/(dp·cp) like the dense ones, their squared norm is
-  // summed over groups->emp, and the dp reduction skips them (tensor by
-  // tensor, so ReduceBucket is refused and the trainer reduces at Step).
-  // The distributed optimizer with such a region is not built on the GPU
-  // (CudaGptModel::CheckSupported refuses it).
+  // expert parallelism changes who holds them (engine/optimizer.h,
+  // ExpertsFormOwnRegion; `params` must then be laid out with an
+  // ExpertSharding over edp): the dense region reduces over dp and the
+  // expert region over groups->edp through `edp` (its device communicator;
+  // null when edp has one rank), both scaled by 1/(dp·cp); distributed, each
+  // region is reduce-scattered and all-gathered over its own group; the
+  // expert squared norm is summed over groups->emp (and edp when
+  // distributed). ReduceBucket is refused then: the trainer reduces at Step.
   static StatusOr<std::unique_ptr<DeviceOptimizer>> Create(
       const TrainConfig& config, const ParamStore& store, DeviceParams* params,
       ProcessGroups* groups, DeviceCommunicator* dp,
@@ -158,12 +158,9 @@ class DeviceOptimizer {
   DeviceCommunicator* dp_;             // null when dp == 1
   DeviceCommunicator* edp_ = nullptr;  // null when edp == 1
   bool expert_region_ = false;
-  // With an expert region: the store's tensors by region (indices), and
-  // the expert tensors' norm segments (norm_segments_ then holds the
-  // dense ones only).
-  std::vector<int> dense_tensors_, expert_tensors_;
+  // With an expert region: the expert tensors' norm segments
+  // (norm_segments_ then holds the dense ones only).
   std::vector<GradSegment> expert_norm_segments_;
-  const ParamStore* store_ = nullptr;
   Stream dp_stream_ = nullptr;  // not distributed, dp > 1 only
   std::vector<AdamWSegment> adam_segments_;
   std::vector<GradSegment> norm_segments_;

@@ -17,6 +17,14 @@
 // multiple of kAlignElements too, so every piece the optimizer touches stays
 // aligned.
 //
+// Expert parameters (ParamInfo::expert) form a region of their own when
+// expert parallelism changes who holds them (engine/optimizer.h,
+// ExpertsFormOwnRegion): then the dense tensors come first (store order)
+// and the expert tensors after them, each region padded and sharded on its
+// own, the dense one over dp and the expert one over edp (Megatron's
+// expert_dp sharding of the distributed optimizer). The master weights and
+// m, v hold the dense shard, then the expert shard.
+//
 // The placement is pure arithmetic (ParamLayout, MakeParamLayout,
 // ShardPieces: no device), so it is tested where there is no GPU.
 #ifndef MESHTUNE_ENGINE_CUDA_DEVICE_PARAMS_H_
@@ -36,6 +44,25 @@
 
 namespace meshtune::engine::cuda {
 
+// A run of the flat buffers whose gradients reduce over one group (dp, or
+// edp for the expert region) and whose optimizer state is sharded over it.
+struct ParamRegion {
+  int64_t begin = 0, end = 0;  // device offsets; end padded (distributed)
+  bool expert = false;
+  int size = 1, rank = 0;  // the group's size and this rank's rank
+  // This rank's shard [shard_begin, shard_end) (the whole region when not
+  // distributed) and where it starts in the master weights and m, v.
+  int64_t shard_begin = 0, shard_end = 0;
+  int64_t state_offset = 0;
+  int64_t shard_numel() const { return shard_end - shard_begin; }
+  int64_t numel() const { return end - begin; }
+};
+
+// The expert region's group, when the experts form one (ParamLayout).
+struct ExpertSharding {
+  int edp_size = 1, edp_rank = 0;
+};
+
 // Where every tensor of a store lives in the device buffers, and the range
 // of them whose optimizer state (fp32 master weights, m, v) this rank holds.
 struct ParamLayout {
@@ -44,12 +71,20 @@ struct ParamLayout {
   std::vector<int64_t> offsets;  // device offset of each tensor
   bool distributed = false;      // optimizer state sharded over dp
   int dp_size = 1, dp_rank = 0;
-  // This rank's shard [shard_begin, shard_end) of the flat buffers; the
-  // whole buffer [0, padded_numel) when not distributed.
+  // The dense region's shard [shard_begin, shard_end) of the flat buffers
+  // (the whole buffer [0, padded_numel) when not distributed and there is
+  // no expert region).
   int64_t shard_begin = 0, shard_end = 0;
-  int64_t shard_numel() const { return shard_end - shard_begin; }
-  // True when the shard is the whole buffer (not distributed, or dp = 1):
-  // no collective is needed to see every tensor's state.
+  // One region, or the dense then the expert one.
+  std::vector<ParamRegion> regions;
+  // Elements of optimizer state this rank holds (every region's shard).
+  int64_t shard_numel() const {
+    int64_t n = 0;
+    for (const ParamRegion& r : regions) n += r.shard_numel();
+    return n;
+  }
+  // True when every shard is its whole region (not distributed, or groups
+  // of one): no collective is needed to see every tensor's state.
   bool holds_everything() const { return shard_numel() == padded_numel; }
   // Bytes of optimizer state this rank holds: fp32 master weights, m and v
   // over the shard (12 per parameter, 12/dp distributed; padding included,
@@ -62,10 +97,13 @@ struct ParamLayout {
 // Alignment of every tensor's device offset (elements): 256 bytes of bf16.
 inline constexpr int64_t kParamAlignElements = 128;
 
-// The layout of `store` (finalized) for dp rank `dp_rank` of `dp_size`.
-// Errors: an empty store, dp_size < 1, dp_rank outside [0, dp_size).
+// The layout of `store` (finalized) for dp rank `dp_rank` of `dp_size`;
+// with `experts`, the expert tensors form a second region sharded over its
+// edp group. Errors: an empty store, dp_size < 1, dp_rank outside
+// [0, dp_size), the same for edp, `experts` for a store without experts.
 StatusOr<ParamLayout> MakeParamLayout(const ParamStore& store, int dp_size,
-                                      int dp_rank, bool distributed);
+                                      int dp_rank, bool distributed,
+                                      const ExpertSharding* experts = nullptr);
 
 // A piece of one tensor inside the shard: device offsets [begin, end) of
 // tensor `tensor` (store index), real elements only (never the alignment
@@ -74,6 +112,8 @@ StatusOr<ParamLayout> MakeParamLayout(const ParamStore& store, int dp_size,
 struct ShardPiece {
   int tensor = 0;
   int64_t begin = 0, end = 0;
+  int region = 0;     // index into ParamLayout::regions
+  int64_t state = 0;  // begin's index in the master weights and m, v
 };
 // The pieces of every tensor inside layout's shard, in store order.
 std::vector<ShardPiece> ShardPieces(const ParamLayout& layout,
@@ -90,7 +130,7 @@ class DeviceParams {
   // MakeParamLayout, and device allocation failures.
   static StatusOr<std::unique_ptr<DeviceParams>> Create(
       const ParamStore& store, int dp_size = 1, int dp_rank = 0,
-      bool distributed = false);
+      bool distributed = false, const ExpertSharding* experts = nullptr);
 
   const ParamLayout& layout() const { return layout_; }
   int64_t numel() const { return layout_.numel; }
@@ -99,6 +139,7 @@ class DeviceParams {
   int dp_rank() const { return layout_.dp_rank; }
   int64_t shard_begin() const { return layout_.shard_begin; }
   int64_t shard_end() const { return layout_.shard_end; }
+  const std::vector<ParamRegion>& regions() const { return layout_.regions; }
   // The main-grad buffer as one flat range (padding included, zero), for
   // the data-parallel reductions.
   float* grad_buffer() const { return grads_.as<float>(); }
@@ -130,15 +171,17 @@ class DeviceParams {
   // Copies the full fp32 master weights into `store`. When this rank holds
   // only a shard (distributed, dp > 1) the other shards come from the dp
   // ranks: collective over `dp` (every dp rank calls it; the communicator
-  // over the dp group, size dp_size() and rank dp_rank()). `dp` may be null
-  // otherwise.
-  Status DownloadParams(ParamStore* store,
-                        DeviceCommunicator* dp = nullptr) const;
+  // over the dp group, size dp_size() and rank dp_rank()), and for an
+  // expert region sharded over edp > 1 over `edp` too. A communicator may
+  // be null where its region's shard is the whole region.
+  Status DownloadParams(ParamStore* store, DeviceCommunicator* dp = nullptr,
+                        DeviceCommunicator* edp = nullptr) const;
   // AdamW's moments, full, to host arrays of numel() floats each in the
   // store's packed order (checkpoints go through the CPU engine's format,
-  // engine/checkpoint.h); collective over `dp` as DownloadParams.
+  // engine/checkpoint.h); collective as DownloadParams.
   Status DownloadMoments(const ParamStore& store, float* m, float* v,
-                         DeviceCommunicator* dp = nullptr) const;
+                         DeviceCommunicator* dp = nullptr,
+                         DeviceCommunicator* edp = nullptr) const;
   // Replaces the master weights with `store`'s (and rewrites the bf16
   // copy, all of it) and the moments with m, v (full host arrays of
   // numel() floats): a loaded checkpoint. Every rank gets the full arrays
@@ -153,6 +196,9 @@ class DeviceParams {
   std::vector<AdamWSegment> AdamSegments(const ParamStore& store,
                                          float weight_decay) const;
   std::vector<GradSegment> NormSegments(const ParamStore& store) const;
+  // Those of region `region` only.
+  std::vector<GradSegment> NormSegments(const ParamStore& store,
+                                        int region) const;
 
  private:
   DeviceParams() = default;
@@ -170,13 +216,16 @@ class DeviceParams {
   Status ShardToDevice(const ParamStore& store, const float* host,
                        float* shard) const;
   // The full-layout values of a shard-sized array `shard` into `host`:
-  // directly when this rank holds everything, else all-gathered over `dp`
-  // into a temporary full-layout device array first.
+  // directly when this rank holds everything, else each region's shards
+  // all-gathered over its group (`dp` or `edp`) into a temporary
+  // full-layout device array first.
   Status GatherToHost(const ParamStore& store, const float* shard,
-                      DeviceCommunicator* dp, float* host) const;
-  // Ok when `dp` can gather this rank's shards (or none is needed); the
-  // error names `what` (the download) and the mismatch.
-  Status CheckDp(const DeviceCommunicator* dp, const char* what) const;
+                      DeviceCommunicator* dp, DeviceCommunicator* edp,
+                      float* host) const;
+  // Ok when `dp` and `edp` can gather this rank's shards (or none is
+  // needed); the error names `what` (the download) and the mismatch.
+  Status CheckGroups(const DeviceCommunicator* dp,
+                     const DeviceCommunicator* edp, const char* what) const;
 
   ParamLayout layout_;
   std::vector<ShardPiece> pieces_;

@@ -61,6 +61,71 @@ TEST(ParamLayoutHostOnlyTest, NotDistributedHoldsEveryTensorWhole) {
   }
 }
 
+// With an expert region: tensors 1 and 3 of 300, 5, 7, 9 marked expert.
+// Dense first (300 at 0, 7 at 384: region [0, 512)), then the experts (5 at
+// 512, 9 at 640: [512, 768)). Distributed over dp 2 and edp 2, the dense
+// region stays 512 (a multiple of 2·128: shards of 256) and the expert one
+// pads to 256 (shards of 128); rank (1, 1)'s state is the dense shard
+// [256, 512) then the expert shard [640, 768).
+TEST(ParamLayoutHostOnlyTest, ExpertsFormARegionShardedOverEdp) {
+  ParamStore store;
+  for (int i = 0; i < 4; ++i) {
+    ParamInfo t;
+    t.name = "t" + std::to_string(i);
+    t.global_shape = {std::vector<int64_t>{300, 5, 7, 9}[i]};
+    t.expert = i % 2 == 1;
+    store.Add(t);
+  }
+  store.Finalize();
+  const ExpertSharding edp{2, 1};
+  auto whole = MakeParamLayout(store, 2, 1, false, &edp);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_EQ(whole->offsets, (std::vector<int64_t>{0, 512, 384, 640}));
+  EXPECT_EQ(whole->padded_numel, 768);
+  ASSERT_EQ(whole->regions.size(), 2u);
+  EXPECT_TRUE(whole->holds_everything());
+  EXPECT_EQ(whole->regions[1].state_offset, 512);
+
+  auto sharded = MakeParamLayout(store, 2, 1, true, &edp);
+  ASSERT_TRUE(sharded.ok()) << sharded.status().message();
+  const ParamRegion& dense = sharded->regions[0];
+  const ParamRegion& expert = sharded->regions[1];
+  EXPECT_EQ(dense.begin, 0);
+  EXPECT_EQ(dense.end, 512);
+  EXPECT_EQ(dense.shard_begin, 256);
+  EXPECT_EQ(dense.shard_end, 512);
+  EXPECT_TRUE(expert.expert);
+  EXPECT_EQ(expert.begin, 512);
+  EXPECT_EQ(expert.end, 768);
+  EXPECT_EQ(expert.shard_begin, 640);
+  EXPECT_EQ(expert.shard_end, 768);
+  EXPECT_EQ(expert.state_offset, 256);
+  EXPECT_EQ(sharded->shard_numel(), 384);
+  EXPECT_FALSE(sharded->holds_everything());
+  // Rank (1, 1) holds tensor 0's tail [256, 300), tensor 2 whole and
+  // tensor 3 whole, at state indices 0, 128 and 256.
+  const std::vector<ShardPiece> pieces = ShardPieces(*sharded, store);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].tensor, 0);
+  EXPECT_EQ(pieces[0].begin, 256);
+  EXPECT_EQ(pieces[0].end, 300);
+  EXPECT_EQ(pieces[0].state, 0);
+  EXPECT_EQ(pieces[1].tensor, 2);
+  EXPECT_EQ(pieces[1].state, 128);
+  EXPECT_EQ(pieces[2].tensor, 3);
+  EXPECT_EQ(pieces[2].region, 1);
+  EXPECT_EQ(pieces[2].state, 256);
+
+  // Asking for an expert region without experts, or a bad edp rank.
+  const ParamStore dense_only = MakeOptimizerStore();
+  EXPECT_EQ(MakeParamLayout(dense_only, 1, 0, true, &edp).status().message(),
+            "device params: an expert region was asked for but the store has "
+            "no expert parameters");
+  const ExpertSharding bad{2, 2};
+  EXPECT_EQ(MakeParamLayout(store, 1, 0, true, &bad).status().message(),
+            "device params: edp rank 2 is outside [0, 2)");
+}
+
 // dp = 3: 768 is a multiple of 3·128, so shards of 256; the first tensor
 // (300 elements) is cut at 256 between ranks 0 and 1.
 TEST(ParamLayoutHostOnlyTest, DistributedShardsCutTensorsAtTheEdges) {
