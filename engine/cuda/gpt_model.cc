@@ -70,14 +70,6 @@ StatusOr<AttentionKernel> ParseAttentionKernel(const char* value) {
 }
 
 Status CudaGptModel::CheckSupported(const TrainConfig& config) {
-  // The MoE layer and its dispatcher exist on the CPU only so far.
-  if (config.model.is_moe()) {
-    return Status::Unimplemented(
-        "the CUDA engine does not support MoE models yet (" +
-            config.model.name + " has " +
-            std::to_string(config.model.num_experts) + " experts)",
-        "train it with --backend cpu, or export the plan to Megatron-LM");
-  }
   auto kernel = ParseAttentionKernel(std::getenv("MESHTUNE_CUDA_ATTENTION"));
   if (!kernel.ok()) return kernel.status();
   const LayerShape sh = MakeLayerShape(config);
@@ -105,7 +97,7 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     const TrainConfig& config, const ModelLayout& layout,
     const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
     const std::vector<int>& slots, int64_t activation_sets,
-    DeviceCommunicator* cp) {
+    const CudaMoeComms& moe_comms, DeviceCommunicator* cp) {
   MESHTUNE_RETURN_IF_ERROR(CheckSupported(config));
   if (static_cast<int>(slots.size()) != layout.num_chunks()) {
     return Status::Internal("CUDA model: " + std::to_string(slots.size()) +
@@ -160,6 +152,17 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
       m->scratch_, CudaTransformerLayer::AllocScratch(
                        sh, kernels, selective, config.hidden_dropout > 0));
 
+  const bool moe = config.model.is_moe();
+  if (moe) {
+    if (moe_comms.tp_cp == nullptr || moe_comms.ep == nullptr ||
+        moe_comms.etp == nullptr) {
+      return Status::Internal("CUDA model: an MoE model needs its groups");
+    }
+    m->dispatcher_ = std::make_unique<DeviceTokenDispatcher>(
+        moe_comms.ep_rows, moe_comms.etp_rows, moe_comms.ep->size(),
+        moe_comms.etp->size(), moe_comms.etp->rank(), config.model.num_experts,
+        sh.h);
+  }
   const size_t n = static_cast<size_t>(sh.rows());
   const size_t nl = static_cast<size_t>(sh.local_rows()), h = sh.h;
   int64_t pool_size = 0;
@@ -180,9 +183,20 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
       if (seg.recompute) pool_size = std::max(pool_size, seg.end - seg.begin);
     }
     for (int64_t l = 0; l < count; ++l) {
+      const LayerParams& lp = layout.LayerParamsOf(c, l);
       chunk->layers.push_back(std::make_unique<CudaTransformerLayer>(
-          sh, layout.LayerParamsOf(c, l), chunk->first_layer + l, &store,
-          params, m->gemm_.get(), kernels, tp, m->scratch_.get()));
+          sh, lp, chunk->first_layer + l, &store, params, m->gemm_.get(),
+          kernels, tp, m->scratch_.get()));
+      if (lp.moe) {
+        CudaMoeComms comms = moe_comms;
+        comms.tp = tp;
+        m->moe_blocks_.push_back(std::make_unique<CudaMoeBlock>(
+            MakeMoeShape(config), comms, m->gemm_.get(), m->dispatcher_.get()));
+        if (lp.expert_bias >= 0) {
+          m->moe_blocks_.back()->set_expert_bias(store.param(lp.expert_bias));
+        }
+        chunk->layers.back()->set_moe(m->moe_blocks_.back().get());
+      }
     }
     const bool first = layout.HasEmbedding(c), last = layout.HasHead(c);
     for (int k = 0; k < slots[c]; ++k) {
@@ -228,6 +242,7 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     std::unique_ptr<LayerActivations> set;
     MESHTUNE_ASSIGN_OR_RETURN(
         set, CudaTransformerLayer::AllocActivations(sh, kernels, !selective));
+    if (moe) set->moe = std::make_unique<MoeActivations>();
     m->free_sets_.push_back(set.get());
     m->sets_.push_back(std::move(set));
   }
@@ -236,6 +251,7 @@ StatusOr<std::unique_ptr<CudaGptModel>> CudaGptModel::Create(
     std::unique_ptr<LayerActivations> set;
     MESHTUNE_ASSIGN_OR_RETURN(
         set, CudaTransformerLayer::AllocActivations(sh, kernels, !selective));
+    if (moe) set->moe = std::make_unique<MoeActivations>();
     m->pool_.push_back(std::move(set));
   }
   MESHTUNE_ASSIGN_BUFFER(m->grad_a_, nl * h * kBf);
@@ -459,6 +475,10 @@ Status CudaGptModel::Forward(int c, int k, const std::vector<int32_t>& tokens,
     MESHTUNE_RETURN_IF_ERROR(
         chunk.layers[l]->Forward(LayerInput(chunk, slot, l),
                                  LayerOutput(chunk, slot, l), a, first_sample));
+    // Counted here, once per micro-batch: a recomputed forward repeats it.
+    if (a->moe != nullptr && chunk.layers[l]->params().moe) {
+      aux_loss_sum_ += a->moe->aux_loss;
+    }
   }
   if (count == 0) {  // a stage of embedding or loss only
     MESHTUNE_RETURN_IF_ERROR(
@@ -520,6 +540,43 @@ Status CudaGptModel::Backward(
   }
   if (HasEmbedding(c)) return EmbeddingBackward(slot, input_grad);
   return Status::Ok();
+}
+
+void CudaGptModel::UpdateExpertBias(float rate, ProcessGroups* groups,
+                                    ParamStore* store) {
+  if (!config_.model.moe_router_enable_expert_bias) return;
+  // tp, then dp·cp ("dp" holds the cp ranks too): every rank of the stage.
+  const std::vector<Communicator*> sum_over = {groups->tp.get(),
+                                               groups->dp.get()};
+  size_t block = 0;
+  for (const auto& chunk : chunks_) {
+    for (const auto& layer : chunk->layers) {
+      const LayerParams& p = layer->params();
+      if (!p.moe) continue;
+      CudaMoeBlock* moe = moe_blocks_[block++].get();
+      if (p.expert_bias >= 0) {
+        moe->UpdateExpertBias(sum_over, rate, store->param(p.expert_bias));
+      }
+    }
+  }
+}
+
+std::vector<int> CudaGptModel::ExpertBiasTensors() const {
+  std::vector<int> out;
+  for (const auto& chunk : chunks_) {
+    for (const auto& layer : chunk->layers) {
+      if (layer->params().expert_bias >= 0) {
+        out.push_back(layer->params().expert_bias);
+      }
+    }
+  }
+  return out;
+}
+
+double CudaGptModel::TakeAuxLossSum() {
+  const double sum = aux_loss_sum_;
+  aux_loss_sum_ = 0;
+  return sum;
 }
 
 std::pair<int, int> CudaGptModel::LayerTensors(int64_t layer) const {

@@ -53,6 +53,7 @@
 #include "engine/cuda/transformer_layer.h"
 #include "engine/model_layout.h"
 #include "engine/param_store.h"
+#include "engine/process_groups.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
 
@@ -91,7 +92,7 @@ class CudaGptModel {
       const TrainConfig& config, const ModelLayout& layout,
       const ParamStore& store, DeviceParams* params, DeviceCommunicator* tp,
       const std::vector<int>& slots, int64_t activation_sets,
-      DeviceCommunicator* cp = nullptr);
+      const CudaMoeComms& moe_comms = {}, DeviceCommunicator* cp = nullptr);
   // Per chunk of `layout`, its layers that keep their activations from the
   // forward to the backward (all but those under full recompute).
   static std::vector<int64_t> KeptLayers(const ModelLayout& layout);
@@ -126,6 +127,16 @@ class CudaGptModel {
   // The losses Forward accumulated since the last call (0 off the last
   // virtual stage), read from the device (synchronizing), and resets it.
   StatusOr<double> TakeLossSum();
+  // The MoE layers' partial aux losses of this rank's forwards since the
+  // last call (recomputed forwards not counted again), and resets it.
+  double TakeAuxLossSum();
+  // The aux-loss-free expert bias of every MoE layer of this rank, once per
+  // step after the optimizer (CudaMoeBlock::UpdateExpertBias over the tp
+  // and dp·cp groups of `groups`), written into `store`'s bias entries (the
+  // host copy the routing reads). No-op without an expert bias.
+  void UpdateExpertBias(float rate, ProcessGroups* groups, ParamStore* store);
+  // The store indices of those biases (their truth is the host store).
+  std::vector<int> ExpertBiasTensors() const;
   // Backward of `chunk` for the micro-batch in `slot` (the last virtual
   // stage starts from the loss scaled by `loss_scale` per token);
   // accumulates into the main grads. `on_layer_done(l)`, when given, is
@@ -174,6 +185,10 @@ class CudaGptModel {
   // cp > 1: ring attention (then flash_ and attention_ are null).
   std::unique_ptr<DeviceRingAttention> ring_;
   std::unique_ptr<LayerScratch> scratch_;
+  // MoE models: the rows' dispatcher and one block per MoE layer.
+  std::unique_ptr<DeviceTokenDispatcher> dispatcher_;
+  std::vector<std::unique_ptr<CudaMoeBlock>> moe_blocks_;
+  double aux_loss_sum_ = 0;
   std::vector<std::unique_ptr<Chunk>> chunks_;
   // Kept layers' activation sets in flight, and the free ones.
   std::vector<std::unique_ptr<LayerActivations>> sets_;

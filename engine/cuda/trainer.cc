@@ -97,13 +97,33 @@ class CudaTrainer : public StepLoopTrainer {
       MESHTUNE_ASSIGN_OR_RETURN(
           cp_, CreateDeviceCommunicator(groups_.cp.get(), shared));
     }
+    // MoE: the rows travel over ep and etp, expert gradients over edp.
+    if (config_.model.is_moe()) {
+      if (groups_.ep->size() > 1) {
+        MESHTUNE_ASSIGN_OR_RETURN(
+            ep_, CreateDeviceCommunicator(groups_.ep.get(), shared));
+      }
+      if (groups_.etp->size() > 1) {
+        MESHTUNE_ASSIGN_OR_RETURN(
+            etp_, CreateDeviceCommunicator(groups_.etp.get(), shared));
+      }
+      if (groups_.edp->size() > 1) {
+        MESHTUNE_ASSIGN_OR_RETURN(
+            edp_, CreateDeviceCommunicator(groups_.edp.get(), shared));
+      }
+    }
     if (groups_.embd != nullptr && groups_.embd->size() > 1) {
       MESHTUNE_ASSIGN_OR_RETURN(
           embd_, CreateDeviceCommunicator(groups_.embd.get(), shared));
     }
+    // Expert tensors get a region of their own, sharded over edp, when
+    // their replicas are not the dp replicas (engine/optimizer.h).
+    const ExpertSharding experts{groups_.edp->size(), groups_.edp->rank()};
     MESHTUNE_ASSIGN_OR_RETURN(
-        params_, DeviceParams::Create(store_, groups_.dp->size(),
-                                      groups_.dp_rank(), par.dist_opt));
+        params_,
+        DeviceParams::Create(
+            store_, groups_.dp->size(), groups_.dp_rank(), par.dist_opt,
+            ExpertsFormOwnRegion(store_, groups_) ? &experts : nullptr));
     const int pp_rank = groups_.pp_rank();
     steps_ = schedule_.StepsForRank(pp_rank);
     plan_ = MakeP2pPlan(schedule_, pp_rank);
@@ -111,15 +131,18 @@ class CudaTrainer : public StepLoopTrainer {
     // Slots for what moves between stages, per chunk, and the pool of
     // saved activations at the schedule's peak (engine/pipeline/slots.h).
     MESHTUNE_ASSIGN_OR_RETURN(
-        model_, CudaGptModel::Create(
-                    config_, *layout_, store_, params_.get(), tp_.get(),
-                    CountPipelineSlots(schedule_, pp_rank),
-                    PeakInFlightLayers(schedule_, pp_rank,
-                                       CudaGptModel::KeptLayers(*layout_)),
-                    cp_.get()));
+        model_,
+        CudaGptModel::Create(
+            config_, *layout_, store_, params_.get(), tp_.get(),
+            CountPipelineSlots(schedule_, pp_rank),
+            PeakInFlightLayers(schedule_, pp_rank,
+                               CudaGptModel::KeptLayers(*layout_)),
+            CudaMoeComms{groups_.tp_cp.get(), groups_.ep.get(),
+                         groups_.etp.get(), nullptr, ep_.get(), etp_.get()},
+            cp_.get()));
     MESHTUNE_ASSIGN_OR_RETURN(
         optimizer_, DeviceOptimizer::Create(config_, store_, params_.get(),
-                                            &groups_, dp_.get()));
+                                            &groups_, dp_.get(), edp_.get()));
     if (!config_.save_dir.empty() || !config_.load_dir.empty()) {
       // Checkpoints are the CPU engine's files (Megatron layout, loadable
       // by either backend and any layout): a host optimizer holds the full
@@ -156,6 +179,8 @@ class CudaTrainer : public StepLoopTrainer {
     r.pp_rank = groups_.pp_rank();
     r.dp_rank = DataParallelRank();
     r.cp_rank = groups_.cp_rank();
+    r.ep_rank = groups_.ep->rank();
+    r.etp_rank = groups_.etp->rank();
     r.num_params = store_.numel();
     // Allocated sizes, alignment padding included, like optimizer_bytes.
     r.param_bytes = 2 * params_->padded_numel();
@@ -188,12 +213,15 @@ class CudaTrainer : public StepLoopTrainer {
     // The data-parallel reduction of each layer starts during the last
     // micro-batch's backward of its chunk, as soon as its gradients are
     // final (Megatron DDP's overlap_grad_reduce, one bucket per layer).
-    const std::function<Status(int64_t)> reduce_layer =
+    // With an expert region the optimizer reduces tensor by tensor over
+    // dp or edp at Step (DeviceOptimizer::Create).
+    std::function<Status(int64_t)> reduce_layer =
         [this](int64_t layer) -> Status {
       const auto [first, last] = model_->LayerTensors(layer);
       const auto [begin, end] = params_->Range(first, last);
       return optimizer_->ReduceBucket(begin, end);
     };
+    if (optimizer_->expert_region()) reduce_layer = nullptr;
     MESHTUNE_RETURN_IF_ERROR(params_->ZeroGrads());
     PipelineSlots slots(model_->num_chunks());
     slots_ = &slots;
@@ -233,19 +261,46 @@ class CudaTrainer : public StepLoopTrainer {
     slots_ = nullptr;
     StepOutput out;
     MESHTUNE_ASSIGN_OR_RETURN(out.loss_sum, model_->TakeLossSum());
+    out.aux_loss_sum = model_->TakeAuxLossSum();
     MESHTUNE_RETURN_IF_ERROR(FinalizeGrads());
     MESHTUNE_ASSIGN_OR_RETURN(out.result, optimizer_->Step(iteration));
+    // After the step, as on the CPU: the optimizer never changes the bias.
+    model_->UpdateExpertBias(
+        static_cast<float>(config_.moe_router_bias_update_rate), &groups_,
+        &store_);
     return out;
   }
 
   // The final master weights into the host store (collective over dp
   // under the distributed optimizer), for params().
-  Status FinishRun() override { return optimizer_->GatherParams(&store_); }
+  Status FinishRun() override {
+    return KeepingHostBuffers(
+        [this] { return optimizer_->GatherParams(&store_); });
+  }
+
+  // Runs `gather` (which overwrites store_ with the device's master
+  // weights) and puts back the tensors whose truth is the host store: the
+  // routers' expert biases, which the routing reads and UpdateExpertBias
+  // writes there (their device copies keep the initial values).
+  template <typename Gather>
+  Status KeepingHostBuffers(Gather gather) {
+    std::vector<std::pair<int, std::vector<float>>> kept;
+    for (int i : model_->ExpertBiasTensors()) {
+      const float* p = store_.param(i);
+      kept.push_back({i, std::vector<float>(p, p + store_.info(i).numel)});
+    }
+    MESHTUNE_RETURN_IF_ERROR(gather());
+    for (const auto& [i, values] : kept) {
+      std::copy(values.begin(), values.end(), store_.param(i));
+    }
+    return Status::Ok();
+  }
 
   Status SaveCheckpointNow() override {
-    MESHTUNE_RETURN_IF_ERROR(
-        optimizer_->GatherState(&store_, host_optimizer_->exp_avg().data(),
-                                host_optimizer_->exp_avg_sq().data()));
+    MESHTUNE_RETURN_IF_ERROR(KeepingHostBuffers([this] {
+      return optimizer_->GatherState(&store_, host_optimizer_->exp_avg().data(),
+                                     host_optimizer_->exp_avg_sq().data());
+    }));
     host_optimizer_->set_steps_taken(optimizer_->steps_taken());
     const CheckpointState state{iteration_, consumed_samples_};
     return SaveCheckpoint(config_.save_dir, config_, state, store_,
@@ -346,7 +401,8 @@ class CudaTrainer : public StepLoopTrainer {
   P2pPlan plan_;             // steps_.size() + 1 groups
   std::unique_ptr<Communicator> pp_grad_host_;
   // Device communicators (null where the group is one rank).
-  std::unique_ptr<DeviceCommunicator> tp_, pp_act_, pp_grad_, dp_, embd_;
+  std::unique_ptr<DeviceCommunicator> tp_, pp_act_, pp_grad_, dp_, embd_, ep_,
+      etp_, edp_;
   ParamStore store_;
   std::unique_ptr<ModelLayout> layout_;
   std::unique_ptr<DeviceParams> params_;

@@ -100,6 +100,26 @@ float* CudaTransformerLayer::G(int i) const {
   return i >= 0 ? params_->grad(*store_, i) : nullptr;
 }
 
+CudaMoeWeights CudaTransformerLayer::MoeWeights() const {
+  CudaMoeWeights w;
+  w.router = W(p_.router);
+  for (int i : p_.expert_fc1) w.fc1.push_back(W(i));
+  for (int i : p_.expert_fc2) w.fc2.push_back(W(i));
+  w.shared_fc1 = W(p_.shared_fc1);
+  w.shared_fc2 = W(p_.shared_fc2);
+  return w;
+}
+
+CudaMoeGrads CudaTransformerLayer::MoeGrads() const {
+  CudaMoeGrads g;
+  g.router = G(p_.router);
+  for (int i : p_.expert_fc1) g.fc1.push_back(G(i));
+  for (int i : p_.expert_fc2) g.fc2.push_back(G(i));
+  g.shared_fc1 = G(p_.shared_fc1);
+  g.shared_fc2 = G(p_.shared_fc2);
+  return g;
+}
+
 cpu::DropoutSpec CudaTransformerLayer::Hidden(cpu::DropoutSite site,
                                               int64_t first_sample) const {
   cpu::DropoutSpec d;
@@ -280,6 +300,15 @@ Status CudaTransformerLayer::Forward(const Bf16* x, Bf16* y,
   MESHTUNE_RETURN_IF_ERROR(Norm(proj, x, a->x2.as<Bf16>(), p.ln2_w, p.ln2_b,
                                 a->ln2.as<Bf16>(), a->mean2, a->rstd2));
   // MLP block.
+  if (moe_ != nullptr) {
+    // The MoE MLP on this rank's rows (it gathers for its shared expert).
+    MESHTUNE_RETURN_IF_ERROR(
+        moe_->Forward(a->ln2.as<Bf16>(), MoeWeights(), y, a->moe.get()));
+    MESHTUNE_RETURN_IF_ERROR(HiddenDropout(
+        y, nl, h, sh.b, Hidden(cpu::DropoutSite::kMlpOut, first_sample),
+        nullptr));
+    return Add(a->x2.as<Bf16>(), y, nl * h, nullptr);
+  }
   const Bf16* ln2_full = nullptr;
   MESHTUNE_ASSIGN_OR_RETURN(ln2_full, Gather(a->ln2.as<Bf16>()));
   if (sh.swiglu) {
@@ -311,18 +340,38 @@ Status CudaTransformerLayer::Forward(const Bf16* x, Bf16* y,
 Status CudaTransformerLayer::Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
                                       const LayerActivations& a,
                                       int64_t first_sample) {
+  const LayerParams& p = p_;
+  LayerScratch& s = *scratch_;
+  // MLP block (dense or MoE), then Norm2's backward, then attention.
+  const Bf16* dmlp = nullptr;
+  MESHTUNE_ASSIGN_OR_RETURN(
+      dmlp, DropGrad(dy, cpu::DropoutSite::kMlpOut, first_sample));
+  Bf16* dln2 = nullptr;
+  if (moe_ != nullptr) {
+    dln2 = s.dln.as<Bf16>();
+    MESHTUNE_RETURN_IF_ERROR(moe_->Backward(dmlp, a.ln2.as<Bf16>(),
+                                            MoeWeights(), MoeGrads(), dln2,
+                                            *a.moe));
+  } else {
+    MESHTUNE_ASSIGN_OR_RETURN(dln2, DenseMlpBackward(dmlp, a));
+  }
+  // dx2 = Norm2'(dln2) + dy (the residual branch).
+  Bf16* dx2 = s.dx2.as<Bf16>();
+  MESHTUNE_RETURN_IF_ERROR(NormBackward(dln2, a.x2.as<Bf16>(), p.ln2_w, p.ln2_b,
+                                        a.mean2, a.rstd2, dy, dx2));
+  return AttentionBackward(x, dx2, dx, a, first_sample);
+}
+
+StatusOr<Bf16*> CudaTransformerLayer::DenseMlpBackward(
+    const Bf16* dmlp, const LayerActivations& a) {
   const LayerShape& sh = sh_;
-  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
+  const int64_t n = sh.rows(), h = sh.h;
   const LayerParams& p = p_;
   LayerScratch& s = *scratch_;
   // Row-parallel bias gradients (header): every rank without SP; under SP
   // rank 0 from the full gradient, summed over tp by the trainer.
   const bool row_bias_grad = !sh.sp || tp_rank_ == 0;
-  // MLP block: dact = Gather(D(dy))·W2; dfc1 = act'(fc1)·dact;
-  // dln2 = Reduce(dfc1·W1).
-  const Bf16* dmlp = nullptr;
-  MESHTUNE_ASSIGN_OR_RETURN(
-      dmlp, DropGrad(dy, cpu::DropoutSite::kMlpOut, first_sample));
+  // dact = Gather(D(dy))·W2; dfc1 = act'(fc1)·dact; dln2 = Reduce(dfc1·W1).
   const Bf16* dmlp_full = nullptr;
   MESHTUNE_ASSIGN_OR_RETURN(dmlp_full, Gather(dmlp));
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
@@ -344,12 +393,19 @@ Status CudaTransformerLayer::Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearBackward(
       s.dfc1.as<Bf16>(), ln2_full, W(p.fc1_w), partial, G(p.fc1_w), G(p.fc1_b),
       n, h, sh.fc1_width(), nullptr));
-  Bf16* dln2 = nullptr;
-  MESHTUNE_ASSIGN_OR_RETURN(dln2, Reduce(partial, s.dln.as<Bf16>()));
-  // dx2 = Norm2'(dln2) + dy (the residual branch).
-  Bf16* dx2 = s.dx2.as<Bf16>();
-  MESHTUNE_RETURN_IF_ERROR(NormBackward(dln2, a.x2.as<Bf16>(), p.ln2_w, p.ln2_b,
-                                        a.mean2, a.rstd2, dy, dx2));
+  return Reduce(partial, s.dln.as<Bf16>());
+}
+
+Status CudaTransformerLayer::AttentionBackward(const Bf16* x, Bf16* dx2,
+                                               Bf16* dx,
+                                               const LayerActivations& a,
+                                               int64_t first_sample) {
+  const LayerShape& sh = sh_;
+  const int64_t n = sh.rows(), h = sh.h, hd = sh.heads * sh.head_dim;
+  const LayerParams& p = p_;
+  LayerScratch& s = *scratch_;
+  const bool row_bias_grad = !sh.sp || tp_rank_ == 0;
+  Bf16* partial = s.partial.as<Bf16>();
   // Attention block: dattn = Gather(D(dx2))·Wproj; dqkv = Attention'(dattn);
   // dln1 = Reduce(dqkv·Wqkv).
   const Bf16* dproj = nullptr;

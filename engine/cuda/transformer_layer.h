@@ -38,6 +38,7 @@
 #include "engine/cuda/kernels/attention.h"
 #include "engine/cuda/kernels/flash_attention.h"
 #include "engine/cuda/kernels/linear.h"
+#include "engine/cuda/moe/moe_block.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/param_store.h"
 #include "engine/transformer_layer.h"
@@ -64,6 +65,10 @@ struct LayerActivations {
   DeviceBuffer x2, ln2;  // [nl, h]
   DeviceBuffer fc1;      // [n, fc1 width] pre-activation
   DeviceBuffer act;      // [n, ffn]
+  // MoE layers: the routing and the rows (moe_block.h), instead of fc1 and
+  // act; allocated for every set of a model with MoE layers (its buffers
+  // grow on first use), null otherwise.
+  std::unique_ptr<MoeActivations> moe;
 };
 
 // Scratch of one layer's forward or backward at a time, shared by every
@@ -121,6 +126,9 @@ class CudaTransformerLayer {
                        DeviceParams* device_params, GemmContext* gemm,
                        AttentionKernels kernels, DeviceCommunicator* tp,
                        LayerScratch* scratch);
+  // Runs `moe` (not owned; its shape is this layer's) as the MLP: the
+  // layer's params must be an MoE layer's (LayerParams::moe).
+  void set_moe(CudaMoeBlock* moe) { moe_ = moe; }
 
   // x [nl, h] -> y [nl, h] (y must not alias x); fills `a`. first_sample:
   // the global dataset index of the micro-batch's sample 0 (dropout).
@@ -169,6 +177,15 @@ class CudaTransformerLayer {
   // without dropout, else a masked copy in scratch.drop.
   StatusOr<const Bf16*> DropGrad(const Bf16* d, cpu::DropoutSite site,
                                  int64_t first_sample);
+  // The dense MLP's backward from D(dy) [nl, h]: dln2 [nl, h] (in scratch).
+  StatusOr<Bf16*> DenseMlpBackward(const Bf16* dmlp, const LayerActivations& a);
+  // The attention block's backward from dx2 [nl, h] (the gradient at the
+  // attention residual's output): dx [nl, h].
+  Status AttentionBackward(const Bf16* x, Bf16* dx2, Bf16* dx,
+                           const LayerActivations& a, int64_t first_sample);
+  // The MoE MLP's device weights and main grads (LayerParams' MoE fields).
+  CudaMoeWeights MoeWeights() const;
+  CudaMoeGrads MoeGrads() const;
 
   LayerShape sh_;
   LayerParams p_;
@@ -180,6 +197,7 @@ class CudaTransformerLayer {
   DeviceCommunicator* tp_;
   int tp_rank_;
   LayerScratch* scratch_;
+  CudaMoeBlock* moe_ = nullptr;
 };
 
 }  // namespace meshtune::engine::cuda
