@@ -231,8 +231,8 @@ class ValidateCommand : public Command {
 
   // Whether the engine can run the search's plans here: the CPU engine only
   // the `local` preset, the CUDA engine on at most this machine's GPUs.
-  // Which plans a backend trains (context and expert parallelism on the CPU
-  // engine, not yet on CUDA) is the selection's `trainable` check.
+  // Which plans a backend trains (engine::backends::CheckTrainerSupported)
+  // is the selection's `trainable` check.
   static Status CheckRunnable(bool cuda, int gpu_count, Inputs* in) {
     // The candidates run on meshtune's engine, which launches from C++.
     in->training.python_launches = false;

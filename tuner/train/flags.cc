@@ -215,7 +215,7 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
       ->type_name("D");
   app->add_option("--cp", f->cp,
                   "context parallel size: the sequence split over cp ranks, "
-                  "ring attention (CPU engine; default 1)")
+                  "ring attention (default 1)")
       ->type_name("C");
   // Taken, not hidden: the engine trains ep = 1 only, and a value above 1
   // gets its message (with the hint to use 1) instead of CLI11's
@@ -327,8 +327,8 @@ void AddTrainFlags(CLI::App* app, TrainFlags* f) {
                 "print one JSON object at the end (iteration lines go to "
                 "stderr)");
   app->add_option("--backend", f->backend,
-                  "cpu (default: Eigen, MPI ranks) or cuda (bf16; the "
-                  "tp/sp/pp/vpp/dp/dist-opt layouts of the CPU engine, one "
+                  "cpu (default: Eigen, MPI ranks) or cuda (bf16; every "
+                  "layout of the CPU engine, MoE and cp included, one "
                   "GPU per rank, or ranks sharing a GPU through staged "
                   "collectives)")
       ->type_name("NAME");
