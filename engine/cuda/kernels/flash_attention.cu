@@ -20,13 +20,17 @@
 // tiles of one query row live in different blocks). A last pass writes the
 // q columns of dqkv = scale·dQ; the block writes its k and v columns.
 //
-// Chunk pairs (FlashChunkAttention, context parallelism) run the same two
-// kernels through FlashArgs: q, k and v with their own row strides, query
-// and key row counts and the global positions of their first rows (the
-// causal mask and the dropout masks are position-based), fp32 outputs
-// (out; dK and dV added to the caller's buffers) and dQ accumulated in the
-// caller's fp32 [sq·b, heads·d] rows. The full sequence is the pair of the
-// whole qkv with itself at position 0: the same arithmetic as before.
+// Chunk pairs (FlashChunkAttention, context parallelism) run sibling
+// kernels, ChunkForwardKernel and ChunkBackwardKernel: the same tiles,
+// steps and numerics, with q, k and v at their own row strides, query and
+// key row counts, and the global positions of both chunks' first rows (the
+// causal mask and the dropout masks are position-based); fp32 outputs (out,
+// lse; a row that sees no key gets 0 and −inf), dK and dV added to the
+// caller's fp32 buffers and dQ accumulated in the caller's fp32
+// [sq·b, heads·d] rows. They are kept apart from the full-sequence kernels
+// because one parameterised pair cost the full backward 2-8 % on an H200
+// (one block per SM at head_dim 128, so every instruction counts), and the
+// one-rank path must not change.
 //
 // The shared-memory rows are padded (8 bf16 / 4 fp32 elements) against
 // bank conflicts; wmma needs 32-byte aligned tile pointers and leading
@@ -125,55 +129,28 @@ __device__ __forceinline__ void LoadTile(Bf16* dst, int rows, int d,
   }
 }
 
-// Loads the 64-key tile starting at key row k0 of kv group g of sample bi
-// into shared K and V ([64, d + 8] each; keys past sk become zeros): key
-// row u of the sample is row u·b + bi of k and v (row stride kv_ld), group
-// g's columns start at g·d.
-__device__ __forceinline__ void LoadKvTile(Bf16* sk, Bf16* sv, const Bf16* k,
-                                           const Bf16* v, int64_t kv_ld,
-                                           int64_t k0, int64_t key_rows,
-                                           int64_t b, int64_t bi, int64_t g,
-                                           int d) {
-  auto valid = [&](int r) { return k0 + r < key_rows; };
+// Loads the 64-key tile starting at key k0 of kv group g of sample bi into
+// shared K and V ([64, d + 8] each; keys past s become zeros): the k
+// columns of group g start at (heads + g)·d, the v columns at
+// (heads + groups + g)·d of each token's qkv row (token t·b + bi).
+__device__ __forceinline__ void LoadKvTile(Bf16* sk, Bf16* sv, const Bf16* qkv,
+                                           int64_t k0, int64_t s, int64_t b,
+                                           int64_t bi, int64_t heads,
+                                           int64_t groups, int64_t g, int d) {
+  const int64_t width = (heads + 2 * groups) * d;
+  auto valid = [&](int r) { return k0 + r < s; };
   LoadTile(
       sk, kKeys, d,
-      [&](int r) { return k + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
+      [&](int r) {
+        return qkv + ((k0 + r) * b + bi) * width + (heads + g) * d;
+      },
+      valid);
   LoadTile(
       sv, kKeys, d,
-      [&](int r) { return v + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
-}
-
-// What the forward and backward kernels read, for the full sequence
-// (FlashAttention) and for one (query chunk, key chunk) pair
-// (FlashChunkAttention) alike. Positions: query row t (0 .. sq) is global
-// position q_pos0 + t, key row u (0 .. sk) is k_pos0 + u; query t sees key
-// u iff k_pos0 + u <= q_pos0 + t. `seq` is the whole sequence's length (the
-// dropout mask rows).
-struct FlashArgs {
-  const Bf16* q;  // query row t of sample bi, head j: q + (t·b + bi)·q_ld + j·d
-  const Bf16* k;  // key row u, group g: k + (u·b + bi)·kv_ld + g·d
-  const Bf16* v;  // as k
-  int64_t q_ld, kv_ld;
-  int64_t sq, sk, q_pos0, k_pos0, seq;
-  int64_t b, heads, groups;
-  int d;
-  float scale;
-  cpu::DropoutSpec dr;
-};
-
-// The backward's dQ accumulator: element (bi, head j, query row t, column
-// c) at dq + bi·sb + j·sh + t·st + c, and the factor its dS·K terms take.
-struct DqLayout {
-  float* dq;
-  int64_t sb, sh, st;
-  float factor;
-};
-
-__device__ __forceinline__ void StoreOut(Bf16* p, int64_t i, float x) {
-  Store(p, i, x);
-}
-__device__ __forceinline__ void StoreOut(float* p, int64_t i, float x) {
-  p[i] = x;
+      [&](int r) {
+        return qkv + ((k0 + r) * b + bi) * width + (heads + groups + g) * d;
+      },
+      valid);
 }
 
 // The attention-dropout factor of key u in the mask row `row_seed`: 1
@@ -213,12 +190,338 @@ __device__ __forceinline__ void MmaTile(FragC& acc, const Bf16* a, int lda,
   }
 }
 
-// out[t·b + bi, j·d ..] and lse[bh·sq + t] of one (query tile, bh =
-// bi·heads + j); see the file comment. A query row that sees no key gets
-// out 0 and lse −inf (only possible for a chunk pair).
-template <typename OutT>
+// out[t·b + bi, j·d ..] and lse[bh·s + t] of one (query tile, bh = bi·heads
+// + j); see the file comment.
 __global__ void __launch_bounds__(kThreads)
-    FlashForwardKernel(const FlashArgs a, OutT* __restrict__ out,
+    FlashForwardKernel(const Bf16* __restrict__ qkv, Bf16* __restrict__ out,
+                       float* __restrict__ lse, int64_t s, int64_t b,
+                       int64_t heads, int64_t groups, int d, float scale,
+                       cpu::DropoutSpec dr) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const FwdSmem lay(d);
+  Bf16* sq = reinterpret_cast<Bf16*>(smem + lay.q);
+  Bf16* sk = reinterpret_cast<Bf16*>(smem + lay.k);
+  Bf16* sv = reinterpret_cast<Bf16*>(smem + lay.v);
+  float* ss = reinterpret_cast<float*>(smem + lay.s);
+  Bf16* sp = reinterpret_cast<Bf16*>(smem + lay.p);
+  float* so = reinterpret_cast<float*>(smem + lay.o);
+  float* sm = reinterpret_cast<float*>(smem + lay.m);
+  float* sl = reinterpret_cast<float*>(smem + lay.l);
+  const int ld_h = d + kPadBf16, ld_f = d + kPadFp32;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+
+  // Largest tiles (most key tiles) first, for a better tail balance.
+  const int64_t q0 = (gridDim.x - 1 - blockIdx.x) * int64_t{kFwdQueries};
+  const int64_t bh = blockIdx.y, bi = bh / heads, j = bh % heads;
+  const int64_t g = j / (heads / groups);
+  const int64_t width = (heads + 2 * groups) * d;
+
+  LoadTile(
+      sq, kFwdQueries, d,
+      [&](int r) { return qkv + ((q0 + r) * b + bi) * width + j * d; },
+      [&](int r) { return q0 + r < s; });
+  for (int i = threadIdx.x; i < kFwdQueries * ld_f; i += kThreads) so[i] = 0;
+  for (int i = threadIdx.x; i < kFwdQueries; i += kThreads) {
+    sm[i] = -INFINITY;
+    sl[i] = 0.0f;
+  }
+
+  // Key tiles up to the diagonal one: key u < q0 + 64 (and < s).
+  const int64_t key_end = q0 + kFwdQueries < s ? q0 + kFwdQueries : s;
+  const int row0 = warp * kFrag;  // this warp's first query row in the tile
+  for (int64_t k0 = 0; k0 < key_end; k0 += kKeys) {
+    __syncthreads();  // the previous tile's K and V are no longer read
+    LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
+    __syncthreads();
+
+    // S[row0.., :] = Q[row0.., :]·Kᵀ (raw, unscaled).
+    for (int nt = 0; nt < kKeys / kFrag; ++nt) {
+      FragC acc;
+      wmma::fill_fragment(acc, 0.0f);
+      MmaTile<false, true>(acc, sq + row0 * ld_h, ld_h, sk + nt * kFrag * ld_h,
+                           ld_h, d);
+      wmma::store_matrix_sync(ss + row0 * kLdScore + nt * kFrag, acc, kLdScore,
+                              wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    // Online softmax of the warp's rows: lanes take keys lane, lane + 32.
+    for (int r = row0; r < row0 + kFrag; ++r) {
+      const int64_t t = q0 + r;
+      const float* srow = ss + r * kLdScore;
+      float x[2];
+      bool valid[2];
+      float row_max = -INFINITY;
+      for (int h = 0; h < 2; ++h) {
+        const int64_t u = k0 + lane + h * kWarpSize;
+        valid[h] = u <= t && u < s;
+        x[h] = srow[lane + h * kWarpSize] * scale;
+        if (valid[h]) row_max = fmaxf(row_max, x[h]);
+      }
+      row_max = WarpMax(row_max);
+      const float m_old = sm[r];
+      // Finite: key 0 is visible to every row and tile 0 comes first.
+      const float m_new = fmaxf(m_old, row_max);
+      const float alpha = expf(m_old - m_new);  // 0 on the first tile
+      const uint64_t seed = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, s, t) : 0;
+      float sum = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        const int c = lane + h * kWarpSize;
+        const float p = valid[h] ? expf(x[h] - m_new) : 0.0f;
+        sum += p;  // the softmax sum is over the undropped P
+        Store(sp, r * kLdProb + c, p * DropFactor(dr, seed, k0 + c));
+      }
+      sum = WarpSum(sum);
+      const float l_new = sl[r] * alpha + sum;
+      for (int c = lane; c < d; c += kWarpSize) so[r * ld_f + c] *= alpha;
+      __syncwarp();  // every lane has read sm[r], sl[r]
+      if (lane == 0) {
+        sm[r] = m_new;
+        sl[r] = l_new;
+      }
+    }
+    __syncwarp();
+
+    // O[row0.., :] += P[row0.., :]·V.
+    for (int nt = 0; nt < d / kFrag; ++nt) {
+      FragC acc;
+      float* o_tile = so + row0 * ld_f + nt * kFrag;
+      wmma::load_matrix_sync(acc, o_tile, ld_f, wmma::mem_row_major);
+      MmaTile<false, false>(acc, sp + row0 * kLdProb, kLdProb, sv + nt * kFrag,
+                            ld_h, kKeys);
+      wmma::store_matrix_sync(o_tile, acc, ld_f, wmma::mem_row_major);
+    }
+  }
+  __syncwarp();
+
+  // out = O / l; L = m + log l (the warp's own rows).
+  for (int r = row0; r < row0 + kFrag; ++r) {
+    const int64_t t = q0 + r;
+    if (t >= s) break;
+    const float inv = 1.0f / sl[r];
+    Bf16* orow = out + (t * b + bi) * heads * d + j * d;
+    for (int c = lane; c < d; c += kWarpSize) {
+      Store(orow, c, so[r * ld_f + c] * inv);
+    }
+    if (lane == 0) lse[bh * s + t] = sm[r] + logf(sl[r]);
+  }
+}
+
+// drow[bh·s + t] = Σ_c dout·out over head j's d columns of row t·b + bi.
+// One warp per row.
+__global__ void RowDotKernel(const Bf16* dout, const Bf16* out, float* drow,
+                             int64_t s, int64_t b, int64_t heads, int d) {
+  const int64_t rows = b * heads * s;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarpSize);
+  for (int64_t row =
+           (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarpSize;
+       row < rows; row += warps) {
+    const int64_t t = row % s, bh = row / s;
+    const int64_t bi = bh / heads, j = bh % heads;
+    const int64_t offset = (t * b + bi) * heads * d + j * d;
+    float dot = 0.0f;
+    for (int c = lane; c < d; c += kWarpSize) {
+      dot += Load(dout, offset + c) * Load(out, offset + c);
+    }
+    dot = WarpSum(dot);
+    if (lane == 0) drow[row] = dot;
+  }
+}
+
+// One (key tile, bi·groups + g): see the file comment.
+__global__ void __launch_bounds__(kThreads) FlashBackwardKernel(
+    const Bf16* __restrict__ dout, const Bf16* __restrict__ qkv,
+    const float* __restrict__ lse, const float* __restrict__ drow,
+    float* __restrict__ dq, Bf16* __restrict__ dqkv, int64_t s, int64_t b,
+    int64_t heads, int64_t groups, int d, float scale, cpu::DropoutSpec dr) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const BwdSmem lay(d);
+  Bf16* sk = reinterpret_cast<Bf16*>(smem + lay.k);
+  Bf16* sv = reinterpret_cast<Bf16*>(smem + lay.v);
+  float* sdk = reinterpret_cast<float*>(smem + lay.dk);
+  float* sdv = reinterpret_cast<float*>(smem + lay.dv);
+  Bf16* sq = reinterpret_cast<Bf16*>(smem + lay.q);
+  Bf16* sdo = reinterpret_cast<Bf16*>(smem + lay.dout);
+  float* ss = reinterpret_cast<float*>(smem + lay.s);
+  float* sdp = reinterpret_cast<float*>(smem + lay.dp);
+  Bf16* sp = reinterpret_cast<Bf16*>(smem + lay.p);
+  Bf16* sds = reinterpret_cast<Bf16*>(smem + lay.ds);
+  float* sdq = reinterpret_cast<float*>(smem + lay.dq);
+  float* slse = reinterpret_cast<float*>(smem + lay.lse);
+  float* sdrow = reinterpret_cast<float*>(smem + lay.drow);
+  uint64_t* sseed = reinterpret_cast<uint64_t*>(smem + lay.seed);
+  const int ld_h = d + kPadBf16, ld_f = d + kPadFp32;
+  const int warp = threadIdx.x / kWarpSize;
+  const int dfrags = d / kFrag;
+
+  const int64_t k0 = blockIdx.x * int64_t{kKeys};
+  const int64_t bi = blockIdx.y / groups, g = blockIdx.y % groups;
+  const int64_t per_group = heads / groups;
+  const int64_t width = (heads + 2 * groups) * d;
+  const int64_t out_width = heads * d;
+
+  LoadKvTile(sk, sv, qkv, k0, s, b, bi, heads, groups, g, d);
+  for (int i = threadIdx.x; i < kKeys * ld_f; i += kThreads) {
+    sdk[i] = 0.0f;
+    sdv[i] = 0.0f;
+  }
+
+  for (int64_t j = g * per_group; j < (g + 1) * per_group; ++j) {
+    const int64_t bh = bi * heads + j;
+    // Queries t < k0 see none of these keys: start at the diagonal.
+    for (int64_t q0 = k0; q0 < s; q0 += kBwdQueries) {
+      __syncthreads();  // the previous step's readers are done
+      LoadTile(
+          sq, kBwdQueries, d,
+          [&](int r) { return qkv + ((q0 + r) * b + bi) * width + j * d; },
+          [&](int r) { return q0 + r < s; });
+      LoadTile(
+          sdo, kBwdQueries, d,
+          [&](int r) { return dout + ((q0 + r) * b + bi) * out_width + j * d; },
+          [&](int r) { return q0 + r < s; });
+      for (int r = threadIdx.x; r < kBwdQueries; r += kThreads) {
+        const int64_t t = q0 + r;
+        slse[r] = t < s ? lse[bh * s + t] : 0.0f;
+        sdrow[r] = t < s ? drow[bh * s + t] : 0.0f;
+        sseed[r] = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, s, t) : 0;
+      }
+      __syncthreads();
+
+      // S = Q·Kᵀ and dP = dO·Vᵀ, [32, 64] each: 8 tiles, 2 per warp.
+      for (int f = warp; f < (kBwdQueries / kFrag) * (kKeys / kFrag);
+           f += kWarps) {
+        const int rf = f / (kKeys / kFrag), cf = f % (kKeys / kFrag);
+        FragC acc;
+        wmma::fill_fragment(acc, 0.0f);
+        MmaTile<false, true>(acc, sq + rf * kFrag * ld_h, ld_h,
+                             sk + cf * kFrag * ld_h, ld_h, d);
+        wmma::store_matrix_sync(ss + rf * kFrag * kLdScore + cf * kFrag, acc,
+                                kLdScore, wmma::mem_row_major);
+        wmma::fill_fragment(acc, 0.0f);
+        MmaTile<false, true>(acc, sdo + rf * kFrag * ld_h, ld_h,
+                             sv + cf * kFrag * ld_h, ld_h, d);
+        wmma::store_matrix_sync(sdp + rf * kFrag * kLdScore + cf * kFrag, acc,
+                                kLdScore, wmma::mem_row_major);
+      }
+      __syncthreads();
+
+      // P = exp(scale·S − L) on the visible keys; with the mask factor M:
+      // D(P) = P·M (for dV) and dS = P ∘ (M·dP − D).
+      for (int i = threadIdx.x; i < kBwdQueries * kKeys; i += kThreads) {
+        const int r = i / kKeys, c = i % kKeys;
+        const int64_t t = q0 + r, u = k0 + c;
+        float dropped = 0.0f, dscore = 0.0f;
+        if (u <= t && t < s) {
+          const float p = expf(ss[r * kLdScore + c] * scale - slse[r]);
+          const float factor = DropFactor(dr, sseed[r], u);
+          dropped = p * factor;
+          dscore = p * (factor * sdp[r * kLdScore + c] - sdrow[r]);
+        }
+        Store(sp, r * kLdProb + c, dropped);
+        Store(sds, r * kLdProb + c, dscore);
+      }
+      __syncthreads();
+
+      // dV += D(P)ᵀ·dO and dK += dSᵀ·Q: warp w owns keys 16w .. 16w + 15.
+      for (int nt = 0; nt < dfrags; ++nt) {
+        FragC acc;
+        float* dv_tile = sdv + warp * kFrag * ld_f + nt * kFrag;
+        wmma::load_matrix_sync(acc, dv_tile, ld_f, wmma::mem_row_major);
+        MmaTile<true, false>(acc, sp + warp * kFrag, kLdProb, sdo + nt * kFrag,
+                             ld_h, kBwdQueries);
+        wmma::store_matrix_sync(dv_tile, acc, ld_f, wmma::mem_row_major);
+        float* dk_tile = sdk + warp * kFrag * ld_f + nt * kFrag;
+        wmma::load_matrix_sync(acc, dk_tile, ld_f, wmma::mem_row_major);
+        MmaTile<true, false>(acc, sds + warp * kFrag, kLdProb, sq + nt * kFrag,
+                             ld_h, kBwdQueries);
+        wmma::store_matrix_sync(dk_tile, acc, ld_f, wmma::mem_row_major);
+      }
+      // dQ tile = dS·K [32, d].
+      for (int f = warp; f < (kBwdQueries / kFrag) * dfrags; f += kWarps) {
+        const int rf = f / dfrags, nt = f % dfrags;
+        FragC acc;
+        wmma::fill_fragment(acc, 0.0f);
+        MmaTile<false, false>(acc, sds + rf * kFrag * kLdProb, kLdProb,
+                              sk + nt * kFrag, ld_h, kKeys);
+        wmma::store_matrix_sync(sdq + rf * kFrag * ld_f + nt * kFrag, acc, ld_f,
+                                wmma::mem_row_major);
+      }
+      __syncthreads();
+      for (int i = threadIdx.x; i < kBwdQueries * d; i += kThreads) {
+        const int r = i / d, c = i % d;
+        const int64_t t = q0 + r;
+        if (t < s) atomicAdd(dq + (bh * s + t) * d + c, sdq[r * ld_f + c]);
+      }
+    }
+  }
+  __syncthreads();
+
+  // This block's k and v columns of dqkv: scale·dK and dV.
+  for (int i = threadIdx.x; i < kKeys * d; i += kThreads) {
+    const int r = i / d, c = i % d;
+    const int64_t u = k0 + r;
+    if (u >= s) continue;
+    Bf16* row = dqkv + (u * b + bi) * width;
+    Store(row, (heads + g) * d + c, sdk[r * ld_f + c] * scale);
+    Store(row, (heads + groups + g) * d + c, sdv[r * ld_f + c]);
+  }
+}
+
+// dqkv[t·b + bi, j·d + c] = scale·dq[(bh·s + t)·d + c].
+__global__ void DqOutKernel(const float* dq, Bf16* dqkv, int64_t s, int64_t b,
+                            int64_t heads, int64_t groups, int d, float scale) {
+  const int64_t total = b * heads * s * d;
+  const int64_t width = (heads + 2 * groups) * d;
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
+       e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = e % d, t = (e / d) % s, bh = e / (d * s);
+    const int64_t bi = bh / heads, j = bh % heads;
+    Store(dqkv, (t * b + bi) * width + j * d + c, dq[e] * scale);
+  }
+}
+
+// Loads the 64-key tile starting at key row k0 of kv group g of sample bi
+// into shared K and V ([64, d + 8] each; keys past sk become zeros): key
+// row u of the sample is row u·b + bi of k and v (row stride kv_ld), group
+// g's columns start at g·d.
+__device__ __forceinline__ void LoadChunkKvTile(Bf16* sk, Bf16* sv,
+                                                const Bf16* k, const Bf16* v,
+                                                int64_t kv_ld, int64_t k0,
+                                                int64_t key_rows, int64_t b,
+                                                int64_t bi, int64_t g, int d) {
+  auto valid = [&](int r) { return k0 + r < key_rows; };
+  LoadTile(
+      sk, kKeys, d,
+      [&](int r) { return k + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
+  LoadTile(
+      sv, kKeys, d,
+      [&](int r) { return v + ((k0 + r) * b + bi) * kv_ld + g * d; }, valid);
+}
+
+// What the forward and backward kernels read, for the full sequence
+// (FlashAttention) and for one (query chunk, key chunk) pair
+// (FlashChunkAttention) alike. Positions: query row t (0 .. sq) is global
+// position q_pos0 + t, key row u (0 .. sk) is k_pos0 + u; query t sees key
+// u iff k_pos0 + u <= q_pos0 + t. `seq` is the whole sequence's length (the
+// dropout mask rows).
+struct FlashArgs {
+  const Bf16* q;  // query row t of sample bi, head j: q + (t·b + bi)·q_ld + j·d
+  const Bf16* k;  // key row u, group g: k + (u·b + bi)·kv_ld + g·d
+  const Bf16* v;  // as k
+  int64_t q_ld, kv_ld;
+  int64_t sq, sk, q_pos0, k_pos0, seq;
+  int64_t b, heads, groups;
+  int d;
+  float scale;
+  cpu::DropoutSpec dr;
+};
+
+// FlashForwardKernel on a chunk pair: out[t·b + bi, j·d ..] (fp32) and
+// lse[bh·sq + t] of one (query tile, bh = bi·heads + j). A query row that
+// sees no key gets out 0 and lse −inf.
+__global__ void __launch_bounds__(kThreads)
+    ChunkForwardKernel(const FlashArgs a, float* __restrict__ out,
                        float* __restrict__ lse) {
   extern __shared__ __align__(128) unsigned char smem[];
   const FwdSmem lay(a.d);
@@ -260,7 +563,7 @@ __global__ void __launch_bounds__(kThreads)
   const int row0 = warp * kFrag;  // this warp's first query row in the tile
   for (int64_t k0 = 0; k0 < key_end; k0 += kKeys) {
     __syncthreads();  // the previous tile's K and V are no longer read
-    LoadKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
+    LoadChunkKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
     __syncthreads();
 
     // S[row0.., :] = Q[row0.., :]·Kᵀ (raw, unscaled).
@@ -289,9 +592,7 @@ __global__ void __launch_bounds__(kThreads)
       }
       row_max = WarpMax(row_max);
       const float m_old = sm[r];
-      // Finite once the row has seen a key (over the full sequence key 0
-      // is visible to every row and tile 0 comes first); −inf while a chunk
-      // pair's row has seen none, whose P and O stay 0.
+      // −inf while the row has seen no key (its P and O stay 0).
       const float m_new = fmaxf(m_old, row_max);
       // 0 on the row's first visible tile.
       const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);
@@ -333,60 +634,23 @@ __global__ void __launch_bounds__(kThreads)
     if (t >= sqn) break;
     const bool seen = sl[r] > 0.0f;
     const float inv = seen ? 1.0f / sl[r] : 0.0f;
-    OutT* orow = out + (t * b + bi) * heads * d + j * d;
-    for (int c = lane; c < d; c += kWarpSize) {
-      StoreOut(orow, c, so[r * ld_f + c] * inv);
-    }
+    float* orow = out + (t * b + bi) * heads * d + j * d;
+    for (int c = lane; c < d; c += kWarpSize) orow[c] = so[r * ld_f + c] * inv;
     if (lane == 0) lse[bh * sqn + t] = seen ? sm[r] + logf(sl[r]) : -INFINITY;
   }
 }
 
-// drow[bh·s + t] = Σ_c dout·out over head j's d columns of row t·b + bi.
-// One warp per row.
-__global__ void RowDotKernel(const Bf16* dout, const Bf16* out, float* drow,
-                             int64_t s, int64_t b, int64_t heads, int d) {
-  const int64_t rows = b * heads * s;
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / kWarpSize);
-  for (int64_t row =
-           (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarpSize;
-       row < rows; row += warps) {
-    const int64_t t = row % s, bh = row / s;
-    const int64_t bi = bh / heads, j = bh % heads;
-    const int64_t offset = (t * b + bi) * heads * d + j * d;
-    float dot = 0.0f;
-    for (int c = lane; c < d; c += kWarpSize) {
-      dot += Load(dout, offset + c) * Load(out, offset + c);
-    }
-    dot = WarpSum(dot);
-    if (lane == 0) drow[row] = dot;
-  }
-}
-
-// The block's dK and dV rows (fp32 in shared memory, dK unscaled) into
-// global memory: bf16 stores (the full sequence: the k and v columns of
-// dqkv) or fp32 adds (a chunk pair accumulates into its caller's buffers;
-// one block per (key tile, sample, group), so no other block writes them).
-__device__ __forceinline__ void WriteKv(Bf16* dk, Bf16* dv, int64_t i,
-                                        float dk_value, float dv_value) {
-  Store(dk, i, dk_value);
-  Store(dv, i, dv_value);
-}
-__device__ __forceinline__ void WriteKv(float* dk, float* dv, int64_t i,
-                                        float dk_value, float dv_value) {
-  dk[i] += dk_value;
-  dv[i] += dv_value;
-}
-
-// One (key tile, bi·groups + g): see the file comment. dout[t·b + bi, j·d
-// ..] (row stride heads·d), lse and drow [bh·sq + t]; dK and dV of key row
-// u, group g at dk / dv + (u·b + bi)·dkv_ld + g·d.
-template <typename GradT>
+// FlashBackwardKernel on a chunk pair, one (key tile, bi·groups + g):
+// dout[t·b + bi, j·d ..] (row stride heads·d), lse and drow [bh·sq + t];
+// dq[t·b + bi, j·d ..] (fp32, row stride heads·d) += scale·dS·K with
+// atomics; dK and dV of key row u, group g at dk / dv + (u·b + bi)·dkv_ld +
+// g·d (fp32) += scale·dSᵀ·Q and D(P)ᵀ·dO (one block per key tile, sample
+// and group, so no other block writes them).
 __global__ void __launch_bounds__(kThreads)
-    FlashBackwardKernel(const FlashArgs a, const Bf16* __restrict__ dout,
+    ChunkBackwardKernel(const FlashArgs a, const Bf16* __restrict__ dout,
                         const float* __restrict__ lse,
-                        const float* __restrict__ drow, const DqLayout dql,
-                        GradT* __restrict__ dk_out, GradT* __restrict__ dv_out,
+                        const float* __restrict__ drow, float* __restrict__ dq,
+                        float* __restrict__ dk_out, float* __restrict__ dv_out,
                         int64_t dkv_ld) {
   extern __shared__ __align__(128) unsigned char smem[];
   const BwdSmem lay(a.d);
@@ -408,7 +672,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t b = a.b, heads = a.heads, groups = a.groups;
   const int64_t sqn = a.sq, skn = a.sk;
   const float scale = a.scale;
-  const cpu::DropoutSpec& dr = a.dr;
+  // The arguments as locals, as the kernel's scalar parameters were.
+  const cpu::DropoutSpec dr = a.dr;
+  const Bf16* const q_in = a.q;
+  const int64_t q_ld = a.q_ld, q_pos0 = a.q_pos0, k_pos0 = a.k_pos0;
   const int ld_h = d + kPadBf16, ld_f = d + kPadFp32;
   const int warp = threadIdx.x / kWarpSize;
   const int dfrags = d / kFrag;
@@ -418,7 +685,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t per_group = heads / groups;
   const int64_t out_width = heads * d;
 
-  LoadKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
+  LoadChunkKvTile(sk, sv, a.k, a.v, a.kv_ld, k0, skn, b, bi, g, d);
   for (int i = threadIdx.x; i < kKeys * ld_f; i += kThreads) {
     sdk[i] = 0.0f;
     sdv[i] = 0.0f;
@@ -426,15 +693,16 @@ __global__ void __launch_bounds__(kThreads)
 
   // Query rows whose position is before the tile's first key see none of
   // its keys: start at the diagonal (row k0 over the full sequence).
-  int64_t q_first = a.k_pos0 + k0 - a.q_pos0;
+  int64_t q_first = k_pos0 + k0 - q_pos0;
   if (q_first < 0) q_first = 0;
   for (int64_t j = g * per_group; j < (g + 1) * per_group; ++j) {
     const int64_t bh = bi * heads + j;
+    float* const dq_head = dq + j * d;  // + (t·b + bi)·heads·d + c
     for (int64_t q0 = q_first; q0 < sqn; q0 += kBwdQueries) {
       __syncthreads();  // the previous step's readers are done
       LoadTile(
           sq, kBwdQueries, d,
-          [&](int r) { return a.q + ((q0 + r) * b + bi) * a.q_ld + j * d; },
+          [&](int r) { return q_in + ((q0 + r) * b + bi) * q_ld + j * d; },
           [&](int r) { return q0 + r < sqn; });
       LoadTile(
           sdo, kBwdQueries, d,
@@ -444,8 +712,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t t = q0 + r;
         slse[r] = t < sqn ? lse[bh * sqn + t] : 0.0f;
         sdrow[r] = t < sqn ? drow[bh * sqn + t] : 0.0f;
-        sseed[r] =
-            dr.p > 0.0f ? MaskRowSeed(dr, bi, j, a.seq, a.q_pos0 + t) : 0;
+        sseed[r] = dr.p > 0.0f ? MaskRowSeed(dr, bi, j, a.seq, q_pos0 + t) : 0;
       }
       __syncthreads();
 
@@ -473,9 +740,10 @@ __global__ void __launch_bounds__(kThreads)
         const int r = i / kKeys, c = i % kKeys;
         const int64_t t = q0 + r, u = k0 + c;  // query and key rows
         float dropped = 0.0f, dscore = 0.0f;
-        if (a.k_pos0 + u <= a.q_pos0 + t && t < sqn && u < skn) {
+        const bool visible = k_pos0 + u <= q_pos0 + t && t < sqn && u < skn;
+        if (visible) {
           const float p = expf(ss[r * kLdScore + c] * scale - slse[r]);
-          const float factor = DropFactor(dr, sseed[r], a.k_pos0 + u);
+          const float factor = DropFactor(dr, sseed[r], k_pos0 + u);
           dropped = p * factor;
           dscore = p * (factor * sdp[r * kLdScore + c] - sdrow[r]);
         }
@@ -513,8 +781,8 @@ __global__ void __launch_bounds__(kThreads)
         const int r = i / d, c = i % d;
         const int64_t t = q0 + r;
         if (t < sqn) {
-          atomicAdd(dql.dq + bi * dql.sb + j * dql.sh + t * dql.st + c,
-                    sdq[r * ld_f + c] * dql.factor);
+          atomicAdd(dq_head + (t * b + bi) * heads * d + c,
+                    sdq[r * ld_f + c] * scale);
         }
       }
     }
@@ -526,21 +794,9 @@ __global__ void __launch_bounds__(kThreads)
     const int r = i / d, c = i % d;
     const int64_t u = k0 + r;
     if (u >= skn) continue;
-    WriteKv(dk_out, dv_out, (u * b + bi) * dkv_ld + g * d + c,
-            sdk[r * ld_f + c] * scale, sdv[r * ld_f + c]);
-  }
-}
-
-// dqkv[t·b + bi, j·d + c] = scale·dq[(bh·s + t)·d + c].
-__global__ void DqOutKernel(const float* dq, Bf16* dqkv, int64_t s, int64_t b,
-                            int64_t heads, int64_t groups, int d, float scale) {
-  const int64_t total = b * heads * s * d;
-  const int64_t width = (heads + 2 * groups) * d;
-  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < total;
-       e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t c = e % d, t = (e / d) % s, bh = e / (d * s);
-    const int64_t bi = bh / heads, j = bh % heads;
-    Store(dqkv, (t * b + bi) * width + j * d + c, dq[e] * scale);
+    const int64_t e = (u * b + bi) * dkv_ld + g * d + c;
+    dk_out[e] += sdk[r * ld_f + c] * scale;
+    dv_out[e] += sdv[r * ld_f + c];
   }
 }
 
@@ -615,16 +871,16 @@ Status PrepareDevice(int64_t head_dim) {
   // maximum so that an instance with a smaller head_dim created later does
   // not lower it under one created earlier (the launch's own size decides
   // occupancy; the attribute only allows it).
-  if (cudaFuncSetAttribute(FlashForwardKernel<Bf16>,
+  if (cudaFuncSetAttribute(FlashForwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            optin) != cudaSuccess ||
-      cudaFuncSetAttribute(FlashForwardKernel<float>,
+      cudaFuncSetAttribute(FlashBackwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            optin) != cudaSuccess ||
-      cudaFuncSetAttribute(FlashBackwardKernel<Bf16>,
+      cudaFuncSetAttribute(ChunkForwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            optin) != cudaSuccess ||
-      cudaFuncSetAttribute(FlashBackwardKernel<float>,
+      cudaFuncSetAttribute(ChunkBackwardKernel,
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            optin) != cudaSuccess) {
     return LastError("flash_attention_set_shared_memory");
@@ -632,57 +888,8 @@ Status PrepareDevice(int64_t head_dim) {
   return Status::Ok();
 }
 
-// The forward launch: one block per (64-query tile, bi·heads + j).
-template <typename OutT>
-Status LaunchForward(const FlashArgs& a, OutT* out, float* lse, Stream stream) {
-  const dim3 grid(static_cast<unsigned>((a.sq + kFwdQueries - 1) / kFwdQueries),
-                  static_cast<unsigned>(a.b * a.heads));
-  FlashForwardKernel<OutT>
-      <<<grid, kThreads, FwdSmem(a.d).bytes, ToCuda(stream)>>>(a, out, lse);
-  return LastError("flash_attention_forward");
-}
-
-// D = rowsum(dout ∘ out) into drow, then the backward blocks: one per
-// (64-key tile, bi·groups + g).
-template <typename GradT>
-Status LaunchBackward(const FlashArgs& a, const Bf16* dout, const Bf16* out,
-                      const float* lse, float* drow, const DqLayout& dq,
-                      GradT* dk, GradT* dv, int64_t dkv_ld, Stream stream) {
-  const int64_t rows = a.b * a.heads * a.sq;
-  RowDotKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
-      dout, out, drow, a.sq, a.b, a.heads, a.d);
-  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_row_dot"));
-  const dim3 grid(static_cast<unsigned>((a.sk + kKeys - 1) / kKeys),
-                  static_cast<unsigned>(a.b * a.groups));
-  FlashBackwardKernel<GradT>
-      <<<grid, kThreads, BwdSmem(a.d).bytes, ToCuda(stream)>>>(
-          a, dout, lse, drow, dq, dk, dv, dkv_ld);
-  return LastError("flash_attention_backward");
-}
-
 cpu::DropoutSpec SpecOf(const cpu::DropoutSpec* dropout) {
   return dropout != nullptr ? *dropout : cpu::DropoutSpec();
-}
-
-// The full sequence as a chunk pair: q, k and v are column blocks of the
-// same qkv rows, both chunks start at position 0.
-FlashArgs FullArgs(const Bf16* qkv, int64_t s, int64_t b, int64_t heads,
-                   int64_t groups, int64_t d, const cpu::DropoutSpec* dropout) {
-  FlashArgs a;
-  const int64_t width = (heads + 2 * groups) * d;
-  a.q = qkv;
-  a.k = qkv + heads * d;
-  a.v = qkv + (heads + groups) * d;
-  a.q_ld = a.kv_ld = width;
-  a.sq = a.sk = a.seq = s;
-  a.q_pos0 = a.k_pos0 = 0;
-  a.b = b;
-  a.heads = heads;
-  a.groups = groups;
-  a.d = static_cast<int>(d);
-  a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  a.dr = SpecOf(dropout);
-  return a;
 }
 
 // One (query chunk, key chunk) pair.
@@ -762,8 +969,14 @@ Status FlashAttention::Forward(const Bf16* qkv, Bf16* out, float* lse,
         "flash attention: qkv and out must be 16-byte aligned",
         "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
   }
-  return LaunchForward(FullArgs(qkv, s_, b_, heads_, groups_, d_, dropout), out,
-                       lse, stream);
+  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
+  const dim3 grid(static_cast<unsigned>((s_ + kFwdQueries - 1) / kFwdQueries),
+                  static_cast<unsigned>(b_ * heads_));
+  const int dim = static_cast<int>(d_);
+  FlashForwardKernel<<<grid, kThreads, FwdSmem(dim).bytes, ToCuda(stream)>>>(
+      qkv, out, lse, s_, b_, heads_, groups_, dim, scale, d);
+  return LastError("flash_attention_forward");
 }
 
 Status FlashAttention::Backward(const Bf16* dout, const Bf16* qkv,
@@ -775,19 +988,25 @@ Status FlashAttention::Backward(const Bf16* dout, const Bf16* qkv,
         "flash attention: dout and qkv must be 16-byte aligned",
         "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
   }
-  const FlashArgs a = FullArgs(qkv, s_, b_, heads_, groups_, d_, dropout);
+  const cpu::DropoutSpec d = dropout != nullptr ? *dropout : cpu::DropoutSpec();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d_));
+  const int dim = static_cast<int>(d_);
   const int64_t rows = b_ * heads_ * s_;
+  RowDotKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
+      dout, out, drow_.as<float>(), s_, b_, heads_, dim);
+  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_row_dot"));
   if (cudaMemsetAsync(dq_.data(), 0, dq_.size_bytes(), ToCuda(stream)) !=
       cudaSuccess) {
     return LastError("flash_attention_zero_dq");
   }
-  // dQ unscaled in [b·heads, s, d]; DqOutKernel scales it once.
-  const DqLayout dq{dq_.as<float>(), heads_ * s_ * d_, s_ * d_, d_, 1.0f};
-  MESHTUNE_RETURN_IF_ERROR(LaunchBackward(
-      a, dout, out, lse, drow_.as<float>(), dq, dqkv + heads_ * d_,
-      dqkv + (heads_ + groups_) * d_, a.q_ld, stream));
+  const dim3 grid(static_cast<unsigned>((s_ + kKeys - 1) / kKeys),
+                  static_cast<unsigned>(b_ * groups_));
+  FlashBackwardKernel<<<grid, kThreads, BwdSmem(dim).bytes, ToCuda(stream)>>>(
+      dout, qkv, lse, drow_.as<float>(), dq_.as<float>(), dqkv, s_, b_, heads_,
+      groups_, dim, scale, d);
+  MESHTUNE_RETURN_IF_ERROR(LastError("flash_attention_backward"));
   DqOutKernel<<<GridFor(rows * d_, 256), 256, 0, ToCuda(stream)>>>(
-      dq_.as<float>(), dqkv, s_, b_, heads_, groups_, a.d, a.scale);
+      dq_.as<float>(), dqkv, s_, b_, heads_, groups_, dim, scale);
   return LastError("flash_attention_dq");
 }
 
@@ -841,8 +1060,12 @@ Status FlashChunkAttention::Forward(const QueryChunk& q, const KvChunk& kv,
                                     float* out, float* lse, Stream stream,
                                     const cpu::DropoutSpec* dropout) const {
   MESHTUNE_RETURN_IF_ERROR(CheckChunks(q, kv));
-  return LaunchForward(ChunkArgs(q, kv, seq_, b_, heads_, groups_, d_, dropout),
-                       out, lse, stream);
+  const FlashArgs a = ChunkArgs(q, kv, seq_, b_, heads_, groups_, d_, dropout);
+  const dim3 grid(static_cast<unsigned>((a.sq + kFwdQueries - 1) / kFwdQueries),
+                  static_cast<unsigned>(a.b * a.heads));
+  ChunkForwardKernel<<<grid, kThreads, FwdSmem(a.d).bytes, ToCuda(stream)>>>(
+      a, out, lse);
+  return LastError("flash_chunk_forward");
 }
 
 Status FlashChunkAttention::Backward(const Bf16* dout, const Bf16* out,
@@ -857,10 +1080,16 @@ Status FlashChunkAttention::Backward(const Bf16* dout, const Bf16* out,
         "pass device allocations (DeviceBuffer) or offsets that keep 16 bytes");
   }
   const FlashArgs a = ChunkArgs(q, kv, seq_, b_, heads_, groups_, d_, dropout);
-  // dq [sq·b, heads·d] row-major, += scale·dS·K.
-  const DqLayout dql{dq, heads_ * d_, d_, b_ * heads_ * d_, a.scale};
-  return LaunchBackward(a, dout, out, lse, drow_.as<float>(), dql, dk, dv,
-                        dkv_ld, stream);
+  // D = rowsum(dout ∘ out) of the query rows, then the pair's blocks.
+  const int64_t rows = a.b * a.heads * a.sq;
+  RowDotKernel<<<GridFor(rows * kWarpSize, 256), 256, 0, ToCuda(stream)>>>(
+      dout, out, drow_.as<float>(), a.sq, a.b, a.heads, a.d);
+  MESHTUNE_RETURN_IF_ERROR(LastError("flash_chunk_row_dot"));
+  const dim3 grid(static_cast<unsigned>((a.sk + kKeys - 1) / kKeys),
+                  static_cast<unsigned>(a.b * a.groups));
+  ChunkBackwardKernel<<<grid, kThreads, BwdSmem(a.d).bytes, ToCuda(stream)>>>(
+      a, dout, lse, drow_.as<float>(), dq, dk, dv, dkv_ld);
+  return LastError("flash_chunk_backward");
 }
 
 Status FlashChunkAttention::Merge(float* out, float* lse, const float* out2,

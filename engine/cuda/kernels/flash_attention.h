@@ -89,8 +89,8 @@ class FlashAttention {
   DeviceBuffer drow_;  // [b·heads, s] fp32: D = rowsum(dO ∘ O)
 };
 
-// The flash kernels on one (query chunk, key chunk) pair: the pieces of
-// context parallelism's ring attention (Transformer Engine
+// The flash kernels' siblings on one (query chunk, key chunk) pair: the pieces
+// of context parallelism's ring attention (Transformer Engine
 // AttnFuncWithCPAndKVP2P; Megatron-Core's TEDotProductAttention with
 // context_parallel_size > 1), with exactly the contract of
 // cpu::AttentionChunkForward / AttentionMerge / AttentionChunkBackward
