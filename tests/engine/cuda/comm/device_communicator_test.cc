@@ -381,6 +381,42 @@ std::string CheckSendRecv(DeviceCommunicator& comm, Stream stream) {
   return "";
 }
 
+// The fp32 overloads (the ring attention's dK/dV): values bf16 cannot hold
+// must arrive bit for bit.
+std::string CheckSendRecvFloat(DeviceCommunicator& comm, Stream stream) {
+  const int r = comm.rank();
+  if (r > 1) return "";
+  const int peer = 1 - r;
+  auto message = [](int sender) {
+    std::vector<float> m(kCount + sender);
+    for (size_t i = 0; i < m.size(); ++i) {
+      m[i] = 1.0f + sender * 0x1p-20f + static_cast<float>(i) * 0x1p-23f;
+    }
+    return m;
+  };
+  auto send = Upload(message(r));
+  auto recv = Upload(std::vector<float>(kCount + peer));
+  if (!send.ok() || !recv.ok()) return "send/recv fp32: upload failed";
+  Status st = SynchronizeStream(nullptr, "device communicator test upload");
+  if (!st.ok()) return "send/recv fp32: " + st.message();
+  st = GroupStart();
+  if (!st.ok()) return "send/recv fp32: " + st.message();
+  st = comm.Send(send->as<float>(), kCount + r, peer, stream);
+  if (st.ok()) st = comm.Recv(recv->as<float>(), kCount + peer, peer, stream);
+  const Status end = GroupEnd();  // closes the bracket even after a failure
+  if (!st.ok()) return "send/recv fp32: " + st.message();
+  if (!end.ok()) return "send/recv fp32: " + end.message();
+  st = SynchronizeStream(stream, "device communicator test");
+  if (!st.ok()) return "send/recv fp32: " + st.message();
+  auto got = Download<float>(*recv, kCount + peer);
+  if (!got.ok()) return "send/recv fp32: " + got.status().message();
+  if (*got != message(peer)) {
+    return "send/recv fp32: rank " + std::to_string(r) +
+           " received the wrong data";
+  }
+  return "";
+}
+
 // All-to-all with uneven counts: rank q sends q + p + 1 elements to rank
 // p (none when that is 2: rank 0 to rank 1 sends nothing, so an empty pair
 // is covered), valued 64·q + 8·p + i % 7 (exact in bf16).
@@ -455,9 +491,9 @@ std::vector<std::string> RunRanks(int n,
         stream = *created;
       }
       using Check = std::string (*)(DeviceCommunicator&, Stream);
-      for (Check check :
-           {&CheckCollectives<float>, &CheckCollectives<Bf16>,
-            &CheckAllReduceMax, &CheckSendRecv, &CheckAllToAllV}) {
+      for (Check check : {&CheckCollectives<float>, &CheckCollectives<Bf16>,
+                          &CheckAllReduceMax, &CheckSendRecv,
+                          &CheckSendRecvFloat, &CheckAllToAllV}) {
         // Every check runs (see CheckCollectives); the first failure stays.
         std::string this_failure = check(c, stream);
         if (failure.empty()) failure = this_failure;
