@@ -64,8 +64,11 @@ class CudaTrainer : public StepLoopTrainer {
     // model runs its chunks.
     const auto& par = config_.parallel;
     groups_ = MakeProcessGroups(world_, par);
-    layout_ = std::make_unique<ModelLayout>(config_, groups_.tp_rank(),
-                                            groups_.pp_rank(), &store_);
+    // MoE layers hold this rank's experts (its ep rank) and their shard
+    // (its etp rank), as the CPU model registers them.
+    layout_ = std::make_unique<ModelLayout>(
+        config_, groups_.tp_rank(), groups_.pp_rank(), &store_,
+        groups_.ep->rank(), groups_.etp->rank());
     store_.Finalize();
     layout_->Init(&store_);
     // Device communicators of the groups that carry device data. A second
