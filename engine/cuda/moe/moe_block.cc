@@ -199,7 +199,7 @@ Status CudaMoeBlock::ExpertsForward(const CudaMoeWeights& w,
 // reduce-scattered (SP) or all-reduced.
 Status CudaMoeBlock::SharedForward(const Bf16* x, const CudaMoeWeights& w,
                                    Bf16* y, MoeActivations* a) {
-  const int64_t n = sh_.n, nl = sh_.nl, h = sh_.hidden;
+  const int64_t n = sh_.n, h = sh_.hidden;
   const int64_t sl = sh_.shared_ffn, slg = sl * gates_;
   const Bf16* xf = nullptr;
   MESHTUNE_ASSIGN_OR_RETURN(xf, GatherTp(x, &gathered_));
@@ -219,6 +219,11 @@ Status CudaMoeBlock::SharedForward(const Bf16* x, const CudaMoeWeights& w,
   MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(a->shared_act.as<Bf16>(),
                                                 w.shared_fc2, nullptr, partial,
                                                 n, sl, h, nullptr));
+  return ReduceTpInto(partial, y);
+}
+
+Status CudaMoeBlock::ReduceTpInto(Bf16* partial, Bf16* dst) {
+  const int64_t n = sh_.n, nl = sh_.nl, h = sh_.hidden;
   if (sh_.sp) {
     MESHTUNE_RETURN_IF_ERROR(ReserveBuffer(&reduced_, Bytes(nl, h * kBf)));
     MESHTUNE_RETURN_IF_ERROR(comms_.tp->ReduceScatterSum(
@@ -227,7 +232,7 @@ Status CudaMoeBlock::SharedForward(const Bf16* x, const CudaMoeWeights& w,
   } else if (comms_.tp != nullptr && comms_.tp->size() > 1) {
     MESHTUNE_RETURN_IF_ERROR(comms_.tp->AllReduceSum(partial, n * h, nullptr));
   }
-  return Add(partial, y, nl * h, nullptr);
+  return Add(partial, dst, nl * h, nullptr);
 }
 
 Status CudaMoeBlock::Backward(const Bf16* dy, const Bf16* x,
@@ -335,7 +340,7 @@ Status CudaMoeBlock::SharedBackward(const Bf16* dy, const Bf16* x,
                                     const CudaMoeWeights& w,
                                     const CudaMoeGrads& g, Bf16* dx,
                                     const MoeActivations& a) {
-  const int64_t n = sh_.n, nl = sh_.nl, h = sh_.hidden;
+  const int64_t n = sh_.n, h = sh_.hidden;
   const int64_t sl = sh_.shared_ffn, slg = sl * gates_;
   const Bf16* dyf = nullptr;
   MESHTUNE_ASSIGN_OR_RETURN(dyf, GatherTp(dy, &gathered_dy_));
@@ -360,15 +365,7 @@ Status CudaMoeBlock::SharedBackward(const Bf16* dy, const Bf16* x,
   MESHTUNE_RETURN_IF_ERROR(
       gemm_->LinearBackward(dfc1_.as<Bf16>(), xf, w.shared_fc1, partial,
                             g.shared_fc1, nullptr, n, h, slg, nullptr));
-  if (sh_.sp) {
-    MESHTUNE_RETURN_IF_ERROR(ReserveBuffer(&reduced_, Bytes(nl, h * kBf)));
-    MESHTUNE_RETURN_IF_ERROR(comms_.tp->ReduceScatterSum(
-        partial, reduced_.as<Bf16>(), nl * h, nullptr));
-    partial = reduced_.as<Bf16>();
-  } else if (comms_.tp != nullptr && comms_.tp->size() > 1) {
-    MESHTUNE_RETURN_IF_ERROR(comms_.tp->AllReduceSum(partial, n * h, nullptr));
-  }
-  return Add(partial, dx, nl * h, nullptr);
+  return ReduceTpInto(partial, dx);
 }
 
 }  // namespace meshtune::engine::cuda

@@ -131,6 +131,10 @@ class CudaMoeBlock {
   Status SharedBackward(const Bf16* dy, const Bf16* x, const CudaMoeWeights& w,
                         const CudaMoeGrads& g, Bf16* dx,
                         const MoeActivations& a);
+  // Partial sums [n, h] over tp (in `partial`, may be modified) reduced to
+  // this rank's rows and added into dst [nl, h]: reduce-scattered under
+  // SP, all-reduced when tp > 1 without it.
+  Status ReduceTpInto(Bf16* partial, Bf16* dst);
   // [nl, h] -> [n, h] into `full` under SP (returned), else `in`.
   StatusOr<const Bf16*> GatherTp(const Bf16* in, DeviceBuffer* full);
 

@@ -48,39 +48,6 @@ TrainConfig Config(bool llama) {
   return c;
 }
 
-// Runs `config` on config.parallel.world() thread ranks; returns every
-// rank's trainer in world rank order (rank 0's history holds the global
-// losses), or an empty vector with *error set.
-std::vector<std::unique_ptr<Trainer>> RunRanks(
-    const TrainConfig& config, const data::TokenDataset& dataset,
-    std::string* error) {
-  const int n = static_cast<int>(config.parallel.world());
-  auto world = MakeLocalWorld(n);
-  std::vector<std::unique_ptr<Trainer>> trainers(n);
-  std::vector<std::string> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto t = CreateCudaTrainer(config, &dataset, world[r].get());
-      if (!t.ok()) {
-        errors[r] = t.status().message();
-        return;
-      }
-      trainers[r] = std::move(t).value();
-      const Status st = trainers[r]->Run({});
-      if (!st.ok()) errors[r] = st.message();
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    if (!errors[r].empty()) {
-      *error = "rank " + std::to_string(r) + ": " + errors[r];
-      return {};
-    }
-  }
-  return trainers;
-}
-
 class CudaTrainerParallelTest : public ::testing::TestWithParam<Layout> {};
 
 TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
@@ -116,7 +83,7 @@ TEST_P(CudaTrainerParallelTest, LossesMatchTheOneRankRun) {
   ASSERT_TRUE(par.Validate().ok()) << par.Validate().message();
   std::string error;
   const std::vector<std::unique_ptr<Trainer>> ranks =
-      RunRanks(par, dataset, &error);
+      RunCudaRanks(par, dataset, &error);
   ASSERT_FALSE(ranks.empty()) << error;
   const std::vector<double> want = Losses(**single), got = Losses(*ranks[0]);
   ASSERT_EQ(got.size(), want.size());

@@ -1,12 +1,21 @@
-// The small GPT and LLaMA configurations the CUDA trainer tests train
-// (tests/engine/cuda/trainer_test.cc, trainer_parallel_test.cc): 4 layers,
+// The small GPT and LLaMA configurations the CUDA trainer tests train, and
+// the thread-rank runner of their parallel layouts
+// (tests/engine/cuda/trainer_test.cc, trainer_parallel_test.cc,
+// moe/moe_trainer_test.cc): 4 layers,
 // hidden 128, head_dim 32, vocab 500, seq 64, global batch 8 in micro-
 // batches of 4, 20 steps of AdamW with warm-up and clipping.
 #ifndef MESHTUNE_TESTS_ENGINE_CUDA_TRAINER_TEST_UTIL_H_
 #define MESHTUNE_TESTS_ENGINE_CUDA_TRAINER_TEST_UTIL_H_
 
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "engine/comm/local_communicator.h"
+#include "engine/cuda/trainer.h"
+#include "engine/data/dataset.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 
@@ -38,6 +47,40 @@ inline TrainConfig SmallTrainConfig(bool llama) {
   c.optimizer.lr_warmup_iters = 2;
   c.optimizer.clip_grad = 1.0f;
   return c;
+}
+
+// Runs `config` on config.parallel.world() thread ranks (CUDA trainers
+// over MakeLocalWorld, all on the current GPU(s)); returns every
+// rank's trainer in world rank order (rank 0's history holds the global
+// losses), or an empty vector with *error set.
+inline std::vector<std::unique_ptr<Trainer>> RunCudaRanks(
+    const TrainConfig& config, const data::TokenDataset& dataset,
+    std::string* error) {
+  const int n = static_cast<int>(config.parallel.world());
+  auto world = MakeLocalWorld(n);
+  std::vector<std::unique_ptr<Trainer>> trainers(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto t = CreateCudaTrainer(config, &dataset, world[r].get());
+      if (!t.ok()) {
+        errors[r] = t.status().message();
+        return;
+      }
+      trainers[r] = std::move(t).value();
+      const Status st = trainers[r]->Run({});
+      if (!st.ok()) errors[r] = st.message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!errors[r].empty()) {
+      *error = "rank " + std::to_string(r) + ": " + errors[r];
+      return {};
+    }
+  }
+  return trainers;
 }
 
 // The mean LM loss of every iteration (world rank 0's history).
