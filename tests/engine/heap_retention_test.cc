@@ -29,9 +29,11 @@ TEST(RetainFreedHeapMemory, LargeBlocksStayInTheHeapAfterFree) {
   EXPECT_EQ(held.hblkhd, before.hblkhd);
   std::free(block);
   const struct mallinfo2 after = mallinfo2();
-  // Kept as free heap space, not returned to the kernel.
+  // Kept as free heap space, not returned to the kernel: the heap is not
+  // trimmed. (Whether it grew depends on the free space earlier tests of
+  // the process left, so only "not shrunk" is checked.)
   EXPECT_GE(after.fordblks, kBytes);
-  EXPECT_GE(after.arena, before.arena + kBytes);
+  EXPECT_EQ(after.arena, held.arena);
   // Idempotent.
   EXPECT_TRUE(RetainFreedHeapMemory());
 }
