@@ -179,40 +179,44 @@ Status StagedCommunicator::ReduceScatterSum(const float* in, float* out,
 // The host Send is buffered (it returns once the data is copied), so a
 // staged Send never waits for its Recv: GroupStart/GroupEnd need not defer
 // anything here.
-Status StagedCommunicator::Send(const Bf16* data, int64_t count, int peer,
-                                Stream stream) {
+template <typename T>
+Status StagedCommunicator::SendTo(const T* data, int64_t count, int peer,
+                                  Stream stream) {
   MESHTUNE_CHECK(count >= 0);
   MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "send"));
   const Status downloaded = Download(data, count, stream);
   group_->Send(host_in_.data(), count, peer);  // the peer's Recv waits for it
   return downloaded;
+}
+
+template <typename T>
+Status StagedCommunicator::RecvFrom(T* data, int64_t count, int peer,
+                                    Stream stream) {
+  MESHTUNE_CHECK(count >= 0);
+  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "recv"));
+  host_out_.resize(static_cast<size_t>(count));
+  group_->Recv(host_out_.data(), count, peer);
+  return Upload(host_out_.data(), data, count, stream);
+}
+
+Status StagedCommunicator::Send(const Bf16* data, int64_t count, int peer,
+                                Stream stream) {
+  return SendTo(data, count, peer, stream);
 }
 
 Status StagedCommunicator::Recv(Bf16* data, int64_t count, int peer,
                                 Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "recv"));
-  host_out_.resize(static_cast<size_t>(count));
-  group_->Recv(host_out_.data(), count, peer);
-  return Upload(host_out_.data(), data, count, stream);
+  return RecvFrom(data, count, peer, stream);
 }
 
 Status StagedCommunicator::Send(const float* data, int64_t count, int peer,
                                 Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "send"));
-  const Status downloaded = Download(data, count, stream);
-  group_->Send(host_in_.data(), count, peer);  // the peer's Recv waits for it
-  return downloaded;
+  return SendTo(data, count, peer, stream);
 }
 
 Status StagedCommunicator::Recv(float* data, int64_t count, int peer,
                                 Stream stream) {
-  MESHTUNE_CHECK(count >= 0);
-  MESHTUNE_RETURN_IF_ERROR(CheckPeer(peer, "recv"));
-  host_out_.resize(static_cast<size_t>(count));
-  group_->Recv(host_out_.data(), count, peer);
-  return Upload(host_out_.data(), data, count, stream);
+  return RecvFrom(data, count, peer, stream);
 }
 
 // One host all-to-all of the widened rows; a group of one copies.

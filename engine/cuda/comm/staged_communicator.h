@@ -89,6 +89,11 @@ class StagedCommunicator : public DeviceCommunicator {
   Status Gather(const T* in, T* out, int64_t count, Stream stream);
   template <typename T>
   Status Scatter(const T* in, T* out, int64_t count, Stream stream);
+  // Send and Recv's bodies for bf16 and float device data.
+  template <typename T>
+  Status SendTo(const T* data, int64_t count, int peer, Stream stream);
+  template <typename T>
+  Status RecvFrom(T* data, int64_t count, int peer, Stream stream);
 
   Communicator* group_;
   // Staging buffers, reused across calls: the host collective's input and
