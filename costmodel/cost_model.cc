@@ -199,6 +199,15 @@ double BucketedExposed(Collective op, double params, double bytes_per_param,
 
 }  // namespace
 
+double CoreSharing_s(double step_s, double mean_busy_s, int64_t ranks_per_node,
+                     int64_t host_cores) {
+  if (host_cores <= 0 || ranks_per_node <= host_cores) return 0.0;
+  const double shared_s = static_cast<double>(ranks_per_node) /
+                          static_cast<double>(host_cores) *
+                          std::max(0.0, mean_busy_s);
+  return std::max(0.0, shared_s - step_s);
+}
+
 Estimate EstimateConfig(const ModelSpec& model, const ClusterSpec& cluster,
                         const TrainingSpec& training, const ParallelConfig& c,
                         const Calibration& calibration) {
@@ -642,6 +651,18 @@ Estimate Estimator::operator()(const ParallelConfig& c,
           : calibration.MemoryTime_s((24.0 + grad_b + weight_b) * opt_params +
                                          grad_b * (lp.dense + lp.expert),
                                      options);
+
+  // ---- Cores shared by more ranks than cores (the CPU engine).
+  if (cluster.host_cores > 0) {
+    const int64_t per_node =
+        std::min<int64_t>(c.world(), std::max(1, cluster.gpus_per_node));
+    // Σ_stages work / pp: the lighter first and last-but-one stages of an
+    // uneven pipeline need less of the cores than the pacing one.
+    const double mean_busy_s = md * all_stages_s / static_cast<double>(c.pp) +
+                               tb.pp_comm_s + tb.dp_comm_s + tb.optimizer_s;
+    tb.core_sharing_s =
+        CoreSharing_s(tb.total_s(), mean_busy_s, per_node, cluster.host_cores);
+  }
 
   // ---- Totals.
   est.step_time_s = tb.total_s();

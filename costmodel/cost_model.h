@@ -43,6 +43,26 @@ Estimate EstimateConfig(const search_spaces::ModelSpec& model,
                         const Calibration& calibration,
                         const ModelOptions& options);
 
+// Waiting for a core when ranks share CPU cores (`--gpu local`: the CPU
+// engine runs one single-threaded process per rank, and `--gpus` may exceed
+// the cores). The kernel time-slices the cores among the runnable ranks;
+// a rank idling in the pipeline bubble sleeps (the engine's MPI wait,
+// engine/comm/mpi_communicator.cc, spins 1 ms, then sleeps) and leaves its
+// core to the others. So a step takes at least the CPU time all the node's
+// ranks need spread over the cores, and at least its time with a core per
+// rank:
+//   core_sharing_s = max(0, ranks_per_node / host_cores · mean_busy_s −
+//   step_s)
+// step_s: the step with a core per rank; mean_busy_s: a rank's busy time
+// averaged over the pipeline stages, m · Σ_stages (one micro-batch's
+// work) / pp plus the per-rank p2p, data-parallel and optimizer time (with
+// equal stages: step_s − bubble). 0 when ranks_per_node <= host_cores or
+// host_cores is 0 (GPUs). On the 2-core VM of docs/validate.md gpt-tiny
+// dp4 (4 ranks) measured 0.28 s against 0.12 s with a core per rank, pp4
+// with one micro-batch (one rank busy at a time) 0.41 against 0.38 s.
+double CoreSharing_s(double step_s, double mean_busy_s, int64_t ranks_per_node,
+                     int64_t host_cores);
+
 // EstimateConfig for many configurations of one problem: what does not
 // depend on the configuration (the layer list and its per-kind prefix
 // counts, the parameter counts per padded vocabulary, the pipeline layout

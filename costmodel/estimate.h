@@ -87,9 +87,13 @@ struct TimeBreakdown {
   double dp_comm_s = 0;    // exposed gradient reduce / parameter gather
   double optimizer_s = 0;  // optimizer step (memory bound)
   double host_s = 0;       // GPU idle while the host launches eager kernels
+  // More ranks than CPU cores (`--gpu local`): the time the ranks wait for
+  // a core beyond the terms above (CoreSharing_s, cost_model.h).
+  double core_sharing_s = 0;
   double total_s() const {
     return compute_s + recompute_s + tp_comm_s + cp_comm_s + ep_comm_s +
-           pp_comm_s + pp_bubble_s + dp_comm_s + optimizer_s + host_s;
+           pp_comm_s + pp_bubble_s + dp_comm_s + optimizer_s + host_s +
+           core_sharing_s;
   }
 };
 
@@ -111,6 +115,7 @@ inline constexpr TimeTerm kTimeTerms[] = {
     {"dp_comm", &TimeBreakdown::dp_comm_s},
     {"optimizer", &TimeBreakdown::optimizer_s},
     {"host_launch", &TimeBreakdown::host_s},
+    {"core_sharing", &TimeBreakdown::core_sharing_s},
 };
 
 struct Estimate {

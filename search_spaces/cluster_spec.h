@@ -117,6 +117,11 @@ struct ClusterSpec {
   // GB300) is slower per core: 1.5 (docs/costmodel.md §4, Host launches).
   double host_launch_factor = 1.0;
 
+  // CPU cores per node that the ranks of a node share; 0 = one device per
+  // rank (every GPU preset). Set by the `local` preset (the CPU engine runs
+  // one process per rank), where a node may hold more ranks than cores.
+  int host_cores = 0;
+
   // The memory the driver exposes per GPU in GiB: gpu.hbm_capacity_gib, or
   // gpu.hbm_gb·1e9 bytes when that is unknown.
   double CapacityGib() const;

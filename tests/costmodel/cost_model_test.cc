@@ -40,9 +40,9 @@ ParallelConfig Tp8Pp8Dp16() {
 
 void ExpectConsistent(const Estimate& e) {
   const TimeBreakdown& t = e.time;
-  for (double part :
-       {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s, t.ep_comm_s,
-        t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s, t.optimizer_s}) {
+  for (double part : {t.compute_s, t.recompute_s, t.tp_comm_s, t.cp_comm_s,
+                      t.ep_comm_s, t.pp_comm_s, t.pp_bubble_s, t.dp_comm_s,
+                      t.optimizer_s, t.core_sharing_s}) {
     EXPECT_GE(part, 0.0);
   }
   EXPECT_DOUBLE_EQ(e.step_time_s, t.total_s());
@@ -443,6 +443,59 @@ TEST(EstimateConfig, Fp8DotProductAttentionSpeedsUpTheCoreAttention) {
   tr.fp8_dot_product_attention = false;
   EXPECT_DOUBLE_EQ(bf16.time.compute_s,
                    EstimateConfig(m, cluster, tr, c, cal).time.compute_s);
+}
+
+// CoreSharing_s by hand: the node's ranks need ranks/cores times a rank's
+// mean busy time on the shared cores, and the step is at least that.
+TEST(CoreSharing, RanksTakeTurnsOnTheCores) {
+  // 4 ranks on 2 cores, busy the whole step: 2 · 0.4 − 0.4 = 0.4.
+  EXPECT_DOUBLE_EQ(CoreSharing_s(0.4, 0.4, 4, 2), 0.4);
+  // 3 ranks on 2 cores: 1.5 · 0.3 − 0.3 = 0.15.
+  EXPECT_NEAR(CoreSharing_s(0.3, 0.3, 3, 2), 0.15, 1e-15);
+  // Ranks idle 0.1 s of the step (bubble): 2 · 0.2 − 0.3 = 0.1.
+  EXPECT_NEAR(CoreSharing_s(0.3, 0.2, 4, 2), 0.1, 1e-15);
+  // Mostly idle (one micro-batch over a deep pipeline): the cores keep
+  // up, 2 · 0.1 = 0.2 < 0.4.
+  EXPECT_DOUBLE_EQ(CoreSharing_s(0.4, 0.1, 4, 2), 0.0);
+  // A core per rank, or GPUs (host_cores 0): nothing.
+  EXPECT_DOUBLE_EQ(CoreSharing_s(0.4, 0.4, 2, 2), 0.0);
+  EXPECT_DOUBLE_EQ(CoreSharing_s(0.4, 0.4, 8, 0), 0.0);
+}
+
+// In the estimate: 8 ranks on a node of 4 cores double a data-parallel
+// step (every rank busy all the time); one micro-batch through an 8-stage
+// pipeline keeps one rank busy at a time, which the 4 cores absorb.
+TEST(CoreSharing, EstimateChargesTheNodesRanksOverItsCores) {
+  search_spaces::ClusterSpec gpus = testing::A100Cluster();
+  search_spaces::ClusterSpec cores = gpus;
+  cores.host_cores = 4;
+  const DatasheetCalibration cal(gpus);
+  const ModelSpec m = testing::Gpt(8, 1024, 16);
+  TrainingSpec tr;
+  tr.num_gpus = 8;
+  tr.global_batch_size = 32;
+  tr.seq_length = 1024;
+  tr.train_tokens = 1e9;
+  ParallelConfig dp;
+  dp.dp = 8;
+  dp.mbs = 1;
+  const Estimate own = EstimateConfig(m, gpus, tr, dp, cal);
+  const Estimate shared = EstimateConfig(m, cores, tr, dp, cal);
+  EXPECT_DOUBLE_EQ(own.time.core_sharing_s, 0.0);
+  EXPECT_NEAR(shared.time.core_sharing_s, own.step_time_s,
+              1e-12 * own.step_time_s);
+  EXPECT_NEAR(shared.step_time_s, 2.0 * own.step_time_s,
+              1e-12 * own.step_time_s);
+  ExpectConsistent(shared);
+
+  ParallelConfig pp;
+  pp.pp = 8;
+  pp.mbs = 32;  // one micro-batch
+  const Estimate pipe_own = EstimateConfig(m, gpus, tr, pp, cal);
+  const Estimate pipe_shared = EstimateConfig(m, cores, tr, pp, cal);
+  ASSERT_GT(pipe_own.time.pp_bubble_s, 0.0);
+  EXPECT_DOUBLE_EQ(pipe_shared.time.core_sharing_s, 0.0);
+  EXPECT_DOUBLE_EQ(pipe_shared.step_time_s, pipe_own.step_time_s);
 }
 
 }  // namespace

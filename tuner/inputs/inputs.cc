@@ -522,6 +522,9 @@ StatusOr<Inputs> ResolveInputs(const InputFlags& f) {
   auto gpus = ParseSize(f.gpus, "--gpus", limits::kNumGpus);
   if (!gpus.ok()) return gpus.status();
   in.training.num_gpus = gpus.value();
+  if (f.gpu == kLocalCluster && f.gpus_per_node.empty()) {
+    LocalNodeForRanks(in.training.num_gpus, &in.cluster);
+  }
 
   if (!f.gpus_per_node.empty()) {
     auto g =

@@ -34,6 +34,10 @@ search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
   c.gpu.hbm_efficiency = 0.9;
   c.gpus_per_node = static_cast<int>(cores);
   c.nvlink_domain_gpus = static_cast<int>(cores);
+  // The ranks share these cores; with more ranks than cores they take
+  // turns (costmodel::CoreSharing_s), and ResolveInputs keeps them on this
+  // one node (LocalNodeForRanks).
+  c.host_cores = static_cast<int>(cores);
   // Ranks talk through shared memory: nominal until MPI collectives are
   // measured. One node, so the network is never used.
   c.nvlink_gbps = 10.0;
@@ -44,6 +48,19 @@ search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
   c.network_latency_us = 50.0;
   c.memory_reserve_gib = std::min(0.5, 0.1 * c.gpu.hbm_capacity_gib);
   return c;
+}
+
+void LocalNodeForRanks(int64_t ranks, search_spaces::ClusterSpec* cluster) {
+  if (ranks <= cluster->gpus_per_node) return;
+  // The host memory is shared too: each rank gets its share of it.
+  const double share = static_cast<double>(cluster->gpus_per_node) /
+                       static_cast<double>(ranks);
+  cluster->gpu.hbm_capacity_gib *= share;
+  cluster->gpu.hbm_gb *= share;
+  cluster->memory_reserve_gib =
+      std::min(0.5, 0.1 * cluster->gpu.hbm_capacity_gib);
+  cluster->gpus_per_node = static_cast<int>(ranks);
+  cluster->nvlink_domain_gpus = static_cast<int>(ranks);
 }
 
 }  // namespace meshtune::tuner

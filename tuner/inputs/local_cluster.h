@@ -6,6 +6,8 @@
 #ifndef MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_
 #define MESHTUNE_TUNER_INPUTS_LOCAL_CLUSTER_H_
 
+#include <cstdint>
+
 #include "profiler/cpu_backend.h"
 #include "search_spaces/cluster_spec.h"
 
@@ -19,6 +21,14 @@ inline constexpr char kLocalCluster[] = "local";
 // per rank come from /proc; bandwidths are nominal until `tune profile`
 // measures them (then MeasuredCalibration replaces them).
 search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info);
+
+// Every rank of a `local` run is a process on this one machine, talking
+// through shared memory however many there are: with more ranks than
+// cores the node (and its shared-memory "NVLink" domain) grows to `ranks`
+// instead of the ranks spilling onto a network that does not exist; the
+// cores stay `host_cores` and are shared (costmodel::CoreSharing_s), and
+// each rank's memory is its share of the host's.
+void LocalNodeForRanks(int64_t ranks, search_spaces::ClusterSpec* cluster);
 
 }  // namespace meshtune::tuner
 

@@ -83,6 +83,7 @@ constexpr Term kTimeStyles[] = {
     {"dp_comm", "DP comm", "#1a7f37"},
     {"optimizer", "optimizer", "#6e7781"},
     {"host_launch", "host launches", "#a40e26"},
+    {"core_sharing", "ranks sharing cores", "#953800"},
 };
 constexpr Term kMemoryTerms[] = {
     {"weights", "weights", "#0969da"},

@@ -221,7 +221,7 @@ TEST(AccuracyWithBest, TimeTermsAddUpToTheStep) {
     v *= 2;
   }
   EXPECT_DOUBLE_EQ(t.total_s(), v - 1);
-  EXPECT_EQ(std::size(costmodel::kTimeTerms), 10u);
+  EXPECT_EQ(std::size(costmodel::kTimeTerms), 11u);
 }
 
 TEST(AccuracyWithBest, EachProblemIsSearchedOnce) {
