@@ -53,8 +53,8 @@ search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
 void LocalNodeForRanks(int64_t ranks, search_spaces::ClusterSpec* cluster) {
   if (ranks <= cluster->gpus_per_node) return;
   // The host memory is shared too: each rank gets its share of it.
-  const double share = static_cast<double>(cluster->gpus_per_node) /
-                       static_cast<double>(ranks);
+  const double share =
+      static_cast<double>(cluster->gpus_per_node) / static_cast<double>(ranks);
   cluster->gpu.hbm_capacity_gib *= share;
   cluster->gpu.hbm_gb *= share;
   cluster->memory_reserve_gib =
