@@ -312,9 +312,9 @@ TEST(TrainHelp, SaysWhatTheCudaBackendRuns) {
   const std::string text =
       std::regex_replace(run.out, std::regex(R"(\s+)"), " ");
   EXPECT_EQ(text.find("one GPU, bf16"), std::string::npos) << text;
-  EXPECT_NE(text.find("cuda (bf16; the tp/sp/pp/vpp/dp/dist-opt layouts of "
-                      "the CPU engine, one GPU per rank, or ranks sharing a "
-                      "GPU through staged collectives)"),
+  EXPECT_NE(text.find("cuda (bf16; every layout of the CPU engine, MoE and "
+                      "cp included, one GPU per rank, or ranks sharing a GPU "
+                      "through staged collectives)"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("--cp"), std::string::npos);

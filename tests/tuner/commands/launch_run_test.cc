@@ -405,15 +405,21 @@ TEST(LaunchRun, KubernetesErrors) {
   EXPECT_NE(run.err.find("the meshtune engine runs its ranks under MPI"),
             std::string::npos)
       << run.err;
-  // The engine trains no MoE model yet: --trainer tune says so up front.
+  // The engine trains no multi-latent attention: --trainer tune says so up
+  // front (an MoE model it trains, mixtral-8x7b, launches).
   run = RunTuneInProcess(
-      "launch --model mixtral-8x7b --gpus 64 --gpu h100 --no-db --trainer "
+      "launch --model deepseek-v3 --gpus 1024 --gpu h100 --no-db --trainer "
       "tune");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("--trainer tune: the CUDA engine cannot train this "
-                         "plan"),
+                         "plan: the training engine does not support "
+                         "multi-latent attention (deepseek-v3)"),
             std::string::npos)
       << run.err;
+  run = RunTuneInProcess(
+      "launch --model mixtral-8x7b --gpus 64 --gpu h100 --no-db --trainer "
+      "tune");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
   run = RunTuneInProcess(std::string("launch ") + k175b +
                          " --namespace Bad_Name");
   EXPECT_EQ(run.exit_code, 2);
