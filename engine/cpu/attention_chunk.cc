@@ -1,5 +1,13 @@
+// The chunk pieces of ring attention (attention_chunk.h) as Eigen GEMMs per
+// (sample, head): S = scale·Q·Kᵀ [sq, sk] with the causal limit of each row
+// (the keys at positions <= the query's), the softmax in fp32 with fp64
+// row sums, O = D(P)·V; the backward's dP = dO·Vᵀ, dQ = scale·dS·K,
+// dK = scale·dSᵀ·Q, dV = D(P)ᵀ·dO. OpenMP over (sample, head), or (sample,
+// kv group) in the backward so the group's heads add into dK and dV in one
+// order: results are identical run to run.
 #include "engine/cpu/attention_chunk.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -31,24 +39,32 @@ Layout LayoutOf(int64_t head, const AttentionChunkShape& s) {
   return l;
 }
 
-// S[t, u] = scale·q_t·k_u for the keys query t sees; kNegInf otherwise.
-std::vector<double> Scores(const float* q_qkv, const float* kv_qkv, int64_t sq,
-                           int64_t q_pos0, int64_t sk, int64_t k_pos0,
-                           int64_t bi, const Layout& l,
-                           const AttentionChunkShape& s) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-  std::vector<double> scores(sq * sk, kNegInf);
-  for (int64_t t = 0; t < sq; ++t) {
-    const float* q = q_qkv + (t * s.b + bi) * l.width + l.q;
-    for (int64_t u = 0; u < sk; ++u) {
-      if (k_pos0 + u > q_pos0 + t) break;
-      const float* k = kv_qkv + (u * s.b + bi) * l.width + l.k;
-      double dot = 0;
-      for (int64_t c = 0; c < s.head_dim; ++c) dot += double(q[c]) * k[c];
-      scores[t * sk + u] = scale * dot;
-    }
-  }
-  return scores;
+using RowMajorMatrix =
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Stride = Eigen::OuterStride<>;
+using ConstStrided = Eigen::Map<const RowMajorMatrix, 0, Stride>;
+using Strided = Eigen::Map<RowMajorMatrix, 0, Stride>;
+
+// One (bi, head)'s Q [sq, d] and its group's K, V [sk, d] inside the packed
+// rows: consecutive positions are b rows apart.
+struct Operands {
+  ConstStrided q, k, v;
+};
+
+Operands OperandsOf(const float* q_qkv, const float* kv_qkv, int64_t sq,
+                    int64_t sk, int64_t bi, const Layout& l,
+                    const AttentionChunkShape& s) {
+  const Stride stride(s.b * l.width);
+  const int64_t d = s.head_dim;
+  return {ConstStrided(q_qkv + bi * l.width + l.q, sq, d, stride),
+          ConstStrided(kv_qkv + bi * l.width + l.k, sk, d, stride),
+          ConstStrided(kv_qkv + bi * l.width + l.v, sk, d, stride)};
+}
+
+// How many leading keys of the chunk query t sees (key u iff its position
+// k_pos0 + u <= q_pos0 + t): 0 .. sk.
+int64_t Seen(int64_t t, int64_t q_pos0, int64_t sk, int64_t k_pos0) {
+  return std::clamp<int64_t>(q_pos0 + t - k_pos0 + 1, 0, sk);
 }
 
 // The dropout factor of (bi, head, query position t, key position u): 0
@@ -83,36 +99,44 @@ void AttentionChunkForward(const float* q_qkv, const float* kv_qkv, int64_t sq,
                            const AttentionChunkShape& s, float* out, float* lse,
                            const DropoutSpec* dropout, int64_t seq) {
   const int64_t d = s.head_dim;
-  DropoutFactor factor(dropout, seq);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+#pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < s.b; ++bi) {
     for (int64_t head = 0; head < s.heads; ++head) {
       const Layout l = LayoutOf(head, s);
-      const std::vector<double> scores =
-          Scores(q_qkv, kv_qkv, sq, q_pos0, sk, k_pos0, bi, l, s);
+      const Operands x = OperandsOf(q_qkv, kv_qkv, sq, sk, bi, l, s);
+      DropoutFactor factor(dropout, seq);
+      // S = scale·Q·Kᵀ, then each row's causal softmax, unnormalised, and
+      // its dropped copy for the output.
+      RowMajorMatrix p = scale * (x.q * x.k.transpose());
+      RowMajorMatrix pd(sq, sk);
+      std::vector<double> sum(sq, 0.0);
       for (int64_t t = 0; t < sq; ++t) {
-        float* o = out + (t * s.b + bi) * l.out_width + head * d;
-        double max = kNegInf;
-        for (int64_t u = 0; u < sk; ++u)
-          max = std::max(max, scores[t * sk + u]);
+        const int64_t seen = Seen(t, q_pos0, sk, k_pos0);
         float* row_lse = lse + (bi * s.heads + head) * sq + t;
-        if (max == kNegInf) {
-          std::fill(o, o + d, 0.0f);
+        auto row = p.row(t);
+        if (seen == 0) {
+          row.setZero();
+          pd.row(t).setZero();
           *row_lse = -std::numeric_limits<float>::infinity();
           continue;
         }
-        double sum = 0;
-        std::vector<double> acc(d, 0.0);
+        const float max = row.head(seen).maxCoeff();
+        row.head(seen) = (row.head(seen).array() - max).exp().matrix();
+        row.tail(sk - seen).setZero();
+        for (int64_t u = 0; u < seen; ++u) sum[t] += row[u];
         factor.Row(bi, head, q_pos0 + t);
         for (int64_t u = 0; u < sk; ++u) {
-          if (scores[t * sk + u] == kNegInf) continue;
-          const double p = std::exp(scores[t * sk + u] - max);
-          sum += p;  // the softmax normalises the undropped P
-          const double pd = p * factor.At(k_pos0 + u);
-          const float* v = kv_qkv + (u * s.b + bi) * l.width + l.v;
-          for (int64_t c = 0; c < d; ++c) acc[c] += pd * v[c];
+          pd(t, u) = static_cast<float>(row[u] * factor.At(k_pos0 + u));
         }
-        for (int64_t c = 0; c < d; ++c) o[c] = static_cast<float>(acc[c] / sum);
-        *row_lse = static_cast<float>(max + std::log(sum));
+        *row_lse = static_cast<float>(max + std::log(sum[t]));
+      }
+      // O = D(P)·V normalised by the undropped sum (0 rows see nothing).
+      Strided o(out + bi * l.out_width + head * d, sq, d,
+                Stride(s.b * l.out_width));
+      o.noalias() = pd * x.v;
+      for (int64_t t = 0; t < sq; ++t) {
+        if (sum[t] > 0) o.row(t) *= static_cast<float>(1.0 / sum[t]);
       }
     }
   }
@@ -152,43 +176,45 @@ void AttentionChunkBackward(const float* dout, const float* out,
                             float* dkv_qkv, const DropoutSpec* dropout,
                             int64_t seq) {
   const int64_t d = s.head_dim;
-  DropoutFactor factor(dropout, seq);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const int64_t per_group = s.heads / s.groups;
+  // One task per (bi, kv group): its heads add into the group's dK and dV
+  // in a fixed order, so every element has one writer and one order.
+#pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < s.b; ++bi) {
-    for (int64_t head = 0; head < s.heads; ++head) {
-      const Layout l = LayoutOf(head, s);
-      const std::vector<double> scores =
-          Scores(q_qkv, kv_qkv, sq, q_pos0, sk, k_pos0, bi, l, s);
-      for (int64_t t = 0; t < sq; ++t) {
-        const int64_t row = t * s.b + bi;
-        const float* o = out + row * l.out_width + head * d;
-        const float* dO = dout + row * l.out_width + head * d;
-        const double row_lse = lse[(bi * s.heads + head) * sq + t];
-        double delta = 0;  // D = rowsum(dout ∘ out)
-        for (int64_t c = 0; c < d; ++c) delta += double(dO[c]) * o[c];
-        const float* q = q_qkv + row * l.width + l.q;
-        float* dq = dq_qkv + row * l.width + l.q;
-        factor.Row(bi, head, q_pos0 + t);
-        for (int64_t u = 0; u < sk; ++u) {
-          const double sc = scores[t * sk + u];
-          if (sc == kNegInf) continue;
-          const double p = std::exp(sc - row_lse);
-          const int64_t kv_row = u * s.b + bi;
-          const float* k = kv_qkv + kv_row * l.width + l.k;
-          const float* v = kv_qkv + kv_row * l.width + l.v;
-          float* dk = dkv_qkv + kv_row * l.width + l.k;
-          float* dv = dkv_qkv + kv_row * l.width + l.v;
-          const double m = factor.At(k_pos0 + u);  // dropout factor
-          double dp = 0;                           // (dout·Vᵀ)[t, u], masked
-          for (int64_t c = 0; c < d; ++c) dp += double(dO[c]) * v[c];
-          dp *= m;
-          const double ds = p * (dp - delta);
-          for (int64_t c = 0; c < d; ++c) {
-            dq[c] += static_cast<float>(scale * ds * k[c]);
-            dk[c] += static_cast<float>(scale * ds * q[c]);
-            dv[c] += static_cast<float>(p * m * dO[c]);
+    for (int64_t g = 0; g < s.groups; ++g) {
+      DropoutFactor factor(dropout, seq);
+      for (int64_t head = g * per_group; head < (g + 1) * per_group; ++head) {
+        const Layout l = LayoutOf(head, s);
+        const Operands x = OperandsOf(q_qkv, kv_qkv, sq, sk, bi, l, s);
+        const Stride row_stride(s.b * l.width), out_stride(s.b * l.out_width);
+        ConstStrided o(out + bi * l.out_width + head * d, sq, d, out_stride);
+        ConstStrided d_o(dout + bi * l.out_width + head * d, sq, d, out_stride);
+        // P = exp(S − lse) on the keys each row sees; the dropout factors.
+        RowMajorMatrix p = scale * (x.q * x.k.transpose());
+        RowMajorMatrix m = RowMajorMatrix::Ones(sq, sk);
+        for (int64_t t = 0; t < sq; ++t) {
+          const int64_t seen = Seen(t, q_pos0, sk, k_pos0);
+          const float row_lse = lse[(bi * s.heads + head) * sq + t];
+          auto row = p.row(t);
+          row.head(seen) = (row.head(seen).array() - row_lse).exp().matrix();
+          row.tail(sk - seen).setZero();
+          factor.Row(bi, head, q_pos0 + t);
+          for (int64_t u = 0; u < seen; ++u) {
+            m(t, u) = static_cast<float>(factor.At(k_pos0 + u));
           }
         }
+        // dS = P ∘ (M ∘ (dO·Vᵀ) − D), D = rowsum(dO ∘ O).
+        const Eigen::VectorXf delta = (d_o.array() * o.array()).rowwise().sum();
+        RowMajorMatrix ds = (d_o * x.v.transpose()).cwiseProduct(m);
+        ds.colwise() -= delta;
+        ds = ds.cwiseProduct(p);
+        Strided dq(dq_qkv + bi * l.width + l.q, sq, d, row_stride);
+        Strided dk(dkv_qkv + bi * l.width + l.k, sk, d, row_stride);
+        Strided dv(dkv_qkv + bi * l.width + l.v, sk, d, row_stride);
+        dq.noalias() += scale * (ds * x.k);
+        dk.noalias() += scale * (ds.transpose() * x.q);
+        dv.noalias() += p.cwiseProduct(m).transpose() * d_o;
       }
     }
   }
