@@ -164,6 +164,30 @@ std::string V3Sql() {
          "ON fitted_factors(hardware_id, base_calibration);\n";
 }
 
+// The configuration fields the V1 columns lacked: expert tensor
+// parallelism (0 = tp, Megatron's default), the uneven pipeline layout (-1 =
+// the even split) and the selective-recompute modules (bits of
+// search_spaces::RecomputeModule; 1 = core_attn, the default). Without them
+// a stored candidate read back (tune train --from-search, tune validate)
+// trained etp = tp whatever the search had chosen. Old rows get the
+// defaults, which is what their config_text says unless it names etp or a
+// layout.
+std::string V4Sql() {
+  std::string sql;
+  for (const char* table : {"candidates", "training_runs"}) {
+    const std::string t = table;
+    sql += "ALTER TABLE " + t +
+           " ADD COLUMN etp INTEGER NOT NULL DEFAULT 0;\n" + "ALTER TABLE " +
+           t +
+           " ADD COLUMN layout_first_layers INTEGER NOT NULL DEFAULT -1;\n" +
+           "ALTER TABLE " + t +
+           " ADD COLUMN layout_last_layers INTEGER NOT NULL DEFAULT -1;\n" +
+           "ALTER TABLE " + t +
+           " ADD COLUMN recompute_modules INTEGER NOT NULL DEFAULT 1;\n";
+  }
+  return sql;
+}
+
 // Runs fixed SQL (one or more statements, no user values) statement by
 // statement through the prepared-statement interface.
 Status ExecScript(sqlite3* db, const std::string& path, const std::string& sql,
@@ -362,6 +386,8 @@ const std::vector<Migration>& BuiltinMigrations() {
        V1Sql()},
       {2, "regress results and baselines", V2Sql()},
       {3, "validations, their runs, fitted efficiency factors", V3Sql()},
+      {4, "etp, pipeline layout and recompute modules of a configuration",
+       V4Sql()},
   };
   return migrations;
 }

@@ -40,7 +40,7 @@ struct sqlite3;
 namespace meshtune::results {
 
 // The schema version this build writes (PRAGMA user_version).
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 // PRAGMA application_id marking a meshtune database ("MSHT").
 inline constexpr int32_t kApplicationId = 0x4D534854;
 

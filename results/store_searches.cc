@@ -18,13 +18,14 @@ using search_spaces::ParallelConfig;
 using search_spaces::RecomputeGranularity;
 using search_spaces::RecomputeMethod;
 
-// The 13 configuration columns (V1 schema order) as an SQL list.
+// The 17 configuration columns (V1's 13, then V4's 4) as an SQL list.
 constexpr const char* kConfigColumns =
     "tp, pp, vpp, cp, dp, ep, sp, mbs, recompute, recompute_method, "
-    "recompute_num_layers, dist_opt, config_text";
-constexpr int kConfigColumnCount = 13;
+    "recompute_num_layers, dist_opt, config_text, etp, layout_first_layers, "
+    "layout_last_layers, recompute_modules";
+constexpr int kConfigColumnCount = 17;
 
-// Binds `c` at indices first .. first+12.
+// Binds `c` at indices first .. first+16.
 void BindConfig(Statement& st, int first, const ParallelConfig& c) {
   st.Bind(first + 0, c.tp);
   st.Bind(first + 1, c.pp);
@@ -39,6 +40,10 @@ void BindConfig(Statement& st, int first, const ParallelConfig& c) {
   st.Bind(first + 10, c.recompute.num_layers);
   st.Bind(first + 11, static_cast<int64_t>(c.dist_opt));
   st.Bind(first + 12, search_spaces::ToString(c));
+  st.Bind(first + 13, c.etp);
+  st.Bind(first + 14, c.layout_first_layers);
+  st.Bind(first + 15, c.layout_last_layers);
+  st.Bind(first + 16, static_cast<int64_t>(c.recompute.modules));
 }
 
 // Reads the configuration columns starting at column `first`.
@@ -64,6 +69,10 @@ ParallelConfig ReadConfig(const Statement& st, int first,
   c.recompute.num_layers = st.Int(first + 10);
   c.dist_opt = st.Int(first + 11) != 0;
   *config_text = st.Text(first + 12);
+  c.etp = st.Int(first + 13);
+  c.layout_first_layers = st.Int(first + 14);
+  c.layout_last_layers = st.Int(first + 15);
+  c.recompute.modules = static_cast<uint32_t>(st.Int(first + 16));
   return c;
 }
 

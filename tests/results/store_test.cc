@@ -261,6 +261,99 @@ TEST(StoreTest, SearchCandidatesTrainingRunsAndPredictedVsMeasured) {
   EXPECT_DOUBLE_EQ((*pvm)[0].relative_error, 0.25);  // (10 - 8) / 8
 }
 
+// The fields the V1 columns lacked (schema 4): etp, the uneven pipeline
+// layout and the recompute modules come back as stored, for candidates and
+// training runs. (Before, an etp1 candidate came back with etp = tp.)
+TEST(StoreTest, ExpertTpLayoutAndRecomputeModulesRoundTrip) {
+  auto store = OpenMemory();
+  SearchRecord search;
+  search.model = "moe-tiny";
+  search.gpu = "local";
+  search.gpus = 4;
+  search.gbs = 8;
+  search.seq_length = 128;
+  search.precision = "fp32";
+  CandidateRecord c;
+  c.rank = 1;
+  c.config = Config(2, 2, 1);
+  c.config.ep = 2;
+  c.config.etp = 1;
+  c.config.layout_first_layers = 1;
+  c.config.layout_last_layers = 0;
+  c.config.recompute.granularity =
+      search_spaces::RecomputeGranularity::kSelective;
+  c.config.recompute.modules = search_spaces::kRecomputeCoreAttn | (1u << 1);
+  c.calibration = "datasheet";
+  c.estimate_json = "{}";
+  StatusOr<int64_t> id = store->PutSearch(search, {c}, TestProvenance());
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  auto cands = store->GetCandidates(*id);
+  ASSERT_TRUE(cands.ok());
+  ASSERT_EQ(cands->size(), 1u);
+  const search_spaces::ParallelConfig& got = (*cands)[0].config;
+  EXPECT_EQ(got.etp, 1);
+  EXPECT_EQ(got.expert_tp(), 1);
+  EXPECT_EQ(got.layout_first_layers, 1);
+  EXPECT_EQ(got.layout_last_layers, 0);
+  EXPECT_EQ(got.recompute.modules, c.config.recompute.modules);
+  EXPECT_TRUE(got == c.config);
+  TrainingRun run;
+  run.candidate_id = (*cands)[0].id;
+  run.model = "moe-tiny";
+  run.config = c.config;
+  run.gbs = 8;
+  run.seq_length = 128;
+  run.steps = 8;
+  ASSERT_TRUE(store->PutTrainingRun(run, TestProvenance()).ok());
+  auto runs = store->GetTrainingRuns((*cands)[0].id);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].config.etp, 1);
+  EXPECT_TRUE((*runs)[0].config == c.config);
+}
+
+// A schema-3 database (the built-in steps up to 3) upgrades to 4, and a
+// candidate without etp reads back with the defaults (etp = tp).
+TEST(MigrationTest, SchemaThreeCandidatesGetTheDefaultsAtFour) {
+  char path[] = "/tmp/results_migration_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  unlink(path);
+  const std::vector<Migration> up_to_3(BuiltinMigrations().begin(),
+                                       BuiltinMigrations().begin() + 3);
+  OpenOptions options;
+  options.migrations = &up_to_3;
+  SearchRecord search;
+  search.model = "gpt-tiny";
+  search.gpu = "local";
+  search.gpus = 2;
+  search.gbs = 8;
+  search.seq_length = 128;
+  search.precision = "fp32";
+  {
+    auto old = Store::Open(path, options);
+    ASSERT_TRUE(old.ok()) << old.status().message();
+    EXPECT_EQ(*(*old)->SchemaVersion(), 3);
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(*(*store)->SchemaVersion(), kSchemaVersion);
+  CandidateRecord c;
+  c.rank = 1;
+  c.config = Config(2, 1, 1);
+  c.calibration = "datasheet";
+  c.estimate_json = "{}";
+  StatusOr<int64_t> put = (*store)->PutSearch(search, {c}, TestProvenance());
+  ASSERT_TRUE(put.ok()) << put.status().message();
+  auto cands = (*store)->GetCandidates(*put);
+  ASSERT_TRUE(cands.ok());
+  EXPECT_EQ((*cands)[0].config.etp, 0);
+  EXPECT_EQ((*cands)[0].config.expert_tp(), 2);
+  EXPECT_EQ((*cands)[0].config.layout_first_layers, -1);
+  unlink(path);
+}
+
 TEST(StoreTest, TrainingRunForUnknownCandidateIsRefused) {
   auto store = OpenMemory();
   TrainingRun run;
