@@ -16,8 +16,10 @@
 #include "engine/comm/local_communicator.h"
 #include "engine/cuda/trainer.h"
 #include "engine/data/dataset.h"
+#include "engine/param_store.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
+#include "gtest/gtest.h"
 
 namespace meshtune::engine::cuda {
 
@@ -81,6 +83,27 @@ inline std::vector<std::unique_ptr<Trainer>> RunCudaRanks(
     }
   }
   return trainers;
+}
+
+// Every replicated tensor (TpSplit::kReplicated) of `a` is in `b` with
+// bitwise equal values (the tp ranks' copies after a run); fails the test
+// otherwise, and when there is none to compare.
+inline void ExpectReplicatedTensorsEqual(const ParamStore& a,
+                                         const ParamStore& b) {
+  int compared = 0;
+  for (int i = 0; i < a.size(); ++i) {
+    if (a.info(i).split != TpSplit::kReplicated) continue;
+    const int j = b.Find(a.info(i).name);
+    if (j < 0) {
+      ADD_FAILURE() << a.info(i).name << " is missing from the other rank";
+      continue;
+    }
+    const std::vector<float> x(a.param(i), a.param(i) + a.info(i).numel);
+    const std::vector<float> y(b.param(j), b.param(j) + b.info(j).numel);
+    EXPECT_EQ(x, y) << a.info(i).name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
 }
 
 // The mean LM loss of every iteration (world rank 0's history).
