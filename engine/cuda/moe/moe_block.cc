@@ -100,9 +100,8 @@ Status CudaMoeBlock::Route(const Bf16* x, const CudaMoeWeights& w,
                                nl * seq->size(), groups, e_count, k,
                                sh_.aux_loss_coeff)
           : 0.0;
-  a->dropped = 0;
   if (sh_.capacity_factor > 0) {
-    a->dropped = cpu::DropOverCapacity(
+    cpu::DropOverCapacity(
         a->probs.data(), a->experts.data(), nl, k, e_count,
         cpu::ExpertCapacity(nl, k, e_count, sh_.capacity_factor));
   }

@@ -78,8 +78,7 @@ struct MoeActivations {
   cpu::Permutation permutation;     // of the kept choices (m rows)
   moe::DispatchPlan plan;           // M rows at this rank's experts
   double aux_loss = 0;              // this rank's part
-  int64_t dropped = 0;
-  DeviceBuffer probs_dev;   // fp32 [nl·k]
+  DeviceBuffer probs_dev;           // fp32 [nl·k]
   DeviceBuffer row_of;      // int32 [nl·k]: permuted row of each choice, -1
   DeviceBuffer choice;      // int32 [m]: flat choice of each permuted row
   DeviceBuffer expert_in;   // bf16 [M, h]
