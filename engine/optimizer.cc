@@ -72,10 +72,14 @@ int64_t ShardPiece(int64_t shard, int64_t bucket, int64_t dp) {
 
 }  // namespace
 
+bool ExpertGroupsDiffer(const ProcessGroups& groups) {
+  return groups.edp != nullptr &&
+         (groups.ep->size() > 1 || groups.etp->size() != groups.tp->size());
+}
+
 bool ExpertsFormOwnRegion(const ParamStore& store,
                           const ProcessGroups& groups) {
-  return store.dense_numel() < store.numel() && groups.edp != nullptr &&
-         (groups.ep->size() > 1 || groups.etp->size() != groups.tp->size());
+  return store.dense_numel() < store.numel() && ExpertGroupsDiffer(groups);
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, bool distributed,
@@ -285,6 +289,13 @@ StepResult Optimizer::Step(ParamStore& store, int64_t iteration) {
     r.norm->AllReduceSum(&sum_sq, 1);
     if (distributed_) r.grads->AllReduceSum(&sum_sq, 1);
     total_sq += sum_sq;
+  }
+  if (regions_.size() == 1 && ExpertGroupsDiffer(*groups_)) {
+    // No expert on this stage: join the expert norm's sums (optimizer.h).
+    double expert_sq = 0;
+    groups_->emp->AllReduceSum(&expert_sq, 1);
+    if (distributed_) groups_->edp->AllReduceSum(&expert_sq, 1);
+    total_sq += expert_sq;
   }
   result.grad_norm = std::sqrt(total_sq);
   // A NaN/Inf norm means some gradient overflowed: Megatron skips the

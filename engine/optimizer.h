@@ -42,6 +42,14 @@ namespace meshtune::engine {
 // device parameters and optimizer split by it.
 bool ExpertsFormOwnRegion(const ParamStore& store, const ProcessGroups& groups);
 
+// Whether expert gradients are reduced over groups of their own anywhere in
+// the model: ep > 1, or etp != tp (only MoE models may set either,
+// TrainConfig::Validate). A rank whose pipeline stage holds no expert (a
+// dense first stage) has no expert region, yet "emp" spans the stages, so
+// it still joins the expert norm's sums with zero; otherwise its stage
+// peers would wait for it forever.
+bool ExpertGroupsDiffer(const ProcessGroups& groups);
+
 struct StepResult {
   float lr = 0;
   double grad_norm = 0;  // before clipping

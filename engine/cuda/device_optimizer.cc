@@ -239,7 +239,16 @@ StatusOr<double> DeviceOptimizer::SumSquaresOverGroups() {
   MESHTUNE_RETURN_IF_ERROR(norm_.CopyToHost(&sum_sq, sizeof(double)));
   groups_->mp->AllReduceSum(&sum_sq, 1);
   if (distributed()) groups_->dp->AllReduceSum(&sum_sq, 1);
-  if (!expert_region_) return sum_sq;
+  if (!expert_region_) {
+    if (ExpertGroupsDiffer(*groups_)) {
+      // No expert on this stage: join the expert norm's sums (optimizer.h).
+      double expert_sq = 0;
+      groups_->emp->AllReduceSum(&expert_sq, 1);
+      if (distributed()) groups_->edp->AllReduceSum(&expert_sq, 1);
+      sum_sq += expert_sq;
+    }
+    return sum_sq;
+  }
   MESHTUNE_RETURN_IF_ERROR(norm_.Zero());
   MESHTUNE_RETURN_IF_ERROR(
       SumSquares(expert_norm_segments_, norm_.as<double>(), nullptr));

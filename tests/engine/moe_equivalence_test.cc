@@ -2,7 +2,8 @@
 // model and data: loss and gradient norm at each of 10 steps and the final
 // weights within the fp32 tolerance of tolerance.h (issue 20 checks: ep 2,
 // ep 4, ep 2 x etp 2, ep 2 with capacity dropping, MoE with pp 2 and a
-// dense first layer, ep 2 with the distributed optimizer, ep 2 x cp 2 x
+// dense first layer (and pp 4, whose first stage has no expert), ep 2 with
+// the distributed optimizer, ep 2 x cp 2 x
 // dp 2 with the distributed optimizer; the sequence aux loss and the
 // aux-loss-free expert bias over several layouts), and replicated
 // parameters bitwise equal across their replicas.
@@ -167,6 +168,11 @@ const Layout kLayouts[] = {
     {"ep2_capacity", 1, 1, 2, 2, 0, false, false, 1.0},
     {"pp2_dense_first", 1, 2, 1, 1},
     {"pp2_ep2", 1, 2, 2, 2},
+    // pp 4 over the 4 layers: the first stage holds only the dense layer,
+    // no expert, yet its ranks are in the expert norm's group (emp spans
+    // the stages); they used to skip its sum and the others waited forever.
+    {"pp4_dp2_ep2_dense_first_stage", 1, 4, 2, 2},
+    {"pp4_dp2_ep2_dist_opt", 1, 4, 2, 2, 0, false, true},
     {"ep2_dist_opt", 1, 1, 2, 2, 0, false, true},
     {"dp2_ep1_dist_opt", 1, 1, 2, 1, 0, false, true},
     // ep folded over cp (the aux loss counts over the cp chunks), and the
