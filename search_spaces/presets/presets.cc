@@ -168,7 +168,8 @@ const std::vector<ClusterSpec>& ClusterPresets() {
     std::vector<ClusterSpec> clusters =
         LoadPresets<ClusterSpec>("clusters/", ParseClusterYaml);
     CheckUniqueNames(clusters, "cluster");
-    // Oldest to newest: by BF16 peak, then memory (a100-40g ... gb200).
+    // By BF16 peak, then memory: a100-40g, ..., l40s, rtx-pro-6000, h100,
+    // ..., gb300 (roughly oldest to newest for the SXM parts).
     std::stable_sort(
         clusters.begin(), clusters.end(),
         [](const ClusterSpec& a, const ClusterSpec& b) {
@@ -187,6 +188,12 @@ std::string ClusterPresetForGpu(const std::string& gpu_name) {
   auto has = [&](const char* part) {
     return upper.find(part) != std::string::npos;
   };
+  // Separators vary ("RTX-PRO-6000", "RTX PRO 6000", "rtx_pro_6000").
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](char c) { return c == '-' || c == '_' ? ' ' : c; });
+  // Grace superchips first: "GB200" contains "B200", "GH200" "H200". The
+  // gh200 preset is the 96 GB HBM3 part, not the 144 GB HBM3e one.
+  if (has("GH200")) return has("144G") || has("HBM3E") ? "" : "gh200";
   for (const char* kind : {"GB300", "GB200", "B300", "B200", "H200"}) {
     if (has(kind)) {
       std::string name = kind;
@@ -199,6 +206,12 @@ std::string ClusterPresetForGpu(const std::string& gpu_name) {
   if (has("A100")) {
     if (has("40G")) return "a100-40g";
     if (has("80G")) return "a100-80g";
+  }
+  if (has("L40S")) return "l40s";  // not the L40 (half its FP8 rate)
+  // The preset is the Server Edition; the Workstation and Max-Q editions
+  // run at other clocks, power and memory bandwidth.
+  if (has("RTX PRO 6000")) {
+    return has("WORKSTATION") || has("MAX Q") ? "" : "rtx-pro-6000";
   }
   return "";
 }

@@ -31,13 +31,18 @@ StatusOr<SearchSpace> ResolveSearchSpace(const std::string& name_or_path);
 
 // The built-in cluster preset for a GPU as drivers and tables name it
 // ("NVIDIA H100 80GB HBM3" and "H100-SXM-80GB (DGX-H100)" -> "h100",
-// "NVIDIA A100-SXM4-40GB" -> "a100-40g", "GB200 NVL72" -> "gb200"), or ""
-// when no preset describes it. Case-insensitive substrings, tried in the
-// order GB300, GB200, B300, B200, H200, H100, A100, so a Grace-Blackwell
-// name is not read as its Blackwell part. An A100 needs its memory size
-// (40GB or 80GB) and an H100 PCIe has no preset (the h100 preset is the SXM
-// part: other peaks, no NVLink). The one rule for `tune accuracy` rows,
-// `tune train --backend cuda` and the CUDA profiler's peaks.
+// "NVIDIA A100-SXM4-40GB" -> "a100-40g", "GB200 NVL72" -> "gb200",
+// "GH200-480GB" -> "gh200", "RTX-PRO-6000-Blackwell-Server" ->
+// "rtx-pro-6000"), or "" when no preset describes it. Case-insensitive
+// substrings ('-' and '_' read as spaces), tried in the order GH200, GB300,
+// GB200, B300, B200, H200, H100, A100, L40S, RTX PRO 6000, so a Grace
+// superchip's name is not read as its GPU's. An A100 needs its memory size
+// (40GB or 80GB); an H100 PCIe has no preset (the h100 preset is the SXM
+// part: other peaks, no NVLink), nor has a GH200 with 144 GB HBM3e (gh200
+// is the 96 GB HBM3 part) or an RTX PRO 6000 Workstation or Max-Q Edition
+// (the preset is the Server Edition). The one rule for
+// `tune accuracy` rows, `tune train --backend cuda` and the CUDA profiler's
+// peaks.
 std::string ClusterPresetForGpu(const std::string& gpu_name);
 
 // Every key of `model` that ParseModelYaml reads (all but aliases), one

@@ -356,8 +356,8 @@ Status MapRow(const CsvTable& table, const CsvRecord& record,
   const auto recompute = RecomputeFromText(r.Text("recompute"));
   if (reason.empty() && cluster_name.empty()) {
     reason = "no cluster preset for GPU '" + Printable(c.gpu_name) +
-             "' (known: GB300, GB200, B300, B200, H200, H100, "
-             "A100 40GB/80GB)";
+             "' (known: GB300, GB200, GH200, B300, B200, H200, H100, "
+             "A100 40GB/80GB, L40S, RTX PRO 6000 Server)";
   }
   if (reason.empty()) {
     auto it = clusters->find(cluster_name);

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "search_spaces/embedded_file.h"
@@ -65,9 +66,10 @@ double ApproxParamsB(const ModelSpec& m) {
 
 TEST(ModelPresetsTest, EveryPresetParsesAndValidates) {
   const auto& models = ModelPresets();
-  // 33 dense / Mixtral-style presets, 15 of the 2025-26 architectures
-  // (new_presets_test.cc) and moe-tiny (the engine's MoE tests).
-  ASSERT_EQ(models.size(), 49u);
+  // 35 dense / Mixtral-style presets (Mistral 7B and GPT-J 6B for the
+  // serving dev set), 15 of the 2025-26 architectures (new_presets_test.cc)
+  // and moe-tiny (the engine's MoE tests).
+  ASSERT_EQ(models.size(), 51u);
   size_t yaml_files = 0;
   for (const EmbeddedFile& f : EmbeddedPresetFiles()) {
     if (f.path.rfind("models/", 0) == 0) ++yaml_files;
@@ -101,23 +103,23 @@ TEST(ModelPresetsTest, RequiredModelsExistInFamilySizeOrder) {
   // Families in alphabetical order (the name without its last '-' part),
   // by size within one.
   const std::vector<std::string> expected = {
-      "deepseek-v2",    "deepseek-v3",     "deepseek-v2-lite",
-      "gpt-tiny",       "gpt-1.7b",        "gpt-3.6b",
-      "gpt-7.5b",       "gpt-18.4b",       "gpt-22b",
-      "gpt-39.1b",      "gpt-76.1b",       "gpt-145.6b",
-      "gpt-310.1b",     "gpt-529.6b",      "gpt-530b",
-      "gpt-1t",         "gpt-oss-20b",     "gpt-oss-120b",
-      "gpt3-1.3b",      "gpt3-5b",         "gpt3-7b",
-      "gpt3-13b",       "gpt3-20b",        "gpt3-70b",
-      "gpt3-175b",      "kimi-k2",         "llama-tiny",
-      "llama2-7b",      "llama2-13b",      "llama2-70b",
-      "llama3-8b",      "llama3-70b",      "llama3-405b",
-      "llama4-scout",   "llama4-maverick", "mixtral-8x7b",
-      "mixtral-8x22b",  "moe-tiny",        "nemotron-8b",
-      "nemotron-22b",   "nemotron-h-8b",   "nemotron-h-56b",
-      "nemotron3-nano", "nemotron3-super", "nemotron3-ultra",
-      "nemotron4-15b",  "nemotron4-340b",  "qwen3-235b-a22b",
-      "qwen3-30b-a3b"};
+      "deepseek-v2",     "deepseek-v3",     "deepseek-v2-lite",
+      "gpt-tiny",        "gpt-1.7b",        "gpt-3.6b",
+      "gpt-7.5b",        "gpt-18.4b",       "gpt-22b",
+      "gpt-39.1b",       "gpt-76.1b",       "gpt-145.6b",
+      "gpt-310.1b",      "gpt-529.6b",      "gpt-530b",
+      "gpt-1t",          "gpt-j-6b",        "gpt-oss-20b",
+      "gpt-oss-120b",    "gpt3-1.3b",       "gpt3-5b",
+      "gpt3-7b",         "gpt3-13b",        "gpt3-20b",
+      "gpt3-70b",        "gpt3-175b",       "kimi-k2",
+      "llama-tiny",      "llama2-7b",       "llama2-13b",
+      "llama2-70b",      "llama3-8b",       "llama3-70b",
+      "llama3-405b",     "llama4-scout",    "llama4-maverick",
+      "mistral-7b",      "mixtral-8x7b",    "mixtral-8x22b",
+      "moe-tiny",        "nemotron-8b",     "nemotron-22b",
+      "nemotron-h-8b",   "nemotron-h-56b",  "nemotron3-nano",
+      "nemotron3-super", "nemotron3-ultra", "nemotron4-15b",
+      "nemotron4-340b",  "qwen3-235b-a22b", "qwen3-30b-a3b"};
   EXPECT_EQ(Names(ModelPresets()), expected);
 }
 
@@ -239,6 +241,41 @@ TEST(ModelPresetsTest, AgreeWithPublishedCalibrationTable) {
     checked.insert(m->name);
   }
   EXPECT_GE(checked.size(), 20u);
+}
+
+// The serving dev set's models (inference_dev.csv "Mistral-7B", "GPT-J-6B"):
+// the names resolve, and the parameter counts are the published ones
+// (by hand: Mistral 32·(2·4096·4096 + 2·4096·1024 + 3·4096·14336) +
+// 2·32000·4096 = 7.2415B; GPT-J 28·(4·4096² + 2·4096·16384) +
+// 2·50400·4096 = 6.0500B, norms and biases aside).
+TEST(ModelPresetsTest, ServingDevSetModels) {
+  StatusOr<ModelSpec> mistral = ResolveModel("Mistral-7B");
+  ASSERT_TRUE(mistral.ok()) << mistral.status().message();
+  EXPECT_EQ(mistral->name, "mistral-7b");
+  EXPECT_EQ(mistral->num_query_groups, 8);
+  EXPECT_EQ(mistral->ffn_hidden_size, 14336);
+  EXPECT_EQ(mistral->vocab_size, 32000);  // v0.1 (v0.3: 32768)
+  EXPECT_EQ(mistral->window_size, 4096);  // v0.1's sliding window
+  EXPECT_EQ(mistral->rotary_base, 10000);
+  EXPECT_TRUE(mistral->untie_embeddings_and_output_weights);
+  EXPECT_NEAR(ApproxParamsB(*mistral), 7.2415, 1e-4);
+  EXPECT_EQ(mistral->published_params_b, 7.24);
+
+  StatusOr<ModelSpec> gptj = ResolveModel("GPT-J-6B");
+  ASSERT_TRUE(gptj.ok()) << gptj.status().message();
+  EXPECT_EQ(gptj->name, "gpt-j-6b");
+  EXPECT_EQ(gptj->num_layers, 28);
+  EXPECT_EQ(gptj->num_attention_heads, 16);
+  EXPECT_EQ(gptj->kv_channels, 256);
+  EXPECT_EQ(gptj->ffn_hidden_size, 16384);
+  EXPECT_EQ(gptj->vocab_size, 50400);
+  EXPECT_EQ(gptj->normalization, Normalization::kLayerNorm);
+  EXPECT_EQ(gptj->activation, Activation::kGelu);
+  EXPECT_EQ(gptj->position_embedding_type, PositionEmbedding::kRope);
+  EXPECT_TRUE(gptj->untie_embeddings_and_output_weights);
+  EXPECT_EQ(gptj->window_size, -1);
+  EXPECT_NEAR(ApproxParamsB(*gptj), 6.0500, 1e-4);
+  EXPECT_EQ(gptj->published_params_b, 6.05);
 }
 
 TEST(ResolveModelTest, AliasesAndCase) {
@@ -398,9 +435,9 @@ TEST(ClusterPresetsTest, EveryPresetParsesAndValidates) {
     EXPECT_GT(c.gpu.gemm_max_efficiency_bf16, 0.6);
     EXPECT_LT(c.gpu.gemm_max_efficiency_bf16, 0.9);
   }
-  EXPECT_EQ(names,
-            std::vector<std::string>({"a100-40g", "a100-80g", "h100", "h200",
-                                      "b200", "b300", "gb200", "gb300"}));
+  EXPECT_EQ(names, std::vector<std::string>(
+                       {"a100-40g", "a100-80g", "l40s", "rtx-pro-6000", "h100",
+                        "gh200", "h200", "b200", "b300", "gb200", "gb300"}));
 }
 
 TEST(ClusterPresetsTest, HandComputedNumbers) {
@@ -457,13 +494,101 @@ TEST(ClusterPresetsTest, GpuNamesMapBySubstring) {
   EXPECT_EQ(ClusterPresetForGpu("NVIDIA B300 SXM6 AC"), "b300");
   EXPECT_EQ(ClusterPresetForGpu("MI300X"), "");
   EXPECT_EQ(ClusterPresetForGpu("NVIDIA GeForce RTX 4090"), "");
+  // The serving dev set's names (inference_dev.csv) and nvidia-smi's.
+  EXPECT_EQ(ClusterPresetForGpu("GH200-480GB"), "gh200");  // not h200
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA GH200 480GB"), "gh200");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA GH200 120GB"), "gh200");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA GH200 144G HBM3e"), "");
+  EXPECT_EQ(ClusterPresetForGpu("L40S"), "l40s");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA L40S"), "l40s");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA L40"), "");  // half the FP8 rate
+  EXPECT_EQ(ClusterPresetForGpu("RTX-PRO-6000-Blackwell-Server"),
+            "rtx-pro-6000");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+            "rtx-pro-6000");
+  EXPECT_EQ(
+      ClusterPresetForGpu("NVIDIA RTX PRO 6000 Blackwell Workstation Edition"),
+      "");
+  EXPECT_EQ(ClusterPresetForGpu(
+                "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
+            "");
+  EXPECT_EQ(ClusterPresetForGpu("NVIDIA RTX 6000 Ada Generation"), "");
   // Every name the rule returns is a preset.
-  for (const char* gpu : {"A100 80GB", "A100 40GB", "H100", "H200", "B200",
-                          "B300", "GB200", "GB300"}) {
+  for (const char* gpu :
+       {"A100 80GB", "A100 40GB", "H100", "H200", "B200", "B300", "GB200",
+        "GB300", "GH200", "L40S", "RTX PRO 6000"}) {
     const std::string name = ClusterPresetForGpu(gpu);
     ASSERT_FALSE(name.empty()) << gpu;
     EXPECT_TRUE(ResolveCluster(name).ok()) << name;
   }
+}
+
+// The GPUs of the serving dev set (inference_dev.csv) that the training
+// presets lacked: the CSV's names resolve, and the numbers are the ones
+// their YAML derives by hand.
+TEST(ClusterPresetsTest, ServingDevSetGpus) {
+  for (const auto& [csv_name, preset] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"L40S", "l40s"},
+           {"RTX-PRO-6000-Blackwell-Server", "rtx-pro-6000"},
+           {"GH200-480GB", "gh200"}}) {
+    SCOPED_TRACE(csv_name);
+    StatusOr<ClusterSpec> c = ResolveCluster(csv_name);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    EXPECT_EQ(c->name, preset);
+    EXPECT_EQ(ClusterPresetForGpu(csv_name), preset);
+  }
+
+  // L40S: Ada, FP8 but no FP4; 46068 MiB exposed; PCIe Gen4 as the
+  // intra-node tier, no NVLink SHARP.
+  const ClusterSpec l40s = ResolveCluster("l40s").value();
+  EXPECT_EQ(l40s.gpu.PeakTflops(Precision::kBf16), 362.05);
+  EXPECT_EQ(l40s.gpu.PeakTflops(Precision::kFp8Tensorwise), 733);
+  EXPECT_EQ(l40s.gpu.PeakTflops(Precision::kNvfp4), 0);
+  EXPECT_EQ(l40s.gpu.hbm_gbps, 864);
+  EXPECT_NEAR(l40s.UsableMemoryGib(), 46068.0 / 1024 - 3, 1e-12);
+  EXPECT_NEAR(l40s.gpu.GemmMaxEfficiency(Precision::kBf16) * 362.05, 278.0,
+              0.1);
+  EXPECT_NEAR(l40s.gpu.GemmMaxEfficiency(Precision::kFp8) * 733, 433.4, 0.5);
+  EXPECT_EQ(l40s.nvlink_domain_gpus, l40s.gpus_per_node);
+  EXPECT_EQ(l40s.nvlink_gbps, 32);  // PCIe Gen4 x16, one direction
+  EXPECT_EQ(l40s.nvlink_busbw_gbps, 12.4);
+  EXPECT_EQ(l40s.nvlink_latency_us, 5.7);  // NCCL's PCI ring step
+  EXPECT_EQ(l40s.nvls_allreduce_busbw_gbps, 0);
+
+  // RTX PRO 6000 Server: FP4 = 2 x FP8 = 4 x BF16; 97887 MiB exposed; PCIe
+  // Gen5 measured at 24.7 GB/s over 8 GPUs.
+  const ClusterSpec rtx = ResolveCluster("rtx-pro-6000").value();
+  EXPECT_EQ(rtx.gpu.PeakTflops(Precision::kBf16), 500);
+  EXPECT_EQ(rtx.gpu.PeakTflops(Precision::kFp8), 1000);
+  EXPECT_EQ(rtx.gpu.PeakTflops(Precision::kNvfp4), 2000);
+  EXPECT_EQ(rtx.gpu.hbm_gbps, 1600);
+  EXPECT_NEAR(rtx.UsableMemoryGib(), 97887.0 / 1024 - 3, 1e-12);
+  EXPECT_NEAR(rtx.gpu.GemmMaxEfficiency(Precision::kBf16) * 500, 439.5, 0.1);
+  EXPECT_NEAR(rtx.gpu.GemmMaxEfficiency(Precision::kNvfp4) * 2000, 1536.9, 1);
+  EXPECT_EQ(rtx.nvlink_domain_gpus, rtx.gpus_per_node);
+  EXPECT_EQ(rtx.nvlink_gbps, 64);  // PCIe Gen5 x16, one direction
+  EXPECT_EQ(rtx.nvlink_busbw_gbps, 24.7);
+  EXPECT_EQ(rtx.nvls_allreduce_busbw_gbps, 0);
+
+  // GH200 480GB: an H100 with 96 GB HBM3 at 4 TB/s (97871 MiB exposed), one
+  // per node, launched from Grace; its NVLink4 numbers are H100's.
+  const ClusterSpec gh200 = ResolveCluster("gh200").value();
+  const ClusterSpec h100 = ResolveCluster("h100").value();
+  EXPECT_EQ(gh200.gpu.PeakTflops(Precision::kBf16), 989);
+  EXPECT_EQ(gh200.gpu.PeakTflops(Precision::kFp8), 1979);
+  EXPECT_EQ(gh200.gpu.PeakTflops(Precision::kNvfp4), 0);
+  EXPECT_EQ(gh200.gpu.hbm_gb, 96);
+  EXPECT_EQ(gh200.gpu.hbm_gbps, 4000);
+  EXPECT_NEAR(gh200.UsableMemoryGib(), 97871.0 / 1024 - 3, 1e-12);
+  EXPECT_NEAR(gh200.gpu.GemmMaxEfficiency(Precision::kBf16) * 989, 828.6, 0.5);
+  EXPECT_NEAR(gh200.gpu.GemmMaxEfficiency(Precision::kFp8) * 1979, 1535.0, 1);
+  EXPECT_EQ(gh200.gpus_per_node, 1);
+  EXPECT_EQ(gh200.nvlink_domain_gpus, 1);
+  EXPECT_EQ(gh200.host_launch_factor, 1.5);
+  EXPECT_EQ(gh200.nvlink_gbps, h100.nvlink_gbps);
+  EXPECT_EQ(gh200.nvlink_busbw_gbps, h100.nvlink_busbw_gbps);
+  EXPECT_EQ(gh200.nvlink_latency_us, h100.nvlink_latency_us);
 }
 
 TEST(SearchSpacePresetsTest, BuiltInSpaces) {

@@ -198,8 +198,9 @@ TEST(AccuracyRows, EachReasonKindSkipsTheRowAndTheFileGoesOn) {
             "no model preset matches 'Mystery-9B' and the row does not give "
             "layers, hidden and heads");
   EXPECT_EQ(cases[3].skipped_reason,
-            "no cluster preset for GPU 'MI300X' (known: GB300, GB200, B300, "
-            "B200, H200, H100, A100 40GB/80GB)");
+            "no cluster preset for GPU 'MI300X' (known: GB300, GB200, GH200, "
+            "B300, B200, H200, H100, A100 40GB/80GB, L40S, RTX PRO 6000 "
+            "Server)");
   EXPECT_EQ(cases[4].skipped_reason,
             "unknown precision 'int4' (known: bf16, fp16, mixed 16-bit, fp8 "
             "(delayed), FP8-CS / current scaling, blockwise / 128x128, MXFP8 "

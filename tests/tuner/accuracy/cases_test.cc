@@ -278,8 +278,9 @@ TEST(AccuracyMapping, RowDimsWinOverThePreset) {
 
 TEST(AccuracyMapping, RowsThatCannotBePredictedSayWhy) {
   EXPECT_EQ(MapOne({{"gpu", "MI300X"}}).skipped_reason,
-            "no cluster preset for GPU 'MI300X' (known: GB300, GB200, B300, "
-            "B200, H200, H100, A100 40GB/80GB)");
+            "no cluster preset for GPU 'MI300X' (known: GB300, GB200, GH200, "
+            "B300, B200, H200, H100, A100 40GB/80GB, L40S, RTX PRO 6000 "
+            "Server)");
   EXPECT_EQ(MapOne({{"precision", "tf32"}}).skipped_reason,
             "unknown precision 'tf32' (known: bf16, fp16, mixed 16-bit, fp8 "
             "(delayed), FP8-CS / current scaling, blockwise / 128x128, MXFP8 "
