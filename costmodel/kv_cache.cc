@@ -1,0 +1,128 @@
+#include "costmodel/kv_cache.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace meshtune::costmodel {
+
+using search_spaces::KvCacheDtype;
+using search_spaces::LayerKind;
+using search_spaces::Mixer;
+using search_spaces::ModelSpec;
+using search_spaces::ServingConfig;
+
+namespace {
+
+double HeadDim(const ModelSpec& m) {
+  return m.kv_channels > 0
+             ? static_cast<double>(m.kv_channels)
+             : static_cast<double>(m.hidden_size) / m.num_attention_heads;
+}
+
+// Keys a windowed layer keeps: its window and the current token (the
+// compute model's count, compute_model.cc).
+bool IsWindowed(const ModelSpec& m, int64_t layer) {
+  if (m.window_size < 0) return false;
+  return m.window_attn_skip_freq <= 0 ||
+         (layer + 1) % m.window_attn_skip_freq != 0;
+}
+
+// Bytes on one GPU for layer `layer` (0-based) of kind `kind`: `per_token`
+// grows with the context, `fixed` does not.
+struct LayerCache {
+  double per_token = 0;
+  double fixed = 0;
+  int64_t window = -1;  // tokens kept; -1 = all
+};
+
+LayerCache CacheOfLayer(const ModelSpec& m, const ServingConfig& c,
+                        int64_t layer, const LayerKind& kind) {
+  const double b = search_spaces::BytesPerElement(c.kv_cache);
+  LayerCache lc;
+  switch (kind.mixer) {
+    case Mixer::kAttention: {
+      const int64_t groups =
+          m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
+      const double local = std::max<int64_t>(1, groups / c.tp);
+      lc.per_token = 2.0 * local * HeadDim(m) * b;
+      if (IsWindowed(m, layer)) lc.window = m.window_size + 1;
+      break;
+    }
+    case Mixer::kMla:
+      lc.per_token =
+          static_cast<double>(m.kv_lora_rank + m.qk_pos_emb_head_dim) * b;
+      break;
+    case Mixer::kMamba: {
+      const double heads = static_cast<double>(m.mamba_heads());
+      const double d_inner = heads * m.mamba_head_dim;
+      const double state = static_cast<double>(m.mamba_state_dim);
+      const double ssm = heads * m.mamba_head_dim * state;
+      const double conv = (d_inner + 2.0 * m.mamba_num_groups * state) *
+                          static_cast<double>(m.mamba_conv_kernel - 1);
+      lc.fixed = (ssm + conv) * 2.0 / static_cast<double>(c.tp);
+      break;
+    }
+    case Mixer::kNone:
+      break;
+  }
+  return lc;
+}
+
+// The layers of each pipeline stage, in order: the first (L mod pp) stages
+// hold one layer more.
+std::vector<std::pair<int64_t, int64_t>> Stages(int64_t layers, int64_t pp) {
+  std::vector<std::pair<int64_t, int64_t>> stages;
+  int64_t begin = 0;
+  for (int64_t s = 0; s < pp; ++s) {
+    const int64_t n = layers / pp + (s < layers % pp ? 1 : 0);
+    stages.emplace_back(begin, begin + n);
+    begin += n;
+  }
+  return stages;
+}
+
+}  // namespace
+
+double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
+                           int64_t layer, const LayerKind& kind,
+                           int64_t context_tokens) {
+  const LayerCache lc = CacheOfLayer(model, config, layer, kind);
+  const double ctx = static_cast<double>(std::max<int64_t>(0, context_tokens));
+  const double kept =
+      lc.window >= 0 ? std::min(ctx, static_cast<double>(lc.window)) : ctx;
+  return lc.per_token * kept + lc.fixed;
+}
+
+double KvCacheBytesPerSequence(const ModelSpec& model,
+                               const ServingConfig& config,
+                               int64_t context_tokens) {
+  const std::vector<LayerKind> kinds = model.DecoderLayers();
+  double most = 0;
+  for (const auto& [begin, end] : Stages(static_cast<int64_t>(kinds.size()),
+                                         std::max<int64_t>(1, config.pp))) {
+    double bytes = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      bytes += KvCacheBytesOfLayer(model, config, i, kinds[i], context_tokens);
+    }
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+double KvCacheBytesPerToken(const ModelSpec& model,
+                            const ServingConfig& config) {
+  const std::vector<LayerKind> kinds = model.DecoderLayers();
+  double most = 0;
+  for (const auto& [begin, end] : Stages(static_cast<int64_t>(kinds.size()),
+                                         std::max<int64_t>(1, config.pp))) {
+    double bytes = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      const LayerCache lc = CacheOfLayer(model, config, i, kinds[i]);
+      if (lc.window < 0) bytes += lc.per_token;
+    }
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+}  // namespace meshtune::costmodel

@@ -1,0 +1,55 @@
+// KV cache: what a sequence keeps on a GPU between decode steps (issue 22,
+// docs/serving.md §2).
+//
+// Per layer of the replica's most loaded pipeline stage, on one GPU:
+//   attention (GQA/MHA)  2 · g_local · d_h · b per token, for the layer's
+//                        window (min(context, window_size) tokens on a
+//                        sliding-window layer); g_local = g / tp, or 1 when
+//                        tp > g (a KV head is then stored on each of the
+//                        tp / g ranks that share it, as vLLM and
+//                        TensorRT-LLM do);
+//   MLA                  (kv_lora_rank + qk_pos_emb_head_dim) · b per token
+//                        (DeepSeek-V2 §2.1.2: the compressed latent and the
+//                        shared RoPE key), the same on every tp rank;
+//   Mamba-2              a fixed state per sequence, split over tp: the SSM
+//                        state heads · head_dim · state_dim and the conv
+//                        state (d_inner + 2 · groups · state_dim) ·
+//                        (conv_kernel − 1), both 16-bit (vLLM's default
+//                        mamba cache dtype is the model's);
+// b = BytesPerElement(kv_cache dtype). Attention data parallelism does not
+// split a sequence: each attention-DP rank holds whole sequences.
+#ifndef MESHTUNE_COSTMODEL_KV_CACHE_H_
+#define MESHTUNE_COSTMODEL_KV_CACHE_H_
+
+#include <cstdint>
+
+#include "search_spaces/model_spec.h"
+#include "search_spaces/serving_spec.h"
+
+namespace meshtune::costmodel {
+
+// Bytes of cache one sequence of `context_tokens` tokens holds on one GPU of
+// the most loaded pipeline stage (stages are the layers split in order, the
+// first ones one layer larger when pp does not divide them). Only
+// meaningful on a spec that passed Validate() and a config that passed
+// ValidateServingConfig().
+double KvCacheBytesPerSequence(const search_spaces::ModelSpec& model,
+                               const search_spaces::ServingConfig& config,
+                               int64_t context_tokens);
+
+// Bytes of cache one sequence of `context_tokens` tokens holds on one GPU for
+// decoder layer `layer` (0-based) of kind `kind`.
+double KvCacheBytesOfLayer(const search_spaces::ModelSpec& model,
+                           const search_spaces::ServingConfig& config,
+                           int64_t layer, const search_spaces::LayerKind& kind,
+                           int64_t context_tokens);
+
+// The growth per token of a long sequence (full-attention and MLA layers;
+// windowed and Mamba layers stop growing): bytes per token on one GPU of
+// the most loaded stage.
+double KvCacheBytesPerToken(const search_spaces::ModelSpec& model,
+                            const search_spaces::ServingConfig& config);
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_KV_CACHE_H_

@@ -1,0 +1,401 @@
+#include "costmodel/serving_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "costmodel/comm_model.h"
+#include "costmodel/kv_cache.h"
+#include "costmodel/model_stats.h"
+
+namespace meshtune::costmodel {
+
+using search_spaces::ClusterSpec;
+using search_spaces::LayerKind;
+using search_spaces::Mixer;
+using search_spaces::Mlp;
+using search_spaces::ModelSpec;
+using search_spaces::Precision;
+using search_spaces::ServingConfig;
+using search_spaces::ServingWorkload;
+
+namespace {
+
+constexpr double kActivationBytes = 2.0;  // 16-bit activations
+
+double HeadDim(const ModelSpec& m) {
+  return m.kv_channels > 0
+             ? static_cast<double>(m.kv_channels)
+             : static_cast<double>(m.hidden_size) / m.num_attention_heads;
+}
+
+// The linear layers one GPU runs for one layer, as parameter counts of its
+// local slices, and the tokens each sees.
+struct LayerShare {
+  double dense_params = 0;   // mixer + dense MLP + shared experts, local
+  double small_params = 0;   // norms and router: 16-bit, replicated
+  double expert_params = 0;  // one routed expert's local slice (/ moe_tp)
+  double local_experts = 0;  // E / ep
+  bool attention = false;
+  bool mla = false;
+  bool moe = false;
+  bool mamba = false;
+};
+
+LayerShare ShareOfLayer(const ModelSpec& m, const ServingConfig& c,
+                        const LayerKind& kind) {
+  const LayerParams p = ParamsOfLayer(m, kind);
+  LayerShare s;
+  s.dense_params = p.tp_sharded / static_cast<double>(c.tp);
+  s.small_params = p.replicated;
+  if (kind.mlp == Mlp::kMoe) {
+    s.moe = true;
+    s.local_experts = static_cast<double>(m.num_experts) / c.ep;
+    s.expert_params =
+        p.routed_experts / m.num_experts / static_cast<double>(c.moe_tp());
+  }
+  s.attention = kind.mixer == Mixer::kAttention;
+  s.mla = kind.mixer == Mixer::kMla;
+  s.mamba = kind.mixer == Mixer::kMamba;
+  return s;
+}
+
+// The most loaded stage (by local weight bytes): its first layer's index
+// and its layers' kinds, in order.
+struct Stage {
+  int64_t begin = 0;
+  std::vector<LayerKind> kinds;
+};
+
+Stage HeaviestStage(const ModelSpec& m, const ServingConfig& c, double wb) {
+  const std::vector<LayerKind> kinds = m.DecoderLayers();
+  const int64_t layers = static_cast<int64_t>(kinds.size());
+  Stage best;
+  double best_bytes = -1;
+  int64_t begin = 0;
+  for (int64_t s = 0; s < c.pp; ++s) {
+    const int64_t n = layers / c.pp + (s < layers % c.pp ? 1 : 0);
+    Stage stage{begin, std::vector<LayerKind>(kinds.begin() + begin,
+                                              kinds.begin() + begin + n)};
+    double bytes = 0;
+    for (const LayerKind& k : stage.kinds) {
+      const LayerShare sh = ShareOfLayer(m, c, k);
+      bytes += (sh.dense_params + sh.local_experts * sh.expert_params) * wb;
+    }
+    if (bytes > best_bytes) {
+      best_bytes = bytes;
+      best = std::move(stage);
+    }
+    begin += n;
+  }
+  return best;
+}
+
+// Rows a decode GEMM costs at least: small-batch kernels (swap-AB GEMMs,
+// GEMVs) put the tokens on the MMA's narrow side, 8-16 wide.
+constexpr int64_t kMinGemmRows = 16;
+// Rows from which the calibration's GEMM curve is used as it is; below, a
+// GEMM costs its rows' share of a GEMM this tall (the curve's tile and
+// size fall-off describe training shapes, not the weight-streaming kernels
+// of decode, whose bound is the max() below).
+constexpr int64_t kCurveRows = 256;
+
+// A linear layer on one GPU: [m, k]·[k, params/k] at the weight precision,
+// the slower of its GEMM and streaming its weights. Adds to `weights_s` or
+// `compute_s`, whichever bound it.
+void Linear(const Calibration& cal, const ModelOptions& o, Precision p,
+            double m, double params, double k, double wb, double* weights_s,
+            double* compute_s) {
+  if (m <= 0 || params <= 0) return;
+  const int64_t kk = std::max<int64_t>(1, static_cast<int64_t>(k));
+  const int64_t n = std::max<int64_t>(1, std::llround(params / kk));
+  const int64_t rows = std::max<int64_t>(kMinGemmRows, std::llround(m));
+  const int64_t tall = std::max(rows, kCurveRows);
+  const double gemm = cal.GemmTime_s(tall, n, kk, p, o) *
+                      static_cast<double>(rows) / static_cast<double>(tall);
+  const double stream = cal.MemoryTime_s(params * wb, o);
+  if (stream >= gemm) {
+    *weights_s += stream;
+  } else {
+    *compute_s += gemm;
+  }
+}
+
+int64_t Domain(const ClusterSpec& cluster) {
+  return cluster.nvlink_domain_gpus > 0 ? cluster.nvlink_domain_gpus
+                                        : std::max(1, cluster.gpus_per_node);
+}
+
+// One collective of a serving step: its bandwidth time from the
+// calibration (no NCCL latency ramp) plus a one-shot latency of two link
+// hops. Serving engines run their small all-reduces and MoE exchanges with
+// custom one-shot kernels over NVLink (TensorRT-LLM's CustomAllReduce,
+// SGLang's custom all-reduce, DeepEP's low-latency mode), not NCCL's ring.
+double ServingCollective_s(const Calibration& cal, const ClusterSpec& cluster,
+                           Collective op, double bytes, const CommGroup& group,
+                           const ModelOptions& o) {
+  if (group.size <= 1 || bytes <= 0) return 0.0;
+  ModelOptions bandwidth = o;
+  bandwidth.Disable(Refinement::kCollectiveRamp);
+  const double hop_us =
+      group.nodes > 1 ? cluster.network_latency_us : cluster.nvlink_latency_us;
+  return cal.CollectiveTime_s(op, bytes, group, bandwidth) +
+         2.0 * hop_us * 1e-6;
+}
+
+// Collectives of one layer over `tokens_per_rank` tokens of each attention
+// rank: two tp all-reduces (after the mixer and after the MLP) and, for an
+// MoE layer spread over several GPUs, the dispatch and combine all-to-alls
+// of the k routed copies.
+void LayerComm(const ModelSpec& m, const ServingConfig& c,
+               const ClusterSpec& cluster, const LayerShare& s,
+               double tokens_per_rank, const Calibration& cal,
+               const ModelOptions& o, double* tp_s, double* ep_s) {
+  const double act = tokens_per_rank * m.hidden_size * kActivationBytes;
+  const CommGroup tp_group = AxisGroup(1, c.tp, Domain(cluster));
+  const double blocks = (s.attention || s.mla || s.mamba ? 1.0 : 0.0) + 1.0;
+  *tp_s += blocks * ServingCollective_s(cal, cluster, Collective::kAllReduce,
+                                        act, tp_group, o);
+  const int64_t moe_group = c.tp * c.attention_dp;
+  if (s.moe && moe_group > 1 && c.attention_dp > 1) {
+    // Attention DP: each rank's tokens travel to the experts and back.
+    const CommGroup group = AxisGroup(1, moe_group, Domain(cluster));
+    const double routed = act * static_cast<double>(m.moe_router_topk) *
+                          static_cast<double>(moe_group);
+    *ep_s += 2.0 * ServingCollective_s(cal, cluster, Collective::kAllToAll,
+                                       routed, group, o);
+  }
+}
+
+// The options of a serving estimate: inference engines replay their steps
+// as CUDA graphs and reach the microbenchmark ceilings, so the training
+// steps' kernel-efficiency discount is off.
+ModelOptions ServingOptions(const ModelOptions& o) {
+  ModelOptions s = o;
+  s.Disable(Refinement::kTrainingKernelEfficiency);
+  return s;
+}
+
+}  // namespace
+
+double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens) {
+  if (experts <= 0 || topk <= 0 || tokens <= 0) return 0.0;
+  const double e = static_cast<double>(experts);
+  const double k = std::min(static_cast<double>(topk), e);
+  return e * (1.0 - std::pow(1.0 - k / e, tokens));
+}
+
+double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
+                     const ServingConfig& c, int64_t tokens, int64_t sequences,
+                     const Calibration& cal, const ModelOptions& options) {
+  if (tokens <= 0 || sequences <= 0) return 0.0;
+  const ModelOptions o = ServingOptions(options);
+  const double wb = search_spaces::WeightBytesPerElement(c.weights);
+  const double h = static_cast<double>(m.hidden_size);
+  // Prefill tokens of a replica spread over its attention-DP ranks.
+  const double t = static_cast<double>(tokens) / c.attention_dp;
+  const int64_t per_seq = std::max<int64_t>(1, tokens / sequences);
+  const double seqs_per_rank =
+      std::max(1.0, static_cast<double>(sequences) / c.attention_dp);
+  double weights_s = 0, compute_s = 0, attn_s = 0, tp_s = 0, ep_s = 0;
+  for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
+    const LayerShare s = ShareOfLayer(m, c, kind);
+    Linear(cal, o, c.weights, t, s.dense_params, h, wb, &weights_s, &compute_s);
+    if (s.moe) {
+      // Each local expert gets t·adp·k/E tokens (all ranks' tokens meet at
+      // the experts).
+      const double per_expert =
+          static_cast<double>(tokens) * m.moe_router_topk / m.num_experts;
+      for (int64_t e = 0; e < static_cast<int64_t>(s.local_experts); ++e) {
+        Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb,
+               &weights_s, &compute_s);
+      }
+    }
+    if (s.attention || s.mla) {
+      const double heads = static_cast<double>(m.num_attention_heads) / c.tp;
+      const double d =
+          s.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
+      attn_s += cal.AttentionForwardTime_s(
+          std::max<int64_t>(1, std::llround(seqs_per_rank * heads)), per_seq,
+          per_seq, static_cast<int64_t>(d), /*causal=*/true, o);
+    }
+    LayerComm(m, c, cluster, s, t, cal, o, &tp_s, &ep_s);
+  }
+  // Output layer for the last token of each sequence only.
+  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
+  Linear(cal, o, Precision::kBf16, seqs_per_rank, vocab * h / c.tp, h,
+         kActivationBytes, &weights_s, &compute_s);
+  const double stage = weights_s + compute_s + attn_s + tp_s + ep_s;
+  const CommGroup pair = AxisGroup(1, 2, 2);
+  const double hop = ServingCollective_s(cal, cluster, Collective::kSendRecv,
+                                         t * h * kActivationBytes, pair, o);
+  return c.pp * stage + (c.pp - 1) * hop;
+}
+
+DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
+                           const ServingConfig& c, int64_t batch,
+                           int64_t context, const Calibration& cal,
+                           const ModelOptions& options) {
+  const ModelOptions o = ServingOptions(options);
+  DecodeBreakdown d;
+  if (batch <= 0) return d;
+  const double wb = search_spaces::WeightBytesPerElement(c.weights);
+  const double h = static_cast<double>(m.hidden_size);
+  // A pipeline keeps pp micro-batches in flight: each stage runs B/pp.
+  const double micro = std::max(1.0, static_cast<double>(batch) / c.pp);
+  const double per_rank = std::max(1.0, micro / c.attention_dp);
+  DecodeBreakdown stage;
+  const Stage heaviest = HeaviestStage(m, c, wb);
+  for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
+    const LayerKind& kind = heaviest.kinds[i];
+    const LayerShare s = ShareOfLayer(m, c, kind);
+    Linear(cal, o, c.weights, per_rank, s.dense_params, h, wb, &stage.weights_s,
+           &stage.compute_s);
+    stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o);
+    if (s.moe) {
+      // Expected local experts some token picked: E/ep · (1 − (1 − k/E)^B)
+      // (independent picks of the micro-batch's B tokens).
+      const double k = static_cast<double>(m.moe_router_topk);
+      const double e = static_cast<double>(m.num_experts);
+      const double hit =
+          ExpectedActiveExperts(m.num_experts, m.moe_router_topk, micro) / e;
+      const double active = s.local_experts * hit;
+      const double per_expert = micro * k / e / std::max(hit, 1e-12);
+      double w = 0, cpt = 0;
+      Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb, &w, &cpt);
+      stage.weights_s += active * w;
+      stage.compute_s += active * cpt;
+    }
+    if (s.attention || s.mla) {
+      // The rank's sequences read their cache once; MLA's absorbed
+      // attention also multiplies every head against the latent, which
+      // can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs per token.
+      const double ctx = static_cast<double>(context);
+      const double kv_bytes =
+          per_rank *
+          KvCacheBytesOfLayer(m, c, heaviest.begin + static_cast<int64_t>(i),
+                              kind, context);
+      const double heads = static_cast<double>(m.num_attention_heads) /
+                           (s.mla ? 1.0 : static_cast<double>(c.tp));
+      const double flops =
+          s.mla ? 2.0 * per_rank * heads * ctx *
+                      (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
+                : 4.0 * per_rank * heads * ctx * HeadDim(m);
+      const double compute = flops / (cluster.gpu.peak_bf16_tflops * 1e12 *
+                                      cluster.gpu.gemm_max_efficiency_bf16);
+      stage.kv_cache_s += std::max(cal.MemoryTime_s(kv_bytes, o), compute);
+    }
+    LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,
+              &stage.ep_comm_s);
+  }
+  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
+  Linear(cal, o, Precision::kBf16, per_rank, vocab * h / c.tp, h,
+         kActivationBytes, &stage.weights_s, &stage.compute_s);
+  const double pp = static_cast<double>(c.pp);
+  d.weights_s = pp * stage.weights_s;
+  d.compute_s = pp * stage.compute_s;
+  d.kv_cache_s = pp * stage.kv_cache_s;
+  d.tp_comm_s = pp * stage.tp_comm_s;
+  d.ep_comm_s = pp * stage.ep_comm_s;
+  if (c.pp > 1) {
+    const CommGroup pair = AxisGroup(1, 2, 2);
+    d.pp_comm_s = (pp - 1) *
+                  ServingCollective_s(cal, cluster, Collective::kSendRecv,
+                                      per_rank * h * kActivationBytes, pair, o);
+  }
+  d.overhead_s = kDecodeStepOverhead_s;
+  return d;
+}
+
+ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
+                                const ServingWorkload& w,
+                                const ServingConfig& c, int64_t num_gpus,
+                                const Calibration& cal, const ModelOptions& o) {
+  ServingEstimate est;
+  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
+  const double wb = search_spaces::WeightBytesPerElement(c.weights);
+  const double h = static_cast<double>(m.hidden_size);
+
+  // ---- Memory of the most loaded stage.
+  double weights = 0;
+  double widest_local = 0;  // the largest local linear output, for runtime
+  for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
+    const LayerShare s = ShareOfLayer(m, c, kind);
+    weights += (s.dense_params + s.local_experts * s.expert_params) * wb +
+               s.small_params * kActivationBytes;
+    widest_local = std::max(widest_local, s.dense_params / h);
+  }
+  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
+  // Embedding and output layer: on the first and last stage; with one
+  // stage both, tied or not (the serving engines keep an output copy).
+  weights += (c.pp == 1 ? 2.0 : 1.0) * vocab * h / c.tp * kActivationBytes;
+  est.weight_bytes = weights;
+  // Runtime: a forward of kMaxNumTokens tokens keeps a few activations of
+  // the widest local linear layer alive, plus fp32 logits of the batch's
+  // last tokens (one chunk of them).
+  const double chunk = static_cast<double>(kMaxNumTokens) / c.attention_dp;
+  est.runtime_bytes =
+      chunk * (4.0 * h + 2.0 * widest_local) * kActivationBytes +
+      std::min(chunk, 2048.0) * vocab / c.tp * 4.0;
+  const double capacity = cluster.UsableMemoryGib() * 1073741824.0;
+  const double free_bytes = capacity - est.weight_bytes - est.runtime_bytes;
+  est.kv_cache_bytes = std::max(0.0, free_bytes) * kKvCacheMemoryFraction;
+  est.kv_bytes_per_sequence = KvCacheBytesPerSequence(m, c, w.isl + w.osl);
+  const double per_rank_sequences =
+      est.kv_bytes_per_sequence > 0
+          ? std::floor(est.kv_cache_bytes / est.kv_bytes_per_sequence)
+          : static_cast<double>(kDefaultMaxBatch);
+  est.max_sequences =
+      static_cast<int64_t>(std::min(per_rank_sequences, 1e12) * c.attention_dp);
+  if (free_bytes <= 0) {
+    est.infeasible_reason = "out_of_memory: the weights do not fit";
+    return est;
+  }
+  if (est.max_sequences < 1) {
+    est.infeasible_reason =
+        "out_of_memory: no room for one sequence's KV cache";
+    return est;
+  }
+
+  // ---- The batch.
+  const int64_t cap =
+      c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
+  int64_t batch = std::min(est.max_sequences, cap);
+  if (w.concurrency > 0) {
+    const int64_t wanted =
+        (w.concurrency + est.replicas - 1) / est.replicas;  // ceil
+    if (wanted > batch) {
+      est.infeasible_reason = "batch_limit: " + std::to_string(wanted) +
+                              " sequences per replica exceed the " +
+                              std::to_string(batch) + " that fit";
+      est.batch = batch;
+      return est;
+    }
+    batch = wanted;
+  }
+  est.batch = batch;
+  est.fits = true;
+
+  // ---- Times.
+  est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
+  const int64_t mean_context = w.isl + w.osl / 2;
+  est.decode = DecodeStep(m, cluster, c, batch, mean_context, cal, o);
+  // New requests prefilled per step: B/osl on average, in one batch.
+  const double new_per_step = static_cast<double>(batch) / w.osl;
+  const int64_t prefill_seqs =
+      std::max<int64_t>(1, std::llround(std::ceil(new_per_step)));
+  const double batched_prefill =
+      PrefillTime_s(m, cluster, c, prefill_seqs * w.isl, prefill_seqs, cal, o);
+  est.step_s = est.decode.total_s() + batched_prefill * new_per_step /
+                                          static_cast<double>(prefill_seqs);
+  est.tpot_s = est.step_s;
+  est.ttft_s = est.prefill_s + est.decode.total_s();
+  const double per_replica = static_cast<double>(batch) / est.step_s;
+  est.output_tokens_per_s = per_replica * est.replicas;
+  est.output_tokens_per_s_per_gpu =
+      est.output_tokens_per_s / static_cast<double>(est.replicas * c.gpus());
+  est.output_tokens_per_s_per_user = 1.0 / est.tpot_s;
+  return est;
+}
+
+}  // namespace meshtune::costmodel

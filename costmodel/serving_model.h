@@ -1,0 +1,150 @@
+// The serving cost model (issue 22; docs/serving.md): memory, prefill and
+// decode times of one replica of a model served with continuous (in-flight)
+// batching, on the hardware description and calibration training uses.
+//
+// Memory per GPU (the most loaded pipeline stage):
+//   weights   every layer's local share at WeightBytesPerElement(weights):
+//             mixer and dense MLP / tp, shared experts / tp, the local
+//             E/ep routed experts / moe_tp; norms and the router 16-bit;
+//             the embedding (first stage) and the output layer (last) 16-bit
+//             / tp, as FP8/FP4 checkpoints keep them;
+//   runtime   activations of one forward of max_num_tokens tokens (the
+//             largest prefill chunk) and the logits of a batch;
+//   KV cache  what is left, times kKvCacheMemoryFraction (TensorRT-LLM's
+//             kv_cache_free_gpu_mem_fraction; vLLM's gpu_memory_utilization
+//             plays the same role), in whole sequences of isl + osl tokens
+//             (kv_cache.h).
+// Time: every linear layer is a roofline, max(its GEMM time from the
+// calibration, streaming its local weights from HBM once), so a decode step
+// at a small batch reads weights and a prefill computes:
+//   prefill of T tokens  Σ layers: GEMMs with m = T, causal flash attention,
+//                        the tp all-reduces of T·h 16-bit activations (two
+//                        per GPT layer), the MoE dispatch and combine
+//                        all-to-alls;
+//   decode step, batch B Σ layers: the same GEMMs with m = B (attention and
+//                        dense MLP m = B / attention_dp per rank; routed
+//                        experts get B·k/E tokens each, and only the local
+//                        experts some token picked are read: E/ep ·
+//                        (1 − (1 − k/E)^B) of them), the KV cache of the
+//                        rank's B / attention_dp sequences at the mean
+//                        context read once, the same collectives at m = B,
+//                        plus kDecodeStepOverhead_s (scheduling, sampling,
+//                        launching the step's CUDA graph).
+//   pipeline             pp stages each take B/pp sequences per micro-batch:
+//                        a token every pp stage times (+ the p2p hops).
+// Serving a workload (continuous batching, aggregated prefill and decode):
+//   every step emits a token for each of the B sequences and, on average,
+//   prefills B/osl new requests, so
+//     step_s    = decode_step_s(B, isl + osl/2) + (B/osl) · prefill_s(isl)
+//     TPOT      = step_s (the time between two tokens of a sequence)
+//     TTFT      = prefill_s(isl) + decode_step_s(B, ·) (the step it joins)
+//     output tokens/s per replica = B / step_s.
+//   B = the workload's concurrency over the replicas when given, else the
+//   most sequences the KV cache holds, capped by max_batch (or
+//   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default).
+// Units: seconds, bytes, tokens.
+#ifndef MESHTUNE_COSTMODEL_SERVING_MODEL_H_
+#define MESHTUNE_COSTMODEL_SERVING_MODEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "costmodel/calibration.h"
+#include "costmodel/model_options.h"
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/serving_spec.h"
+
+namespace meshtune::costmodel {
+
+// Share of the memory left after weights and runtime buffers that becomes KV
+// cache (TensorRT-LLM's default kv_cache_free_gpu_mem_fraction 0.9).
+inline constexpr double kKvCacheMemoryFraction = 0.9;
+// Sequences in flight per attention-DP rank when the config sets no
+// max_batch (TensorRT-LLM's default max_batch_size).
+inline constexpr int64_t kDefaultMaxBatch = 2048;
+// Tokens one engine step processes at most (TensorRT-LLM's default
+// max_num_tokens): the prefill chunk, and so the runtime activations.
+inline constexpr int64_t kMaxNumTokens = 8192;
+// Host time of one engine step that the GPU waits for: the scheduler,
+// sampling and launching the step (a CUDA graph). TensorRT-LLM's PyTorch
+// backend overlaps most of it with the previous step.
+inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
+
+// Where a decode step's time goes, on one GPU, one step (seconds).
+struct DecodeBreakdown {
+  double weights_s = 0;   // linear layers bound by reading their weights
+  double compute_s = 0;   // linear layers bound by their GEMMs
+  double kv_cache_s = 0;  // attention: reading the KV cache (or its FLOPs)
+  double tp_comm_s = 0;   // tp all-reduces
+  double ep_comm_s = 0;   // MoE dispatch and combine
+  double pp_comm_s = 0;   // pipeline p2p hops
+  double overhead_s = 0;  // kDecodeStepOverhead_s
+  double total_s() const {
+    return weights_s + compute_s + kv_cache_s + tp_comm_s + ep_comm_s +
+           pp_comm_s + overhead_s;
+  }
+};
+
+struct ServingEstimate {
+  // Memory per GPU of the most loaded stage, bytes.
+  double weight_bytes = 0;
+  double runtime_bytes = 0;
+  double kv_cache_bytes = 0;         // the cache's share of the memory
+  double kv_bytes_per_sequence = 0;  // one sequence of isl + osl tokens
+  // Sequences the replica's KV cache holds (over its attention-DP ranks),
+  // and the batch the estimate ran at.
+  int64_t max_sequences = 0;
+  int64_t batch = 0;
+  bool fits = false;
+  std::string infeasible_reason;  // empty when it fits
+
+  int64_t replicas = 0;
+  double prefill_s = 0;    // one request's prefill alone
+  DecodeBreakdown decode;  // one decode step at `batch`, mean context
+  double step_s = 0;       // decode step + the prefill share (see above)
+  double ttft_s = 0;
+  double tpot_s = 0;
+  // Output tokens per second: the deployment, per GPU, per user (1/TPOT).
+  double output_tokens_per_s = 0;
+  double output_tokens_per_s_per_gpu = 0;
+  double output_tokens_per_s_per_user = 0;
+};
+
+// Routed experts a batch of `tokens` tokens touches, expected, when each
+// token picks `topk` of `experts` uniformly: experts · (1 − (1 − k/E)^T).
+// A decode step reads only these experts' weights.
+double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens);
+
+// Estimates `config` serving `workload` on `num_gpus` GPUs of `cluster`
+// (num_gpus / config.gpus() replicas; the caller checks divisibility and
+// validity: ValidateServingConfig, ValidateServingWorkload).
+ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
+                                const search_spaces::ClusterSpec& cluster,
+                                const search_spaces::ServingWorkload& workload,
+                                const search_spaces::ServingConfig& config,
+                                int64_t num_gpus,
+                                const Calibration& calibration,
+                                const ModelOptions& options = ModelOptions());
+
+// Seconds to prefill `tokens` tokens of `sequences` sequences of equal
+// length (tokens / sequences each) on one replica, one pipeline stage after
+// another.
+double PrefillTime_s(const search_spaces::ModelSpec& model,
+                     const search_spaces::ClusterSpec& cluster,
+                     const search_spaces::ServingConfig& config, int64_t tokens,
+                     int64_t sequences, const Calibration& calibration,
+                     const ModelOptions& options = ModelOptions());
+
+// One decode step of `batch` sequences per replica at `context` tokens
+// each (the time of a token for each of them).
+DecodeBreakdown DecodeStep(const search_spaces::ModelSpec& model,
+                           const search_spaces::ClusterSpec& cluster,
+                           const search_spaces::ServingConfig& config,
+                           int64_t batch, int64_t context,
+                           const Calibration& calibration,
+                           const ModelOptions& options = ModelOptions());
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_SERVING_MODEL_H_

@@ -1,0 +1,162 @@
+#include "search_spaces/serving_spec.h"
+
+#include <limits>
+
+namespace meshtune::search_spaces {
+
+const char* ToString(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kBf16:
+      return "bf16";
+    case KvCacheDtype::kFp8:
+      return "fp8";
+    case KvCacheDtype::kNvfp4:
+      return "nvfp4";
+  }
+  return "?";
+}
+
+StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& text) {
+  if (text == "bf16" || text == "fp16" || text == "auto") {
+    return KvCacheDtype::kBf16;
+  }
+  if (text == "fp8" || text == "fp8_e4m3") return KvCacheDtype::kFp8;
+  if (text == "nvfp4") return KvCacheDtype::kNvfp4;
+  return Status::InvalidArgument("unknown KV-cache dtype '" + text + "'",
+                                 "use bf16, fp8 or nvfp4");
+}
+
+double BytesPerElement(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kBf16:
+      return 2.0;
+    case KvCacheDtype::kFp8:
+      return 1.0;
+    case KvCacheDtype::kNvfp4:
+      return 0.5 + 1.0 / 16.0;
+  }
+  return 2.0;
+}
+
+double WeightBytesPerElement(Precision weights) {
+  switch (weights) {
+    case Precision::kBf16:
+    case Precision::kFp16:
+      return 2.0;
+    case Precision::kFp8:
+    case Precision::kFp8Tensorwise:
+    case Precision::kFp8Blockwise:
+      return 1.0;
+    case Precision::kMxfp8:
+      return 1.0 + 1.0 / 32.0;
+    case Precision::kNvfp4:
+      return 0.5 + 1.0 / 16.0;
+  }
+  return 2.0;
+}
+
+namespace {
+
+Status Invalid(const std::string& where, const std::string& msg,
+               const std::string& hint) {
+  return Status::InvalidArgument((where.empty() ? "" : where + ": ") + msg,
+                                 hint);
+}
+
+}  // namespace
+
+Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
+                             const ServingConfig& c, const std::string& where) {
+  if (c.tp < 1 || c.pp < 1 || c.attention_dp < 1 || c.ep < 1 ||
+      c.max_batch < 0) {
+    return Invalid(where,
+                   "tp, pp, attention_dp and ep must be at least 1 and "
+                   "max_batch at least 0",
+                   "fix the serving layout");
+  }
+  if (model.num_attention_heads % c.tp != 0) {
+    return Invalid(where,
+                   "tp " + std::to_string(c.tp) + " does not divide the " +
+                       std::to_string(model.num_attention_heads) +
+                       " attention heads",
+                   "pick a tp that divides the heads");
+  }
+  const int64_t groups = model.num_query_groups > 0 ? model.num_query_groups
+                                                    : model.num_attention_heads;
+  if (!model.multi_latent_attention && groups % c.tp != 0 &&
+      c.tp % groups != 0) {
+    return Invalid(where,
+                   "tp " + std::to_string(c.tp) + " and the " +
+                       std::to_string(groups) +
+                       " query groups divide neither way",
+                   "pick a tp that divides the query groups or is a multiple "
+                   "of them");
+  }
+  if (c.pp > model.num_layers) {
+    return Invalid(where,
+                   "pp " + std::to_string(c.pp) + " exceeds the " +
+                       std::to_string(model.num_layers) + " layers",
+                   "use fewer pipeline stages");
+  }
+  if (!model.is_moe() && c.ep != 1) {
+    return Invalid(where, "ep must be 1 for a dense model",
+                   "drop ep or pick an MoE model");
+  }
+  if (model.is_moe() &&
+      (model.num_experts % c.ep != 0 || (c.tp * c.attention_dp) % c.ep != 0)) {
+    return Invalid(where,
+                   "ep " + std::to_string(c.ep) + " must divide the " +
+                       std::to_string(model.num_experts) +
+                       " experts and tp·attention_dp = " +
+                       std::to_string(c.tp * c.attention_dp),
+                   "pick an ep that divides both");
+  }
+  if (IsQuantized(c.weights) && c.weights != Precision::kNvfp4 &&
+      gpu.peak_fp8_tflops <= 0) {
+    return Invalid(where, gpu.display_name + " has no FP8 tensor cores",
+                   "serve in bf16");
+  }
+  if ((c.weights == Precision::kNvfp4 || c.kv_cache == KvCacheDtype::kNvfp4) &&
+      gpu.peak_fp4_tflops <= 0) {
+    return Invalid(where, gpu.display_name + " has no FP4 tensor cores",
+                   "use fp8 or bf16");
+  }
+  if (c.kv_cache == KvCacheDtype::kFp8 && gpu.peak_fp8_tflops <= 0) {
+    return Invalid(where,
+                   gpu.display_name +
+                       " has no FP8 support for the KV "
+                       "cache",
+                   "use --kv-cache-dtype bf16");
+  }
+  return Status::Ok();
+}
+
+Status ValidateServingWorkload(const ServingWorkload& w) {
+  if (w.isl < 1 || w.osl < 1) {
+    return Status::InvalidArgument(
+        "--isl and --osl must be at least 1 token, got " +
+            std::to_string(w.isl) + " and " + std::to_string(w.osl),
+        "give the prompt and output lengths in tokens");
+  }
+  if (w.concurrency < 0) {
+    return Status::InvalidArgument("--concurrency must be at least 0, got " +
+                                       std::to_string(w.concurrency),
+                                   "0 means offline maximum throughput");
+  }
+  if (w.isl > std::numeric_limits<int32_t>::max() - w.osl) {
+    return Status::InvalidArgument("isl + osl exceeds 2^31 tokens",
+                                   "use realistic sequence lengths");
+  }
+  return Status::Ok();
+}
+
+std::string ToString(const ServingConfig& c) {
+  std::string s = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) +
+                  " adp" + std::to_string(c.attention_dp) + " ep" +
+                  std::to_string(c.ep) + " " + ToString(c.weights) +
+                  " kv:" + ToString(c.kv_cache);
+  if (c.max_batch > 0) s += " batch:" + std::to_string(c.max_batch);
+  return s;
+}
+
+}  // namespace meshtune::search_spaces

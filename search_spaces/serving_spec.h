@@ -1,0 +1,102 @@
+// The vocabulary of serving (`tune serve`, issue 22): what is asked of an
+// inference deployment (ServingWorkload) and how one replica of the model is
+// laid out over its GPUs (ServingConfig).
+//
+// Names follow the serving engines our users run: TensorRT-LLM
+// (`--tp_size`, `--pp_size`, `--ep_size`, `enable_attention_dp`,
+// `--kv_cache_dtype`, `--max_batch_size`), vLLM (`--tensor-parallel-size`,
+// `--data-parallel-size` with `--enable-expert-parallel`,
+// `--kv-cache-dtype`, `--max-num-seqs`) and SGLang (`--tp`, `--dp` with
+// `--enable-dp-attention`, `--ep`). A replica holds one copy of the weights
+// on tp·attention_dp·pp GPUs:
+//   attention   tensor parallel over tp, data parallel over attention_dp
+//               (each attention-DP rank serves its own sequences and holds
+//               their KV cache; TensorRT-LLM "DEP8" = tp 1, attention_dp 8);
+//   MoE         the same tp·attention_dp GPUs regrouped as ep × moe_tp
+//               (aiconfigurator: tp·attention_dp = moe_tp·moe_ep), so
+//               moe_tp = tp·attention_dp / ep;
+//   dense MLP   tensor parallel over tp;
+//   pipeline    pp stages of whole layers.
+// Units: tokens, sequences, bytes per element.
+#ifndef MESHTUNE_SEARCH_SPACES_SERVING_SPEC_H_
+#define MESHTUNE_SEARCH_SPACES_SERVING_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::search_spaces {
+
+// The element type of the KV cache (TensorRT-LLM --kv_cache_dtype, vLLM
+// --kv-cache-dtype): 16-bit, FP8 (e4m3 with a per-tensor scale) or NVFP4
+// (Blackwell; e2m1 with an e4m3 scale per 16 elements).
+enum class KvCacheDtype { kBf16, kFp8, kNvfp4 };
+
+// "bf16", "fp8", "nvfp4".
+const char* ToString(KvCacheDtype dtype);
+// Reads the spelling above, "fp16"/"auto" as bf16 and "fp8_e4m3" as fp8;
+// InvalidArgument naming the value and the accepted ones otherwise.
+StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& text);
+
+// Bytes one stored element takes, block scales included: bf16 2, fp8 1,
+// nvfp4 0.5 + 1/16 (one byte of scale per 16 four-bit values).
+double BytesPerElement(KvCacheDtype dtype);
+
+// Bytes one weight takes when a checkpoint is quantised to `weights` for
+// inference: bf16/fp16 2, the FP8 recipes 1 (per-tensor or 128x128 block
+// scales: negligible), MXFP8 1 + 1/32 (an E8M0 scale per 32), NVFP4
+// 0.5 + 1/16. Norms, the router and embeddings stay 16-bit (the callers
+// count them apart).
+double WeightBytesPerElement(Precision weights);
+
+// What the deployment is asked to serve.
+struct ServingWorkload {
+  int64_t isl = 0;  // input (prompt) tokens per request
+  int64_t osl = 0;  // output tokens per request, the first one included
+  // Requests in flight over the whole deployment (a benchmark client's
+  // --concurrency); 0 = offline maximum throughput: every request queued at
+  // once, the batch bounded only by the KV cache and max_batch.
+  int64_t concurrency = 0;
+};
+
+// One replica's layout. Every replica of a deployment is the same.
+struct ServingConfig {
+  int64_t tp = 1;            // attention (and dense MLP) tensor parallel
+  int64_t pp = 1;            // pipeline stages
+  int64_t attention_dp = 1;  // attention data-parallel ranks
+  int64_t ep = 1;            // expert parallel (MoE models; 1 otherwise)
+  // Sequences in flight per replica at most (TensorRT-LLM --max_batch_size,
+  // vLLM --max-num-seqs); 0 = as many as the KV cache holds.
+  int64_t max_batch = 0;
+  Precision weights = Precision::kBf16;
+  KvCacheDtype kv_cache = KvCacheDtype::kBf16;
+
+  int64_t gpus() const { return tp * attention_dp * pp; }
+  // Expert tensor parallel size: the attention GPUs of a stage regrouped.
+  int64_t moe_tp() const { return tp * attention_dp / ep; }
+};
+
+// Checks `config` against `model` and `gpu`: sizes positive; tp divides the
+// attention heads and the query groups divide or are divided by tp (a KV
+// head is then replicated, as vLLM and TensorRT-LLM do); pp at most the
+// layers; ep divides num_experts and tp·attention_dp (ep 1 on dense
+// models); the weight and KV precisions exist on the GPU (FP8 needs FP8
+// tensor cores, NVFP4 Blackwell's FP4). `where` prefixes messages.
+Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
+                             const ServingConfig& config,
+                             const std::string& where = "");
+
+// Checks a workload: isl and osl at least 1, concurrency at least 0, and
+// isl + osl within 2^31 tokens.
+Status ValidateServingWorkload(const ServingWorkload& workload);
+
+// Compact form for reports: "tp4 pp1 adp2 ep8 fp8 kv:fp8 batch:256"
+// (batch omitted when 0).
+std::string ToString(const ServingConfig& config);
+
+}  // namespace meshtune::search_spaces
+
+#endif  // MESHTUNE_SEARCH_SPACES_SERVING_SPEC_H_

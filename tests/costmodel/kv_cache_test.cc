@@ -1,0 +1,81 @@
+// KV-cache sizes against hand-computed values: GQA split over tp (and a
+// head replicated when tp exceeds the query groups), MLA's latent, sliding
+// windows, Mamba states, pipeline stages and the cache dtype.
+#include "costmodel/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include "search_spaces/presets/presets.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::KvCacheDtype;
+using search_spaces::ModelSpec;
+using search_spaces::ServingConfig;
+
+ModelSpec Preset(const char* name) {
+  return search_spaces::ResolveModel(name).value();
+}
+
+ServingConfig Tp(int64_t tp, KvCacheDtype kv = KvCacheDtype::kBf16) {
+  ServingConfig c;
+  c.tp = tp;
+  c.kv_cache = kv;
+  return c;
+}
+
+TEST(KvCache, Llama3_70bGqaSplitsOverTp) {
+  const ModelSpec m = Preset("llama3-70b");  // 80 layers, 8 groups, d 128
+  // 80 layers · (K and V) · 8 groups · 128 · 2 B.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(1)), 327680.0);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(8)), 40960.0);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(8, KvCacheDtype::kFp8)), 20480.0);
+  // NVFP4: 4 bits and an e4m3 scale per 16 values, 0.5625 B.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(8, KvCacheDtype::kNvfp4)),
+                   40960.0 * 0.5625 / 2.0);
+  // tp 16 > 8 groups: each rank keeps one (replicated) head.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(16)), 40960.0);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(8), 1000), 40960.0 * 1000);
+}
+
+TEST(KvCache, PipelineStageHoldsItsLayers) {
+  const ModelSpec m = Preset("llama3-70b");
+  ServingConfig c = Tp(1);
+  c.pp = 3;  // 27, 27 and 26 layers
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, c), 27 * 2 * 8 * 128 * 2.0);
+}
+
+TEST(KvCache, DeepSeekV3MlaLatentIs70KBPerToken) {
+  const ModelSpec m = Preset("deepseek-v3");
+  // 61 layers · (kv_lora_rank 512 + RoPE key 64) · 2 B: DeepSeek-V2 §2.1's
+  // compressed cache, the same on every tp rank.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(1)), 70272.0);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(8)), 70272.0);
+}
+
+TEST(KvCache, SlidingWindowLayersStopGrowing) {
+  ModelSpec m = Preset("llama3-8b");  // 32 layers, 8 groups, d 128
+  m.window_size = 3;                  // keeps 4 tokens
+  m.window_attn_skip_freq = 2;        // layers 2, 4, ... full
+  // 16 full layers at 4096 B per token and 16 windowed ones at 4 tokens.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(1), 100),
+                   16 * 4096.0 * 100 + 16 * 4096.0 * 4);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(1)), 16 * 4096.0);
+  // A context shorter than the window keeps every token.
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(1), 2), 32 * 4096.0 * 2);
+}
+
+TEST(KvCache, NemotronHMambaStateIsFixed) {
+  const ModelSpec m = Preset("nemotron-h-8b");  // 24 M, 4 attention layers
+  // Mamba layer: SSM 128 heads · 64 · 128 state + conv (8192 + 2·8·128)·3,
+  // 16-bit: 2 158 592 B per sequence. Attention: 2 · 8 · 128 · 2 B per token.
+  const double mamba = 24 * 2158592.0;
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(1), 1000),
+                   mamba + 4 * 4096.0 * 1000);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(2), 0), mamba / 2);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(1)), 4 * 4096.0);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel

@@ -1,0 +1,168 @@
+// The serving cost model against hand-computed values: weights streamed at
+// a batch of one, the MoE experts a batch touches, prefill as GEMMs, the
+// KV cache's share of memory, and the continuous-batching load model.
+#include "costmodel/serving_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "costmodel/datasheet_calibration.h"
+#include "costmodel/kv_cache.h"
+#include "search_spaces/presets/presets.h"
+
+namespace meshtune::costmodel {
+namespace {
+
+using search_spaces::ClusterSpec;
+using search_spaces::KvCacheDtype;
+using search_spaces::ModelSpec;
+using search_spaces::Precision;
+using search_spaces::ServingConfig;
+using search_spaces::ServingWorkload;
+
+ModelSpec Preset(const char* name) {
+  return search_spaces::ResolveModel(name).value();
+}
+ClusterSpec Cluster(const char* name) {
+  return search_spaces::ResolveCluster(name).value();
+}
+
+// Serving runs at the microbenchmark ceilings: HBM at hbm_efficiency.
+double StreamTime_s(const ClusterSpec& c, double bytes) {
+  return bytes / (c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency);
+}
+
+TEST(ExpectedActiveExperts, IndependentTopKPicks) {
+  EXPECT_DOUBLE_EQ(ExpectedActiveExperts(8, 2, 1), 2.0);
+  EXPECT_NEAR(ExpectedActiveExperts(8, 2, 4), 8 * (1 - std::pow(0.75, 4)),
+              1e-12);  // 5.47
+  // DeepSeek-V3 at 32 tokens: 256 · (1 − (248/256)^32) = 256 · (1 −
+  // e^(32 · ln 0.96875)) = 256 · (1 − 0.36205) = 163.31.
+  EXPECT_NEAR(ExpectedActiveExperts(256, 8, 32), 163.31, 0.01);
+  EXPECT_NEAR(ExpectedActiveExperts(8, 2, 1000), 8.0, 1e-9);
+  EXPECT_DOUBLE_EQ(ExpectedActiveExperts(8, 2, 0), 0.0);
+}
+
+TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
+  // LLaMA-3 8B, fp8 weights on one H100: per layer q/o 4096², k/v
+  // 4096·1024, MLP 3·4096·14336 = 218 103 808 weights at 1 B; 32 layers;
+  // the 16-bit output layer 128 256 · 4096 · 2 B; the norms 2·4096·32·2 B.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.weights = Precision::kFp8;
+  const double bytes =
+      32 * 218103808.0 + 128256.0 * 4096 * 2 + 2.0 * 4096 * 32 * 2;
+  const DecodeBreakdown d = DecodeStep(m, h100, c, 1, 1024, cal);
+  EXPECT_NEAR(d.weights_s, StreamTime_s(h100, bytes), 1e-3 * d.weights_s);
+  EXPECT_DOUBLE_EQ(d.compute_s, 0.0);
+  // The cache of one 1024-token sequence: 32 · 2 · 8 · 128 · 1024 · 2 B.
+  EXPECT_NEAR(d.kv_cache_s, StreamTime_s(h100, 32 * 2 * 8 * 128 * 1024 * 2.0),
+              1e-9);
+  EXPECT_DOUBLE_EQ(d.tp_comm_s, 0.0);
+  EXPECT_DOUBLE_EQ(d.overhead_s, kDecodeStepOverhead_s);
+  // A large batch turns the same layers compute-bound.
+  const DecodeBreakdown big = DecodeStep(m, h100, c, 4096, 1024, cal);
+  EXPECT_GT(big.compute_s, 0.0);
+  EXPECT_GT(big.kv_cache_s, 4000 * d.kv_cache_s);
+}
+
+TEST(DecodeStep, MoeReadsOnlyTheExpertsTheBatchPicks) {
+  // Mixtral 8x7B (top 2 of 8): one token reads 2 experts of each layer,
+  // a large batch all 8. One expert is 3 · 4096 · 14336 weights.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.tp = 8;
+  c.ep = 1;  // every expert split over the 8 GPUs (moe_tp 8)
+  const double expert = 3.0 * 4096 * 14336 / 8 * 2;  // bytes per GPU
+  const double one = DecodeStep(m, h100, c, 1, 16, cal).weights_s;
+  const double two = DecodeStep(m, h100, c, 2, 16, cal).weights_s;
+  // From 1 to 2 tokens: 2 → 8·(1 − 0.75²) = 3.5 experts per layer.
+  EXPECT_NEAR(two - one, StreamTime_s(h100, 32 * 1.5 * expert),
+              0.01 * (two - one));
+}
+
+TEST(PrefillTime, IsBoundByTheGemmsFlops) {
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  const double t = PrefillTime_s(m, h100, c, 4096, 1, cal);
+  // 2 · 6.98e9 linear weights · 4096 tokens at the bf16 peak, and at half
+  // of it (the GEMM curve reaches about 0.8 of the peak at these shapes,
+  // plus attention and the output layer of the last token).
+  const double flops = 2.0 * 32 * 218103808.0 * 4096;
+  EXPECT_GT(t, flops / (989e12));
+  EXPECT_LT(t, flops / (0.5 * 989e12));
+  // Twice the tokens, at least twice the time (attention grows faster).
+  EXPECT_GE(PrefillTime_s(m, h100, c, 8192, 1, cal), 2 * t * 0.99);
+}
+
+TEST(EstimateServing, WeightsThatDoNotFitAreRefused) {
+  const ModelSpec m = Preset("llama3-70b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;  // 70.6e9 · 2 B on one 80 GB GPU
+  const ServingEstimate e = EstimateServing(m, h100, {1024, 256, 0}, c, 1, cal);
+  EXPECT_FALSE(e.fits);
+  EXPECT_EQ(e.infeasible_reason, "out_of_memory: the weights do not fit");
+}
+
+TEST(EstimateServing, KvCacheHoldsWhatIsLeft) {
+  const ModelSpec m = Preset("llama3-70b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.tp = 8;
+  c.weights = Precision::kFp8;
+  c.kv_cache = KvCacheDtype::kFp8;
+  const ServingWorkload w{2048, 512, 0};
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 8, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  const double usable = h100.UsableMemoryGib() * 1073741824.0;
+  EXPECT_NEAR(
+      e.kv_cache_bytes,
+      kKvCacheMemoryFraction * (usable - e.weight_bytes - e.runtime_bytes),
+      1.0);
+  // 80 layers · 2 · 1 group · 128 · 1 B per token on each of the 8 GPUs.
+  EXPECT_DOUBLE_EQ(e.kv_bytes_per_sequence, 80 * 2 * 128 * 2560.0);
+  EXPECT_EQ(e.max_sequences,
+            static_cast<int64_t>(e.kv_cache_bytes / e.kv_bytes_per_sequence));
+  EXPECT_EQ(e.batch, std::min<int64_t>(e.max_sequences, kDefaultMaxBatch));
+  EXPECT_EQ(e.replicas, 1);
+}
+
+TEST(EstimateServing, ContinuousBatchingLoadModel) {
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  const ServingWorkload w{1000, 100, 64};
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 2, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  EXPECT_EQ(e.replicas, 2);
+  EXPECT_EQ(e.batch, 32);  // 64 requests over 2 replicas
+  const DecodeBreakdown d = DecodeStep(m, h100, c, 32, 1050, cal);
+  EXPECT_DOUBLE_EQ(e.decode.total_s(), d.total_s());
+  // Each step prefills 32/100 of a request on average (one at a time).
+  const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
+  EXPECT_NEAR(e.step_s, d.total_s() + 0.32 * prefill, 1e-12);
+  EXPECT_DOUBLE_EQ(e.tpot_s, e.step_s);
+  EXPECT_DOUBLE_EQ(e.ttft_s, prefill + d.total_s());
+  EXPECT_NEAR(e.output_tokens_per_s, 2 * 32 / e.step_s, 1e-9);
+  EXPECT_NEAR(e.output_tokens_per_s_per_gpu, e.output_tokens_per_s / 2, 1e-9);
+  // More requests than the cache holds: refused with the numbers.
+  const ServingEstimate over =
+      EstimateServing(m, h100, {1000, 100, 1000000}, c, 1, cal);
+  EXPECT_FALSE(over.fits);
+  EXPECT_EQ(over.infeasible_reason.rfind("batch_limit: 1000000 sequences", 0),
+            0u)
+      << over.infeasible_reason;
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel

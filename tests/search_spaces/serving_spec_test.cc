@@ -1,0 +1,80 @@
+// The serving vocabulary: KV-cache dtypes and their sizes, weight bytes per
+// precision, and the checks of a layout and a workload (exact messages).
+#include "search_spaces/serving_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "search_spaces/presets/presets.h"
+
+namespace meshtune::search_spaces {
+namespace {
+
+TEST(KvCacheDtype, ParsesEngineSpellings) {
+  EXPECT_EQ(ParseKvCacheDtype("bf16").value(), KvCacheDtype::kBf16);
+  EXPECT_EQ(ParseKvCacheDtype("auto").value(), KvCacheDtype::kBf16);
+  EXPECT_EQ(ParseKvCacheDtype("fp8_e4m3").value(), KvCacheDtype::kFp8);
+  EXPECT_EQ(ParseKvCacheDtype("nvfp4").value(), KvCacheDtype::kNvfp4);
+  const auto bad = ParseKvCacheDtype("int3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "unknown KV-cache dtype 'int3'");
+  for (KvCacheDtype d :
+       {KvCacheDtype::kBf16, KvCacheDtype::kFp8, KvCacheDtype::kNvfp4}) {
+    EXPECT_EQ(ParseKvCacheDtype(ToString(d)).value(), d);
+  }
+}
+
+TEST(KvCacheDtype, BytesIncludeBlockScales) {
+  EXPECT_DOUBLE_EQ(BytesPerElement(KvCacheDtype::kBf16), 2.0);
+  EXPECT_DOUBLE_EQ(BytesPerElement(KvCacheDtype::kFp8), 1.0);
+  EXPECT_DOUBLE_EQ(BytesPerElement(KvCacheDtype::kNvfp4), 0.5625);
+  EXPECT_DOUBLE_EQ(WeightBytesPerElement(Precision::kBf16), 2.0);
+  EXPECT_DOUBLE_EQ(WeightBytesPerElement(Precision::kFp8Blockwise), 1.0);
+  EXPECT_DOUBLE_EQ(WeightBytesPerElement(Precision::kMxfp8), 1.03125);
+  EXPECT_DOUBLE_EQ(WeightBytesPerElement(Precision::kNvfp4), 0.5625);
+}
+
+TEST(ServingConfig, ChecksTheLayout) {
+  const ModelSpec llama = ResolveModel("llama3-70b").value();  // 64 heads
+  const ModelSpec ds = ResolveModel("deepseek-v3").value();    // 256 experts
+  const GpuSpec h100 = ResolveCluster("h100").value().gpu;
+  ServingConfig c;
+  c.tp = 8;
+  EXPECT_TRUE(ValidateServingConfig(llama, h100, c).ok());
+  c.tp = 6;
+  EXPECT_EQ(ValidateServingConfig(llama, h100, c).message(),
+            "tp 6 does not divide the 64 attention heads");
+  c.tp = 8;
+  c.ep = 2;
+  EXPECT_EQ(ValidateServingConfig(llama, h100, c).message(),
+            "ep must be 1 for a dense model");
+  // DEP8: tp 1, attention DP 8, experts over the 8 GPUs.
+  ServingConfig dep;
+  dep.attention_dp = 8;
+  dep.ep = 8;
+  EXPECT_TRUE(ValidateServingConfig(ds, h100, dep).ok());
+  EXPECT_EQ(dep.moe_tp(), 1);
+  EXPECT_EQ(dep.gpus(), 8);
+  dep.ep = 16;
+  EXPECT_EQ(ValidateServingConfig(ds, h100, dep, "row 3").message(),
+            "row 3: ep 16 must divide the 256 experts and tp·attention_dp = "
+            "8");
+  ServingConfig fp4;
+  fp4.tp = 8;
+  fp4.weights = Precision::kNvfp4;
+  EXPECT_EQ(ValidateServingConfig(llama, h100, fp4).message(),
+            "NVIDIA H100 SXM5 80GB has no FP4 tensor cores");
+  EXPECT_EQ(ToString(dep), "tp1 pp1 adp8 ep16 bf16 kv:bf16");
+}
+
+TEST(ServingWorkload, ChecksLengths) {
+  EXPECT_TRUE(ValidateServingWorkload({1024, 256, 0}).ok());
+  EXPECT_EQ(ValidateServingWorkload({0, 256, 0}).message(),
+            "--isl and --osl must be at least 1 token, got 0 and 256");
+  EXPECT_EQ(ValidateServingWorkload({1, 1, -1}).message(),
+            "--concurrency must be at least 0, got -1");
+  EXPECT_EQ(ValidateServingWorkload({int64_t{1} << 31, 1, 0}).message(),
+            "isl + osl exceeds 2^31 tokens");
+}
+
+}  // namespace
+}  // namespace meshtune::search_spaces
