@@ -12,6 +12,8 @@
 #include "tuner/accuracy/best.h"
 #include "tuner/accuracy/cases.h"
 #include "tuner/accuracy/report.h"
+#include "tuner/accuracy/serving_cases.h"
+#include "tuner/accuracy/serving_report.h"
 #include "tuner/commands/command.h"
 #include "tuner/io/csv_reader.h"
 #include "tuner/io/terminal.h"
@@ -69,6 +71,7 @@ class AccuracyCommand : public Command {
     }
     auto table = ReadCsvFile(csv_);
     if (!table.ok()) return table.status();
+    if (IsServingCsv(table.value())) return RunServing(table.value(), out);
     auto mapped = MapAccuracyRows(table.value());
     if (!mapped.ok()) return mapped.status();
     std::vector<AccuracyCase> cases;
@@ -110,6 +113,33 @@ class AccuracyCommand : public Command {
   }
 
  private:
+  // A serving CSV (tuner/accuracy/serving_cases.h): no ablation or best
+  // plans yet, the rows' errors per source and metric.
+  Status RunServing(const CsvTable& table, std::ostream& out) const {
+    if (ablation_ || with_best_ || !source_prefix_.empty()) {
+      return Status::InvalidArgument(
+          csv_ +
+              " holds serving rows: --ablation, --with-best and --source "
+              "apply to training rows only",
+          "run tune accuracy --csv " + csv_ + " [--json]");
+    }
+    auto cases = MapServingRows(table);
+    if (!cases.ok()) return cases.status();
+    if (cases.value().empty()) {
+      return Status::InvalidArgument(csv_ + ": no rows after the header",
+                                     "add rows to the CSV");
+    }
+    const std::vector<ServingRowResult> rows =
+        PredictServingRows(std::move(cases).value());
+    const ServingSummary summary = SummarizeServing(rows);
+    if (json_) {
+      out << ServingAccuracyToJson(rows, summary).dump(2) << "\n";
+    } else {
+      PrintServingAccuracy(out, csv_, rows, summary);
+    }
+    return Status::Ok();
+  }
+
   // The full model, then each refinement of costmodel::AllRefinements()
   // switched off alone.
   Status RunAblation(const std::vector<AccuracyCase>& cases,

@@ -1,0 +1,181 @@
+// Serving rows of `tune accuracy`: how a row of the inference CSV schema
+// becomes a deployment and a load (model and GPU names, layouts of
+// TensorRT-LLM's DEP runs and aiconfigurator's disaggregated workers, KV
+// dtypes, request rates), what is skipped and why, and the summary.
+#include "tuner/accuracy/serving_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tuner/accuracy/serving_report.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::KvCacheDtype;
+using search_spaces::Precision;
+
+constexpr const char* kHeader =
+    "source,commit_or_date,model,gpu,num_gpus,tp,pp,ep,dp,precision,"
+    "framework,isl,osl,concurrency,metric,value,notes\n";
+
+std::vector<ServingCase> Map(const std::string& rows) {
+  auto table = ParseCsv(std::string(kHeader) + rows, "t.csv");
+  EXPECT_TRUE(table.ok()) << table.status().message();
+  auto cases = MapServingRows(table.value());
+  EXPECT_TRUE(cases.ok()) << cases.status().message();
+  return cases.ok() ? cases.value() : std::vector<ServingCase>{};
+}
+
+TEST(ServingCases, OfflineTensorRtLlmRow) {
+  const auto cases =
+      Map("TRT v0.17,x,Llama-3.1-70B,H100-SXM-80GB,4,4,1,,,FP8,TensorRT-LLM "
+          "0.17,128,2048,,output_tokens_per_s,5000,\"system total\"\n");
+  ASSERT_EQ(cases.size(), 1u);
+  const ServingCase& c = cases[0];
+  EXPECT_EQ(c.skipped_reason, "");
+  EXPECT_EQ(c.model.name, "llama3-70b");
+  EXPECT_EQ(c.cluster.name, "h100");
+  EXPECT_EQ(c.config.tp, 4);
+  EXPECT_EQ(c.config.ep, 1);
+  EXPECT_EQ(c.config.weights, Precision::kFp8);
+  EXPECT_EQ(c.config.kv_cache, KvCacheDtype::kFp8);  // TensorRT-LLM FP8
+  EXPECT_EQ(c.workload.isl, 128);
+  EXPECT_EQ(c.workload.osl, 2048);
+  EXPECT_EQ(c.workload.concurrency, 0);
+  const ServingPrediction p = PredictServingCase(c);
+  EXPECT_EQ(p.skipped_reason, "");
+  EXPECT_GT(p.predicted, 0);
+  EXPECT_DOUBLE_EQ(p.error_pct, (p.predicted - 5000) / 5000 * 100);
+}
+
+TEST(ServingCases, DepLayoutAndCheckpointNames) {
+  const auto cases =
+      Map("dev guide,x,DeepSeek-R1-0528,B200-180GB,8,1,1,8,8,FP4,TensorRT-LLM "
+          "(PyTorch),1024,1024,,output_tokens_per_s_per_gpu,4000,\"DEP8; "
+          "FP16 KV\"\n"
+          "aic,x,nvidia/Llama-3.1-8B-Instruct-FP8,H200-SXM-141GB,1,1,1,1,1,fp8,"
+          "SGLang 0.5.9,1024,1024,8,tpot_ms,7,\"aggregated\"\n");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].skipped_reason, "");
+  EXPECT_EQ(cases[0].model.name, "deepseek-v3");
+  EXPECT_EQ(cases[0].model.mtp_num_layers, 0);
+  EXPECT_EQ(cases[0].config.attention_dp, 8);
+  EXPECT_EQ(cases[0].config.moe_tp(), 1);
+  EXPECT_EQ(cases[0].config.weights, Precision::kNvfp4);
+  EXPECT_EQ(cases[0].config.kv_cache, KvCacheDtype::kBf16);  // "FP16 KV"
+  EXPECT_EQ(cases[1].skipped_reason, "");
+  EXPECT_EQ(cases[1].model.name, "llama3-8b");
+  EXPECT_EQ(cases[1].config.kv_cache, KvCacheDtype::kBf16);  // SGLang
+  EXPECT_EQ(cases[1].workload.concurrency, 8);
+}
+
+TEST(ServingCases, DisaggregatedWorkersFromNotes) {
+  const auto cases = Map(
+      "aic,x,deepseek-ai/DeepSeek-V3,GB200,40,,,,,fp8,TensorRT-LLM,1024,8192,"
+      "2048,ttft_ms,1877,\"disaggregated; prefill: 1 workers x (tp1 pp1 adp8 "
+      "moe_tp1 ep8, bs1); decode: 1 workers x (tp1 pp1 adp32 moe_tp1 ep32, "
+      "bs64); gemm=fp8\"\n"
+      "aic,x,deepseek-ai/DeepSeek-V3,GB200,48,,,,,fp8,TensorRT-LLM,1024,8192,"
+      "2048,ttft_ms,1877,\"disaggregated; prefill: 1 workers x (tp1 pp1 adp8 "
+      "moe_tp1 ep8, bs1); decode: 1 workers x (tp1 pp1 adp32 moe_tp1 ep32, "
+      "bs64)\"\n");
+  ASSERT_EQ(cases.size(), 2u);
+  const ServingCase& c = cases[0];
+  EXPECT_EQ(c.skipped_reason, "");
+  EXPECT_TRUE(c.disaggregated);
+  EXPECT_EQ(c.prefill_workers, 1);
+  EXPECT_EQ(c.prefill_config.attention_dp, 8);
+  EXPECT_EQ(c.decode_workers, 1);
+  EXPECT_EQ(c.config.attention_dp, 32);
+  EXPECT_EQ(c.config.ep, 32);
+  EXPECT_EQ(c.config.max_batch, 64 * 32);
+  const ServingPrediction p = PredictServingCase(c);
+  EXPECT_EQ(p.skipped_reason, "");
+  EXPECT_GT(p.predicted, 0);
+  EXPECT_EQ(cases[1].skipped_reason,
+            "the prefill and decode workers hold 40 GPUs, not num_gpus 48");
+}
+
+TEST(ServingCases, RequestRateIsAnOpenLoop) {
+  const auto cases =
+      Map("online,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
+          "0.14,467,256,,requests_per_s,2,\"request rate 2 QPS\"\n"
+          "online,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
+          "0.14,467,256,,requests_per_s,30,\"request rate 1000 QPS\"\n");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_DOUBLE_EQ(cases[0].request_rate, 2.0);
+  // Below capacity every request is served: the rate itself.
+  EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, 2.0);
+  // Far above it the deployment serves its offline capacity.
+  const double saturated = PredictServingCase(cases[1]).predicted;
+  EXPECT_LT(saturated, 1000.0);
+  EXPECT_GT(saturated, 2.0);
+}
+
+TEST(ServingCases, SkipsWithReasons) {
+  const auto cases = Map(
+      "mlperf,x,Llama-2-70B,H200-SXM-141GB,8,,,,,FP8,TensorRT-LLM,,,,"
+      "output_tokens_per_s,30000,\n"
+      "x,x,Llama-3.1-8B,H800,1,1,1,,,FP8,TensorRT-LLM,1,1,,ttft_ms,1,\n"
+      "x,x,Falcon-40B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM,1,1,,ttft_ms,1,\n"
+      "x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,int2,TensorRT-LLM,1,1,,ttft_ms,"
+      "1,\n"
+      "x,x,Llama-3.1-8B,H100-SXM-80GB,1,,,,,FP8,TensorRT-LLM,1,1,,ttft_ms,1,\n"
+      "x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM,1,1,,e2e_ms,1,"
+      "\n");
+  ASSERT_EQ(cases.size(), 6u);
+  EXPECT_EQ(cases[0].skipped_reason,
+            "isl/osl not stated (a variable-length dataset)");
+  EXPECT_EQ(cases[1].skipped_reason, "no cluster preset for GPU 'H800'");
+  EXPECT_EQ(cases[2].skipped_reason, "no model preset for 'Falcon-40B'");
+  EXPECT_EQ(cases[3].skipped_reason,
+            "unknown precision 'int2' (known: bf16, fp16, fp8, fp4/nvfp4)");
+  EXPECT_EQ(cases[4].skipped_reason, "parallel layout not stated (blank tp)");
+  EXPECT_EQ(cases[5].skipped_reason.rfind("metric 'e2e_ms' is not one", 0), 0u);
+  const ServingSummary s = SummarizeServing(PredictServingRows(cases));
+  EXPECT_EQ(s.all.rows, 6);
+  EXPECT_EQ(s.all.predicted, 0);
+  EXPECT_EQ(s.skipped.size(), 6u);
+}
+
+TEST(ServingCases, FileLevelErrors) {
+  auto no_isl = ParseCsv("source,model,value\nx,y,1\n", "t.csv");
+  ASSERT_TRUE(no_isl.ok());
+  EXPECT_FALSE(IsServingCsv(no_isl.value()));
+  auto missing = ParseCsv("source,model,isl,osl\nx,y,1,1\n", "t.csv");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_TRUE(IsServingCsv(missing.value()));
+  EXPECT_EQ(MapServingRows(missing.value()).status().message(),
+            "t.csv: serving CSV has no column 'gpu'");
+  auto table = ParseCsv(std::string(kHeader) +
+                            "x,x,Llama-3.1-8B,H100,1,1,1,,,FP8,T,1,1,,"
+                            "ttft_ms,fast,\n",
+                        "t.csv");
+  ASSERT_TRUE(table.ok());
+  EXPECT_EQ(MapServingRows(table.value()).status().message(),
+            "t.csv:2: value 'fast' is not a positive number");
+}
+
+TEST(ServingSummary, MapePerKind) {
+  std::vector<ServingRowResult> rows(3);
+  rows[0].c.metric = ServingMetric::kOutputTokensPerS;
+  rows[0].c.line = 2;
+  rows[0].p.error_pct = -10;
+  rows[1].c.metric = ServingMetric::kTtftMs;
+  rows[1].c.line = 3;
+  rows[1].p.error_pct = 30;
+  rows[2].c.metric = ServingMetric::kTpotMs;
+  rows[2].c.line = 4;
+  rows[2].p.error_pct = -20;
+  const ServingSummary s = SummarizeServing(rows);
+  EXPECT_DOUBLE_EQ(s.throughput.mape_pct, 10.0);
+  EXPECT_DOUBLE_EQ(s.latency.mape_pct, 25.0);
+  EXPECT_DOUBLE_EQ(s.latency.worst_pct, 30.0);
+  EXPECT_EQ(s.latency.worst_line, 3);
+  EXPECT_DOUBLE_EQ(s.all.mape_pct, 20.0);
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,443 @@
+#include "tuner/accuracy/serving_cases.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <regex>
+
+#include "costmodel/datasheet_calibration.h"
+#include "costmodel/serving_model.h"
+#include "search_spaces/presets/presets.h"
+#include "search_spaces/yaml_util.h"
+#include "tuner/accuracy/rules.h"
+
+namespace meshtune::tuner {
+
+using search_spaces::ClusterSpec;
+using search_spaces::KvCacheDtype;
+using search_spaces::ModelSpec;
+using search_spaces::Precision;
+using search_spaces::ServingConfig;
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(ch));
+  return s;
+}
+
+bool Contains(const std::string& text, const std::string& what) {
+  return Lower(text).find(Lower(what)) != std::string::npos;
+}
+
+// A whole non-negative number, or nullopt for a blank or other cell.
+std::optional<int64_t> Int(const std::string& cell) {
+  if (cell.empty()) return std::nullopt;
+  int64_t v = 0;
+  for (char ch : cell) {
+    if (!std::isdigit(static_cast<unsigned char>(ch))) return std::nullopt;
+    if (v > (int64_t{1} << 40)) return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
+
+// The model preset of a serving row's model column: the checkpoint name
+// after its organisation, with checkpoint suffixes dropped one at a time.
+std::optional<ModelSpec> ServingModelPreset(const std::string& column) {
+  std::string name = column.substr(column.rfind('/') + 1);
+  static const std::regex kSuffix(R"((-instruct|-fp8|-nvfp4|-fp4|-v2|-\d{4})$)",
+                                  std::regex::icase);
+  for (int i = 0; i < 6; ++i) {
+    if (auto preset = FindModelPreset(name)) return preset;
+    const std::string shorter = std::regex_replace(name, kSuffix, "");
+    if (shorter == name) break;
+    name = shorter;
+  }
+  return std::nullopt;
+}
+
+std::optional<Precision> ServingPrecision(const std::string& cell,
+                                          const std::string& notes) {
+  std::string text = Lower(cell);
+  if (text.empty() || text == "not recorded") {
+    static const std::regex kGemm(R"(gemm=([a-z0-9_]+))");
+    std::smatch m;
+    const std::string n = Lower(notes);
+    if (!std::regex_search(n, m, kGemm)) return std::nullopt;
+    text = m[1];
+  }
+  if (text.rfind("fp8", 0) == 0) return Precision::kFp8;
+  if (text.rfind("fp4", 0) == 0 || text.rfind("nvfp4", 0) == 0) {
+    return Precision::kNvfp4;
+  }
+  if (text.rfind("bf16", 0) == 0 || text.rfind("fp16", 0) == 0 ||
+      text == "float16") {
+    return Precision::kBf16;
+  }
+  return std::nullopt;
+}
+
+KvCacheDtype ServingKvCache(Precision weights, const std::string& framework,
+                            const std::string& precision_cell,
+                            const std::string& notes) {
+  const std::string all = precision_cell + " " + notes;
+  if (Contains(all, "FP16 KV") || Contains(all, "BF16 KV")) {
+    return KvCacheDtype::kBf16;
+  }
+  if (Contains(all, "FP8 KV") || Contains(all, "kv fp8")) {
+    return KvCacheDtype::kFp8;
+  }
+  const bool trtllm = Contains(framework, "TensorRT-LLM");
+  return trtllm && search_spaces::IsQuantized(weights) ? KvCacheDtype::kFp8
+                                                       : KvCacheDtype::kBf16;
+}
+
+// "P workers x (tpA ppB adpC moe_tpD epE, bsF)" after `phase`.
+bool ParseWorker(const std::string& notes, const std::string& phase,
+                 int64_t* workers, ServingConfig* c) {
+  const std::regex re(phase + R"(: (\d+) workers x \(tp(\d+) pp(\d+) adp(\d+) )"
+                              R"(moe_tp(\d+) ep(\d+), bs(\d+)\))");
+  std::smatch m;
+  if (!std::regex_search(notes, m, re)) return false;
+  *workers = std::stoll(m[1]);
+  c->tp = std::stoll(m[2]);
+  c->pp = std::stoll(m[3]);
+  c->attention_dp = std::stoll(m[4]);
+  c->ep = std::stoll(m[6]);
+  c->max_batch = std::stoll(m[7]) * c->attention_dp;
+  return true;
+}
+
+// The open-loop request rate of "request rate N QPS" (0 for INF or none).
+double RequestRate(const std::string& notes) {
+  static const std::regex kRate(R"(request rate ([0-9.]+) QPS)");
+  std::smatch m;
+  if (!std::regex_search(notes, m, kRate)) return 0;
+  return std::stod(m[1]);
+}
+
+std::string Printable(const std::string& s) {
+  return search_spaces::yaml_util::Printable(s);
+}
+
+// The row's layout, or the reason it has none.
+std::string MapLayout(const CsvTable& t, const CsvRecord& r,
+                      const std::string& notes, ServingCase* c) {
+  if (Contains(notes, "disaggregated")) {
+    c->disaggregated = true;
+    if (!ParseWorker(notes, "prefill", &c->prefill_workers,
+                     &c->prefill_config) ||
+        !ParseWorker(notes, "decode", &c->decode_workers, &c->config)) {
+      return "disaggregated row without a prefill/decode layout in notes";
+    }
+    const int64_t gpus = c->prefill_workers * c->prefill_config.gpus() +
+                         c->decode_workers * c->config.gpus();
+    if (gpus != c->num_gpus) {
+      return "the prefill and decode workers hold " + std::to_string(gpus) +
+             " GPUs, not num_gpus " + std::to_string(c->num_gpus);
+    }
+    return "";
+  }
+  const auto tp = Int(t.Cell(r, "tp"));
+  if (!tp || *tp < 1) return "parallel layout not stated (blank tp)";
+  c->config.tp = *tp;
+  c->config.pp = Int(t.Cell(r, "pp")).value_or(1);
+  c->config.attention_dp = Int(t.Cell(r, "dp")).value_or(1);
+  const auto ep = Int(t.Cell(r, "ep"));
+  c->config.ep =
+      ep ? *ep
+         : (c->model.is_moe() ? c->config.tp * c->config.attention_dp : 1);
+  if (c->config.pp < 1 || c->config.attention_dp < 1 || c->config.ep < 1) {
+    return "pp, dp and ep must be at least 1";
+  }
+  if (c->num_gpus % c->config.gpus() != 0) {
+    return "num_gpus " + std::to_string(c->num_gpus) +
+           " is not a multiple of tp·pp·dp = " +
+           std::to_string(c->config.gpus());
+  }
+  return "";
+}
+
+// Maps one record; a non-empty return is the reason it is skipped.
+std::string MapRecord(const CsvTable& t, const CsvRecord& r,
+                      std::map<std::string, StatusOr<ClusterSpec>>* clusters,
+                      ServingCase* c) {
+  const std::string notes = t.Cell(r, "notes");
+  if (c->metric == ServingMetric::kUnknown) {
+    return "metric '" + Printable(c->metric_name) +
+           "' is not one tune accuracy compares for serving (known: "
+           "output_tokens_per_s, output_tokens_per_s_per_gpu, "
+           "requests_per_s, ttft_ms, tpot_ms, itl_ms)";
+  }
+  const auto model = ServingModelPreset(c->model_name);
+  if (!model) return "no model preset for '" + Printable(c->model_name) + "'";
+  c->model = *model;
+  c->model.mtp_num_layers = 0;  // no speculative decoding (docs/serving.md)
+  std::string gpu = c->gpu_name;
+  const size_t beta = Lower(gpu).find("(beta)");
+  if (beta != std::string::npos) gpu.erase(beta);
+  const std::string preset = search_spaces::ClusterPresetForGpu(gpu);
+  if (preset.empty()) {
+    return "no cluster preset for GPU '" + Printable(c->gpu_name) + "'";
+  }
+  auto it = clusters->find(preset);
+  if (it == clusters->end()) {
+    it = clusters->emplace(preset, search_spaces::ResolveCluster(preset)).first;
+  }
+  if (!it->second.ok()) return "cluster preset '" + preset + "' not built in";
+  c->cluster = it->second.value();
+  const auto isl = Int(t.Cell(r, "isl"));
+  const auto osl = Int(t.Cell(r, "osl"));
+  if (!isl || !osl || *isl < 1 || *osl < 1) {
+    return "isl/osl not stated (a variable-length dataset)";
+  }
+  c->workload.isl = *isl;
+  c->workload.osl = *osl;
+  c->workload.concurrency = Int(t.Cell(r, "concurrency")).value_or(0);
+  c->request_rate = RequestRate(notes);
+  const auto gpus = Int(t.Cell(r, "num_gpus"));
+  if (!gpus || *gpus < 1) return "num_gpus not stated";
+  c->num_gpus = *gpus;
+  const std::string precision_cell = t.Cell(r, "precision");
+  const auto precision = ServingPrecision(precision_cell, notes);
+  if (!precision) {
+    return "unknown precision '" + Printable(precision_cell) +
+           "' (known: bf16, fp16, fp8, fp4/nvfp4)";
+  }
+  std::string reason = MapLayout(t, r, notes, c);
+  if (!reason.empty()) return reason;
+  const KvCacheDtype kv =
+      ServingKvCache(*precision, t.Cell(r, "framework"), precision_cell, notes);
+  for (ServingConfig* sc : {&c->config, &c->prefill_config}) {
+    sc->weights = *precision;
+    sc->kv_cache = kv;
+  }
+  const Status valid =
+      search_spaces::ValidateServingConfig(c->model, c->cluster.gpu, c->config);
+  if (!valid.ok()) return valid.message();
+  if (c->disaggregated) {
+    const Status p = search_spaces::ValidateServingConfig(
+        c->model, c->cluster.gpu, c->prefill_config);
+    if (!p.ok()) return "prefill: " + p.message();
+  }
+  return "";
+}
+
+}  // namespace
+
+const std::vector<std::string>& RequiredServingColumns() {
+  static const std::vector<std::string> kColumns = {
+      "source",      "model",  "gpu",       "num_gpus",  "tp",  "pp",
+      "ep",          "dp",     "precision", "framework", "isl", "osl",
+      "concurrency", "metric", "value",     "notes"};
+  return kColumns;
+}
+
+bool IsServingCsv(const CsvTable& table) {
+  return table.Column("isl") >= 0 && table.Column("osl") >= 0;
+}
+
+ServingMetric ServingMetricOf(const std::string& metric) {
+  if (metric == "output_tokens_per_s") return ServingMetric::kOutputTokensPerS;
+  if (metric == "output_tokens_per_s_per_gpu") {
+    return ServingMetric::kOutputTokensPerSPerGpu;
+  }
+  if (metric == "requests_per_s") return ServingMetric::kRequestsPerS;
+  if (metric == "ttft_ms") return ServingMetric::kTtftMs;
+  if (metric == "tpot_ms") return ServingMetric::kTpotMs;
+  if (metric == "itl_ms") return ServingMetric::kItlMs;
+  return ServingMetric::kUnknown;
+}
+
+bool IsThroughputMetric(ServingMetric metric) {
+  return metric == ServingMetric::kOutputTokensPerS ||
+         metric == ServingMetric::kOutputTokensPerSPerGpu ||
+         metric == ServingMetric::kRequestsPerS;
+}
+
+StatusOr<std::vector<ServingCase>> MapServingRows(const CsvTable& table) {
+  for (const std::string& col : RequiredServingColumns()) {
+    if (table.Column(col) < 0) {
+      return Status::InvalidArgument(
+          table.source() + ": serving CSV has no column '" + col + "'",
+          "give it the columns of ../shared/data/inference_dev.csv");
+    }
+  }
+  std::map<std::string, StatusOr<ClusterSpec>> clusters;
+  std::vector<ServingCase> cases;
+  for (const CsvRecord& r : table.records()) {
+    ServingCase c;
+    c.line = r.line;
+    c.source = table.Cell(r, "source");
+    c.model_name = table.Cell(r, "model");
+    c.gpu_name = table.Cell(r, "gpu");
+    c.metric_name = table.Cell(r, "metric");
+    c.metric = ServingMetricOf(c.metric_name);
+    const std::string value = table.Cell(r, "value");
+    char* end = nullptr;
+    c.published = std::strtod(value.c_str(), &end);
+    if (value.empty() || end == nullptr || *end != '\0' ||
+        !std::isfinite(c.published) || c.published <= 0) {
+      return Status::InvalidArgument(table.Where(r) + ": value '" +
+                                         Printable(value) +
+                                         "' is not a positive number",
+                                     "write the measurement as a plain number");
+    }
+    c.skipped_reason = MapRecord(table, r, &clusters, &c);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+namespace {
+
+// Times of the load model (docs/serving.md §4), seconds and requests/s.
+struct LoadPoint {
+  double ttft_s = 0;
+  double tpot_s = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s = 0;
+};
+
+// Closed loop of `concurrency` clients over an aggregated deployment, or
+// offline (concurrency 0), from EstimateServing.
+std::optional<LoadPoint> Aggregated(const ServingCase& c,
+                                    const costmodel::Calibration& cal,
+                                    int64_t concurrency, std::string* why) {
+  search_spaces::ServingWorkload w = c.workload;
+  w.concurrency = concurrency;
+  const costmodel::ServingEstimate e = costmodel::EstimateServing(
+      c.model, c.cluster, w, c.config, c.num_gpus, cal);
+  if (!e.fits) {
+    *why = e.infeasible_reason;
+    return std::nullopt;
+  }
+  LoadPoint p;
+  p.ttft_s = e.ttft_s;
+  p.tpot_s = e.tpot_s;
+  p.output_tokens_per_s = e.output_tokens_per_s;
+  p.requests_per_s = e.output_tokens_per_s / c.workload.osl;
+  return p;
+}
+
+// Open loop at `rate` requests/s: the concurrency that Little's law gives
+// (rate · time in the system) found by fixed-point iteration; above the
+// offline capacity the queue grows over the benchmark's requests.
+std::optional<LoadPoint> OpenLoop(const ServingCase& c,
+                                  const costmodel::Calibration& cal,
+                                  double rate, std::string* why) {
+  const auto offline = Aggregated(c, cal, 0, why);
+  if (!offline) return std::nullopt;
+  if (rate >= offline->requests_per_s) {
+    // Saturated: the benchmark's N requests arrive faster than they leave;
+    // the mean one waits for half the backlog N·(1/μ − 1/rate).
+    constexpr double kRequests = 500;  // the TensorRT-LLM online table's
+    LoadPoint p = *offline;
+    p.ttft_s += 0.5 * kRequests * (1.0 / offline->requests_per_s - 1.0 / rate);
+    return p;
+  }
+  int64_t concurrency = 1;
+  std::optional<LoadPoint> p;
+  for (int i = 0; i < 30; ++i) {
+    p = Aggregated(c, cal, concurrency, why);
+    if (!p) return std::nullopt;
+    const double in_system =
+        p->ttft_s + static_cast<double>(c.workload.osl - 1) * p->tpot_s;
+    const int64_t next =
+        std::max<int64_t>(1, std::llround(std::ceil(rate * in_system)));
+    if (next == concurrency) break;
+    concurrency = next;
+  }
+  p->requests_per_s = rate;
+  p->output_tokens_per_s = rate * c.workload.osl;
+  return p;
+}
+
+// Disaggregated: the decode workers decode without prefills in their steps;
+// the prefill workers serve at most their prefill rate, and the closed
+// loop's throughput is the lower of that and what the decode side allows.
+std::optional<LoadPoint> Disaggregated(const ServingCase& c,
+                                       const costmodel::Calibration& cal,
+                                       std::string* why) {
+  const int64_t concurrency = std::max<int64_t>(1, c.workload.concurrency);
+  const int64_t per_worker =
+      (concurrency + c.decode_workers - 1) / c.decode_workers;
+  search_spaces::ServingWorkload w = c.workload;
+  w.concurrency = per_worker;
+  const costmodel::ServingEstimate dec = costmodel::EstimateServing(
+      c.model, c.cluster, w, c.config, c.config.gpus(), cal);
+  if (!dec.fits) {
+    *why = "decode: " + dec.infeasible_reason;
+    return std::nullopt;
+  }
+  const costmodel::DecodeBreakdown step =
+      costmodel::DecodeStep(c.model, c.cluster, c.config, per_worker,
+                            c.workload.isl + c.workload.osl / 2, cal);
+  const ServingConfig& p = c.prefill_config;
+  // Each attention-DP rank of a prefill worker prefills its own request.
+  const double prefill_s = costmodel::PrefillTime_s(
+      c.model, c.cluster, p, c.workload.isl * p.attention_dp, p.attention_dp,
+      cal);
+  const double prefill_rate = static_cast<double>(c.prefill_workers) *
+                              p.attention_dp / std::max(prefill_s, 1e-12);
+  LoadPoint lp;
+  lp.tpot_s = step.total_s();
+  const double decode_s = static_cast<double>(c.workload.osl - 1) * lp.tpot_s;
+  const double unconstrained = concurrency / (prefill_s + decode_s);
+  lp.requests_per_s = std::min(unconstrained, prefill_rate);
+  lp.ttft_s = std::max(prefill_s, concurrency / lp.requests_per_s - decode_s);
+  lp.output_tokens_per_s = lp.requests_per_s * c.workload.osl;
+  return lp;
+}
+
+}  // namespace
+
+ServingPrediction PredictServingCase(const ServingCase& c) {
+  ServingPrediction out;
+  if (!c.skipped_reason.empty()) {
+    out.skipped_reason = c.skipped_reason;
+    return out;
+  }
+  const costmodel::DatasheetCalibration cal(c.cluster);
+  std::string why;
+  std::optional<LoadPoint> p;
+  if (c.disaggregated) {
+    p = Disaggregated(c, cal, &why);
+  } else if (c.request_rate > 0) {
+    p = OpenLoop(c, cal, c.request_rate, &why);
+  } else {
+    p = Aggregated(c, cal, c.workload.concurrency, &why);
+  }
+  if (!p) {
+    out.skipped_reason = "the cost model refuses the layout: " + why;
+    return out;
+  }
+  switch (c.metric) {
+    case ServingMetric::kOutputTokensPerS:
+      out.predicted = p->output_tokens_per_s;
+      break;
+    case ServingMetric::kOutputTokensPerSPerGpu:
+      out.predicted = p->output_tokens_per_s / c.num_gpus;
+      break;
+    case ServingMetric::kRequestsPerS:
+      out.predicted = p->requests_per_s;
+      break;
+    case ServingMetric::kTtftMs:
+      out.predicted = p->ttft_s * 1e3;
+      break;
+    case ServingMetric::kTpotMs:
+    case ServingMetric::kItlMs:
+      out.predicted = p->tpot_s * 1e3;
+      break;
+    case ServingMetric::kUnknown:
+      out.skipped_reason = "unknown metric";
+      return out;
+  }
+  out.error_pct = (out.predicted - c.published) / c.published * 100.0;
+  return out;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,105 @@
+// `tune accuracy` on serving rows: the schema of
+// ../shared/data/inference_dev.csv (source, commit_or_date, model, gpu,
+// num_gpus, tp, pp, ep, dp, precision, framework, isl, osl, concurrency,
+// metric, value, notes; docs/accuracy.md "Serving rows"). One record becomes
+// a ServingCase (the deployment and the load it ran under), which
+// PredictServingCase prices with costmodel::EstimateServing.
+//
+// Mapping rules (each at its function in serving_cases.cc):
+//   model      the part after the last '/', then the preset whose name or
+//              alias matches with the checkpoint suffixes (-Instruct, -FP8,
+//              -NVFP4, -FP4, -v2, a -MMDD date) dropped
+//   gpu        search_spaces::ClusterPresetForGpu; "(beta)" ignored
+//   layout     tp, pp, ep and dp (attention data parallel) columns; a blank
+//              ep is 1 on dense models and tp·dp on MoE ones (TensorRT-LLM
+//              runs the experts over every attention GPU); replicas =
+//              num_gpus / (tp·pp·dp). aiconfigurator's disaggregated rows
+//              give "prefill: P workers x (tpA ppB adpC moe_tpD epE, bsF);
+//              decode: ..." in notes
+//   precision  FP8/fp8 -> fp8, FP4/fp4/NVFP4 -> nvfp4, BF16/FP16 -> bf16;
+//              "not recorded" -> the "gemm=" of notes, else skipped. The KV
+//              cache is fp8 with quantised weights on TensorRT-LLM (its FP8
+//              and NVFP4 checkpoints quantise it) and 16-bit elsewhere; a
+//              note "FP16 KV" or "FP8 KV" wins
+//   load       concurrency column -> that many requests in flight (closed
+//              loop); "request rate N QPS" in notes -> an open-loop rate;
+//              otherwise (or "QPS INF") offline maximum throughput
+//   metrics    output_tokens_per_s (the deployment),
+//              output_tokens_per_s_per_gpu, requests_per_s (throughput);
+//              ttft_ms, tpot_ms, itl_ms (latency; ITL is TPOT)
+// A row that cannot be predicted is skipped with its reason.
+#ifndef MESHTUNE_TUNER_ACCURACY_SERVING_CASES_H_
+#define MESHTUNE_TUNER_ACCURACY_SERVING_CASES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/serving_spec.h"
+#include "search_spaces/status.h"
+#include "tuner/io/csv_reader.h"
+
+namespace meshtune::tuner {
+
+// Columns a serving CSV must have.
+const std::vector<std::string>& RequiredServingColumns();
+// True when `table` is a serving CSV (it has isl and osl columns).
+bool IsServingCsv(const CsvTable& table);
+
+enum class ServingMetric {
+  kOutputTokensPerS,
+  kOutputTokensPerSPerGpu,
+  kRequestsPerS,
+  kTtftMs,
+  kTpotMs,
+  kItlMs,
+  kUnknown,
+};
+// The metric column's spelling; kUnknown for any other.
+ServingMetric ServingMetricOf(const std::string& metric);
+// True for the throughput metrics, false for the latencies.
+bool IsThroughputMetric(ServingMetric metric);
+
+struct ServingCase {
+  int64_t line = 0;
+  std::string source;
+  std::string model_name;
+  std::string gpu_name;
+  std::string metric_name;
+  ServingMetric metric = ServingMetric::kUnknown;
+  double published = 0;  // in the metric's unit
+
+  search_spaces::ModelSpec model;
+  search_spaces::ClusterSpec cluster;
+  search_spaces::ServingWorkload workload;
+  int64_t num_gpus = 0;
+  // Aggregated: the replicas' layout. Disaggregated: the decode workers'.
+  search_spaces::ServingConfig config;
+  bool disaggregated = false;
+  search_spaces::ServingConfig prefill_config;
+  int64_t prefill_workers = 0;
+  int64_t decode_workers = 0;
+  double request_rate = 0;  // open-loop requests/s; 0 = closed loop/offline
+
+  std::string skipped_reason;  // empty when the row is predicted
+};
+
+// Maps every record; file-level problems (a missing column, a value cell
+// that is not a number) are errors, row-level ones skip the row.
+StatusOr<std::vector<ServingCase>> MapServingRows(const CsvTable& table);
+
+struct ServingPrediction {
+  double predicted = 0;        // in the metric's unit
+  double error_pct = 0;        // (predicted − published) / published · 100
+  std::string skipped_reason;  // the case's, or why the model refused it
+};
+
+// Prices one mapped case with the datasheet calibration of its cluster
+// (docs/serving.md §4 has the load models).
+ServingPrediction PredictServingCase(const ServingCase& c);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_ACCURACY_SERVING_CASES_H_
