@@ -206,10 +206,10 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
       // the experts).
       const double per_expert =
           static_cast<double>(tokens) * m.moe_router_topk / m.num_experts;
-      for (int64_t e = 0; e < static_cast<int64_t>(s.local_experts); ++e) {
-        Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb,
-               &weights_s, &compute_s);
-      }
+      double w = 0, cpt = 0;  // one local expert; all have its shape
+      Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb, &w, &cpt);
+      weights_s += s.local_experts * w;
+      compute_s += s.local_experts * cpt;
     }
     if (s.attention || s.mla) {
       const double heads = static_cast<double>(m.num_attention_heads) / c.tp;

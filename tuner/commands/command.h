@@ -58,6 +58,8 @@ std::unique_ptr<Command> AddExplainCommand(CLI::App* app);
 std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
 // The self-contained HTML report of a search (commands/report.cc).
 std::unique_ptr<Command> AddReportCommand(CLI::App* app);
+// The fastest inference deployment under latency targets (commands/serve.cc).
+std::unique_ptr<Command> AddServeCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 

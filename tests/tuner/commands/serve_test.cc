@@ -1,0 +1,81 @@
+// `tune serve` end to end in process: the report's lines, the JSON keys,
+// and the input errors (exit 2, one line naming the problem and the fix).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tuner/tune_in_process.h"
+
+namespace meshtune::tuner {
+namespace {
+
+using testing::Tune;
+
+TEST(ServeCommand, ReportsTheBestPlanUnderTheTarget) {
+  const auto run = Tune({"serve", "--model", "llama3-70b", "--gpus", "8",
+                         "--gpu", "h100", "--isl", "2048", "--osl", "512",
+                         "--tpot-ms", "50"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.rfind("serving llama3-70b on 8 x h100: isl 2048, osl 512, "
+                          "batch swept, weights bf16, KV cache bf16; "
+                          "targets: TPOT <= 50.0 ms\n",
+                          0),
+            0u)
+      << run.out;
+  EXPECT_NE(run.out.find("\nbest: "), std::string::npos);
+  EXPECT_NE(run.out.find("  <- best\n"), std::string::npos);
+  EXPECT_NE(run.out.find("  decode step "), std::string::npos);
+  EXPECT_NE(run.out.find("rejected: 1 x out_of_memory;"), std::string::npos);
+}
+
+TEST(ServeCommand, JsonCarriesTheFrontAndTheBest) {
+  const auto run = Tune({"serve", "--model", "llama3-8b", "--gpus", "2",
+                         "--gpu", "h100", "--isl", "1024", "--osl", "256",
+                         "--precision", "fp8", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["problem"]["kv_cache_dtype"], "fp8");  // follows fp8 weights
+  EXPECT_EQ(j["problem"]["num_gpus"], 2);
+  ASSERT_FALSE(j["pareto"].empty());
+  ASSERT_TRUE(j["best"].is_object());
+  for (const char* key :
+       {"tp", "pp", "attention_dp", "ep", "moe_tp", "replicas",
+        "batch_per_replica", "ttft_ms", "tpot_ms", "output_tokens_per_s_per_gpu",
+        "output_tokens_per_s_per_user", "memory_gib", "decode_ms"}) {
+    EXPECT_TRUE(j["best"].contains(key)) << key;
+  }
+  // No targets: the best is the front's most tokens per GPU.
+  EXPECT_EQ(j["best"], j["pareto"].back());
+}
+
+TEST(ServeCommand, InputErrors) {
+  auto expect = [](const std::vector<std::string>& args,
+                   const std::string& message) {
+    const auto run = Tune(args);
+    EXPECT_EQ(run.exit_code, 2) << run.out;
+    EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
+  };
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "0",
+          "--osl", "8"},
+         "--isl and --osl must be at least 1 token, got 0 and 8");
+  expect({"serve", "--model", "nope", "--gpus", "1", "--isl", "8", "--osl",
+          "8"},
+         "nope");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+          "--osl", "8", "--kv-cache-dtype", "int3"},
+         "unknown KV-cache dtype 'int3'");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+          "--osl", "8", "--top", "0"},
+         "--top must be at least 1, got 0");
+  expect({"serve", "--model", "llama3-405b", "--gpus", "1", "--gpu", "h100",
+          "--isl", "8", "--osl", "8"},
+         "no deployment of llama3-405b fits on 1 x h100 (1 x out_of_memory)");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "9999999999", "--isl",
+          "8", "--osl", "8"},
+         "--gpus: 9999999999 is above the limit");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

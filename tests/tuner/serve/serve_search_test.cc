@@ -1,0 +1,120 @@
+// The serving search: its best plan meets the targets and has the most
+// tokens/s per GPU of all points that do, the batch is the largest that
+// meets them, the front is not dominated, and layouts that cannot serve
+// are counted under their reason.
+#include "tuner/serve/serve_search.h"
+
+#include <gtest/gtest.h>
+
+#include "costmodel/datasheet_calibration.h"
+#include "search_spaces/presets/presets.h"
+
+namespace meshtune::tuner {
+namespace {
+
+ServeProblem Llama70bOn8H100() {
+  ServeProblem p;
+  p.model = search_spaces::ResolveModel("llama3-70b").value();
+  p.cluster = search_spaces::ResolveCluster("h100").value();
+  p.num_gpus = 8;
+  p.workload = {2048, 512, 0};
+  p.tpot_target_s = 0.050;
+  return p;
+}
+
+TEST(ServeSearch, BestMeetsTargetsWithMostTokensPerGpu) {
+  const ServeProblem p = Llama70bOn8H100();
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  ASSERT_TRUE(r.best.has_value());
+  const ServePoint& best = r.points[*r.best];
+  EXPECT_TRUE(best.meets_targets);
+  EXPECT_LE(best.estimate.tpot_s, 0.050);
+  for (const ServePoint& q : r.points) {
+    if (q.meets_targets) {
+      EXPECT_LE(q.estimate.output_tokens_per_s_per_gpu,
+                best.estimate.output_tokens_per_s_per_gpu);
+    }
+  }
+  // The largest batch of its layout that meets the target: one more
+  // sequence misses it.
+  search_spaces::ServingWorkload w = p.workload;
+  w.concurrency = (best.estimate.batch + 1) * best.estimate.replicas;
+  const costmodel::ServingEstimate more = costmodel::EstimateServing(
+      p.model, p.cluster, w, best.config, p.num_gpus, cal);
+  EXPECT_TRUE(!more.fits || more.tpot_s > 0.050);
+  // 70.6e9 bf16 weights do not fit one 80 GB H100: tp1 is refused.
+  EXPECT_GT(r.rejected.at("out_of_memory"), 0);
+}
+
+TEST(ServeSearch, FrontIsNotDominated) {
+  const ServeProblem p = Llama70bOn8H100();
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  ASSERT_FALSE(r.front.empty());
+  for (size_t i : r.front) {
+    const auto& a = r.points[i].estimate;
+    for (const ServePoint& q : r.points) {
+      const auto& b = q.estimate;
+      const bool dominates =
+          b.output_tokens_per_s_per_gpu > a.output_tokens_per_s_per_gpu &&
+          b.output_tokens_per_s_per_user > a.output_tokens_per_s_per_user;
+      EXPECT_FALSE(dominates);
+    }
+  }
+  // Listed from the fastest per user to the most per GPU.
+  for (size_t k = 1; k < r.front.size(); ++k) {
+    EXPECT_GE(r.points[r.front[k - 1]].estimate.output_tokens_per_s_per_user,
+              r.points[r.front[k]].estimate.output_tokens_per_s_per_user);
+    EXPECT_LT(r.points[r.front[k - 1]].estimate.output_tokens_per_s_per_gpu,
+              r.points[r.front[k]].estimate.output_tokens_per_s_per_gpu);
+  }
+}
+
+TEST(ServeSearch, MoeLayoutsUseAttentionDataParallelism) {
+  ServeProblem p;
+  p.model = search_spaces::ResolveModel("qwen3-30b-a3b").value();
+  p.cluster = search_spaces::ResolveCluster("h100").value();
+  p.num_gpus = 4;
+  p.workload = {1024, 1024, 256};
+  p.weights = search_spaces::Precision::kFp8;
+  p.kv_cache = search_spaces::KvCacheDtype::kFp8;
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  bool dep = false;
+  for (const ServePoint& q : r.points) {
+    dep = dep || (q.config.attention_dp == 4 && q.config.ep == 4);
+    // A fixed concurrency: every point runs it.
+    EXPECT_EQ(q.estimate.batch * q.estimate.replicas, 256);
+  }
+  EXPECT_TRUE(dep);
+  ASSERT_TRUE(r.best.has_value());
+}
+
+TEST(ServeSearch, ImpossibleTargetsLeaveNoBest) {
+  ServeProblem p = Llama70bOn8H100();
+  p.tpot_target_s = 1e-4;
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  EXPECT_FALSE(r.points.empty());
+  EXPECT_FALSE(r.best.has_value());
+}
+
+TEST(ServeProblem, ChecksInputs) {
+  ServeProblem p = Llama70bOn8H100();
+  EXPECT_TRUE(ValidateServeProblem(p).ok());
+  p.num_gpus = 0;
+  EXPECT_EQ(ValidateServeProblem(p).message(),
+            "--gpus must be at least 1, got 0");
+  p = Llama70bOn8H100();
+  p.ttft_target_s = -1;
+  EXPECT_EQ(ValidateServeProblem(p).message(),
+            "--ttft-ms and --tpot-ms must be positive");
+  p = Llama70bOn8H100();
+  p.workload.osl = 0;
+  EXPECT_EQ(ValidateServeProblem(p).message(),
+            "--isl and --osl must be at least 1 token, got 2048 and 0");
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

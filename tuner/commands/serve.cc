@@ -1,0 +1,136 @@
+// `tune serve`: the fastest inference deployment of a model on N GPUs under
+// latency targets (tuner/serve/serve_search.h; docs/serving.md §7).
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "costmodel/datasheet_calibration.h"
+#include "search_spaces/limits.h"
+#include "search_spaces/presets/presets.h"
+#include "tuner/commands/command.h"
+#include "tuner/inputs/inputs.h"
+#include "tuner/serve/serve_report.h"
+#include "tuner/serve/serve_search.h"
+
+namespace meshtune::tuner {
+namespace {
+
+constexpr const char* kServeExamples = R"(Examples:
+  tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --tpot-ms 50
+  tune serve --model llama3-8b --gpus 8 --gpu h200 --isl 1024 --osl 1024 --precision fp8 --ttft-ms 500
+  tune serve --model deepseek-v3 --gpus 8 --gpu b200 --isl 1024 --osl 2048 --precision nvfp4 --kv-cache-dtype fp8 --concurrency 1024
+  tune serve --model mixtral-8x7b --gpus 4 --gpu h100 --isl 512 --osl 256 --json
+Every aggregated deployment is priced: replicas of tp x attention-DP x pp
+GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
+holds (or fixed by --concurrency over the replicas). The Pareto front of
+tokens/s per GPU against tokens/s per user is listed; the best plan is the
+one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
+The cost model and its accuracy: docs/serving.md.)";
+
+class ServeCommand : public Command {
+ public:
+  explicit ServeCommand(CLI::App* app) {
+    CLI::App* sub = app->add_subcommand(
+        "serve", "find the fastest inference deployment under latency targets");
+    sub->add_option("--model", model_, "model preset or model YAML file")
+        ->required();
+    sub->add_option("--gpus", gpus_, "number of GPUs to serve on")->required();
+    sub->add_option("--gpu", gpu_,
+                    "GPU/cluster preset or cluster YAML file; default h100");
+    sub->add_option("--isl", isl_, "input (prompt) tokens per request")
+        ->required();
+    sub->add_option("--osl", osl_, "output tokens per request")->required();
+    sub->add_option("--ttft-ms", ttft_ms_,
+                    "time-to-first-token target in ms (default none)");
+    sub->add_option("--tpot-ms", tpot_ms_,
+                    "time-per-output-token target in ms (default none)");
+    sub->add_option("--concurrency", concurrency_,
+                    "requests in flight over all replicas (default: sweep "
+                    "the batch)");
+    sub->add_option("--precision", precision_,
+                    "weight precision: bf16 (default), fp8, mxfp8, nvfp4");
+    sub->add_option("--kv-cache-dtype", kv_,
+                    "bf16, fp8 or nvfp4 (default: fp8 with fp8/fp4 weights, "
+                    "else bf16)");
+    sub->add_option("--top", top_, "Pareto points to list (default 12)");
+    sub->add_flag("--json", json_, "print the JSON report on stdout");
+    sub->footer(kServeExamples);
+  }
+
+  Status Run(std::ostream& out, std::ostream& /*err*/) override {
+    ServeProblem p;
+    MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
+        gpus_, search_spaces::limits::kNumGpus, "--gpus"));
+    auto model = search_spaces::ResolveModel(model_);
+    if (!model.ok()) return model.status();
+    auto cluster = search_spaces::ResolveCluster(gpu_);
+    if (!cluster.ok()) return cluster.status();
+    auto precision = ParsePrecision(precision_);
+    if (!precision.ok()) return precision.status();
+    p.model = model.value();
+    p.model.mtp_num_layers = 0;  // no speculative decoding yet
+    p.cluster = cluster.value();
+    p.num_gpus = gpus_;
+    p.workload = {isl_, osl_, concurrency_};
+    p.weights = precision.value();
+    if (kv_.empty()) {
+      p.kv_cache = search_spaces::IsQuantized(p.weights)
+                       ? search_spaces::KvCacheDtype::kFp8
+                       : search_spaces::KvCacheDtype::kBf16;
+    } else {
+      auto kv = search_spaces::ParseKvCacheDtype(kv_);
+      if (!kv.ok()) return kv.status();
+      p.kv_cache = kv.value();
+    }
+    p.ttft_target_s = ttft_ms_ / 1e3;
+    p.tpot_target_s = tpot_ms_ / 1e3;
+    if (top_ < 1) {
+      return Status::InvalidArgument(
+          "--top must be at least 1, got " + std::to_string(top_),
+          "give how many Pareto points to list");
+    }
+    MESHTUNE_RETURN_IF_ERROR(ValidateServeProblem(p));
+    const costmodel::DatasheetCalibration calibration(p.cluster);
+    const ServeResult result = ServeSearch(p, calibration);
+    if (result.points.empty()) {
+      std::string why;
+      for (const auto& [reason, n] : result.rejected) {
+        why += (why.empty() ? "" : "; ") + std::to_string(n) + " x " + reason;
+      }
+      return Status::InvalidArgument(
+          "no deployment of " + p.model.name + " fits on " +
+              std::to_string(p.num_gpus) + " x " + p.cluster.name +
+              (why.empty() ? "" : " (" + why + ")"),
+          "add GPUs, quantise the weights (--precision fp8) or shorten "
+          "--isl/--osl");
+    }
+    if (json_) {
+      out << ServeReportJson(p, result).dump(2) << "\n";
+    } else {
+      PrintServeReport(out, p, result, static_cast<size_t>(top_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string model_;
+  int64_t gpus_ = 0;
+  std::string gpu_ = "h100";
+  int64_t isl_ = 0;
+  int64_t osl_ = 0;
+  double ttft_ms_ = 0;
+  double tpot_ms_ = 0;
+  int64_t concurrency_ = 0;
+  std::string precision_ = "bf16";
+  std::string kv_;
+  int64_t top_ = 12;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddServeCommand(CLI::App* app) {
+  return std::make_unique<ServeCommand>(app);
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,179 @@
+#include "tuner/serve/serve_report.h"
+
+#include <cstdio>
+#include <string>
+
+namespace meshtune::tuner {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+std::string Layout(const ServePoint& p) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%lldx tp%lld pp%lld adp%lld ep%lld",
+                static_cast<long long>(p.estimate.replicas),
+                static_cast<long long>(p.config.tp),
+                static_cast<long long>(p.config.pp),
+                static_cast<long long>(p.config.attention_dp),
+                static_cast<long long>(p.config.ep));
+  return buf;
+}
+
+nlohmann::json PointJson(const ServePoint& p) {
+  const costmodel::ServingEstimate& e = p.estimate;
+  const costmodel::DecodeBreakdown& d = e.decode;
+  return {{"tp", p.config.tp},
+          {"pp", p.config.pp},
+          {"attention_dp", p.config.attention_dp},
+          {"ep", p.config.ep},
+          {"moe_tp", p.config.moe_tp()},
+          {"replicas", e.replicas},
+          {"gpus_per_replica", p.config.gpus()},
+          {"batch_per_replica", e.batch},
+          {"weights", search_spaces::ToString(p.config.weights)},
+          {"kv_cache_dtype", search_spaces::ToString(p.config.kv_cache)},
+          {"ttft_ms", e.ttft_s * 1e3},
+          {"tpot_ms", e.tpot_s * 1e3},
+          {"output_tokens_per_s", e.output_tokens_per_s},
+          {"output_tokens_per_s_per_gpu", e.output_tokens_per_s_per_gpu},
+          {"output_tokens_per_s_per_user", e.output_tokens_per_s_per_user},
+          {"meets_targets", p.meets_targets},
+          {"memory_gib",
+           {{"weights", e.weight_bytes / kGiB},
+            {"runtime", e.runtime_bytes / kGiB},
+            {"kv_cache", e.kv_cache_bytes / kGiB}}},
+          {"max_sequences_per_replica", e.max_sequences},
+          {"prefill_ms", e.prefill_s * 1e3},
+          {"decode_ms",
+           {{"weights", d.weights_s * 1e3},
+            {"compute", d.compute_s * 1e3},
+            {"kv_cache", d.kv_cache_s * 1e3},
+            {"tp_comm", d.tp_comm_s * 1e3},
+            {"ep_comm", d.ep_comm_s * 1e3},
+            {"pp_comm", d.pp_comm_s * 1e3},
+            {"overhead", d.overhead_s * 1e3}}}};
+}
+
+std::string Targets(const ServeProblem& p) {
+  std::string s;
+  char buf[64];
+  if (p.ttft_target_s > 0) {
+    std::snprintf(buf, sizeof buf, "TTFT <= %.0f ms", p.ttft_target_s * 1e3);
+    s += buf;
+  }
+  if (p.tpot_target_s > 0) {
+    std::snprintf(buf, sizeof buf, "%sTPOT <= %.1f ms", s.empty() ? "" : ", ",
+                  p.tpot_target_s * 1e3);
+    s += buf;
+  }
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+void PrintServeReport(std::ostream& out, const ServeProblem& p,
+                      const ServeResult& r, size_t top) {
+  char buf[512];
+  std::snprintf(
+      buf, sizeof buf,
+      "serving %s on %lld x %s: isl %lld, osl %lld, %s, weights %s, "
+      "KV cache %s; targets: %s\n",
+      p.model.name.c_str(), static_cast<long long>(p.num_gpus),
+      p.cluster.name.c_str(), static_cast<long long>(p.workload.isl),
+      static_cast<long long>(p.workload.osl),
+      p.workload.concurrency > 0
+          ? ("concurrency " + std::to_string(p.workload.concurrency)).c_str()
+          : "batch swept",
+      search_spaces::ToString(p.weights), search_spaces::ToString(p.kv_cache),
+      Targets(p).c_str());
+  out << buf;
+  std::snprintf(buf, sizeof buf,
+                "%lld layouts, %zu points priced; the Pareto front of tokens/s "
+                "per GPU against tokens/s per user:\n",
+                static_cast<long long>(r.layouts), r.points.size());
+  out << buf;
+  out << "  layout                          batch  TTFT ms  TPOT ms  tok/s/user"
+         "  tok/s/GPU   targets\n";
+  size_t shown = 0;
+  for (size_t i : r.front) {
+    if (shown++ >= top) break;
+    const ServePoint& q = r.points[i];
+    std::snprintf(buf, sizeof buf,
+                  "  %-30s %6lld %8.1f %8.2f %11.1f %10.1f   %s%s\n",
+                  Layout(q).c_str(), static_cast<long long>(q.estimate.batch),
+                  q.estimate.ttft_s * 1e3, q.estimate.tpot_s * 1e3,
+                  q.estimate.output_tokens_per_s_per_user,
+                  q.estimate.output_tokens_per_s_per_gpu,
+                  q.meets_targets ? "met" : "missed",
+                  r.best && *r.best == i ? "  <- best" : "");
+    out << buf;
+  }
+  if (r.front.size() > top) {
+    out << "  (" << r.front.size() - top << " more on the front; --top "
+        << r.front.size() << " shows them)\n";
+  }
+  if (!r.best) {
+    out << "no plan meets the targets (" << Targets(p)
+        << "); relax them or add GPUs\n";
+  } else {
+    const ServePoint& b = r.points[*r.best];
+    const costmodel::ServingEstimate& e = b.estimate;
+    const costmodel::DecodeBreakdown& d = e.decode;
+    std::snprintf(
+        buf, sizeof buf,
+        "best: %s, batch %lld per replica: TTFT %.1f ms, TPOT %.2f ms, "
+        "%.1f tokens/s per user, %.1f tokens/s per GPU (%.0f in all)\n",
+        Layout(b).c_str(), static_cast<long long>(e.batch), e.ttft_s * 1e3,
+        e.tpot_s * 1e3, e.output_tokens_per_s_per_user,
+        e.output_tokens_per_s_per_gpu, e.output_tokens_per_s);
+    out << buf;
+    std::snprintf(buf, sizeof buf,
+                  "  memory per GPU: weights %.1f GiB, runtime %.1f GiB, KV "
+                  "cache %.1f GiB (%lld sequences of %lld tokens per "
+                  "replica)\n",
+                  e.weight_bytes / kGiB, e.runtime_bytes / kGiB,
+                  e.kv_cache_bytes / kGiB,
+                  static_cast<long long>(e.max_sequences),
+                  static_cast<long long>(p.workload.isl + p.workload.osl));
+    out << buf;
+    std::snprintf(buf, sizeof buf,
+                  "  decode step %.2f ms: weights %.2f, compute %.2f, KV "
+                  "cache %.2f, tp %.2f, ep %.2f, pp %.2f, overhead %.2f; "
+                  "prefill of one request %.1f ms\n",
+                  d.total_s() * 1e3, d.weights_s * 1e3, d.compute_s * 1e3,
+                  d.kv_cache_s * 1e3, d.tp_comm_s * 1e3, d.ep_comm_s * 1e3,
+                  d.pp_comm_s * 1e3, d.overhead_s * 1e3, e.prefill_s * 1e3);
+    out << buf;
+  }
+  if (!r.rejected.empty()) {
+    out << "rejected:";
+    for (const auto& [reason, n] : r.rejected) {
+      out << " " << n << " x " << reason << ";";
+    }
+    out << "\n";
+  }
+}
+
+nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
+  nlohmann::json j;
+  j["problem"] = {{"model", p.model.name},
+                  {"gpu", p.cluster.name},
+                  {"num_gpus", p.num_gpus},
+                  {"isl", p.workload.isl},
+                  {"osl", p.workload.osl},
+                  {"concurrency", p.workload.concurrency},
+                  {"weights", search_spaces::ToString(p.weights)},
+                  {"kv_cache_dtype", search_spaces::ToString(p.kv_cache)},
+                  {"ttft_target_ms", p.ttft_target_s * 1e3},
+                  {"tpot_target_ms", p.tpot_target_s * 1e3}};
+  j["considered"] = {{"layouts", r.layouts}, {"points", r.points.size()}};
+  j["rejected"] = nlohmann::json::object();
+  for (const auto& [reason, n] : r.rejected) j["rejected"][reason] = n;
+  j["best"] = r.best ? PointJson(r.points[*r.best]) : nlohmann::json();
+  j["pareto"] = nlohmann::json::array();
+  for (size_t i : r.front) j["pareto"].push_back(PointJson(r.points[i]));
+  return j;
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,172 @@
+#include "tuner/serve/serve_search.h"
+
+#include <algorithm>
+
+namespace meshtune::tuner {
+
+using search_spaces::ServingConfig;
+
+namespace {
+
+std::vector<int64_t> PowersOfTwo(int64_t max) {
+  std::vector<int64_t> out;
+  for (int64_t v = 1; v <= max; v *= 2) out.push_back(v);
+  return out;
+}
+
+// The batches a layout is priced at: the concurrency's share, or a sweep.
+std::vector<int64_t> Batches(const ServeProblem& p, int64_t replicas,
+                             int64_t max_sequences) {
+  if (p.workload.concurrency > 0) {
+    return {(p.workload.concurrency + replicas - 1) / replicas};
+  }
+  std::vector<int64_t> out;
+  for (int64_t b = 1; b < max_sequences; b *= 2) out.push_back(b);
+  out.push_back(max_sequences);
+  return out;
+}
+
+bool Meets(const ServeProblem& p, const costmodel::ServingEstimate& e) {
+  return (p.ttft_target_s <= 0 || e.ttft_s <= p.ttft_target_s) &&
+         (p.tpot_target_s <= 0 || e.tpot_s <= p.tpot_target_s);
+}
+
+// The first word of an infeasible reason ("out_of_memory: ..." ->
+// "out_of_memory"), so that the counts group.
+std::string ReasonKey(const std::string& reason) {
+  return reason.substr(0, reason.find(':'));
+}
+
+void MarkFront(ServeResult* r) {
+  std::vector<size_t> order(r->points.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto user = [&](size_t i) {
+    return r->points[i].estimate.output_tokens_per_s_per_user;
+  };
+  auto gpu = [&](size_t i) {
+    return r->points[i].estimate.output_tokens_per_s_per_gpu;
+  };
+  // By tokens/s/user descending; a point is on the front when it has more
+  // tokens/s/GPU than every faster-per-user point.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return user(a) != user(b) ? user(a) > user(b) : gpu(a) > gpu(b);
+  });
+  double best_gpu = -1;
+  for (size_t i : order) {
+    if (gpu(i) > best_gpu) {
+      r->points[i].on_front = true;
+      r->front.push_back(i);
+      best_gpu = gpu(i);
+    }
+  }
+}
+
+}  // namespace
+
+Status ValidateServeProblem(const ServeProblem& p) {
+  if (p.num_gpus < 1) {
+    return Status::InvalidArgument(
+        "--gpus must be at least 1, got " + std::to_string(p.num_gpus),
+        "give the number of GPUs to serve on");
+  }
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateServingWorkload(p.workload));
+  if (p.ttft_target_s < 0 || p.tpot_target_s < 0) {
+    return Status::InvalidArgument("--ttft-ms and --tpot-ms must be positive",
+                                   "leave a target out to have none");
+  }
+  return Status::Ok();
+}
+
+ServeResult ServeSearch(const ServeProblem& p,
+                        const costmodel::Calibration& cal) {
+  ServeResult r;
+  const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
+  const bool moe = p.model.is_moe();
+  for (int64_t tp : PowersOfTwo(std::min<int64_t>(domain, p.num_gpus))) {
+    for (int64_t pp : PowersOfTwo(std::min<int64_t>(8, p.num_gpus / tp))) {
+      const int64_t max_adp = moe ? p.num_gpus / (tp * pp) : 1;
+      for (int64_t adp : PowersOfTwo(max_adp)) {
+        for (int64_t ep : PowersOfTwo(moe ? tp * adp : 1)) {
+          ServingConfig c;
+          c.tp = tp;
+          c.pp = pp;
+          c.attention_dp = adp;
+          c.ep = ep;
+          c.weights = p.weights;
+          c.kv_cache = p.kv_cache;
+          if (p.num_gpus % c.gpus() != 0) continue;
+          ++r.layouts;
+          const Status valid =
+              search_spaces::ValidateServingConfig(p.model, p.cluster.gpu, c);
+          if (!valid.ok()) {
+            ++r.rejected[valid.message()];
+            continue;
+          }
+          // The most sequences the cache holds, from an offline estimate.
+          search_spaces::ServingWorkload offline = p.workload;
+          offline.concurrency = 0;
+          const costmodel::ServingEstimate top = costmodel::EstimateServing(
+              p.model, p.cluster, offline, c, p.num_gpus, cal);
+          if (!top.fits) {
+            ++r.rejected[ReasonKey(top.infeasible_reason)];
+            continue;
+          }
+          auto price = [&](int64_t b) {
+            search_spaces::ServingWorkload w = p.workload;
+            w.concurrency = b * top.replicas;
+            ServePoint point;
+            point.config = c;
+            point.estimate = costmodel::EstimateServing(p.model, p.cluster, w,
+                                                        c, p.num_gpus, cal);
+            point.meets_targets =
+                point.estimate.fits && Meets(p, point.estimate);
+            return point;
+          };
+          int64_t met = 0, missed = 0;  // largest met, smallest missed batch
+          for (int64_t b : Batches(p, top.replicas, top.batch)) {
+            ServePoint point = price(b);
+            if (!point.estimate.fits) {
+              ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
+              continue;
+            }
+            if (point.meets_targets) {
+              met = b;
+            } else if (missed == 0 && met > 0) {
+              missed = b;
+            }
+            r.points.push_back(std::move(point));
+          }
+          // Swept with targets: TTFT and TPOT grow with the batch, so the
+          // largest batch that meets them lies between the last met and the
+          // first missed power of two; bisect for it.
+          if (p.workload.concurrency == 0 && met > 0 && missed > met + 1) {
+            while (missed > met + 1) {
+              const int64_t mid = met + (missed - met) / 2;
+              (price(mid).meets_targets ? met : missed) = mid;
+            }
+            r.points.push_back(price(met));
+          }
+        }
+      }
+    }
+  }
+  MarkFront(&r);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const ServePoint& q = r.points[i];
+    if (!q.meets_targets) continue;
+    if (!r.best) {
+      r.best = i;
+      continue;
+    }
+    const auto& b = r.points[*r.best].estimate;
+    const auto& e = q.estimate;
+    if (e.output_tokens_per_s_per_gpu > b.output_tokens_per_s_per_gpu ||
+        (e.output_tokens_per_s_per_gpu == b.output_tokens_per_s_per_gpu &&
+         e.tpot_s < b.tpot_s)) {
+      r.best = i;
+    }
+  }
+  return r;
+}
+
+}  // namespace meshtune::tuner

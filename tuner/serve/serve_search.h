@@ -1,0 +1,78 @@
+// The search of `tune serve` (issue 22, docs/serving.md §7): every
+// aggregated deployment of a model on N GPUs, priced by the serving cost
+// model, its Pareto front of output tokens/s per GPU against tokens/s per
+// user, and the best plan that meets the latency targets.
+//
+// Enumerated (ServeSearch):
+//   tp            powers of two up to the NVLink domain and N
+//   pp            1, 2, 4, 8 (at most the layers)
+//   attention_dp  1 for dense models; powers of two for MoE models
+//   ep            powers of two dividing tp·attention_dp and the experts
+//                 (1 for dense models)
+//   replicas      N / (tp·attention_dp·pp), which must be whole
+//   batch         the workload's concurrency over the replicas when given;
+//                 otherwise 1, 2, 4, ... up to what the KV cache holds
+//                 (and that maximum), each one point of the front, plus,
+//                 with targets, the largest batch that meets them (TTFT
+//                 and TPOT grow with the batch: bisection between the
+//                 last power of two that meets them and the first that
+//                 does not)
+// A layout ValidateServingConfig refuses, or whose weights or batch do not
+// fit, is counted under its reason, not reported as an error.
+// Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
+// (0 = no target), the most output tokens/s per GPU; ties to the lower TPOT.
+#ifndef MESHTUNE_TUNER_SERVE_SERVE_SEARCH_H_
+#define MESHTUNE_TUNER_SERVE_SERVE_SEARCH_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costmodel/calibration.h"
+#include "costmodel/serving_model.h"
+#include "search_spaces/cluster_spec.h"
+#include "search_spaces/model_spec.h"
+#include "search_spaces/serving_spec.h"
+
+namespace meshtune::tuner {
+
+struct ServeProblem {
+  search_spaces::ModelSpec model;
+  search_spaces::ClusterSpec cluster;
+  int64_t num_gpus = 0;
+  // concurrency 0: sweep the batch (the whole front).
+  search_spaces::ServingWorkload workload;
+  search_spaces::Precision weights = search_spaces::Precision::kBf16;
+  search_spaces::KvCacheDtype kv_cache = search_spaces::KvCacheDtype::kBf16;
+  double ttft_target_s = 0;  // 0 = none
+  double tpot_target_s = 0;  // 0 = none
+};
+
+// One priced point: a layout at one batch.
+struct ServePoint {
+  search_spaces::ServingConfig config;
+  costmodel::ServingEstimate estimate;
+  bool meets_targets = false;
+  bool on_front = false;  // not dominated in (tokens/s/GPU, tokens/s/user)
+};
+
+struct ServeResult {
+  std::vector<ServePoint> points;  // every fitting point, in search order
+  int64_t layouts = 0;             // layouts enumerated
+  std::map<std::string, int64_t> rejected;  // reason -> layouts or points
+  std::vector<size_t> front;   // indices into points, by tokens/s/user desc
+  std::optional<size_t> best;  // index into points; none meets the targets
+};
+
+// Checks a problem (positive GPUs, the workload's lengths, non-negative
+// targets); InvalidArgument with the flag's name.
+Status ValidateServeProblem(const ServeProblem& problem);
+
+ServeResult ServeSearch(const ServeProblem& problem,
+                        const costmodel::Calibration& calibration);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_SERVE_SERVE_SEARCH_H_
