@@ -131,16 +131,19 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
     if (!ParseWorker(notes, "prefill", &c->prefill_workers,
                      &c->prefill_config) ||
         !ParseWorker(notes, "decode", &c->decode_workers, &c->config)) {
-      return "disaggregated row without a prefill/decode layout in notes";
+      return "disaggregated row without its worker counts and batches in "
+             "notes (the source left them blank)";
     }
     const int64_t gpus = c->prefill_workers * c->prefill_config.gpus() +
                          c->decode_workers * c->config.gpus();
+    if (c->num_gpus == 0) c->num_gpus = gpus;  // blank: the workers'
     if (gpus != c->num_gpus) {
       return "the prefill and decode workers hold " + std::to_string(gpus) +
              " GPUs, not num_gpus " + std::to_string(c->num_gpus);
     }
     return "";
   }
+  if (c->num_gpus < 1) return "num_gpus not stated";
   const auto tp = Int(t.Cell(r, "tp"));
   if (!tp || *tp < 1) return "parallel layout not stated (blank tp)";
   c->config.tp = *tp;
@@ -198,9 +201,8 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   c->workload.osl = *osl;
   c->workload.concurrency = Int(t.Cell(r, "concurrency")).value_or(0);
   c->request_rate = RequestRate(notes);
-  const auto gpus = Int(t.Cell(r, "num_gpus"));
-  if (!gpus || *gpus < 1) return "num_gpus not stated";
-  c->num_gpus = *gpus;
+  // Blank on some disaggregated rows: their workers' GPUs (MapLayout).
+  c->num_gpus = Int(t.Cell(r, "num_gpus")).value_or(0);
   const std::string precision_cell = t.Cell(r, "precision");
   const auto precision = ServingPrecision(precision_cell, notes);
   if (!precision) {

@@ -80,8 +80,14 @@ TEST(ServingCases, DisaggregatedWorkersFromNotes) {
       "aic,x,deepseek-ai/DeepSeek-V3,GB200,48,,,,,fp8,TensorRT-LLM,1024,8192,"
       "2048,ttft_ms,1877,\"disaggregated; prefill: 1 workers x (tp1 pp1 adp8 "
       "moe_tp1 ep8, bs1); decode: 1 workers x (tp1 pp1 adp32 moe_tp1 ep32, "
+      "bs64)\"\n"
+      "aic,x,deepseek-ai/DeepSeek-V3,GB200,,,,,,fp8,TensorRT-LLM,1024,8192,"
+      "2048,tpot_ms,24,\"disaggregated; prefill: 2 workers x (tp1 pp1 adp8 "
+      "moe_tp1 ep8, bs1); decode: 1 workers x (tp1 pp1 adp32 moe_tp1 ep32, "
       "bs64)\"\n");
-  ASSERT_EQ(cases.size(), 2u);
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[2].skipped_reason, "");
+  EXPECT_EQ(cases[2].num_gpus, 2 * 8 + 32);  // blank: the workers' GPUs
   const ServingCase& c = cases[0];
   EXPECT_EQ(c.skipped_reason, "");
   EXPECT_TRUE(c.disaggregated);
