@@ -9,6 +9,7 @@
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/interop/serving_commands.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
 
@@ -104,14 +105,67 @@ class ServeCommand : public Command {
           "add GPUs, quantise the weights (--precision fp8) or shorten "
           "--isl/--osl");
     }
-    if (json_) {
-      out << ServeReportJson(p, result).dump(2) << "\n";
-    } else {
-      PrintServeReport(out, p, result, static_cast<size_t>(top_));
+    nlohmann::json report = ServeReportJson(p, result);
+    if (result.best) {
+      AddCommands(p, result.points[*result.best], &report);
     }
+    if (json_) {
+      out << report.dump(2) << "\n";
+      return Status::Ok();
+    }
+    PrintServeReport(out, p, result, static_cast<size_t>(top_));
+    if (result.best) PrintCommands(out, report["commands"]);
     return Status::Ok();
   }
 
+ private:
+  // The best plan's engine commands (tuner/interop/serving_commands.h) into
+  // report["commands"]: vllm (or vllm_error), sglang, trtllm and its
+  // options file, and how many replicas to run behind a load balancer.
+  static void AddCommands(const ServeProblem& p, const ServePoint& best,
+                          nlohmann::json* report) {
+    ServingLaunch launch;
+    launch.model = p.model.tokenizer_model.empty() ? p.model.name
+                                                   : p.model.tokenizer_model;
+    launch.max_batch = best.estimate.batch;
+    launch.max_model_len = p.workload.isl + p.workload.osl;
+    launch.replicas = best.estimate.replicas;
+    nlohmann::json c;
+    c["replicas"] = launch.replicas;
+    c["gpus_per_replica"] = best.config.gpus();
+    c["checkpoint"] = launch.model;
+    auto vllm = VllmServeCommand(best.config, launch);
+    if (vllm.ok()) {
+      c["vllm"] = vllm.value();
+    } else {
+      c["vllm_error"] = vllm.status().message();
+    }
+    c["sglang"] = SglangServeCommand(best.config, launch);
+    std::string yaml;
+    c["trtllm"] = TrtllmServeCommand(best.config, launch, &yaml);
+    c["trtllm_extra_llm_api_options"] = yaml;
+    (*report)["commands"] = std::move(c);
+  }
+
+  static void PrintCommands(std::ostream& out, const nlohmann::json& c) {
+    out << "\nrun " << c["replicas"].get<int64_t>() << " replica"
+        << (c["replicas"].get<int64_t>() == 1 ? "" : "s") << " of "
+        << c["gpus_per_replica"].get<int64_t>()
+        << " GPUs each (behind one load balancer), each with one of:\n";
+    if (c.contains("vllm")) {
+      out << "# vLLM\n" << c["vllm"].get<std::string>() << "\n";
+    } else {
+      out << "# vLLM: " << c["vllm_error"].get<std::string>() << "\n";
+    }
+    out << "# SGLang\n" << c["sglang"].get<std::string>() << "\n";
+    out << "# TensorRT-LLM, with extra_llm_api_options.yaml:\n"
+        << c["trtllm_extra_llm_api_options"].get<std::string>()
+        << c["trtllm"].get<std::string>() << "\n";
+    out << "(the checkpoint is " << c["checkpoint"].get<std::string>()
+        << "; quantised checkpoints need their own path)\n";
+  }
+
+ public:
  private:
   std::string model_;
   int64_t gpus_ = 0;

@@ -2,11 +2,11 @@
 // and the input errors (exit 2, one line naming the problem and the fix).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "tests/tuner/tune_in_process.h"
+#include "tuner/interop/serving_commands.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -14,9 +14,9 @@ namespace {
 using testing::Tune;
 
 TEST(ServeCommand, ReportsTheBestPlanUnderTheTarget) {
-  const auto run = Tune({"serve", "--model", "llama3-70b", "--gpus", "8",
-                         "--gpu", "h100", "--isl", "2048", "--osl", "512",
-                         "--tpot-ms", "50"});
+  const auto run =
+      Tune({"serve", "--model", "llama3-70b", "--gpus", "8", "--gpu", "h100",
+            "--isl", "2048", "--osl", "512", "--tpot-ms", "50"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.rfind("serving llama3-70b on 8 x h100: isl 2048, osl 512, "
                           "batch swept, weights bf16, KV cache bf16; "
@@ -31,9 +31,9 @@ TEST(ServeCommand, ReportsTheBestPlanUnderTheTarget) {
 }
 
 TEST(ServeCommand, JsonCarriesTheFrontAndTheBest) {
-  const auto run = Tune({"serve", "--model", "llama3-8b", "--gpus", "2",
-                         "--gpu", "h100", "--isl", "1024", "--osl", "256",
-                         "--precision", "fp8", "--json"});
+  const auto run =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "2", "--gpu", "h100",
+            "--isl", "1024", "--osl", "256", "--precision", "fp8", "--json"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json j = nlohmann::json::parse(run.out);
   EXPECT_EQ(j["problem"]["kv_cache_dtype"], "fp8");  // follows fp8 weights
@@ -42,12 +42,40 @@ TEST(ServeCommand, JsonCarriesTheFrontAndTheBest) {
   ASSERT_TRUE(j["best"].is_object());
   for (const char* key :
        {"tp", "pp", "attention_dp", "ep", "moe_tp", "replicas",
-        "batch_per_replica", "ttft_ms", "tpot_ms", "output_tokens_per_s_per_gpu",
-        "output_tokens_per_s_per_user", "memory_gib", "decode_ms"}) {
+        "batch_per_replica", "ttft_ms", "tpot_ms",
+        "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
+        "memory_gib", "decode_ms"}) {
     EXPECT_TRUE(j["best"].contains(key)) << key;
   }
   // No targets: the best is the front's most tokens per GPU.
   EXPECT_EQ(j["best"], j["pareto"].back());
+  EXPECT_EQ(j["commands"]["replicas"], j["best"]["replicas"]);
+  EXPECT_EQ(j["commands"]["checkpoint"], "meta-llama/Meta-Llama-3-8B");
+}
+
+TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {
+  // The check: the best plan of llama3-70b on 8 H100 under a 50 ms
+  // TPOT target, its vLLM command read back into the same plan.
+  const auto run =
+      Tune({"serve", "--model", "llama3-70b", "--gpus", "8", "--gpu", "h100",
+            "--isl", "2048", "--osl", "512", "--tpot-ms", "50", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  ASSERT_TRUE(j["commands"].contains("vllm")) << j["commands"].dump();
+  ServingLaunch launch;
+  const auto parsed =
+      ParseVllmServeCommand(j["commands"]["vllm"].get<std::string>(), &launch);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const nlohmann::json& best = j["best"];
+  EXPECT_EQ(parsed.value().tp, best["tp"]);
+  EXPECT_EQ(parsed.value().pp, best["pp"]);
+  EXPECT_EQ(parsed.value().attention_dp, best["attention_dp"]);
+  EXPECT_EQ(parsed.value().ep, best["ep"]);
+  EXPECT_EQ(launch.max_batch, best["batch_per_replica"]);
+  EXPECT_EQ(launch.max_model_len, 2560);
+  EXPECT_EQ(search_spaces::ToString(parsed.value().weights),
+            best["weights"].get<std::string>());
+  EXPECT_LE(best["tpot_ms"].get<double>(), 50.0);
 }
 
 TEST(ServeCommand, InputErrors) {
@@ -57,23 +85,23 @@ TEST(ServeCommand, InputErrors) {
     EXPECT_EQ(run.exit_code, 2) << run.out;
     EXPECT_NE(run.err.find(message), std::string::npos) << run.err;
   };
-  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "0",
-          "--osl", "8"},
-         "--isl and --osl must be at least 1 token, got 0 and 8");
-  expect({"serve", "--model", "nope", "--gpus", "1", "--isl", "8", "--osl",
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "0", "--osl",
           "8"},
-         "nope");
-  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
-          "--osl", "8", "--kv-cache-dtype", "int3"},
+         "--isl and --osl must be at least 1 token, got 0 and 8");
+  expect(
+      {"serve", "--model", "nope", "--gpus", "1", "--isl", "8", "--osl", "8"},
+      "nope");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8", "--osl",
+          "8", "--kv-cache-dtype", "int3"},
          "unknown KV-cache dtype 'int3'");
-  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
-          "--osl", "8", "--top", "0"},
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8", "--osl",
+          "8", "--top", "0"},
          "--top must be at least 1, got 0");
   expect({"serve", "--model", "llama3-405b", "--gpus", "1", "--gpu", "h100",
           "--isl", "8", "--osl", "8"},
          "no deployment of llama3-405b fits on 1 x h100 (1 x out_of_memory)");
-  expect({"serve", "--model", "llama3-8b", "--gpus", "9999999999", "--isl",
-          "8", "--osl", "8"},
+  expect({"serve", "--model", "llama3-8b", "--gpus", "9999999999", "--isl", "8",
+          "--osl", "8"},
          "--gpus: 9999999999 is above the limit");
 }
 

@@ -1,0 +1,146 @@
+// The serving engines' commands of a plan: exact text for vLLM, SGLang and
+// TensorRT-LLM, the vLLM command read back into the same plan, the MoE
+// layouts vLLM cannot express, and the parser's errors.
+#include "tuner/interop/serving_commands.h"
+
+#include <gtest/gtest.h>
+
+namespace meshtune::tuner {
+namespace {
+
+using search_spaces::KvCacheDtype;
+using search_spaces::Precision;
+using search_spaces::ServingConfig;
+
+ServingConfig Config(int64_t tp, int64_t pp, int64_t adp, int64_t ep,
+                     Precision w = Precision::kBf16,
+                     KvCacheDtype kv = KvCacheDtype::kBf16) {
+  ServingConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  c.attention_dp = adp;
+  c.ep = ep;
+  c.weights = w;
+  c.kv_cache = kv;
+  return c;
+}
+
+ServingLaunch Launch(int64_t batch) {
+  ServingLaunch l;
+  l.model = "meta-llama/Meta-Llama-3-70B";
+  l.max_batch = batch;
+  l.max_model_len = 2560;
+  return l;
+}
+
+TEST(VllmServeCommand, ExactText) {
+  const auto cmd = VllmServeCommand(
+      Config(4, 1, 1, 1, Precision::kFp8, KvCacheDtype::kFp8), Launch(125));
+  ASSERT_TRUE(cmd.ok()) << cmd.status().message();
+  EXPECT_EQ(cmd.value(),
+            "vllm serve 'meta-llama/Meta-Llama-3-70B' \\\n"
+            "  --tensor-parallel-size 4 \\\n"
+            "  --pipeline-parallel-size 1 \\\n"
+            "  --max-num-seqs 125 \\\n"
+            "  --max-model-len 2560 \\\n"
+            "  --kv-cache-dtype fp8 \\\n"
+            "  --quantization fp8");
+}
+
+TEST(VllmServeCommand, ParsesBackToTheSamePlan) {
+  for (const ServingConfig& c :
+       {Config(4, 1, 1, 1), Config(8, 2, 1, 1, Precision::kFp8),
+        Config(1, 1, 8, 8, Precision::kNvfp4, KvCacheDtype::kFp8),
+        Config(2, 1, 4, 8, Precision::kFp8, KvCacheDtype::kFp8)}) {
+    ServingConfig want = c;
+    want.max_batch = 96;
+    const auto cmd = VllmServeCommand(c, Launch(96));
+    ASSERT_TRUE(cmd.ok()) << ToString(c) << ": " << cmd.status().message();
+    ServingLaunch back;
+    const auto parsed = ParseVllmServeCommand(cmd.value(), &back);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(ToString(parsed.value()), ToString(want)) << cmd.value();
+    EXPECT_EQ(back.model, "meta-llama/Meta-Llama-3-70B");
+    EXPECT_EQ(back.max_model_len, 2560);
+  }
+  // Typed by hand: --flag=value and unknown flags.
+  ServingLaunch l;
+  const auto hand = ParseVllmServeCommand(
+      "vllm serve m --tensor-parallel-size=2 --enable-prefix-caching "
+      "--max-num-seqs 7 --gpu-memory-utilization 0.9",
+      &l);
+  ASSERT_TRUE(hand.ok()) << hand.status().message();
+  EXPECT_EQ(hand.value().tp, 2);
+  EXPECT_EQ(l.max_batch, 7);
+}
+
+TEST(VllmServeCommand, LayoutsVllmCannotRun) {
+  EXPECT_EQ(VllmServeCommand(Config(4, 1, 1, 2), Launch(8)).status().message(),
+            "vLLM cannot run ep 2 with moe_tp 2: its experts are either "
+            "tensor-parallel or spread over all tp·dp ranks");
+  EXPECT_EQ(VllmServeCommand(Config(1, 1, 4, 1), Launch(8)).status().message(),
+            "vLLM's attention data parallelism needs --enable-expert-parallel "
+            "(ep = tp·dp)");
+  EXPECT_FALSE(
+      VllmServeCommand(Config(4, 1, 1, 1, Precision::kMxfp8), Launch(8)).ok());
+}
+
+TEST(ParseVllmServeCommand, Errors) {
+  EXPECT_EQ(ParseVllmServeCommand("sglang serve m", nullptr).status().message(),
+            "not a 'vllm serve MODEL ...' command");
+  EXPECT_EQ(
+      ParseVllmServeCommand("vllm serve m --tensor-parallel-size four", nullptr)
+          .status()
+          .message(),
+      "--tensor-parallel-size needs a whole number, got 'four'");
+  EXPECT_FALSE(ParseVllmServeCommand("vllm serve 'm", nullptr).ok());
+}
+
+TEST(SglangAndTrtllm, DepLayout) {
+  // DEP8: attention DP 8, experts over the 8 GPUs.
+  const ServingConfig dep =
+      Config(1, 1, 8, 8, Precision::kNvfp4, KvCacheDtype::kFp8);
+  ServingLaunch l = Launch(1024);
+  l.model = "nvidia/DeepSeek-R1-FP4";
+  EXPECT_EQ(SglangServeCommand(dep, l),
+            "python3 -m sglang.launch_server --model-path "
+            "'nvidia/DeepSeek-R1-FP4' \\\n"
+            "  --tp 8 \\\n"
+            "  --dp 8 \\\n"
+            "  --enable-dp-attention \\\n"
+            "  --ep-size 8 \\\n"
+            "  --pp-size 1 \\\n"
+            "  --max-running-requests 1024 \\\n"
+            "  --context-length 2560 \\\n"
+            "  --kv-cache-dtype fp8_e4m3 \\\n"
+            "  --quantization modelopt_fp4");
+  std::string yaml;
+  EXPECT_EQ(TrtllmServeCommand(dep, l, &yaml),
+            "trtllm-serve 'nvidia/DeepSeek-R1-FP4' \\\n"
+            "  --tp_size 8 \\\n"
+            "  --pp_size 1 \\\n"
+            "  --ep_size 8 \\\n"
+            "  --max_batch_size 128 \\\n"
+            "  --max_seq_len 2560 \\\n"
+            "  --kv_cache_free_gpu_memory_fraction 0.9 \\\n"
+            "  --extra_llm_api_options extra_llm_api_options.yaml");
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: true\n"
+            "kv_cache_config:\n"
+            "  dtype: fp8\n");
+}
+
+TEST(ServingCommands, CheckpointIsQuoted) {
+  ServingLaunch l = Launch(1);
+  l.model = "a b'; rm -rf /";
+  const auto cmd = VllmServeCommand(Config(1, 1, 1, 1), l);
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd.value().rfind("vllm serve 'a b'\\''; rm -rf /' \\\n", 0), 0u)
+      << cmd.value();
+  ServingLaunch back;
+  ASSERT_TRUE(ParseVllmServeCommand(cmd.value(), &back).ok());
+  EXPECT_EQ(back.model, l.model);
+}
+
+}  // namespace
+}  // namespace meshtune::tuner

@@ -1,0 +1,68 @@
+// Serving plans as the engines' own command lines (`tune serve`,
+// docs/serving.md §6): `vllm serve`, SGLang's `launch_server` and
+// `trtllm-serve` with the plan's sizes, one command per replica, and the
+// parser that reads a vLLM command back into a ServingConfig (the round
+// trip is tested).
+//
+// Flags written (each engine's documented CLI):
+//   vLLM        --tensor-parallel-size tp --pipeline-parallel-size pp
+//               [--data-parallel-size adp] [--enable-expert-parallel]
+//               --max-num-seqs batch --max-model-len isl+osl
+//               [--kv-cache-dtype fp8] [--quantization fp8|modelopt_fp4]
+//               vLLM runs the experts either tensor-parallel over tp
+//               (ep 1, no attention DP) or expert-parallel over all
+//               tp·dp ranks (--enable-expert-parallel: ep = tp·adp);
+//               other MoE layouts have no vLLM form (an error).
+//   SGLang      --tp tp·adp (SGLang's tp is the replica's GPUs) [--dp adp
+//               --enable-dp-attention] [--ep-size ep] --pp-size pp
+//               --max-running-requests batch --context-length isl+osl
+//               [--kv-cache-dtype fp8_e4m3] [--quantization fp8|modelopt_fp4]
+//   TensorRT-LLM  trtllm-serve --tp_size tp·adp --pp_size pp --ep_size ep
+//               --max_batch_size batch --max_seq_len isl+osl
+//               --kv_cache_free_gpu_memory_fraction 0.9, with
+//               enable_attention_dp and the KV dtype in the
+//               --extra_llm_api_options YAML it prints beside.
+// The checkpoint is `model`: quoted for the shell, never interpreted.
+#ifndef MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_
+#define MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "search_spaces/serving_spec.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::tuner {
+
+// What every command needs besides the layout.
+struct ServingLaunch {
+  std::string model;          // Hugging Face id or checkpoint path
+  int64_t max_batch = 0;      // sequences per replica
+  int64_t max_model_len = 0;  // isl + osl
+  int64_t replicas = 1;
+};
+
+// The vLLM command of one replica; InvalidArgument for an MoE layout vLLM
+// cannot express (ep neither 1 nor tp·attention_dp, or attention DP with
+// ep 1).
+StatusOr<std::string> VllmServeCommand(const search_spaces::ServingConfig& c,
+                                       const ServingLaunch& launch);
+std::string SglangServeCommand(const search_spaces::ServingConfig& c,
+                               const ServingLaunch& launch);
+// The trtllm-serve command; `options_yaml` receives the
+// --extra_llm_api_options file's text.
+std::string TrtllmServeCommand(const search_spaces::ServingConfig& c,
+                               const ServingLaunch& launch,
+                               std::string* options_yaml);
+
+// Reads a `vllm serve` command (as VllmServeCommand writes it, or typed by
+// hand with the same flags; `--flag=value` accepted) back into the layout
+// and launch sizes. Unknown flags are ignored (a flag followed by another
+// flag is a switch); a non-numeric size or a missing `vllm serve` is
+// InvalidArgument.
+StatusOr<search_spaces::ServingConfig> ParseVllmServeCommand(
+    const std::string& command, ServingLaunch* launch);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_
