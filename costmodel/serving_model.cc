@@ -29,6 +29,13 @@ double HeadDim(const ModelSpec& m) {
              : static_cast<double>(m.hidden_size) / m.num_attention_heads;
 }
 
+// One GEMM of a layer on one GPU: its local weights and its inner
+// dimension k (the output width is params / k).
+struct Gemm {
+  double params = 0;
+  double k = 0;
+};
+
 // The linear layers one GPU runs for one layer, as parameter counts of its
 // local slices, and the tokens each sees.
 struct LayerShare {
@@ -36,27 +43,67 @@ struct LayerShare {
   double small_params = 0;   // norms and router: 16-bit, replicated
   double expert_params = 0;  // one routed expert's local slice (/ moe_tp)
   double local_experts = 0;  // E / ep
+  // The GEMMs of the dense part (QKV, out-projection, fc1, fc2, shared
+  // experts) and of one local expert, each at its own shape: a layer's
+  // GEMMs are not one wide GEMM, and the narrow ones (out-projection and
+  // fc2 at k = a·d/tp and f/tp) reach less of the peak.
+  std::vector<Gemm> dense_gemms;
+  std::vector<Gemm> expert_gemms;
   bool attention = false;
   bool mla = false;
   bool moe = false;
   bool mamba = false;
 };
 
+// fc1 (with the gate when gated) and fc2 of an MLP of width `f` split over
+// `split` ranks, on `width`-wide tokens.
+void AddMlp(const ModelSpec& m, double width, double f, double split,
+            std::vector<Gemm>* out) {
+  if (f <= 0) return;
+  const double up = m.gated_mlp() ? 2.0 : 1.0;
+  out->push_back({width * up * f / split, width});
+  out->push_back({f / split * width, f / split});
+}
+
 LayerShare ShareOfLayer(const ModelSpec& m, const ServingConfig& c,
                         const LayerKind& kind) {
   const LayerParams p = ParamsOfLayer(m, kind);
+  const double tp = static_cast<double>(c.tp);
+  const double h = static_cast<double>(m.hidden_size);
   LayerShare s;
-  s.dense_params = p.tp_sharded / static_cast<double>(c.tp);
+  s.dense_params = p.tp_sharded / tp;
   s.small_params = p.replicated;
+  s.attention = kind.mixer == Mixer::kAttention;
+  s.mla = kind.mixer == Mixer::kMla;
+  s.mamba = kind.mixer == Mixer::kMamba;
+  if (s.attention) {
+    const double d = HeadDim(m);
+    const double heads = static_cast<double>(m.num_attention_heads) / tp;
+    const int64_t groups =
+        m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
+    const double kv = static_cast<double>(std::max<int64_t>(1, groups / c.tp));
+    s.dense_gemms.push_back({h * (heads + 2 * kv) * d, h});
+    s.dense_gemms.push_back({heads * d * h, heads * d});
+  } else if (kind.mixer != Mixer::kNone) {
+    // MLA and Mamba: their projections as one GEMM on the hidden state.
+    s.dense_gemms.push_back(
+        {ParamsOfLayer(m, {kind.mixer, Mlp::kNone}).tp_sharded / tp, h});
+  }
+  if (kind.mlp == Mlp::kDense) {
+    AddMlp(m, h, static_cast<double>(m.ffn_hidden_size), tp, &s.dense_gemms);
+  }
   if (kind.mlp == Mlp::kMoe) {
     s.moe = true;
     s.local_experts = static_cast<double>(m.num_experts) / c.ep;
     s.expert_params =
         p.routed_experts / m.num_experts / static_cast<double>(c.moe_tp());
+    AddMlp(m, h, static_cast<double>(m.moe_shared_expert_intermediate_size), tp,
+           &s.dense_gemms);
+    const double width =
+        m.moe_latent_size > 0 ? static_cast<double>(m.moe_latent_size) : h;
+    AddMlp(m, width, static_cast<double>(m.expert_ffn_hidden_size()),
+           static_cast<double>(c.moe_tp()), &s.expert_gemms);
   }
-  s.attention = kind.mixer == Mixer::kAttention;
-  s.mla = kind.mixer == Mixer::kMla;
-  s.mamba = kind.mixer == Mixer::kMamba;
   return s;
 }
 
@@ -200,14 +247,18 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   double weights_s = 0, compute_s = 0, attn_s = 0, tp_s = 0, ep_s = 0;
   for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
     const LayerShare s = ShareOfLayer(m, c, kind);
-    Linear(cal, o, c.weights, t, s.dense_params, h, wb, &weights_s, &compute_s);
+    for (const Gemm& g : s.dense_gemms) {
+      Linear(cal, o, c.weights, t, g.params, g.k, wb, &weights_s, &compute_s);
+    }
     if (s.moe) {
       // Each local expert gets t·adp·k/E tokens (all ranks' tokens meet at
       // the experts).
       const double per_expert =
           static_cast<double>(tokens) * m.moe_router_topk / m.num_experts;
       double w = 0, cpt = 0;  // one local expert; all have its shape
-      Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb, &w, &cpt);
+      for (const Gemm& g : s.expert_gemms) {
+        Linear(cal, o, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
+      }
       weights_s += s.local_experts * w;
       compute_s += s.local_experts * cpt;
     }
@@ -249,8 +300,10 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
     const LayerKind& kind = heaviest.kinds[i];
     const LayerShare s = ShareOfLayer(m, c, kind);
-    Linear(cal, o, c.weights, per_rank, s.dense_params, h, wb, &stage.weights_s,
-           &stage.compute_s);
+    for (const Gemm& g : s.dense_gemms) {
+      Linear(cal, o, c.weights, per_rank, g.params, g.k, wb, &stage.weights_s,
+             &stage.compute_s);
+    }
     stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o);
     if (s.moe) {
       // Expected local experts some token picked: E/ep · (1 − (1 − k/E)^B)
@@ -262,7 +315,9 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
       const double active = s.local_experts * hit;
       const double per_expert = micro * k / e / std::max(hit, 1e-12);
       double w = 0, cpt = 0;
-      Linear(cal, o, c.weights, per_expert, s.expert_params, h, wb, &w, &cpt);
+      for (const Gemm& g : s.expert_gemms) {
+        Linear(cal, o, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
+      }
       stage.weights_s += active * w;
       stage.compute_s += active * cpt;
     }
