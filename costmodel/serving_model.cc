@@ -453,4 +453,36 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   return est;
 }
 
+DisaggregatedEstimate EstimateDisaggregated(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& prefill, int64_t prefill_workers,
+    const ServingConfig& decode, int64_t decode_workers, const Calibration& cal,
+    const ModelOptions& o) {
+  DisaggregatedEstimate d;
+  const int64_t concurrency = std::max<int64_t>(1, w.concurrency);
+  const int64_t workers = std::max<int64_t>(1, decode_workers);
+  ServingWorkload share = w;
+  share.concurrency = (concurrency + workers - 1) / workers;
+  d.decode = EstimateServing(m, cluster, share, decode, decode.gpus(), cal, o);
+  if (!d.decode.fits) {
+    d.infeasible_reason = "decode: " + d.decode.infeasible_reason;
+    return d;
+  }
+  d.fits = true;
+  d.tpot_s = DecodeStep(m, cluster, decode, share.concurrency,
+                        w.isl + w.osl / 2, cal, o)
+                 .total_s();
+  d.prefill_s = PrefillTime_s(m, cluster, prefill, w.isl * prefill.attention_dp,
+                              prefill.attention_dp, cal, o);
+  d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
+                             prefill.attention_dp /
+                             std::max(d.prefill_s, 1e-12);
+  const double decode_s = static_cast<double>(w.osl - 1) * d.tpot_s;
+  d.requests_per_s = std::min(concurrency / (d.prefill_s + decode_s),
+                              d.prefill_requests_per_s);
+  d.ttft_s = std::max(d.prefill_s, concurrency / d.requests_per_s - decode_s);
+  d.output_tokens_per_s = d.requests_per_s * w.osl;
+  return d;
+}
+
 }  // namespace meshtune::costmodel

@@ -127,6 +127,38 @@ ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
                                 const Calibration& calibration,
                                 const ModelOptions& options = ModelOptions());
 
+// Disaggregated serving (prefill and decode on separate workers, the KV
+// cache sent from one to the other): `prefill_workers` workers of layout
+// `prefill` and `decode_workers` of `decode`, `workload.concurrency`
+// requests in flight (a closed loop; at least 1). The decode workers step
+// without prefills: TPOT is the decode step at concurrency / decode_workers
+// sequences each. Each attention-DP rank of a prefill worker prefills its
+// own request, so the prefill side serves prefill_workers · adp /
+// prefill(isl) requests/s. The loop's throughput is the lower of that and
+// concurrency / (prefill(isl) + (osl − 1) · TPOT), and Little's law gives
+// TTFT = concurrency / throughput − (osl − 1) · TPOT, at least one
+// prefill. The KV-cache transfer is not priced (it overlaps the decode
+// of the previous requests).
+struct DisaggregatedEstimate {
+  bool fits = false;
+  std::string infeasible_reason;  // "decode: ..." when it does not fit
+  ServingEstimate decode;         // one decode worker at its share
+  double prefill_s = 0;           // one prefill
+  double prefill_requests_per_s = 0;
+  double ttft_s = 0;
+  double tpot_s = 0;
+  double requests_per_s = 0;
+  double output_tokens_per_s = 0;  // the whole deployment
+};
+DisaggregatedEstimate EstimateDisaggregated(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ClusterSpec& cluster,
+    const search_spaces::ServingWorkload& workload,
+    const search_spaces::ServingConfig& prefill, int64_t prefill_workers,
+    const search_spaces::ServingConfig& decode, int64_t decode_workers,
+    const Calibration& calibration,
+    const ModelOptions& options = ModelOptions());
+
 // Seconds to prefill `tokens` tokens of `sequences` sequences of equal
 // length (tokens / sequences each) on one replica, one pipeline stage after
 // another.

@@ -164,5 +164,38 @@ TEST(EstimateServing, ContinuousBatchingLoadModel) {
       << over.infeasible_reason;
 }
 
+TEST(EstimateDisaggregated, ClosedLoopOverPrefillAndDecodeWorkers) {
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  // Decode-bound: 8 requests, 1000 prompt tokens, 100 out.
+  const DisaggregatedEstimate d =
+      EstimateDisaggregated(m, h100, {1000, 100, 8}, c, 1, c, 1, cal);
+  ASSERT_TRUE(d.fits) << d.infeasible_reason;
+  const double tpot = DecodeStep(m, h100, c, 8, 1050, cal).total_s();
+  const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
+  EXPECT_DOUBLE_EQ(d.tpot_s, tpot);  // no prefill in the decode steps
+  EXPECT_DOUBLE_EQ(d.prefill_s, prefill);
+  EXPECT_NEAR(d.requests_per_s, 8 / (prefill + 99 * tpot), 1e-9);
+  EXPECT_NEAR(d.ttft_s, prefill, 1e-9);
+  EXPECT_NEAR(d.output_tokens_per_s, 100 * d.requests_per_s, 1e-9);
+  // Prefill-bound: long prompts, short answers, many requests. The one
+  // prefill worker serves 1/prefill requests/s and the rest wait (Little).
+  const DisaggregatedEstimate q =
+      EstimateDisaggregated(m, h100, {8000, 10, 64}, c, 1, c, 4, cal);
+  ASSERT_TRUE(q.fits) << q.infeasible_reason;
+  const double p8k = PrefillTime_s(m, h100, c, 8000, 1, cal);
+  EXPECT_NEAR(q.requests_per_s, 1 / p8k, 1e-9);
+  EXPECT_NEAR(q.ttft_s, 64 * p8k - 9 * q.tpot_s, 1e-9);
+  EXPECT_DOUBLE_EQ(
+      q.tpot_s, DecodeStep(m, h100, c, 16, 8005, cal).total_s());  // 64 / 4
+  // A decode share the cache cannot hold.
+  const DisaggregatedEstimate full =
+      EstimateDisaggregated(m, h100, {1000, 100, 10000000}, c, 1, c, 1, cal);
+  EXPECT_FALSE(full.fits);
+  EXPECT_EQ(full.infeasible_reason.rfind("decode: batch_limit", 0), 0u);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

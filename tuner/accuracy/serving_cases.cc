@@ -358,40 +358,22 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
   return p;
 }
 
-// Disaggregated: the decode workers decode without prefills in their steps;
-// the prefill workers serve at most their prefill rate, and the closed
-// loop's throughput is the lower of that and what the decode side allows.
+// Disaggregated workers: costmodel::EstimateDisaggregated.
 std::optional<LoadPoint> Disaggregated(const ServingCase& c,
                                        const costmodel::Calibration& cal,
                                        std::string* why) {
-  const int64_t concurrency = std::max<int64_t>(1, c.workload.concurrency);
-  const int64_t per_worker =
-      (concurrency + c.decode_workers - 1) / c.decode_workers;
-  search_spaces::ServingWorkload w = c.workload;
-  w.concurrency = per_worker;
-  const costmodel::ServingEstimate dec = costmodel::EstimateServing(
-      c.model, c.cluster, w, c.config, c.config.gpus(), cal);
-  if (!dec.fits) {
-    *why = "decode: " + dec.infeasible_reason;
+  const costmodel::DisaggregatedEstimate d = costmodel::EstimateDisaggregated(
+      c.model, c.cluster, c.workload, c.prefill_config, c.prefill_workers,
+      c.config, c.decode_workers, cal);
+  if (!d.fits) {
+    *why = d.infeasible_reason;
     return std::nullopt;
   }
-  const costmodel::DecodeBreakdown step =
-      costmodel::DecodeStep(c.model, c.cluster, c.config, per_worker,
-                            c.workload.isl + c.workload.osl / 2, cal);
-  const ServingConfig& p = c.prefill_config;
-  // Each attention-DP rank of a prefill worker prefills its own request.
-  const double prefill_s = costmodel::PrefillTime_s(
-      c.model, c.cluster, p, c.workload.isl * p.attention_dp, p.attention_dp,
-      cal);
-  const double prefill_rate = static_cast<double>(c.prefill_workers) *
-                              p.attention_dp / std::max(prefill_s, 1e-12);
   LoadPoint lp;
-  lp.tpot_s = step.total_s();
-  const double decode_s = static_cast<double>(c.workload.osl - 1) * lp.tpot_s;
-  const double unconstrained = concurrency / (prefill_s + decode_s);
-  lp.requests_per_s = std::min(unconstrained, prefill_rate);
-  lp.ttft_s = std::max(prefill_s, concurrency / lp.requests_per_s - decode_s);
-  lp.output_tokens_per_s = lp.requests_per_s * c.workload.osl;
+  lp.ttft_s = d.ttft_s;
+  lp.tpot_s = d.tpot_s;
+  lp.requests_per_s = d.requests_per_s;
+  lp.output_tokens_per_s = d.output_tokens_per_s;
   return lp;
 }
 
