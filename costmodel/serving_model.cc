@@ -477,12 +477,25 @@ DisaggregatedEstimate EstimateDisaggregated(
   d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
                              prefill.attention_dp /
                              std::max(d.prefill_s, 1e-12);
-  const double decode_s = static_cast<double>(w.osl - 1) * d.tpot_s;
-  d.requests_per_s = std::min(concurrency / (d.prefill_s + decode_s),
-                              d.prefill_requests_per_s);
-  d.ttft_s = std::max(d.prefill_s, concurrency / d.requests_per_s - decode_s);
+  const DisaggregatedLoop loop = DisaggregatedClosedLoop(
+      d.prefill_s, d.prefill_requests_per_s, d.tpot_s, concurrency, w.osl);
+  d.requests_per_s = loop.requests_per_s;
+  d.ttft_s = loop.ttft_s;
   d.output_tokens_per_s = d.requests_per_s * w.osl;
   return d;
+}
+
+DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
+                                          double prefill_requests_per_s,
+                                          double tpot_s, int64_t concurrency,
+                                          int64_t osl) {
+  DisaggregatedLoop loop;
+  const double c = static_cast<double>(std::max<int64_t>(1, concurrency));
+  const double decode_s = static_cast<double>(osl - 1) * tpot_s;
+  loop.requests_per_s =
+      std::min(c / (prefill_s + decode_s), prefill_requests_per_s);
+  loop.ttft_s = std::max(prefill_s, c / loop.requests_per_s - decode_s);
+  return loop;
 }
 
 }  // namespace meshtune::costmodel

@@ -159,6 +159,20 @@ DisaggregatedEstimate EstimateDisaggregated(
     const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
+// The closed loop of EstimateDisaggregated from its parts, for searches
+// that price many worker counts of the same layouts: `concurrency`
+// requests cycling through one prefill of `prefill_s` (the prefill side
+// serving at most `prefill_requests_per_s`) and osl − 1 decode steps of
+// `tpot_s`.
+struct DisaggregatedLoop {
+  double requests_per_s = 0;
+  double ttft_s = 0;
+};
+DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
+                                          double prefill_requests_per_s,
+                                          double tpot_s, int64_t concurrency,
+                                          int64_t osl);
+
 // Seconds to prefill `tokens` tokens of `sequences` sequences of equal
 // length (tokens / sequences each) on one replica, one pipeline stage after
 // another.

@@ -21,9 +21,11 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model llama3-8b --gpus 8 --gpu h200 --isl 1024 --osl 1024 --precision fp8 --ttft-ms 500
   tune serve --model deepseek-v3 --gpus 8 --gpu b200 --isl 1024 --osl 2048 --precision nvfp4 --kv-cache-dtype fp8 --concurrency 1024
   tune serve --model mixtral-8x7b --gpus 4 --gpu h100 --isl 512 --osl 256 --json
+  tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
-holds (or fixed by --concurrency over the replicas). The Pareto front of
+holds (or fixed by --concurrency over the replicas); with --disagg also
+prefill and decode workers apart, in every split of the GPUs. The Pareto front of
 tokens/s per GPU against tokens/s per user is listed; the best plan is the
 one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
 The cost model and its accuracy: docs/serving.md.)";
@@ -54,6 +56,9 @@ class ServeCommand : public Command {
                     "bf16, fp8 or nvfp4 (default: fp8 with fp8/fp4 weights, "
                     "else bf16)");
     sub->add_option("--top", top_, "Pareto points to list (default 12)");
+    sub->add_flag("--disagg", disagg_,
+                  "also search disaggregated deployments: prefill and "
+                  "decode on separate workers");
     sub->add_flag("--json", json_, "print the JSON report on stdout");
     sub->footer(kServeExamples);
   }
@@ -83,6 +88,7 @@ class ServeCommand : public Command {
       if (!kv.ok()) return kv.status();
       p.kv_cache = kv.value();
     }
+    p.disaggregated = disagg_;
     p.ttft_target_s = ttft_ms_ / 1e3;
     p.tpot_target_s = tpot_ms_ / 1e3;
     if (top_ < 1) {
@@ -122,6 +128,28 @@ class ServeCommand : public Command {
   // The best plan's engine commands (tuner/interop/serving_commands.h) into
   // report["commands"]: vllm (or vllm_error), sglang, trtllm and its
   // options file, and how many replicas to run behind a load balancer.
+  // One role's engine commands: vllm (or vllm_error), sglang, trtllm and
+  // its options file.
+  static nlohmann::json RoleCommands(const search_spaces::ServingConfig& c,
+                                     const ServingLaunch& launch) {
+    nlohmann::json j;
+    j["gpus_per_worker"] = c.gpus();
+    auto vllm = VllmServeCommand(c, launch);
+    if (vllm.ok()) {
+      j["vllm"] = vllm.value();
+    } else {
+      j["vllm_error"] = vllm.status().message();
+    }
+    j["sglang"] = SglangServeCommand(c, launch);
+    std::string yaml;
+    j["trtllm"] = TrtllmServeCommand(c, launch, &yaml);
+    j["trtllm_extra_llm_api_options"] = yaml;
+    return j;
+  }
+
+  // The best plan's engine commands (tuner/interop/serving_commands.h) into
+  // report["commands"]: aggregated, the replicas and one replica's
+  // commands; disaggregated, the prefill and the decode workers' commands.
   static void AddCommands(const ServeProblem& p, const ServePoint& best,
                           nlohmann::json* report) {
     ServingLaunch launch;
@@ -131,27 +159,28 @@ class ServeCommand : public Command {
     launch.max_model_len = p.workload.isl + p.workload.osl;
     launch.replicas = best.estimate.replicas;
     nlohmann::json c;
-    c["replicas"] = launch.replicas;
-    c["gpus_per_replica"] = best.config.gpus();
     c["checkpoint"] = launch.model;
-    auto vllm = VllmServeCommand(best.config, launch);
-    if (vllm.ok()) {
-      c["vllm"] = vllm.value();
-    } else {
-      c["vllm_error"] = vllm.status().message();
+    c["disaggregated"] = best.disaggregated;
+    if (!best.disaggregated) {
+      c["replicas"] = launch.replicas;
+      c.update(RoleCommands(best.config, launch));
+      (*report)["commands"] = std::move(c);
+      return;
     }
-    c["sglang"] = SglangServeCommand(best.config, launch);
-    std::string yaml;
-    c["trtllm"] = TrtllmServeCommand(best.config, launch, &yaml);
-    c["trtllm_extra_llm_api_options"] = yaml;
+    ServingLaunch prefill = launch;
+    prefill.role = ServingRole::kPrefill;
+    prefill.max_batch = best.prefill.attention_dp;  // one request per rank
+    prefill.replicas = best.prefill_workers;
+    ServingLaunch decode = launch;
+    decode.role = ServingRole::kDecode;
+    c["prefill"] = RoleCommands(best.prefill, prefill);
+    c["prefill"]["workers"] = best.prefill_workers;
+    c["decode"] = RoleCommands(best.config, decode);
+    c["decode"]["workers"] = best.estimate.replicas;
     (*report)["commands"] = std::move(c);
   }
 
-  static void PrintCommands(std::ostream& out, const nlohmann::json& c) {
-    out << "\nrun " << c["replicas"].get<int64_t>() << " replica"
-        << (c["replicas"].get<int64_t>() == 1 ? "" : "s") << " of "
-        << c["gpus_per_replica"].get<int64_t>()
-        << " GPUs each (behind one load balancer), each with one of:\n";
+  static void PrintRole(std::ostream& out, const nlohmann::json& c) {
     if (c.contains("vllm")) {
       out << "# vLLM\n" << c["vllm"].get<std::string>() << "\n";
     } else {
@@ -161,6 +190,28 @@ class ServeCommand : public Command {
     out << "# TensorRT-LLM, with extra_llm_api_options.yaml:\n"
         << c["trtllm_extra_llm_api_options"].get<std::string>()
         << c["trtllm"].get<std::string>() << "\n";
+  }
+
+  static void PrintCommands(std::ostream& out, const nlohmann::json& c) {
+    if (!c["disaggregated"].get<bool>()) {
+      const int64_t replicas = c["replicas"].get<int64_t>();
+      out << "\nrun " << replicas << " replica" << (replicas == 1 ? "" : "s")
+          << " of " << c["gpus_per_worker"].get<int64_t>()
+          << " GPUs each (behind one load balancer), each with one of:\n";
+      PrintRole(out, c);
+    } else {
+      for (const char* role : {"prefill", "decode"}) {
+        const nlohmann::json& r = c[role];
+        out << "\n"
+            << role << ": run " << r["workers"].get<int64_t>() << " worker"
+            << (r["workers"].get<int64_t>() == 1 ? "" : "s") << " of "
+            << r["gpus_per_worker"].get<int64_t>()
+            << " GPUs each, each with one of:\n";
+        PrintRole(out, r);
+      }
+      out << "(behind a disaggregation router: NVIDIA Dynamo, SGLang's "
+             "router or vLLM's disaggregated proxy)\n";
+    }
     out << "(the checkpoint is " << c["checkpoint"].get<std::string>()
         << "; quantised checkpoints need their own path)\n";
   }
@@ -178,6 +229,7 @@ class ServeCommand : public Command {
   std::string precision_ = "bf16";
   std::string kv_;
   int64_t top_ = 12;
+  bool disagg_ = false;
   bool json_ = false;
 };
 

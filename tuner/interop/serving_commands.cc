@@ -63,6 +63,11 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   if (c.kv_cache == KvCacheDtype::kFp8) cmd += Flag("--kv-cache-dtype", "fp8");
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
+  if (launch.role != ServingRole::kAggregated) {
+    cmd += Flag("--kv-transfer-config",
+                ShellQuote(R"({"kv_connector":"NixlConnector",)"
+                           R"("kv_role":"kv_both"})"));
+  }
   return cmd;
 }
 
@@ -84,6 +89,10 @@ std::string SglangServeCommand(const ServingConfig& c,
   }
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
+  if (launch.role != ServingRole::kAggregated) {
+    cmd += Flag("--disaggregation-mode",
+                launch.role == ServingRole::kPrefill ? "prefill" : "decode");
+  }
   return cmd;
 }
 
@@ -105,6 +114,9 @@ std::string TrtllmServeCommand(const ServingConfig& c,
   yaml += c.kv_cache == KvCacheDtype::kBf16  ? "auto\n"
           : c.kv_cache == KvCacheDtype::kFp8 ? "fp8\n"
                                              : "nvfp4\n";
+  if (launch.role != ServingRole::kAggregated) {
+    yaml += "cache_transceiver_config:\n  backend: DEFAULT\n";
+  }
   if (options_yaml != nullptr) *options_yaml = yaml;
   return cmd;
 }

@@ -34,12 +34,22 @@
 
 namespace meshtune::tuner {
 
+// A worker's role: aggregated (prefill and decode), or one side of a
+// disaggregated deployment. A disaggregated worker's command adds its
+// KV-transfer settings: vLLM --kv-transfer-config with the NixlConnector
+// (kv_role kv_both), SGLang --disaggregation-mode prefill|decode,
+// TensorRT-LLM cache_transceiver_config (backend DEFAULT) in its options.
+// The router in front (NVIDIA Dynamo, SGLang's router, vLLM's proxy) is
+// the deployment's own.
+enum class ServingRole { kAggregated, kPrefill, kDecode };
+
 // What every command needs besides the layout.
 struct ServingLaunch {
   std::string model;          // Hugging Face id or checkpoint path
   int64_t max_batch = 0;      // sequences per replica
   int64_t max_model_len = 0;  // isl + osl
   int64_t replicas = 1;
+  ServingRole role = ServingRole::kAggregated;
 };
 
 // The vLLM command of one replica; InvalidArgument for an MoE layout vLLM

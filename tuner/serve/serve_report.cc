@@ -1,5 +1,6 @@
 #include "tuner/serve/serve_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -9,18 +10,25 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-std::string Layout(const ServePoint& p) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%lldx tp%lld pp%lld adp%lld ep%lld",
-                static_cast<long long>(p.estimate.replicas),
-                static_cast<long long>(p.config.tp),
-                static_cast<long long>(p.config.pp),
-                static_cast<long long>(p.config.attention_dp),
-                static_cast<long long>(p.config.ep));
+std::string Shape(const search_spaces::ServingConfig& c) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "tp%lld pp%lld adp%lld ep%lld",
+                static_cast<long long>(c.tp), static_cast<long long>(c.pp),
+                static_cast<long long>(c.attention_dp),
+                static_cast<long long>(c.ep));
   return buf;
 }
 
-nlohmann::json PointJson(const ServePoint& p) {
+// "2x tp4 pp1 adp1 ep1", or disaggregated "1P tp8 ... + 3D tp8 ...".
+std::string Layout(const ServePoint& p) {
+  if (p.disaggregated) {
+    return std::to_string(p.prefill_workers) + "P " + Shape(p.prefill) + " + " +
+           std::to_string(p.estimate.replicas) + "D " + Shape(p.config);
+  }
+  return std::to_string(p.estimate.replicas) + "x " + Shape(p.config);
+}
+
+nlohmann::json PointValues(const ServePoint& p) {
   const costmodel::ServingEstimate& e = p.estimate;
   const costmodel::DecodeBreakdown& d = e.decode;
   return {{"tp", p.config.tp},
@@ -55,6 +63,20 @@ nlohmann::json PointJson(const ServePoint& p) {
             {"overhead", d.overhead_s * 1e3}}}};
 }
 
+nlohmann::json PointJson(const ServePoint& p) {
+  nlohmann::json j = PointValues(p);
+  j["disaggregated"] = p.disaggregated;
+  if (p.disaggregated) {
+    j["prefill"] = {{"workers", p.prefill_workers},
+                    {"tp", p.prefill.tp},
+                    {"pp", p.prefill.pp},
+                    {"attention_dp", p.prefill.attention_dp},
+                    {"ep", p.prefill.ep},
+                    {"gpus_per_worker", p.prefill.gpus()}};
+  }
+  return j;
+}
+
 std::string Targets(const ServeProblem& p) {
   std::string s;
   char buf[64];
@@ -78,7 +100,7 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
   std::snprintf(
       buf, sizeof buf,
       "serving %s on %lld x %s: isl %lld, osl %lld, %s, weights %s, "
-      "KV cache %s; targets: %s\n",
+      "KV cache %s%s; targets: %s\n",
       p.model.name.c_str(), static_cast<long long>(p.num_gpus),
       p.cluster.name.c_str(), static_cast<long long>(p.workload.isl),
       static_cast<long long>(p.workload.osl),
@@ -86,6 +108,7 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
           ? ("concurrency " + std::to_string(p.workload.concurrency)).c_str()
           : "batch swept",
       search_spaces::ToString(p.weights), search_spaces::ToString(p.kv_cache),
+      p.disaggregated ? "; aggregated and disaggregated" : "",
       Targets(p).c_str());
   out << buf;
   std::snprintf(buf, sizeof buf,
@@ -93,20 +116,27 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
                 "per GPU against tokens/s per user:\n",
                 static_cast<long long>(r.layouts), r.points.size());
   out << buf;
-  out << "  layout                          batch  TTFT ms  TPOT ms  tok/s/user"
-         "  tok/s/GPU   targets\n";
+  // The layout column as wide as the widest layout listed.
+  size_t width = 30;
+  size_t counted = 0;
+  for (size_t i : r.front) {
+    if (counted++ >= top) break;
+    width = std::max(width, Layout(r.points[i]).size());
+  }
+  out << "  " << std::string("layout") + std::string(width - 6 + 1, ' ')
+      << " batch  TTFT ms  TPOT ms  tok/s/user  tok/s/GPU   targets\n";
   size_t shown = 0;
   for (size_t i : r.front) {
     if (shown++ >= top) break;
     const ServePoint& q = r.points[i];
-    std::snprintf(buf, sizeof buf,
-                  "  %-30s %6lld %8.1f %8.2f %11.1f %10.1f   %s%s\n",
-                  Layout(q).c_str(), static_cast<long long>(q.estimate.batch),
-                  q.estimate.ttft_s * 1e3, q.estimate.tpot_s * 1e3,
-                  q.estimate.output_tokens_per_s_per_user,
-                  q.estimate.output_tokens_per_s_per_gpu,
-                  q.meets_targets ? "met" : "missed",
-                  r.best && *r.best == i ? "  <- best" : "");
+    std::snprintf(
+        buf, sizeof buf, "  %-*s %6lld %8.1f %8.2f %11.1f %10.1f   %s%s\n",
+        static_cast<int>(width), Layout(q).c_str(),
+        static_cast<long long>(q.estimate.batch), q.estimate.ttft_s * 1e3,
+        q.estimate.tpot_s * 1e3, q.estimate.output_tokens_per_s_per_user,
+        q.estimate.output_tokens_per_s_per_gpu,
+        q.meets_targets ? "met" : "missed",
+        r.best && *r.best == i ? "  <- best" : "");
     out << buf;
   }
   if (r.front.size() > top) {
@@ -122,20 +152,21 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     const costmodel::DecodeBreakdown& d = e.decode;
     std::snprintf(
         buf, sizeof buf,
-        "best: %s, batch %lld per replica: TTFT %.1f ms, TPOT %.2f ms, "
+        "best: %s, batch %lld per %s: TTFT %.1f ms, TPOT %.2f ms, "
         "%.1f tokens/s per user, %.1f tokens/s per GPU (%.0f in all)\n",
-        Layout(b).c_str(), static_cast<long long>(e.batch), e.ttft_s * 1e3,
+        Layout(b).c_str(), static_cast<long long>(e.batch),
+        b.disaggregated ? "decode worker" : "replica", e.ttft_s * 1e3,
         e.tpot_s * 1e3, e.output_tokens_per_s_per_user,
         e.output_tokens_per_s_per_gpu, e.output_tokens_per_s);
     out << buf;
     std::snprintf(buf, sizeof buf,
                   "  memory per GPU: weights %.1f GiB, runtime %.1f GiB, KV "
-                  "cache %.1f GiB (%lld sequences of %lld tokens per "
-                  "replica)\n",
+                  "cache %.1f GiB (%lld sequences of %lld tokens per %s)\n",
                   e.weight_bytes / kGiB, e.runtime_bytes / kGiB,
                   e.kv_cache_bytes / kGiB,
                   static_cast<long long>(e.max_sequences),
-                  static_cast<long long>(p.workload.isl + p.workload.osl));
+                  static_cast<long long>(p.workload.isl + p.workload.osl),
+                  b.disaggregated ? "decode worker" : "replica");
     out << buf;
     std::snprintf(buf, sizeof buf,
                   "  decode step %.2f ms: weights %.2f, compute %.2f, KV "
@@ -166,7 +197,8 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"weights", search_spaces::ToString(p.weights)},
                   {"kv_cache_dtype", search_spaces::ToString(p.kv_cache)},
                   {"ttft_target_ms", p.ttft_target_s * 1e3},
-                  {"tpot_target_ms", p.tpot_target_s * 1e3}};
+                  {"tpot_target_ms", p.tpot_target_s * 1e3},
+                  {"disaggregated", p.disaggregated}};
   j["considered"] = {{"layouts", r.layouts}, {"points", r.points.size()}};
   j["rejected"] = nlohmann::json::object();
   for (const auto& [reason, n] : r.rejected) j["rejected"][reason] = n;

@@ -63,6 +63,95 @@ void MarkFront(ServeResult* r) {
 
 }  // namespace
 
+// 1, 2, 3, 4, 6, 8, 12, 16, ... up to `max`.
+std::vector<int64_t> WorkerCounts(int64_t max) {
+  std::vector<int64_t> out;
+  for (int64_t v = 1; v <= max; v *= 2) {
+    out.push_back(v);
+    if (3 * v / 2 > v && 3 * v / 2 <= max && v >= 2) out.push_back(3 * v / 2);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// The disaggregated points (serve_search.h): `layouts` are the valid
+// layouts whose weights fit, with their offline estimates.
+void SearchDisaggregated(
+    const ServeProblem& p, const costmodel::Calibration& cal,
+    const std::vector<std::pair<ServingConfig, costmodel::ServingEstimate>>&
+        layouts,
+    ServeResult* r) {
+  struct Prefill {
+    ServingConfig config;
+    double prefill_s = 0;
+  };
+  std::vector<Prefill> prefills;
+  for (const auto& [c, e] : layouts) {
+    if (c.pp != 1) continue;
+    prefills.push_back(
+        {c, costmodel::PrefillTime_s(p.model, p.cluster, c,
+                                     p.workload.isl * c.attention_dp,
+                                     c.attention_dp, cal)});
+  }
+  for (const auto& [d, top] : layouts) {
+    const int64_t gd = d.gpus();
+    for (int64_t b : Batches(p, 1, top.batch)) {
+      // One decode worker at b sequences: its memory and its step.
+      search_spaces::ServingWorkload w = p.workload;
+      w.concurrency = b;
+      const costmodel::ServingEstimate dec =
+          costmodel::EstimateServing(p.model, p.cluster, w, d, gd, cal);
+      if (!dec.fits) continue;
+      const costmodel::DecodeBreakdown step = costmodel::DecodeStep(
+          p.model, p.cluster, d, b, p.workload.isl + p.workload.osl / 2, cal);
+      for (const Prefill& pf : prefills) {
+        const int64_t gp = pf.config.gpus();
+        for (int64_t workers : WorkerCounts(p.num_gpus / gp)) {
+          const int64_t left = p.num_gpus - workers * gp;
+          if (left < gd || left % gd != 0) continue;
+          const int64_t decoders = left / gd;
+          int64_t concurrency = b * decoders;
+          if (p.workload.concurrency > 0) {
+            // A fixed load: this (layout, batch) only where it is the
+            // decode workers' share.
+            if ((p.workload.concurrency + decoders - 1) / decoders != b) {
+              continue;
+            }
+            concurrency = p.workload.concurrency;
+          }
+          const double rate = static_cast<double>(workers) *
+                              pf.config.attention_dp / pf.prefill_s;
+          const costmodel::DisaggregatedLoop loop =
+              costmodel::DisaggregatedClosedLoop(pf.prefill_s, rate,
+                                                 step.total_s(), concurrency,
+                                                 p.workload.osl);
+          ServePoint point;
+          point.disaggregated = true;
+          point.config = d;
+          point.prefill = pf.config;
+          point.prefill_workers = workers;
+          point.estimate = dec;
+          point.estimate.replicas = decoders;
+          point.estimate.batch = b;
+          point.estimate.decode = step;
+          point.estimate.step_s = step.total_s();
+          point.estimate.prefill_s = pf.prefill_s;
+          point.estimate.tpot_s = step.total_s();
+          point.estimate.ttft_s = loop.ttft_s;
+          point.estimate.output_tokens_per_s =
+              loop.requests_per_s * p.workload.osl;
+          point.estimate.output_tokens_per_s_per_gpu =
+              point.estimate.output_tokens_per_s / p.num_gpus;
+          point.estimate.output_tokens_per_s_per_user = 1.0 / step.total_s();
+          point.meets_targets = Meets(p, point.estimate);
+          r->points.push_back(std::move(point));
+        }
+      }
+    }
+  }
+}
+
 Status ValidateServeProblem(const ServeProblem& p) {
   if (p.num_gpus < 1) {
     return Status::InvalidArgument(
@@ -80,6 +169,7 @@ Status ValidateServeProblem(const ServeProblem& p) {
 ServeResult ServeSearch(const ServeProblem& p,
                         const costmodel::Calibration& cal) {
   ServeResult r;
+  std::vector<std::pair<ServingConfig, costmodel::ServingEstimate>> fitting;
   const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
   const bool moe = p.model.is_moe();
   for (int64_t tp : PowersOfTwo(std::min<int64_t>(domain, p.num_gpus))) {
@@ -111,6 +201,7 @@ ServeResult ServeSearch(const ServeProblem& p,
             ++r.rejected[ReasonKey(top.infeasible_reason)];
             continue;
           }
+          fitting.emplace_back(c, top);
           auto price = [&](int64_t b) {
             search_spaces::ServingWorkload w = p.workload;
             w.concurrency = b * top.replicas;
@@ -150,6 +241,7 @@ ServeResult ServeSearch(const ServeProblem& p,
       }
     }
   }
+  if (p.disaggregated) SearchDisaggregated(p, cal, fitting, &r);
   MarkFront(&r);
   for (size_t i = 0; i < r.points.size(); ++i) {
     const ServePoint& q = r.points[i];

@@ -17,6 +17,14 @@
 //                 and TPOT grow with the batch: bisection between the
 //                 last power of two that meets them and the first that
 //                 does not)
+// With `disaggregated`, also prefill and decode on separate workers
+// (costmodel::EstimateDisaggregated): P prefill workers of a pp-1 layout
+// and D decode workers of any layout with P·gpus_p + D·gpus_d = N, P over
+// 1, 2, 3, 4, 6, 8, 12, ... (powers of two and three times them), the
+// decode batch per worker swept as above (concurrency = D · batch) or the
+// workload's concurrency. Each layout's prefill time and each (decode
+// layout, batch)'s step are priced once; the worker counts only change
+// the closed loop (costmodel::DisaggregatedClosedLoop).
 // A layout ValidateServingConfig refuses, or whose weights or batch do not
 // fit, is counted under its reason, not reported as an error.
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
@@ -46,14 +54,21 @@ struct ServeProblem {
   search_spaces::ServingWorkload workload;
   search_spaces::Precision weights = search_spaces::Precision::kBf16;
   search_spaces::KvCacheDtype kv_cache = search_spaces::KvCacheDtype::kBf16;
-  double ttft_target_s = 0;  // 0 = none
-  double tpot_target_s = 0;  // 0 = none
+  double ttft_target_s = 0;    // 0 = none
+  double tpot_target_s = 0;    // 0 = none
+  bool disaggregated = false;  // also search disaggregated deployments
 };
 
-// One priced point: a layout at one batch.
+// One priced point: a layout at one batch. Disaggregated: `config` is the
+// decode workers' layout and `estimate` one decode worker's memory and step,
+// with the deployment's TTFT, TPOT and tokens/s, replicas = decode workers
+// and batch = sequences per decode worker.
 struct ServePoint {
   search_spaces::ServingConfig config;
   costmodel::ServingEstimate estimate;
+  bool disaggregated = false;
+  search_spaces::ServingConfig prefill;  // disaggregated only
+  int64_t prefill_workers = 0;
   bool meets_targets = false;
   bool on_front = false;  // not dominated in (tokens/s/GPU, tokens/s/user)
 };

@@ -78,6 +78,34 @@ TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {
   EXPECT_LE(best["tpot_ms"].get<double>(), 50.0);
 }
 
+TEST(ServeCommand, DisaggregatedBestPlanHasCommandsPerRole) {
+  const auto run =
+      Tune({"serve", "--model", "llama3-70b", "--gpus", "16", "--gpu", "h100",
+            "--isl", "8192", "--osl", "256", "--precision", "fp8", "--disagg",
+            "--tpot-ms", "40", "--ttft-ms", "2000", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["problem"]["disaggregated"], true);
+  ASSERT_TRUE(j["best"].is_object());
+  // On 16 H100 with 8k prompts the best plan splits prefill and decode.
+  ASSERT_EQ(j["best"]["disaggregated"], true) << j["best"].dump();
+  const nlohmann::json& prefill = j["best"]["prefill"];
+  EXPECT_EQ(prefill["workers"].get<int64_t>() *
+                    prefill["gpus_per_worker"].get<int64_t>() +
+                j["best"]["replicas"].get<int64_t>() *
+                    j["best"]["gpus_per_replica"].get<int64_t>(),
+            16);
+  const nlohmann::json& c = j["commands"];
+  EXPECT_EQ(c["disaggregated"], true);
+  EXPECT_EQ(c["prefill"]["workers"], prefill["workers"]);
+  EXPECT_EQ(c["decode"]["workers"], j["best"]["replicas"]);
+  EXPECT_NE(c["prefill"]["sglang"].get<std::string>().find(
+                "--disaggregation-mode prefill"),
+            std::string::npos);
+  EXPECT_NE(c["decode"]["vllm"].get<std::string>().find("NixlConnector"),
+            std::string::npos);
+}
+
 TEST(ServeCommand, InputErrors) {
   auto expect = [](const std::vector<std::string>& args,
                    const std::string& message) {

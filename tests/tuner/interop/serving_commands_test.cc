@@ -142,5 +142,39 @@ TEST(ServingCommands, CheckpointIsQuoted) {
   EXPECT_EQ(back.model, l.model);
 }
 
+TEST(ServingCommands, DisaggregatedRolesAddTheirKvTransfer) {
+  ServingLaunch prefill = Launch(1);
+  prefill.role = ServingRole::kPrefill;
+  ServingLaunch decode = Launch(64);
+  decode.role = ServingRole::kDecode;
+  const ServingConfig c = Config(4, 1, 1, 1);
+  const std::string vllm = VllmServeCommand(c, prefill).value();
+  EXPECT_NE(vllm.find("  --kv-transfer-config "
+                      "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+                      "\"kv_both\"}'"),
+            std::string::npos)
+      << vllm;
+  // The parser skips it and reads the layout back.
+  ServingLaunch back;
+  ASSERT_TRUE(ParseVllmServeCommand(vllm, &back).ok());
+  EXPECT_EQ(back.max_batch, 1);
+  EXPECT_NE(
+      SglangServeCommand(c, prefill).find("--disaggregation-mode prefill"),
+      std::string::npos);
+  EXPECT_NE(SglangServeCommand(c, decode).find("--disaggregation-mode decode"),
+            std::string::npos);
+  std::string yaml;
+  TrtllmServeCommand(c, decode, &yaml);
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: auto\n"
+            "cache_transceiver_config:\n"
+            "  backend: DEFAULT\n");
+  // Aggregated: none of them.
+  EXPECT_EQ(VllmServeCommand(c, Launch(1)).value().find("kv-transfer"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace meshtune::tuner

@@ -116,5 +116,66 @@ TEST(ServeProblem, ChecksInputs) {
             "--isl and --osl must be at least 1 token, got 2048 and 0");
 }
 
+TEST(ServeSearch, DisaggregatedSplitsUseEveryGpu) {
+  ServeProblem p;
+  p.model = search_spaces::ResolveModel("llama3-70b").value();
+  p.cluster = search_spaces::ResolveCluster("h100").value();
+  p.num_gpus = 16;
+  p.workload = {8192, 256, 0};
+  p.weights = search_spaces::Precision::kFp8;
+  p.kv_cache = search_spaces::KvCacheDtype::kFp8;
+  p.disaggregated = true;
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  int64_t disaggregated = 0;
+  for (const ServePoint& q : r.points) {
+    if (!q.disaggregated) continue;
+    ++disaggregated;
+    EXPECT_EQ(q.prefill.pp, 1);
+    EXPECT_EQ(q.prefill_workers * q.prefill.gpus() +
+                  q.estimate.replicas * q.config.gpus(),
+              16)
+        << ToString(q.prefill) << " x" << q.prefill_workers << " + "
+        << ToString(q.config) << " x" << q.estimate.replicas;
+    // The closed loop of the cost model, from the same parts.
+    const double prefill = costmodel::PrefillTime_s(
+        p.model, p.cluster, q.prefill, 8192 * q.prefill.attention_dp,
+        q.prefill.attention_dp, cal);
+    const costmodel::DisaggregatedLoop loop =
+        costmodel::DisaggregatedClosedLoop(
+            prefill, q.prefill_workers * q.prefill.attention_dp / prefill,
+            q.estimate.tpot_s, q.estimate.batch * q.estimate.replicas, 256);
+    EXPECT_NEAR(q.estimate.output_tokens_per_s, loop.requests_per_s * 256,
+                1e-6 * q.estimate.output_tokens_per_s);
+    EXPECT_NEAR(q.estimate.ttft_s, loop.ttft_s, 1e-9);
+  }
+  EXPECT_GT(disaggregated, 0);
+  // Without the flag, none.
+  p.disaggregated = false;
+  for (const ServePoint& q : ServeSearch(p, cal).points) {
+    EXPECT_FALSE(q.disaggregated);
+  }
+}
+
+TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
+  ServeProblem p;
+  p.model = search_spaces::ResolveModel("llama3-8b").value();
+  p.cluster = search_spaces::ResolveCluster("h100").value();
+  p.num_gpus = 4;
+  p.workload = {4096, 128, 64};
+  p.disaggregated = true;
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  int64_t disaggregated = 0;
+  for (const ServePoint& q : r.points) {
+    if (!q.disaggregated) continue;
+    ++disaggregated;
+    // Each decode worker holds its share of the 64 requests.
+    EXPECT_EQ(q.estimate.batch,
+              (64 + q.estimate.replicas - 1) / q.estimate.replicas);
+  }
+  EXPECT_GT(disaggregated, 0);
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
