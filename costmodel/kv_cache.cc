@@ -68,9 +68,10 @@ LayerCache CacheOfLayer(const ModelSpec& m, const ServingConfig& c,
   return lc;
 }
 
-// The layers of each pipeline stage, in order: the first (L mod pp) stages
-// hold one layer more.
-std::vector<std::pair<int64_t, int64_t>> Stages(int64_t layers, int64_t pp) {
+}  // namespace
+
+std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
+                                                               int64_t pp) {
   std::vector<std::pair<int64_t, int64_t>> stages;
   int64_t begin = 0;
   for (int64_t s = 0; s < pp; ++s) {
@@ -80,8 +81,6 @@ std::vector<std::pair<int64_t, int64_t>> Stages(int64_t layers, int64_t pp) {
   }
   return stages;
 }
-
-}  // namespace
 
 double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
                            int64_t layer, const LayerKind& kind,
@@ -93,36 +92,40 @@ double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
   return lc.per_token * kept + lc.fixed;
 }
 
-double KvCacheBytesPerSequence(const ModelSpec& model,
-                               const ServingConfig& config,
-                               int64_t context_tokens) {
+namespace {
+
+// The largest sum of `per_layer(i, kind)` over the layers of one stage.
+template <typename PerLayer>
+double MostLoadedStage(const ModelSpec& model, const ServingConfig& config,
+                       PerLayer per_layer) {
   const std::vector<LayerKind> kinds = model.DecoderLayers();
   double most = 0;
-  for (const auto& [begin, end] : Stages(static_cast<int64_t>(kinds.size()),
-                                         std::max<int64_t>(1, config.pp))) {
+  for (const auto& [begin, end] :
+       ServingPipelineStages(static_cast<int64_t>(kinds.size()),
+                             std::max<int64_t>(1, config.pp))) {
     double bytes = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      bytes += KvCacheBytesOfLayer(model, config, i, kinds[i], context_tokens);
-    }
+    for (int64_t i = begin; i < end; ++i) bytes += per_layer(i, kinds[i]);
     most = std::max(most, bytes);
   }
   return most;
 }
 
+}  // namespace
+
+double KvCacheBytesPerSequence(const ModelSpec& model,
+                               const ServingConfig& config,
+                               int64_t context_tokens) {
+  return MostLoadedStage(model, config, [&](int64_t i, const LayerKind& kind) {
+    return KvCacheBytesOfLayer(model, config, i, kind, context_tokens);
+  });
+}
+
 double KvCacheBytesPerToken(const ModelSpec& model,
                             const ServingConfig& config) {
-  const std::vector<LayerKind> kinds = model.DecoderLayers();
-  double most = 0;
-  for (const auto& [begin, end] : Stages(static_cast<int64_t>(kinds.size()),
-                                         std::max<int64_t>(1, config.pp))) {
-    double bytes = 0;
-    for (int64_t i = begin; i < end; ++i) {
-      const LayerCache lc = CacheOfLayer(model, config, i, kinds[i]);
-      if (lc.window < 0) bytes += lc.per_token;
-    }
-    most = std::max(most, bytes);
-  }
-  return most;
+  return MostLoadedStage(model, config, [&](int64_t i, const LayerKind& kind) {
+    const LayerCache lc = CacheOfLayer(model, config, i, kind);
+    return lc.window < 0 ? lc.per_token : 0.0;
+  });
 }
 
 }  // namespace meshtune::costmodel

@@ -22,11 +22,20 @@
 #define MESHTUNE_COSTMODEL_KV_CACHE_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "search_spaces/model_spec.h"
 #include "search_spaces/serving_spec.h"
 
 namespace meshtune::costmodel {
+
+// The layers [begin, end) of each of `pp` serving pipeline stages, in
+// order: the first (layers mod pp) stages hold one layer more (vLLM's and
+// TensorRT-LLM's default split). The one rule for the KV cache and the
+// serving model.
+std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
+                                                               int64_t pp);
 
 // Bytes of cache one sequence of `context_tokens` tokens holds on one GPU of
 // the most loaded pipeline stage (stages are the layers split in order, the

@@ -116,14 +116,12 @@ struct Stage {
 
 Stage HeaviestStage(const ModelSpec& m, const ServingConfig& c, double wb) {
   const std::vector<LayerKind> kinds = m.DecoderLayers();
-  const int64_t layers = static_cast<int64_t>(kinds.size());
   Stage best;
   double best_bytes = -1;
-  int64_t begin = 0;
-  for (int64_t s = 0; s < c.pp; ++s) {
-    const int64_t n = layers / c.pp + (s < layers % c.pp ? 1 : 0);
+  for (const auto& [begin, end] :
+       ServingPipelineStages(static_cast<int64_t>(kinds.size()), c.pp)) {
     Stage stage{begin, std::vector<LayerKind>(kinds.begin() + begin,
-                                              kinds.begin() + begin + n)};
+                                              kinds.begin() + end)};
     double bytes = 0;
     for (const LayerKind& k : stage.kinds) {
       const LayerShare sh = ShareOfLayer(m, c, k);
@@ -133,7 +131,6 @@ Stage HeaviestStage(const ModelSpec& m, const ServingConfig& c, double wb) {
       best_bytes = bytes;
       best = std::move(stage);
     }
-    begin += n;
   }
   return best;
 }
