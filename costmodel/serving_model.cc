@@ -391,7 +391,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
       std::min(chunk, 2048.0) * vocab / c.tp * 4.0;
   const double capacity = cluster.UsableMemoryGib() * 1073741824.0;
   const double free_bytes = capacity - est.weight_bytes - est.runtime_bytes;
-  est.kv_cache_bytes = std::max(0.0, free_bytes) * kKvCacheMemoryFraction;
+  est.kv_cache_bytes = std::max(0.0, free_bytes) * c.kv_cache_memory_fraction;
   est.kv_bytes_per_sequence = KvCacheBytesPerSequence(m, c, w.isl + w.osl);
   const double per_rank_sequences =
       est.kv_bytes_per_sequence > 0

@@ -10,10 +10,10 @@
 //             / tp, as FP8/FP4 checkpoints keep them;
 //   runtime   activations of one forward of max_num_tokens tokens (the
 //             largest prefill chunk) and the logits of a batch;
-//   KV cache  what is left, times kKvCacheMemoryFraction (TensorRT-LLM's
-//             kv_cache_free_gpu_mem_fraction; vLLM's gpu_memory_utilization
-//             plays the same role), in whole sequences of isl + osl tokens
-//             (kv_cache.h).
+//   KV cache  what is left, times config.kv_cache_memory_fraction
+//             (TensorRT-LLM's kv_cache_free_gpu_mem_fraction; vLLM's
+//             gpu_memory_utilization plays the same role), in whole
+//             sequences of isl + osl tokens (kv_cache.h).
 // Time: every linear layer is a roofline, max(its GEMM time from the
 // calibration, streaming its local weights from HBM once), so a decode step
 // at a small batch reads weights and a prefill computes:
@@ -57,9 +57,6 @@
 
 namespace meshtune::costmodel {
 
-// Share of the memory left after weights and runtime buffers that becomes KV
-// cache (TensorRT-LLM's default kv_cache_free_gpu_mem_fraction 0.9).
-inline constexpr double kKvCacheMemoryFraction = 0.9;
 // Sequences in flight per attention-DP rank when the config sets no
 // max_batch (TensorRT-LLM's default max_batch_size).
 inline constexpr int64_t kDefaultMaxBatch = 2048;

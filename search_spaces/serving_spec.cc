@@ -74,6 +74,12 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                    "max_batch at least 0",
                    "fix the serving layout");
   }
+  if (!(c.kv_cache_memory_fraction > 0 && c.kv_cache_memory_fraction <= 1)) {
+    return Invalid(where,
+                   "the KV cache's memory fraction must be in (0, 1], got " +
+                       std::to_string(c.kv_cache_memory_fraction),
+                   "give a fraction such as 0.9");
+  }
   if (model.num_attention_heads % c.tp != 0) {
     return Invalid(where,
                    "tp " + std::to_string(c.tp) + " does not divide the " +

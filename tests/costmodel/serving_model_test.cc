@@ -126,7 +126,7 @@ TEST(EstimateServing, KvCacheHoldsWhatIsLeft) {
   const double usable = h100.UsableMemoryGib() * 1073741824.0;
   EXPECT_NEAR(
       e.kv_cache_bytes,
-      kKvCacheMemoryFraction * (usable - e.weight_bytes - e.runtime_bytes),
+      c.kv_cache_memory_fraction * (usable - e.weight_bytes - e.runtime_bytes),
       1.0);
   // 80 layers · 2 · 1 group · 128 · 1 B per token on each of the 8 GPUs.
   EXPECT_DOUBLE_EQ(e.kv_bytes_per_sequence, 80 * 2 * 128 * 2560.0);
@@ -188,8 +188,8 @@ TEST(EstimateDisaggregated, ClosedLoopOverPrefillAndDecodeWorkers) {
   const double p8k = PrefillTime_s(m, h100, c, 8000, 1, cal);
   EXPECT_NEAR(q.requests_per_s, 1 / p8k, 1e-9);
   EXPECT_NEAR(q.ttft_s, 64 * p8k - 9 * q.tpot_s, 1e-9);
-  EXPECT_DOUBLE_EQ(
-      q.tpot_s, DecodeStep(m, h100, c, 16, 8005, cal).total_s());  // 64 / 4
+  EXPECT_DOUBLE_EQ(q.tpot_s,
+                   DecodeStep(m, h100, c, 16, 8005, cal).total_s());  // 64 / 4
   // A decode share the cache cannot hold.
   const DisaggregatedEstimate full =
       EstimateDisaggregated(m, h100, {1000, 100, 10000000}, c, 1, c, 1, cal);

@@ -63,6 +63,10 @@ TEST(ServingConfig, ChecksTheLayout) {
   fp4.weights = Precision::kNvfp4;
   EXPECT_EQ(ValidateServingConfig(llama, h100, fp4).message(),
             "NVIDIA H100 SXM5 80GB has no FP4 tensor cores");
+  ServingConfig bad_fraction;
+  bad_fraction.kv_cache_memory_fraction = 1.5;
+  EXPECT_EQ(ValidateServingConfig(llama, h100, bad_fraction).message(),
+            "the KV cache's memory fraction must be in (0, 1], got 1.500000");
   EXPECT_EQ(ToString(dep), "tp1 pp1 adp8 ep16 bf16 kv:bf16");
 }
 

@@ -119,6 +119,17 @@ double RequestRate(const std::string& notes) {
   return std::stod(m[1]);
 }
 
+// The run's "kv_cache_free_gpu_mem_fraction F" in notes (TensorRT-LLM's
+// perf-overview runs: 0.95), or 0 when not stated.
+double KvCacheMemoryFraction(const std::string& notes) {
+  static const std::regex kFraction(
+      R"(kv_cache_free_gpu_mem(?:ory)?_fraction ([0-9.]+))");
+  std::smatch m;
+  if (!std::regex_search(notes, m, kFraction)) return 0;
+  const double f = std::stod(m[1]);
+  return f > 0 && f <= 1 ? f : 0;
+}
+
 std::string Printable(const std::string& s) {
   return search_spaces::yaml_util::Printable(s);
 }
@@ -213,9 +224,11 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   if (!reason.empty()) return reason;
   const KvCacheDtype kv =
       ServingKvCache(*precision, t.Cell(r, "framework"), precision_cell, notes);
+  const double fraction = KvCacheMemoryFraction(notes);
   for (ServingConfig* sc : {&c->config, &c->prefill_config}) {
     sc->weights = *precision;
     sc->kv_cache = kv;
+    if (fraction > 0) sc->kv_cache_memory_fraction = fraction;
   }
   const Status valid =
       search_spaces::ValidateServingConfig(c->model, c->cluster.gpu, c->config);

@@ -20,7 +20,9 @@
 //              "not recorded" -> the "gemm=" of notes, else skipped. The KV
 //              cache is fp8 with quantised weights on TensorRT-LLM (its FP8
 //              and NVFP4 checkpoints quantise it) and 16-bit elsewhere; a
-//              note "FP16 KV" or "FP8 KV" wins
+//              note "FP16 KV" or "FP8 KV" wins; a note's
+//              "kv_cache_free_gpu_mem_fraction F" sets the cache's share of
+//              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
 //   load       concurrency column -> that many requests in flight (closed
 //              loop); "request rate N QPS" in notes -> an open-loop rate;
 //              otherwise (or "QPS INF") offline maximum throughput

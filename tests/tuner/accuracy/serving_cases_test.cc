@@ -31,7 +31,8 @@ std::vector<ServingCase> Map(const std::string& rows) {
 TEST(ServingCases, OfflineTensorRtLlmRow) {
   const auto cases =
       Map("TRT v0.17,x,Llama-3.1-70B,H100-SXM-80GB,4,4,1,,,FP8,TensorRT-LLM "
-          "0.17,128,2048,,output_tokens_per_s,5000,\"system total\"\n");
+          "0.17,128,2048,,output_tokens_per_s,5000,\"system total; "
+          "kv_cache_free_gpu_mem_fraction 0.95 (0.90 on OOM)\"\n");
   ASSERT_EQ(cases.size(), 1u);
   const ServingCase& c = cases[0];
   EXPECT_EQ(c.skipped_reason, "");
@@ -44,6 +45,7 @@ TEST(ServingCases, OfflineTensorRtLlmRow) {
   EXPECT_EQ(c.workload.isl, 128);
   EXPECT_EQ(c.workload.osl, 2048);
   EXPECT_EQ(c.workload.concurrency, 0);
+  EXPECT_DOUBLE_EQ(c.config.kv_cache_memory_fraction, 0.95);
   const ServingPrediction p = PredictServingCase(c);
   EXPECT_EQ(p.skipped_reason, "");
   EXPECT_GT(p.predicted, 0);
