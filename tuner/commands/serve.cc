@@ -9,7 +9,10 @@
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/interop/kubernetes_job.h"
 #include "tuner/interop/serving_commands.h"
+#include "tuner/interop/serving_manifest.h"
+#include "tuner/io/output_file.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
 
@@ -21,6 +24,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model llama3-8b --gpus 8 --gpu h200 --isl 1024 --osl 1024 --precision fp8 --ttft-ms 500
   tune serve --model deepseek-v3 --gpus 8 --gpu b200 --isl 1024 --osl 2048 --precision nvfp4 --kv-cache-dtype fp8 --concurrency 1024
   tune serve --model mixtral-8x7b --gpus 4 --gpu h100 --isl 512 --osl 256 --json
+  tune serve --model llama3-8b --gpus 8 --gpu h100 --isl 1024 --osl 256 --tpot-ms 20 --k8s serve.yaml
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
@@ -59,11 +63,15 @@ class ServeCommand : public Command {
     sub->add_flag("--disagg", disagg_,
                   "also search disaggregated deployments: prefill and "
                   "decode on separate workers");
+    sub->add_option("--k8s", k8s_,
+                    "write the best plan as a Kubernetes Deployment and "
+                    "Service running vllm serve (aggregated plans)");
     sub->add_flag("--json", json_, "print the JSON report on stdout");
     sub->footer(kServeExamples);
   }
 
-  Status Run(std::ostream& out, std::ostream& /*err*/) override {
+  Status Run(std::ostream& out, std::ostream& err) override {
+    if (!k8s_.empty()) MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
     ServeProblem p;
     MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
         gpus_, search_spaces::limits::kNumGpus, "--gpus"));
@@ -114,6 +122,9 @@ class ServeCommand : public Command {
     nlohmann::json report = ServeReportJson(p, result);
     if (result.best) {
       AddCommands(p, result.points[*result.best], &report);
+    }
+    if (!k8s_.empty()) {
+      MESHTUNE_RETURN_IF_ERROR(WriteManifest(p, result, report, err));
     }
     if (json_) {
       out << report.dump(2) << "\n";
@@ -180,6 +191,43 @@ class ServeCommand : public Command {
     (*report)["commands"] = std::move(c);
   }
 
+  // --k8s: the best aggregated plan's Deployment and Service
+  // (tuner/interop/serving_manifest.h), written atomically.
+  Status WriteManifest(const ServeProblem& p, const ServeResult& result,
+                       const nlohmann::json& report, std::ostream& err) const {
+    if (!result.best) {
+      return Status::InvalidArgument(
+          "--k8s: no plan meets the targets, so there is nothing to deploy",
+          "relax --ttft-ms/--tpot-ms or add GPUs");
+    }
+    const ServePoint& best = result.points[*result.best];
+    const nlohmann::json& c = report["commands"];
+    if (best.disaggregated) {
+      return Status::InvalidArgument(
+          "--k8s writes aggregated plans; the best plan is disaggregated and "
+          "needs a router the manifest does not describe",
+          "drop --disagg to deploy the best aggregated plan");
+    }
+    if (!c.contains("vllm")) {
+      return Status::InvalidArgument(
+          "--k8s runs vllm serve, and " + c["vllm_error"].get<std::string>(),
+          "use the SGLang or TensorRT-LLM command printed without --k8s");
+    }
+    ServingManifestSpec spec;
+    spec.name = KubernetesName("tune-serve-" + p.model.name);
+    spec.vllm_command = c["vllm"].get<std::string>();
+    spec.replicas = best.estimate.replicas;
+    spec.gpus_per_replica = best.config.gpus();
+    spec.gpus_per_node = p.cluster.gpus_per_node;
+    auto yaml = ServingDeployment(spec);
+    if (!yaml.ok()) return yaml.status();
+    MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml.value(), "--k8s"));
+    err << "tune: wrote " << k8s_ << " (Deployment and Service '" << spec.name
+        << "': " << spec.replicas << " x " << spec.gpus_per_replica
+        << " GPUs)\n";
+    return Status::Ok();
+  }
+
   static void PrintRole(std::ostream& out, const nlohmann::json& c) {
     if (c.contains("vllm")) {
       out << "# vLLM\n" << c["vllm"].get<std::string>() << "\n";
@@ -230,6 +278,7 @@ class ServeCommand : public Command {
   std::string kv_;
   int64_t top_ = 12;
   bool disagg_ = false;
+  std::string k8s_;
   bool json_ = false;
 };
 

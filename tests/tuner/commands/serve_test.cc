@@ -2,6 +2,7 @@
 // and the input errors (exit 2, one line naming the problem and the fix).
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -104,6 +105,42 @@ TEST(ServeCommand, DisaggregatedBestPlanHasCommandsPerRole) {
             std::string::npos);
   EXPECT_NE(c["decode"]["vllm"].get<std::string>().find("NixlConnector"),
             std::string::npos);
+}
+
+TEST(ServeCommand, K8sWritesTheBestPlansDeployment) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  const auto run =
+      Tune({"serve", "--model", "llama3-70b", "--gpus", "8", "--gpu", "h100",
+            "--isl", "2048", "--osl", "512", "--tpot-ms", "50", "--k8s", path});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string yaml = testing::ReadFile(path);
+  // The best plan: 2 replicas of tp4 (docs/serving.md §6).
+  EXPECT_NE(yaml.find("  replicas: 2\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("nvidia.com/gpu: 4\n"), std::string::npos);
+  EXPECT_NE(yaml.find("- \"--tensor-parallel-size\"\n            - \"4\"\n"),
+            std::string::npos);
+  EXPECT_NE(run.err.find("tune: wrote " + path +
+                         " (Deployment and Service 'tune-serve-llama3-70b': "
+                         "2 x 4 GPUs)"),
+            std::string::npos)
+      << run.err;
+  // A disaggregated best plan has no Deployment form; the file is kept.
+  const auto disagg =
+      Tune({"serve", "--model",     "llama3-70b", "--gpus",   "16",
+            "--gpu", "h100",        "--isl",      "8192",     "--osl",
+            "256",   "--precision", "fp8",        "--disagg", "--tpot-ms",
+            "40",    "--ttft-ms",   "2000",       "--k8s",    path});
+  EXPECT_EQ(disagg.exit_code, 2);
+  EXPECT_NE(disagg.err.find("--k8s writes aggregated plans"), std::string::npos)
+      << disagg.err;
+  EXPECT_EQ(testing::ReadFile(path), yaml);
+  // A missing directory fails before the search.
+  const auto missing =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s", dir + "/no/serve.yaml"});
+  EXPECT_EQ(missing.exit_code, 2);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServeCommand, InputErrors) {
