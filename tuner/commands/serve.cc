@@ -40,32 +40,46 @@ class ServeCommand : public Command {
     CLI::App* sub = app->add_subcommand(
         "serve", "find the fastest inference deployment under latency targets");
     sub->add_option("--model", model_, "model preset or model YAML file")
+        ->type_name("M")
         ->required();
-    sub->add_option("--gpus", gpus_, "number of GPUs to serve on")->required();
+    sub->add_option("--gpus", gpus_, "number of GPUs to serve on")
+        ->type_name("N")
+        ->required();
     sub->add_option("--gpu", gpu_,
-                    "GPU/cluster preset or cluster YAML file; default h100");
+                    "GPU/cluster preset or cluster YAML file; default h100")
+        ->type_name("KIND");
     sub->add_option("--isl", isl_, "input (prompt) tokens per request")
+        ->type_name("I")
         ->required();
-    sub->add_option("--osl", osl_, "output tokens per request")->required();
+    sub->add_option("--osl", osl_, "output tokens per request")
+        ->type_name("O")
+        ->required();
     sub->add_option("--ttft-ms", ttft_ms_,
-                    "time-to-first-token target in ms (default none)");
+                    "time-to-first-token target in ms (default none)")
+        ->type_name("T");
     sub->add_option("--tpot-ms", tpot_ms_,
-                    "time-per-output-token target in ms (default none)");
+                    "time-per-output-token target in ms (default none)")
+        ->type_name("P");
     sub->add_option("--concurrency", concurrency_,
                     "requests in flight over all replicas (default: sweep "
-                    "the batch)");
+                    "the batch)")
+        ->type_name("C");
     sub->add_option("--precision", precision_,
-                    "weight precision: bf16 (default), fp8, mxfp8, nvfp4");
+                    "weight precision: bf16 (default), fp8, mxfp8, nvfp4")
+        ->type_name("P");
     sub->add_option("--kv-cache-dtype", kv_,
                     "bf16, fp8 or nvfp4 (default: fp8 with fp8/fp4 weights, "
-                    "else bf16)");
-    sub->add_option("--top", top_, "Pareto points to list (default 12)");
+                    "else bf16)")
+        ->type_name("DTYPE");
+    sub->add_option("--top", top_, "Pareto points to list (default 12)")
+        ->type_name("K");
     sub->add_flag("--disagg", disagg_,
                   "also search disaggregated deployments: prefill and "
                   "decode on separate workers");
     sub->add_option("--k8s", k8s_,
                     "write the best plan as a Kubernetes Deployment and "
-                    "Service running vllm serve (aggregated plans)");
+                    "Service running vllm serve (aggregated plans)")
+        ->type_name("FILE");
     sub->add_flag("--json", json_, "print the JSON report on stdout");
     sub->footer(kServeExamples);
   }
