@@ -14,13 +14,16 @@
 //             (TensorRT-LLM's kv_cache_free_gpu_mem_fraction; vLLM's
 //             gpu_memory_utilization plays the same role), in whole
 //             sequences of isl + osl tokens (kv_cache.h).
-// Time: every linear layer is a roofline, max(its GEMM time from the
+// Time: every GEMM of a layer (QKV, out-projection, fc1, fc2, each expert's
+// pair, at its own shape) is a roofline, max(its GEMM time from the
 // calibration, streaming its local weights from HBM once), so a decode step
-// at a small batch reads weights and a prefill computes:
+// at a small batch reads weights and a prefill computes; collectives are
+// the calibration's bandwidth time plus a one-shot latency of two link hops
+// (serving engines' custom all-reduce, not NCCL's ring):
 //   prefill of T tokens  Σ layers: GEMMs with m = T, causal flash attention,
 //                        the tp all-reduces of T·h 16-bit activations (two
-//                        per GPT layer), the MoE dispatch and combine
-//                        all-to-alls;
+//                        per GPT layer), with attention DP the MoE dispatch
+//                        and combine all-to-alls;
 //   decode step, batch B Σ layers: the same GEMMs with m = B (attention and
 //                        dense MLP m = B / attention_dp per rank; routed
 //                        experts get B·k/E tokens each, and only the local
@@ -64,8 +67,9 @@ inline constexpr int64_t kDefaultMaxBatch = 2048;
 // max_num_tokens): the prefill chunk, and so the runtime activations.
 inline constexpr int64_t kMaxNumTokens = 8192;
 // Host time of one engine step that the GPU waits for: the scheduler,
-// sampling and launching the step (a CUDA graph). TensorRT-LLM's PyTorch
-// backend overlaps most of it with the previous step.
+// sampling and launching the step (a CUDA graph). An assumed millisecond,
+// not yet fitted: per-framework step overheads are the next calibration
+// (docs/serving.md §5).
 inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
 
 // Where a decode step's time goes, on one GPU, one step (seconds).
