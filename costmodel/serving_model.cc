@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "costmodel/comm_model.h"
@@ -448,6 +449,44 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
       est.output_tokens_per_s / static_cast<double>(est.replicas * c.gpus());
   est.output_tokens_per_s_per_user = 1.0 / est.tpot_s;
   return est;
+}
+
+ServingEstimate EstimateServingAtRate(const ModelSpec& m,
+                                      const ClusterSpec& cluster,
+                                      const ServingWorkload& w,
+                                      const ServingConfig& c, int64_t num_gpus,
+                                      double rate, const Calibration& cal,
+                                      const ModelOptions& o) {
+  ServingWorkload at = w;
+  at.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const double capacity = e.output_tokens_per_s / static_cast<double>(w.osl);
+  if (rate >= capacity) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "overloaded: %.3g requests/s reach the %.3g the "
+                  "deployment serves",
+                  rate, capacity);
+    e.fits = false;
+    e.infeasible_reason = buf;
+    return e;
+  }
+  at.concurrency = 1;
+  for (int i = 0; i < 30; ++i) {
+    e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
+    if (!e.fits) return e;
+    const double in_system =
+        e.ttft_s + static_cast<double>(w.osl - 1) * e.tpot_s;
+    const int64_t next =
+        std::max<int64_t>(1, std::llround(std::ceil(rate * in_system)));
+    if (next == at.concurrency) break;
+    at.concurrency = next;
+  }
+  e.output_tokens_per_s = rate * static_cast<double>(w.osl);
+  e.output_tokens_per_s_per_gpu =
+      e.output_tokens_per_s / static_cast<double>(e.replicas * c.gpus());
+  return e;
 }
 
 DisaggregatedEstimate EstimateDisaggregated(

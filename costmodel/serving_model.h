@@ -128,6 +128,22 @@ ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
                                 const Calibration& calibration,
                                 const ModelOptions& options = ModelOptions());
 
+// Open loop: requests arrive at `requests_per_s` over the deployment (a
+// serving benchmark's --request-rate; workload.concurrency is ignored).
+// Below the offline capacity the deployment holds, by Little's law,
+// rate · (TTFT + (osl − 1) · TPOT) requests in flight; that concurrency is
+// found by fixed-point iteration from 1 (at most 30 rounds) and the
+// estimate is EstimateServing's at it, with output tokens/s = rate · osl.
+// At or above the capacity it does not fit: "overloaded: R requests/s
+// reach the C the deployment serves".
+ServingEstimate EstimateServingAtRate(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ClusterSpec& cluster,
+    const search_spaces::ServingWorkload& workload,
+    const search_spaces::ServingConfig& config, int64_t num_gpus,
+    double requests_per_s, const Calibration& calibration,
+    const ModelOptions& options = ModelOptions());
+
 // Disaggregated serving (prefill and decode on separate workers, the KV
 // cache sent from one to the other): `prefill_workers` workers of layout
 // `prefill` and `decode_workers` of `decode`, `workload.concurrency`

@@ -197,5 +197,31 @@ TEST(EstimateDisaggregated, ClosedLoopOverPrefillAndDecodeWorkers) {
   EXPECT_EQ(full.infeasible_reason.rfind("decode: batch_limit", 0), 0u);
 }
 
+TEST(EstimateServingAtRate, LittlesLawConcurrency) {
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  const ServingWorkload w{1000, 200, 0};
+  const ServingEstimate e = EstimateServingAtRate(m, h100, w, c, 2, 10.0, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  // The fixed point: the requests in flight are the rate times the time
+  // one spends in the system, spread over the 2 replicas.
+  const int64_t in_flight =
+      static_cast<int64_t>(std::ceil(10.0 * (e.ttft_s + 199 * e.tpot_s)));
+  EXPECT_EQ(e.batch, (in_flight + 1) / 2);
+  EXPECT_DOUBLE_EQ(e.output_tokens_per_s, 10.0 * 200);
+  EXPECT_DOUBLE_EQ(e.output_tokens_per_s_per_gpu, 10.0 * 200 / 2);
+  // Faster than the offline capacity: refused with both rates.
+  const ServingEstimate over =
+      EstimateServingAtRate(m, h100, w, c, 2, 1e6, cal);
+  EXPECT_FALSE(over.fits);
+  EXPECT_EQ(over.infeasible_reason.rfind("overloaded: 1e+06 requests/s reach "
+                                         "the ",
+                                         0),
+            0u)
+      << over.infeasible_reason;
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

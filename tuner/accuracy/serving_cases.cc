@@ -338,9 +338,9 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
   return p;
 }
 
-// Open loop at `rate` requests/s: the concurrency that Little's law gives
-// (rate · time in the system) found by fixed-point iteration; above the
-// offline capacity the queue grows over the benchmark's requests.
+// Open loop at `rate` requests/s: below the offline capacity,
+// costmodel::EstimateServingAtRate; above it the queue grows over the
+// benchmark's requests.
 std::optional<LoadPoint> OpenLoop(const ServingCase& c,
                                   const costmodel::Calibration& cal,
                                   double rate, std::string* why) {
@@ -354,20 +354,17 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
     p.ttft_s += 0.5 * kRequests * (1.0 / offline->requests_per_s - 1.0 / rate);
     return p;
   }
-  int64_t concurrency = 1;
-  std::optional<LoadPoint> p;
-  for (int i = 0; i < 30; ++i) {
-    p = Aggregated(c, cal, concurrency, why);
-    if (!p) return std::nullopt;
-    const double in_system =
-        p->ttft_s + static_cast<double>(c.workload.osl - 1) * p->tpot_s;
-    const int64_t next =
-        std::max<int64_t>(1, std::llround(std::ceil(rate * in_system)));
-    if (next == concurrency) break;
-    concurrency = next;
+  const costmodel::ServingEstimate e = costmodel::EstimateServingAtRate(
+      c.model, c.cluster, c.workload, c.config, c.num_gpus, rate, cal);
+  if (!e.fits) {
+    *why = e.infeasible_reason;
+    return std::nullopt;
   }
-  p->requests_per_s = rate;
-  p->output_tokens_per_s = rate * c.workload.osl;
+  LoadPoint p;
+  p.ttft_s = e.ttft_s;
+  p.tpot_s = e.tpot_s;
+  p.requests_per_s = rate;
+  p.output_tokens_per_s = e.output_tokens_per_s;
   return p;
 }
 

@@ -1,10 +1,12 @@
 // `tune serve`: the fastest inference deployment of a model on N GPUs under
 // latency targets (tuner/serve/serve_search.h; docs/serving.md §7).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <memory>
 #include <string>
 
 #include "costmodel/datasheet_calibration.h"
+#include "costmodel/serving_model.h"
 #include "search_spaces/limits.h"
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/command.h"
@@ -64,6 +66,10 @@ class ServeCommand : public Command {
                     "requests in flight over all replicas (default: sweep "
                     "the batch)")
         ->type_name("C");
+    sub->add_option("--request-rate", request_rate_,
+                    "open-loop requests/s over the deployment (instead of "
+                    "--concurrency; aggregated plans)")
+        ->type_name("R");
     sub->add_option("--precision", precision_,
                     "weight precision: bf16 (default), fp8, mxfp8, nvfp4")
         ->type_name("P");
@@ -111,6 +117,7 @@ class ServeCommand : public Command {
       p.kv_cache = kv.value();
     }
     p.disaggregated = disagg_;
+    p.request_rate = request_rate_;
     p.ttft_target_s = ttft_ms_ / 1e3;
     p.tpot_target_s = tpot_ms_ / 1e3;
     if (top_ < 1) {
@@ -130,8 +137,8 @@ class ServeCommand : public Command {
           "no deployment of " + p.model.name + " fits on " +
               std::to_string(p.num_gpus) + " x " + p.cluster.name +
               (why.empty() ? "" : " (" + why + ")"),
-          "add GPUs, quantise the weights (--precision fp8) or shorten "
-          "--isl/--osl");
+          "add GPUs, quantise the weights (--precision fp8), shorten "
+          "--isl/--osl or lower the load");
     }
     nlohmann::json report = ServeReportJson(p, result);
     if (result.best) {
@@ -181,6 +188,13 @@ class ServeCommand : public Command {
     launch.model = p.model.tokenizer_model.empty() ? p.model.name
                                                    : p.model.tokenizer_model;
     launch.max_batch = best.estimate.batch;
+    if (p.request_rate > 0) {
+      // Arrivals come in bursts around the mean concurrency: let the
+      // engine take as many as its cache holds.
+      launch.max_batch =
+          std::min(best.estimate.max_sequences,
+                   costmodel::kDefaultMaxBatch * best.config.attention_dp);
+    }
     launch.max_model_len = p.workload.isl + p.workload.osl;
     launch.replicas = best.estimate.replicas;
     nlohmann::json c;
@@ -292,6 +306,7 @@ class ServeCommand : public Command {
   std::string kv_;
   int64_t top_ = 12;
   bool disagg_ = false;
+  double request_rate_ = 0;
   std::string k8s_;
   bool json_ = false;
 };

@@ -77,6 +77,19 @@ nlohmann::json PointJson(const ServePoint& p) {
   return j;
 }
 
+// "concurrency 64", "8 requests/s" or "batch swept".
+std::string Load(const ServeProblem& p) {
+  if (p.request_rate > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g requests/s", p.request_rate);
+    return buf;
+  }
+  if (p.workload.concurrency > 0) {
+    return "concurrency " + std::to_string(p.workload.concurrency);
+  }
+  return "batch swept";
+}
+
 std::string Targets(const ServeProblem& p) {
   std::string s;
   char buf[64];
@@ -97,19 +110,16 @@ std::string Targets(const ServeProblem& p) {
 void PrintServeReport(std::ostream& out, const ServeProblem& p,
                       const ServeResult& r, size_t top) {
   char buf[512];
-  std::snprintf(
-      buf, sizeof buf,
-      "serving %s on %lld x %s: isl %lld, osl %lld, %s, weights %s, "
-      "KV cache %s%s; targets: %s\n",
-      p.model.name.c_str(), static_cast<long long>(p.num_gpus),
-      p.cluster.name.c_str(), static_cast<long long>(p.workload.isl),
-      static_cast<long long>(p.workload.osl),
-      p.workload.concurrency > 0
-          ? ("concurrency " + std::to_string(p.workload.concurrency)).c_str()
-          : "batch swept",
-      search_spaces::ToString(p.weights), search_spaces::ToString(p.kv_cache),
-      p.disaggregated ? "; aggregated and disaggregated" : "",
-      Targets(p).c_str());
+  std::snprintf(buf, sizeof buf,
+                "serving %s on %lld x %s: isl %lld, osl %lld, %s, weights %s, "
+                "KV cache %s%s; targets: %s\n",
+                p.model.name.c_str(), static_cast<long long>(p.num_gpus),
+                p.cluster.name.c_str(), static_cast<long long>(p.workload.isl),
+                static_cast<long long>(p.workload.osl), Load(p).c_str(),
+                search_spaces::ToString(p.weights),
+                search_spaces::ToString(p.kv_cache),
+                p.disaggregated ? "; aggregated and disaggregated" : "",
+                Targets(p).c_str());
   out << buf;
   std::snprintf(buf, sizeof buf,
                 "%lld layouts, %zu points priced; the Pareto front of tokens/s "
@@ -194,6 +204,7 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"isl", p.workload.isl},
                   {"osl", p.workload.osl},
                   {"concurrency", p.workload.concurrency},
+                  {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},
                   {"kv_cache_dtype", search_spaces::ToString(p.kv_cache)},
                   {"ttft_target_ms", p.ttft_target_s * 1e3},

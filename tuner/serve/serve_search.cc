@@ -1,6 +1,7 @@
 #include "tuner/serve/serve_search.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace meshtune::tuner {
 
@@ -159,6 +160,21 @@ Status ValidateServeProblem(const ServeProblem& p) {
         "give the number of GPUs to serve on");
   }
   MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateServingWorkload(p.workload));
+  if (!(p.request_rate >= 0) || !std::isfinite(p.request_rate)) {
+    return Status::InvalidArgument(
+        "--request-rate must be a non-negative number of requests/s",
+        "give the arrival rate, e.g. --request-rate 8");
+  }
+  if (p.request_rate > 0 && p.workload.concurrency > 0) {
+    return Status::InvalidArgument(
+        "--request-rate and --concurrency cannot be combined",
+        "give the load as one or the other");
+  }
+  if (p.request_rate > 0 && p.disaggregated) {
+    return Status::InvalidArgument(
+        "--request-rate prices aggregated deployments only",
+        "drop --disagg, or give --concurrency");
+  }
   if (p.ttft_target_s < 0 || p.tpot_target_s < 0) {
     return Status::InvalidArgument("--ttft-ms and --tpot-ms must be positive",
                                    "leave a target out to have none");
@@ -202,6 +218,20 @@ ServeResult ServeSearch(const ServeProblem& p,
             continue;
           }
           fitting.emplace_back(c, top);
+          if (p.request_rate > 0) {
+            ServePoint point;
+            point.config = c;
+            point.estimate = costmodel::EstimateServingAtRate(
+                p.model, p.cluster, p.workload, c, p.num_gpus, p.request_rate,
+                cal);
+            if (!point.estimate.fits) {
+              ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
+              continue;
+            }
+            point.meets_targets = Meets(p, point.estimate);
+            r.points.push_back(std::move(point));
+            continue;
+          }
           auto price = [&](int64_t b) {
             search_spaces::ServingWorkload w = p.workload;
             w.concurrency = b * top.replicas;

@@ -11,6 +11,8 @@
 //                 (1 for dense models)
 //   replicas      N / (tp·attention_dp·pp), which must be whole
 //   batch         the workload's concurrency over the replicas when given;
+//                 with a request rate, the concurrency the rate holds
+//                 (costmodel::EstimateServingAtRate);
 //                 otherwise 1, 2, 4, ... up to what the KV cache holds
 //                 (and that maximum), each one point of the front, plus,
 //                 with targets, the largest batch that meets them (TTFT
@@ -57,6 +59,10 @@ struct ServeProblem {
   double ttft_target_s = 0;    // 0 = none
   double tpot_target_s = 0;    // 0 = none
   bool disaggregated = false;  // also search disaggregated deployments
+  // Open-loop requests/s over the deployment instead of a concurrency
+  // (costmodel::EstimateServingAtRate): one point per layout, none where
+  // the layout cannot keep up. 0 = none. Aggregated deployments only.
+  double request_rate = 0;
 };
 
 // One priced point: a layout at one batch. Disaggregated: `config` is the
@@ -82,7 +88,8 @@ struct ServeResult {
 };
 
 // Checks a problem (positive GPUs, the workload's lengths, non-negative
-// targets); InvalidArgument with the flag's name.
+// targets, a finite non-negative rate, not both a rate and a concurrency,
+// no rate with disaggregation); InvalidArgument with the flag's name.
 Status ValidateServeProblem(const ServeProblem& problem);
 
 ServeResult ServeSearch(const ServeProblem& problem,

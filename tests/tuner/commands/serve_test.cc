@@ -165,6 +165,12 @@ TEST(ServeCommand, InputErrors) {
   expect({"serve", "--model", "llama3-405b", "--gpus", "1", "--gpu", "h100",
           "--isl", "8", "--osl", "8"},
          "no deployment of llama3-405b fits on 1 x h100 (1 x out_of_memory)");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8", "--osl",
+          "8", "--request-rate", "2", "--concurrency", "3"},
+         "--request-rate and --concurrency cannot be combined");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--gpu", "h100",
+          "--isl", "1024", "--osl", "256", "--request-rate", "100000"},
+         "no deployment of llama3-8b fits on 1 x h100 (1 x overloaded)");
   expect({"serve", "--model", "llama3-8b", "--gpus", "9999999999", "--isl", "8",
           "--osl", "8"},
          "--gpus: 9999999999 is above the limit");

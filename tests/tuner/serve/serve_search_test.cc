@@ -177,5 +177,34 @@ TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
   EXPECT_GT(disaggregated, 0);
 }
 
+TEST(ServeSearch, RequestRateGivesOnePointPerLayout) {
+  ServeProblem p;
+  p.model = search_spaces::ResolveModel("llama3-8b").value();
+  p.cluster = search_spaces::ResolveCluster("h100").value();
+  p.num_gpus = 4;
+  p.workload = {1024, 256, 0};
+  p.request_rate = 20;
+  ASSERT_TRUE(ValidateServeProblem(p).ok());
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  ASSERT_FALSE(r.points.empty());
+  for (const ServePoint& q : r.points) {
+    EXPECT_DOUBLE_EQ(q.estimate.output_tokens_per_s, 20.0 * 256);
+  }
+  // Every layout serves the same tokens per GPU; the best is the fastest
+  // per token.
+  ASSERT_TRUE(r.best.has_value());
+  for (const ServePoint& q : r.points) {
+    EXPECT_GE(q.estimate.tpot_s, r.points[*r.best].estimate.tpot_s);
+  }
+  p.workload.concurrency = 8;
+  EXPECT_EQ(ValidateServeProblem(p).message(),
+            "--request-rate and --concurrency cannot be combined");
+  p.workload.concurrency = 0;
+  p.disaggregated = true;
+  EXPECT_EQ(ValidateServeProblem(p).message(),
+            "--request-rate prices aggregated deployments only");
+}
+
 }  // namespace
 }  // namespace meshtune::tuner
