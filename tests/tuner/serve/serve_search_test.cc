@@ -12,12 +12,23 @@
 namespace meshtune::tuner {
 namespace {
 
-ServeProblem Llama70bOn8H100() {
+// `model` on `gpus` H100, serving `workload`, in bf16 unless `fp8`.
+ServeProblem OnH100(const char* model, int64_t gpus,
+                    search_spaces::ServingWorkload workload, bool fp8 = false) {
   ServeProblem p;
-  p.model = search_spaces::ResolveModel("llama3-70b").value();
+  p.model = search_spaces::ResolveModel(model).value();
   p.cluster = search_spaces::ResolveCluster("h100").value();
-  p.num_gpus = 8;
-  p.workload = {2048, 512, 0};
+  p.num_gpus = gpus;
+  p.workload = workload;
+  if (fp8) {
+    p.weights = search_spaces::Precision::kFp8;
+    p.kv_cache = search_spaces::KvCacheDtype::kFp8;
+  }
+  return p;
+}
+
+ServeProblem Llama70bOn8H100() {
+  ServeProblem p = OnH100("llama3-70b", 8, {2048, 512, 0});
   p.tpot_target_s = 0.050;
   return p;
 }
@@ -72,13 +83,7 @@ TEST(ServeSearch, FrontIsNotDominated) {
 }
 
 TEST(ServeSearch, MoeLayoutsUseAttentionDataParallelism) {
-  ServeProblem p;
-  p.model = search_spaces::ResolveModel("qwen3-30b-a3b").value();
-  p.cluster = search_spaces::ResolveCluster("h100").value();
-  p.num_gpus = 4;
-  p.workload = {1024, 1024, 256};
-  p.weights = search_spaces::Precision::kFp8;
-  p.kv_cache = search_spaces::KvCacheDtype::kFp8;
+  const ServeProblem p = OnH100("qwen3-30b-a3b", 4, {1024, 1024, 256}, true);
   const costmodel::DatasheetCalibration cal(p.cluster);
   const ServeResult r = ServeSearch(p, cal);
   bool dep = false;
@@ -117,13 +122,7 @@ TEST(ServeProblem, ChecksInputs) {
 }
 
 TEST(ServeSearch, DisaggregatedSplitsUseEveryGpu) {
-  ServeProblem p;
-  p.model = search_spaces::ResolveModel("llama3-70b").value();
-  p.cluster = search_spaces::ResolveCluster("h100").value();
-  p.num_gpus = 16;
-  p.workload = {8192, 256, 0};
-  p.weights = search_spaces::Precision::kFp8;
-  p.kv_cache = search_spaces::KvCacheDtype::kFp8;
+  ServeProblem p = OnH100("llama3-70b", 16, {8192, 256, 0}, true);
   p.disaggregated = true;
   const costmodel::DatasheetCalibration cal(p.cluster);
   const ServeResult r = ServeSearch(p, cal);
@@ -158,11 +157,7 @@ TEST(ServeSearch, DisaggregatedSplitsUseEveryGpu) {
 }
 
 TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
-  ServeProblem p;
-  p.model = search_spaces::ResolveModel("llama3-8b").value();
-  p.cluster = search_spaces::ResolveCluster("h100").value();
-  p.num_gpus = 4;
-  p.workload = {4096, 128, 64};
+  ServeProblem p = OnH100("llama3-8b", 4, {4096, 128, 64});
   p.disaggregated = true;
   const costmodel::DatasheetCalibration cal(p.cluster);
   const ServeResult r = ServeSearch(p, cal);
@@ -178,11 +173,7 @@ TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
 }
 
 TEST(ServeSearch, RequestRateGivesOnePointPerLayout) {
-  ServeProblem p;
-  p.model = search_spaces::ResolveModel("llama3-8b").value();
-  p.cluster = search_spaces::ResolveCluster("h100").value();
-  p.num_gpus = 4;
-  p.workload = {1024, 256, 0};
+  ServeProblem p = OnH100("llama3-8b", 4, {1024, 256, 0});
   p.request_rate = 20;
   ASSERT_TRUE(ValidateServeProblem(p).ok());
   const costmodel::DatasheetCalibration cal(p.cluster);
