@@ -278,7 +278,7 @@ StatusOr<std::vector<ServingCase>> MapServingRows(const CsvTable& table) {
     if (table.Column(col) < 0) {
       return Status::InvalidArgument(
           table.source() + ": serving CSV has no column '" + col + "'",
-          "give it the columns of ../shared/data/inference_dev.csv");
+          "give it the serving columns of docs/accuracy.md (\"Serving rows\")");
     }
   }
   std::map<std::string, StatusOr<ClusterSpec>> clusters;

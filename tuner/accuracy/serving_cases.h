@@ -1,7 +1,6 @@
-// `tune accuracy` on serving rows: the schema of
-// ../shared/data/inference_dev.csv (source, commit_or_date, model, gpu,
-// num_gpus, tp, pp, ep, dp, precision, framework, isl, osl, concurrency,
-// metric, value, notes; docs/accuracy.md "Serving rows"). One record becomes
+// `tune accuracy` on serving rows: the columns source, commit_or_date,
+// model, gpu, num_gpus, tp, pp, ep, dp, precision, framework, isl, osl,
+// concurrency, metric, value, notes (docs/accuracy.md "Serving rows"). One record becomes
 // a ServingCase (the deployment and the load it ran under), which
 // PredictServingCase prices with costmodel::EstimateServing.
 //
