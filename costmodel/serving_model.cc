@@ -438,7 +438,9 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   const int64_t prefill_seqs =
       std::max<int64_t>(1, std::llround(std::ceil(new_per_step)));
   const double batched_prefill =
-      PrefillTime_s(m, cluster, c, prefill_seqs * w.isl, prefill_seqs, cal, o);
+      prefill_seqs == 1 ? est.prefill_s
+                        : PrefillTime_s(m, cluster, c, prefill_seqs * w.isl,
+                                        prefill_seqs, cal, o);
   est.step_s = est.decode.total_s() + batched_prefill * new_per_step /
                                           static_cast<double>(prefill_seqs);
   est.tpot_s = est.step_s;
@@ -505,9 +507,9 @@ DisaggregatedEstimate EstimateDisaggregated(
     return d;
   }
   d.fits = true;
-  d.tpot_s = DecodeStep(m, cluster, decode, share.concurrency,
-                        w.isl + w.osl / 2, cal, o)
-                 .total_s();
+  // One decode worker at its share steps without prefills: its decode step
+  // alone (EstimateServing priced it at the same batch and context).
+  d.tpot_s = d.decode.decode.total_s();
   d.prefill_s = PrefillTime_s(m, cluster, prefill, w.isl * prefill.attention_dp,
                               prefill.attention_dp, cal, o);
   d.prefill_requests_per_s = static_cast<double>(prefill_workers) *

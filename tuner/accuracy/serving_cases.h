@@ -1,8 +1,8 @@
 // `tune accuracy` on serving rows: the columns source, commit_or_date,
 // model, gpu, num_gpus, tp, pp, ep, dp, precision, framework, isl, osl,
-// concurrency, metric, value, notes (docs/accuracy.md "Serving rows"). One record becomes
-// a ServingCase (the deployment and the load it ran under), which
-// PredictServingCase prices with costmodel::EstimateServing.
+// concurrency, metric, value, notes (docs/accuracy.md "Serving rows"). One
+// record becomes a ServingCase (the deployment and the load it ran under),
+// which PredictServingCase prices with costmodel::EstimateServing.
 //
 // Mapping rules (each at its function in serving_cases.cc):
 //   model      the part after the last '/', then the preset whose name or

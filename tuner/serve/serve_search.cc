@@ -104,8 +104,7 @@ void SearchDisaggregated(
       const costmodel::ServingEstimate dec =
           costmodel::EstimateServing(p.model, p.cluster, w, d, gd, cal);
       if (!dec.fits) continue;
-      const costmodel::DecodeBreakdown step = costmodel::DecodeStep(
-          p.model, p.cluster, d, b, p.workload.isl + p.workload.osl / 2, cal);
+      const costmodel::DecodeBreakdown& step = dec.decode;
       for (const Prefill& pf : prefills) {
         const int64_t gp = pf.config.gpus();
         for (int64_t workers : WorkerCounts(p.num_gpus / gp)) {
