@@ -9,12 +9,15 @@
 #include "costmodel/serving_model.h"
 #include "search_spaces/limits.h"
 #include "search_spaces/presets/presets.h"
+#include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/interop/kubernetes_job.h"
+#include "tuner/interop/launch_script.h"
 #include "tuner/interop/serving_commands.h"
 #include "tuner/interop/serving_manifest.h"
 #include "tuner/io/output_file.h"
+#include "tuner/render/serve_html.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
 
@@ -27,6 +30,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model deepseek-v3 --gpus 8 --gpu b200 --isl 1024 --osl 2048 --precision nvfp4 --kv-cache-dtype fp8 --concurrency 1024
   tune serve --model mixtral-8x7b --gpus 4 --gpu h100 --isl 512 --osl 256 --json
   tune serve --model llama3-8b --gpus 8 --gpu h100 --isl 1024 --osl 256 --tpot-ms 20 --k8s serve.yaml
+  tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --tpot-ms 50 --html serve.html
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
@@ -86,12 +90,19 @@ class ServeCommand : public Command {
                     "write the best plan as a Kubernetes Deployment and "
                     "Service running vllm serve (aggregated plans)")
         ->type_name("FILE");
+    sub->add_option("--html", html_,
+                    "write the report as a self-contained HTML page: the "
+                    "Pareto chart, the best plan and its commands")
+        ->type_name("FILE");
     sub->add_flag("--json", json_, "print the JSON report on stdout");
     sub->footer(kServeExamples);
   }
 
   Status Run(std::ostream& out, std::ostream& err) override {
     if (!k8s_.empty()) MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
+    if (!html_.empty()) {
+      MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_, "--html"));
+    }
     ServeProblem p;
     MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
         gpus_, search_spaces::limits::kNumGpus, "--gpus"));
@@ -146,6 +157,15 @@ class ServeCommand : public Command {
     }
     if (!k8s_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(WriteManifest(p, result, report, err));
+    }
+    if (!html_.empty()) {
+      HtmlReportSource source;
+      source.command = CommandLine();
+      source.version = VersionString();
+      const std::string html = RenderServeHtml(report, source);
+      MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(html_, html, "--html"));
+      err << "tune: wrote the HTML report to " << html_ << " ("
+          << (html.size() + 1023) / 1024 << " KiB)\n";
     }
     if (json_) {
       out << report.dump(2) << "\n";
@@ -292,8 +312,29 @@ class ServeCommand : public Command {
         << "; quantised checkpoints need their own path)\n";
   }
 
- public:
- private:
+  // The command line that reproduces the report, user values quoted for
+  // the shell.
+  std::string CommandLine() const {
+    auto number = [](double v) {
+      std::string s = std::to_string(v);
+      s.erase(s.find_last_not_of('0') + 1);
+      if (s.back() == '.') s.pop_back();
+      return s;
+    };
+    std::string s = "tune serve --model " + ShellQuote(model_) + " --gpus " +
+                    std::to_string(gpus_) + " --gpu " + ShellQuote(gpu_) +
+                    " --isl " + std::to_string(isl_) + " --osl " +
+                    std::to_string(osl_);
+    if (ttft_ms_ > 0) s += " --ttft-ms " + number(ttft_ms_);
+    if (tpot_ms_ > 0) s += " --tpot-ms " + number(tpot_ms_);
+    if (concurrency_ > 0) s += " --concurrency " + std::to_string(concurrency_);
+    if (request_rate_ > 0) s += " --request-rate " + number(request_rate_);
+    if (precision_ != "bf16") s += " --precision " + ShellQuote(precision_);
+    if (!kv_.empty()) s += " --kv-cache-dtype " + ShellQuote(kv_);
+    if (disagg_) s += " --disagg";
+    return s + " --html " + ShellQuote(html_);
+  }
+
   std::string model_;
   int64_t gpus_ = 0;
   std::string gpu_ = "h100";
@@ -308,6 +349,7 @@ class ServeCommand : public Command {
   bool disagg_ = false;
   double request_rate_ = 0;
   std::string k8s_;
+  std::string html_;
   bool json_ = false;
 };
 
