@@ -659,12 +659,13 @@ Status CheckResume(const std::string& dir, const CheckpointState& state,
   return Status::Ok();
 }
 
-Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
-                      CheckpointState* state, ParamStore& store,
-                      Optimizer& optimizer, ProcessGroups& groups) {
-  Communicator& world = *groups.world;
-  LoadBuffers buffers;
-  CheckpointMetadata meta;
+namespace {
+
+// Reads the newest checkpoint under `dir` into `buffers` for every
+// parameter of `store`, agreed over `world` (one rank's error fails all).
+Status ReadAllParams(const std::string& dir, const std::string& model_name,
+                     const ParamStore& store, Communicator& world,
+                     LoadBuffers* buffers, CheckpointMetadata* meta) {
   // Leftovers of killed saves go on load too: a run that only ever loads
   // from a directory would otherwise keep them for ever.
   if (world.rank() == 0) RemoveStaleTemps(dir);
@@ -672,16 +673,27 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
     std::string iter_dir;
     StatusOr<CheckpointMetadata> m = ReadNewestMetadata(dir, &iter_dir);
     if (!m.ok()) return m.status();
-    meta = std::move(m.value());
-    buffers.params.assign(store.numel(), 0.0f);
-    buffers.covered.assign(store.numel(), 0);
-    buffers.m.assign(store.numel(), 0.0f);
-    buffers.v.assign(store.numel(), 0.0f);
+    *meta = std::move(m.value());
+    buffers->params.assign(store.numel(), 0.0f);
+    buffers->covered.assign(store.numel(), 0);
+    buffers->m.assign(store.numel(), 0.0f);
+    buffers->v.assign(store.numel(), 0.0f);
     // Tensors are matched by name and shape; the model name only helps
     // explain a mismatch.
-    return LoadAll(iter_dir, meta, config.model.name, store, &buffers);
+    return LoadAll(iter_dir, *meta, model_name, store, buffers);
   }();
-  MESHTUNE_RETURN_IF_ERROR(AgreeOnStatus(local, world));
+  return AgreeOnStatus(local, world);
+}
+
+}  // namespace
+
+Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
+                      CheckpointState* state, ParamStore& store,
+                      Optimizer& optimizer, ProcessGroups& groups) {
+  LoadBuffers buffers;
+  CheckpointMetadata meta;
+  MESHTUNE_RETURN_IF_ERROR(ReadAllParams(dir, config.model.name, store,
+                                         *groups.world, &buffers, &meta));
   // Copy into the existing buffers: the model keeps pointers into them.
   std::copy(buffers.params.begin(), buffers.params.end(),
             store.flat_params().begin());
@@ -691,6 +703,25 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
   state->iteration = meta.iteration;
   state->consumed_samples = meta.consumed_samples;
   return Status::Ok();
+}
+
+Status LoadCheckpointParams(const std::string& dir,
+                            const std::string& model_name, ParamStore& store,
+                            Communicator& world) {
+  LoadBuffers buffers;
+  CheckpointMetadata meta;
+  MESHTUNE_RETURN_IF_ERROR(
+      ReadAllParams(dir, model_name, store, world, &buffers, &meta));
+  std::copy(buffers.params.begin(), buffers.params.end(),
+            store.flat_params().begin());
+  return Status::Ok();
+}
+
+StatusOr<std::string> CheckpointModelName(const std::string& dir) {
+  std::string iter_dir;
+  StatusOr<CheckpointMetadata> meta = ReadNewestMetadata(dir, &iter_dir);
+  if (!meta.ok()) return meta.status();
+  return meta->model_name;
 }
 
 }  // namespace meshtune::engine

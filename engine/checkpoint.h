@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/comm/communicator.h"
 #include "engine/optimizer.h"
 #include "engine/param_store.h"
 #include "engine/process_groups.h"
@@ -62,6 +63,17 @@ Status LoadCheckpoint(const std::string& dir, const TrainConfig& config,
                       CheckpointState* state, ParamStore& store,
                       Optimizer& optimizer, ProcessGroups& groups);
 
+// Collective over `world`. Loads only the parameters of the newest
+// checkpoint under `dir` into `store` (every tensor it registered, from
+// any saved layout; no optimizer state): for inference (engine/inference/).
+// `model_name` only explains a mismatch. Errors as LoadCheckpoint's; on
+// error `store` is unchanged.
+Status LoadCheckpointParams(const std::string& dir,
+                            const std::string& model_name, ParamStore& store,
+                            Communicator& world);
+// The model name the newest checkpoint under `dir` was saved with (its
+// metadata.json; no shard read). Errors as ReadCheckpointState's.
+StatusOr<std::string> CheckpointModelName(const std::string& dir);
 // The state of the newest checkpoint under `dir` (tracker file and
 // metadata.json, validated) without reading any shard: for the checks made
 // before ranks start. Errors as LoadCheckpoint's.

@@ -302,16 +302,15 @@ void TransformerLayer::UpdateExpertBias(
   std::fill(routed_tokens_.begin(), routed_tokens_.end(), 0.0);
 }
 
-moe::MoeWeights TransformerLayer::MoeWeightsOf() const {
+moe::MoeWeights MoeWeightsOf(const ParamStore& store, const LayerParams& p) {
   moe::MoeWeights w;
-  const ParamStore& store = *store_;
-  w.router = store.param(p_.router);
-  if (p_.expert_bias >= 0) w.expert_bias = store.param(p_.expert_bias);
-  for (int i : p_.expert_fc1) w.fc1.push_back(store.param(i));
-  for (int i : p_.expert_fc2) w.fc2.push_back(store.param(i));
-  if (p_.shared_fc1 >= 0) {
-    w.shared_fc1 = store.param(p_.shared_fc1);
-    w.shared_fc2 = store.param(p_.shared_fc2);
+  w.router = store.param(p.router);
+  if (p.expert_bias >= 0) w.expert_bias = store.param(p.expert_bias);
+  for (int i : p.expert_fc1) w.fc1.push_back(store.param(i));
+  for (int i : p.expert_fc2) w.fc2.push_back(store.param(i));
+  if (p.shared_fc1 >= 0) {
+    w.shared_fc1 = store.param(p.shared_fc1);
+    w.shared_fc2 = store.param(p.shared_fc2);
   }
   return w;
 }
@@ -586,7 +585,8 @@ void TransformerLayer::Forward(const float* x, float* y, LayerCache* c,
   std::vector<float> mlp_out;  // [nl, h]
   if (moe_) {
     mlp_out.resize(nl * h);
-    moe_->Forward(c->ln2.data(), MoeWeightsOf(), mlp_out.data(), &c->moe);
+    moe_->Forward(c->ln2.data(), MoeWeightsOf(*store_, p_), mlp_out.data(),
+                  &c->moe);
   } else {
     DenseMlpForward(c, &partial, &mlp_out);
   }
@@ -615,7 +615,7 @@ void TransformerLayer::Backward(const float* dy, float* dx, LayerCache* c) {
       for (size_t i = 0; i < routed.size(); ++i) routed_tokens_[i] += routed[i];
     }
     dln2.resize(nl * h);
-    moe_->Backward(dmlp, c->ln2.data(), MoeWeightsOf(), MoeGradsOf(),
+    moe_->Backward(dmlp, c->ln2.data(), MoeWeightsOf(*store_, p_), MoeGradsOf(),
                    dln2.data(), &c->moe);
   } else {
     DenseMlpBackward(dmlp, c, &dln2);

@@ -88,6 +88,10 @@ LayerParams AddLayerParams(ParamStore& store, const TrainConfig& config,
 void InitLayerParams(ParamStore& store, const LayerParams& p,
                      const TrainConfig& config);
 
+// The MoE weights of an MoE layer's parameters `p` in `store` (pointers
+// into it), for moe::MoeBlock.
+moe::MoeWeights MoeWeightsOf(const ParamStore& store, const LayerParams& p);
+
 // Activations one layer saves for its backward (fp32). Shapes: n = s·b,
 // nl = local_rows().
 struct LayerCache {
@@ -173,8 +177,8 @@ class TransformerLayer {
                        std::vector<float>* mlp_out);
   void DenseMlpBackward(const float* dmlp, LayerCache* c,
                         std::vector<float>* dln2);
-  // The MoE block's view of this layer's tensors and gradients.
-  moe::MoeWeights MoeWeightsOf() const;
+  // The MoE block's view of this layer's gradients (its tensors:
+  // MoeWeightsOf).
   moe::MoeGrads MoeGradsOf();
   // RoPE on qkv [n, qkv_width] in place (forward, or its inverse on the
   // gradient) at the global positions of the local rows.
