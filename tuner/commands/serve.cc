@@ -87,8 +87,10 @@ class ServeCommand : public Command {
                   "also search disaggregated deployments: prefill and "
                   "decode on separate workers");
     sub->add_option("--k8s", k8s_,
-                    "write the best plan as a Kubernetes Deployment and "
-                    "Service running vllm serve (aggregated plans)")
+                    "write the best plan as Kubernetes manifests running "
+                    "vllm serve: Deployments, LeaderWorkerSets for replicas "
+                    "that span nodes, prefill and decode workers apart for "
+                    "disaggregated plans")
         ->type_name("FILE");
     sub->add_option("--html", html_,
                     "write the report as a self-contained HTML page: the "
@@ -239,8 +241,11 @@ class ServeCommand : public Command {
     (*report)["commands"] = std::move(c);
   }
 
-  // --k8s: the best aggregated plan's Deployment and Service
-  // (tuner/interop/serving_manifest.h), written atomically.
+  // --k8s: the best plan's workloads and Services
+  // (tuner/interop/serving_manifest.h), written atomically: a Deployment
+  // per group of workers that fit a node, a LeaderWorkerSet per group whose
+  // workers span nodes; a disaggregated plan's prefill and decode workers
+  // apart.
   Status WriteManifest(const ServeProblem& p, const ServeResult& result,
                        const nlohmann::json& report, std::ostream& err) const {
     if (!result.best) {
@@ -250,29 +255,76 @@ class ServeCommand : public Command {
     }
     const ServePoint& best = result.points[*result.best];
     const nlohmann::json& c = report["commands"];
-    if (best.disaggregated) {
-      return Status::InvalidArgument(
-          "--k8s writes aggregated plans; the best plan is disaggregated and "
-          "needs a router the manifest does not describe",
-          "drop --disagg to deploy the best aggregated plan");
+    std::string name = KubernetesName("tune-serve-" + p.model.name);
+    const int64_t per_node = p.cluster.gpus_per_node;
+    auto vllm = [](const nlohmann::json& role,
+                   const std::string& what) -> StatusOr<std::string> {
+      if (!role.contains("vllm")) {
+        return Status::InvalidArgument(
+            "--k8s runs vllm serve, and " + what +
+                role["vllm_error"].get<std::string>(),
+            "use the SGLang or TensorRT-LLM command printed without --k8s");
+      }
+      return role["vllm"].get<std::string>();
+    };
+    // "2 x 4 GPUs" or "1 x 16 GPUs over 2 nodes".
+    auto sizes = [per_node](int64_t workers, int64_t gpus) {
+      std::string s =
+          std::to_string(workers) + " x " + std::to_string(gpus) + " GPUs";
+      if (gpus > per_node) {
+        s += " over " + std::to_string((gpus + per_node - 1) / per_node) +
+             " nodes";
+      }
+      return s;
+    };
+    std::string yaml;
+    std::string what;
+    if (!best.disaggregated) {
+      ServingManifestSpec spec;
+      spec.name = name;
+      auto command = vllm(c, "");
+      if (!command.ok()) return command.status();
+      spec.vllm_command = command.value();
+      spec.replicas = best.estimate.replicas;
+      spec.gpus_per_replica = best.config.gpus();
+      spec.gpus_per_node = per_node;
+      auto manifest = ServingDeployment(spec);
+      if (!manifest.ok()) return manifest.status();
+      yaml = manifest.value();
+      what = std::string(ServingWorkloadKind(spec.gpus_per_replica, per_node)) +
+             " and Service '" + spec.name +
+             "': " + sizes(spec.replicas, spec.gpus_per_replica);
+    } else {
+      // Room for "-prefill" in a 63-character name.
+      if (name.size() > 55) name.resize(55);
+      while (!name.empty() && name.back() == '-') name.pop_back();
+      ServingDisaggregatedSpec spec;
+      spec.name = name;
+      spec.gpus_per_node = per_node;
+      auto prefill = vllm(c["prefill"], "for the prefill workers ");
+      if (!prefill.ok()) return prefill.status();
+      auto decode = vllm(c["decode"], "for the decode workers ");
+      if (!decode.ok()) return decode.status();
+      spec.prefill = {prefill.value(), best.prefill_workers,
+                      best.prefill.gpus()};
+      spec.decode = {decode.value(), best.estimate.replicas,
+                     best.config.gpus()};
+      auto manifest = ServingDisaggregatedDeployment(spec);
+      if (!manifest.ok()) return manifest.status();
+      yaml = manifest.value();
+      what = "prefill " +
+             std::string(
+                 ServingWorkloadKind(spec.prefill.gpus_per_worker, per_node)) +
+             " and Service '" + name + "-prefill': " +
+             sizes(spec.prefill.workers, spec.prefill.gpus_per_worker) +
+             "; decode " +
+             ServingWorkloadKind(spec.decode.gpus_per_worker, per_node) +
+             " and Service '" + name + "-decode': " +
+             sizes(spec.decode.workers, spec.decode.gpus_per_worker) +
+             "; the router in front is not written";
     }
-    if (!c.contains("vllm")) {
-      return Status::InvalidArgument(
-          "--k8s runs vllm serve, and " + c["vllm_error"].get<std::string>(),
-          "use the SGLang or TensorRT-LLM command printed without --k8s");
-    }
-    ServingManifestSpec spec;
-    spec.name = KubernetesName("tune-serve-" + p.model.name);
-    spec.vllm_command = c["vllm"].get<std::string>();
-    spec.replicas = best.estimate.replicas;
-    spec.gpus_per_replica = best.config.gpus();
-    spec.gpus_per_node = p.cluster.gpus_per_node;
-    auto yaml = ServingDeployment(spec);
-    if (!yaml.ok()) return yaml.status();
-    MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml.value(), "--k8s"));
-    err << "tune: wrote " << k8s_ << " (Deployment and Service '" << spec.name
-        << "': " << spec.replicas << " x " << spec.gpus_per_replica
-        << " GPUs)\n";
+    MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml, "--k8s"));
+    err << "tune: wrote " << k8s_ << " (" << what << ")\n";
     return Status::Ok();
   }
 

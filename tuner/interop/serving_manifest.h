@@ -1,14 +1,43 @@
-// `tune serve --k8s FILE`: an aggregated serving plan as Kubernetes
-// manifests: a Deployment (apps/v1) of one pod per replica, each holding
-// the replica's GPUs (resources.limits nvidia.com/gpu) and running the
-// plan's `vllm serve` command in vLLM's OpenAI-server image, and a
-// ClusterIP Service on port 8000 in front of them (the load balancer the
-// replicas sit behind). docs/serving.md §6 describes it.
+// `tune serve --k8s FILE`: a serving plan as Kubernetes manifests running
+// the plan's `vllm serve` command in vLLM's OpenAI-server image
+// (docs/serving.md §6 describes them).
 //
-// A replica larger than a node cannot be one pod (that needs a
-// LeaderWorkerSet); disaggregated plans need a router the manifest does not
-// describe. Both are InvalidArgument, as are names that are not Kubernetes
-// names and vLLM commands that do not parse.
+// A group of identical workers (the replicas of an aggregated plan, or one
+// side of a disaggregated plan) becomes one workload:
+//   - a worker that fits a node: a Deployment (apps/v1) of one pod per
+//     worker, holding its GPUs (resources.limits nvidia.com/gpu) and a
+//     memory-backed /dev/shm;
+//   - a worker whose GPUs span nodes (gpus > gpus_per_node): a
+//     LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, the LWS controller must
+//     be installed) of one group per worker, size = its pods, ceil(gpus /
+//     gpus_per_node), each pod holding gpus / size of them. As vLLM's LWS
+//     guide does, the pods form a Ray cluster: the leader runs `ray start
+//     --head`, waits until all `size` nodes are alive, then runs the plan's
+//     `vllm serve` (its --tensor-parallel-size and --pipeline-parallel-size
+//     span the group) with --distributed-executor-backend ray; each worker
+//     pod joins with `ray start --address=$LWS_LEADER_ADDRESS:6379 --block`
+//     (LWS sets LWS_LEADER_ADDRESS), retrying until the head is up. A group
+//     restarts as a whole (restartPolicy RecreateGroupOnPodRestart).
+// Each workload has a ClusterIP Service on port 8000 in front of its
+// serving pods (an LWS group's leader).
+//
+// Aggregated (ServingDeployment): one workload and one Service named
+// `name`, pods labelled app: name. Disaggregated
+// (ServingDisaggregatedDeployment): a workload and a Service per role,
+// `name`-prefill and `name`-decode, pods labelled app: name and
+// serving-role: prefill|decode, with their worker counts; their vLLM
+// commands carry the KV-transfer flags (serving_commands.h, ServingRole),
+// and every pod gets VLLM_NIXL_SIDE_CHANNEL_HOST = its pod IP so that the
+// NIXL connectors of the other role reach it. The router in front of both
+// Services (NVIDIA Dynamo, vLLM's disaggregated proxy) is the deployment's
+// own and not written.
+//
+// InvalidArgument: names that are not Kubernetes names (the derived
+// `name`-prefill too), fewer than one worker or GPU, a worker whose GPUs do
+// not split evenly over its nodes, a vLLM command that does not parse, and a
+// multi-node worker with vLLM data-parallel ranks (--data-parallel-size > 1:
+// vLLM starts those per node, which one Ray head here does not describe).
+// Every user value reaches the YAML as a double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 
@@ -19,6 +48,7 @@
 
 namespace meshtune::tuner {
 
+// An aggregated plan.
 struct ServingManifestSpec {
   std::string name;            // metadata.name of both objects
   std::string namespace_name;  // metadata.namespace; "" = kubectl's current
@@ -30,6 +60,30 @@ struct ServingManifestSpec {
 };
 
 StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec);
+
+// One side of a disaggregated plan.
+struct ServingWorkerGroup {
+  std::string vllm_command;  // VllmServeCommand with the role's KV transfer
+  int64_t workers = 1;
+  int64_t gpus_per_worker = 1;
+};
+
+// A disaggregated plan: prefill and decode workers.
+struct ServingDisaggregatedSpec {
+  std::string name;  // the prefix of `name`-prefill and `name`-decode
+  std::string namespace_name;
+  std::string image = "vllm/vllm-openai:latest";
+  int64_t gpus_per_node = 8;
+  ServingWorkerGroup prefill;
+  ServingWorkerGroup decode;
+};
+
+StatusOr<std::string> ServingDisaggregatedDeployment(
+    const ServingDisaggregatedSpec& spec);
+
+// "Deployment" for a worker of `gpus_per_worker` GPUs that fits a node of
+// `gpus_per_node`, "LeaderWorkerSet" for one that spans nodes.
+const char* ServingWorkloadKind(int64_t gpus_per_worker, int64_t gpus_per_node);
 
 }  // namespace meshtune::tuner
 

@@ -1,10 +1,12 @@
 // `tune serve` end to end in process: the report's lines, the JSON keys,
 // and the input errors (exit 2, one line naming the problem and the fix).
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/serving_commands.h"
@@ -125,21 +127,97 @@ TEST(ServeCommand, K8sWritesTheBestPlansDeployment) {
                          "2 x 4 GPUs)"),
             std::string::npos)
       << run.err;
-  // A disaggregated best plan has no Deployment form; the file is kept.
-  const auto disagg =
-      Tune({"serve", "--model",     "llama3-70b", "--gpus",   "16",
-            "--gpu", "h100",        "--isl",      "8192",     "--osl",
-            "256",   "--precision", "fp8",        "--disagg", "--tpot-ms",
-            "40",    "--ttft-ms",   "2000",       "--k8s",    path});
-  EXPECT_EQ(disagg.exit_code, 2);
-  EXPECT_NE(disagg.err.find("--k8s writes aggregated plans"), std::string::npos)
-      << disagg.err;
+  // A plan vLLM cannot run has no manifest; the file is kept.
+  const auto refused = Tune({"serve", "--model", "deepseek-v3", "--gpus", "8",
+                             "--gpu", "b200", "--isl", "1024", "--osl", "1024",
+                             "--precision", "mxfp8", "--k8s", path});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("tune: error: --k8s runs vllm serve, and vLLM "
+                             "has no flag for MXFP8 weights"),
+            std::string::npos)
+      << refused.err;
   EXPECT_EQ(testing::ReadFile(path), yaml);
   // A missing directory fails before the search.
   const auto missing =
       Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
             "--osl", "8", "--k8s", dir + "/no/serve.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  // llama3-405b in bf16 needs 16 H100 per replica: two nodes, a
+  // LeaderWorkerSet of 2 groups of 2 pods.
+  const auto multi =
+      Tune({"serve", "--model", "llama3-405b", "--gpus", "32", "--gpu", "h100",
+            "--isl", "1024", "--osl", "256", "--k8s", path, "--json"});
+  ASSERT_EQ(multi.exit_code, 0) << multi.err;
+  const nlohmann::json best = nlohmann::json::parse(multi.out)["best"];
+  ASSERT_EQ(best["gpus_per_replica"], 16);
+  std::vector<YAML::Node> docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0]["kind"].as<std::string>(), "LeaderWorkerSet");
+  EXPECT_EQ(docs[0]["spec"]["replicas"].as<int64_t>(),
+            best["replicas"].get<int64_t>());
+  EXPECT_EQ(docs[0]["spec"]["leaderWorkerTemplate"]["size"].as<int64_t>(), 2);
+  const std::string script =
+      docs[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+          ["containers"][0]["args"][0]
+              .as<std::string>();
+  EXPECT_NE(script.find("exec vllm serve meta-llama/Llama-3.1-405B "
+                        "--tensor-parallel-size " +
+                        std::to_string(best["tp"].get<int64_t>()) +
+                        " --pipeline-parallel-size " +
+                        std::to_string(best["pp"].get<int64_t>())),
+            std::string::npos)
+      << script;
+  EXPECT_NE(multi.err.find("(LeaderWorkerSet and Service "
+                           "'tune-serve-llama3-405b': 2 x 16 GPUs over 2 "
+                           "nodes)"),
+            std::string::npos)
+      << multi.err;
+  // The disaggregated plan of docs/serving.md §6: 12 one-GPU prefill
+  // workers and one tp4 decode worker, each role a Deployment and Service.
+  const auto disagg = Tune(
+      {"serve", "--model",  "llama3-70b", "--gpus", "16",        "--gpu",
+       "h100",  "--isl",    "8192",       "--osl",  "256",       "--precision",
+       "fp8",   "--disagg", "--tpot-ms",  "40",     "--ttft-ms", "2000",
+       "--k8s", path,       "--json"});
+  ASSERT_EQ(disagg.exit_code, 0) << disagg.err;
+  const nlohmann::json j = nlohmann::json::parse(disagg.out);
+  ASSERT_EQ(j["best"]["disaggregated"], true);
+  docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 4u);
+  struct Role {
+    const char* name;
+    int64_t workers;
+    int64_t gpus;
+  };
+  const Role roles[] = {
+      {"prefill", j["best"]["prefill"]["workers"].get<int64_t>(),
+       j["best"]["prefill"]["gpus_per_worker"].get<int64_t>()},
+      {"decode", j["best"]["replicas"].get<int64_t>(),
+       j["best"]["gpus_per_replica"].get<int64_t>()}};
+  for (size_t i = 0; i < 2; ++i) {
+    const YAML::Node& w = docs[2 * i];
+    EXPECT_EQ(w["kind"].as<std::string>(), "Deployment");
+    EXPECT_EQ(w["metadata"]["name"].as<std::string>(),
+              std::string("tune-serve-llama3-70b-") + roles[i].name);
+    EXPECT_EQ(w["spec"]["replicas"].as<int64_t>(), roles[i].workers);
+    const YAML::Node c = w["spec"]["template"]["spec"]["containers"][0];
+    EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"].as<int64_t>(),
+              roles[i].gpus);
+    const auto args = c["args"].as<std::vector<std::string>>();
+    EXPECT_EQ(args.back(),
+              "{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+              "\"kv_both\"}");
+    EXPECT_EQ(docs[2 * i + 1]["kind"].as<std::string>(), "Service");
+  }
+  EXPECT_NE(disagg.err.find("; the router in front is not written)"),
+            std::string::npos)
+      << disagg.err;
   std::filesystem::remove_all(dir);
 }
 

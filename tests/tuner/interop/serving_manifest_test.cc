@@ -1,9 +1,16 @@
 // The serving plan as Kubernetes manifests: exact text of the Deployment
-// and Service, the engine's words quoted for YAML, and the plans that
-// cannot be one pod per replica.
+// and Service, the engine's words quoted for YAML, replicas that span nodes
+// as LeaderWorkerSets and disaggregated plans as a workload per role (both
+// parsed back with yaml-cpp), and the plans that have no manifest.
 #include "tuner/interop/serving_manifest.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -94,12 +101,188 @@ TEST(ServingDeployment, WordsAreQuotedForYaml) {
       std::string::npos);
 }
 
+// The documents of a multi-document YAML text.
+std::vector<YAML::Node> Documents(const std::string& yaml) {
+  return YAML::LoadAll(yaml);
+}
+
+// The one container of a pod template.
+YAML::Node Container(const YAML::Node& pod_template) {
+  const YAML::Node containers = pod_template["spec"]["containers"];
+  EXPECT_EQ(containers.size(), 1u);
+  return containers[0];
+}
+
+int64_t Gpus(const YAML::Node& container) {
+  return container["resources"]["limits"]["nvidia.com/gpu"].as<int64_t>();
+}
+
+// The words after `exec` of a leader's shell script: the vLLM command it
+// runs.
+std::vector<std::string> ExecWords(const std::string& script) {
+  const size_t exec = script.find(" && exec ");
+  EXPECT_NE(exec, std::string::npos) << script;
+  auto words = SplitShellWords(script.substr(exec + 9), "the leader script");
+  EXPECT_TRUE(words.ok()) << script;
+  return words.ok() ? words.value() : std::vector<std::string>{};
+}
+
+TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
+  ServingManifestSpec s = Spec();
+  s.name = "tune-serve-llama3-405b";
+  s.vllm_command =
+      "vllm serve 'meta-llama/Meta-Llama-3.1-405B' \\\n"
+      "  --tensor-parallel-size 8 \\\n"
+      "  --pipeline-parallel-size 2 \\\n"
+      "  --max-num-seqs 64";
+  s.replicas = 3;
+  s.gpus_per_replica = 16;
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 2u) << yaml.value();
+  const YAML::Node& lws = docs[0];
+  EXPECT_EQ(lws["apiVersion"].as<std::string>(), "leaderworkerset.x-k8s.io/v1");
+  EXPECT_EQ(lws["kind"].as<std::string>(), "LeaderWorkerSet");
+  EXPECT_EQ(lws["metadata"]["name"].as<std::string>(), s.name);
+  EXPECT_EQ(lws["spec"]["replicas"].as<int64_t>(), 3);
+  const YAML::Node t = lws["spec"]["leaderWorkerTemplate"];
+  EXPECT_EQ(t["size"].as<int64_t>(), 2);  // 16 GPUs on nodes of 8
+  EXPECT_EQ(t["restartPolicy"].as<std::string>(), "RecreateGroupOnPodRestart");
+  EXPECT_EQ(t["leaderTemplate"]["metadata"]["labels"]["role"].as<std::string>(),
+            "leader");
+  const YAML::Node leader = Container(t["leaderTemplate"]);
+  const YAML::Node worker = Container(t["workerTemplate"]);
+  EXPECT_EQ(Gpus(leader), 8);
+  EXPECT_EQ(Gpus(worker), 8);
+  EXPECT_EQ(leader["ports"][0]["containerPort"].as<int>(), 8000);
+  EXPECT_FALSE(worker["ports"]);
+  EXPECT_EQ(leader["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"sh", "-c"}));
+  // The leader: Ray head, a wait for both pods, then vLLM over them.
+  const std::string script = leader["args"][0].as<std::string>();
+  EXPECT_EQ(
+      script.rfind("ray start --head --port=6379 && until python3 -c ", 0), 0u)
+      << script;
+  EXPECT_NE(script.find("sum(n[\"Alive\"] for n in ray.nodes()) < 2)"),
+            std::string::npos)
+      << script;
+  EXPECT_EQ(
+      ExecWords(script),
+      (std::vector<std::string>{
+          "vllm", "serve", "meta-llama/Meta-Llama-3.1-405B",
+          "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2",
+          "--max-num-seqs", "64", "--distributed-executor-backend", "ray"}));
+  EXPECT_EQ(worker["args"][0].as<std::string>(),
+            "until ray start --address=\"$LWS_LEADER_ADDRESS\":6379 --block; "
+            "do sleep 5; done");
+  // The Service reaches the leaders only.
+  EXPECT_EQ(docs[1]["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(docs[1]["spec"]["selector"]["role"].as<std::string>(), "leader");
+  EXPECT_EQ(docs[1]["spec"]["selector"]["app"].as<std::string>(), s.name);
+  EXPECT_STREQ(ServingWorkloadKind(16, 8), "LeaderWorkerSet");
+  EXPECT_STREQ(ServingWorkloadKind(8, 8), "Deployment");
+}
+
+TEST(ServingDeployment, HostileCheckpointSurvivesTheLeaderScript) {
+  ServingManifestSpec s = Spec();
+  s.vllm_command =
+      "vllm serve 'a\"b\\c $(touch pwned) `id`'\"'\"'x' "
+      "--tensor-parallel-size 8 --pipeline-parallel-size 2";
+  s.gpus_per_replica = 16;
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  const std::string script =
+      Container(
+          docs[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"])["args"][0]
+          .as<std::string>();
+  const std::vector<std::string> words = ExecWords(script);
+  ASSERT_GE(words.size(), 3u);
+  EXPECT_EQ(words[2], "a\"b\\c $(touch pwned) `id`'x");
+}
+
+TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
+  ServingDisaggregatedSpec s;
+  s.name = "tune-serve-llama3-70b";
+  s.namespace_name = "inference";
+  const std::string kv =
+      " --kv-transfer-config "
+      "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'";
+  s.prefill = {"vllm serve m --tensor-parallel-size 2 --max-num-seqs 1" + kv, 3,
+               2};
+  s.decode = {
+      "vllm serve m --tensor-parallel-size 8 --pipeline-parallel-size 2 "
+      "--max-num-seqs 64" +
+          kv,
+      2, 16};
+  const auto yaml = ServingDisaggregatedDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 4u) << yaml.value();
+  // Prefill: a Deployment of 3 pods of 2 GPUs and its Service.
+  const YAML::Node& prefill = docs[0];
+  EXPECT_EQ(prefill["kind"].as<std::string>(), "Deployment");
+  EXPECT_EQ(prefill["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-prefill");
+  EXPECT_EQ(prefill["metadata"]["namespace"].as<std::string>(), "inference");
+  EXPECT_EQ(prefill["spec"]["replicas"].as<int64_t>(), 3);
+  EXPECT_EQ(prefill["spec"]["selector"]["matchLabels"]["serving-role"]
+                .as<std::string>(),
+            "prefill");
+  const YAML::Node p = Container(prefill["spec"]["template"]);
+  EXPECT_EQ(Gpus(p), 2);
+  EXPECT_EQ(p["args"][p["args"].size() - 1].as<std::string>(),
+            "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}");
+  EXPECT_EQ(p["env"][0]["name"].as<std::string>(),
+            "VLLM_NIXL_SIDE_CHANNEL_HOST");
+  EXPECT_EQ(p["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(),
+            "status.podIP");
+  EXPECT_EQ(docs[1]["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(docs[1]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-prefill");
+  EXPECT_EQ(docs[1]["spec"]["selector"]["serving-role"].as<std::string>(),
+            "prefill");
+  EXPECT_FALSE(docs[1]["spec"]["selector"]["role"]);
+  // Decode: 2 groups of 2 pods of 8 GPUs.
+  const YAML::Node& decode = docs[2];
+  EXPECT_EQ(decode["kind"].as<std::string>(), "LeaderWorkerSet");
+  EXPECT_EQ(decode["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-decode");
+  EXPECT_EQ(decode["spec"]["replicas"].as<int64_t>(), 2);
+  const YAML::Node t = decode["spec"]["leaderWorkerTemplate"];
+  EXPECT_EQ(t["size"].as<int64_t>(), 2);
+  EXPECT_EQ(Gpus(Container(t["leaderTemplate"])), 8);
+  EXPECT_EQ(Gpus(Container(t["workerTemplate"])), 8);
+  EXPECT_EQ(t["workerTemplate"]["metadata"]["labels"]["serving-role"]
+                .as<std::string>(),
+            "decode");
+  const std::vector<std::string> words =
+      ExecWords(Container(t["leaderTemplate"])["args"][0].as<std::string>());
+  ASSERT_GE(words.size(), 3u);
+  EXPECT_EQ(words[words.size() - 3],
+            "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}");
+  EXPECT_TRUE(Container(t["workerTemplate"])["env"]);
+  EXPECT_EQ(docs[3]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-decode");
+  EXPECT_EQ(docs[3]["spec"]["selector"]["role"].as<std::string>(), "leader");
+}
+
 TEST(ServingDeployment, Errors) {
-  ServingManifestSpec big = Spec();
-  big.gpus_per_replica = 16;
-  EXPECT_EQ(ServingDeployment(big).status().message(),
-            "a replica of 16 GPUs spans nodes of 8: one Deployment pod cannot "
-            "hold it");
+  ServingManifestSpec uneven = Spec();
+  uneven.gpus_per_replica = 20;
+  EXPECT_EQ(ServingDeployment(uneven).status().message(),
+            "a worker of 20 GPUs does not split evenly over 3 nodes of 8 GPUs");
+  ServingManifestSpec dp = Spec();
+  dp.vllm_command =
+      "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
+      "--enable-expert-parallel";
+  dp.gpus_per_replica = 16;
+  EXPECT_NE(ServingDeployment(dp).status().message().find(
+                "runs vLLM data-parallel ranks (--data-parallel-size 2)"),
+            std::string::npos);
+  dp.gpus_per_replica = 8;  // the same ranks in one node: one pod
+  EXPECT_TRUE(ServingDeployment(dp).ok());
   ServingManifestSpec name = Spec();
   name.name = "Bad_Name";
   EXPECT_FALSE(ServingDeployment(name).ok());
@@ -107,6 +290,16 @@ TEST(ServingDeployment, Errors) {
   cmd.vllm_command = "python3 -m sglang.launch_server --tp 4";
   EXPECT_EQ(ServingDeployment(cmd).status().message(),
             "not a 'vllm serve MODEL ...' command");
+  ServingDisaggregatedSpec long_name;
+  long_name.name = std::string(60, 'a');
+  long_name.prefill = {"vllm serve m", 1, 1};
+  long_name.decode = {"vllm serve m", 1, 1};
+  EXPECT_FALSE(ServingDisaggregatedDeployment(long_name).ok());
+  ServingDisaggregatedSpec no_workers = long_name;
+  no_workers.name = "x";
+  no_workers.decode.workers = 0;
+  EXPECT_EQ(ServingDisaggregatedDeployment(no_workers).status().message(),
+            "the decode workload needs at least one worker of one GPU");
 }
 
 }  // namespace
