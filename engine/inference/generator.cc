@@ -26,6 +26,7 @@ TrainConfig InferenceConfig(const TrainConfig& in, int64_t tp) {
   p.sp = c.model.is_moe() && tp > 1;
   c.parallel = p;
   c.global_batch_size = 1;
+  c.train_iters = 1;  // Validate checks a training run's fields too
   c.hidden_dropout = 0;
   c.attention_dropout = 0;
   c.model.moe_expert_capacity_factor = 0;
@@ -262,7 +263,7 @@ StatusOr<std::vector<float>> Generator::Forward(
 
 StatusOr<Generation> Generator::Generate(
     const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
-    const SamplingOptions& sampling) {
+    const SamplingOptions& sampling, int32_t stop_token) {
   const int64_t b = batch();
   if (static_cast<int64_t>(prompts.size()) != b || prompts[0].empty() ||
       max_new_tokens < 1) {
@@ -287,19 +288,26 @@ StatusOr<Generation> Generator::Generate(
   Generation g;
   g.tokens.assign(b, {});
   const int64_t vocab = config_.model.vocab_size;
+  std::vector<bool> stopped(b, false);
   auto start = std::chrono::steady_clock::now();
   StatusOr<std::vector<float>> logits = Forward(tokens, t, LogitsOf::kLast);
   for (int64_t step = 0;; ++step) {
     if (!logits.ok()) return logits.status();
     const std::vector<int32_t> next =
         SampleTokens(*logits, b, vocab, sampling, step);
-    for (int64_t bi = 0; bi < b; ++bi) g.tokens[bi].push_back(next[bi]);
+    for (int64_t bi = 0; bi < b; ++bi) {
+      g.tokens[bi].push_back(next[bi]);
+      if (next[bi] == stop_token) stopped[bi] = true;
+    }
     if (step == 0) {
       g.prefill_s = SecondsSince(start);
     } else {
       g.decode_step_s.push_back(SecondsSince(start));
     }
-    if (step + 1 == max_new_tokens) break;
+    if (step + 1 == max_new_tokens ||
+        std::all_of(stopped.begin(), stopped.end(), [](bool s) { return s; })) {
+      break;
+    }
     start = std::chrono::steady_clock::now();
     logits = Forward(next, 1, LogitsOf::kLast);
   }

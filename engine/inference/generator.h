@@ -95,10 +95,13 @@ class Generator {
   StatusOr<std::vector<float>> Forward(const std::vector<int32_t>& tokens,
                                        int64_t t, LogitsOf which);
   // Collective. Resets, prefills `prompts` ([b][t], one length) and
-  // decodes until each sequence has `max_new_tokens` new tokens.
+  // decodes until each sequence has `max_new_tokens` new tokens, or until
+  // every sequence has emitted `stop_token` (>= 0; the end-of-document
+  // stop of Megatron's and vLLM's generation; a finished sequence keeps
+  // producing tokens after it while others run, and they are returned).
   StatusOr<Generation> Generate(
       const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
-      const SamplingOptions& sampling);
+      const SamplingOptions& sampling, int32_t stop_token = -1);
 
  private:
   Generator(const TrainConfig& config, Communicator* world, int64_t batch,

@@ -66,11 +66,14 @@ std::vector<int32_t> SampleTokens(const std::vector<float>& logits,
   MESHTUNE_CHECK(vocab > 0 &&
                  static_cast<int64_t>(logits.size()) == rows * vocab);
   MESHTUNE_CHECK(options.temperature >= 0);
+  const int64_t choose =
+      options.vocab_limit > 0 ? std::min(options.vocab_limit, vocab) : vocab;
   std::vector<int32_t> out(rows);
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits.data() + r * vocab;
-    out[r] = options.temperature == 0 ? Argmax(row, vocab)
-                                      : SampleRow(row, vocab, options, step, r);
+    out[r] = options.temperature == 0
+                 ? Argmax(row, choose)
+                 : SampleRow(row, choose, options, step, r);
   }
   return out;
 }

@@ -18,6 +18,11 @@ struct SamplingOptions {
   // vLLM `top_k`, where -1 means all).
   int64_t top_k = 0;
   uint64_t seed = 0;
+  // Only ids below this are chosen (0 = the whole vocabulary): a model
+  // whose vocabulary is larger than its tokenizer's (the byte tokenizer's
+  // 257 ids under gpt-tiny's 4096) never emits an id the tokenizer cannot
+  // decode.
+  int64_t vocab_limit = 0;
 };
 
 // The next token of each of the `rows` sequences from logits[rows, vocab].

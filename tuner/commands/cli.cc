@@ -124,6 +124,7 @@ int RunTune(const std::vector<std::string>& raw_args, std::ostream& out,
   commands.push_back(AddLaunchCommand(&app));
   commands.push_back(AddReportCommand(&app));
   commands.push_back(AddServeCommand(&app));
+  commands.push_back(AddGenerateCommand(&app));
   const std::vector<CLI::App*> subs = app.get_subcommands({});
 
   // One command per call; in-process tests run many in one process.

@@ -60,6 +60,8 @@ std::unique_ptr<Command> AddLaunchCommand(CLI::App* app);
 std::unique_ptr<Command> AddReportCommand(CLI::App* app);
 // The fastest inference deployment under latency targets (commands/serve.cc).
 std::unique_ptr<Command> AddServeCommand(CLI::App* app);
+// Text from a checkpoint on the engine's generator (commands/generate.cc).
+std::unique_ptr<Command> AddGenerateCommand(CLI::App* app);
 
 }  // namespace meshtune::tuner
 

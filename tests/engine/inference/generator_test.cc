@@ -210,6 +210,21 @@ TEST(GeneratorTest, GreedyTokensAreTheArgmaxOfThePrefixLogits) {
   }
 }
 
+TEST(GeneratorTest, StopsWhenEverySequenceEmittedTheStopToken) {
+  const std::vector<int32_t> prompt = {3, 1, 4, 1};
+  auto run = [&](int32_t stop) {
+    return OnGenerator(Llama(), 1, 12, [&](Generator& g) {
+      return g.Generate({prompt, prompt}, 8, SamplingOptions{}, stop)
+          .value()
+          .tokens[0];
+    });
+  };
+  const std::vector<int32_t> all = run(-1);
+  ASSERT_EQ(all.size(), 8u);
+  const auto first = std::find(all.begin(), all.end(), all[2]);
+  EXPECT_EQ(run(all[2]), std::vector<int32_t>(all.begin(), first + 1));
+}
+
 TEST(SamplingTest, TemperatureAndTopK) {
   const std::vector<float> logits = {0.0f, 3.0f, 1.0f,  2.0f,   // row 0
                                      5.0f, 5.0f, -1.0f, 0.0f};  // row 1
@@ -228,6 +243,16 @@ TEST(SamplingTest, TemperatureAndTopK) {
   // softmax(0, 3, 1, 2) = 0.032, 0.644, 0.087, 0.237.
   EXPECT_NEAR(counts[1] / 4000.0, 0.644, 0.03);
   EXPECT_NEAR(counts[3] / 4000.0, 0.237, 0.03);
+  // vocab_limit keeps the choice below it: greedy and sampled.
+  SamplingOptions limited{};
+  limited.vocab_limit = 1;
+  EXPECT_EQ(SampleTokens(logits, 2, 4, limited, 0),
+            (std::vector<int32_t>{0, 0}));
+  limited.temperature = 1.0;
+  limited.vocab_limit = 3;
+  for (int step = 0; step < 200; ++step) {
+    EXPECT_LT(SampleTokens(logits, 2, 4, limited, step)[0], 3);
+  }
   // top_k = 2 never draws outside the two largest.
   SamplingOptions top2{1.0, 2, 11};
   for (int step = 0; step < 200; ++step) {

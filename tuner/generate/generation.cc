@@ -1,0 +1,90 @@
+#include "tuner/generate/generation.h"
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "engine/comm/local_communicator.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace meshtune::tuner {
+namespace {
+
+using engine::Communicator;
+using engine::inference::Generation;
+using engine::inference::Generator;
+
+// Every rank's Status is the same (creation checks the same config, the
+// checkpoint load agrees over the ranks, Generate checks the same prompts),
+// so rank 0's is the run's.
+struct Shared {
+  std::mutex mu;
+  Status status = Status::Ok();
+  GenerationResult result;
+};
+
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0.0
+                   : std::accumulate(v.begin(), v.end(), 0.0) /
+                         static_cast<double>(v.size());
+}
+
+Status RunRank(const GenerationRequest& r, Communicator& world,
+               GenerationResult* out) {
+#ifdef _OPENMP
+  // The ranks share the cores: each one's GEMMs get its part.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  omp_set_num_threads(std::max(1, cores / r.tp));
+#endif
+  const int64_t t = static_cast<int64_t>(r.prompts.front().size());
+  auto gen = Generator::Create(r.config, &world,
+                               static_cast<int64_t>(r.prompts.size()),
+                               t + r.max_new_tokens);
+  if (!gen.ok()) return gen.status();
+  if (r.checkpoint_dir.empty()) {
+    (*gen)->InitWeights();
+  } else {
+    MESHTUNE_RETURN_IF_ERROR((*gen)->LoadCheckpoint(r.checkpoint_dir));
+  }
+  out->kv_cache_bytes_per_rank = (*gen)->kv_cache_bytes();
+  for (int i = 0; i <= r.repeats; ++i) {
+    StatusOr<Generation> g =
+        (*gen)->Generate(r.prompts, r.max_new_tokens, r.sampling, r.stop_token);
+    if (!g.ok()) return g.status();
+    if (i > 0 || r.repeats == 0) {
+      out->ttft_s.push_back(g->prefill_s);
+      out->tpot_s.push_back(Mean(g->decode_step_s));
+    }
+    out->generation = std::move(g.value());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<GenerationResult> RunGeneration(const GenerationRequest& request) {
+  if (request.tp < 1 || request.prompts.empty() ||
+      request.prompts.front().empty() || request.repeats < 0) {
+    return Status::InvalidArgument(
+        "generation needs tp >= 1, a non-empty prompt and repeats >= 0",
+        "pass --tp 1 or more and a --prompt");
+  }
+  Shared shared;
+  engine::RunLocalRanks(request.tp, [&](Communicator& world) {
+    GenerationResult mine;
+    Status s = RunRank(request, world, &mine);
+    if (world.rank() != 0) return;
+    std::lock_guard<std::mutex> lock(shared.mu);
+    shared.status = s;
+    shared.result = std::move(mine);
+  });
+  if (!shared.status.ok()) return shared.status;
+  return std::move(shared.result);
+}
+
+}  // namespace meshtune::tuner

@@ -1,0 +1,51 @@
+// Running the engine's generator (engine/inference/generator.h) from the
+// tune command line: the tensor-parallel ranks as threads of this process
+// (in-process communicators, engine/comm/local_communicator.h), the
+// weights from a checkpoint or training's initialization, and rank 0's
+// tokens and timings back. `tune generate` and `tune serve --validate` run
+// it.
+#ifndef MESHTUNE_TUNER_GENERATE_GENERATION_H_
+#define MESHTUNE_TUNER_GENERATE_GENERATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/inference/generator.h"
+#include "engine/train_config.h"
+#include "search_spaces/status.h"
+
+namespace meshtune::tuner {
+
+struct GenerationRequest {
+  engine::TrainConfig config;  // the model (parallel config ignored)
+  // `tune train --save` directory; "" = the training init's weights.
+  std::string checkpoint_dir;
+  // [b][t]: prompts of one length.
+  std::vector<std::vector<int32_t>> prompts;
+  int64_t max_new_tokens = 1;
+  engine::inference::SamplingOptions sampling;
+  int32_t stop_token = -1;  // < 0: none
+  int tp = 1;               // ranks (threads)
+  // Generations after a first untimed one (warm-up: page faults, thread
+  // pools), whose timings are returned; tokens are the same every time.
+  int repeats = 0;
+};
+
+struct GenerationResult {
+  engine::inference::Generation generation;  // the last one's
+  // Per timed generation (the first when repeats == 0): TTFT and the mean
+  // decode step (TPOT), seconds.
+  std::vector<double> ttft_s, tpot_s;
+  int64_t kv_cache_bytes_per_rank = 0;
+};
+
+// Errors: the generator's (tp that does not divide the model, positions
+// beyond the model's learned table, unimplemented model features) and the
+// checkpoint's (a missing or corrupt directory, tensors of another model),
+// as Statuses; tp < 1 is InvalidArgument.
+StatusOr<GenerationResult> RunGeneration(const GenerationRequest& request);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_GENERATE_GENERATION_H_
