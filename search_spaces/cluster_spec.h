@@ -75,6 +75,12 @@ struct GpuSpec {
   // costmodel/datasheet_calibration.h). 48 fits GPUs' 128/256-wide tiles; a
   // CPU's register blocks are a few elements wide (the `local` preset).
   double gemm_tile_half_dim = 48;
+  // Rows a decode step's GEMM costs at least (the serving cost model,
+  // costmodel/serving_model.h): small-batch kernels (swap-AB GEMMs, GEMVs)
+  // put the tokens on the tensor-core MMA's narrow side, 8-16 wide, so a
+  // batch of 1 costs what 16 cost. A CPU's SIMD FMAs vectorise along the
+  // weights' rows instead (the `local` preset: 1).
+  double decode_gemm_min_rows = 16;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

@@ -51,6 +51,7 @@ const std::vector<std::string>& GpuKeys() {
       "gemm_max_efficiency_fp4",
       "hbm_efficiency",
       "gemm_tile_half_dim",
+      "decode_gemm_min_rows",
   };
   return kKeys;
 }
@@ -103,6 +104,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("hbm_efficiency", false, &g.hbm_efficiency));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("gemm_tile_half_dim", false, &g.gemm_tile_half_dim));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("decode_gemm_min_rows", false, &g.decode_gemm_min_rows));
   return g;
 }
 

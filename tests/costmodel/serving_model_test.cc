@@ -69,6 +69,27 @@ TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
   EXPECT_GT(big.kv_cache_s, 4000 * d.kv_cache_s);
 }
 
+TEST(DecodeStep, SmallBatchesCostTheDevicesNarrowestGemm) {
+  // An H100 whose HBM is 1000x faster: every decode GEMM compute-bound.
+  // With the tensor cores' 16 rows, batches 1 to 16 cost one 16-row GEMM
+  // each; a device without MMAs (decode_gemm_min_rows 1, the CPU `local`
+  // preset) pays for its rows only, so a batch of 4 costs a quarter of 16.
+  const ModelSpec m = Preset("llama3-8b");
+  ClusterSpec fast = Cluster("h100");
+  fast.gpu.hbm_gbps *= 1000;
+  const DatasheetCalibration cal(fast);
+  ServingConfig c;
+  const double one = DecodeStep(m, fast, c, 1, 16, cal).compute_s;
+  EXPECT_GT(one, 0.0);
+  EXPECT_DOUBLE_EQ(DecodeStep(m, fast, c, 16, 16, cal).compute_s, one);
+  fast.gpu.decode_gemm_min_rows = 1;
+  const DatasheetCalibration cpu_like(fast);
+  const double four = DecodeStep(m, fast, c, 4, 16, cpu_like).compute_s;
+  const double sixteen = DecodeStep(m, fast, c, 16, 16, cpu_like).compute_s;
+  EXPECT_NEAR(four, sixteen / 4, 1e-12 * sixteen);
+  EXPECT_NEAR(sixteen, one, 1e-12 * one);
+}
+
 TEST(DecodeStep, MoeReadsOnlyTheExpertsTheBatchPicks) {
   // Mixtral 8x7B (top 2 of 8): one token reads 2 experts of each layer,
   // a large batch all 8. One expert is 3 · 4096 · 14336 weights.

@@ -31,6 +31,7 @@ search_spaces::ClusterSpec LocalCluster(const profiler::CpuInfo& info) {
   // 48 gives 64 % and made every micro-batch-1 configuration ~25 % too slow
   // against `tune validate`'s measurements.
   c.gpu.gemm_tile_half_dim = 16;
+  c.gpu.decode_gemm_min_rows = 1;  // no MMA: a GEMV costs its FLOPs
   c.gpu.hbm_efficiency = 0.9;
   c.gpus_per_node = static_cast<int>(cores);
   c.nvlink_domain_gpus = static_cast<int>(cores);
