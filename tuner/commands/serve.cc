@@ -7,19 +7,24 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
+#include "profiler/cpu_backend.h"
 #include "search_spaces/limits.h"
 #include "search_spaces/presets/presets.h"
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
+#include "tuner/inputs/local_cluster.h"
 #include "tuner/interop/kubernetes_job.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/serving_commands.h"
 #include "tuner/interop/serving_manifest.h"
 #include "tuner/io/output_file.h"
+#include "tuner/machine/calibration_source.h"
 #include "tuner/render/serve_html.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
+#include "tuner/store/results_db.h"
+#include "tuner/validate/serving.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -32,12 +37,16 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model llama3-8b --gpus 8 --gpu h100 --isl 1024 --osl 256 --tpot-ms 20 --k8s serve.yaml
   tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --tpot-ms 50 --html serve.html
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
+  tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 --osl 16 --validate
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
 holds (or fixed by --concurrency over the replicas); with --disagg also
 prefill and decode workers apart, in every split of the GPUs. The Pareto front of
 tokens/s per GPU against tokens/s per user is listed; the best plan is the
 one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
+--validate runs plans (tp dividing --gpus x batches 1..16) on this machine's
+CPU engine and prints predicted against measured TTFT and TPOT (--gpu local,
+the default with --validate).
 The cost model and its accuracy: docs/serving.md.)";
 
 class ServeCommand : public Command {
@@ -51,9 +60,11 @@ class ServeCommand : public Command {
     sub->add_option("--gpus", gpus_, "number of GPUs to serve on")
         ->type_name("N")
         ->required();
-    sub->add_option("--gpu", gpu_,
-                    "GPU/cluster preset or cluster YAML file; default h100")
-        ->type_name("KIND");
+    gpu_option_ =
+        sub->add_option("--gpu", gpu_,
+                        "GPU/cluster preset, cluster YAML file or local "
+                        "(this machine's cores); default h100")
+            ->type_name("KIND");
     sub->add_option("--isl", isl_, "input (prompt) tokens per request")
         ->type_name("I")
         ->required();
@@ -96,11 +107,23 @@ class ServeCommand : public Command {
                     "write the report as a self-contained HTML page: the "
                     "Pareto chart, the best plan and its commands")
         ->type_name("FILE");
+    sub->add_flag("--validate", validate_,
+                  "run serving plans on this machine's CPU engine and "
+                  "compare measured TTFT/TPOT with the predictions");
+    sub->add_option("--repeats", repeats_,
+                    "with --validate: timed rounds per plan (default 3)")
+        ->type_name("R");
+    AddDbOption(sub, &db_,
+                "with this machine's measurements (tune profile) for --gpu "
+                "local or a measured GPU");
+    sub->add_flag("--no-db", no_db_,
+                  "price with the datasheet, not the results database");
     sub->add_flag("--json", json_, "print the JSON report on stdout");
     sub->footer(kServeExamples);
   }
 
   Status Run(std::ostream& out, std::ostream& err) override {
+    if (validate_) return RunValidation(out, err);
     if (!k8s_.empty()) MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
     if (!html_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_, "--html"));
@@ -110,7 +133,7 @@ class ServeCommand : public Command {
         gpus_, search_spaces::limits::kNumGpus, "--gpus"));
     auto model = search_spaces::ResolveModel(model_);
     if (!model.ok()) return model.status();
-    auto cluster = search_spaces::ResolveCluster(gpu_);
+    auto cluster = Cluster();
     if (!cluster.ok()) return cluster.status();
     auto precision = ParsePrecision(precision_);
     if (!precision.ok()) return precision.status();
@@ -139,8 +162,9 @@ class ServeCommand : public Command {
           "give how many Pareto points to list");
     }
     MESHTUNE_RETURN_IF_ERROR(ValidateServeProblem(p));
-    const costmodel::DatasheetCalibration calibration(p.cluster);
-    const ServeResult result = ServeSearch(p, calibration);
+    auto calibration = CalibrationFor(p.cluster, db_, no_db_);
+    if (!calibration.ok()) return calibration.status();
+    const ServeResult result = ServeSearch(p, **calibration);
     if (result.points.empty()) {
       std::string why;
       for (const auto& [reason, n] : result.rejected) {
@@ -179,6 +203,56 @@ class ServeCommand : public Command {
   }
 
  private:
+  // --gpu: a preset or cluster YAML, or `local` (this machine's cores,
+  // tuner/inputs/local_cluster.h, its node sized for --gpus ranks).
+  StatusOr<search_spaces::ClusterSpec> Cluster() const {
+    if (gpu_ != kLocalCluster) return search_spaces::ResolveCluster(gpu_);
+    search_spaces::ClusterSpec c = LocalCluster(profiler::ReadCpuInfo());
+    LocalNodeForRanks(gpus_, &c);
+    return c;
+  }
+
+  // --validate: plans run on the CPU engine (tuner/validate/serving.h).
+  Status RunValidation(std::ostream& out, std::ostream& err) {
+    if (gpu_ != kLocalCluster && gpu_option_->count() > 0) {
+      return Status::InvalidArgument(
+          "--validate runs the plans on this machine's CPU engine, so it "
+          "predicts them on --gpu local, not " +
+              gpu_,
+          "leave out --gpu or pass --gpu local");
+    }
+    gpu_ = kLocalCluster;
+    MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
+        gpus_, search_spaces::limits::kNumGpus, "--gpus"));
+    if (repeats_ < 1 || repeats_ > 100) {
+      return Status::InvalidArgument(
+          "--repeats must be in [1, 100], got " + std::to_string(repeats_),
+          "e.g. --repeats 3");
+    }
+    auto model = search_spaces::ResolveModel(model_);
+    if (!model.ok()) return model.status();
+    auto cluster = Cluster();
+    if (!cluster.ok()) return cluster.status();
+    auto calibration = CalibrationFor(*cluster, db_, no_db_);
+    if (!calibration.ok()) return calibration.status();
+    ServeValidationRequest r;
+    r.model = model.value();
+    r.cluster = cluster.value();
+    r.calibration = calibration->get();
+    r.gpus = gpus_;
+    r.isl = isl_;
+    r.osl = osl_;
+    r.repeats = repeats_;
+    auto result = ValidateServing(r, err);
+    if (!result.ok()) return result.status();
+    if (json_) {
+      out << ServeValidationJson(r, *result).dump(2) << "\n";
+    } else {
+      PrintServeValidation(out, r, *result);
+    }
+    return Status::Ok();
+  }
+
   // The best plan's engine commands (tuner/interop/serving_commands.h) into
   // report["commands"]: vllm (or vllm_error), sglang, trtllm and its
   // options file, and how many replicas to run behind a load balancer.
@@ -403,6 +477,11 @@ class ServeCommand : public Command {
   std::string k8s_;
   std::string html_;
   bool json_ = false;
+  bool validate_ = false;
+  CLI::Option* gpu_option_ = nullptr;
+  int64_t repeats_ = 3;
+  std::string db_;
+  bool no_db_ = false;
 };
 
 }  // namespace

@@ -39,7 +39,8 @@ Status RunRank(const GenerationRequest& r, Communicator& world,
 #ifdef _OPENMP
   // The ranks share the cores: each one's GEMMs get its part.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  omp_set_num_threads(std::max(1, cores / r.tp));
+  omp_set_num_threads(r.threads_per_rank > 0 ? r.threads_per_rank
+                                             : std::max(1, cores / r.tp));
 #endif
   const int64_t t = static_cast<int64_t>(r.prompts.front().size());
   auto gen = Generator::Create(r.config, &world,
