@@ -378,12 +378,22 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
 
   // ---- Memory of the most loaded stage.
   double weights = 0;
-  double widest_local = 0;  // the largest local linear output, for runtime
+  double widest_local = 0;  // the widest local GEMM output, for runtime
   for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
     const LayerShare s = ShareOfLayer(m, c, kind);
     weights += (s.dense_params + s.local_experts * s.expert_params) * wb +
                s.small_params * kActivationBytes;
-    widest_local = std::max(widest_local, s.dense_params / h);
+    // The widest single GEMM output (fc1 with its gate, or QKV), not the
+    // sum of the layer's GEMMs: TensorRT reuses activation memory from one
+    // tensor and one layer to the next, so one GEMM's output is alive with
+    // its input (TensorRT-LLM docs/source/reference/memory.md, "Activation
+    // size").
+    for (const Gemm& g : s.dense_gemms) {
+      widest_local = std::max(widest_local, g.params / std::max(g.k, 1.0));
+    }
+    for (const Gemm& g : s.expert_gemms) {
+      widest_local = std::max(widest_local, g.params / std::max(g.k, 1.0));
+    }
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
   // Embedding and output layer: on the first and last stage; with one

@@ -149,6 +149,14 @@ TEST(EstimateServing, KvCacheHoldsWhatIsLeft) {
       e.kv_cache_bytes,
       c.kv_cache_memory_fraction * (usable - e.weight_bytes - e.runtime_bytes),
       1.0);
+  // Runtime: 8192 tokens of 4·h plus two outputs of the widest local GEMM,
+  // 16-bit. That is the out-projection's and fc2's full h = 8192 partial
+  // sums (before their all-reduce), wider than fc1 with its gate (2 ·
+  // 28 672 / 8 = 7168) or QKV ((8 + 2) · 128 = 1280); not the layer's sum
+  // of 24 832. Plus fp32 logits of 2048 tokens over the padded
+  // vocabulary's 129 024 / 8 = 16 128 local columns.
+  EXPECT_NEAR(e.runtime_bytes,
+              8192.0 * (4 * 8192 + 2 * 8192) * 2 + 2048.0 * 16128 * 4, 1.0);
   // 80 layers · 2 · 1 group · 128 · 1 B per token on each of the 8 GPUs.
   EXPECT_DOUBLE_EQ(e.kv_bytes_per_sequence, 80 * 2 * 128 * 2560.0);
   EXPECT_EQ(e.max_sequences,
