@@ -1,6 +1,9 @@
 #include "engine/backends/registry.h"
 
+#include "engine/inference/cpu_generator.h"
+
 #if MESHTUNE_ENGINE_HAVE_CUDA
+#include "engine/cuda/generator.h"
 #include "engine/cuda/gpt_model.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/trainer.h"
@@ -64,6 +67,20 @@ StatusOr<std::unique_ptr<Trainer>> CreateTrainer(
   }
 #endif
   return Trainer::Create(config, dataset, world);
+}
+
+StatusOr<std::unique_ptr<inference::Generator>> CreateGenerator(
+    const std::string& backend, const TrainConfig& config, Communicator* world,
+    int64_t batch, int64_t capacity) {
+  MESHTUNE_RETURN_IF_ERROR(CheckBuilt(backend));
+#if MESHTUNE_ENGINE_HAVE_CUDA
+  if (backend == "cuda") {
+    return cuda::CreateCudaGenerator(config, world, batch, capacity);
+  }
+#endif
+  auto gen = inference::CpuGenerator::Create(config, world, batch, capacity);
+  if (!gen.ok()) return gen.status();
+  return std::unique_ptr<inference::Generator>(std::move(gen).value());
 }
 
 int CudaDeviceCount() {

@@ -12,6 +12,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data/dataset.h"
+#include "engine/inference/generator.h"
 #include "engine/train_config.h"
 #include "engine/trainer.h"
 #include "search_spaces/status.h"
@@ -40,6 +41,13 @@ StatusOr<std::unique_ptr<Trainer>> CreateTrainer(
     const std::string& backend, const TrainConfig& config,
     const data::TokenDataset* dataset, Communicator* world);
 
+// The backend's generator (engine/inference/generator.h; collective over
+// `world`, its tp ranks): inference::CpuGenerator::Create for "cpu",
+// cuda::CreateCudaGenerator for "cuda". Errors as CheckTrainerSupported's
+// for the backend, then the generator's.
+StatusOr<std::unique_ptr<inference::Generator>> CreateGenerator(
+    const std::string& backend, const TrainConfig& config, Communicator* world,
+    int64_t batch, int64_t capacity);
 // The CUDA devices this process sees: 0 without the CUDA backend or
 // without a driver.
 int CudaDeviceCount();

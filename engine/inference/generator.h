@@ -1,11 +1,10 @@
-// Generator: inference on the CPU engine. One rank's share of a GPT or
-// LLaMA-style decoder (dense or MoE) under tensor parallelism, with a KV
-// cache: a prefill runs the prompt's positions through every layer and
-// caches their keys and values; each decode step runs one new position per
-// sequence against the cache. The weights are the training model's: the
-// same parameter names and TP splits (engine/model_layout.h), initialized
-// as training initializes them or loaded from any `tune train --save`
-// checkpoint (resharded to this tp).
+// Generator: inference on the engine. One rank's share of a GPT or
+// LLaMA-style decoder under tensor parallelism, with a KV cache: a prefill runs
+// the prompt's positions through every layer and caches their keys and values;
+// each decode step runs one new position per sequence against the cache. The
+// weights are the training model's: the same parameter names and TP splits
+// (engine/model_layout.h), initialized as training initializes them or loaded
+// from any `tune train --save` checkpoint (resharded to this tp).
 //
 // Layout: tp = the world's size; pp = cp = dp = ep = 1. Attention and the
 // dense MLP are Megatron's column/row-parallel pairs with an all-reduce
@@ -21,9 +20,11 @@
 // (prompts of one length). Logits come back gathered over tp and unpadded,
 // [rows, vocab_size], identical on every rank.
 //
-// The check (tests/engine/inference/generator_test.cc): a prefill's logits
-// equal the training forward's on the same tokens, and a decode step's equal
-// a prefill of the longer sequence (fp32, 1e-5), for tp 1 and 2.
+// The check (tests/engine/inference/generator_test.cc): the CPU generator's
+// prefill logits equal the training forward's on the same tokens, and a
+// decode step's equal a prefill of the longer sequence (fp32, 1e-5), for
+// tp 1 and 2; the CUDA generator's equal the CPU's within bf16
+// (tests/engine/cuda/generator_test.cc).
 #ifndef MESHTUNE_ENGINE_INFERENCE_GENERATOR_H_
 #define MESHTUNE_ENGINE_INFERENCE_GENERATOR_H_
 
@@ -32,12 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/comm/communicator.h"
-#include "engine/inference/kv_cache.h"
 #include "engine/inference/sampling.h"
-#include "engine/model_layout.h"
 #include "engine/param_store.h"
-#include "engine/process_groups.h"
 #include "engine/train_config.h"
 #include "search_spaces/status.h"
 
@@ -59,35 +56,28 @@ struct Generation {
   std::vector<double> decode_step_s;
 };
 
+// The generator of one rank. Backends (engine/inference/cpu_generator.h,
+// engine/cuda/generator.h; by name: engine/backends/registry.h) implement
+// the forward; the generation loop and sampling are shared.
 class Generator {
  public:
-  // This rank's share of `config.model` (with its norm epsilon, rotary
-  // base and seed; the parallel config, batch and dropout are replaced) on
-  // the ranks of `world` (not owned; collective over it), for `batch`
-  // sequences of up to `capacity` positions (prompt + generated).
-  // InvalidArgument: batch or capacity < 1, capacity above the learned
-  // position table (model seq_length) for GPT models, a tp that does not
-  // divide the heads, groups or FFN (TrainConfig::Validate's message);
-  // Unimplemented: model features the engine does not build.
-  static StatusOr<std::unique_ptr<Generator>> Create(const TrainConfig& config,
-                                                     Communicator* world,
-                                                     int64_t batch,
-                                                     int64_t capacity);
+  virtual ~Generator() = default;
 
   // The weights as training initializes them (engine/param_init.h).
-  void InitWeights();
+  virtual Status InitWeights() = 0;
   // Collective. The newest checkpoint under `dir` (any saved layout).
-  Status LoadCheckpoint(const std::string& dir);
+  virtual Status LoadCheckpoint(const std::string& dir) = 0;
 
-  const ParamStore& params() const { return store_; }
+  // This rank's parameters (fp32, the training layout's tensors).
+  virtual const ParamStore& params() const = 0;
   const TrainConfig& config() const { return config_; }
-  int64_t batch() const { return cache_.batch(); }
-  int64_t capacity() const { return cache_.capacity(); }
-  int64_t position() const { return cache_.length(); }
-  int64_t kv_cache_bytes() const { return cache_.bytes(); }
+  int64_t batch() const { return batch_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t position() const { return position_; }
+  virtual int64_t kv_cache_bytes() const = 0;
 
   // Forgets the cached positions (a new batch of prompts).
-  void Reset() { cache_.Reset(); }
+  void Reset() { position_ = 0; }
   // Collective. Runs tokens[t·b] (sequence-major) at positions
   // [position(), position() + t) and caches them; returns the logits of
   // `which` rows. InvalidArgument when the cache cannot hold t more
@@ -103,28 +93,39 @@ class Generator {
       const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
       const SamplingOptions& sampling, int32_t stop_token = -1);
 
- private:
-  Generator(const TrainConfig& config, Communicator* world, int64_t batch,
-            int64_t capacity);
-  void Embed(const int32_t* tokens, int64_t t, float* x);
-  // One layer, x[t·b, h] in place.
-  void Layer(int64_t layer, int64_t t, std::vector<float>* x);
-  // The MLP (dense or MoE) of `layer` on normed[t·b, h] -> out[t·b, h].
-  void Mlp(const LayerParams& p, int64_t rows, const float* normed, float* out);
-  void MoeMlp(const LayerParams& p, int64_t rows, const float* normed,
-              float* out);
-  void Norm(const float* x, int w, int b, int64_t rows, float* out) const;
-  // Final norm, output layer and the tp gather of rows x[rows, h].
-  std::vector<float> Head(const float* x, int64_t rows);
-  void AllReduceTp(float* x, int64_t count);
+ protected:
+  // `config`: InferenceConfig's.
+  Generator(const TrainConfig& config, int64_t batch, int64_t capacity)
+      : config_(config), batch_(batch), capacity_(capacity) {}
+  // The backend's forward of checked tokens at positions [position(),
+  // position() + t): the logits [rows, vocab_size] of `which` rows.
+  virtual StatusOr<std::vector<float>> RunForward(
+      const std::vector<int32_t>& tokens, int64_t t, LogitsOf which) = 0;
 
   TrainConfig config_;
-  ProcessGroups groups_;
-  ParamStore store_;
-  ModelLayout layout_;
-  LayerShape shape_;  // per-rank heads, groups, ffn (tp); s, b unused
-  KvCache cache_;
+
+ private:
+  int64_t batch_, capacity_;
+  int64_t position_ = 0;
 };
+
+// The training config of the inference layout (above) for `tp` ranks:
+// the model and its options from `config`, tp ranks, no other
+// parallelism, one sequence per micro-batch, no dropout, dropless MoE
+// routing without an aux loss.
+TrainConfig InferenceConfig(const TrainConfig& config, int64_t tp);
+
+// Checks a generator of `config` (InferenceConfig's) for `batch` sequences
+// of `capacity` positions: the errors Create functions return
+// (cpu_generator.h).
+Status CheckGenerator(const TrainConfig& config, int64_t batch,
+                      int64_t capacity);
+
+// The logits [rows, vocab] of the padded vocab-parallel shards gathered
+// rank-major ([tp][rows, vocab_local]), the padding dropped.
+std::vector<float> UnshardLogits(const std::vector<float>& gathered, int64_t tp,
+                                 int64_t rows, int64_t vocab_local,
+                                 int64_t vocab);
 
 }  // namespace meshtune::engine::inference
 

@@ -15,9 +15,4 @@ KvCache::KvCache(int64_t layers, int64_t batch, int64_t groups,
                  head_dim > 0);
 }
 
-void KvCache::Advance(int64_t positions) {
-  MESHTUNE_CHECK(positions >= 0 && length_ + positions <= capacity_);
-  length_ += positions;
-}
-
 }  // namespace meshtune::engine::inference

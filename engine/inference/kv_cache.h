@@ -3,8 +3,8 @@
 // kv groups (num_query_groups / tp) of every sequence of the batch, for
 // positions [0, capacity). Layout per layer (engine/cpu/attention_cached.h):
 //   keys[b, groups, capacity, head_dim], values[b, groups, capacity, head_dim]
-// fp32. Every sequence of the batch is at the same position (prompts of one
-// length), so one counter says how many positions are filled.
+// fp32. Which positions are filled is the generator's to know
+// (Generator::position(): every sequence of a batch is at the same one).
 //
 // Memory: 2 · layers · b · groups · capacity · head_dim · 4 bytes per rank,
 // allocated once (what vLLM's paged blocks hold, without the paging: a
@@ -27,20 +27,12 @@ class KvCache {
 
   int64_t batch() const { return batch_; }
   int64_t capacity() const { return capacity_; }
-  // Positions filled so far (every sequence alike).
-  int64_t length() const { return length_; }
-  // Marks `positions` more as filled (after every layer appended them).
-  // REQUIRES length() + positions <= capacity().
-  void Advance(int64_t positions);
-  // Forgets every position (a new batch of prompts); keeps the memory.
-  void Reset() { length_ = 0; }
   int64_t bytes() const {
     return static_cast<int64_t>(2 * keys_.size() * sizeof(float));
   }
 
  private:
   int64_t batch_, capacity_, per_layer_;
-  int64_t length_ = 0;
   std::vector<float> keys_, values_;  // [layers, b, groups, capacity, d]
 };
 

@@ -15,6 +15,7 @@
 #include "tuner/commands/cli.h"
 #include "tuner/commands/command.h"
 #include "tuner/generate/generation.h"
+#include "tuner/io/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -60,6 +61,10 @@ class GenerateCommand : public Command {
     sub->add_option("--tp", tp_,
                     "tensor-parallel ranks, run as threads (default 1)")
         ->type_name("N");
+    sub->add_option("--backend", backend_,
+                    "engine backend: cpu (default) or cuda (one GPU per tp "
+                    "rank)")
+        ->type_name("B");
     sub->add_option("--vocab-file", vocab_file_,
                     "GPT-2 vocab.json (with --merge-file): BPE prompts")
         ->type_name("FILE");
@@ -94,6 +99,7 @@ class GenerateCommand : public Command {
     r.sampling.vocab_limit = tokenizer->vocab_size();
     r.stop_token = tokenizer->eod_id();
     r.tp = static_cast<int>(tp_);
+    r.backend = backend_;
     auto result = RunGeneration(r);
     if (!result.ok()) return result.status();
     std::vector<int32_t> tokens = result->generation.tokens.front();
@@ -112,6 +118,7 @@ class GenerateCommand : public Command {
       j["tokens"] = tokens;
       j["stopped_at_end_of_document"] = stopped;
       j["tp"] = tp_;
+      j["backend"] = backend_;
       j["ttft_ms"] = ttft_ms;
       j["tpot_ms"] = tpot_ms;
       j["kv_cache_bytes_per_rank"] = result->kv_cache_bytes_per_rank;
@@ -123,9 +130,10 @@ class GenerateCommand : public Command {
     out << prompt_ << text << "\n";
     err << "tune: generated " << tokens.size() << " tokens"
         << (stopped ? " (end of document)" : "") << " with "
-        << r.config.model.name << " at tp " << tp_ << ": TTFT "
-        << Fixed(ttft_ms, 1) << " ms for " << r.prompts.front().size()
-        << " prompt tokens, TPOT " << Fixed(tpot_ms, 2) << " ms\n";
+        << r.config.model.name << " at tp " << tp_ << " on " << backend_
+        << ": TTFT " << Fixed(ttft_ms, 1) << " ms for "
+        << r.prompts.front().size() << " prompt tokens, TPOT "
+        << Fixed(tpot_ms, 2) << " ms\n";
     return Status::Ok();
   }
 
@@ -134,11 +142,6 @@ class GenerateCommand : public Command {
     std::ostringstream s;
     s << v;
     return s.str();
-  }
-  static std::string Fixed(double v, int digits) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-    return buf;
   }
 
   Status CheckFlags() const {
@@ -203,6 +206,7 @@ class GenerateCommand : public Command {
   static constexpr int64_t kMaxTp = 64;
 
   std::string load_, prompt_, model_, vocab_file_, merge_file_;
+  std::string backend_ = "cpu";
   int64_t max_new_tokens_ = 64, top_k_ = 0, tp_ = 1;
   uint64_t seed_ = 1234;
   double temperature_ = 0;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/backends/registry.h"
 #include "engine/comm/local_communicator.h"
 
 #ifdef _OPENMP
@@ -17,7 +18,6 @@ namespace {
 
 using engine::Communicator;
 using engine::inference::Generation;
-using engine::inference::Generator;
 
 // Every rank's Status is the same (creation checks the same config, the
 // checkpoint load agrees over the ranks, Generate checks the same prompts),
@@ -43,12 +43,12 @@ Status RunRank(const GenerationRequest& r, Communicator& world,
                                              : std::max(1, cores / r.tp));
 #endif
   const int64_t t = static_cast<int64_t>(r.prompts.front().size());
-  auto gen = Generator::Create(r.config, &world,
-                               static_cast<int64_t>(r.prompts.size()),
-                               t + r.max_new_tokens);
+  auto gen = engine::backends::CreateGenerator(
+      r.backend, r.config, &world, static_cast<int64_t>(r.prompts.size()),
+      t + r.max_new_tokens);
   if (!gen.ok()) return gen.status();
   if (r.checkpoint_dir.empty()) {
-    (*gen)->InitWeights();
+    MESHTUNE_RETURN_IF_ERROR((*gen)->InitWeights());
   } else {
     MESHTUNE_RETURN_IF_ERROR((*gen)->LoadCheckpoint(r.checkpoint_dir));
   }

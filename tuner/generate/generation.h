@@ -27,6 +27,8 @@ struct GenerationRequest {
   engine::inference::SamplingOptions sampling;
   int32_t stop_token = -1;  // < 0: none
   int tp = 1;               // ranks (threads)
+  // "cpu" or "cuda" (engine/backends/registry.h CreateGenerator).
+  std::string backend = "cpu";
   // OpenMP threads of each rank's ops; 0 = this machine's cores / tp (the
   // ranks share the cores). The `local` preset's one core per rank is 1.
   int threads_per_rank = 0;

@@ -105,6 +105,23 @@ Status RopeBackward(Bf16* dqkv, int64_t s, int64_t b, int64_t heads,
                     int64_t groups, int64_t head_dim, float base,
                     int64_t pos_offset, Stream stream);
 
+// ---- Cached attention for inference (attention_cached.cu; CPU:
+// engine/cpu/attention_cached.h) ----
+// KvCacheAppend: the k and v parts of qkv[t·b, (heads + 2·groups)·d]
+// (row ti·b + bi = position past + ti of sequence bi) into the caches
+// k_cache, v_cache[b, groups, capacity, d] at positions [past, past + t).
+// AttentionCachedForward: out[t·b, heads·d] = softmax(scale·q·Kᵀ)·V of each
+// new row's query over the cached keys [0, past + ti] of its sequence
+// (appended first), scale 1/√d, fp32 softmax. head_dim at most 256.
+Status KvCacheAppend(const Bf16* qkv, int64_t t, int64_t b, int64_t heads,
+                     int64_t groups, int64_t head_dim, int64_t past,
+                     int64_t capacity, Bf16* k_cache, Bf16* v_cache,
+                     Stream stream);
+Status AttentionCachedForward(const Bf16* qkv, const Bf16* k_cache,
+                              const Bf16* v_cache, int64_t t, int64_t b,
+                              int64_t heads, int64_t groups, int64_t head_dim,
+                              int64_t past, int64_t capacity, Bf16* out,
+                              Stream stream);
 // ---- Vocab-parallel softmax cross-entropy (cross_entropy.cu): the local
 // pieces of Megatron's cross_entropy.py; the caller all-reduces row_max
 // (max) and sum_exp/target_logit (sum) over the tp group between them.

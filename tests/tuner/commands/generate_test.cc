@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/backends/registry.h"
 #include "tests/tuner/tune_in_process.h"
 
 namespace meshtune::tuner {
@@ -89,7 +90,8 @@ TEST_F(GenerateCommandTest, PlainOutputIsPromptAndText) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out.substr(0, 2), "ab");
   EXPECT_NE(run.err.find("tune: generated "), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("with gpt-tiny at tp 1: TTFT "), std::string::npos);
+  EXPECT_NE(run.err.find("with gpt-tiny at tp 1 on cpu: TTFT "),
+            std::string::npos);
 }
 
 TEST_F(GenerateCommandTest, Errors) {
@@ -110,6 +112,18 @@ TEST_F(GenerateCommandTest, Errors) {
               "prompt plus new tokens is 301 positions, but model gpt-tiny "
               "has learned positions for 256",
               "shorten the prompt or lower --max-new-tokens");
+  ExpectError(
+      g + "--backend tpu", "unknown engine backend 'tpu'",
+      "use one of: " + std::string(engine::backends::TrainerBackendBuilt("cuda")
+                                       ? "cpu, cuda"
+                                       : "cpu"));
+  if (engine::backends::TrainerBackendBuilt("cuda") &&
+      engine::backends::CudaDeviceCount() == 0) {
+    ExpectError(g + "--backend cuda",
+                "no CUDA device: cudaGetDeviceCount found none",
+                "run on a machine with an NVIDIA GPU and driver, or use the "
+                "CPU backend (--backend cpu)");
+  }
   ExpectError(g + "--vocab-file v.json",
               "GPT-2 BPE needs both --vocab-file and --merge-file",
               "give both, or neither for the byte tokenizer");

@@ -1,9 +1,10 @@
-// The generator against the training model (engine/inference/generator.h):
+// The CPU generator against the training model (engine/inference/
+// cpu_generator.h; the shared loop and sampling of generator.h):
 // a prefill's logits equal the training forward's on the same tokens, a
 // decode step with the cache equals a prefill of the longer sequence, for
 // tp 1 and tp 2, GPT, LLaMA and MoE, fp32 within the engine's 1e-5; and
 // generation, sampling and checkpoint loading around them.
-#include "engine/inference/generator.h"
+#include "engine/inference/cpu_generator.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -79,9 +80,9 @@ auto OnGenerator(const TrainConfig& config, int tp, int64_t capacity, Fn fn) {
   decltype(fn(std::declval<Generator&>())) result{};
   std::mutex mu;
   RunLocalRanks(tp, [&](Communicator& world) {
-    auto gen = Generator::Create(config, &world, kBatch, capacity);
+    auto gen = CpuGenerator::Create(config, &world, kBatch, capacity);
     ASSERT_TRUE(gen.ok()) << gen.status().message();
-    (*gen)->InitWeights();
+    ASSERT_TRUE((*gen)->InitWeights().ok());
     auto mine = fn(**gen);
     std::lock_guard<std::mutex> lock(mu);
     if (world.rank() == 0) result = mine;
@@ -264,14 +265,14 @@ TEST(SamplingTest, TemperatureAndTopK) {
 TEST(GeneratorTest, RejectsWhatDoesNotFit) {
   RunLocalRanks(1, [&](Communicator& world) {
     // GPT's learned positions stop at seq_length (16).
-    auto too_long = Generator::Create(Gpt(), &world, 1, 17);
+    auto too_long = CpuGenerator::Create(Gpt(), &world, 1, 17);
     ASSERT_FALSE(too_long.ok());
     EXPECT_EQ(too_long.status().message(),
               "prompt plus new tokens is 17 positions, but model gpt-test has "
               "learned positions for 16");
-    auto gen = Generator::Create(Llama(), &world, 1, 4);
+    auto gen = CpuGenerator::Create(Llama(), &world, 1, 4);
     ASSERT_TRUE(gen.ok());
-    (*gen)->InitWeights();
+    ASSERT_TRUE((*gen)->InitWeights().ok());
     auto full = (*gen)->Forward({1, 2, 3, 4, 5}, 5, LogitsOf::kLast);
     ASSERT_FALSE(full.ok());
     EXPECT_EQ(full.status().message(),
@@ -283,7 +284,7 @@ TEST(GeneratorTest, RejectsWhatDoesNotFit) {
               "token id 100 is outside model llama-test's vocabulary of 100");
   });
   RunLocalRanks(3, [&](Communicator& world) {
-    auto odd = Generator::Create(Llama(), &world, 1, 4);  // 4 heads over 3
+    auto odd = CpuGenerator::Create(Llama(), &world, 1, 4);  // 4 heads over 3
     EXPECT_FALSE(odd.ok());
   });
 }
@@ -304,7 +305,7 @@ TEST(GeneratorTest, LoadsACheckpointSavedWithAnotherLayout) {
     std::map<std::string, std::vector<float>> loaded;
     std::mutex mu;
     RunLocalRanks(tp, [&](Communicator& world) {
-      auto gen = Generator::Create(Llama(), &world, 1, 8);
+      auto gen = CpuGenerator::Create(Llama(), &world, 1, 8);
       ASSERT_TRUE(gen.ok());
       ASSERT_TRUE((*gen)->LoadCheckpoint(dir.string()).ok());
       engine::testing::GatherInto((*gen)->params(), &loaded, &mu);
