@@ -141,6 +141,25 @@ Stage HeaviestStage(const ModelSpec& m, const ServingConfig& c, double wb) {
 int64_t MinGemmRows(const ClusterSpec& cluster) {
   return std::max<int64_t>(1, std::llround(cluster.gpu.decode_gemm_min_rows));
 }
+
+// The factor on the calibration's MemoryTime_s (which runs at the GPU's
+// hbm_efficiency, large streaming copies) that brings a serving step's
+// memory-bound kernels to kServingHbmFraction of the datasheet bandwidth;
+// 1 when the GPU states no efficiency.
+double StreamScale(const ClusterSpec& cluster) {
+  const double eff = cluster.gpu.hbm_efficiency;
+  return eff > 0 ? eff / kServingHbmFraction : 1.0;
+}
+
+// The device facts the serving GEMMs need.
+struct ServingDevice {
+  int64_t min_rows = 1;       // MinGemmRows
+  double stream_scale = 1.0;  // StreamScale
+};
+ServingDevice DeviceOf(const ClusterSpec& cluster) {
+  return {MinGemmRows(cluster), StreamScale(cluster)};
+}
+
 // Rows from which the calibration's GEMM curve is used as it is; below, a
 // GEMM costs its rows' share of a GEMM this tall (the curve's tile and
 // size fall-off describe training shapes, not the weight-streaming kernels
@@ -150,17 +169,17 @@ constexpr int64_t kCurveRows = 256;
 // A linear layer on one GPU: [m, k]·[k, params/k] at the weight precision,
 // the slower of its GEMM and streaming its weights. Adds to `weights_s` or
 // `compute_s`, whichever bound it.
-void Linear(const Calibration& cal, const ModelOptions& o, int64_t min_rows,
-            Precision p, double m, double params, double k, double wb,
-            double* weights_s, double* compute_s) {
+void Linear(const Calibration& cal, const ModelOptions& o,
+            const ServingDevice& dev, Precision p, double m, double params,
+            double k, double wb, double* weights_s, double* compute_s) {
   if (m <= 0 || params <= 0) return;
   const int64_t kk = std::max<int64_t>(1, static_cast<int64_t>(k));
   const int64_t n = std::max<int64_t>(1, std::llround(params / kk));
-  const int64_t rows = std::max<int64_t>(min_rows, std::llround(m));
+  const int64_t rows = std::max<int64_t>(dev.min_rows, std::llround(m));
   const int64_t tall = std::max(rows, kCurveRows);
   const double gemm = cal.GemmTime_s(tall, n, kk, p, o) *
                       static_cast<double>(rows) / static_cast<double>(tall);
-  const double stream = cal.MemoryTime_s(params * wb, o);
+  const double stream = cal.MemoryTime_s(params * wb, o) * dev.stream_scale;
   if (stream >= gemm) {
     *weights_s += stream;
   } else {
@@ -237,7 +256,7 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
                      const Calibration& cal, const ModelOptions& options) {
   if (tokens <= 0 || sequences <= 0) return 0.0;
   const ModelOptions o = ServingOptions(options);
-  const int64_t min_rows = MinGemmRows(cluster);
+  const ServingDevice dev = DeviceOf(cluster);
   const double wb = search_spaces::WeightBytesPerElement(c.weights);
   const double h = static_cast<double>(m.hidden_size);
   // Prefill tokens of a replica spread over its attention-DP ranks.
@@ -249,7 +268,7 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
     const LayerShare s = ShareOfLayer(m, c, kind);
     for (const Gemm& g : s.dense_gemms) {
-      Linear(cal, o, min_rows, c.weights, t, g.params, g.k, wb, &weights_s,
+      Linear(cal, o, dev, c.weights, t, g.params, g.k, wb, &weights_s,
              &compute_s);
     }
     if (s.moe) {
@@ -259,8 +278,7 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
           static_cast<double>(tokens) * m.moe_router_topk / m.num_experts;
       double w = 0, cpt = 0;  // one local expert; all have its shape
       for (const Gemm& g : s.expert_gemms) {
-        Linear(cal, o, min_rows, c.weights, per_expert, g.params, g.k, wb, &w,
-               &cpt);
+        Linear(cal, o, dev, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
       }
       weights_s += s.local_experts * w;
       compute_s += s.local_experts * cpt;
@@ -277,7 +295,7 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   }
   // Output layer for the last token of each sequence only.
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
-  Linear(cal, o, min_rows, Precision::kBf16, seqs_per_rank, vocab * h / c.tp, h,
+  Linear(cal, o, dev, Precision::kBf16, seqs_per_rank, vocab * h / c.tp, h,
          kActivationBytes, &weights_s, &compute_s);
   const double stage = weights_s + compute_s + attn_s + tp_s + ep_s;
   const CommGroup pair = AxisGroup(1, 2, 2);
@@ -291,7 +309,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                            int64_t context, const Calibration& cal,
                            const ModelOptions& options) {
   const ModelOptions o = ServingOptions(options);
-  const int64_t min_rows = MinGemmRows(cluster);
+  const ServingDevice dev = DeviceOf(cluster);
   DecodeBreakdown d;
   if (batch <= 0) return d;
   const double wb = search_spaces::WeightBytesPerElement(c.weights);
@@ -305,10 +323,11 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
     const LayerKind& kind = heaviest.kinds[i];
     const LayerShare s = ShareOfLayer(m, c, kind);
     for (const Gemm& g : s.dense_gemms) {
-      Linear(cal, o, min_rows, c.weights, per_rank, g.params, g.k, wb,
+      Linear(cal, o, dev, c.weights, per_rank, g.params, g.k, wb,
              &stage.weights_s, &stage.compute_s);
     }
-    stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o);
+    stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o) *
+                       dev.stream_scale;
     if (s.moe) {
       // Expected local experts some token picked: E/ep · (1 − (1 − k/E)^B)
       // (independent picks of the micro-batch's B tokens).
@@ -320,8 +339,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
       const double per_expert = micro * k / e / std::max(hit, 1e-12);
       double w = 0, cpt = 0;
       for (const Gemm& g : s.expert_gemms) {
-        Linear(cal, o, min_rows, c.weights, per_expert, g.params, g.k, wb, &w,
-               &cpt);
+        Linear(cal, o, dev, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
       }
       stage.weights_s += active * w;
       stage.compute_s += active * cpt;
@@ -343,13 +361,14 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                 : 4.0 * per_rank * heads * ctx * HeadDim(m);
       const double compute = flops / (cluster.gpu.peak_bf16_tflops * 1e12 *
                                       cluster.gpu.gemm_max_efficiency_bf16);
-      stage.kv_cache_s += std::max(cal.MemoryTime_s(kv_bytes, o), compute);
+      stage.kv_cache_s +=
+          std::max(cal.MemoryTime_s(kv_bytes, o) * dev.stream_scale, compute);
     }
     LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,
               &stage.ep_comm_s);
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
-  Linear(cal, o, min_rows, Precision::kBf16, per_rank, vocab * h / c.tp, h,
+  Linear(cal, o, dev, Precision::kBf16, per_rank, vocab * h / c.tp, h,
          kActivationBytes, &stage.weights_s, &stage.compute_s);
   const double pp = static_cast<double>(c.pp);
   d.weights_s = pp * stage.weights_s;

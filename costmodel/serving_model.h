@@ -16,7 +16,8 @@
 //             sequences of isl + osl tokens (kv_cache.h).
 // Time: every GEMM of a layer (QKV, out-projection, fc1, fc2, each expert's
 // pair, at its own shape) is a roofline, max(its GEMM time from the
-// calibration, streaming its local weights from HBM once), so a decode step
+// calibration, streaming its local weights from HBM once at
+// kServingHbmFraction of the datasheet bandwidth), so a decode step
 // at a small batch reads weights and a prefill computes; collectives are
 // the calibration's bandwidth time plus a one-shot latency of two link hops
 // (serving engines' custom all-reduce, not NCCL's ring):
@@ -71,6 +72,14 @@ inline constexpr int64_t kMaxNumTokens = 8192;
 // not yet fitted: per-framework step overheads are the next calibration
 // (docs/serving.md §5).
 inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
+// Fraction of the datasheet HBM bandwidth that a serving step's
+// memory-bound kernels reach (decode GEMMs streaming their weights, the
+// KV-cache reads, norms): aiconfigurator's mem_bw_empirical_scaling_factor,
+// "a correction based on observations" of NVIDIA's serving kernels, 0.8 on
+// every GPU (github.com/ai-dynamo/aiconfigurator, systems/*.yaml). Below
+// the 0.9 that large streaming copies reach (GpuSpec::hbm_efficiency),
+// which training keeps.
+inline constexpr double kServingHbmFraction = 0.8;
 
 // Where a decode step's time goes, on one GPU, one step (seconds).
 struct DecodeBreakdown {
