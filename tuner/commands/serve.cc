@@ -7,6 +7,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
+#include "engine/backends/registry.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/limits.h"
 #include "search_spaces/presets/presets.h"
@@ -20,6 +21,7 @@
 #include "tuner/interop/serving_manifest.h"
 #include "tuner/io/output_file.h"
 #include "tuner/machine/calibration_source.h"
+#include "tuner/machine/local_gpu.h"
 #include "tuner/render/serve_html.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
@@ -110,6 +112,11 @@ class ServeCommand : public Command {
     sub->add_flag("--validate", validate_,
                   "run serving plans on this machine's CPU engine and "
                   "compare measured TTFT/TPOT with the predictions");
+    sub->add_option("--backend", backend_,
+                    "with --validate: the engine backend, cpu (default; "
+                    "--gpu local) or cuda (this machine's GPUs and their "
+                    "preset)")
+        ->type_name("B");
     sub->add_option("--repeats", repeats_,
                     "with --validate: timed rounds per plan (default 3)")
         ->type_name("R");
@@ -214,14 +221,44 @@ class ServeCommand : public Command {
 
   // --validate: plans run on the CPU engine (tuner/validate/serving.h).
   Status RunValidation(std::ostream& out, std::ostream& err) {
-    if (gpu_ != kLocalCluster && gpu_option_->count() > 0) {
+    if (backend_ != "cpu" && backend_ != "cuda") {
+      return Status::InvalidArgument(
+          "--backend must be cpu or cuda, got '" + backend_ + "'",
+          "cpu runs the plans on this machine's cores, cuda on its GPUs");
+    }
+    if (backend_ == "cuda") {
+      // Ranks beyond the devices would share them, which no preset
+      // describes.
+      const int devices = engine::backends::CudaDeviceCount();
+      if (gpus_ > devices) {
+        return Status::InvalidArgument(
+            "--validate --backend cuda runs one rank per GPU: --gpus " +
+                std::to_string(gpus_) + " but this machine has " +
+                std::to_string(devices) + " CUDA device" +
+                (devices == 1 ? "" : "s"),
+            devices == 0 ? "run it on a machine with an NVIDIA GPU and "
+                           "driver, or use --backend cpu"
+                         : "pass --gpus " + std::to_string(devices) +
+                               " or fewer, or use --backend cpu");
+      }
+      // The GPUs' own preset: --gpu, else the one matching the device.
+      if (gpu_option_->count() == 0) gpu_ = DetectedGpuPreset();
+      if (gpu_.empty() || gpu_ == kLocalCluster) {
+        return Status::InvalidArgument(
+            "--validate --backend cuda predicts the plans on this machine's "
+            "GPU preset, and none matches its GPU",
+            "pass --gpu PRESET with the preset closest to it ('tune gpus')");
+      }
+    } else if (gpu_ != kLocalCluster && gpu_option_->count() > 0) {
       return Status::InvalidArgument(
           "--validate runs the plans on this machine's CPU engine, so it "
           "predicts them on --gpu local, not " +
               gpu_,
-          "leave out --gpu or pass --gpu local");
+          "leave out --gpu or pass --gpu local (or --backend cuda on a GPU "
+          "machine)");
+    } else {
+      gpu_ = kLocalCluster;
     }
-    gpu_ = kLocalCluster;
     MESHTUNE_RETURN_IF_ERROR(search_spaces::CheckLimit(
         gpus_, search_spaces::limits::kNumGpus, "--gpus"));
     if (repeats_ < 1 || repeats_ > 100) {
@@ -243,6 +280,7 @@ class ServeCommand : public Command {
     r.isl = isl_;
     r.osl = osl_;
     r.repeats = repeats_;
+    r.backend = backend_;
     auto result = ValidateServing(r, err);
     if (!result.ok()) return result.status();
     if (json_) {
@@ -480,6 +518,7 @@ class ServeCommand : public Command {
   bool validate_ = false;
   CLI::Option* gpu_option_ = nullptr;
   int64_t repeats_ = 3;
+  std::string backend_ = "cpu";
   std::string db_;
   bool no_db_ = false;
 };

@@ -59,6 +59,7 @@ GenerationRequest Generation(const ServeValidationRequest& r,
   g.config.model = r.model;
   g.tp = static_cast<int>(p.tp);
   g.threads_per_rank = 1;  // the local preset: one core per rank
+  g.backend = r.backend;
   g.max_new_tokens = r.osl;
   const int64_t vocab = std::min<int64_t>(r.model.vocab_size, 256);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
@@ -194,8 +195,9 @@ StatusOr<ServeValidation> ValidateServing(const ServeValidationRequest& r,
 
 void PrintServeValidation(std::ostream& out, const ServeValidationRequest& r,
                           const ServeValidation& v) {
-  out << "Serving plans of " << r.model.name << " run on this machine's CPU "
-      << "engine (ISL " << r.isl << ", OSL " << r.osl << ", " << r.repeats
+  out << "Serving plans of " << r.model.name << " run on this machine's "
+      << (r.backend == "cuda" ? "GPUs (" + r.cluster.name + ")" : "CPU engine")
+      << " (ISL " << r.isl << ", OSL " << r.osl << ", " << r.repeats
       << (r.repeats == 1 ? " round" : " rounds") << ", medians):\n\n";
   out << Fmt("  %-4s %6s  %13s %13s %7s  %13s %13s %7s\n", "tp", "batch",
              "TTFT pred ms", "measured ms", "noise", "TPOT pred ms",
@@ -222,15 +224,21 @@ void PrintServeValidation(std::ostream& out, const ServeValidationRequest& r,
   out << "\n";
   line("TTFT", v.ttft, v.predicted_ttft_ratio);
   line("TPOT", v.tpot, v.predicted_tpot_ratio);
-  out << "\nPredicted: the serving cost model on the local preset for the "
-         "engine's static batch (docs/serving.md §8); the engine runs fp32, "
-         "the model prices 16-bit weights, so the ranking is the check.\n";
+  out << "\nPredicted: the serving cost model on the "
+      << (r.backend == "cuda" ? r.cluster.name : "local")
+      << " preset for the engine's static batch (docs/serving.md §8)"
+      << (r.backend == "cuda"
+              ? ".\n"
+              : "; the engine runs fp32, the model prices 16-bit weights, so "
+                "the ranking is the check.\n");
 }
 
 nlohmann::json ServeValidationJson(const ServeValidationRequest& r,
                                    const ServeValidation& v) {
   nlohmann::json j;
   j["model"] = r.model.name;
+  j["backend"] = r.backend;
+  j["preset"] = r.cluster.name;
   j["isl"] = r.isl;
   j["osl"] = r.osl;
   j["repeats"] = r.repeats;

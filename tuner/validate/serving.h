@@ -1,8 +1,9 @@
 // `tune serve --validate` (docs/serving.md §8): serving plans run for real on
-// this machine's CPU engine (engine/inference/generator.h through
-// tuner/generate/generation.h), their measured time to first token (TTFT)
-// and time per output token (TPOT) beside the serving cost model's
-// predictions on the `local` preset, and how well the predictions rank them.
+// this machine's engine (engine/inference/generator.h through
+// tuner/generate/generation.h; the CPU ranks of the `local` preset, or its
+// GPUs with --backend cuda), their measured time to first token (TTFT) and
+// time per output token (TPOT) beside the serving cost model's predictions
+// on that preset, and how well the predictions rank them.
 //
 // Plans: one replica of every tensor-parallel size dividing --gpus (and the
 // model's heads, query groups and FFN) times every batch of `batches`; each
@@ -29,6 +30,7 @@
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "costmodel/calibration.h"
@@ -48,6 +50,9 @@ struct ServeValidationRequest {
   int64_t isl = 0, osl = 0;
   std::vector<int64_t> batches = {1, 2, 4, 8, 16};
   int64_t repeats = 3;
+  // "cpu": ranks on this machine's cores, one core each (the `local`
+  // preset); "cuda": one GPU per rank (cluster = the GPU's preset).
+  std::string backend = "cpu";
 };
 
 struct ServePlanOutcome {

@@ -14,6 +14,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
+#include "engine/backends/registry.h"
 #include "profiler/cpu_backend.h"
 #include "search_spaces/presets/presets.h"
 #include "tests/tuner/tune_in_process.h"
@@ -122,7 +123,20 @@ TEST(ServeValidateCommand, FlagsAndJson) {
   EXPECT_EQ(gpu.err,
             "tune: error: --validate runs the plans on this machine's CPU "
             "engine, so it predicts them on --gpu local, not h100\n"
-            "tune: hint: leave out --gpu or pass --gpu local\n");
+            "tune: hint: leave out --gpu or pass --gpu local (or --backend "
+            "cuda on a GPU machine)\n");
+  if (engine::backends::CudaDeviceCount() == 0) {
+    const testing::TuneRun cuda = testing::RunTuneInProcess(
+        "serve --model llama-tiny --gpus 1 --isl 8 --osl 2 --validate "
+        "--backend cuda");
+    EXPECT_EQ(cuda.exit_code, 2);
+    EXPECT_EQ(
+        cuda.err,
+        "tune: error: --validate --backend cuda runs one rank per GPU: "
+        "--gpus 1 but this machine has 0 CUDA devices\n"
+        "tune: hint: run it on a machine with an NVIDIA GPU and driver, or "
+        "use --backend cpu\n");
+  }
   const testing::TuneRun repeats = testing::RunTuneInProcess(
       "serve --model llama-tiny --gpus 1 --isl 8 --osl 2 --validate "
       "--repeats 0");
