@@ -224,10 +224,15 @@ void LayerComm(const ModelSpec& m, const ServingConfig& c,
                                         act, tp_group, o);
   const int64_t moe_group = c.tp * c.attention_dp;
   if (s.moe && moe_group > 1 && c.attention_dp > 1) {
-    // Attention DP: each rank's tokens travel to the experts and back.
+    // Attention DP: each rank's tokens travel to the experts and back. A
+    // rank sends each of its tokens' k routed copies once (DeepEP's
+    // dispatch and combine, github.com/deepseek-ai/DeepEP; SGLang's and
+    // TensorRT-LLM's wide-EP all-to-alls), so its buffer is tokens · k · h
+    // in nccl-tests' all-to-all convention (the rank's whole send buffer),
+    // as the training model prices its dispatch (cost_model.cc), not that
+    // times the group size.
     const CommGroup group = AxisGroup(1, moe_group, Domain(cluster));
-    const double routed = act * static_cast<double>(m.moe_router_topk) *
-                          static_cast<double>(moe_group);
+    const double routed = act * static_cast<double>(m.moe_router_topk);
     *ep_s += 2.0 * ServingCollective_s(cal, cluster, Collective::kAllToAll,
                                        routed, group, o);
   }

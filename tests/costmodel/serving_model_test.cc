@@ -109,6 +109,31 @@ TEST(DecodeStep, MoeReadsOnlyTheExpertsTheBatchPicks) {
               0.01 * (two - one));
 }
 
+TEST(DecodeStep, AttentionDpDispatchSendsEachTokensCopiesOnce) {
+  // Mixtral 8x7B (h 4096, top-2, 32 MoE layers) at tp 1, attention DP 8,
+  // ep 8 on one H100 node, 64 sequences: 8 tokens per rank. Each rank's
+  // dispatch buffer is its tokens' k copies, 8 · 2 · 4096 · 2 B = 131 072 B
+  // (not that times the 8 ranks), priced as the bandwidth of one all-to-all
+  // over 8 NVLink ranks plus two 3.4 us hops; a dispatch and a combine per
+  // layer.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.attention_dp = 8;
+  c.ep = 8;
+  c.weights = Precision::kFp8;
+  const DecodeBreakdown d = DecodeStep(m, h100, c, 64, 1024, cal);
+  ModelOptions bandwidth;
+  bandwidth.Disable(Refinement::kCollectiveRamp);
+  bandwidth.Disable(Refinement::kTrainingKernelEfficiency);
+  const double a2a =
+      cal.CollectiveTime_s(Collective::kAllToAll, 8.0 * 2 * 4096 * 2,
+                           CommGroup{8, 1, 8}, bandwidth) +
+      2 * 3.4e-6;
+  EXPECT_NEAR(d.ep_comm_s, 32 * 2 * a2a, 1e-12);
+}
+
 TEST(PrefillTime, IsBoundByTheGemmsFlops) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
