@@ -52,6 +52,17 @@ Status CheckGenerator(const TrainConfig& c, int64_t batch, int64_t capacity) {
             " has learned positions for " + std::to_string(c.model.seq_length),
         "shorten the prompt or lower --max-new-tokens");
   }
+  // RoPE has no table, but the model was built (and trained) for
+  // seq_length positions: the longest context served, as vLLM's
+  // max_model_len defaults to max_position_embeddings. It also bounds the
+  // cache a prompt can make the generator allocate.
+  if (capacity > c.model.seq_length) {
+    return Status::InvalidArgument(
+        "prompt plus new tokens is " + std::to_string(capacity) +
+            " positions, beyond model " + c.model.name + "'s seq_length of " +
+            std::to_string(c.model.seq_length),
+        "shorten the prompt or lower --max-new-tokens");
+  }
   return Status::Ok();
 }
 

@@ -6,8 +6,11 @@
 #include <thread>
 #include <utility>
 
+#include "costmodel/model_stats.h"
 #include "engine/backends/registry.h"
 #include "engine/comm/local_communicator.h"
+#include "profiler/cpu_backend.h"
+#include "tuner/io/text_format.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -68,12 +71,42 @@ Status RunRank(const GenerationRequest& r, Communicator& world,
 
 }  // namespace
 
+double GenerationHostBytes(const GenerationRequest& r) {
+  const auto& m = r.config.model;
+  const costmodel::ModelStats stats = costmodel::ComputeModelStats(
+      m, costmodel::PaddedVocabSize(m.vocab_size, r.tp), m.seq_length);
+  double bytes = 8.0 * stats.total_params;
+  if (r.backend == "cpu" && !r.prompts.empty()) {
+    const double d = m.kv_channels > 0 ? m.kv_channels
+                                       : static_cast<double>(m.hidden_size) /
+                                             m.num_attention_heads;
+    const double capacity =
+        static_cast<double>(r.prompts.front().size()) + r.max_new_tokens;
+    bytes += 2.0 * m.num_layers * r.prompts.size() * m.num_query_groups *
+             capacity * d * 4.0;
+  }
+  return bytes;
+}
+
 StatusOr<GenerationResult> RunGeneration(const GenerationRequest& request) {
   if (request.tp < 1 || request.prompts.empty() ||
       request.prompts.front().empty() || request.repeats < 0) {
     return Status::InvalidArgument(
         "generation needs tp >= 1, a non-empty prompt and repeats >= 0",
         "pass --tp 1 or more and a --prompt");
+  }
+  const double have_gib = profiler::ReadCpuInfo().memory_gib;
+  const double need_gib = GenerationHostBytes(request) / (1024.0 * 1024 * 1024);
+  // An unreadable /proc/meminfo (0) cannot tell.
+  if (have_gib > 0 && need_gib > have_gib) {
+    return Status::Infeasible(
+        "generating with " + request.config.model.name + " needs " +
+            Fixed(need_gib, 1) + " GiB of host memory (fp32 weights and " +
+            "their gradient buffer" +
+            (request.backend == "cpu" ? ", the KV cache" : "") +
+            "); this machine has " + Fixed(have_gib, 1) + " GiB",
+        "generate with a model that fits here (tune models), fewer prompts "
+        "or fewer --max-new-tokens");
   }
   Shared shared;
   engine::RunLocalRanks(request.tp, [&](Communicator& world) {

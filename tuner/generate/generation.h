@@ -48,8 +48,17 @@ struct GenerationResult {
 // Errors: the generator's (tp that does not divide the model, positions
 // beyond the model's learned table, unimplemented model features) and the
 // checkpoint's (a missing or corrupt directory, tensors of another model),
-// as Statuses; tp < 1 is InvalidArgument.
+// as Statuses; tp < 1 is InvalidArgument; Infeasible (exit 2) when
+// GenerationHostBytes exceeds this machine's memory, before anything is
+// allocated.
+
 StatusOr<GenerationResult> RunGeneration(const GenerationRequest& request);
+
+// Host bytes the ranks of `request` hold together: the parameters in fp32
+// twice (the ParamStore keeps a gradient beside every weight; the
+// replicated norms counted once) and, on the CPU backend, the fp32 KV cache
+// of every layer, sequence and position (2·layers·b·groups·capacity·d·4).
+double GenerationHostBytes(const GenerationRequest& request);
 
 }  // namespace meshtune::tuner
 

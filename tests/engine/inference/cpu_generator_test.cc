@@ -270,6 +270,12 @@ TEST(GeneratorTest, RejectsWhatDoesNotFit) {
     EXPECT_EQ(too_long.status().message(),
               "prompt plus new tokens is 17 positions, but model gpt-test has "
               "learned positions for 16");
+    // RoPE models stop at their seq_length (16) too.
+    auto rope_long = CpuGenerator::Create(Llama(), &world, 1, 17);
+    ASSERT_FALSE(rope_long.ok());
+    EXPECT_EQ(rope_long.status().message(),
+              "prompt plus new tokens is 17 positions, beyond model "
+              "llama-test's seq_length of 16");
     auto gen = CpuGenerator::Create(Llama(), &world, 1, 4);
     ASSERT_TRUE(gen.ok());
     ASSERT_TRUE((*gen)->InitWeights().ok());

@@ -124,6 +124,9 @@ TEST_F(GenerateCommandTest, Errors) {
                 "run on a machine with an NVIDIA GPU and driver, or use the "
                 "CPU backend (--backend cpu)");
   }
+  ExpectError("generate --load " + Ck() + " --prompt x --max-new-tokens 70000",
+              "--max-new-tokens must be in [1, 65536], got 70000",
+              "e.g. --max-new-tokens 64");
   ExpectError(g + "--vocab-file v.json",
               "GPT-2 BPE needs both --vocab-file and --merge-file",
               "give both, or neither for the byte tokenizer");
