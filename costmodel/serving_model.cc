@@ -485,7 +485,26 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   est.step_s = est.decode.total_s() + batched_prefill * new_per_step /
                                           static_cast<double>(prefill_seqs);
   est.tpot_s = est.step_s;
-  est.ttft_s = est.prefill_s + est.decode.total_s();
+  // TTFT: the step that prefills the request. A closed loop of fixed-length
+  // requests keeps them in groups: the clients start together, and a group
+  // prefilled in one step finishes its osl tokens together, so its
+  // replacements arrive together and are prefilled in one step again, as
+  // many as the step's token budget holds (kMaxNumTokens per attention-DP
+  // rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
+  // SGLang's chunked_prefill_size). The groups stay a step apart, so a
+  // request waits for its own group's prefill, not for the others'.
+  // Offline and open-loop (EstimateServingAtRate) arrivals are not in
+  // step: one prefill.
+  int64_t group = 1;
+  if (w.concurrency > 0) {
+    const int64_t per_rank =
+        std::max<int64_t>(1, kMaxNumTokens / std::max<int64_t>(1, w.isl));
+    group = std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
+  }
+  const double group_prefill =
+      group == 1 ? est.prefill_s
+                 : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+  est.ttft_s = group_prefill + est.decode.total_s();
   const double per_replica = static_cast<double>(batch) / est.step_s;
   est.output_tokens_per_s = per_replica * est.replicas;
   est.output_tokens_per_s_per_gpu =
@@ -519,6 +538,8 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
   for (int i = 0; i < 30; ++i) {
     e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
     if (!e.fits) return e;
+    // Random arrivals: a request's prefill is not batched with a group's.
+    e.ttft_s = e.prefill_s + e.decode.total_s();
     const double in_system =
         e.ttft_s + static_cast<double>(w.osl - 1) * e.tpot_s;
     const int64_t next =

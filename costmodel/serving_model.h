@@ -41,7 +41,10 @@
 //   prefills B/osl new requests, so
 //     step_s    = decode_step_s(B, isl + osl/2) + (B/osl) · prefill_s(isl)
 //     TPOT      = step_s (the time between two tokens of a sequence)
-//     TTFT      = prefill_s(isl) + decode_step_s(B, ·) (the step it joins)
+//     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·): with a
+//                 concurrency the closed loop's requests arrive in groups
+//                 of G = min(B, adp · ⌊kMaxNumTokens / isl⌋) that one step
+//                 prefills together; offline G = 1
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or
@@ -142,7 +145,8 @@ ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
 // Below the offline capacity the deployment holds, by Little's law,
 // rate · (TTFT + (osl − 1) · TPOT) requests in flight; that concurrency is
 // found by fixed-point iteration from 1 (at most 30 rounds) and the
-// estimate is EstimateServing's at it, with output tokens/s = rate · osl.
+// estimate is EstimateServing's at it, with output tokens/s = rate · osl
+// and TTFT of one prefill (random arrivals are not grouped).
 // At or above the capacity it does not fit: "overloaded: R requests/s
 // reach the C the deployment serves".
 ServingEstimate EstimateServingAtRate(

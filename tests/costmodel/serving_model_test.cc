@@ -208,7 +208,11 @@ TEST(EstimateServing, ContinuousBatchingLoadModel) {
   const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
   EXPECT_NEAR(e.step_s, d.total_s() + 0.32 * prefill, 1e-12);
   EXPECT_DOUBLE_EQ(e.tpot_s, e.step_s);
-  EXPECT_DOUBLE_EQ(e.ttft_s, prefill + d.total_s());
+  // TTFT: the closed loop's requests arrive in groups that one step's
+  // 8192-token budget prefills together: 8 of 1000 tokens.
+  EXPECT_DOUBLE_EQ(e.ttft_s,
+                   PrefillTime_s(m, h100, c, 8000, 8, cal) + d.total_s());
+  EXPECT_GT(e.ttft_s, 7 * prefill);
   EXPECT_NEAR(e.output_tokens_per_s, 2 * 32 / e.step_s, 1e-9);
   EXPECT_NEAR(e.output_tokens_per_s_per_gpu, e.output_tokens_per_s / 2, 1e-9);
   // More requests than the cache holds: refused with the numbers.
@@ -266,6 +270,8 @@ TEST(EstimateServingAtRate, LittlesLawConcurrency) {
   const int64_t in_flight =
       static_cast<int64_t>(std::ceil(10.0 * (e.ttft_s + 199 * e.tpot_s)));
   EXPECT_EQ(e.batch, (in_flight + 1) / 2);
+  // Random arrivals: each request is prefilled alone.
+  EXPECT_DOUBLE_EQ(e.ttft_s, e.prefill_s + e.decode.total_s());
   EXPECT_DOUBLE_EQ(e.output_tokens_per_s, 10.0 * 200);
   EXPECT_DOUBLE_EQ(e.output_tokens_per_s_per_gpu, 10.0 * 200 / 2);
   // Faster than the offline capacity: refused with both rates.
