@@ -1,6 +1,11 @@
 #include "tuner/interop/serving_commands.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <cctype>
+#include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tuner/interop/launch_script.h"
@@ -121,6 +126,70 @@ std::string TrtllmServeCommand(const ServingConfig& c,
   return cmd;
 }
 
+namespace {
+
+// A size written in digits (at most 12), for `flag`.
+StatusOr<int64_t> WholeNumber(const std::string& flag,
+                              const std::string& text) {
+  int64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 12;
+  for (char ch : text) {
+    ok = ok && std::isdigit(static_cast<unsigned char>(ch));
+    if (ok) v = v * 10 + (ch - '0');
+  }
+  if (!ok) {
+    return Status::InvalidArgument(
+        flag + " needs a whole number, got '" + text + "'",
+        "write the size in digits");
+  }
+  return v;
+}
+
+// The flags of a command's words from `first` on, in order: "--flag value"
+// and "--flag=value"; a flag followed by another flag (or the end) is a
+// switch, with an empty value. Words that are no flag's value are skipped.
+std::vector<std::pair<std::string, std::string>> Flags(
+    const std::vector<std::string>& w, size_t first) {
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (size_t i = first; i < w.size(); ++i) {
+    if (w[i].rfind("-", 0) != 0) continue;
+    const size_t eq = w[i].find('=');
+    if (eq != std::string::npos) {
+      flags.emplace_back(w[i].substr(0, eq), w[i].substr(eq + 1));
+    } else if (i + 1 < w.size() && w[i + 1].rfind("-", 0) != 0) {
+      flags.emplace_back(w[i], w[i + 1]);
+      ++i;
+    } else {
+      flags.emplace_back(w[i], "");
+    }
+  }
+  return flags;
+}
+
+// Reads `value` into *out when `flag` is one of `names`; *matched says
+// whether it was.
+Status SizeFlag(const std::string& flag, const std::string& value,
+                std::initializer_list<const char*> names, int64_t* out,
+                bool* matched) {
+  for (const char* name : names) {
+    if (flag != name) continue;
+    *matched = true;
+    auto v = WholeNumber(flag, value);
+    if (!v.ok()) return v.status();
+    *out = v.value();
+  }
+  return Status::Ok();
+}
+
+// vLLM's and SGLang's --quantization.
+Precision WeightsOf(const std::string& quantization) {
+  if (quantization == "modelopt_fp4") return Precision::kNvfp4;
+  if (quantization == "fp8") return Precision::kFp8;
+  return Precision::kBf16;
+}
+
+}  // namespace
+
 StatusOr<ServingConfig> ParseVllmServeCommand(const std::string& command,
                                               ServingLaunch* launch) {
   auto words = SplitShellWords(command, "the vLLM command");
@@ -134,63 +203,157 @@ StatusOr<ServingConfig> ParseVllmServeCommand(const std::string& command,
   ServingLaunch l;
   l.model = w[2];
   bool expert_parallel = false;
-  auto number = [](const std::string& flag,
-                   const std::string& text) -> StatusOr<int64_t> {
-    int64_t v = 0;
-    if (text.empty() || text.size() > 12) {
-      return Status::InvalidArgument(
-          flag + " needs a whole number, got '" + text + "'",
-          "write the size in digits");
-    }
-    for (char ch : text) {
-      if (!std::isdigit(static_cast<unsigned char>(ch))) {
-        return Status::InvalidArgument(
-            flag + " needs a whole number, got '" + text + "'",
-            "write the size in digits");
-      }
-      v = v * 10 + (ch - '0');
-    }
-    return v;
-  };
-  for (size_t i = 3; i < w.size(); ++i) {
-    std::string flag = w[i];
-    std::string value;
-    const size_t eq = flag.find('=');
-    if (eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else if (flag == "--enable-expert-parallel") {
-      expert_parallel = true;
-      continue;
-    } else if (i + 1 < w.size() && w[i + 1].rfind("-", 0) != 0) {
-      value = w[++i];  // a flag followed by a flag is a switch
-    }
-    auto size = [&](int64_t* out) -> Status {
-      auto v = number(flag, value);
-      if (!v.ok()) return v.status();
-      *out = v.value();
-      return Status::Ok();
-    };
-    if (flag == "--tensor-parallel-size" || flag == "-tp") {
-      MESHTUNE_RETURN_IF_ERROR(size(&c.tp));
-    } else if (flag == "--pipeline-parallel-size" || flag == "-pp") {
-      MESHTUNE_RETURN_IF_ERROR(size(&c.pp));
-    } else if (flag == "--data-parallel-size" || flag == "-dp") {
-      MESHTUNE_RETURN_IF_ERROR(size(&c.attention_dp));
-    } else if (flag == "--max-num-seqs") {
-      MESHTUNE_RETURN_IF_ERROR(size(&l.max_batch));
-    } else if (flag == "--max-model-len") {
-      MESHTUNE_RETURN_IF_ERROR(size(&l.max_model_len));
-    } else if (flag == "--kv-cache-dtype") {
+  for (const auto& [flag, value] : Flags(w, 3)) {
+    bool m = false;
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--tensor-parallel-size", "-tp"}, &c.tp, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--pipeline-parallel-size", "-pp"}, &c.pp, &m));
+    MESHTUNE_RETURN_IF_ERROR(SizeFlag(
+        flag, value, {"--data-parallel-size", "-dp"}, &c.attention_dp, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--max-num-seqs"}, &l.max_batch, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--max-model-len"}, &l.max_model_len, &m));
+    if (flag == "--enable-expert-parallel") expert_parallel = true;
+    if (flag == "--kv-cache-dtype") {
       c.kv_cache =
           value.rfind("fp8", 0) == 0 ? KvCacheDtype::kFp8 : KvCacheDtype::kBf16;
-    } else if (flag == "--quantization") {
-      c.weights = value == "modelopt_fp4" ? Precision::kNvfp4
-                  : value == "fp8"        ? Precision::kFp8
-                                          : Precision::kBf16;
+    }
+    if (flag == "--quantization") c.weights = WeightsOf(value);
+  }
+  // --kv-transfer-config is skipped: vLLM's NixlConnector workers are
+  // kv_both, so the command does not say which side a worker is.
+  c.ep = expert_parallel ? c.tp * c.attention_dp : 1;
+  c.max_batch = l.max_batch;
+  if (launch != nullptr) *launch = l;
+  return c;
+}
+
+StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
+                                                ServingLaunch* launch) {
+  auto words = SplitShellWords(command, "the SGLang command");
+  if (!words.ok()) return words.status();
+  const std::vector<std::string>& w = words.value();
+  size_t first = w.size();
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    if (w[i] == "-m" && w[i + 1] == "sglang.launch_server") first = i + 2;
+  }
+  if (first == w.size() &&
+      !(w.size() >= 2 && w.back() == "sglang.launch_server")) {
+    return Status::InvalidArgument(
+        "not a 'python3 -m sglang.launch_server ...' command",
+        "give the command tune serve printed");
+  }
+  ServingConfig c;
+  ServingLaunch l;
+  int64_t gpus = 1, dp = 1;
+  bool dp_attention = false;
+  for (const auto& [flag, value] : Flags(w, first)) {
+    bool m = false;
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--tp", "--tp-size"}, &gpus, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--dp", "--dp-size"}, &dp, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--ep-size", "--ep"}, &c.ep, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--pp-size", "--pp"}, &c.pp, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--max-running-requests"}, &l.max_batch, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--context-length"}, &l.max_model_len, &m));
+    if (flag == "--model-path" || flag == "--model") l.model = value;
+    if (flag == "--enable-dp-attention") dp_attention = true;
+    if (flag == "--kv-cache-dtype") {
+      c.kv_cache =
+          value.rfind("fp8", 0) == 0 ? KvCacheDtype::kFp8 : KvCacheDtype::kBf16;
+    }
+    if (flag == "--quantization") c.weights = WeightsOf(value);
+    if (flag == "--disaggregation-mode") {
+      l.role = value == "prefill"  ? ServingRole::kPrefill
+               : value == "decode" ? ServingRole::kDecode
+                                   : ServingRole::kAggregated;
     }
   }
-  c.ep = expert_parallel ? c.tp * c.attention_dp : 1;
+  // SGLang's --tp is the replica's GPUs; with DP attention they hold dp
+  // attention ranks of tp/dp GPUs each. Without it --dp starts whole
+  // replicas behind SGLang's router: one replica is what is read here.
+  c.attention_dp = dp_attention ? dp : 1;
+  if (gpus % c.attention_dp != 0) {
+    return Status::InvalidArgument(
+        "SGLang's --tp " + std::to_string(gpus) +
+            " is not a multiple of --dp " + std::to_string(dp) +
+            " with --enable-dp-attention",
+        "give --tp as the replica's GPUs, a multiple of --dp");
+  }
+  c.tp = gpus / c.attention_dp;
+  c.max_batch = l.max_batch;
+  if (launch != nullptr) *launch = l;
+  return c;
+}
+
+StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
+                                                const std::string& options_yaml,
+                                                ServingLaunch* launch) {
+  auto words = SplitShellWords(command, "the trtllm-serve command");
+  if (!words.ok()) return words.status();
+  const std::vector<std::string>& w = words.value();
+  if (w.size() < 2 || w[0] != "trtllm-serve") {
+    return Status::InvalidArgument("not a 'trtllm-serve MODEL ...' command",
+                                   "give the command tune serve printed");
+  }
+  ServingConfig c;
+  ServingLaunch l;
+  l.model = w[1];
+  int64_t gpus = 1, batch_per_rank = 0;
+  for (const auto& [flag, value] : Flags(w, 2)) {
+    bool m = false;
+    MESHTUNE_RETURN_IF_ERROR(SizeFlag(flag, value, {"--tp_size"}, &gpus, &m));
+    MESHTUNE_RETURN_IF_ERROR(SizeFlag(flag, value, {"--pp_size"}, &c.pp, &m));
+    MESHTUNE_RETURN_IF_ERROR(SizeFlag(flag, value, {"--ep_size"}, &c.ep, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--max_batch_size"}, &batch_per_rank, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--max_seq_len"}, &l.max_model_len, &m));
+  }
+  bool attention_dp = false;
+  if (!options_yaml.empty()) {
+    YAML::Node root;
+    try {
+      root = YAML::Load(options_yaml);
+    } catch (const YAML::Exception& e) {
+      return Status::InvalidArgument(
+          "the --extra_llm_api_options YAML does not parse: " +
+              std::string(e.what()),
+          "give the options file tune serve printed beside the command");
+    }
+    try {
+      if (root["enable_attention_dp"]) {
+        attention_dp = root["enable_attention_dp"].as<bool>();
+      }
+      if (root["kv_cache_config"] && root["kv_cache_config"]["dtype"]) {
+        const std::string dtype =
+            root["kv_cache_config"]["dtype"].as<std::string>();
+        c.kv_cache = dtype == "fp8"     ? KvCacheDtype::kFp8
+                     : dtype == "nvfp4" ? KvCacheDtype::kNvfp4
+                                        : KvCacheDtype::kBf16;
+      }
+      if (root["cache_transceiver_config"]) l.role = ServingRole::kDecode;
+    } catch (const YAML::Exception& e) {
+      return Status::InvalidArgument(
+          "the --extra_llm_api_options YAML has a field of the wrong type: " +
+              std::string(e.what()),
+          "enable_attention_dp is true or false, kv_cache_config.dtype a "
+          "name");
+    }
+  }
+  // TensorRT-LLM's attention DP spans all tp_size ranks (no hybrid), and
+  // --max_batch_size is per attention-DP rank. The weight precision is the
+  // checkpoint's (no flag): not read.
+  c.attention_dp = attention_dp ? gpus : 1;
+  c.tp = attention_dp ? 1 : gpus;
+  l.max_batch = batch_per_rank * c.attention_dp;
   c.max_batch = l.max_batch;
   if (launch != nullptr) *launch = l;
   return c;

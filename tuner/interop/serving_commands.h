@@ -1,8 +1,8 @@
 // Serving plans as the engines' own command lines (`tune serve`,
 // docs/serving.md §6): `vllm serve`, SGLang's `launch_server` and
 // `trtllm-serve` with the plan's sizes, one command per replica, and the
-// parser that reads a vLLM command back into a ServingConfig (the round
-// trip is tested).
+// parsers that read each back into a ServingConfig (the round trips are
+// tested).
 //
 // Flags written (each engine's documented CLI):
 //   vLLM        --tensor-parallel-size tp --pipeline-parallel-size pp
@@ -72,6 +72,25 @@ std::string TrtllmServeCommand(const search_spaces::ServingConfig& c,
 // InvalidArgument.
 StatusOr<search_spaces::ServingConfig> ParseVllmServeCommand(
     const std::string& command, ServingLaunch* launch);
+// Reads `python3 -m sglang.launch_server` (as SglangServeCommand writes it,
+// or by hand): --tp is the replica's GPUs, divided by --dp into attention
+// DP ranks with --enable-dp-attention (without it, --dp starts whole
+// replicas: one is read); --ep-size, --pp-size, --max-running-requests,
+// --context-length, the KV dtype, --quantization, --disaggregation-mode.
+// Errors as ParseVllmServeCommand's, and a --tp that --dp does not divide.
+StatusOr<search_spaces::ServingConfig> ParseSglangServeCommand(
+    const std::string& command, ServingLaunch* launch);
+// Reads `trtllm-serve` and its --extra_llm_api_options YAML text (may be
+// empty): --tp_size GPUs are tensor-parallel, or all attention-DP ranks
+// with enable_attention_dp (TensorRT-LLM has no hybrid of the two);
+// --max_batch_size is per attention-DP rank; kv_cache_config.dtype; a
+// cache_transceiver_config marks a disaggregated worker (its side is the
+// deployment's: read as decode). The weight precision is the checkpoint's
+// and is not read (bf16 in the result). Errors as ParseVllmServeCommand's
+// and a malformed YAML.
+StatusOr<search_spaces::ServingConfig> ParseTrtllmServeCommand(
+    const std::string& command, const std::string& options_yaml,
+    ServingLaunch* launch);
 
 }  // namespace meshtune::tuner
 

@@ -79,6 +79,20 @@ TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {
   EXPECT_EQ(search_spaces::ToString(parsed.value().weights),
             best["weights"].get<std::string>());
   EXPECT_LE(best["tpot_ms"].get<double>(), 50.0);
+  // The SGLang and TensorRT-LLM commands read back to the same layout.
+  const auto sglang = ParseSglangServeCommand(
+      j["commands"]["sglang"].get<std::string>(), nullptr);
+  ASSERT_TRUE(sglang.ok()) << sglang.status().message();
+  EXPECT_EQ(search_spaces::ToString(sglang.value()),
+            search_spaces::ToString(parsed.value()));
+  const auto trtllm = ParseTrtllmServeCommand(
+      j["commands"]["trtllm"].get<std::string>(),
+      j["commands"]["trtllm_extra_llm_api_options"].get<std::string>(),
+      nullptr);
+  ASSERT_TRUE(trtllm.ok()) << trtllm.status().message();
+  EXPECT_EQ(trtllm.value().tp, best["tp"]);
+  EXPECT_EQ(trtllm.value().attention_dp, best["attention_dp"]);
+  EXPECT_EQ(trtllm.value().max_batch, best["batch_per_replica"]);
 }
 
 TEST(ServeCommand, DisaggregatedBestPlanHasCommandsPerRole) {

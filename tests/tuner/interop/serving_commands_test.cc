@@ -130,6 +130,97 @@ TEST(SglangAndTrtllm, DepLayout) {
             "  dtype: fp8\n");
 }
 
+TEST(SglangServeCommand, ParsesBackToTheSamePlan) {
+  for (const ServingConfig& c :
+       {Config(4, 1, 1, 1), Config(8, 2, 1, 1, Precision::kFp8),
+        Config(1, 1, 8, 8, Precision::kNvfp4, KvCacheDtype::kFp8),
+        Config(2, 1, 4, 8, Precision::kFp8, KvCacheDtype::kFp8),
+        Config(4, 1, 2, 2)}) {
+    ServingConfig want = c;
+    want.max_batch = 96;
+    ServingLaunch back;
+    const std::string cmd = SglangServeCommand(c, Launch(96));
+    const auto parsed = ParseSglangServeCommand(cmd, &back);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(ToString(parsed.value()), ToString(want)) << cmd;
+    EXPECT_EQ(back.model, "meta-llama/Meta-Llama-3-70B");
+    EXPECT_EQ(back.max_model_len, 2560);
+  }
+  ServingLaunch prefill = Launch(4);
+  prefill.role = ServingRole::kPrefill;
+  ServingLaunch back;
+  ASSERT_TRUE(ParseSglangServeCommand(
+                  SglangServeCommand(Config(2, 1, 1, 1), prefill), &back)
+                  .ok());
+  EXPECT_EQ(back.role, ServingRole::kPrefill);
+  // By hand: --flag=value, python instead of python3, unknown flags, and
+  // --dp without DP attention (replicas: one is read).
+  const auto hand = ParseSglangServeCommand(
+      "python -m sglang.launch_server --model-path=m --tp=4 --dp 2 "
+      "--mem-fraction-static 0.85 --trust-remote-code",
+      &back);
+  ASSERT_TRUE(hand.ok()) << hand.status().message();
+  EXPECT_EQ(hand->tp, 4);
+  EXPECT_EQ(hand->attention_dp, 1);
+  EXPECT_EQ(back.model, "m");
+  EXPECT_EQ(ParseSglangServeCommand("vllm serve m", nullptr).status().message(),
+            "not a 'python3 -m sglang.launch_server ...' command");
+  EXPECT_EQ(ParseSglangServeCommand("python3 -m sglang.launch_server --tp 6 "
+                                    "--dp 4 --enable-dp-attention",
+                                    nullptr)
+                .status()
+                .message(),
+            "SGLang's --tp 6 is not a multiple of --dp 4 with "
+            "--enable-dp-attention");
+}
+
+TEST(TrtllmServeCommand, ParsesBackToTheSamePlan) {
+  // TensorRT-LLM has tp or attention DP, not both; the weights come from
+  // the checkpoint (bf16 when read back).
+  for (const ServingConfig& c :
+       {Config(4, 1, 1, 1),
+        Config(8, 2, 1, 1, Precision::kBf16, KvCacheDtype::kFp8),
+        Config(1, 1, 8, 8, Precision::kBf16, KvCacheDtype::kNvfp4),
+        Config(8, 1, 1, 4)}) {
+    ServingConfig want = c;
+    want.max_batch = 96;
+    std::string yaml;
+    ServingLaunch back;
+    const std::string cmd = TrtllmServeCommand(c, Launch(96), &yaml);
+    const auto parsed = ParseTrtllmServeCommand(cmd, yaml, &back);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(ToString(parsed.value()), ToString(want)) << cmd << "\n" << yaml;
+    EXPECT_EQ(back.model, "meta-llama/Meta-Llama-3-70B");
+    EXPECT_EQ(back.max_model_len, 2560);
+  }
+  // Without the options file: tp_size GPUs tensor-parallel, bf16 cache.
+  const auto bare = ParseTrtllmServeCommand(
+      "trtllm-serve m --tp_size 2 --max_batch_size 16", "", nullptr);
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(ToString(bare.value()), ToString([] {
+              ServingConfig c = Config(2, 1, 1, 1);
+              c.max_batch = 16;
+              return c;
+            }()));
+  EXPECT_EQ(ParseTrtllmServeCommand("trtllm-serve m", "a: [", nullptr)
+                .status()
+                .message()
+                .rfind("the --extra_llm_api_options YAML does not parse: ", 0),
+            0u);
+  EXPECT_EQ(ParseTrtllmServeCommand("trtllm-serve m",
+                                    "enable_attention_dp: [1]", nullptr)
+                .status()
+                .message()
+                .rfind("the --extra_llm_api_options YAML has a field of the "
+                       "wrong type: ",
+                       0),
+            0u);
+  EXPECT_EQ(ParseTrtllmServeCommand("trtllm-serve m --ep_size x", "", nullptr)
+                .status()
+                .message(),
+            "--ep_size needs a whole number, got 'x'");
+}
+
 TEST(ServingCommands, CheckpointIsQuoted) {
   ServingLaunch l = Launch(1);
   l.model = "a b'; rm -rf /";
