@@ -187,6 +187,21 @@ void Linear(const Calibration& cal, const ModelOptions& o,
   }
 }
 
+// The kernels of one decode layer besides its collectives, each of which
+// pays kKernelLatency_s: its GEMMs (QKV, out-projection, fc1, fc2, shared
+// experts; the routed experts as one fused-MoE launch per GEMM with their
+// activation fused, plus the router's top-k), the two norms, the attention
+// kernel (RoPE and the KV-cache append fused into it,
+// as TensorRT-LLM's XQA and vLLM's FlashInfer decode do) and the MLP's
+// activation.
+double DecodeKernelsOfLayer(const LayerShare& s) {
+  double kernels = static_cast<double>(s.dense_gemms.size()) + 2.0;
+  if (s.moe) kernels += static_cast<double>(s.expert_gemms.size()) + 1.0;
+  if (s.attention || s.mla) kernels += 1.0;
+  if (!s.moe && s.dense_gemms.size() > 2) kernels += 1.0;  // activation
+  return kernels;
+}
+
 int64_t Domain(const ClusterSpec& cluster) {
   return cluster.nvlink_domain_gpus > 0 ? cluster.nvlink_domain_gpus
                                         : std::max(1, cluster.gpus_per_node);
@@ -333,6 +348,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
     }
     stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o) *
                        dev.stream_scale;
+    stage.weights_s += DecodeKernelsOfLayer(s) * kKernelLatency_s;
     if (s.moe) {
       // Expected local experts some token picked: E/ep · (1 − (1 − k/E)^B)
       // (independent picks of the micro-batch's B tokens).

@@ -83,10 +83,18 @@ inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
 // the 0.9 that large streaming copies reach (GpuSpec::hbm_efficiency),
 // which training keeps.
 inline constexpr double kServingHbmFraction = 0.8;
+// The fixed time of one kernel of a decode step on top of its bytes or
+// FLOPs (launch inside the CUDA graph, ramp-up and tail):
+// aiconfigurator's mem_empirical_constant_latency, 3 us on every GPU, which
+// it adds to every memory-bound op (query_mem_op: bytes / (0.8 · bandwidth)
+// + 3 us; github.com/ai-dynamo/aiconfigurator, systems/*.yaml). A decode
+// layer of a dense model runs eight such kernels besides its all-reduces.
+inline constexpr double kKernelLatency_s = 3.0e-6;
 
 // Where a decode step's time goes, on one GPU, one step (seconds).
 struct DecodeBreakdown {
-  double weights_s = 0;   // linear layers bound by reading their weights
+  double weights_s = 0;   // linear layers bound by reading their weights,
+                          // and every kernel's kKernelLatency_s
   double compute_s = 0;   // linear layers bound by their GEMMs
   double kv_cache_s = 0;  // attention: reading the KV cache (or its FLOPs)
   double tp_comm_s = 0;   // tp all-reduces
