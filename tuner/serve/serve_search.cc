@@ -199,7 +199,11 @@ ServeResult ServeSearch(const ServeProblem& p,
           c.ep = ep;
           c.weights = p.weights;
           c.kv_cache = p.kv_cache;
-          if (p.num_gpus % c.gpus() != 0) continue;
+          // A layout whose GPUs do not divide N cannot fill the GPUs with
+          // replicas, but can be one side of a disaggregated split (8
+          // prefill + 16 decode GPUs of 24).
+          const bool divides = p.num_gpus % c.gpus() == 0;
+          if (!divides && !p.disaggregated) continue;
           ++r.layouts;
           const Status valid =
               search_spaces::ValidateServingConfig(p.model, p.cluster.gpu, c);
@@ -210,13 +214,15 @@ ServeResult ServeSearch(const ServeProblem& p,
           // The most sequences the cache holds, from an offline estimate.
           search_spaces::ServingWorkload offline = p.workload;
           offline.concurrency = 0;
-          const costmodel::ServingEstimate top = costmodel::EstimateServing(
-              p.model, p.cluster, offline, c, p.num_gpus, cal);
+          const costmodel::ServingEstimate top =
+              costmodel::EstimateServing(p.model, p.cluster, offline, c,
+                                         divides ? p.num_gpus : c.gpus(), cal);
           if (!top.fits) {
             ++r.rejected[ReasonKey(top.infeasible_reason)];
             continue;
           }
           fitting.emplace_back(c, top);
+          if (!divides) continue;  // a disaggregated worker only
           if (p.request_rate > 0) {
             ServePoint point;
             point.config = c;

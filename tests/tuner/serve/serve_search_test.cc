@@ -156,6 +156,27 @@ TEST(ServeSearch, DisaggregatedSplitsUseEveryGpu) {
   }
 }
 
+TEST(ServeSearch, DisaggregatedWorkersNeedNotDivideTheGpus) {
+  // 24 H100: tp8·pp2 (16 GPUs) does not divide 24, so it is no aggregated
+  // plan, but 1 prefill worker of 8 GPUs + 1 decode worker of 16 is a split.
+  ServeProblem p = OnH100("llama3-70b", 24, {4096, 512, 0}, true);
+  p.disaggregated = true;
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  bool sixteen = false;
+  for (const ServePoint& q : r.points) {
+    if (!q.disaggregated) {
+      EXPECT_EQ(24 % q.config.gpus(), 0) << ToString(q.config);
+      continue;
+    }
+    EXPECT_EQ(q.prefill_workers * q.prefill.gpus() +
+                  q.estimate.replicas * q.config.gpus(),
+              24);
+    sixteen = sixteen || q.config.gpus() == 16 || q.prefill.gpus() == 16;
+  }
+  EXPECT_TRUE(sixteen);
+}
+
 TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
   ServeProblem p = OnH100("llama3-8b", 4, {4096, 128, 64});
   p.disaggregated = true;
