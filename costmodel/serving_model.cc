@@ -471,6 +471,18 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   const int64_t cap =
       c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
   int64_t batch = std::min(est.max_sequences, cap);
+  if (w.concurrency == 0) {
+    // Offline, the queue keeps every step full: each step carries its B
+    // decode tokens and prefills B/osl new requests of isl tokens, within
+    // the step's token budget (TensorRT-LLM's max_num_tokens, in-flight
+    // batching with chunked context: docs/source/performance/
+    // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
+    // kMaxNumTokens per attention-DP rank.
+    const int64_t budget = static_cast<int64_t>(
+        std::floor(static_cast<double>(kMaxNumTokens) * c.attention_dp * w.osl /
+                   static_cast<double>(w.isl + w.osl)));
+    batch = std::min(batch, std::max<int64_t>(1, budget));
+  }
   if (w.concurrency > 0) {
     const int64_t wanted =
         (w.concurrency + est.replicas - 1) / est.replicas;  // ceil

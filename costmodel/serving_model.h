@@ -48,7 +48,8 @@
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or
-//   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default).
+//   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default) and by
+//   the step's token budget, B · (1 + isl/osl) ≤ adp · kMaxNumTokens.
 // Units: seconds, bytes, tokens.
 #ifndef MESHTUNE_COSTMODEL_SERVING_MODEL_H_
 #define MESHTUNE_COSTMODEL_SERVING_MODEL_H_
