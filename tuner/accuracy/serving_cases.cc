@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <regex>
@@ -111,12 +112,26 @@ bool ParseWorker(const std::string& notes, const std::string& phase,
   return true;
 }
 
-// The open-loop request rate of "request rate N QPS" (0 for INF or none).
+// The open-loop request rate of "request rate N QPS"; infinity for
+// "infinite request rate" or "QPS INF" (every request sent at once); 0 when
+// none is stated.
 double RequestRate(const std::string& notes) {
+  if (Contains(notes, "infinite request rate") || Contains(notes, "QPS INF")) {
+    return std::numeric_limits<double>::infinity();
+  }
   static const std::regex kRate(R"(request rate ([0-9.]+) QPS)");
   std::smatch m;
   if (!std::regex_search(notes, m, kRate)) return 0;
   return std::stod(m[1]);
+}
+
+// The benchmark's request count, "N requests" in notes (the TensorRT-LLM
+// online table's 500), or 0 when not stated.
+int64_t BenchmarkRequests(const std::string& notes) {
+  static const std::regex kRequests(R"((\d+) requests)");
+  std::smatch m;
+  if (!std::regex_search(notes, m, kRequests)) return 0;
+  return std::stoll(m[1]);
 }
 
 // The run's "kv_cache_free_gpu_mem_fraction F" in notes (TensorRT-LLM's
@@ -212,6 +227,7 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   c->workload.osl = *osl;
   c->workload.concurrency = Int(t.Cell(r, "concurrency")).value_or(0);
   c->request_rate = RequestRate(notes);
+  c->benchmark_requests = BenchmarkRequests(notes);
   // Blank on some disaggregated rows: their workers' GPUs (MapLayout).
   c->num_gpus = Int(t.Cell(r, "num_gpus")).value_or(0);
   const std::string precision_cell = t.Cell(r, "precision");
@@ -309,6 +325,10 @@ StatusOr<std::vector<ServingCase>> MapServingRows(const CsvTable& table) {
 
 namespace {
 
+// Requests of an open-loop benchmark whose notes state no count (the
+// TensorRT-LLM online table's 500).
+constexpr double kDefaultBenchmarkRequests = 500;
+
 // Times of the load model (docs/serving.md §4), seconds and requests/s.
 struct LoadPoint {
   double ttft_s = 0;
@@ -348,10 +368,15 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
   if (!offline) return std::nullopt;
   if (rate >= offline->requests_per_s) {
     // Saturated: the benchmark's N requests arrive faster than they leave;
-    // the mean one waits for half the backlog N·(1/μ − 1/rate).
-    constexpr double kRequests = 500;  // the TensorRT-LLM online table's
+    // the mean one waits for half the backlog N·(1/μ − 1/rate). At an
+    // infinite rate all N arrive at once and wait N/(2μ) on average: the
+    // engine admits them at its offline rate μ, B/osl per step, as each
+    // step's token budget allows, however many the KV cache could hold.
+    const double requests = c.benchmark_requests > 0
+                                ? static_cast<double>(c.benchmark_requests)
+                                : kDefaultBenchmarkRequests;
     LoadPoint p = *offline;
-    p.ttft_s += 0.5 * kRequests * (1.0 / offline->requests_per_s - 1.0 / rate);
+    p.ttft_s += 0.5 * requests * (1.0 / offline->requests_per_s - 1.0 / rate);
     return p;
   }
   const costmodel::ServingEstimate e = costmodel::EstimateServingAtRate(

@@ -24,7 +24,9 @@
 //              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
 //   load       concurrency column -> that many requests in flight (closed
 //              loop); "request rate N QPS" in notes -> an open-loop rate;
-//              otherwise (or "QPS INF") offline maximum throughput
+//              "infinite request rate" or "QPS INF" -> all of the notes'
+//              "N requests" (else 500) sent at once, queued at the offline
+//              rate; otherwise offline maximum throughput
 //   metrics    output_tokens_per_s (the deployment),
 //              output_tokens_per_s_per_gpu, requests_per_s (throughput);
 //              ttft_ms, tpot_ms, itl_ms (latency; ITL is TPOT)
@@ -82,7 +84,10 @@ struct ServingCase {
   search_spaces::ServingConfig prefill_config;
   int64_t prefill_workers = 0;
   int64_t decode_workers = 0;
-  double request_rate = 0;  // open-loop requests/s; 0 = closed loop/offline
+  // Open-loop requests/s; infinity = all sent at once ("infinite request
+  // rate", "QPS INF"); 0 = closed loop or offline.
+  double request_rate = 0;
+  int64_t benchmark_requests = 0;  // "N requests" in notes; 0 = not stated
 
   std::string skipped_reason;  // empty when the row is predicted
 };

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "tuner/accuracy/serving_report.h"
@@ -120,6 +121,26 @@ TEST(ServingCases, RequestRateIsAnOpenLoop) {
   const double saturated = PredictServingCase(cases[1]).predicted;
   EXPECT_LT(saturated, 1000.0);
   EXPECT_GT(saturated, 2.0);
+}
+
+TEST(ServingCases, InfiniteRateQueuesTheBenchmarksRequests) {
+  // 500 requests sent at once: the engine admits them at its offline rate
+  // mu, so the mean one waits 500 / (2 mu) on top of the offline TTFT.
+  const std::string row =
+      "online,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
+      "0.14,467,256,,";
+  const auto cases =
+      Map(row + "ttft_ms,9000,\"500 requests, infinite request rate\"\n" + row +
+          "requests_per_s,30,\"500 requests, infinite request rate\"\n" + row +
+          "ttft_ms,50,\"offline\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_TRUE(std::isinf(cases[0].request_rate));
+  EXPECT_EQ(cases[0].benchmark_requests, 500);
+  EXPECT_DOUBLE_EQ(cases[2].request_rate, 0.0);
+  const double mu = PredictServingCase(cases[1]).predicted;
+  const double offline_ttft_ms = PredictServingCase(cases[2]).predicted;
+  EXPECT_NEAR(PredictServingCase(cases[0]).predicted,
+              offline_ttft_ms + 0.5 * 500 / mu * 1e3, 1e-6);
 }
 
 TEST(ServingCases, SkipsWithReasons) {
