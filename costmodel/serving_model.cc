@@ -566,8 +566,20 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
   for (int i = 0; i < 30; ++i) {
     e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
     if (!e.fits) return e;
-    // Random arrivals: a request's prefill is not batched with a group's.
-    e.ttft_s = e.prefill_s + e.decode.total_s();
+    // Random arrivals land anywhere in a step: a request waits for the
+    // rest of the step in flight (half of one on average; the engine
+    // schedules at step boundaries, TensorRT-LLM's and vLLM's in-flight
+    // batching) and is prefilled in the next with the others that arrived
+    // during it, rate · step of them on top of itself (at most a step's
+    // token budget), not with a closed loop's group.
+    const double arrivals = rate / static_cast<double>(e.replicas) * e.step_s;
+    const int64_t group = std::max<int64_t>(
+        1, std::min<int64_t>(std::llround(1.0 + arrivals),
+                             std::max<int64_t>(1, kMaxNumTokens / w.isl)));
+    const double group_prefill =
+        group == 1 ? e.prefill_s
+                   : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+    e.ttft_s = 0.5 * e.step_s + group_prefill + e.decode.total_s();
     const double in_system =
         e.ttft_s + static_cast<double>(w.osl - 1) * e.tpot_s;
     const int64_t next =

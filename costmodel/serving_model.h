@@ -155,7 +155,8 @@ ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
 // rate · (TTFT + (osl − 1) · TPOT) requests in flight; that concurrency is
 // found by fixed-point iteration from 1 (at most 30 rounds) and the
 // estimate is EstimateServing's at it, with output tokens/s = rate · osl
-// and TTFT of one prefill (random arrivals are not grouped).
+// and TTFT = step/2 (the rest of the step in flight) + the prefill of the
+// request and the rate · step others that arrived during it + a step.
 // At or above the capacity it does not fit: "overloaded: R requests/s
 // reach the C the deployment serves".
 ServingEstimate EstimateServingAtRate(
