@@ -358,12 +358,19 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
           ExpectedActiveExperts(m.num_experts, m.moe_router_topk, micro) / e;
       const double active = s.local_experts * hit;
       const double per_expert = micro * k / e / std::max(hit, 1e-12);
-      double w = 0, cpt = 0;
+      // The active experts' GEMMs run as one grouped GEMM each (the
+      // serving engines' fused MoE kernels: TensorRT-LLM's and vLLM's
+      // fused_moe, SGLang's, on CUTLASS grouped GEMM,
+      // github.com/NVIDIA/cutlass examples/24_gemm_grouped): one launch
+      // tiles every expert's few rows over the GPU, so it is priced as one
+      // GEMM of the experts' summed width at the per-expert rows, streaming
+      // all their weights, not as `active` narrow GEMMs that each pay the
+      // small-GEMM fall-off. Prefill keeps one GEMM per expert: there each
+      // expert's rows fill the tiles.
       for (const Gemm& g : s.expert_gemms) {
-        Linear(cal, o, dev, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
+        Linear(cal, o, dev, c.weights, per_expert, active * g.params, g.k, wb,
+               &stage.weights_s, &stage.compute_s);
       }
-      stage.weights_s += active * w;
-      stage.compute_s += active * cpt;
     }
     if (s.attention || s.mla) {
       // The rank's sequences read their cache once; MLA's absorbed

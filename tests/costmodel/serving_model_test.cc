@@ -112,6 +112,35 @@ TEST(DecodeStep, MoeReadsOnlyTheExpertsTheBatchPicks) {
               0.01 * (two - one));
 }
 
+TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
+  // Mixtral 8x7B at tp 8, ep 1 (each expert split 8 ways) on an H100 whose
+  // HBM is 1000x faster, so every GEMM is compute-bound. One token picks 2
+  // experts per layer; their fc1 (2 · 14336 / 8 = 3584 columns each, k
+  // 4096) and fc2 (4096 columns, k 1792) run as one GEMM each of twice the
+  // width at the 16-row floor, a 16/256 share of a 256-row GEMM.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  ClusterSpec fast = Cluster("h100");
+  fast.gpu.hbm_gbps *= 1000;
+  const DatasheetCalibration cal(fast);
+  ServingConfig c;
+  c.tp = 8;
+  c.ep = 1;
+  ModelOptions o;
+  o.Disable(Refinement::kTrainingKernelEfficiency);
+  const auto gemm = [&](int64_t n, int64_t k, Precision p) {
+    return cal.GemmTime_s(256, n, k, p, o) * 16 / 256;
+  };
+  const double experts = gemm(2 * 3584, 4096, Precision::kBf16) +
+                         gemm(2 * 4096, 1792, Precision::kBf16);
+  // The rest: QKV ((4 + 2) · 128 = 768 columns), the out-projection (k
+  // 512) and, once, the output layer (32 768 / 8 = 4096 columns).
+  const double dense =
+      gemm(768, 4096, Precision::kBf16) + gemm(4096, 512, Precision::kBf16);
+  const double head = gemm(4096, 4096, Precision::kBf16);
+  const DecodeBreakdown d = DecodeStep(m, fast, c, 1, 16, cal);
+  EXPECT_NEAR(d.compute_s, 32 * (experts + dense) + head, 1e-6 * d.compute_s);
+}
+
 TEST(DecodeStep, AttentionDpDispatchSendsEachTokensCopiesOnce) {
   // Mixtral 8x7B (h 4096, top-2, 32 MoE layers) at tp 1, attention DP 8,
   // ep 8 on one H100 node, 64 sequences: 8 tokens per rank. Each rank's
