@@ -293,9 +293,9 @@ class ServeCommand : public Command {
 
   // The best plan's engine commands (tuner/interop/serving_commands.h) into
   // report["commands"]: vllm (or vllm_error), sglang, trtllm and its
-  // options file, and how many replicas to run behind a load balancer.
-  // One role's engine commands: vllm (or vllm_error), sglang, trtllm and
-  // its options file.
+  // options file (or trtllm_error), and how many replicas to run behind a load
+  // balancer. One role's engine commands: vllm (or vllm_error), sglang, trtllm
+  // and its options file (or trtllm_error).
   static nlohmann::json RoleCommands(const search_spaces::ServingConfig& c,
                                      const ServingLaunch& launch) {
     nlohmann::json j;
@@ -308,8 +308,13 @@ class ServeCommand : public Command {
     }
     j["sglang"] = SglangServeCommand(c, launch);
     std::string yaml;
-    j["trtllm"] = TrtllmServeCommand(c, launch, &yaml);
-    j["trtllm_extra_llm_api_options"] = yaml;
+    auto trtllm = TrtllmServeCommand(c, launch, &yaml);
+    if (trtllm.ok()) {
+      j["trtllm"] = trtllm.value();
+      j["trtllm_extra_llm_api_options"] = yaml;
+    } else {
+      j["trtllm_error"] = trtllm.status().message();
+    }
     return j;
   }
 
@@ -447,9 +452,13 @@ class ServeCommand : public Command {
       out << "# vLLM: " << c["vllm_error"].get<std::string>() << "\n";
     }
     out << "# SGLang\n" << c["sglang"].get<std::string>() << "\n";
-    out << "# TensorRT-LLM, with extra_llm_api_options.yaml:\n"
-        << c["trtllm_extra_llm_api_options"].get<std::string>()
-        << c["trtllm"].get<std::string>() << "\n";
+    if (c.contains("trtllm")) {
+      out << "# TensorRT-LLM, with extra_llm_api_options.yaml:\n"
+          << c["trtllm_extra_llm_api_options"].get<std::string>()
+          << c["trtllm"].get<std::string>() << "\n";
+    } else {
+      out << "# TensorRT-LLM: " << c["trtllm_error"].get<std::string>() << "\n";
+    }
   }
 
   static void PrintCommands(std::ostream& out, const nlohmann::json& c) {

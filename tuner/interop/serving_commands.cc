@@ -101,9 +101,17 @@ std::string SglangServeCommand(const ServingConfig& c,
   return cmd;
 }
 
-std::string TrtllmServeCommand(const ServingConfig& c,
-                               const ServingLaunch& launch,
-                               std::string* options_yaml) {
+StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
+                                         const ServingLaunch& launch,
+                                         std::string* options_yaml) {
+  if (c.tp > 1 && c.attention_dp > 1) {
+    return Status::InvalidArgument(
+        "TensorRT-LLM's attention data parallelism spans all its tp_size "
+        "ranks: it cannot run attention tp " +
+            std::to_string(c.tp) + " within attention DP " +
+            std::to_string(c.attention_dp),
+        "use the SGLang command of this plan");
+  }
   std::string cmd = "trtllm-serve " + ShellQuote(launch.model);
   cmd += Flag("--tp_size", c.tp * c.attention_dp);
   cmd += Flag("--pp_size", c.pp);

@@ -60,10 +60,13 @@ StatusOr<std::string> VllmServeCommand(const search_spaces::ServingConfig& c,
 std::string SglangServeCommand(const search_spaces::ServingConfig& c,
                                const ServingLaunch& launch);
 // The trtllm-serve command; `options_yaml` receives the
-// --extra_llm_api_options file's text.
-std::string TrtllmServeCommand(const search_spaces::ServingConfig& c,
-                               const ServingLaunch& launch,
-                               std::string* options_yaml);
+// --extra_llm_api_options file's text. InvalidArgument for tp > 1 with
+// attention DP: TensorRT-LLM's enable_attention_dp runs attention
+// data-parallel over all tp_size ranks (attention tp 1), so a hybrid
+// tp·adp plan has no trtllm-serve form.
+StatusOr<std::string> TrtllmServeCommand(const search_spaces::ServingConfig& c,
+                                         const ServingLaunch& launch,
+                                         std::string* options_yaml);
 
 // Reads a `vllm serve` command (as VllmServeCommand writes it, or typed by
 // hand with the same flags; `--flag=value` accepted) back into the layout

@@ -320,7 +320,12 @@ std::string RoleCommands(const json& c) {
   }
   s += "<h3>SGLang</h3><pre class=\"command\" data-engine=\"sglang\">" +
        HtmlEscape(Str(c, "sglang")) + "</pre>";
-  s += "<h3>TensorRT-LLM</h3><pre class=\"command\" data-engine=\"trtllm\">" +
+  s += "<h3>TensorRT-LLM</h3>";
+  if (!c.contains("trtllm")) {
+    return s + "<p class=\"note\">" + HtmlEscape(Str(c, "trtllm_error")) +
+           "</p>";
+  }
+  s += "<pre class=\"command\" data-engine=\"trtllm\">" +
        HtmlEscape(Str(c, "trtllm")) +
        "</pre><p class=\"note\">with extra_llm_api_options.yaml:</p>"
        "<pre class=\"options\">" +

@@ -115,7 +115,7 @@ TEST(SglangAndTrtllm, DepLayout) {
             "  --kv-cache-dtype fp8_e4m3 \\\n"
             "  --quantization modelopt_fp4");
   std::string yaml;
-  EXPECT_EQ(TrtllmServeCommand(dep, l, &yaml),
+  EXPECT_EQ(TrtllmServeCommand(dep, l, &yaml).value(),
             "trtllm-serve 'nvidia/DeepSeek-R1-FP4' \\\n"
             "  --tp_size 8 \\\n"
             "  --pp_size 1 \\\n"
@@ -186,7 +186,7 @@ TEST(TrtllmServeCommand, ParsesBackToTheSamePlan) {
     want.max_batch = 96;
     std::string yaml;
     ServingLaunch back;
-    const std::string cmd = TrtllmServeCommand(c, Launch(96), &yaml);
+    const std::string cmd = TrtllmServeCommand(c, Launch(96), &yaml).value();
     const auto parsed = ParseTrtllmServeCommand(cmd, yaml, &back);
     ASSERT_TRUE(parsed.ok()) << parsed.status().message();
     EXPECT_EQ(ToString(parsed.value()), ToString(want)) << cmd << "\n" << yaml;
@@ -219,6 +219,15 @@ TEST(TrtllmServeCommand, ParsesBackToTheSamePlan) {
                 .status()
                 .message(),
             "--ep_size needs a whole number, got 'x'");
+}
+
+TEST(TrtllmServeCommand, HybridAttentionTpAndDpHasNoForm) {
+  std::string yaml;
+  const auto hybrid = TrtllmServeCommand(Config(2, 1, 4, 8), Launch(8), &yaml);
+  EXPECT_EQ(hybrid.status().message(),
+            "TensorRT-LLM's attention data parallelism spans all its tp_size "
+            "ranks: it cannot run attention tp 2 within attention DP 4");
+  EXPECT_EQ(hybrid.status().hint(), "use the SGLang command of this plan");
 }
 
 TEST(ServingCommands, CheckpointIsQuoted) {
@@ -255,7 +264,7 @@ TEST(ServingCommands, DisaggregatedRolesAddTheirKvTransfer) {
   EXPECT_NE(SglangServeCommand(c, decode).find("--disaggregation-mode decode"),
             std::string::npos);
   std::string yaml;
-  TrtllmServeCommand(c, decode, &yaml);
+  ASSERT_TRUE(TrtllmServeCommand(c, decode, &yaml).ok());
   EXPECT_EQ(yaml,
             "enable_attention_dp: false\n"
             "kv_cache_config:\n"
