@@ -229,7 +229,7 @@ class CudaGenerator : public inference::Generator {
     std::vector<Bf16> host(tp * rows * vl);
     MESHTUNE_RETURN_IF_ERROR(
         CopyDeviceToHost(host.data(), all, host.size() * sizeof(Bf16)));
-    return inference::UnshardLogits(ToFloat(host), tp, rows, vl,
+    return inference::UnshardLogits(ToFloat(host), rows, vl,
                                     config_.model.vocab_size);
   }
 

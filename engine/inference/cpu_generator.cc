@@ -1,7 +1,6 @@
 #include "engine/inference/cpu_generator.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <utility>
 
@@ -176,7 +175,7 @@ std::vector<float> CpuGenerator::Head(const float* x, int64_t rows) {
   } else {
     gathered.swap(local);
   }
-  return UnshardLogits(gathered, tp, rows, vl, vocab);
+  return UnshardLogits(gathered, rows, vl, vocab);
 }
 
 StatusOr<std::vector<float>> CpuGenerator::RunForward(

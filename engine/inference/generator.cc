@@ -44,31 +44,29 @@ Status CheckGenerator(const TrainConfig& c, int64_t batch, int64_t capacity) {
         "pass a prompt and --max-new-tokens >= 1");
   }
   MESHTUNE_RETURN_IF_ERROR(c.Validate());
-  if (c.model.position_embedding_type == PositionEmbedding::kLearnedAbsolute &&
-      capacity > c.model.seq_length) {
-    return Status::InvalidArgument(
-        "prompt plus new tokens is " + std::to_string(capacity) +
-            " positions, but model " + c.model.name +
-            " has learned positions for " + std::to_string(c.model.seq_length),
-        "shorten the prompt or lower --max-new-tokens");
-  }
-  // RoPE has no table, but the model was built (and trained) for
-  // seq_length positions: the longest context served, as vLLM's
-  // max_model_len defaults to max_position_embeddings. It also bounds the
-  // cache a prompt can make the generator allocate.
+  // A GPT model's learned table has seq_length rows. RoPE has no table, but
+  // the model was built (and trained) for seq_length positions: the
+  // longest context served, as vLLM's max_model_len defaults to
+  // max_position_embeddings. It also bounds the cache a prompt can make the
+  // generator allocate.
   if (capacity > c.model.seq_length) {
+    const std::string seq = std::to_string(c.model.seq_length);
+    const bool learned =
+        c.model.position_embedding_type == PositionEmbedding::kLearnedAbsolute;
     return Status::InvalidArgument(
         "prompt plus new tokens is " + std::to_string(capacity) +
-            " positions, beyond model " + c.model.name + "'s seq_length of " +
-            std::to_string(c.model.seq_length),
+            " positions, " +
+            (learned
+                 ? "but model " + c.model.name + " has learned positions for " +
+                       seq
+                 : "beyond model " + c.model.name + "'s seq_length of " + seq),
         "shorten the prompt or lower --max-new-tokens");
   }
   return Status::Ok();
 }
 
-std::vector<float> UnshardLogits(const std::vector<float>& gathered, int64_t tp,
+std::vector<float> UnshardLogits(const std::vector<float>& gathered,
                                  int64_t rows, int64_t vl, int64_t vocab) {
-  (void)tp;  // the layout's outer dimension; vocab <= tp·vl
   std::vector<float> logits(rows * vocab);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t v = 0; v < vocab; ++v) {

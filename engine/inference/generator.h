@@ -123,7 +123,7 @@ Status CheckGenerator(const TrainConfig& config, int64_t batch,
 
 // The logits [rows, vocab] of the padded vocab-parallel shards gathered
 // rank-major ([tp][rows, vocab_local]), the padding dropped.
-std::vector<float> UnshardLogits(const std::vector<float>& gathered, int64_t tp,
+std::vector<float> UnshardLogits(const std::vector<float>& gathered,
                                  int64_t rows, int64_t vocab_local,
                                  int64_t vocab);
 

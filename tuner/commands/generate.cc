@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -138,12 +137,6 @@ class GenerateCommand : public Command {
   }
 
  private:
-  static std::string Shortest(double v) {
-    std::ostringstream s;
-    s << v;
-    return s.str();
-  }
-
   Status CheckFlags() const {
     if (prompt_.empty()) {
       return Status::InvalidArgument("--prompt is empty",
@@ -157,7 +150,7 @@ class GenerateCommand : public Command {
     }
     if (!(temperature_ >= 0 && temperature_ <= 100)) {
       return Status::InvalidArgument(
-          "--temperature must be in [0, 100], got " + Shortest(temperature_),
+          "--temperature must be in [0, 100], got " + Fmt("%g", temperature_),
           "0 is greedy; 0.7-1.0 are usual for sampling");
     }
     if (top_k_ < 0) {

@@ -145,16 +145,13 @@ StatusOr<ServeValidation> ValidateServing(const ServeValidationRequest& r,
   }
   // Warm-up (and the check that each plan runs), then interleaved rounds.
   std::vector<std::vector<double>> ttft(v.plans.size()), tpot(v.plans.size());
-  for (ServePlanOutcome& p : v.plans) {
-    auto warm = RunGeneration(Generation(r, p));
-    if (!warm.ok()) {
-      // The same checks for every plan: an input error ends the command.
-      if (warm.status().ExitCode() == 2 && p.tp == 1 &&
-          p.batch == r.batches[0]) {
-        return warm.status();
-      }
-      p.error = warm.status().message();
-    }
+  for (size_t i = 0; i < v.plans.size(); ++i) {
+    auto warm = RunGeneration(Generation(r, v.plans[i]));
+    if (warm.ok()) continue;
+    // The first plan (tp 1, the smallest batch) meets every check the
+    // others share (positions, model features): its error is the command's.
+    if (i == 0) return warm.status();
+    v.plans[i].error = warm.status().message();
   }
   for (int64_t round = 0; round < r.repeats; ++round) {
     for (size_t i : RoundOrder(v.plans.size(), round)) {

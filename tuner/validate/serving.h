@@ -70,10 +70,11 @@ struct ServeValidation {
 };
 
 // InvalidArgument (exit 2): isl or osl < 1, repeats < 1, no batch, a batch
-// < 1, no tp dividing both --gpus and the model, prompt + output beyond a
-// GPT model's learned positions. A plan that fails to run is recorded with
-// its error and left out of the statistics. `progress` gets one line per
-// plan and round.
+// < 1, no tp dividing both --gpus and the model. The first plan's failure
+// (prompt + output beyond the model's seq_length, a model the backend does
+// not run, one that does not fit this machine) is returned as it is; a
+// later plan that fails to run is recorded with its error and left out of
+// the statistics. `progress` gets one line per plan and round.
 StatusOr<ServeValidation> ValidateServing(const ServeValidationRequest& request,
                                           std::ostream& progress);
 
