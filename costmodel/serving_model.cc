@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <utility>
 #include <vector>
 
+#include "costmodel/closed_loop.h"
 #include "costmodel/comm_model.h"
 #include "costmodel/kv_cache.h"
 #include "costmodel/model_stats.h"
@@ -597,6 +600,67 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
   e.output_tokens_per_s = rate * static_cast<double>(w.osl);
   e.output_tokens_per_s_per_gpu =
       e.output_tokens_per_s / static_cast<double>(e.replicas * c.gpus());
+  return e;
+}
+
+ServingEstimate EstimateClosedLoopBenchmark(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, int64_t clients, int64_t requests,
+    int64_t warmup, const Calibration& cal, const ModelOptions& o) {
+  ServingWorkload offline = w;
+  offline.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const int64_t replicas = e.replicas;
+  ClosedLoopBenchmark b;
+  b.clients = std::max<int64_t>(1, (clients + replicas - 1) / replicas);
+  b.requests =
+      std::max<int64_t>(b.clients, (requests + replicas - 1) / replicas);
+  b.warmup = (warmup + replicas - 1) / replicas;
+  b.isl = w.isl;
+  b.osl = w.osl;
+  b.step_tokens = kMaxNumTokens * c.attention_dp;
+  const int64_t cap =
+      c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
+  b.max_running = std::max<int64_t>(1, cap);
+  const double per_token =
+      e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
+  b.kv_tokens = per_token > 0 ? static_cast<int64_t>(std::min(
+                                    std::floor(e.kv_cache_bytes / per_token) *
+                                        static_cast<double>(c.attention_dp),
+                                    1e15))
+                              : 0;
+  // Pass times, memoised: a benchmark repeats few distinct passes.
+  const int64_t context = w.isl + w.osl / 2;
+  std::vector<double> decode_memo(
+      static_cast<size_t>(std::min(b.clients, b.max_running) + 1), -1.0);
+  std::map<std::pair<int64_t, int64_t>, double> prefill_memo;
+  PassTimes times;
+  times.decode_s = [&](int64_t batch) {
+    double& slot = decode_memo[static_cast<size_t>(std::min<int64_t>(
+        batch, static_cast<int64_t>(decode_memo.size()) - 1))];
+    if (slot < 0) {
+      slot = DecodeStep(m, cluster, c, batch, context, cal, o).total_s();
+    }
+    return slot;
+  };
+  times.prefill_s = [&](int64_t tokens, int64_t sequences) {
+    const auto key = std::make_pair(tokens, sequences);
+    const auto it = prefill_memo.find(key);
+    if (it != prefill_memo.end()) return it->second;
+    const double s = PrefillTime_s(m, cluster, c, tokens, sequences, cal, o);
+    prefill_memo.emplace(key, s);
+    return s;
+  };
+  times.empty_pass_s = kDecodeStepOverhead_s;
+  const ClosedLoopResult r = SimulateClosedLoop(b, times);
+  e.batch = b.clients;
+  e.ttft_s = r.mean_ttft_s;
+  e.tpot_s = r.mean_tpot_s;
+  e.output_tokens_per_s = r.output_tokens_per_s * static_cast<double>(replicas);
+  e.output_tokens_per_s_per_gpu =
+      e.output_tokens_per_s / static_cast<double>(replicas * c.gpus());
+  e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
   return e;
 }
 

@@ -167,6 +167,25 @@ ServingEstimate EstimateServingAtRate(
     double requests_per_s, const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
+// A closed-loop benchmark of `requests` requests from `clients` clients,
+// the first `warmup` of them left out of the means, over the deployment
+// (split evenly over its replicas), priced pass by pass
+// (closed_loop.h) with this model's times: DecodeStep at the mean context
+// for the decodes, PrefillTime_s for a pass's prompt chunks, a token budget
+// of kMaxNumTokens per attention-DP rank, at most the sequences the KV
+// cache holds running (capped as EstimateServing caps its batch); more
+// wait in the queue. Memory and feasibility are EstimateServing's offline
+// ones; ttft_s, tpot_s and the throughputs are the benchmark's means, and
+// batch is the clients per replica.
+ServingEstimate EstimateClosedLoopBenchmark(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ClusterSpec& cluster,
+    const search_spaces::ServingWorkload& workload,
+    const search_spaces::ServingConfig& config, int64_t num_gpus,
+    int64_t clients, int64_t requests, int64_t warmup,
+    const Calibration& calibration,
+    const ModelOptions& options = ModelOptions());
+
 // Disaggregated serving (prefill and decode on separate workers, the KV
 // cache sent from one to the other): `prefill_workers` workers of layout
 // `prefill` and `decode_workers` of `decode`, `workload.concurrency`

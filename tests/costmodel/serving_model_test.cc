@@ -272,6 +272,39 @@ TEST(EstimateServing, OfflineBatchFitsTheStepsTokenBudget) {
   EXPECT_EQ(EstimateServing(m, h100, {467, 16, 400}, c, 1, cal).batch, 400);
 }
 
+TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  const ServingWorkload w{1000, 100, 0};
+  // One client, one request on each of 2 replicas: the prefill pass (no
+  // decodes: the step overhead) and 99 decode steps of one row.
+  const ServingEstimate one =
+      EstimateClosedLoopBenchmark(m, h100, w, c, 2, 2, 2, 0, cal);
+  ASSERT_TRUE(one.fits) << one.infeasible_reason;
+  EXPECT_EQ(one.batch, 1);
+  const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
+  const double step = DecodeStep(m, h100, c, 1, 1050, cal).total_s();
+  EXPECT_NEAR(one.ttft_s, kDecodeStepOverhead_s + prefill, 1e-12);
+  EXPECT_NEAR(one.tpot_s, step, 1e-12);
+  EXPECT_NEAR(one.output_tokens_per_s,
+              2 * 100 / (kDecodeStepOverhead_s + prefill + 99 * step), 1e-6);
+  // 64 clients per replica: the burst's 8 passes of 8 prompts each (the
+  // 8192-token budget) make the mean TTFT several prefills long, and it
+  // shrinks as later requests arrive one completion at a time.
+  const ServingEstimate burst =
+      EstimateClosedLoopBenchmark(m, h100, w, c, 1, 64, 64, 0, cal);
+  const ServingEstimate long_run =
+      EstimateClosedLoopBenchmark(m, h100, w, c, 1, 64, 6400, 0, cal);
+  EXPECT_GT(burst.ttft_s, 4 * prefill);
+  EXPECT_LT(long_run.ttft_s, 0.5 * burst.ttft_s);
+  // Offline memory checks carry over.
+  EXPECT_FALSE(EstimateClosedLoopBenchmark(Preset("llama3-405b"), h100, w, c, 1,
+                                           1, 1, 0, cal)
+                   .fits);
+}
+
 TEST(EstimateDisaggregated, ClosedLoopOverPrefillAndDecodeWorkers) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");

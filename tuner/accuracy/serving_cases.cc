@@ -176,9 +176,7 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
   c->config.pp = Int(t.Cell(r, "pp")).value_or(1);
   c->config.attention_dp = Int(t.Cell(r, "dp")).value_or(1);
   const auto ep = Int(t.Cell(r, "ep"));
-  c->config.ep =
-      ep ? *ep
-         : (c->model.is_moe() ? c->config.tp * c->config.attention_dp : 1);
+  c->config.ep = ep ? *ep : 1;
   if (c->config.pp < 1 || c->config.attention_dp < 1 || c->config.ep < 1) {
     return "pp, dp and ep must be at least 1";
   }
@@ -328,6 +326,22 @@ namespace {
 // Requests of an open-loop benchmark whose notes state no count (the
 // TensorRT-LLM online table's 500).
 constexpr double kDefaultBenchmarkRequests = 500;
+// Requests per client measured after a closed-loop benchmark's warm-up
+// when its notes state no count: enough waves of the pass calendar for its
+// steady state (docs/serving.md §4).
+constexpr int64_t kMeasuredRequestsPerClient = 10;
+// A closed-loop benchmark of `clients` clients: the notes' "N requests",
+// all measured; else the steady state, the first burst of `clients`
+// requests as warm-up and kMeasuredRequestsPerClient requests per client
+// measured after it (docs/serving.md §4).
+struct ClosedLoopRun {
+  int64_t requests = 0;
+  int64_t warmup = 0;
+};
+ClosedLoopRun BenchmarkRun(const ServingCase& c, int64_t clients) {
+  if (c.benchmark_requests > 0) return {c.benchmark_requests, 0};
+  return {(1 + kMeasuredRequestsPerClient) * clients, clients};
+}
 
 // Times of the load model (docs/serving.md §4), seconds and requests/s.
 struct LoadPoint {
@@ -344,8 +358,13 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
                                     int64_t concurrency, std::string* why) {
   search_spaces::ServingWorkload w = c.workload;
   w.concurrency = concurrency;
-  const costmodel::ServingEstimate e = costmodel::EstimateServing(
-      c.model, c.cluster, w, c.config, c.num_gpus, cal);
+  const ClosedLoopRun run = BenchmarkRun(c, concurrency);
+  const costmodel::ServingEstimate e =
+      concurrency > 0 ? costmodel::EstimateClosedLoopBenchmark(
+                            c.model, c.cluster, w, c.config, c.num_gpus,
+                            concurrency, run.requests, run.warmup, cal)
+                      : costmodel::EstimateServing(c.model, c.cluster, w,
+                                                   c.config, c.num_gpus, cal);
   if (!e.fits) {
     *why = e.infeasible_reason;
     return std::nullopt;

@@ -10,8 +10,9 @@
 //              -NVFP4, -FP4, -v2, a -MMDD date) dropped
 //   gpu        search_spaces::ClusterPresetForGpu; "(beta)" ignored
 //   layout     tp, pp, ep and dp (attention data parallel) columns; a blank
-//              ep is 1 on dense models and tp·dp on MoE ones (TensorRT-LLM
-//              runs the experts over every attention GPU); replicas =
+//              ep is 1: the experts tensor-parallel over the tp·dp GPUs,
+//              TensorRT-LLM's Mapping default when no expert parallelism
+//              is given (moe_tp = tp, moe_ep = 1); replicas =
 //              num_gpus / (tp·pp·dp). aiconfigurator's disaggregated rows
 //              give "prefill: P workers x (tpA ppB adpC moe_tpD epE, bsF);
 //              decode: ..." in notes
@@ -23,7 +24,10 @@
 //              "kv_cache_free_gpu_mem_fraction F" sets the cache's share of
 //              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
 //   load       concurrency column -> that many requests in flight (closed
-//              loop); "request rate N QPS" in notes -> an open-loop rate;
+//              loop, its benchmark simulated pass by pass: the first burst
+//              as warm-up, 10 requests per client measured, or the notes'
+//              "N requests" all measured); "request rate N QPS" in notes ->
+//              an open-loop rate;
 //              "infinite request rate" or "QPS INF" -> all of the notes'
 //              "N requests" (else 500) sent at once, queued at the offline
 //              rate; otherwise offline maximum throughput

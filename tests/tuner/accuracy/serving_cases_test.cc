@@ -143,6 +143,35 @@ TEST(ServingCases, InfiniteRateQueuesTheBenchmarksRequests) {
               offline_ttft_ms + 0.5 * 500 / mu * 1e3, 1e-6);
 }
 
+TEST(ServingCases, BlankEpKeepsTheExpertsTensorParallel) {
+  // TensorRT-LLM's Mapping without an expert-parallel size: moe_tp = tp.
+  const auto cases =
+      Map("TRT v0.17,x,Mixtral-8x7B,H100-SXM-80GB,8,8,1,,,FP8,TensorRT-LLM "
+          "0.17,128,2048,,output_tokens_per_s,50000,\n");
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].skipped_reason, "");
+  EXPECT_EQ(cases[0].config.ep, 1);
+  EXPECT_EQ(cases[0].config.moe_tp(), 8);
+}
+
+TEST(ServingCases, ClosedLoopBeyondTheCacheQueues) {
+  // 4096 clients of 1000 + 1000 tokens on one H100 with LLaMA-3 8B: more
+  // than its KV cache holds (about 900 such sequences), so the rest wait
+  // for a slot: the benchmark's mean TTFT spans several requests' decodes
+  // (each about 1000 steps), far above one prefill.
+  const auto cases =
+      Map("x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,1,1,BF16,vLLM,1000,1000,4096,"
+          "ttft_ms,1000,\n"
+          "x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,1,1,BF16,vLLM,1000,1000,4,"
+          "ttft_ms,100,\n");
+  ASSERT_EQ(cases.size(), 2u);
+  const ServingPrediction queued = PredictServingCase(cases[0]);
+  const ServingPrediction light = PredictServingCase(cases[1]);
+  ASSERT_EQ(queued.skipped_reason, "");
+  ASSERT_EQ(light.skipped_reason, "");
+  EXPECT_GT(queued.predicted, 20 * light.predicted);
+}
+
 TEST(ServingCases, SkipsWithReasons) {
   const auto cases = Map(
       "mlperf,x,Llama-2-70B,H200-SXM-141GB,8,,,,,FP8,TensorRT-LLM,,,,"

@@ -1,0 +1,89 @@
+// A closed-loop serving benchmark, pass by pass (issue 22; docs/serving.md
+// §4): `clients` clients each keep one request of isl prompt and osl output
+// tokens in flight on one replica until `requests` requests have finished,
+// as genai-perf, aiperf, vLLM's and SGLang's bench_serving run a
+// "--concurrency C" point. Every client sends its first request at t = 0
+// and its next one the moment the previous one's last token arrives.
+//
+// Why simulate rather than use EstimateServing's steady state: a published
+// TTFT at a concurrency is the mean over the benchmark's requests, and the
+// first C all arrive together. That burst is prefilled a step budget at a
+// time, so its mean TTFT grows with C (the i-th of the burst waits for the
+// i − 1 before it), and with fixed lengths the cohorts it forms persist
+// (requests that start together finish together and return together). A
+// steady-state formula sees neither; aiconfigurator's queueing model
+// (ai-dynamo/aiconfigurator docs/design/queueing_model.md: "transient
+// window = initial concurrency burst", "cohort effects") makes the same
+// point and evaluates the same pass calendar.
+//
+// The pass calendar (the fused, chunked-prefill step of vLLM v1,
+// TensorRT-LLM's in-flight batching and SGLang's mixed chunks):
+//   - a pass first gives each running decode one token of its budget;
+//   - the rest of `step_tokens` goes to prompts in arrival order, each a
+//     chunk of min(what is left of its prompt, what is left of the
+//     budget); a request is admitted only while fewer than `max_running`
+//     are running (prefilling or decoding) and the KV cache has room for
+//     its prompt beside the running requests' contexts (`kv_tokens`:
+//     vLLM, SGLang and TensorRT-LLM allocate cache blocks as a sequence
+//     grows), so beyond that the client's request waits in the queue.
+//     Contexts that outgrow the cache later are not priced (the engines
+//     then preempt a sequence and recompute it);
+//   - the pass takes decode_s(decodes) + prefill_s(chunk tokens, chunks);
+//     with no decodes it still pays `empty_pass_s` (the step overhead);
+//   - a prompt finished in a pass emits its first token at the pass's end
+//     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
+//     pass; a request arriving at a pass's end is scheduled in the next.
+// Per-request TPOT = (last token − first token) / (osl − 1), averaged over
+// the measured requests (all but the warm-up) as the benchmarks report it;
+// throughput is over all requests and the whole run.
+// Units: seconds, tokens, requests.
+#ifndef MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
+#define MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+
+namespace meshtune::costmodel {
+
+struct ClosedLoopBenchmark {
+  int64_t clients = 1;      // concurrency on this replica
+  int64_t requests = 1;     // requests the benchmark completes, >= clients
+                            // counts the first burst too
+  int64_t isl = 1;          // prompt tokens per request
+  int64_t osl = 1;          // output tokens per request (the first included)
+  int64_t step_tokens = 1;  // a pass's token budget (max_num_tokens)
+  int64_t max_running = 1;  // requests running at once (max batch)
+  int64_t kv_tokens = 0;    // tokens the KV cache holds; 0 = unbounded
+  // The first `warmup` requests sent (the first burst when it is
+  // `clients`) run but are left out of the mean TTFT and TPOT, as a
+  // benchmark's warm-up requests are; at most requests − 1.
+  int64_t warmup = 0;
+};
+
+// Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
+// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass.
+struct PassTimes {
+  std::function<double(int64_t decodes)> decode_s;
+  std::function<double(int64_t tokens, int64_t sequences)> prefill_s;
+  double empty_pass_s = 0;  // a pass without decodes pays this on top
+};
+
+struct ClosedLoopResult {
+  double mean_ttft_s = 0;
+  double mean_tpot_s = 0;     // 0 when osl == 1
+  double makespan_s = 0;      // last token of the last request
+  double requests_per_s = 0;  // requests / makespan
+  double output_tokens_per_s = 0;
+  int64_t passes = 0;  // passes simulated (for tests)
+};
+
+// Runs the benchmark; sizes are clamped to at least 1 (requests to at
+// least clients). Deterministic, no randomness. Cost: one loop iteration
+// per pass that prefills, one per completion otherwise (decode-only
+// stretches are jumped over), so O(requests · (1 + isl / step_tokens)).
+ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
+                                    const PassTimes& times);
+
+}  // namespace meshtune::costmodel
+
+#endif  // MESHTUNE_COSTMODEL_CLOSED_LOOP_H_

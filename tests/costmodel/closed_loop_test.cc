@@ -1,0 +1,89 @@
+// The closed-loop benchmark simulator against passes worked out by hand:
+// one request, a burst chunked over the step budget, and a KV cache that
+// holds one request at a time.
+#include "costmodel/closed_loop.h"
+
+#include <gtest/gtest.h>
+
+namespace meshtune::costmodel {
+namespace {
+
+PassTimes Times(double decode_per_row_s, double decode_fixed_s,
+                double prefill_s, double empty_s) {
+  PassTimes t;
+  t.decode_s = [=](int64_t b) {
+    return decode_fixed_s + decode_per_row_s * static_cast<double>(b);
+  };
+  t.prefill_s = [=](int64_t, int64_t) { return prefill_s; };
+  t.empty_pass_s = empty_s;
+  return t;
+}
+
+TEST(SimulateClosedLoop, OneRequestPrefillsThenDecodes) {
+  // Pass 0: the step overhead 0.25 + the prefill 0.5 -> first token at
+  // 0.75; passes 1 and 2 decode its other two tokens, 1 s each.
+  const ClosedLoopBenchmark b{1, 1, 10, 3, 100, 8, 0};
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(0, 1.0, 0.5, 0.25));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 0.75);
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, 1.0);  // (2.75 − 0.75) / 2
+  EXPECT_DOUBLE_EQ(r.makespan_s, 2.75);
+  EXPECT_DOUBLE_EQ(r.requests_per_s, 1 / 2.75);
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 3 / 2.75);
+  EXPECT_EQ(r.passes, 3);
+}
+
+TEST(SimulateClosedLoop, BurstIsChunkedOverTheStepBudget) {
+  // Four 100-token prompts at t = 0, a 100-token budget, 2 output tokens;
+  // a prefill chunk costs 1 s, a decode 0.1 s per row.
+  //   pass 0: A's 100 tokens                     -> t 1.0, A's first token
+  //   pass 1: A decodes, B's first 99 tokens     -> t 2.1, A done
+  //   pass 2: B's last token, C's first 99       -> t 3.1, B's first token
+  //   pass 3: B decodes, C's last, D's first 98  -> t 4.2, B done, C first
+  //   pass 4: C decodes, D's last 2              -> t 5.3, C done, D first
+  //   pass 5: D decodes                          -> t 5.4, D done
+  const ClosedLoopBenchmark b{4, 4, 100, 2, 100, 64, 0};
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(0.1, 0, 1.0, 0));
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 3.1 + 4.2 + 5.3) / 4, 1e-12);
+  EXPECT_NEAR(r.mean_tpot_s, (1.1 + 1.1 + 1.1 + 0.1) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 5.4, 1e-12);
+  EXPECT_EQ(r.passes, 6);
+}
+
+TEST(SimulateClosedLoop, RequestsBeyondTheKvCacheWait) {
+  // Two clients, 10-token prompts, 5 output tokens, 1 s per pass. A cache
+  // of 15 tokens holds one request: B waits for A (5 s), prefills in pass
+  // 5 (TTFT 6 s) and finishes at 10 s. With room for both they share
+  // every pass and finish at 5 s.
+  const PassTimes t = Times(0, 1.0, 1.0, 0);
+  const ClosedLoopResult tight =
+      SimulateClosedLoop({2, 2, 10, 5, 100, 64, 15}, t);
+  EXPECT_DOUBLE_EQ(tight.mean_ttft_s, (1.0 + 6.0) / 2);
+  EXPECT_DOUBLE_EQ(tight.mean_tpot_s, 1.0);
+  EXPECT_DOUBLE_EQ(tight.makespan_s, 10.0);
+  const ClosedLoopResult roomy =
+      SimulateClosedLoop({2, 2, 10, 5, 100, 64, 0}, t);
+  EXPECT_DOUBLE_EQ(roomy.mean_ttft_s, 1.0);
+  EXPECT_DOUBLE_EQ(roomy.makespan_s, 5.0);
+  // The warm-up request (A, sent first) is left out of the means.
+  const ClosedLoopResult measured =
+      SimulateClosedLoop({2, 2, 10, 5, 100, 64, 15, 1}, t);
+  EXPECT_DOUBLE_EQ(measured.mean_ttft_s, 6.0);
+  EXPECT_DOUBLE_EQ(measured.makespan_s, 10.0);
+  // max_running bounds the batch the same way.
+  EXPECT_DOUBLE_EQ(SimulateClosedLoop({2, 2, 10, 5, 100, 1, 0}, t).makespan_s,
+                   10.0);
+}
+
+TEST(SimulateClosedLoop, LaterRequestsFollowTheirClientsCompletions) {
+  // One client, three requests back to back: each request waits for the
+  // previous one's last token, then prefills alone.
+  const ClosedLoopResult r =
+      SimulateClosedLoop({1, 3, 10, 4, 100, 8, 0}, Times(0, 1.0, 2.0, 0));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 2.0);
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 3 * (2.0 + 3 * 1.0));
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 12 / 15.0);
+}
+
+}  // namespace
+}  // namespace meshtune::costmodel
