@@ -258,10 +258,15 @@ void LayerComm(const ModelSpec& m, const ServingConfig& c,
 
 // The options of a serving estimate: inference engines replay their steps
 // as CUDA graphs and reach the microbenchmark ceilings, so the training
-// steps' kernel-efficiency discount is off.
+// steps' kernel-efficiency discount is off. Their all-reduces run at the
+// ring's bus bandwidth, not NVLink SHARP's: TensorRT-LLM's AllReduce plugin
+// picks between NCCL and its own one- and two-shot kernels over NVLink
+// peer memory, vLLM's and SGLang's custom all-reduce are the same one- and
+// two-shot kernels (docs/serving.md §5 measures the difference).
 ModelOptions ServingOptions(const ModelOptions& o) {
   ModelOptions s = o;
   s.Disable(Refinement::kTrainingKernelEfficiency);
+  s.Disable(Refinement::kNvls);
   return s;
 }
 
