@@ -149,7 +149,13 @@ std::string Printable(const std::string& s) {
   return search_spaces::yaml_util::Printable(s);
 }
 
+// The source of TensorRT-LLM v1.0's perf-overview throughput tables
+// (docs/source/performance/perf-overview.md at 00f3768).
+constexpr const char* kV10ThroughputTable =
+    "perf-overview.md (v1.0 throughput tables)";
+
 // The row's layout, or the reason it has none.
+
 std::string MapLayout(const CsvTable& t, const CsvRecord& r,
                       const std::string& notes, ServingCase* c) {
   if (Contains(notes, "disaggregated")) {
@@ -177,6 +183,15 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
   c->config.attention_dp = Int(t.Cell(r, "dp")).value_or(1);
   const auto ep = Int(t.Cell(r, "ep"));
   c->config.ep = ep ? *ep : 1;
+  if (c->model.is_moe() && !ep && t.Cell(r, "dp").empty() &&
+      c->source.find(kV10ThroughputTable) != std::string::npos) {
+    // That table's MoE runs set enable_attention_dp and pass --ep (its
+    // "Running the Benchmark" section): its "TP8" is 8 attention-DP ranks
+    // with the experts over all of them.
+    c->config.attention_dp = c->config.tp;
+    c->config.ep = c->config.tp;
+    c->config.tp = 1;
+  }
   if (c->config.pp < 1 || c->config.attention_dp < 1 || c->config.ep < 1) {
     return "pp, dp and ep must be at least 1";
   }

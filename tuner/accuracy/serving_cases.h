@@ -12,7 +12,9 @@
 //   layout     tp, pp, ep and dp (attention data parallel) columns; a blank
 //              ep is 1: the experts tensor-parallel over the tp·dp GPUs,
 //              TensorRT-LLM's Mapping default when no expert parallelism
-//              is given (moe_tp = tp, moe_ep = 1); replicas =
+//              is given (moe_tp = tp, moe_ep = 1), except in TensorRT-LLM
+//              v1.0's perf-overview tables, whose MoE runs enable attention
+//              DP and pass --ep: "TP8" is tp 1, dp 8, ep 8; replicas =
 //              num_gpus / (tp·pp·dp). aiconfigurator's disaggregated rows
 //              give "prefill: P workers x (tpA ppB adpC moe_tpD epE, bsF);
 //              decode: ..." in notes

@@ -152,6 +152,20 @@ TEST(ServingCases, BlankEpKeepsTheExpertsTensorParallel) {
   EXPECT_EQ(cases[0].skipped_reason, "");
   EXPECT_EQ(cases[0].config.ep, 1);
   EXPECT_EQ(cases[0].config.moe_tp(), 8);
+  // TensorRT-LLM v1.0's tables run MoE models with attention DP over --ep.
+  const auto v10 =
+      Map("NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v1.0 "
+          "throughput tables),x,Qwen3-30B-A3B,B200-180GB,4,4,1,,,FP4,"
+          "TensorRT-LLM 1.0,128,128,,output_tokens_per_s,50000,\n"
+          "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (v1.0 "
+          "throughput tables),x,Llama-3.1-8B,B200-180GB,4,4,1,,,FP4,"
+          "TensorRT-LLM 1.0,128,128,,output_tokens_per_s,50000,\n");
+  ASSERT_EQ(v10.size(), 2u);
+  EXPECT_EQ(v10[0].config.tp, 1);
+  EXPECT_EQ(v10[0].config.attention_dp, 4);
+  EXPECT_EQ(v10[0].config.ep, 4);
+  EXPECT_EQ(v10[1].config.tp, 4);  // dense: as written
+  EXPECT_EQ(v10[1].config.attention_dp, 1);
 }
 
 TEST(ServingCases, ClosedLoopBeyondTheCacheQueues) {
