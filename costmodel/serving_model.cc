@@ -215,10 +215,15 @@ int64_t Domain(const ClusterSpec& cluster) {
 // hops. Serving engines run their small all-reduces and MoE exchanges with
 // custom one-shot kernels over NVLink (TensorRT-LLM's CustomAllReduce,
 // SGLang's custom all-reduce, DeepEP's low-latency mode), not NCCL's ring.
+// All-reduces above kCustomAllReduceMaxBytes fall back to NCCL and are
+// priced as the calibration prices NCCL, latency ramp included.
 double ServingCollective_s(const Calibration& cal, const ClusterSpec& cluster,
                            Collective op, double bytes, const CommGroup& group,
                            const ModelOptions& o) {
   if (group.size <= 1 || bytes <= 0) return 0.0;
+  if (op == Collective::kAllReduce && bytes > kCustomAllReduceMaxBytes) {
+    return cal.CollectiveTime_s(op, bytes, group, o);  // NCCL, its ramp on
+  }
   ModelOptions bandwidth = o;
   bandwidth.Disable(Refinement::kCollectiveRamp);
   const double hop_us =

@@ -20,7 +20,8 @@
 // kServingHbmFraction of the datasheet bandwidth), so a decode step
 // at a small batch reads weights and a prefill computes; collectives are
 // the calibration's bandwidth time plus a one-shot latency of two link hops
-// (serving engines' custom all-reduce, not NCCL's ring):
+// (serving engines' custom all-reduce, not NCCL's ring), all-reduces above
+// kCustomAllReduceMaxBytes NCCL's time:
 //   prefill of T tokens  Σ layers: GEMMs with m = T, causal flash attention,
 //                        the tp all-reduces of T·h 16-bit activations (two
 //                        per GPT layer), with attention DP the MoE dispatch
@@ -76,6 +77,11 @@ inline constexpr int64_t kMaxNumTokens = 8192;
 // not yet fitted: per-framework step overheads are the next calibration
 // (docs/serving.md §5).
 inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
+// The largest all-reduce the serving engines run with their own one- and
+// two-shot kernels; larger ones go to NCCL (vLLM's and SGLang's
+// CustomAllreduce max_size, 8 MiB: vllm/distributed/device_communicators/
+// custom_all_reduce.py).
+inline constexpr double kCustomAllReduceMaxBytes = 8.0 * 1024 * 1024;
 // Fraction of the datasheet HBM bandwidth that a serving step's
 // memory-bound kernels reach (decode GEMMs streaming their weights, the
 // KV-cache reads, norms): aiconfigurator's mem_bw_empirical_scaling_factor,

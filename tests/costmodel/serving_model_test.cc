@@ -166,6 +166,41 @@ TEST(DecodeStep, AttentionDpDispatchSendsEachTokensCopiesOnce) {
   EXPECT_NEAR(d.ep_comm_s, 32 * 2 * a2a, 1e-12);
 }
 
+TEST(DecodeStep, AllReducesAboveTheCustomKernelsLimitGoToNccl) {
+  // LLaMA-3 8B (h 4096, 32 layers, two all-reduces each) at tp 8 on an
+  // H100 node. 256 sequences all-reduce 256 · 4096 · 2 B = 2 MiB: the
+  // engines' one-shot kernel, bandwidth at the ring's busbw (no NVLS) plus
+  // two 3.4 us hops. 2048 sequences all-reduce 16 MiB, above the 8 MiB the
+  // custom kernels take: NCCL, priced with its latency ramp.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.tp = 8;
+  const CommGroup tp8{8, 1, 8};
+  ModelOptions nccl;
+  nccl.Disable(Refinement::kNvls);
+  ModelOptions one_shot = nccl;
+  one_shot.Disable(Refinement::kCollectiveRamp);
+  const double small = 256.0 * 4096 * 2;
+  const double large = 2048.0 * 4096 * 2;
+  ASSERT_LT(small, kCustomAllReduceMaxBytes);
+  ASSERT_GT(large, kCustomAllReduceMaxBytes);
+  EXPECT_NEAR(
+      DecodeStep(m, h100, c, 256, 1024, cal).tp_comm_s,
+      64 * (cal.CollectiveTime_s(Collective::kAllReduce, small, tp8, one_shot) +
+            2 * 3.4e-6),
+      1e-12);
+  EXPECT_NEAR(
+      DecodeStep(m, h100, c, 2048, 1024, cal).tp_comm_s,
+      64 * cal.CollectiveTime_s(Collective::kAllReduce, large, tp8, nccl),
+      1e-12);
+  // NVLink SHARP would have been faster than the ring: not used here.
+  EXPECT_LT(
+      cal.CollectiveTime_s(Collective::kAllReduce, large, tp8, ModelOptions()),
+      cal.CollectiveTime_s(Collective::kAllReduce, large, tp8, nccl));
+}
+
 TEST(PrefillTime, IsBoundByTheGemmsFlops) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
