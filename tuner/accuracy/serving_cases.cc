@@ -67,8 +67,15 @@ std::optional<Precision> ServingPrecision(const std::string& cell,
     static const std::regex kGemm(R"(gemm=([a-z0-9_]+))");
     std::smatch m;
     const std::string n = Lower(notes);
-    if (!std::regex_search(n, m, kGemm)) return std::nullopt;
-    text = m[1];
+    if (std::regex_search(n, m, kGemm)) {
+      text = m[1];
+    } else if (Contains(n, "gemm=-")) {
+      // aiconfigurator's "-": no GEMM quantization, the checkpoint's own
+      // 16-bit weights.
+      text = "bf16";
+    } else {
+      return std::nullopt;
+    }
   }
   if (text.rfind("fp8", 0) == 0) return Precision::kFp8;
   if (text.rfind("fp4", 0) == 0 || text.rfind("nvfp4", 0) == 0) {

@@ -19,7 +19,8 @@
 //              give "prefill: P workers x (tpA ppB adpC moe_tpD epE, bsF);
 //              decode: ..." in notes
 //   precision  FP8/fp8 -> fp8, FP4/fp4/NVFP4 -> nvfp4, BF16/FP16 -> bf16;
-//              "not recorded" -> the "gemm=" of notes, else skipped. The KV
+//              "not recorded" -> the "gemm=" of notes ("gemm=-", no GEMM
+//              quantization: bf16), else skipped. The KV
 //              cache is fp8 with quantised weights on TensorRT-LLM (its FP8
 //              and NVFP4 checkpoints quantise it) and 16-bit elsewhere; a
 //              note "FP16 KV" or "FP8 KV" wins; a note's

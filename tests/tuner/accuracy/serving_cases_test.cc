@@ -74,6 +74,23 @@ TEST(ServingCases, DepLayoutAndCheckpointNames) {
   EXPECT_EQ(cases[1].workload.concurrency, 8);
 }
 
+TEST(ServingCases, PrecisionFromTheNotesGemmMode) {
+  const auto cases =
+      Map("aic,x,meta-llama/Llama-3.1-8B-Instruct,H100-SXM-80GB,1,1,1,1,1,not "
+          "recorded,TensorRT-LLM 1.0.0rc3,1024,128,8,ttft_ms,190,\"aggregated; "
+          "gemm=-, moe=-\"\n"
+          "aic,x,meta-llama/Llama-3.1-8B-Instruct,H100-SXM-80GB,1,1,1,1,1,not "
+          "recorded,TensorRT-LLM 1.0.0rc3,1024,128,8,ttft_ms,190,\"aggregated; "
+          "gemm=fp8_block, moe=-\"\n"
+          "aic,x,meta-llama/Llama-3.1-8B-Instruct,H100-SXM-80GB,1,1,1,1,1,not "
+          "recorded,TensorRT-LLM 1.0.0rc3,1024,128,8,ttft_ms,190,aggregated\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].skipped_reason, "");
+  EXPECT_EQ(cases[0].config.weights, Precision::kBf16);  // "-": none
+  EXPECT_EQ(cases[1].config.weights, Precision::kFp8);
+  EXPECT_EQ(cases[2].skipped_reason.rfind("unknown precision", 0), 0u);
+}
+
 TEST(ServingCases, DisaggregatedWorkersFromNotes) {
   const auto cases = Map(
       "aic,x,deepseek-ai/DeepSeek-V3,GB200,40,,,,,fp8,TensorRT-LLM,1024,8192,"
