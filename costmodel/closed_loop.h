@@ -45,6 +45,11 @@
 
 namespace meshtune::costmodel {
 
+// Requests per client measured after the first burst's warm-up to price a
+// closed loop's steady state: enough waves of the calendar for its cohorts
+// to settle (docs/serving.md §4).
+inline constexpr int64_t kMeasuredRequestsPerClient = 10;
+
 struct ClosedLoopBenchmark {
   int64_t clients = 1;      // concurrency on this replica
   int64_t requests = 1;     // requests the benchmark completes, >= clients

@@ -665,6 +665,9 @@ ServingEstimate EstimateClosedLoopBenchmark(
   times.empty_pass_s = kDecodeStepOverhead_s;
   const ClosedLoopResult r = SimulateClosedLoop(b, times);
   e.batch = b.clients;
+  e.decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
+                        context, cal, o);
+  e.step_s = r.mean_tpot_s;
   e.ttft_s = r.mean_ttft_s;
   e.tpot_s = r.mean_tpot_s;
   e.output_tokens_per_s = r.output_tokens_per_s * static_cast<double>(replicas);

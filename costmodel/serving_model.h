@@ -181,8 +181,9 @@ ServingEstimate EstimateServingAtRate(
 // of kMaxNumTokens per attention-DP rank, at most the sequences the KV
 // cache holds running (capped as EstimateServing caps its batch); more
 // wait in the queue. Memory and feasibility are EstimateServing's offline
-// ones; ttft_s, tpot_s and the throughputs are the benchmark's means, and
-// batch is the clients per replica.
+// ones; ttft_s, tpot_s (and step_s) and the throughputs are the benchmark's
+// means, batch is the clients per replica and decode the decode step at
+// that batch (at most the max batch).
 ServingEstimate EstimateClosedLoopBenchmark(
     const search_spaces::ModelSpec& model,
     const search_spaces::ClusterSpec& cluster,

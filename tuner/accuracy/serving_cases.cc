@@ -8,6 +8,7 @@
 #include <optional>
 #include <regex>
 
+#include "costmodel/closed_loop.h"
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
 #include "search_spaces/presets/presets.h"
@@ -348,10 +349,6 @@ namespace {
 // Requests of an open-loop benchmark whose notes state no count (the
 // TensorRT-LLM online table's 500).
 constexpr double kDefaultBenchmarkRequests = 500;
-// Requests per client measured after a closed-loop benchmark's warm-up
-// when its notes state no count: enough waves of the pass calendar for its
-// steady state (docs/serving.md §4).
-constexpr int64_t kMeasuredRequestsPerClient = 10;
 // A closed-loop benchmark of `clients` clients: the notes' "N requests",
 // all measured; else the steady state, the first burst of `clients`
 // requests as warm-up and kMeasuredRequestsPerClient requests per client
@@ -362,7 +359,7 @@ struct ClosedLoopRun {
 };
 ClosedLoopRun BenchmarkRun(const ServingCase& c, int64_t clients) {
   if (c.benchmark_requests > 0) return {c.benchmark_requests, 0};
-  return {(1 + kMeasuredRequestsPerClient) * clients, clients};
+  return {(1 + costmodel::kMeasuredRequestsPerClient) * clients, clients};
 }
 
 // Times of the load model (docs/serving.md §4), seconds and requests/s.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/closed_loop.h"
+
 namespace meshtune::tuner {
 
 using search_spaces::ServingConfig;
@@ -244,6 +246,17 @@ ServeResult ServeSearch(const ServeProblem& p,
             point.config = c;
             point.estimate = costmodel::EstimateServing(p.model, p.cluster, w,
                                                         c, p.num_gpus, cal);
+            // A fixed concurrency that fits is a closed-loop benchmark: its
+            // pass calendar at the steady state, as tune accuracy prices
+            // one (docs/serving.md §4); the sweep keeps the closed form. A
+            // concurrency the KV cache cannot hold stays refused: a plan
+            // should not queue its own clients.
+            if (p.workload.concurrency > 0 && point.estimate.fits) {
+              point.estimate = costmodel::EstimateClosedLoopBenchmark(
+                  p.model, p.cluster, w, c, p.num_gpus, w.concurrency,
+                  (1 + costmodel::kMeasuredRequestsPerClient) * w.concurrency,
+                  w.concurrency, cal);
+            }
             point.meets_targets =
                 point.estimate.fits && Meets(p, point.estimate);
             return point;

@@ -10,7 +10,10 @@
 //   ep            powers of two dividing tp·attention_dp and the experts
 //                 (1 for dense models)
 //   replicas      N / (tp·attention_dp·pp), which must be whole
-//   batch         the workload's concurrency over the replicas when given;
+//   batch         the workload's concurrency over the replicas when given
+//                 (refused beyond what the KV cache holds, else priced as
+//                 a closed-loop benchmark's steady state,
+//                 costmodel::EstimateClosedLoopBenchmark);
 //                 with a request rate, the concurrency the rate holds
 //                 (costmodel::EstimateServingAtRate);
 //                 otherwise 1, 2, 4, ... up to what the KV cache holds

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "costmodel/closed_loop.h"
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/presets/presets.h"
 
@@ -94,6 +95,32 @@ TEST(ServeSearch, MoeLayoutsUseAttentionDataParallelism) {
   }
   EXPECT_TRUE(dep);
   ASSERT_TRUE(r.best.has_value());
+}
+
+TEST(ServeSearch, FixedConcurrencyIsPricedAsItsBenchmark) {
+  // LLaMA-3 70B on 8 H100 at 64 clients: each point is the closed-loop
+  // benchmark's steady state (the pass calendar), the TTFT tune accuracy
+  // compares with published points. 256 clients exceed the cache of some
+  // layouts (4 replicas of tp 2 hold 20 sequences each), which are refused
+  // rather than left to queue their clients.
+  const ServeProblem p = OnH100("llama3-70b", 8, {2048, 512, 64});
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  ASSERT_FALSE(r.points.empty());
+  for (const ServePoint& q : r.points) {
+    const costmodel::ServingEstimate bench =
+        costmodel::EstimateClosedLoopBenchmark(
+            p.model, p.cluster, p.workload, q.config, p.num_gpus, 64,
+            (1 + costmodel::kMeasuredRequestsPerClient) * 64, 64, cal);
+    EXPECT_DOUBLE_EQ(q.estimate.ttft_s, bench.ttft_s);
+    EXPECT_DOUBLE_EQ(q.estimate.tpot_s, bench.tpot_s);
+  }
+  const ServeResult crowded =
+      ServeSearch(OnH100("llama3-70b", 8, {2048, 512, 256}), cal);
+  EXPECT_GT(crowded.rejected.at("batch_limit"), 0);
+  for (const ServePoint& q : crowded.points) {
+    EXPECT_LE(q.estimate.batch, q.estimate.max_sequences);
+  }
 }
 
 TEST(ServeSearch, ImpossibleTargetsLeaveNoBest) {
