@@ -624,12 +624,28 @@ ServingEstimate EstimateClosedLoopBenchmark(
   const int64_t replicas = e.replicas;
   ClosedLoopBenchmark b;
   b.clients = std::max<int64_t>(1, (clients + replicas - 1) / replicas);
+  if (b.clients > kMaxSimulatedClients) {
+    e.fits = false;
+    e.infeasible_reason = "batch_limit: " + std::to_string(b.clients) +
+                          " clients per replica exceed the " +
+                          std::to_string(kMaxSimulatedClients) +
+                          " a benchmark is simulated with";
+    return e;
+  }
   b.requests =
       std::max<int64_t>(b.clients, (requests + replicas - 1) / replicas);
   b.warmup = (warmup + replicas - 1) / replicas;
   b.isl = w.isl;
   b.osl = w.osl;
   b.step_tokens = kMaxNumTokens * c.attention_dp;
+  // Bound the work (about one loop iteration per request and prompt
+  // chunk): fewer measured requests, never fewer than one wave after the
+  // warm-up.
+  const double per_request =
+      1.0 + static_cast<double>(b.isl) / static_cast<double>(b.step_tokens);
+  const int64_t affordable =
+      static_cast<int64_t>(kMaxSimulatedPasses / per_request);
+  b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
   const int64_t cap =
       c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
   b.max_running = std::max<int64_t>(1, cap);

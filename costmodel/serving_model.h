@@ -184,6 +184,11 @@ ServingEstimate EstimateServingAtRate(
 // ones; ttft_s, tpot_s (and step_s) and the throughputs are the benchmark's
 // means, batch is the clients per replica and decode the decode step at
 // that batch (at most the max batch).
+// The benchmark simulation's bounds: clients per replica (more are
+// refused as batch_limit), and loop iterations (beyond them fewer requests
+// are measured, at least one wave after the warm-up).
+inline constexpr int64_t kMaxSimulatedClients = 1000000;
+inline constexpr double kMaxSimulatedPasses = 2.0e7;
 ServingEstimate EstimateClosedLoopBenchmark(
     const search_spaces::ModelSpec& model,
     const search_spaces::ClusterSpec& cluster,

@@ -334,6 +334,18 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
       EstimateClosedLoopBenchmark(m, h100, w, c, 1, 64, 6400, 0, cal);
   EXPECT_GT(burst.ttft_s, 4 * prefill);
   EXPECT_LT(long_run.ttft_s, 0.5 * burst.ttft_s);
+  // A concurrency beyond what is simulated is refused, not run; a large
+  // one is simulated with fewer measured requests.
+  const ServingEstimate huge = EstimateClosedLoopBenchmark(
+      m, h100, w, c, 1, 2000000000, 22000000000, 2000000000, cal);
+  EXPECT_FALSE(huge.fits);
+  EXPECT_EQ(huge.infeasible_reason.rfind("batch_limit: 2000000000 clients", 0),
+            0u)
+      << huge.infeasible_reason;
+  const ServingEstimate many = EstimateClosedLoopBenchmark(
+      m, h100, {100, 10, 0}, c, 1, 900000, 9900000, 900000, cal);
+  EXPECT_TRUE(many.fits);
+  EXPECT_GT(many.ttft_s, 0);
   // Offline memory checks carry over.
   EXPECT_FALSE(EstimateClosedLoopBenchmark(Preset("llama3-405b"), h100, w, c, 1,
                                            1, 1, 0, cal)
