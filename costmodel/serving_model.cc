@@ -613,6 +613,102 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
   return e;
 }
 
+namespace {
+
+// The benchmark one replica runs: its share of the clients and requests,
+// the step budget, the max batch and the KV cache in tokens of `e` (an
+// offline estimate that fits), the work bounded (kMaxSimulatedPasses).
+ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
+                                     const ServingWorkload& w,
+                                     const ServingConfig& c, int64_t clients,
+                                     int64_t requests, int64_t warmup) {
+  const int64_t replicas = e.replicas;
+  ClosedLoopBenchmark b;
+  b.clients = std::max<int64_t>(1, (clients + replicas - 1) / replicas);
+  b.requests =
+      std::max<int64_t>(b.clients, (requests + replicas - 1) / replicas);
+  b.warmup = (warmup + replicas - 1) / replicas;
+  b.isl = w.isl;
+  b.osl = w.osl;
+  b.step_tokens = kMaxNumTokens * c.attention_dp;
+  // About one loop iteration per request and prompt chunk: beyond the
+  // bound fewer requests are measured, never less than one wave.
+  const double per_request =
+      1.0 + static_cast<double>(b.isl) / static_cast<double>(b.step_tokens);
+  const int64_t affordable =
+      static_cast<int64_t>(kMaxSimulatedPasses / per_request);
+  b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
+  b.max_running = std::max<int64_t>(
+      1, c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp);
+  const double per_token =
+      e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
+  if (per_token > 0) {
+    b.kv_tokens =
+        static_cast<int64_t>(std::min(std::floor(e.kv_cache_bytes / per_token) *
+                                          static_cast<double>(c.attention_dp),
+                                      1e15));
+  }
+  return b;
+}
+
+// The pass times of `b` from this model, memoised: a benchmark repeats
+// few distinct passes. Holds references to its arguments.
+class MemoisedPassTimes {
+ public:
+  MemoisedPassTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                    const ServingConfig& c, const ClosedLoopBenchmark& b,
+                    const Calibration& cal, const ModelOptions& o)
+      : m_(m),
+        cluster_(cluster),
+        c_(c),
+        cal_(cal),
+        o_(o),
+        context_(b.isl + b.osl / 2),
+        decode_(static_cast<size_t>(std::min(b.clients, b.max_running) + 1),
+                -1.0) {}
+
+  PassTimes Times() {
+    PassTimes t;
+    t.decode_s = [this](int64_t batch) { return Decode_s(batch); };
+    t.prefill_s = [this](int64_t tokens, int64_t sequences) {
+      return Prefill_s(tokens, sequences);
+    };
+    t.empty_pass_s = kDecodeStepOverhead_s;
+    return t;
+  }
+
+ private:
+  double Decode_s(int64_t batch) {
+    double& slot = decode_[static_cast<size_t>(
+        std::min<int64_t>(batch, static_cast<int64_t>(decode_.size()) - 1))];
+    if (slot < 0) {
+      slot = DecodeStep(m_, cluster_, c_, batch, context_, cal_, o_).total_s();
+    }
+    return slot;
+  }
+
+  double Prefill_s(int64_t tokens, int64_t sequences) {
+    const auto key = std::make_pair(tokens, sequences);
+    const auto it = prefill_.find(key);
+    if (it != prefill_.end()) return it->second;
+    const double s =
+        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
+    prefill_.emplace(key, s);
+    return s;
+  }
+
+  const ModelSpec& m_;
+  const ClusterSpec& cluster_;
+  const ServingConfig& c_;
+  const Calibration& cal_;
+  const ModelOptions& o_;
+  const int64_t context_;       // the mean context, isl + osl / 2
+  std::vector<double> decode_;  // by batch; -1 = not priced yet
+  std::map<std::pair<int64_t, int64_t>, double> prefill_;
+};
+
+}  // namespace
+
 ServingEstimate EstimateClosedLoopBenchmark(
     const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
     const ServingConfig& c, int64_t num_gpus, int64_t clients, int64_t requests,
@@ -621,9 +717,8 @@ ServingEstimate EstimateClosedLoopBenchmark(
   offline.concurrency = 0;
   ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
   if (!e.fits) return e;
-  const int64_t replicas = e.replicas;
-  ClosedLoopBenchmark b;
-  b.clients = std::max<int64_t>(1, (clients + replicas - 1) / replicas);
+  const ClosedLoopBenchmark b =
+      ReplicaBenchmark(e, w, c, clients, requests, warmup);
   if (b.clients > kMaxSimulatedClients) {
     e.fits = false;
     e.infeasible_reason = "batch_limit: " + std::to_string(b.clients) +
@@ -632,63 +727,18 @@ ServingEstimate EstimateClosedLoopBenchmark(
                           " a benchmark is simulated with";
     return e;
   }
-  b.requests =
-      std::max<int64_t>(b.clients, (requests + replicas - 1) / replicas);
-  b.warmup = (warmup + replicas - 1) / replicas;
-  b.isl = w.isl;
-  b.osl = w.osl;
-  b.step_tokens = kMaxNumTokens * c.attention_dp;
-  // Bound the work (about one loop iteration per request and prompt
-  // chunk): fewer measured requests, never fewer than one wave after the
-  // warm-up.
-  const double per_request =
-      1.0 + static_cast<double>(b.isl) / static_cast<double>(b.step_tokens);
-  const int64_t affordable =
-      static_cast<int64_t>(kMaxSimulatedPasses / per_request);
-  b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
-  const int64_t cap =
-      c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
-  b.max_running = std::max<int64_t>(1, cap);
-  const double per_token =
-      e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
-  b.kv_tokens = per_token > 0 ? static_cast<int64_t>(std::min(
-                                    std::floor(e.kv_cache_bytes / per_token) *
-                                        static_cast<double>(c.attention_dp),
-                                    1e15))
-                              : 0;
-  // Pass times, memoised: a benchmark repeats few distinct passes.
-  const int64_t context = w.isl + w.osl / 2;
-  std::vector<double> decode_memo(
-      static_cast<size_t>(std::min(b.clients, b.max_running) + 1), -1.0);
-  std::map<std::pair<int64_t, int64_t>, double> prefill_memo;
-  PassTimes times;
-  times.decode_s = [&](int64_t batch) {
-    double& slot = decode_memo[static_cast<size_t>(std::min<int64_t>(
-        batch, static_cast<int64_t>(decode_memo.size()) - 1))];
-    if (slot < 0) {
-      slot = DecodeStep(m, cluster, c, batch, context, cal, o).total_s();
-    }
-    return slot;
-  };
-  times.prefill_s = [&](int64_t tokens, int64_t sequences) {
-    const auto key = std::make_pair(tokens, sequences);
-    const auto it = prefill_memo.find(key);
-    if (it != prefill_memo.end()) return it->second;
-    const double s = PrefillTime_s(m, cluster, c, tokens, sequences, cal, o);
-    prefill_memo.emplace(key, s);
-    return s;
-  };
-  times.empty_pass_s = kDecodeStepOverhead_s;
-  const ClosedLoopResult r = SimulateClosedLoop(b, times);
+  MemoisedPassTimes times(m, cluster, c, b, cal, o);
+  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
+  const double replicas = static_cast<double>(e.replicas);
   e.batch = b.clients;
   e.decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
-                        context, cal, o);
+                        w.isl + w.osl / 2, cal, o);
   e.step_s = r.mean_tpot_s;
   e.ttft_s = r.mean_ttft_s;
   e.tpot_s = r.mean_tpot_s;
-  e.output_tokens_per_s = r.output_tokens_per_s * static_cast<double>(replicas);
+  e.output_tokens_per_s = r.output_tokens_per_s * replicas;
   e.output_tokens_per_s_per_gpu =
-      e.output_tokens_per_s / static_cast<double>(replicas * c.gpus());
+      e.output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
   e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
   return e;
 }
