@@ -261,6 +261,12 @@ void LayerComm(const ModelSpec& m, const ServingConfig& c,
   }
 }
 
+// Sequences a replica runs at most: max_batch, or kDefaultMaxBatch per
+// attention-DP rank.
+int64_t MaxBatch(const ServingConfig& c) {
+  return c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
+}
+
 // The options of a serving estimate: inference engines replay their steps
 // as CUDA graphs and reach the microbenchmark ceilings, so the training
 // steps' kernel-efficiency discount is off. Their all-reduces run at the
@@ -488,9 +494,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   }
 
   // ---- The batch.
-  const int64_t cap =
-      c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
-  int64_t batch = std::min(est.max_sequences, cap);
+  int64_t batch = std::min(est.max_sequences, MaxBatch(c));
   if (w.concurrency == 0) {
     // Offline, the queue keeps every step full: each step carries its B
     // decode tokens and prefills B/osl new requests of isl tokens, within
@@ -638,8 +642,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   const int64_t affordable =
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
-  b.max_running = std::max<int64_t>(
-      1, c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp);
+  b.max_running = std::max<int64_t>(1, MaxBatch(c));
   const double per_token =
       e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
   if (per_token > 0) {
@@ -741,6 +744,15 @@ ServingEstimate EstimateClosedLoopBenchmark(
       e.output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
   e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
   return e;
+}
+
+ServingEstimate EstimateClosedLoopSteadyState(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, int64_t clients,
+    const Calibration& cal, const ModelOptions& o) {
+  return EstimateClosedLoopBenchmark(m, cluster, w, c, num_gpus, clients,
+                                     (1 + kMeasuredRequestsPerClient) * clients,
+                                     clients, cal, o);
 }
 
 DisaggregatedEstimate EstimateDisaggregated(

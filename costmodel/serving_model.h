@@ -173,6 +173,12 @@ ServingEstimate EstimateServingAtRate(
     double requests_per_s, const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
+// The benchmark simulation's bounds: clients per replica (more are
+// refused as batch_limit), and loop iterations (beyond them fewer requests
+// are measured, at least one wave after the warm-up).
+inline constexpr int64_t kMaxSimulatedClients = 1000000;
+inline constexpr double kMaxSimulatedPasses = 2.0e7;
+
 // A closed-loop benchmark of `requests` requests from `clients` clients,
 // the first `warmup` of them left out of the means, over the deployment
 // (split evenly over its replicas), priced pass by pass
@@ -184,11 +190,6 @@ ServingEstimate EstimateServingAtRate(
 // ones; ttft_s, tpot_s (and step_s) and the throughputs are the benchmark's
 // means, batch is the clients per replica and decode the decode step at
 // that batch (at most the max batch).
-// The benchmark simulation's bounds: clients per replica (more are
-// refused as batch_limit), and loop iterations (beyond them fewer requests
-// are measured, at least one wave after the warm-up).
-inline constexpr int64_t kMaxSimulatedClients = 1000000;
-inline constexpr double kMaxSimulatedPasses = 2.0e7;
 ServingEstimate EstimateClosedLoopBenchmark(
     const search_spaces::ModelSpec& model,
     const search_spaces::ClusterSpec& cluster,
@@ -196,6 +197,18 @@ ServingEstimate EstimateClosedLoopBenchmark(
     const search_spaces::ServingConfig& config, int64_t num_gpus,
     int64_t clients, int64_t requests, int64_t warmup,
     const Calibration& calibration,
+    const ModelOptions& options = ModelOptions());
+
+// `clients` clients' closed loop at its steady state: the benchmark above
+// with the first burst of `clients` requests as warm-up and
+// kMeasuredRequestsPerClient requests per client measured after it (what
+// tune serve --concurrency and tune accuracy's closed-loop rows price).
+ServingEstimate EstimateClosedLoopSteadyState(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ClusterSpec& cluster,
+    const search_spaces::ServingWorkload& workload,
+    const search_spaces::ServingConfig& config, int64_t num_gpus,
+    int64_t clients, const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
 // Disaggregated serving (prefill and decode on separate workers, the KV

@@ -334,6 +334,14 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
       EstimateClosedLoopBenchmark(m, h100, w, c, 1, 64, 6400, 0, cal);
   EXPECT_GT(burst.ttft_s, 4 * prefill);
   EXPECT_LT(long_run.ttft_s, 0.5 * burst.ttft_s);
+  // The steady state: the first burst of 64 as warm-up, 640 measured.
+  const ServingEstimate steady =
+      EstimateClosedLoopSteadyState(m, h100, w, c, 1, 64, cal);
+  const ServingEstimate warmed =
+      EstimateClosedLoopBenchmark(m, h100, w, c, 1, 64, 704, 64, cal);
+  EXPECT_DOUBLE_EQ(steady.ttft_s, warmed.ttft_s);
+  EXPECT_DOUBLE_EQ(steady.tpot_s, warmed.tpot_s);
+  EXPECT_LT(steady.ttft_s, burst.ttft_s);
   // A concurrency beyond what is simulated is refused, not run; a large
   // one is simulated with fewer measured requests.
   const ServingEstimate huge = EstimateClosedLoopBenchmark(

@@ -8,7 +8,6 @@
 #include <optional>
 #include <regex>
 
-#include "costmodel/closed_loop.h"
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
 #include "search_spaces/presets/presets.h"
@@ -349,19 +348,6 @@ namespace {
 // Requests of an open-loop benchmark whose notes state no count (the
 // TensorRT-LLM online table's 500).
 constexpr double kDefaultBenchmarkRequests = 500;
-// A closed-loop benchmark of `clients` clients: the notes' "N requests",
-// all measured; else the steady state, the first burst of `clients`
-// requests as warm-up and kMeasuredRequestsPerClient requests per client
-// measured after it (docs/serving.md §4).
-struct ClosedLoopRun {
-  int64_t requests = 0;
-  int64_t warmup = 0;
-};
-ClosedLoopRun BenchmarkRun(const ServingCase& c, int64_t clients) {
-  if (c.benchmark_requests > 0) return {c.benchmark_requests, 0};
-  return {(1 + costmodel::kMeasuredRequestsPerClient) * clients, clients};
-}
-
 // Times of the load model (docs/serving.md §4), seconds and requests/s.
 struct LoadPoint {
   double ttft_s = 0;
@@ -377,13 +363,20 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
                                     int64_t concurrency, std::string* why) {
   search_spaces::ServingWorkload w = c.workload;
   w.concurrency = concurrency;
-  const ClosedLoopRun run = BenchmarkRun(c, concurrency);
-  const costmodel::ServingEstimate e =
-      concurrency > 0 ? costmodel::EstimateClosedLoopBenchmark(
-                            c.model, c.cluster, w, c.config, c.num_gpus,
-                            concurrency, run.requests, run.warmup, cal)
-                      : costmodel::EstimateServing(c.model, c.cluster, w,
-                                                   c.config, c.num_gpus, cal);
+  // A closed loop is its benchmark: the notes' "N requests" all measured,
+  // else the steady state (docs/serving.md §4).
+  costmodel::ServingEstimate e;
+  if (concurrency == 0) {
+    e = costmodel::EstimateServing(c.model, c.cluster, w, c.config, c.num_gpus,
+                                   cal);
+  } else if (c.benchmark_requests > 0) {
+    e = costmodel::EstimateClosedLoopBenchmark(c.model, c.cluster, w, c.config,
+                                               c.num_gpus, concurrency,
+                                               c.benchmark_requests, 0, cal);
+  } else {
+    e = costmodel::EstimateClosedLoopSteadyState(
+        c.model, c.cluster, w, c.config, c.num_gpus, concurrency, cal);
+  }
   if (!e.fits) {
     *why = e.infeasible_reason;
     return std::nullopt;

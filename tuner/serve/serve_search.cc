@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "costmodel/closed_loop.h"
-
 namespace meshtune::tuner {
 
 using search_spaces::ServingConfig;
@@ -252,10 +250,8 @@ ServeResult ServeSearch(const ServeProblem& p,
             // concurrency the KV cache cannot hold stays refused: a plan
             // should not queue its own clients.
             if (p.workload.concurrency > 0 && point.estimate.fits) {
-              point.estimate = costmodel::EstimateClosedLoopBenchmark(
-                  p.model, p.cluster, w, c, p.num_gpus, w.concurrency,
-                  (1 + costmodel::kMeasuredRequestsPerClient) * w.concurrency,
-                  w.concurrency, cal);
+              point.estimate = costmodel::EstimateClosedLoopSteadyState(
+                  p.model, p.cluster, w, c, p.num_gpus, w.concurrency, cal);
             }
             point.meets_targets =
                 point.estimate.fits && Meets(p, point.estimate);

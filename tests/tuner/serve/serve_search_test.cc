@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include "costmodel/closed_loop.h"
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/presets/presets.h"
 
@@ -109,9 +108,8 @@ TEST(ServeSearch, FixedConcurrencyIsPricedAsItsBenchmark) {
   ASSERT_FALSE(r.points.empty());
   for (const ServePoint& q : r.points) {
     const costmodel::ServingEstimate bench =
-        costmodel::EstimateClosedLoopBenchmark(
-            p.model, p.cluster, p.workload, q.config, p.num_gpus, 64,
-            (1 + costmodel::kMeasuredRequestsPerClient) * 64, 64, cal);
+        costmodel::EstimateClosedLoopSteadyState(p.model, p.cluster, p.workload,
+                                                 q.config, p.num_gpus, 64, cal);
     EXPECT_DOUBLE_EQ(q.estimate.ttft_s, bench.ttft_s);
     EXPECT_DOUBLE_EQ(q.estimate.tpot_s, bench.tpot_s);
   }
