@@ -7,21 +7,27 @@ namespace meshtune::costmodel {
 
 namespace {
 
-struct Waiting {
+// A request between passes. `generated` tokens were emitted before it was
+// preempted (0 for a new request): its prompt to (re)compute is then
+// isl + generated tokens, and its first token came at `first_token_s`.
+struct Request {
   double arrival_s = 0;
   int64_t index = 0;  // in the order the clients sent them
+  int64_t generated = 0;
+  double first_token_s = 0;
 };
 
 struct Prefilling {
-  double arrival_s = 0;
-  int64_t index = 0;
-  int64_t left = 0;  // prompt tokens still to prefill
+  Request request;
+  int64_t left = 0;      // prompt tokens still to prefill
+  int64_t admitted = 0;  // admission order (the newest is preempted)
 };
 
 struct Decoding {
-  double first_token_s = 0;
-  int64_t index = 0;
+  Request request;
   int64_t last_pass = 0;  // the pass that emits its last token
+  int64_t base = 0;       // its cached tokens before pass p are p − base
+  int64_t admitted = 0;
 };
 
 // The benchmark's state between passes.
@@ -35,9 +41,11 @@ class Loop {
 
   ClosedLoopResult Run() {
     while (completed_ < b_.requests) {
+      if (b_.kv_policy == search_spaces::KvAdmission::kPreemptNewest)
+        PreemptToFit();
       Admit();
       if (prefilling_.empty()) {
-        DecodeUntilNextCompletion();
+        DecodeStretch();
       } else {
         MixedPass();
       }
@@ -51,6 +59,7 @@ class Loop {
     r.requests_per_s = now_s_ > 0 ? n / now_s_ : 0.0;
     r.output_tokens_per_s = r.requests_per_s * static_cast<double>(b_.osl);
     r.passes = passes_;
+    r.preemptions = preemptions_;
     return r;
   }
 
@@ -59,33 +68,73 @@ class Loop {
     return static_cast<int64_t>(prefilling_.size() + decoding_.size());
   }
 
+  int64_t Context(const Request& r) const { return b_.isl + r.generated; }
+
   // Tokens in the KV cache at the next pass: every admitted prompt, and
-  // each decode's tokens so far (its first one included).
+  // each decode's tokens so far with the one this pass feeds.
   int64_t CachedTokens() const {
-    const int64_t decodes = static_cast<int64_t>(decoding_.size());
-    return static_cast<int64_t>(prefilling_.size()) * b_.isl +
-           decodes * (b_.isl + 1 + pass_) - decode_start_sum_;
+    return prefill_context_sum_ +
+           static_cast<int64_t>(decoding_.size()) * pass_ - decode_base_sum_;
+  }
+
+  // Whether `r` may start now. An empty engine always takes one request
+  // (the caller checked that one sequence fits).
+  bool Fits(const Request& r) const {
+    if (b_.kv_tokens == 0 || Running() == 0) return true;
+    if (b_.kv_policy == search_spaces::KvAdmission::kReserveWholeRequest) {
+      // Every running request holds its whole isl + osl.
+      return (Running() + 1) * (b_.isl + b_.osl) <= b_.kv_tokens;
+    }
+    return CachedTokens() + Context(r) <= b_.kv_tokens;
   }
 
   void Admit() {
-    while (!waiting_.empty() && Running() < b_.max_running) {
-      // An empty cache always takes one request (the caller checked that
-      // one sequence fits).
-      if (b_.kv_tokens > 0 && Running() > 0 &&
-          CachedTokens() + b_.isl > b_.kv_tokens) {
-        break;
-      }
-      prefilling_.push_back(
-          {waiting_.front().arrival_s, waiting_.front().index, b_.isl});
+    while (!waiting_.empty() && Running() < b_.max_running &&
+           Fits(waiting_.front())) {
+      const Request r = waiting_.front();
       waiting_.pop_front();
+      prefilling_.push_back({r, Context(r), next_admission_++});
+      prefill_context_sum_ += Context(r);
+    }
+  }
+
+  // The pass about to run must fit the cache: the newest running request
+  // goes back to the queue's front, its cache freed (vLLM's and SGLang's
+  // recompute preemption), until it does or one request is left.
+  void PreemptToFit() {
+    while (b_.kv_tokens > 0 && Running() > 1 && CachedTokens() > b_.kv_tokens) {
+      auto newest_decode = decoding_.end();
+      for (auto it = decoding_.begin(); it != decoding_.end(); ++it) {
+        if (newest_decode == decoding_.end() ||
+            it->admitted > newest_decode->admitted) {
+          newest_decode = it;
+        }
+      }
+      const bool take_prefill =
+          !prefilling_.empty() &&
+          (newest_decode == decoding_.end() ||
+           prefilling_.back().admitted > newest_decode->admitted);
+      if (take_prefill) {
+        prefill_context_sum_ -= Context(prefilling_.back().request);
+        waiting_.push_front(prefilling_.back().request);
+        prefilling_.pop_back();
+      } else {
+        Request r = newest_decode->request;
+        r.generated = pass_ - newest_decode->base - b_.isl;
+        decode_base_sum_ -= newest_decode->base;
+        decoding_.erase(newest_decode);
+        waiting_.push_front(r);
+      }
+      ++preemptions_;
     }
   }
 
   // A request's last token arrived now: its client sends the next one.
-  void Complete(double first_token_s, int64_t index) {
+  void Complete(const Request& r) {
     ++completed_;
-    if (b_.osl > 1 && index >= b_.warmup) {
-      tpot_sum_s_ += (now_s_ - first_token_s) / static_cast<double>(b_.osl - 1);
+    if (b_.osl > 1 && r.index >= b_.warmup) {
+      tpot_sum_s_ +=
+          (now_s_ - r.first_token_s) / static_cast<double>(b_.osl - 1);
     }
     if (issued_ < b_.requests) {
       waiting_.push_back({now_s_, issued_});
@@ -97,17 +146,22 @@ class Loop {
   void RetireDecodes() {
     while (!decoding_.empty() && decoding_.front().last_pass < pass_) {
       const Decoding d = decoding_.front();
-      decode_start_sum_ -= d.last_pass - (b_.osl - 2);
+      decode_base_sum_ -= d.base;
       decoding_.pop_front();
-      Complete(d.first_token_s, d.index);
+      Complete(d.request);
     }
   }
 
   // No prompt to prefill: the same decode pass repeats until the oldest
-  // decode's last token, so the stretch is priced at once.
-  void DecodeUntilNextCompletion() {
+  // decode's last token, or until the growing contexts fill the cache
+  // (each pass adds a token per decode), so the stretch is priced at once.
+  void DecodeStretch() {
     const int64_t batch = static_cast<int64_t>(decoding_.size());
-    const int64_t repeats = decoding_.front().last_pass - pass_ + 1;
+    int64_t repeats = decoding_.front().last_pass - pass_ + 1;
+    if (b_.kv_policy == search_spaces::KvAdmission::kPreemptNewest &&
+        b_.kv_tokens > 0 && batch > 1) {
+      repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
+    }
     now_s_ += static_cast<double>(repeats) * times_.decode_s(batch);
     pass_ += repeats;
     passes_ += repeats;
@@ -136,31 +190,46 @@ class Loop {
     ++pass_;
     ++passes_;
     RetireDecodes();
-    // Finished prompts are at the front (chunks are taken in order).
+    // Finished prompts are at the front (chunks are taken in order); each
+    // emits its next token: a new request its first.
     for (int64_t i = 0; i < finished; ++i) {
       const Prefilling p = prefilling_.front();
       prefilling_.pop_front();
-      if (p.index >= b_.warmup) ttft_sum_s_ += now_s_ - p.arrival_s;
-      if (b_.osl <= 1) {
-        Complete(now_s_, p.index);
-      } else {
-        // Decodes from the next pass on: osl − 1 passes.
-        decoding_.push_back({now_s_, p.index, this_pass + b_.osl - 1});
-        decode_start_sum_ += this_pass + 1;
+      prefill_context_sum_ -= Context(p.request);
+      Request r = p.request;
+      if (r.generated == 0) {
+        r.first_token_s = now_s_;
+        if (r.index >= b_.warmup) ttft_sum_s_ += now_s_ - r.arrival_s;
       }
+      const int64_t left = b_.osl - r.generated - 1;  // decode passes
+      if (left <= 0) {
+        Complete(r);
+        continue;
+      }
+      Decoding d{r, this_pass + left, this_pass - b_.isl - r.generated,
+                 p.admitted};
+      decode_base_sum_ += d.base;
+      // A resumed request may finish before those decoding longer.
+      auto at = std::upper_bound(
+          decoding_.begin(), decoding_.end(), d.last_pass,
+          [](int64_t pass, const Decoding& x) { return pass < x.last_pass; });
+      decoding_.insert(at, d);
     }
   }
 
   const ClosedLoopBenchmark b_;
   const PassTimes& times_;
-  std::deque<Waiting> waiting_;
+  std::deque<Request> waiting_;
   std::deque<Prefilling> prefilling_;
   std::deque<Decoding> decoding_;  // in order of last_pass
   int64_t issued_ = 0;
   int64_t completed_ = 0;
   int64_t pass_ = 0;  // index of the next pass
   int64_t passes_ = 0;
-  int64_t decode_start_sum_ = 0;  // Σ first decode pass over decoding_
+  int64_t preemptions_ = 0;
+  int64_t next_admission_ = 0;
+  int64_t prefill_context_sum_ = 0;  // Σ context over prefilling_
+  int64_t decode_base_sum_ = 0;      // Σ base over decoding_
   double now_s_ = 0;
   double ttft_sum_s_ = 0;
   double tpot_sum_s_ = 0;

@@ -22,17 +22,28 @@
 //   - the rest of `step_tokens` goes to prompts in arrival order, each a
 //     chunk of min(what is left of its prompt, what is left of the
 //     budget); a request is admitted only while fewer than `max_running`
-//     are running (prefilling or decoding) and the KV cache has room for
-//     its prompt beside the running requests' contexts (`kv_tokens`:
-//     vLLM, SGLang and TensorRT-LLM allocate cache blocks as a sequence
-//     grows), so beyond that the client's request waits in the queue.
-//     Contexts that outgrow the cache later are not priced (the engines
-//     then preempt a sequence and recompute it);
+//     are running (prefilling or decoding) and the KV cache admits it
+//     (`kv_tokens` under `kv_policy`, below); beyond that the client's
+//     request waits in the queue;
 //   - the pass takes decode_s(decodes) + prefill_s(chunk tokens, chunks);
 //     with no decodes it still pays `empty_pass_s` (the step overhead);
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
 //     pass; a request arriving at a pass's end is scheduled in the next.
+// KV policies (search_spaces::KvAdmission; `kv_tokens` = 0: an unbounded
+// cache, neither applies):
+//   - kPreemptNewest (vLLM v1, SGLang): cache blocks are taken as a
+//     sequence grows; a request is admitted while its prompt fits beside
+//     the running requests' contexts; when the next pass's contexts (one
+//     token more per decode) do not fit, the newest running request goes
+//     back to the queue's front, its cache freed, and is recomputed (a
+//     prompt of isl + the tokens it had emitted, which emits its next
+//     token) when it is admitted again. Its TTFT stays that of its first
+//     admission; its TPOT includes the wait (vLLM's recompute preemption,
+//     vllm/v1/core/sched/scheduler.py; SGLang's retracted decodes);
+//   - kReserveWholeRequest (TensorRT-LLM's default GUARANTEED_NO_EVICT
+//     capacity scheduler): a request is admitted only while every running
+//     request's isl + osl fits, so none is ever preempted.
 // Per-request TPOT = (last token − first token) / (osl − 1), averaged over
 // the measured requests (all but the warm-up) as the benchmarks report it;
 // throughput is over all requests and the whole run.
@@ -42,6 +53,8 @@
 
 #include <cstdint>
 #include <functional>
+
+#include "search_spaces/serving_spec.h"
 
 namespace meshtune::costmodel {
 
@@ -63,6 +76,8 @@ struct ClosedLoopBenchmark {
   // `clients`) run but are left out of the mean TTFT and TPOT, as a
   // benchmark's warm-up requests are; at most requests − 1.
   int64_t warmup = 0;
+  search_spaces::KvAdmission kv_policy =
+      search_spaces::KvAdmission::kPreemptNewest;
 };
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
@@ -79,7 +94,8 @@ struct ClosedLoopResult {
   double makespan_s = 0;      // last token of the last request
   double requests_per_s = 0;  // requests / makespan
   double output_tokens_per_s = 0;
-  int64_t passes = 0;  // passes simulated (for tests)
+  int64_t passes = 0;       // passes simulated (for tests)
+  int64_t preemptions = 0;  // requests sent back to the queue
 };
 
 // Runs the benchmark; sizes are clamped to at least 1 (requests to at

@@ -267,6 +267,12 @@ int64_t MaxBatch(const ServingConfig& c) {
   return c.max_batch > 0 ? c.max_batch : kDefaultMaxBatch * c.attention_dp;
 }
 
+// A step's token budget per attention-DP rank: max_num_tokens, or
+// kMaxNumTokens.
+int64_t MaxNumTokens(const ServingConfig& c) {
+  return c.max_num_tokens > 0 ? c.max_num_tokens : kMaxNumTokens;
+}
+
 // The options of a serving estimate: inference engines replay their steps
 // as CUDA graphs and reach the microbenchmark ceilings, so the training
 // steps' kernel-efficiency discount is off. Their all-reduces run at the
@@ -469,7 +475,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // Runtime: a forward of kMaxNumTokens tokens keeps a few activations of
   // the widest local linear layer alive, plus fp32 logits of the batch's
   // last tokens (one chunk of them).
-  const double chunk = static_cast<double>(kMaxNumTokens) / c.attention_dp;
+  const double chunk = static_cast<double>(MaxNumTokens(c)) / c.attention_dp;
   est.runtime_bytes =
       chunk * (4.0 * h + 2.0 * widest_local) * kActivationBytes +
       std::min(chunk, 2048.0) * vocab / c.tp * 4.0;
@@ -503,8 +509,8 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
     // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
     // kMaxNumTokens per attention-DP rank.
     const int64_t budget = static_cast<int64_t>(
-        std::floor(static_cast<double>(kMaxNumTokens) * c.attention_dp * w.osl /
-                   static_cast<double>(w.isl + w.osl)));
+        std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
+                   w.osl / static_cast<double>(w.isl + w.osl)));
     batch = std::min(batch, std::max<int64_t>(1, budget));
   }
   if (w.concurrency > 0) {
@@ -550,7 +556,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   int64_t group = 1;
   if (w.concurrency > 0) {
     const int64_t per_rank =
-        std::max<int64_t>(1, kMaxNumTokens / std::max<int64_t>(1, w.isl));
+        std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
     group = std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
   }
   const double group_prefill =
@@ -599,7 +605,7 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
     const double arrivals = rate / static_cast<double>(e.replicas) * e.step_s;
     const int64_t group = std::max<int64_t>(
         1, std::min<int64_t>(std::llround(1.0 + arrivals),
-                             std::max<int64_t>(1, kMaxNumTokens / w.isl)));
+                             std::max<int64_t>(1, MaxNumTokens(c) / w.isl)));
     const double group_prefill =
         group == 1 ? e.prefill_s
                    : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
@@ -634,7 +640,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.warmup = (warmup + replicas - 1) / replicas;
   b.isl = w.isl;
   b.osl = w.osl;
-  b.step_tokens = kMaxNumTokens * c.attention_dp;
+  b.step_tokens = MaxNumTokens(c) * c.attention_dp;
   // About one loop iteration per request and prompt chunk: beyond the
   // bound fewer requests are measured, never less than one wave.
   const double per_request =
@@ -643,6 +649,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
   b.max_running = std::max<int64_t>(1, MaxBatch(c));
+  b.kv_policy = c.kv_admission;
   const double per_token =
       e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
   if (per_token > 0) {

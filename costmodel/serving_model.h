@@ -44,13 +44,14 @@
 //     TPOT      = step_s (the time between two tokens of a sequence)
 //     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·): with a
 //                 concurrency the closed loop's requests arrive in groups
-//                 of G = min(B, adp · ⌊kMaxNumTokens / isl⌋) that one step
+//                 of G = min(B, adp · ⌊max_num_tokens / isl⌋) that one step
 //                 prefills together; offline G = 1
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or
 //   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default) and by
-//   the step's token budget, B · (1 + isl/osl) ≤ adp · kMaxNumTokens.
+//   the step's token budget, B · (1 + isl/osl) ≤ adp · max_num_tokens
+//   (the config's, or kMaxNumTokens).
 // Units: seconds, bytes, tokens.
 #ifndef MESHTUNE_COSTMODEL_SERVING_MODEL_H_
 #define MESHTUNE_COSTMODEL_SERVING_MODEL_H_
@@ -184,12 +185,12 @@ inline constexpr double kMaxSimulatedPasses = 2.0e7;
 // (split evenly over its replicas), priced pass by pass
 // (closed_loop.h) with this model's times: DecodeStep at the mean context
 // for the decodes, PrefillTime_s for a pass's prompt chunks, a token budget
-// of kMaxNumTokens per attention-DP rank, at most the sequences the KV
-// cache holds running (capped as EstimateServing caps its batch); more
-// wait in the queue. Memory and feasibility are EstimateServing's offline
-// ones; ttft_s, tpot_s (and step_s) and the throughputs are the benchmark's
-// means, batch is the clients per replica and decode the decode step at
-// that batch (at most the max batch).
+// of the config's max_num_tokens (or kMaxNumTokens) per attention-DP rank,
+// the KV cache's tokens under the config's kv_admission, at most max_batch
+// running; more wait in the queue. Memory and feasibility are EstimateServing's
+// offline ones; ttft_s, tpot_s (and step_s) and the throughputs are the
+// benchmark's means, batch is the clients per replica and decode the decode
+// step at that batch (at most the max batch).
 ServingEstimate EstimateClosedLoopBenchmark(
     const search_spaces::ModelSpec& model,
     const search_spaces::ClusterSpec& cluster,

@@ -62,6 +62,13 @@ struct ServingWorkload {
   int64_t concurrency = 0;
 };
 
+// How an engine admits requests into its KV cache (the pass calendar in
+// costmodel/closed_loop.h prices both): kPreemptNewest takes cache blocks
+// as sequences grow and preempts the newest request when the cache is full
+// (vLLM, SGLang); kReserveWholeRequest admits a request only when its whole
+// isl + osl fits beside the others' (TensorRT-LLM's GUARANTEED_NO_EVICT).
+enum class KvAdmission { kPreemptNewest, kReserveWholeRequest };
+
 // One replica's layout. Every replica of a deployment is the same.
 struct ServingConfig {
   int64_t tp = 1;            // attention (and dense MLP) tensor parallel
@@ -71,6 +78,12 @@ struct ServingConfig {
   // Sequences in flight per replica at most (TensorRT-LLM --max_batch_size,
   // vLLM --max-num-seqs); 0 = as many as the KV cache holds.
   int64_t max_batch = 0;
+  // Tokens one engine step processes at most per attention-DP rank
+  // (TensorRT-LLM --max_num_tokens, vLLM --max-num-batched-tokens, SGLang
+  // --max-prefill-tokens): the prefill chunk; 0 = the engines' default
+  // (costmodel::kMaxNumTokens).
+  int64_t max_num_tokens = 0;
+  KvAdmission kv_admission = KvAdmission::kPreemptNewest;
   Precision weights = Precision::kBf16;
   KvCacheDtype kv_cache = KvCacheDtype::kBf16;
   // Share of the memory left after weights and runtime buffers that the

@@ -1,6 +1,6 @@
 // The closed-loop benchmark simulator against passes worked out by hand:
-// one request, a burst chunked over the step budget, and a KV cache that
-// holds one request at a time.
+// one request, a burst chunked over the step budget, a KV cache that holds
+// one request at a time, and a full cache under each admission policy.
 #include "costmodel/closed_loop.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +72,34 @@ TEST(SimulateClosedLoop, RequestsBeyondTheKvCacheWait) {
   // max_running bounds the batch the same way.
   EXPECT_DOUBLE_EQ(SimulateClosedLoop({2, 2, 10, 5, 100, 1, 0}, t).makespan_s,
                    10.0);
+}
+
+TEST(SimulateClosedLoop, AFullCacheSendsTheNewestRequestBack) {
+  // Two clients, 10-token prompts, 5 output tokens, 1 s a pass; a 24-token
+  // cache (kPreemptNewest) admits both prompts (20 tokens):
+  //   pass 0: both prompts                -> t 1, first tokens (TTFT 1)
+  //   passes 1, 2: both decode, 22 and 24 cached tokens -> t 3
+  //   pass 3 would need 26: B (the newest, 3 tokens out) goes back; its
+  //     13-token context does not fit beside A's 13, so A decodes alone
+  //   passes 3, 4: A's last tokens        -> t 5, A done (TPOT 1)
+  //   pass 5: B recomputes 13 tokens, emits its 4th -> t 6
+  //   pass 6: B's last token              -> t 7 (TPOT (7 − 1) / 4)
+  ClosedLoopBenchmark b{2, 2, 10, 5, 100, 64, 24};
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(0, 1.0, 1.0, 0));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, (1.0 + 1.5) / 2);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 7.0);
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.passes, 7);
+  // Reserving each request's whole 15 tokens (TensorRT-LLM) admits B only
+  // after A: B prefills in pass 5 (TTFT 6) and finishes at 10.
+  b.kv_policy = search_spaces::KvAdmission::kReserveWholeRequest;
+  const ClosedLoopResult reserved =
+      SimulateClosedLoop(b, Times(0, 1.0, 1.0, 0));
+  EXPECT_DOUBLE_EQ(reserved.mean_ttft_s, (1.0 + 6.0) / 2);
+  EXPECT_DOUBLE_EQ(reserved.mean_tpot_s, 1.0);
+  EXPECT_DOUBLE_EQ(reserved.makespan_s, 10.0);
+  EXPECT_EQ(reserved.preemptions, 0);
 }
 
 TEST(SimulateClosedLoop, LaterRequestsFollowTheirClientsCompletions) {

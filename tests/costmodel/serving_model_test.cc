@@ -325,6 +325,18 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   EXPECT_NEAR(one.tpot_s, step, 1e-12);
   EXPECT_NEAR(one.output_tokens_per_s,
               2 * 100 / (kDecodeStepOverhead_s + prefill + 99 * step), 1e-6);
+  // A config's max_num_tokens is the step's budget: at 1000 tokens two
+  // clients' prompts take a pass each, the second's split around A's
+  // first decode (999 tokens, then 1).
+  ServingConfig narrow = c;
+  narrow.max_num_tokens = 1000;
+  const ServingEstimate two =
+      EstimateClosedLoopBenchmark(m, h100, w, narrow, 1, 2, 2, 0, cal);
+  const double d1 = DecodeStep(m, h100, narrow, 1, 1050, cal).total_s();
+  const double t0 = kDecodeStepOverhead_s + prefill;
+  const double t2 = t0 + d1 + PrefillTime_s(m, h100, narrow, 999, 1, cal) + d1 +
+                    PrefillTime_s(m, h100, narrow, 1, 1, cal);
+  EXPECT_NEAR(two.ttft_s, (t0 + t2) / 2, 1e-12);
   // 64 clients per replica: the burst's 8 passes of 8 prompts each (the
   // 8192-token budget) make the mean TTFT several prefills long, and it
   // shrinks as later requests arrive one completion at a time.
