@@ -210,6 +210,53 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
   return "";
 }
 
+// aiconfigurator's measured serving points (its silicon_sample.csv).
+constexpr const char* kAiconfiguratorSource = "ai-dynamo/aiconfigurator";
+// The prefill headroom aiconfigurator's generated engine configs add to
+// the prompt in a step's token budget (generator/rule_plugin/benchmark/
+// {trtllm,vllm,sglang}.rule: isl + 1500).
+constexpr int64_t kAiconfiguratorPrefillHeadroom = 1500;
+// Requests its benchmark measures per client, after a warm-up of two per
+// client that it drains first (generator/config/backend_templates/
+// benchmark/bench_run.sh.j2: aiperf --num-requests C·20
+// --warmup-request-count C·2).
+constexpr int64_t kAiconfiguratorRequestsPerClient = 20;
+
+// How aiconfigurator deployed and measured its points (docs/serving.md
+// §4): the engine settings its generator writes and the benchmark its
+// scripts run.
+//   - The step's token budget per attention-DP rank: max_batch_size + isl
+//     + 1500 (TensorRT-LLM max_num_tokens, vLLM max-num-batched-tokens),
+//     isl + 1500 (SGLang max-prefill-tokens), max_batch_size being the
+//     row's "batch_size field" (per rank);
+//   - quantized checkpoints serve an FP8 KV cache on every backend
+//     (aic-core sdk/models/helpers.py infers kvcache fp8 from fp8,
+//     fp8_block and nvfp4 checkpoints, and the generator passes it on);
+//   - aiperf drains its warm-up, so the measured requests start with a
+//     fresh burst of C: C·20 requests, none of them warm-up.
+void ApplyAiconfiguratorProtocol(const std::string& framework,
+                                 const std::string& notes, ServingCase* c) {
+  if (!c->disaggregated) {
+    static const std::regex kBatch(R"(batch_size field=(\d+))");
+    std::smatch m;
+    const int64_t per_rank_batch =
+        std::regex_search(notes, m, kBatch)
+            ? std::stoll(m[1])
+            : c->workload.concurrency / c->config.attention_dp;
+    c->config.max_num_tokens =
+        c->workload.isl + kAiconfiguratorPrefillHeadroom +
+        (Contains(framework, "SGLang") ? 0 : per_rank_batch);
+  }
+  if (search_spaces::IsQuantized(c->config.weights)) {
+    c->config.kv_cache = KvCacheDtype::kFp8;
+    c->prefill_config.kv_cache = KvCacheDtype::kFp8;
+  }
+  if (c->workload.concurrency > 0 && c->benchmark_requests == 0) {
+    c->benchmark_requests =
+        kAiconfiguratorRequestsPerClient * c->workload.concurrency;
+  }
+}
+
 // Maps one record; a non-empty return is the reason it is skipped.
 std::string MapRecord(const CsvTable& t, const CsvRecord& r,
                       std::map<std::string, StatusOr<ClusterSpec>>* clusters,
@@ -265,6 +312,14 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
     sc->weights = *precision;
     sc->kv_cache = kv;
     if (fraction > 0) sc->kv_cache_memory_fraction = fraction;
+  }
+  if (Contains(t.Cell(r, "framework"), "TensorRT-LLM")) {
+    // Its default capacity scheduler, GUARANTEED_NO_EVICT.
+    c->config.kv_admission = search_spaces::KvAdmission::kReserveWholeRequest;
+    c->prefill_config.kv_admission = c->config.kv_admission;
+  }
+  if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
+    ApplyAiconfiguratorProtocol(t.Cell(r, "framework"), notes, c);
   }
   const Status valid =
       search_spaces::ValidateServingConfig(c->model, c->cluster.gpu, c->config);

@@ -26,10 +26,19 @@
 //              note "FP16 KV" or "FP8 KV" wins; a note's
 //              "kv_cache_free_gpu_mem_fraction F" sets the cache's share of
 //              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
+//   engine     TensorRT-LLM rows reserve each request's whole isl + osl in
+//              the cache (kReserveWholeRequest), the others preempt the
+//              newest request when it is full (kPreemptNewest).
+//              aiconfigurator's rows (source "ai-dynamo/aiconfigurator")
+//              run its generated configs and benchmark: a step budget of
+//              the notes' "batch_size field" + isl + 1500 tokens per rank
+//              (SGLang: isl + 1500), an FP8 KV cache with quantised
+//              weights, and 20 requests per client measured from a fresh
+//              burst (aiperf drains its warm-up)
 //   load       concurrency column -> that many requests in flight (closed
 //              loop, its benchmark simulated pass by pass: the first burst
 //              as warm-up, 10 requests per client measured, or the notes'
-//              "N requests" all measured); "request rate N QPS" in notes ->
+//              "N requests" (or aiconfigurator's) all measured); "request rate N QPS" in notes ->
 //              an open-loop rate;
 //              "infinite request rate" or "QPS INF" -> all of the notes'
 //              "N requests" (else 500) sent at once, queued at the offline

@@ -185,6 +185,46 @@ TEST(ServingCases, BlankEpKeepsTheExpertsTensorParallel) {
   EXPECT_EQ(v10[1].config.attention_dp, 1);
 }
 
+TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
+  const std::string aic =
+      "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/"
+      "silicon_sample.csv,x,meta-llama/Llama-3.1-70B,H200-SXM-141GB,1,1,1,1,"
+      "1,";
+  const auto cases =
+      Map(aic +
+          "fp8,vLLM,8192,1024,32,ttft_ms,3132,\"aggregated; moe_tp=1; "
+          "batch_size field=32; gemm=fp8\"\n" +
+          aic +
+          "fp8,SGLang 0.5.9,8192,1024,32,ttft_ms,3132,\"aggregated; "
+          "batch_size field=32\"\n" +
+          aic +
+          "bf16,TensorRT-LLM 1.2,8192,1024,8,ttft_ms,500,\"aggregated; "
+          "batch_size field=8\"\n" +
+          "x,x,Llama-3.1-70B,H200-SXM-141GB,1,1,1,1,1,fp8,vLLM,8192,1024,32,"
+          "ttft_ms,3132,\n");
+  ASSERT_EQ(cases.size(), 4u);
+  for (const ServingCase& c : cases) ASSERT_EQ(c.skipped_reason, "");
+  // Its generator's token budget: max_batch_size + isl + 1500, SGLang's
+  // isl + 1500; 20 requests per client measured from a fresh burst; an
+  // FP8 KV cache with quantized weights.
+  EXPECT_EQ(cases[0].config.max_num_tokens, 32 + 8192 + 1500);
+  EXPECT_EQ(cases[0].benchmark_requests, 20 * 32);
+  EXPECT_EQ(cases[0].config.kv_cache, KvCacheDtype::kFp8);
+  EXPECT_EQ(cases[0].config.kv_admission,
+            search_spaces::KvAdmission::kPreemptNewest);
+  EXPECT_EQ(cases[1].config.max_num_tokens, 8192 + 1500);
+  EXPECT_EQ(cases[2].config.max_num_tokens, 8 + 8192 + 1500);
+  EXPECT_EQ(cases[2].config.kv_cache, KvCacheDtype::kBf16);
+  // TensorRT-LLM reserves each request's whole length (any source).
+  EXPECT_EQ(cases[2].config.kv_admission,
+            search_spaces::KvAdmission::kReserveWholeRequest);
+  // Other sources keep the engines' defaults and the steady state.
+  EXPECT_EQ(cases[3].config.max_num_tokens, 0);
+  EXPECT_EQ(cases[3].benchmark_requests, 0);
+  EXPECT_EQ(cases[3].config.kv_cache, KvCacheDtype::kBf16);
+  EXPECT_GT(PredictServingCase(cases[0]).predicted, 0);
+}
+
 TEST(ServingCases, ClosedLoopBeyondTheCacheQueues) {
   // 4096 clients of 1000 + 1000 tokens on one H100 with LLaMA-3 8B: more
   // than its KV cache holds (about 900 such sequences), so the rest wait
