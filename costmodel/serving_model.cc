@@ -289,6 +289,18 @@ ModelOptions ServingOptions(const ModelOptions& o) {
 
 }  // namespace
 
+double StepOverhead_s(search_spaces::ServingEngine engine) {
+  switch (engine) {
+    case search_spaces::ServingEngine::kVllm:
+      return kVllmStepOverhead_s;
+    case search_spaces::ServingEngine::kSglang:
+      return kSglangStepOverhead_s;
+    case search_spaces::ServingEngine::kTensorRtLlm:
+      return kTensorRtLlmStepOverhead_s;
+  }
+  return kVllmStepOverhead_s;
+}
+
 double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens) {
   if (experts <= 0 || topk <= 0 || tokens <= 0) return 0.0;
   const double e = static_cast<double>(experts);
@@ -435,7 +447,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                   ServingCollective_s(cal, cluster, Collective::kSendRecv,
                                       per_rank * h * kActivationBytes, pair, o);
   }
-  d.overhead_s = kDecodeStepOverhead_s;
+  d.overhead_s = StepOverhead_s(c.engine);
   return d;
 }
 
@@ -683,7 +695,7 @@ class MemoisedPassTimes {
     t.prefill_s = [this](int64_t tokens, int64_t sequences) {
       return Prefill_s(tokens, sequences);
     };
-    t.empty_pass_s = kDecodeStepOverhead_s;
+    t.empty_pass_s = StepOverhead_s(c_.engine);
     return t;
   }
 

@@ -33,8 +33,8 @@
 //                        (1 − (1 − k/E)^B) of them), the KV cache of the
 //                        rank's B / attention_dp sequences at the mean
 //                        context read once, the same collectives at m = B,
-//                        plus kDecodeStepOverhead_s (scheduling, sampling,
-//                        launching the step's CUDA graph).
+//                        plus the engine's StepOverhead_s (scheduling,
+//                        sampling, launching the step's CUDA graph).
 //   pipeline             pp stages each take B/pp sequences per micro-batch:
 //                        a token every pp stage times (+ the p2p hops).
 // Serving a workload (continuous batching, aggregated prefill and decode):
@@ -74,10 +74,16 @@ inline constexpr int64_t kDefaultMaxBatch = 2048;
 // max_num_tokens): the prefill chunk, and so the runtime activations.
 inline constexpr int64_t kMaxNumTokens = 8192;
 // Host time of one engine step that the GPU waits for: the scheduler,
-// sampling and launching the step (a CUDA graph). An assumed millisecond,
-// not yet fitted: per-framework step overheads are the next calibration
-// (docs/serving.md §5).
-inline constexpr double kDecodeStepOverhead_s = 1.0e-3;
+// sampling and launching the step (a CUDA graph). TensorRT-LLM's C++
+// runtime: an assumed millisecond, which its aiconfigurator TPOTs at up to
+// 8 clients leave in place (median residual 0.0 ms); vLLM and SGLang pay
+// more, fitted as the median TPOT residual of their aiconfigurator rows at
+// up to 8 clients over TensorRT-LLM's (vLLM +1.5 ms on LLaMA-3.1 70B,
+// SGLang +2.4 and +3.0 ms on DeepSeek-R1 and -V3; docs/serving.md §5).
+inline constexpr double kTensorRtLlmStepOverhead_s = 1.0e-3;
+inline constexpr double kVllmStepOverhead_s = 2.5e-3;
+inline constexpr double kSglangStepOverhead_s = 3.5e-3;
+double StepOverhead_s(search_spaces::ServingEngine engine);
 // The largest all-reduce the serving engines run with their own one- and
 // two-shot kernels; larger ones go to NCCL (vLLM's and SGLang's
 // CustomAllreduce max_size, 8 MiB: vllm/distributed/device_communicators/
@@ -108,7 +114,7 @@ struct DecodeBreakdown {
   double tp_comm_s = 0;   // tp all-reduces
   double ep_comm_s = 0;   // MoE dispatch and combine
   double pp_comm_s = 0;   // pipeline p2p hops
-  double overhead_s = 0;  // kDecodeStepOverhead_s
+  double overhead_s = 0;  // StepOverhead_s(config.engine)
   double total_s() const {
     return weights_s + compute_s + kv_cache_s + tp_comm_s + ep_comm_s +
            pp_comm_s + overhead_s;

@@ -69,6 +69,9 @@ struct ServingWorkload {
 // isl + osl fits beside the others' (TensorRT-LLM's GUARANTEED_NO_EVICT).
 enum class KvAdmission { kPreemptNewest, kReserveWholeRequest };
 
+// The serving engines meshtune prices and writes commands for.
+enum class ServingEngine { kVllm, kSglang, kTensorRtLlm };
+
 // One replica's layout. Every replica of a deployment is the same.
 struct ServingConfig {
   int64_t tp = 1;            // attention (and dense MLP) tensor parallel
@@ -84,6 +87,9 @@ struct ServingConfig {
   // (costmodel::kMaxNumTokens).
   int64_t max_num_tokens = 0;
   KvAdmission kv_admission = KvAdmission::kPreemptNewest;
+  // The serving engine whose host time per step is priced
+  // (costmodel::StepOverhead_s); tune serve prices vLLM.
+  ServingEngine engine = ServingEngine::kVllm;
   Precision weights = Precision::kBf16;
   KvCacheDtype kv_cache = KvCacheDtype::kBf16;
   // Share of the memory left after weights and runtime buffers that the

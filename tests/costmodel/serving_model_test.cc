@@ -67,7 +67,15 @@ TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
   EXPECT_NEAR(d.kv_cache_s, StreamTime_s(h100, 32 * 2 * 8 * 128 * 1024 * 2.0),
               1e-9);
   EXPECT_DOUBLE_EQ(d.tp_comm_s, 0.0);
-  EXPECT_DOUBLE_EQ(d.overhead_s, kDecodeStepOverhead_s);
+  // The engine's host time per step: vLLM's by default, 2.5 ms.
+  EXPECT_DOUBLE_EQ(d.overhead_s, 2.5e-3);
+  ServingConfig engine = c;
+  engine.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  EXPECT_DOUBLE_EQ(DecodeStep(m, h100, engine, 1, 1024, cal).overhead_s,
+                   1.0e-3);
+  engine.engine = search_spaces::ServingEngine::kSglang;
+  EXPECT_DOUBLE_EQ(DecodeStep(m, h100, engine, 1, 1024, cal).overhead_s,
+                   3.5e-3);
   // A large batch turns the same layers compute-bound.
   const DecodeBreakdown big = DecodeStep(m, h100, c, 4096, 1024, cal);
   EXPECT_GT(big.compute_s, 0.0);
@@ -321,10 +329,10 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   EXPECT_EQ(one.batch, 1);
   const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
   const double step = DecodeStep(m, h100, c, 1, 1050, cal).total_s();
-  EXPECT_NEAR(one.ttft_s, kDecodeStepOverhead_s + prefill, 1e-12);
+  EXPECT_NEAR(one.ttft_s, StepOverhead_s(c.engine) + prefill, 1e-12);
   EXPECT_NEAR(one.tpot_s, step, 1e-12);
   EXPECT_NEAR(one.output_tokens_per_s,
-              2 * 100 / (kDecodeStepOverhead_s + prefill + 99 * step), 1e-6);
+              2 * 100 / (StepOverhead_s(c.engine) + prefill + 99 * step), 1e-6);
   // A config's max_num_tokens is the step's budget: at 1000 tokens two
   // clients' prompts take a pass each, the second's split around A's
   // first decode (999 tokens, then 1).
@@ -333,7 +341,7 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   const ServingEstimate two =
       EstimateClosedLoopBenchmark(m, h100, w, narrow, 1, 2, 2, 0, cal);
   const double d1 = DecodeStep(m, h100, narrow, 1, 1050, cal).total_s();
-  const double t0 = kDecodeStepOverhead_s + prefill;
+  const double t0 = StepOverhead_s(c.engine) + prefill;
   const double t2 = t0 + d1 + PrefillTime_s(m, h100, narrow, 999, 1, cal) + d1 +
                     PrefillTime_s(m, h100, narrow, 1, 1, cal);
   EXPECT_NEAR(two.ttft_s, (t0 + t2) / 2, 1e-12);

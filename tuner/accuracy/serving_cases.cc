@@ -210,6 +210,17 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
   return "";
 }
 
+// The engine a framework cell names: TensorRT-LLM, SGLang, else vLLM (the
+// default engine; MLPerf's and the blogs' rows name TensorRT-LLM).
+search_spaces::ServingEngine ServingEngineOf(const std::string& framework) {
+  if (Contains(framework, "TensorRT-LLM")) {
+    return search_spaces::ServingEngine::kTensorRtLlm;
+  }
+  if (Contains(framework, "SGLang"))
+    return search_spaces::ServingEngine::kSglang;
+  return search_spaces::ServingEngine::kVllm;
+}
+
 // aiconfigurator's measured serving points (its silicon_sample.csv).
 constexpr const char* kAiconfiguratorSource = "ai-dynamo/aiconfigurator";
 // The prefill headroom aiconfigurator's generated engine configs add to
@@ -313,13 +324,16 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
     sc->kv_cache = kv;
     if (fraction > 0) sc->kv_cache_memory_fraction = fraction;
   }
-  if (Contains(t.Cell(r, "framework"), "TensorRT-LLM")) {
+  const std::string framework = t.Cell(r, "framework");
+  c->config.engine = ServingEngineOf(framework);
+  if (c->config.engine == search_spaces::ServingEngine::kTensorRtLlm) {
     // Its default capacity scheduler, GUARANTEED_NO_EVICT.
     c->config.kv_admission = search_spaces::KvAdmission::kReserveWholeRequest;
-    c->prefill_config.kv_admission = c->config.kv_admission;
   }
+  c->prefill_config.engine = c->config.engine;
+  c->prefill_config.kv_admission = c->config.kv_admission;
   if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
-    ApplyAiconfiguratorProtocol(t.Cell(r, "framework"), notes, c);
+    ApplyAiconfiguratorProtocol(framework, notes, c);
   }
   const Status valid =
       search_spaces::ValidateServingConfig(c->model, c->cluster.gpu, c->config);

@@ -213,6 +213,10 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   EXPECT_EQ(cases[0].config.kv_admission,
             search_spaces::KvAdmission::kPreemptNewest);
   EXPECT_EQ(cases[1].config.max_num_tokens, 8192 + 1500);
+  // The framework names the engine whose step overhead is priced.
+  EXPECT_EQ(cases[0].config.engine, search_spaces::ServingEngine::kVllm);
+  EXPECT_EQ(cases[1].config.engine, search_spaces::ServingEngine::kSglang);
+  EXPECT_EQ(cases[2].config.engine, search_spaces::ServingEngine::kTensorRtLlm);
   EXPECT_EQ(cases[2].config.max_num_tokens, 8 + 8192 + 1500);
   EXPECT_EQ(cases[2].config.kv_cache, KvCacheDtype::kBf16);
   // TensorRT-LLM reserves each request's whole length (any source).
