@@ -41,8 +41,7 @@ class Loop {
 
   ClosedLoopResult Run() {
     while (completed_ < b_.requests) {
-      if (b_.kv_policy == search_spaces::KvAdmission::kPreemptNewest)
-        PreemptToFit();
+      if (b_.kv_policy == KvAdmission::kPreemptNewest) PreemptToFit();
       Admit();
       if (prefilling_.empty()) {
         DecodeStretch();
@@ -81,7 +80,7 @@ class Loop {
   // (the caller checked that one sequence fits).
   bool Fits(const Request& r) const {
     if (b_.kv_tokens == 0 || Running() == 0) return true;
-    if (b_.kv_policy == search_spaces::KvAdmission::kReserveWholeRequest) {
+    if (b_.kv_policy == KvAdmission::kReserveWholeRequest) {
       // Every running request holds its whole isl + osl.
       return (Running() + 1) * (b_.isl + b_.osl) <= b_.kv_tokens;
     }
@@ -158,8 +157,8 @@ class Loop {
   void DecodeStretch() {
     const int64_t batch = static_cast<int64_t>(decoding_.size());
     int64_t repeats = decoding_.front().last_pass - pass_ + 1;
-    if (b_.kv_policy == search_spaces::KvAdmission::kPreemptNewest &&
-        b_.kv_tokens > 0 && batch > 1) {
+    if (b_.kv_policy == KvAdmission::kPreemptNewest && b_.kv_tokens > 0 &&
+        batch > 1) {
       repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
     }
     now_s_ += static_cast<double>(repeats) * times_.decode_s(batch);

@@ -30,8 +30,8 @@
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
 //     pass; a request arriving at a pass's end is scheduled in the next.
-// KV policies (search_spaces::KvAdmission; `kv_tokens` = 0: an unbounded
-// cache, neither applies):
+// KV policies (KvAdmission; `kv_tokens` = 0: an unbounded cache, neither
+// applies):
 //   - kPreemptNewest (vLLM v1, SGLang): cache blocks are taken as a
 //     sequence grows; a request is admitted while its prompt fits beside
 //     the running requests' contexts; when the next pass's contexts (one
@@ -54,14 +54,15 @@
 #include <cstdint>
 #include <functional>
 
-#include "search_spaces/serving_spec.h"
-
 namespace meshtune::costmodel {
 
 // Requests per client measured after the first burst's warm-up to price a
 // closed loop's steady state: enough waves of the calendar for its cohorts
 // to settle (docs/serving.md §4).
 inline constexpr int64_t kMeasuredRequestsPerClient = 10;
+
+// How requests enter the KV cache (above).
+enum class KvAdmission { kPreemptNewest, kReserveWholeRequest };
 
 struct ClosedLoopBenchmark {
   int64_t clients = 1;      // concurrency on this replica
@@ -76,8 +77,7 @@ struct ClosedLoopBenchmark {
   // `clients`) run but are left out of the mean TTFT and TPOT, as a
   // benchmark's warm-up requests are; at most requests − 1.
   int64_t warmup = 0;
-  search_spaces::KvAdmission kv_policy =
-      search_spaces::KvAdmission::kPreemptNewest;
+  KvAdmission kv_policy = KvAdmission::kPreemptNewest;
 };
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
@@ -101,7 +101,9 @@ struct ClosedLoopResult {
 // Runs the benchmark; sizes are clamped to at least 1 (requests to at
 // least clients). Deterministic, no randomness. Cost: one loop iteration
 // per pass that prefills, one per completion otherwise (decode-only
-// stretches are jumped over), so O(requests · (1 + isl / step_tokens)).
+// stretches are jumped over), so O(requests · (1 + isl / step_tokens));
+// under kPreemptNewest a full cache also ends a stretch, and each
+// preemption scans the running requests for the newest.
 ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
                                     const PassTimes& times);
 

@@ -301,6 +301,12 @@ double StepOverhead_s(search_spaces::ServingEngine engine) {
   return kVllmStepOverhead_s;
 }
 
+KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine) {
+  return engine == search_spaces::ServingEngine::kTensorRtLlm
+             ? KvAdmission::kReserveWholeRequest
+             : KvAdmission::kPreemptNewest;
+}
+
 double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens) {
   if (experts <= 0 || topk <= 0 || tokens <= 0) return 0.0;
   const double e = static_cast<double>(experts);
@@ -484,7 +490,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // stage both, tied or not (the serving engines keep an output copy).
   weights += (c.pp == 1 ? 2.0 : 1.0) * vocab * h / c.tp * kActivationBytes;
   est.weight_bytes = weights;
-  // Runtime: a forward of kMaxNumTokens tokens keeps a few activations of
+  // Runtime: a forward of max_num_tokens tokens keeps a few activations of
   // the widest local linear layer alive, plus fp32 logits of the batch's
   // last tokens (one chunk of them).
   const double chunk = static_cast<double>(MaxNumTokens(c)) / c.attention_dp;
@@ -519,7 +525,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
     // the step's token budget (TensorRT-LLM's max_num_tokens, in-flight
     // batching with chunked context: docs/source/performance/
     // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
-    // kMaxNumTokens per attention-DP rank.
+    // max_num_tokens per attention-DP rank.
     const int64_t budget = static_cast<int64_t>(
         std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
                    w.osl / static_cast<double>(w.isl + w.osl)));
@@ -559,7 +565,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // requests keeps them in groups: the clients start together, and a group
   // prefilled in one step finishes its osl tokens together, so its
   // replacements arrive together and are prefilled in one step again, as
-  // many as the step's token budget holds (kMaxNumTokens per attention-DP
+  // many as the step's token budget holds (max_num_tokens per attention-DP
   // rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
   // SGLang's chunked_prefill_size). The groups stay a step apart, so a
   // request waits for its own group's prefill, not for the others'.
@@ -661,7 +667,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
   b.max_running = std::max<int64_t>(1, MaxBatch(c));
-  b.kv_policy = c.kv_admission;
+  b.kv_policy = KvAdmissionOf(c.engine);
   const double per_token =
       e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
   if (per_token > 0) {

@@ -60,6 +60,7 @@
 #include <string>
 
 #include "costmodel/calibration.h"
+#include "costmodel/closed_loop.h"
 #include "costmodel/model_options.h"
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
@@ -84,6 +85,10 @@ inline constexpr double kTensorRtLlmStepOverhead_s = 1.0e-3;
 inline constexpr double kVllmStepOverhead_s = 2.5e-3;
 inline constexpr double kSglangStepOverhead_s = 3.5e-3;
 double StepOverhead_s(search_spaces::ServingEngine engine);
+// How the engine admits requests into its KV cache: TensorRT-LLM's default
+// capacity scheduler (GUARANTEED_NO_EVICT) reserves each request's whole
+// length, vLLM and SGLang preempt the newest request (closed_loop.h).
+KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine);
 // The largest all-reduce the serving engines run with their own one- and
 // two-shot kernels; larger ones go to NCCL (vLLM's and SGLang's
 // CustomAllreduce max_size, 8 MiB: vllm/distributed/device_communicators/
@@ -192,7 +197,7 @@ inline constexpr double kMaxSimulatedPasses = 2.0e7;
 // (closed_loop.h) with this model's times: DecodeStep at the mean context
 // for the decodes, PrefillTime_s for a pass's prompt chunks, a token budget
 // of the config's max_num_tokens (or kMaxNumTokens) per attention-DP rank,
-// the KV cache's tokens under the config's kv_admission, at most max_batch
+// the KV cache's tokens under its engine's KvAdmissionOf, at most max_batch
 // running; more wait in the queue. Memory and feasibility are EstimateServing's
 // offline ones; ttft_s, tpot_s (and step_s) and the throughputs are the
 // benchmark's means, batch is the clients per replica and decode the decode

@@ -62,14 +62,9 @@ struct ServingWorkload {
   int64_t concurrency = 0;
 };
 
-// How an engine admits requests into its KV cache (the pass calendar in
-// costmodel/closed_loop.h prices both): kPreemptNewest takes cache blocks
-// as sequences grow and preempts the newest request when the cache is full
-// (vLLM, SGLang); kReserveWholeRequest admits a request only when its whole
-// isl + osl fits beside the others' (TensorRT-LLM's GUARANTEED_NO_EVICT).
-enum class KvAdmission { kPreemptNewest, kReserveWholeRequest };
-
-// The serving engines meshtune prices and writes commands for.
+// The serving engines meshtune prices and writes commands for. The cost
+// model derives from it the host time per step and how requests enter the
+// KV cache (costmodel::StepOverhead_s, costmodel::KvAdmissionOf).
 enum class ServingEngine { kVllm, kSglang, kTensorRtLlm };
 
 // One replica's layout. Every replica of a deployment is the same.
@@ -86,9 +81,7 @@ struct ServingConfig {
   // --max-prefill-tokens): the prefill chunk; 0 = the engines' default
   // (costmodel::kMaxNumTokens).
   int64_t max_num_tokens = 0;
-  KvAdmission kv_admission = KvAdmission::kPreemptNewest;
-  // The serving engine whose host time per step is priced
-  // (costmodel::StepOverhead_s); tune serve prices vLLM.
+  // The serving engine priced; tune serve prices vLLM.
   ServingEngine engine = ServingEngine::kVllm;
   Precision weights = Precision::kBf16;
   KvCacheDtype kv_cache = KvCacheDtype::kBf16;

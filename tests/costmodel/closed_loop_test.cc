@@ -93,7 +93,7 @@ TEST(SimulateClosedLoop, AFullCacheSendsTheNewestRequestBack) {
   EXPECT_EQ(r.passes, 7);
   // Reserving each request's whole 15 tokens (TensorRT-LLM) admits B only
   // after A: B prefills in pass 5 (TTFT 6) and finishes at 10.
-  b.kv_policy = search_spaces::KvAdmission::kReserveWholeRequest;
+  b.kv_policy = KvAdmission::kReserveWholeRequest;
   const ClosedLoopResult reserved =
       SimulateClosedLoop(b, Times(0, 1.0, 1.0, 0));
   EXPECT_DOUBLE_EQ(reserved.mean_ttft_s, (1.0 + 6.0) / 2);

@@ -162,7 +162,6 @@ constexpr const char* kV10ThroughputTable =
     "perf-overview.md (v1.0 throughput tables)";
 
 // The row's layout, or the reason it has none.
-
 std::string MapLayout(const CsvTable& t, const CsvRecord& r,
                       const std::string& notes, ServingCase* c) {
   if (Contains(notes, "disaggregated")) {
@@ -216,8 +215,9 @@ search_spaces::ServingEngine ServingEngineOf(const std::string& framework) {
   if (Contains(framework, "TensorRT-LLM")) {
     return search_spaces::ServingEngine::kTensorRtLlm;
   }
-  if (Contains(framework, "SGLang"))
+  if (Contains(framework, "SGLang")) {
     return search_spaces::ServingEngine::kSglang;
+  }
   return search_spaces::ServingEngine::kVllm;
 }
 
@@ -326,12 +326,7 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   }
   const std::string framework = t.Cell(r, "framework");
   c->config.engine = ServingEngineOf(framework);
-  if (c->config.engine == search_spaces::ServingEngine::kTensorRtLlm) {
-    // Its default capacity scheduler, GUARANTEED_NO_EVICT.
-    c->config.kv_admission = search_spaces::KvAdmission::kReserveWholeRequest;
-  }
   c->prefill_config.engine = c->config.engine;
-  c->prefill_config.kv_admission = c->config.kv_admission;
   if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
     ApplyAiconfiguratorProtocol(framework, notes, c);
   }
@@ -417,6 +412,7 @@ namespace {
 // Requests of an open-loop benchmark whose notes state no count (the
 // TensorRT-LLM online table's 500).
 constexpr double kDefaultBenchmarkRequests = 500;
+
 // Times of the load model (docs/serving.md §4), seconds and requests/s.
 struct LoadPoint {
   double ttft_s = 0;

@@ -26,9 +26,9 @@
 //              note "FP16 KV" or "FP8 KV" wins; a note's
 //              "kv_cache_free_gpu_mem_fraction F" sets the cache's share of
 //              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
-//   engine     TensorRT-LLM rows reserve each request's whole isl + osl in
-//              the cache (kReserveWholeRequest), the others preempt the
-//              newest request when it is full (kPreemptNewest).
+//   engine     the framework column: TensorRT-LLM, SGLang, else vLLM
+//              (its step overhead and KV admission, costmodel::
+//              StepOverhead_s and KvAdmissionOf).
 //              aiconfigurator's rows (source "ai-dynamo/aiconfigurator")
 //              run its generated configs and benchmark: a step budget of
 //              the notes' "batch_size field" + isl + 1500 tokens per rank
@@ -38,8 +38,8 @@
 //   load       concurrency column -> that many requests in flight (closed
 //              loop, its benchmark simulated pass by pass: the first burst
 //              as warm-up, 10 requests per client measured, or the notes'
-//              "N requests" (or aiconfigurator's) all measured); "request rate N QPS" in notes ->
-//              an open-loop rate;
+//              "N requests" (or aiconfigurator's) all measured); "request
+//              rate N QPS" in notes -> an open-loop rate;
 //              "infinite request rate" or "QPS INF" -> all of the notes'
 //              "N requests" (else 500) sent at once, queued at the offline
 //              rate; otherwise offline maximum throughput

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "costmodel/serving_model.h"
 #include "tuner/accuracy/serving_report.h"
 
 namespace meshtune::tuner {
@@ -210,8 +211,8 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   EXPECT_EQ(cases[0].config.max_num_tokens, 32 + 8192 + 1500);
   EXPECT_EQ(cases[0].benchmark_requests, 20 * 32);
   EXPECT_EQ(cases[0].config.kv_cache, KvCacheDtype::kFp8);
-  EXPECT_EQ(cases[0].config.kv_admission,
-            search_spaces::KvAdmission::kPreemptNewest);
+  EXPECT_EQ(costmodel::KvAdmissionOf(cases[0].config.engine),
+            costmodel::KvAdmission::kPreemptNewest);
   EXPECT_EQ(cases[1].config.max_num_tokens, 8192 + 1500);
   // The framework names the engine whose step overhead is priced.
   EXPECT_EQ(cases[0].config.engine, search_spaces::ServingEngine::kVllm);
@@ -220,8 +221,8 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   EXPECT_EQ(cases[2].config.max_num_tokens, 8 + 8192 + 1500);
   EXPECT_EQ(cases[2].config.kv_cache, KvCacheDtype::kBf16);
   // TensorRT-LLM reserves each request's whole length (any source).
-  EXPECT_EQ(cases[2].config.kv_admission,
-            search_spaces::KvAdmission::kReserveWholeRequest);
+  EXPECT_EQ(costmodel::KvAdmissionOf(cases[2].config.engine),
+            costmodel::KvAdmission::kReserveWholeRequest);
   // Other sources keep the engines' defaults and the steady state.
   EXPECT_EQ(cases[3].config.max_num_tokens, 0);
   EXPECT_EQ(cases[3].benchmark_requests, 0);
