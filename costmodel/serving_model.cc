@@ -190,6 +190,34 @@ void Linear(const Calibration& cal, const ModelOptions& o,
   }
 }
 
+// The routed experts of one MoE layer on one GPU for `tokens` tokens of the
+// replica (micro-batch): the local experts some token picked, expected
+// E/ep · (1 − (1 − k/E)^T) of them (independent picks), each with T·k/E
+// rows on average over the active ones. Their GEMMs run as one grouped
+// GEMM each, in prefill and decode alike (the serving engines' fused MoE
+// kernels: TensorRT-LLM's and vLLM's fused_moe and SGLang's, on CUTLASS
+// grouped GEMM, github.com/NVIDIA/cutlass examples/24_gemm_grouped): one
+// launch tiles every expert's rows over the GPU, so it is priced as one
+// GEMM of the active experts' summed width at the per-expert rows,
+// streaming all their weights, not as one launch per expert that each pays
+// the small-GEMM fall-off (a 2 048-token prefill of Qwen3-30B-A3B gives
+// each of its 128 experts 128 rows).
+void RoutedExperts(const ModelSpec& m, const LayerShare& s,
+                   const Calibration& cal, const ModelOptions& o,
+                   const ServingDevice& dev, Precision p, double tokens,
+                   double wb, double* weights_s, double* compute_s) {
+  const double k = static_cast<double>(m.moe_router_topk);
+  const double e = static_cast<double>(m.num_experts);
+  const double hit =
+      ExpectedActiveExperts(m.num_experts, m.moe_router_topk, tokens) / e;
+  const double active = s.local_experts * hit;
+  const double per_expert = tokens * k / e / std::max(hit, 1e-12);
+  for (const Gemm& g : s.expert_gemms) {
+    Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
+           compute_s);
+  }
+}
+
 // The kernels of one decode layer besides its collectives, each of which
 // pays kKernelLatency_s: its GEMMs (QKV, out-projection, fc1, fc2, shared
 // experts; the routed experts as one fused-MoE launch per GEMM with their
@@ -335,16 +363,9 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
              &compute_s);
     }
     if (s.moe) {
-      // Each local expert gets t·adp·k/E tokens (all ranks' tokens meet at
-      // the experts).
-      const double per_expert =
-          static_cast<double>(tokens) * m.moe_router_topk / m.num_experts;
-      double w = 0, cpt = 0;  // one local expert; all have its shape
-      for (const Gemm& g : s.expert_gemms) {
-        Linear(cal, o, dev, c.weights, per_expert, g.params, g.k, wb, &w, &cpt);
-      }
-      weights_s += s.local_experts * w;
-      compute_s += s.local_experts * cpt;
+      // All ranks' tokens meet at the experts: the replica's `tokens`.
+      RoutedExperts(m, s, cal, o, dev, c.weights, static_cast<double>(tokens),
+                    wb, &weights_s, &compute_s);
     }
     if (s.attention || s.mla) {
       const double heads = static_cast<double>(m.num_attention_heads) / c.tp;
@@ -393,27 +414,8 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                        dev.stream_scale;
     stage.weights_s += DecodeKernelsOfLayer(s) * kKernelLatency_s;
     if (s.moe) {
-      // Expected local experts some token picked: E/ep · (1 − (1 − k/E)^B)
-      // (independent picks of the micro-batch's B tokens).
-      const double k = static_cast<double>(m.moe_router_topk);
-      const double e = static_cast<double>(m.num_experts);
-      const double hit =
-          ExpectedActiveExperts(m.num_experts, m.moe_router_topk, micro) / e;
-      const double active = s.local_experts * hit;
-      const double per_expert = micro * k / e / std::max(hit, 1e-12);
-      // The active experts' GEMMs run as one grouped GEMM each (the
-      // serving engines' fused MoE kernels: TensorRT-LLM's and vLLM's
-      // fused_moe, SGLang's, on CUTLASS grouped GEMM,
-      // github.com/NVIDIA/cutlass examples/24_gemm_grouped): one launch
-      // tiles every expert's few rows over the GPU, so it is priced as one
-      // GEMM of the experts' summed width at the per-expert rows, streaming
-      // all their weights, not as `active` narrow GEMMs that each pay the
-      // small-GEMM fall-off. Prefill keeps one GEMM per expert: there each
-      // expert's rows fill the tiles.
-      for (const Gemm& g : s.expert_gemms) {
-        Linear(cal, o, dev, c.weights, per_expert, active * g.params, g.k, wb,
-               &stage.weights_s, &stage.compute_s);
-      }
+      RoutedExperts(m, s, cal, o, dev, c.weights, micro, wb, &stage.weights_s,
+                    &stage.compute_s);
     }
     if (s.attention || s.mla) {
       // The rank's sequences read their cache once; MLA's absorbed

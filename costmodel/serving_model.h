@@ -22,10 +22,11 @@
 // the calibration's bandwidth time plus a one-shot latency of two link hops
 // (serving engines' custom all-reduce, not NCCL's ring), all-reduces above
 // kCustomAllReduceMaxBytes NCCL's time:
-//   prefill of T tokens  Σ layers: GEMMs with m = T, causal flash attention,
-//                        the tp all-reduces of T·h 16-bit activations (two
-//                        per GPT layer), with attention DP the MoE dispatch
-//                        and combine all-to-alls;
+//   prefill of T tokens  Σ layers: GEMMs with m = T (the routed experts as
+//                        one grouped GEMM per projection, as in decode),
+//                        causal flash attention, the tp all-reduces of T·h
+//                        16-bit activations (two per GPT layer), with attention
+//                        DP the MoE dispatch and combine all-to-alls;
 //   decode step, batch B Σ layers: the same GEMMs with m = B (attention and
 //                        dense MLP m = B / attention_dp per rank; routed
 //                        experts get B·k/E tokens each, and only the local

@@ -225,6 +225,27 @@ TEST(PrefillTime, IsBoundByTheGemmsFlops) {
   EXPECT_GE(PrefillTime_s(m, h100, c, 8192, 1, cal), 2 * t * 0.99);
 }
 
+TEST(PrefillTime, RoutedExpertsRunAsOneGroupedGemm) {
+  // Qwen3-30B-A3B (48 layers, top 8 of 128 experts of 3 · 2048 · 768) on
+  // an H100 whose HBM is 1000x faster, so the GEMMs bound the prefill.
+  // 2048 tokens give each expert 128 rows; as one grouped GEMM per
+  // projection they run near the peak: the expert FLOPs 48 · 2048 · 8 ·
+  // 2 · 3 · 2048 · 768 = 7.42e12 and the attention projections' 48 · 2048
+  // · 2 · 2048 · (4096 + 1024 + 4096) = 3.71e12 take between their time at
+  // the bf16 peak and twice that (one launch per expert, each a small GEMM
+  // far down the curve, took 3x).
+  const ModelSpec m = Preset("qwen3-30b-a3b");
+  ClusterSpec fast = Cluster("h100");
+  fast.gpu.hbm_gbps *= 1000;
+  const DatasheetCalibration cal(fast);
+  ServingConfig c;
+  const double flops = 48.0 * 2048 * 8 * 2 * 3 * 2048 * 768 +
+                       48.0 * 2048 * 2 * 2048 * (4096 + 1024 + 4096);
+  const double t = PrefillTime_s(m, fast, c, 2048, 1, cal);
+  EXPECT_GT(t, flops / 989e12);
+  EXPECT_LT(t, 2.0 * flops / 989e12);
+}
+
 TEST(EstimateServing, WeightsThatDoNotFitAreRefused) {
   const ModelSpec m = Preset("llama3-70b");
   const ClusterSpec h100 = Cluster("h100");
