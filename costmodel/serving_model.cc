@@ -560,8 +560,12 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
       prefill_seqs == 1 ? est.prefill_s
                         : PrefillTime_s(m, cluster, c, prefill_seqs * w.isl,
                                         prefill_seqs, cal, o);
-  est.step_s = est.decode.total_s() + batched_prefill * new_per_step /
-                                          static_cast<double>(prefill_seqs);
+  // With a pipeline the prefills of a round pass its stages one after the
+  // other while the stages work on other micro-batches, as the decode's
+  // do (DecodeStep): each stage spends 1/pp of a prefill on it per round.
+  est.step_s =
+      est.decode.total_s() + batched_prefill * new_per_step /
+                                 (static_cast<double>(prefill_seqs) * c.pp);
   est.tpot_s = est.step_s;
   // TTFT: the step that prefills the request. A closed loop of fixed-length
   // requests keeps them in groups: the clients start together, and a group

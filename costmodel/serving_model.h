@@ -42,6 +42,8 @@
 //   every step emits a token for each of the B sequences and, on average,
 //   prefills B/osl new requests, so
 //     step_s    = decode_step_s(B, isl + osl/2) + (B/osl) · prefill_s(isl)
+//                 / pp (a pipeline's stages prefill other micro-batches'
+//                 requests while they decode, as its decode steps overlap)
 //     TPOT      = step_s (the time between two tokens of a sequence)
 //     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·): with a
 //                 concurrency the closed loop's requests arrive in groups

@@ -336,6 +336,30 @@ TEST(EstimateServing, OfflineBatchFitsTheStepsTokenBudget) {
   EXPECT_EQ(EstimateServing(m, h100, {467, 16, 400}, c, 1, cal).batch, 400);
 }
 
+TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {
+  // LLaMA-3 70B fp8 over 4 pipeline stages of an H100 each, offline
+  // 2048/128: each step's B/128 prefills pass the stages one after the
+  // other while the stages run other micro-batches, so a step (a round of
+  // the pipeline) holds a quarter of their time on top of the decode.
+  const ModelSpec m = Preset("llama3-70b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.pp = 4;
+  c.weights = Precision::kFp8;
+  c.kv_cache = KvCacheDtype::kFp8;
+  const ServingWorkload w{2048, 128, 0};
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 4, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  const int64_t seqs = (e.batch + 127) / 128;
+  const double new_per_step = e.batch / 128.0;
+  const double prefills =
+      PrefillTime_s(m, h100, c, seqs * 2048, seqs, cal) * new_per_step / seqs;
+  EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills / 4, 1e-12);
+  // Its TTFT still waits for every stage of its own prefill.
+  EXPECT_GT(e.ttft_s, e.prefill_s);
+}
+
 TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
