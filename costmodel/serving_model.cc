@@ -53,6 +53,12 @@ struct LayerShare {
   // fc2 at k = a·d/tp and f/tp) reach less of the peak.
   std::vector<Gemm> dense_gemms;
   std::vector<Gemm> expert_gemms;
+  // Local widths of the elementwise kernels: the attention's query, key
+  // and value channels (RoPE and the cache append), the dense MLP's and
+  // shared experts' intermediate width, and one routed expert's.
+  double qkv_width = 0;
+  double mlp_width = 0;
+  double expert_width = 0;
   bool attention = false;
   bool mla = false;
   bool moe = false;
@@ -88,6 +94,7 @@ LayerShare ShareOfLayer(const ModelSpec& m, const ServingConfig& c,
     const double kv = static_cast<double>(std::max<int64_t>(1, groups / c.tp));
     s.dense_gemms.push_back({h * (heads + 2 * kv) * d, h});
     s.dense_gemms.push_back({heads * d * h, heads * d});
+    s.qkv_width = (heads + 2 * kv) * d;
   } else if (kind.mixer != Mixer::kNone) {
     // MLA and Mamba: their projections as one GEMM on the hidden state.
     s.dense_gemms.push_back(
@@ -95,6 +102,7 @@ LayerShare ShareOfLayer(const ModelSpec& m, const ServingConfig& c,
   }
   if (kind.mlp == Mlp::kDense) {
     AddMlp(m, h, static_cast<double>(m.ffn_hidden_size), tp, &s.dense_gemms);
+    s.mlp_width = static_cast<double>(m.ffn_hidden_size) / tp;
   }
   if (kind.mlp == Mlp::kMoe) {
     s.moe = true;
@@ -107,6 +115,10 @@ LayerShare ShareOfLayer(const ModelSpec& m, const ServingConfig& c,
         m.moe_latent_size > 0 ? static_cast<double>(m.moe_latent_size) : h;
     AddMlp(m, width, static_cast<double>(m.expert_ffn_hidden_size()),
            static_cast<double>(c.moe_tp()), &s.expert_gemms);
+    s.mlp_width =
+        static_cast<double>(m.moe_shared_expert_intermediate_size) / tp;
+    s.expert_width = static_cast<double>(m.expert_ffn_hidden_size()) /
+                     static_cast<double>(c.moe_tp());
   }
   return s;
 }
@@ -216,6 +228,34 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
     Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
            compute_s);
   }
+}
+
+// Bytes the elementwise kernels of one layer move on one GPU for
+// `tokens` tokens of its attention rank, 16-bit activations: the two
+// residual adds fused with their RMSNorms (each reads the hidden state and
+// the residual and writes both: 4h), RoPE and the KV-cache append over the
+// rank's query, key and value channels (read and write), the gated MLP's
+// activation (reads the gate and up halves, writes their product: 3f per
+// f-wide slice, 2f ungated), and for routed experts the token's k copies
+// out to the experts and back (the permute reads h and writes k·h, the
+// finalize reads k·h and writes h) with each copy's activation on the
+// expert's local width, tokens·adp·k/ep copies landing on this GPU. These
+// are the kernels TensorRT-LLM, vLLM and SGLang fuse down to (fused add +
+// RMSNorm, fused SiLU-and-mul, fused MoE permute and finalize); a prefill
+// or a large decode batch streams them at the HBM bandwidth, beside the
+// GEMMs.
+double ElementwiseBytes(const ModelSpec& m, const ServingConfig& c,
+                        const LayerShare& s, double tokens) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double act = m.gated_mlp() ? 3.0 : 2.0;
+  double per_token = 2.0 * 4.0 * h + 2.0 * s.qkv_width + act * s.mlp_width;
+  if (s.moe) {
+    const double k = static_cast<double>(m.moe_router_topk);
+    const double copies =
+        k * static_cast<double>(c.attention_dp) / static_cast<double>(c.ep);
+    per_token += 2.0 * (1.0 + k) * h + copies * act * s.expert_width;
+  }
+  return tokens * per_token * kActivationBytes;
 }
 
 // The kernels of one decode layer besides its collectives, each of which
@@ -355,7 +395,8 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   const int64_t per_seq = std::max<int64_t>(1, tokens / sequences);
   const double seqs_per_rank =
       std::max(1.0, static_cast<double>(sequences) / c.attention_dp);
-  double weights_s = 0, compute_s = 0, attn_s = 0, tp_s = 0, ep_s = 0;
+  double weights_s = 0, compute_s = 0, attn_s = 0, tp_s = 0, ep_s = 0,
+         act_s = 0;
   for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
     const LayerShare s = ShareOfLayer(m, c, kind);
     for (const Gemm& g : s.dense_gemms) {
@@ -376,12 +417,14 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
           per_seq, static_cast<int64_t>(d), /*causal=*/true, o);
     }
     LayerComm(m, c, cluster, s, t, cal, o, &tp_s, &ep_s);
+    act_s +=
+        cal.MemoryTime_s(ElementwiseBytes(m, c, s, t), o) * dev.stream_scale;
   }
   // Output layer for the last token of each sequence only.
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
   Linear(cal, o, dev, Precision::kBf16, seqs_per_rank, vocab * h / c.tp, h,
          kActivationBytes, &weights_s, &compute_s);
-  const double stage = weights_s + compute_s + attn_s + tp_s + ep_s;
+  const double stage = weights_s + compute_s + attn_s + tp_s + ep_s + act_s;
   const CommGroup pair = AxisGroup(1, 2, 2);
   const double hop = ServingCollective_s(cal, cluster, Collective::kSendRecv,
                                          t * h * kActivationBytes, pair, o);
@@ -439,6 +482,9 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
     }
     LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,
               &stage.ep_comm_s);
+    stage.elementwise_s +=
+        cal.MemoryTime_s(ElementwiseBytes(m, c, s, per_rank), o) *
+        dev.stream_scale;
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
   Linear(cal, o, dev, Precision::kBf16, per_rank, vocab * h / c.tp, h,
@@ -447,6 +493,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   d.weights_s = pp * stage.weights_s;
   d.compute_s = pp * stage.compute_s;
   d.kv_cache_s = pp * stage.kv_cache_s;
+  d.elementwise_s = pp * stage.elementwise_s;
   d.tp_comm_s = pp * stage.tp_comm_s;
   d.ep_comm_s = pp * stage.ep_comm_s;
   if (c.pp > 1) {

@@ -24,16 +24,21 @@
 // kCustomAllReduceMaxBytes NCCL's time:
 //   prefill of T tokens  Σ layers: GEMMs with m = T (the routed experts as
 //                        one grouped GEMM per projection, as in decode),
-//                        causal flash attention, the tp all-reduces of T·h
-//                        16-bit activations (two per GPT layer), with attention
-//                        DP the MoE dispatch and combine all-to-alls;
+//                        causal flash attention, the elementwise kernels'
+//                        bytes (fused residual add and RMSNorm, RoPE,
+//                        the MLP's activation, MoE permutes; ElementwiseBytes
+//                        in serving_model.cc), the tp all-reduces of T·h
+//                        16-bit activations (two per GPT layer), with
+//                        attention DP the MoE dispatch and combine
+//                        all-to-alls;
 //   decode step, batch B Σ layers: the same GEMMs with m = B (attention and
 //                        dense MLP m = B / attention_dp per rank; routed
 //                        experts get B·k/E tokens each, and only the local
 //                        experts some token picked are read: E/ep ·
 //                        (1 − (1 − k/E)^B) of them), the KV cache of the
 //                        rank's B / attention_dp sequences at the mean
-//                        context read once, the same collectives at m = B,
+//                        context read once, the elementwise kernels of B
+//                        tokens, the same collectives at m = B,
 //                        plus the engine's StepOverhead_s (scheduling,
 //                        sampling, launching the step's CUDA graph).
 //   pipeline             pp stages each take B/pp sequences per micro-batch:
@@ -115,17 +120,18 @@ inline constexpr double kKernelLatency_s = 3.0e-6;
 
 // Where a decode step's time goes, on one GPU, one step (seconds).
 struct DecodeBreakdown {
-  double weights_s = 0;   // linear layers bound by reading their weights,
-                          // and every kernel's kKernelLatency_s
-  double compute_s = 0;   // linear layers bound by their GEMMs
-  double kv_cache_s = 0;  // attention: reading the KV cache (or its FLOPs)
-  double tp_comm_s = 0;   // tp all-reduces
-  double ep_comm_s = 0;   // MoE dispatch and combine
-  double pp_comm_s = 0;   // pipeline p2p hops
-  double overhead_s = 0;  // StepOverhead_s(config.engine)
+  double weights_s = 0;      // linear layers bound by reading their weights,
+                             // and every kernel's kKernelLatency_s
+  double compute_s = 0;      // linear layers bound by their GEMMs
+  double kv_cache_s = 0;     // attention: reading the KV cache (or its FLOPs)
+  double elementwise_s = 0;  // norms, RoPE, activations, MoE permutes
+  double tp_comm_s = 0;      // tp all-reduces
+  double ep_comm_s = 0;      // MoE dispatch and combine
+  double pp_comm_s = 0;      // pipeline p2p hops
+  double overhead_s = 0;     // StepOverhead_s(config.engine)
   double total_s() const {
-    return weights_s + compute_s + kv_cache_s + tp_comm_s + ep_comm_s +
-           pp_comm_s + overhead_s;
+    return weights_s + compute_s + kv_cache_s + elementwise_s + tp_comm_s +
+           ep_comm_s + pp_comm_s + overhead_s;
   }
 };
 

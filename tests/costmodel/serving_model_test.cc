@@ -67,6 +67,14 @@ TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
   EXPECT_NEAR(d.kv_cache_s, StreamTime_s(h100, 32 * 2 * 8 * 128 * 1024 * 2.0),
               1e-9);
   EXPECT_DOUBLE_EQ(d.tp_comm_s, 0.0);
+  // The elementwise kernels of the token, per layer: two fused residual
+  // adds and RMSNorms (4 · 4096 each), RoPE and the cache append over QKV's
+  // (32 + 2 · 8) · 128 = 6144 channels (read and write) and SwiGLU over
+  // 3 · 14 336, 16-bit: 88 064 · 2 B.
+  EXPECT_NEAR(
+      d.elementwise_s,
+      StreamTime_s(h100, 32 * (8.0 * 4096 + 2.0 * 6144 + 3.0 * 14336) * 2.0),
+      1e-15);
   // The engine's host time per step: vLLM's by default, 2.5 ms.
   EXPECT_DOUBLE_EQ(d.overhead_s, 2.5e-3);
   ServingConfig engine = c;

@@ -269,6 +269,7 @@ std::string BestSection(const json& report) {
        {std::pair<const char*, const char*>{"weights", "weights (read)"},
         {"compute", "compute"},
         {"kv_cache", "KV cache (read)"},
+        {"elementwise", "elementwise kernels"},
         {"tp_comm", "TP comm"},
         {"ep_comm", "EP comm"},
         {"pp_comm", "PP comm"},

@@ -57,6 +57,7 @@ nlohmann::json PointValues(const ServePoint& p) {
            {{"weights", d.weights_s * 1e3},
             {"compute", d.compute_s * 1e3},
             {"kv_cache", d.kv_cache_s * 1e3},
+            {"elementwise", d.elementwise_s * 1e3},
             {"tp_comm", d.tp_comm_s * 1e3},
             {"ep_comm", d.ep_comm_s * 1e3},
             {"pp_comm", d.pp_comm_s * 1e3},
@@ -180,11 +181,12 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     out << buf;
     std::snprintf(buf, sizeof buf,
                   "  decode step %.2f ms: weights %.2f, compute %.2f, KV "
-                  "cache %.2f, tp %.2f, ep %.2f, pp %.2f, overhead %.2f; "
-                  "prefill of one request %.1f ms\n",
+                  "cache %.2f, elementwise %.2f, tp %.2f, ep %.2f, pp %.2f, "
+                  "overhead %.2f; prefill of one request %.1f ms\n",
                   d.total_s() * 1e3, d.weights_s * 1e3, d.compute_s * 1e3,
-                  d.kv_cache_s * 1e3, d.tp_comm_s * 1e3, d.ep_comm_s * 1e3,
-                  d.pp_comm_s * 1e3, d.overhead_s * 1e3, e.prefill_s * 1e3);
+                  d.kv_cache_s * 1e3, d.elementwise_s * 1e3, d.tp_comm_s * 1e3,
+                  d.ep_comm_s * 1e3, d.pp_comm_s * 1e3, d.overhead_s * 1e3,
+                  e.prefill_s * 1e3);
     out << buf;
   }
   if (!r.rejected.empty()) {

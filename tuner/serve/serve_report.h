@@ -21,8 +21,8 @@ void PrintServeReport(std::ostream& out, const ServeProblem& problem,
 // "ttft_ms", "tpot_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
 // "output_tokens_per_s_per_user", "meets_targets", "memory_gib": {"weights",
 // "runtime", "kv_cache"}, "max_sequences_per_replica", "prefill_ms",
-// "decode_ms": {"weights", "compute", "kv_cache", "tp_comm", "ep_comm",
-// "pp_comm", "overhead"}}.
+// "decode_ms": {"weights", "compute", "kv_cache", "elementwise", "tp_comm",
+// "ep_comm", "pp_comm", "overhead"}}.
 nlohmann::json ServeReportJson(const ServeProblem& problem,
                                const ServeResult& result);
 
