@@ -330,6 +330,9 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
     ApplyAiconfiguratorProtocol(framework, notes, c);
   }
+  c->trtllm_bench_settings =
+      Contains(framework, "trtllm-bench") && !c->disaggregated &&
+      c->workload.concurrency == 0 && c->request_rate == 0;
   const Status valid =
       search_spaces::ValidateServingConfig(c->model, c->cluster.gpu, c->config);
   if (!valid.ok()) return valid.message();
@@ -421,6 +424,27 @@ struct LoadPoint {
   double output_tokens_per_s = 0;
 };
 
+// The replica's config under trtllm-bench's settings
+// (TrtllmBenchEngineSettings), each attention-DP rank scheduling its own
+// requests: max_batch_size per rank and micro-batch, max_num_tokens per
+// rank. Its KV requests are this model's capacity in place of
+// trtllm-bench's rougher one (the checkpoint's bytes, no activations),
+// which moves the caps only where they do not bind.
+ServingConfig TrtllmBenchConfig(const ServingCase& c,
+                                const costmodel::Calibration& cal) {
+  ServingConfig config = c.config;
+  config.max_batch = std::numeric_limits<int32_t>::max();
+  const costmodel::ServingEstimate capacity = costmodel::EstimateServing(
+      c.model, c.cluster, c.workload, config, c.config.gpus(), cal);
+  config.max_batch = c.config.max_batch;
+  if (capacity.max_sequences < 1) return config;  // refused later
+  const TrtllmBenchSettings s = TrtllmBenchEngineSettings(
+      capacity.max_sequences, c.workload.isl, c.workload.osl, c.config.pp);
+  config.max_batch = s.max_batch_size * c.config.pp * c.config.attention_dp;
+  config.max_num_tokens = s.max_num_tokens;
+  return config;
+}
+
 // Closed loop of `concurrency` clients over an aggregated deployment, or
 // offline (concurrency 0), from EstimateServing.
 std::optional<LoadPoint> Aggregated(const ServingCase& c,
@@ -432,7 +456,9 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
   // else the steady state (docs/serving.md §4).
   costmodel::ServingEstimate e;
   if (concurrency == 0) {
-    e = costmodel::EstimateServing(c.model, c.cluster, w, c.config, c.num_gpus,
+    const ServingConfig config =
+        c.trtllm_bench_settings ? TrtllmBenchConfig(c, cal) : c.config;
+    e = costmodel::EstimateServing(c.model, c.cluster, w, config, c.num_gpus,
                                    cal);
   } else if (c.benchmark_requests > 0) {
     e = costmodel::EstimateClosedLoopBenchmark(c.model, c.cluster, w, c.config,
@@ -509,6 +535,28 @@ std::optional<LoadPoint> Disaggregated(const ServingCase& c,
 }
 
 }  // namespace
+
+TrtllmBenchSettings TrtllmBenchEngineSettings(int64_t kv_requests, int64_t isl,
+                                              int64_t osl, int64_t pp) {
+  const double raw_batch = std::min(static_cast<double>(kv_requests), 4096.0) /
+                           static_cast<double>(std::max<int64_t>(1, pp));
+  const auto round_up = [](double v, double step) {
+    return static_cast<int64_t>(step * std::ceil(v / step));
+  };
+  TrtllmBenchSettings s;
+  s.max_batch_size = raw_batch < 256
+                         ? std::max<int64_t>(64, round_up(raw_batch, 32))
+                     : raw_batch < 1024 ? round_up(raw_batch, 128)
+                                        : round_up(raw_batch, 256);
+  const double raw_tokens = std::min(
+      raw_batch * (1.0 + static_cast<double>(isl) / static_cast<double>(osl)),
+      32768.0);
+  s.max_num_tokens = raw_tokens < 4096
+                         ? std::max<int64_t>(2048, round_up(raw_tokens, 256))
+                     : raw_tokens < 8192 ? round_up(raw_tokens, 512)
+                                         : round_up(raw_tokens, 1024);
+  return s;
+}
 
 ServingPrediction PredictServingCase(const ServingCase& c) {
   ServingPrediction out;

@@ -104,6 +104,10 @@ struct ServingCase {
   // rate", "QPS INF"); 0 = closed loop or offline.
   double request_rate = 0;
   int64_t benchmark_requests = 0;  // "N requests" in notes; 0 = not stated
+  // An offline `trtllm-bench throughput` run that left max_batch_size and
+  // max_num_tokens to trtllm-bench, which sizes them from the KV cache
+  // (TrtllmBenchEngineSettings).
+  bool trtllm_bench_settings = false;
 
   std::string skipped_reason;  // empty when the row is predicted
 };
@@ -111,6 +115,23 @@ struct ServingCase {
 // Maps every record; file-level problems (a missing column, a value cell
 // that is not a number) are errors, row-level ones skip the row.
 StatusOr<std::vector<ServingCase>> MapServingRows(const CsvTable& table);
+
+// The engine settings `trtllm-bench throughput` gives a run that sets
+// neither max_batch_size nor max_num_tokens, from the requests its KV cache
+// holds (TensorRT-LLM tensorrt_llm/bench/build/tuning.py, finetune_setting;
+// the same from the TRT-engine flow of v0.1x to the PyTorch flow of 1.x):
+//   raw batch   b = min(kv_requests, 4096) / pp
+//   max_batch   b rounded up to 32 (b < 256; at least 64), 128 (b < 1024),
+//               else 256: the batch of one pipeline micro-batch
+//   raw tokens  t = min(b · (1 + isl/osl), 32768)
+//   max_tokens  t rounded up to 256 (t < 4096; at least 2048), 512
+//               (t < 8192), else 1024
+struct TrtllmBenchSettings {
+  int64_t max_batch_size = 0;
+  int64_t max_num_tokens = 0;
+};
+TrtllmBenchSettings TrtllmBenchEngineSettings(int64_t kv_requests, int64_t isl,
+                                              int64_t osl, int64_t pp);
 
 struct ServingPrediction {
   double predicted = 0;        // in the metric's unit

@@ -54,6 +54,56 @@ TEST(ServingCases, OfflineTensorRtLlmRow) {
   EXPECT_DOUBLE_EQ(p.error_pct, (p.predicted - 5000) / 5000 * 100);
 }
 
+TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
+  // tuning.py's finetune_setting, by hand. 5706 requests fit, 128/128:
+  // min(5706, 4096) = 4096 rounds to itself (a multiple of 256), tokens
+  // 4096 · 2 = 8192.
+  TrtllmBenchSettings s = TrtllmBenchEngineSettings(5706, 128, 128, 1);
+  EXPECT_EQ(s.max_batch_size, 4096);
+  EXPECT_EQ(s.max_num_tokens, 8192);
+  // 730 at 1000/1000: 128 · ⌈730/128⌉ = 768; 1460 tokens, at least 2048.
+  s = TrtllmBenchEngineSettings(730, 1000, 1000, 1);
+  EXPECT_EQ(s.max_batch_size, 768);
+  EXPECT_EQ(s.max_num_tokens, 2048);
+  // 100 over 2 stages at 8192/1024: 50 a micro-batch, at least 64; 450
+  // tokens, at least 2048.
+  s = TrtllmBenchEngineSettings(100, 8192, 1024, 2);
+  EXPECT_EQ(s.max_batch_size, 64);
+  EXPECT_EQ(s.max_num_tokens, 2048);
+  // 3000 at 20000/2000: 256 · ⌈3000/256⌉ = 3072; 33 000 tokens cap at
+  // 32 768.
+  s = TrtllmBenchEngineSettings(3000, 20000, 2000, 1);
+  EXPECT_EQ(s.max_batch_size, 3072);
+  EXPECT_EQ(s.max_num_tokens, 32768);
+  // 600 at 500/2000: 128 · 5 = 640; 750 tokens → 2048. 2900 at 5000/500
+  // over 4 stages: 725 → 768; 7975 tokens → 512 · 16 = 8192.
+  s = TrtllmBenchEngineSettings(600, 500, 2000, 1);
+  EXPECT_EQ(s.max_batch_size, 640);
+  s = TrtllmBenchEngineSettings(2900, 5000, 500, 4);
+  EXPECT_EQ(s.max_batch_size, 768);
+  EXPECT_EQ(s.max_num_tokens, 8192);
+
+  // Offline trtllm-bench rows take these settings; its rows at a
+  // concurrency do not.
+  const auto cases =
+      Map("v1.0,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM 1.0 "
+          "(PyTorch backend; trtllm-bench throughput),128,128,,"
+          "output_tokens_per_s,28000,\"offline\"\n"
+          "blog,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM "
+          "(trtllm-bench throughput),128,128,64,output_tokens_per_s,9000,"
+          "\"max_batch_size 64\"\n"
+          "v0.17,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM 0.17,"
+          "128,128,,output_tokens_per_s,28000,\"offline\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_TRUE(cases[0].trtllm_bench_settings);
+  EXPECT_FALSE(cases[1].trtllm_bench_settings);
+  EXPECT_FALSE(cases[2].trtllm_bench_settings);
+  // Its batch of 4096 (the KV cache holds about 3800 256-token sequences
+  // of 8B) against the default cap of 2048: a larger step, more tokens/s.
+  EXPECT_GT(PredictServingCase(cases[0]).predicted,
+            PredictServingCase(cases[2]).predicted);
+}
+
 TEST(ServingCases, DepLayoutAndCheckpointNames) {
   const auto cases =
       Map("dev guide,x,DeepSeek-R1-0528,B200-180GB,8,1,1,8,8,FP4,TensorRT-LLM "
