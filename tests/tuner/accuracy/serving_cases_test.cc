@@ -55,33 +55,30 @@ TEST(ServingCases, OfflineTensorRtLlmRow) {
 }
 
 TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
-  // tuning.py's finetune_setting, by hand. 5706 requests fit, 128/128:
-  // min(5706, 4096) = 4096 rounds to itself (a multiple of 256), tokens
-  // 4096 · 2 = 8192.
-  TrtllmBenchSettings s = TrtllmBenchEngineSettings(5706, 128, 128, 1);
-  EXPECT_EQ(s.max_batch_size, 4096);
-  EXPECT_EQ(s.max_num_tokens, 8192);
-  // 730 at 1000/1000: 128 · ⌈730/128⌉ = 768; 1460 tokens, at least 2048.
-  s = TrtllmBenchEngineSettings(730, 1000, 1000, 1);
-  EXPECT_EQ(s.max_batch_size, 768);
-  EXPECT_EQ(s.max_num_tokens, 2048);
-  // 100 over 2 stages at 8192/1024: 50 a micro-batch, at least 64; 450
-  // tokens, at least 2048.
-  s = TrtllmBenchEngineSettings(100, 8192, 1024, 2);
-  EXPECT_EQ(s.max_batch_size, 64);
-  EXPECT_EQ(s.max_num_tokens, 2048);
-  // 3000 at 20000/2000: 256 · ⌈3000/256⌉ = 3072; 33 000 tokens cap at
-  // 32 768.
-  s = TrtllmBenchEngineSettings(3000, 20000, 2000, 1);
-  EXPECT_EQ(s.max_batch_size, 3072);
-  EXPECT_EQ(s.max_num_tokens, 32768);
-  // 600 at 500/2000: 128 · 5 = 640; 750 tokens → 2048. 2900 at 5000/500
-  // over 4 stages: 725 → 768; 7975 tokens → 512 · 16 = 8192.
-  s = TrtllmBenchEngineSettings(600, 500, 2000, 1);
-  EXPECT_EQ(s.max_batch_size, 640);
-  s = TrtllmBenchEngineSettings(2900, 5000, 500, 4);
-  EXPECT_EQ(s.max_batch_size, 768);
-  EXPECT_EQ(s.max_num_tokens, 8192);
+  // tuning.py's finetune_setting, by hand.
+  struct Case {
+    int64_t kv_requests, isl, osl, pp, max_batch_size, max_num_tokens;
+  };
+  const Case settings[] = {
+      // min(5706, 4096) = 4096, a multiple of 256; 4096 · 2 tokens.
+      {5706, 128, 128, 1, 4096, 8192},
+      // 128 · ⌈730/128⌉ = 768; 1460 tokens, at least 2048.
+      {730, 1000, 1000, 1, 768, 2048},
+      // 50 a micro-batch over 2 stages, at least 64; 450 tokens → 2048.
+      {100, 8192, 1024, 2, 64, 2048},
+      // 256 · ⌈3000/256⌉ = 3072; 33 000 tokens capped at 32 768.
+      {3000, 20000, 2000, 1, 3072, 32768},
+      // 128 · 5 = 640; 750 tokens → 2048.
+      {600, 500, 2000, 1, 640, 2048},
+      // 725 a micro-batch over 4 stages → 768; 7975 tokens → 512 · 16.
+      {2900, 5000, 500, 4, 768, 8192},
+  };
+  for (const Case& k : settings) {
+    const TrtllmBenchSettings s =
+        TrtllmBenchEngineSettings(k.kv_requests, k.isl, k.osl, k.pp);
+    EXPECT_EQ(s.max_batch_size, k.max_batch_size) << k.kv_requests;
+    EXPECT_EQ(s.max_num_tokens, k.max_num_tokens) << k.kv_requests;
+  }
 
   // Offline trtllm-bench rows take these settings; its rows at a
   // concurrency do not.
