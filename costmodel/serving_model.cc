@@ -506,16 +506,13 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   return d;
 }
 
-ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
-                                const ServingWorkload& w,
-                                const ServingConfig& c, int64_t num_gpus,
-                                const Calibration& cal, const ModelOptions& o) {
+ServingEstimate EstimateServingMemory(const ModelSpec& m,
+                                      const ClusterSpec& cluster,
+                                      const ServingWorkload& w,
+                                      const ServingConfig& c) {
   ServingEstimate est;
-  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
   const double wb = search_spaces::WeightBytesPerElement(c.weights);
   const double h = static_cast<double>(m.hidden_size);
-
-  // ---- Memory of the most loaded stage.
   double weights = 0;
   double widest_local = 0;  // the widest local GEMM output, for runtime
   for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
@@ -563,8 +560,17 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   if (est.max_sequences < 1) {
     est.infeasible_reason =
         "out_of_memory: no room for one sequence's KV cache";
-    return est;
   }
+  return est;
+}
+
+ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
+                                const ServingWorkload& w,
+                                const ServingConfig& c, int64_t num_gpus,
+                                const Calibration& cal, const ModelOptions& o) {
+  ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
+  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
+  if (!est.infeasible_reason.empty()) return est;
 
   // ---- The batch.
   int64_t batch = std::min(est.max_sequences, MaxBatch(c));

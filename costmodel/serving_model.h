@@ -165,6 +165,16 @@ struct ServingEstimate {
 // A decode step reads only these experts' weights.
 double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens);
 
+// The memory part of EstimateServing below, per GPU of the most loaded
+// stage: weight_bytes, runtime_bytes, kv_cache_bytes, kv_bytes_per_sequence
+// and max_sequences, with infeasible_reason set when the weights or one
+// sequence do not fit; no batch, times or replicas.
+ServingEstimate EstimateServingMemory(
+    const search_spaces::ModelSpec& model,
+    const search_spaces::ClusterSpec& cluster,
+    const search_spaces::ServingWorkload& workload,
+    const search_spaces::ServingConfig& config);
+
 // Estimates `config` serving `workload` on `num_gpus` GPUs of `cluster`
 // (num_gpus / config.gpus() replicas; the caller checks divisibility and
 // validity: ValidateServingConfig, ValidateServingWorkload).

@@ -430,13 +430,10 @@ struct LoadPoint {
 // rank. Its KV requests are this model's capacity in place of
 // trtllm-bench's rougher one (the checkpoint's bytes, no activations),
 // which moves the caps only where they do not bind.
-ServingConfig TrtllmBenchConfig(const ServingCase& c,
-                                const costmodel::Calibration& cal) {
+ServingConfig TrtllmBenchConfig(const ServingCase& c) {
   ServingConfig config = c.config;
-  config.max_batch = std::numeric_limits<int32_t>::max();
-  const costmodel::ServingEstimate capacity = costmodel::EstimateServing(
-      c.model, c.cluster, c.workload, config, c.config.gpus(), cal);
-  config.max_batch = c.config.max_batch;
+  const costmodel::ServingEstimate capacity = costmodel::EstimateServingMemory(
+      c.model, c.cluster, c.workload, c.config);
   if (capacity.max_sequences < 1) return config;  // refused later
   const TrtllmBenchSettings s = TrtllmBenchEngineSettings(
       capacity.max_sequences, c.workload.isl, c.workload.osl, c.config.pp);
@@ -457,7 +454,7 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
   costmodel::ServingEstimate e;
   if (concurrency == 0) {
     const ServingConfig config =
-        c.trtllm_bench_settings ? TrtllmBenchConfig(c, cal) : c.config;
+        c.trtllm_bench_settings ? TrtllmBenchConfig(c) : c.config;
     e = costmodel::EstimateServing(c.model, c.cluster, w, config, c.num_gpus,
                                    cal);
   } else if (c.benchmark_requests > 0) {

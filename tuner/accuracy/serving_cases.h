@@ -42,7 +42,9 @@
 //              rate N QPS" in notes -> an open-loop rate;
 //              "infinite request rate" or "QPS INF" -> all of the notes'
 //              "N requests" (else 500) sent at once, queued at the offline
-//              rate; otherwise offline maximum throughput
+//              rate; otherwise offline maximum throughput (a
+//              `trtllm-bench` run's at the engine sizes it derives,
+//              TrtllmBenchEngineSettings)
 //   metrics    output_tokens_per_s (the deployment),
 //              output_tokens_per_s_per_gpu, requests_per_s (throughput);
 //              ttft_ms, tpot_ms, itl_ms (latency; ITL is TPOT)
