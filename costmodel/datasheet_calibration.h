@@ -91,7 +91,10 @@ class DatasheetCalibration : public Calibration {
   double CollectiveTime_s(Collective op, double bytes, const CommGroup& group,
                           const ModelOptions& options) const override;
 
-  // Fraction of the precision's peak a GEMM of this shape reaches.
+  // Fraction of the precision's peak a GEMM of this shape reaches: the
+  // GPU's ceiling for the precision (GpuSpec::GemmMaxEfficiency; NVFP4
+  // under training's kernel efficiency takes FP8's) times the size and
+  // shape fall-offs.
   double GemmEfficiency(int64_t m, int64_t n, int64_t k,
                         search_spaces::Precision precision,
                         const ModelOptions& options = ModelOptions()) const;
@@ -172,10 +175,12 @@ class DatasheetCalibration : public Calibration {
   static double TrainingGroupedGemmEfficiency(
       const search_spaces::GpuSpec& gpu);
   // NVFP4 GEMMs inside training reach this fraction of the FP4 peak times
-  // the FP8 ceiling (no NVFP4 MAMF is published): the 16x1 block scales,
-  // the random Hadamard transform of wgrad inputs and the 2D weight
-  // scaling cost tensor-core time FP8 does not pay. Fitted with the
-  // generation constants on the NVFP4 LLaMA-3 70B rows (GB200, GB300).
+  // the FP8 ceiling: the 16x1 block scales, the random Hadamard transform
+  // of wgrad inputs and the 2D weight scaling cost tensor-core time FP8
+  // does not pay. Fitted with the generation constants on the NVFP4
+  // LLaMA-3 70B rows (GB200, GB300), before a measured NVFP4 ceiling
+  // existed; the forward-only serving GEMMs use that measured ceiling
+  // (GpuSpec::gemm_max_efficiency_fp4) instead.
   static constexpr double kNvfp4RelativeEfficiency = 0.74;
   // Mamba-2's chunked scan (mamba_ssm's Triton SSD kernels, which Megatron
   // calls) reaches this fraction of the GPU's FP32 CUDA-core peak, counted
@@ -217,7 +222,8 @@ class DatasheetCalibration : public Calibration {
   double peak_fp32_flops_ = 0;  // CUDA cores; 0 = not stated
   double ceiling_bf16_ = 0;
   double ceiling_fp8_ = 0;
-  double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s (× hbm_efficiency)
+  double ceiling_fp4_ = 0;  // GpuSpec::GemmMaxEfficiency(kNvfp4)
+  double hbm_Bps_ = 0;      // streaming bandwidth, bytes/s (× hbm_efficiency)
   LinkTier nvlink_;
   double nvls_allreduce_Bps_ = 0;
   LinkTier network_;

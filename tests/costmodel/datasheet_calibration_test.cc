@@ -154,6 +154,33 @@ TEST(Nvfp4, RunsAtTheFp4PeakTimesItsRelativeEfficiency) {
               3.0 * DatasheetCalibration::kNvfp4RelativeEfficiency, 1e-12);
 }
 
+TEST(Nvfp4, ServingGemmsReachTheMeasuredFp4Ceiling) {
+  // Without training's kernel efficiency (the serving model's options) an
+  // NVFP4 GEMM runs at its own ceiling, the best of NVIDIA's sweep on the
+  // GPU (clusters/b200.yaml: 4546.5 / 9000 = 0.505), not FP8's 0.763. By
+  // hand for 8192³ on a B200: 1.0995 TFLOP at 9000 TFLOP/s · 0.505 · size
+  // 1.0995 T/(1.0995 T + 57.69 G) 0.95015 · shape (8192/8240)³ 0.98263 =
+  // 259.1 µs.
+  ModelOptions serving;
+  serving.Disable(Refinement::kTrainingKernelEfficiency);
+  const DatasheetCalibration b200(Preset("b200"));
+  EXPECT_NEAR(
+      b200.GemmTime_s(8192, 8192, 8192, Precision::kNvfp4, serving) * 1e6,
+      259.1, 0.1);
+  // Training keeps FP8's ceiling under its fitted relative efficiency.
+  const double fp4_eff =
+      b200.GemmEfficiency(8192, 8192, 8192, Precision::kNvfp4, serving);
+  const double training_eff =
+      b200.GemmEfficiency(8192, 8192, 8192, Precision::kNvfp4, {});
+  EXPECT_NEAR(training_eff / fp4_eff, 0.763 / 0.505, 1e-9);
+  // A GPU that states no NVFP4 ceiling falls back to FP8's (H100 has no
+  // FP4 rate either: NVFP4 runs at the FP8 peak there).
+  const DatasheetCalibration h100(Preset("h100"));
+  EXPECT_NEAR(h100.GemmEfficiency(8192, 8192, 8192, Precision::kNvfp4, serving),
+              h100.GemmEfficiency(8192, 8192, 8192, Precision::kFp8, serving),
+              1e-12);
+}
+
 TEST(GemmSize, TheRampIsAFixedTimeNotAFixedFlopCount) {
   // F0 = 6.41 µs (2 GFLOP / 312 TFLOP/s) of the GEMM precision's peak: a
   // GEMM of F0 FLOPs runs at half the efficiency of a large one (shape

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -462,6 +463,26 @@ TEST(ClusterPresetsTest, HandComputedNumbers) {
   EXPECT_EQ(gb200.gpus_per_node, 4);
   EXPECT_EQ(gb200.nvlink_domain_gpus, 72);
   EXPECT_EQ(gb200.gpu.PeakTflops(Precision::kFp8), 5000);
+}
+
+TEST(ClusterPresetsTest, BlackwellNvfp4CeilingsAreTheBestMeasuredGemms) {
+  // The best NVFP4 GEMM of NVIDIA's TensorRT-LLM sweep on each GPU (TFLOP/s,
+  // the clusters/*.yaml comments), over the dense FP4 peak: about half the
+  // peak, where the FP8 ceilings are 0.72-0.76.
+  const std::vector<std::tuple<const char*, double, double>> best = {
+      {"b200", 4546.5, 9000},
+      {"gb200", 5202, 10000},
+      {"b300", 5988, 13500},
+      {"gb300", 6463, 15000}};
+  for (const auto& [name, tflops, peak] : best) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = ResolveCluster(name).value();
+    EXPECT_EQ(c.gpu.PeakTflops(Precision::kNvfp4), peak);
+    EXPECT_NEAR(c.gpu.GemmMaxEfficiency(Precision::kNvfp4) * peak, tflops,
+                0.005 * tflops);
+    EXPECT_LT(c.gpu.GemmMaxEfficiency(Precision::kNvfp4),
+              c.gpu.GemmMaxEfficiency(Precision::kFp8));
+  }
 }
 
 TEST(ClusterPresetsTest, AliasesAndSuggestions) {
