@@ -302,31 +302,39 @@ double ServingCollective_s(const Calibration& cal, const ClusterSpec& cluster,
 
 // Collectives of one layer over `tokens_per_rank` tokens of each attention
 // rank: two tp all-reduces (after the mixer and after the MLP) and, for an
-// MoE layer spread over several GPUs, the dispatch and combine all-to-alls
-// of the k routed copies.
+// MoE layer spread over several attention-DP ranks, its exchange
+// (MoeExchangeOf).
 void LayerComm(const ModelSpec& m, const ServingConfig& c,
                const ClusterSpec& cluster, const LayerShare& s,
                double tokens_per_rank, const Calibration& cal,
                const ModelOptions& o, double* tp_s, double* ep_s) {
-  const double act = tokens_per_rank * m.hidden_size * kActivationBytes;
+  const double h = static_cast<double>(m.hidden_size);
+  const double act = tokens_per_rank * h * kActivationBytes;
   const CommGroup tp_group = AxisGroup(1, c.tp, Domain(cluster));
   const double blocks = (s.attention || s.mla || s.mamba ? 1.0 : 0.0) + 1.0;
   *tp_s += blocks * ServingCollective_s(cal, cluster, Collective::kAllReduce,
                                         act, tp_group, o);
   const int64_t moe_group = c.tp * c.attention_dp;
-  if (s.moe && moe_group > 1 && c.attention_dp > 1) {
-    // Attention DP: each rank's tokens travel to the experts and back. A
-    // rank sends each of its tokens' k routed copies once (DeepEP's
-    // dispatch and combine, github.com/deepseek-ai/DeepEP; SGLang's and
-    // TensorRT-LLM's wide-EP all-to-alls), so its buffer is tokens · k · h
-    // in nccl-tests' all-to-all convention (the rank's whole send buffer),
-    // as the training model prices its dispatch (cost_model.cc), not that
-    // times the group size.
-    const CommGroup group = AxisGroup(1, moe_group, Domain(cluster));
+  if (!s.moe || moe_group <= 1 || c.attention_dp <= 1) return;
+  const CommGroup group = AxisGroup(1, moe_group, Domain(cluster));
+  if (MoeExchangeOf(m, c, cluster) == MoeExchange::kAllToAll) {
+    // A rank sends each of its tokens' k routed copies once, so its buffer
+    // is tokens · k · h in nccl-tests' all-to-all convention (the rank's
+    // whole send buffer), as the training model prices its dispatch
+    // (cost_model.cc), not that times the group size.
     const double routed = act * static_cast<double>(m.moe_router_topk);
     *ep_s += 2.0 * ServingCollective_s(cal, cluster, Collective::kAllToAll,
                                        routed, group, o);
+    return;
   }
+  // All ranks' tokens, gathered at their precision, then the 16-bit
+  // outputs reduce-scattered back.
+  const double all_tokens = static_cast<double>(moe_group) * tokens_per_rank;
+  *ep_s += ServingCollective_s(cal, cluster, Collective::kAllGather,
+                               all_tokens * h * GatheredActivationBytes(c),
+                               group, o) +
+           ServingCollective_s(cal, cluster, Collective::kReduceScatter,
+                               all_tokens * h * kActivationBytes, group, o);
 }
 
 // Sequences a replica runs at most: max_batch, or kDefaultMaxBatch per
@@ -373,6 +381,33 @@ KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine) {
   return engine == search_spaces::ServingEngine::kTensorRtLlm
              ? KvAdmission::kReserveWholeRequest
              : KvAdmission::kPreemptNewest;
+}
+
+MoeExchange MoeExchangeOf(const ModelSpec& m, const ServingConfig& c,
+                          const ClusterSpec& cluster) {
+  const int64_t group = c.tp * c.attention_dp;
+  if (group > Domain(cluster)) return MoeExchange::kAllToAll;
+  const bool multi_node_nvlink =
+      cluster.nvlink_domain_gpus > cluster.gpus_per_node;
+  if (c.engine == search_spaces::ServingEngine::kTensorRtLlm &&
+      multi_node_nvlink && c.ep > m.moe_router_topk) {
+    return MoeExchange::kAllToAll;
+  }
+  return MoeExchange::kAllGather;
+}
+
+double GatheredActivationBytes(const ServingConfig& c) {
+  if (c.engine != search_spaces::ServingEngine::kTensorRtLlm) {
+    return kActivationBytes;
+  }
+  switch (c.weights) {
+    case Precision::kNvfp4:
+    case Precision::kFp8:
+    case Precision::kFp8Tensorwise:
+      return search_spaces::WeightBytesPerElement(c.weights);
+    default:
+      return kActivationBytes;
+  }
 }
 
 double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens) {

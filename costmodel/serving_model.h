@@ -29,8 +29,9 @@
 //                        the MLP's activation, MoE permutes; ElementwiseBytes
 //                        in serving_model.cc), the tp all-reduces of T·h
 //                        16-bit activations (two per GPT layer), with
-//                        attention DP the MoE dispatch and combine
-//                        all-to-alls;
+//                        attention DP the MoE exchange (MoeExchangeOf: an
+//                        all-gather and a reduce-scatter, or the dispatch
+//                        and combine all-to-alls);
 //   decode step, batch B Σ layers: the same GEMMs with m = B (attention and
 //                        dense MLP m = B / attention_dp per rank; routed
 //                        experts get B·k/E tokens each, and only the local
@@ -97,6 +98,31 @@ double StepOverhead_s(search_spaces::ServingEngine engine);
 // capacity scheduler (GUARANTEED_NO_EVICT) reserves each request's whole
 // length, vLLM and SGLang preempt the newest request (closed_loop.h).
 KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine);
+// How an attention-DP replica's tokens reach the experts of an MoE layer
+// and come back.
+//   kAllGather  every rank gathers all ranks' tokens (S = g·T·h bytes at the
+//               gathered precision, nccl-tests' all-gather convention),
+//               runs its local experts on them and reduce-scatters the 16-bit
+//               outputs: the default of TensorRT-LLM's fused MoE with
+//               attention DP ("[fp4_allgather] + FusedMoe + reducescatter",
+//               tensorrt_llm/_torch/modules/fused_moe/fused_moe_cutlass.py),
+//               of vLLM's allgather_reducescatter all2all backend and of
+//               SGLang's DP attention without DeepEP;
+//   kAllToAll   each rank sends its tokens' k routed copies (DeepEP, the
+//               engines' wide-EP all-to-alls), as MoeExchangeOf says.
+enum class MoeExchange { kAllGather, kAllToAll };
+// kAllToAll where the engines switch to it: an MoE group larger than one
+// NVLink domain (multi-node EP runs DeepEP or wide EP), or TensorRT-LLM
+// with ep > top-k on a multi-node NVLink domain (GB200/GB300 NVL72: its
+// MNNVL all-to-all, enabled exactly then); kAllGather otherwise.
+MoeExchange MoeExchangeOf(const search_spaces::ModelSpec& m,
+                          const search_spaces::ServingConfig& c,
+                          const search_spaces::ClusterSpec& cluster);
+// Bytes per element of the activations gathered by kAllGather: TensorRT-LLM
+// quantizes before its all-gather (NVFP4 0.5 + 1/16 of scales, per-tensor
+// FP8 1); DeepSeek's block-scaled FP8, BF16 and the other engines gather
+// 16-bit activations.
+double GatheredActivationBytes(const search_spaces::ServingConfig& c);
 // The largest all-reduce the serving engines run with their own one- and
 // two-shot kernels; larger ones go to NCCL (vLLM's and SGLang's
 // CustomAllreduce max_size, 8 MiB: vllm/distributed/device_communicators/

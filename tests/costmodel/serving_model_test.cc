@@ -157,13 +157,15 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
   EXPECT_NEAR(d.compute_s, 32 * (experts + dense) + head, 1e-6 * d.compute_s);
 }
 
-TEST(DecodeStep, AttentionDpDispatchSendsEachTokensCopiesOnce) {
+TEST(DecodeStep, AttentionDpGathersTheTokensAndReduceScattersTheOutputs) {
   // Mixtral 8x7B (h 4096, top-2, 32 MoE layers) at tp 1, attention DP 8,
-  // ep 8 on one H100 node, 64 sequences: 8 tokens per rank. Each rank's
-  // dispatch buffer is its tokens' k copies, 8 · 2 · 4096 · 2 B = 131 072 B
-  // (not that times the 8 ranks), priced as the bandwidth of one all-to-all
-  // over 8 NVLink ranks plus two 3.4 us hops; a dispatch and a combine per
-  // layer.
+  // ep 8 on one H100 node, 64 sequences: 8 tokens per rank. Inside one
+  // NVLink domain the engines all-gather every rank's tokens and
+  // reduce-scatter the 16-bit outputs (MoeExchangeOf): S = 8 ranks · 8
+  // tokens · 4096 · 2 B = 524 288 B each for vLLM, which gathers 16-bit
+  // activations; TensorRT-LLM gathers its per-tensor FP8 (1 B), 262 144 B.
+  // Each is the bandwidth of the collective over 8 NVLink ranks plus two
+  // 3.4 us hops.
   const ModelSpec m = Preset("mixtral-8x7b");
   const ClusterSpec h100 = Cluster("h100");
   const DatasheetCalibration cal(h100);
@@ -171,15 +173,75 @@ TEST(DecodeStep, AttentionDpDispatchSendsEachTokensCopiesOnce) {
   c.attention_dp = 8;
   c.ep = 8;
   c.weights = Precision::kFp8;
-  const DecodeBreakdown d = DecodeStep(m, h100, c, 64, 1024, cal);
+  ModelOptions bandwidth;
+  bandwidth.Disable(Refinement::kCollectiveRamp);
+  bandwidth.Disable(Refinement::kTrainingKernelEfficiency);
+  auto collective = [&](Collective op, double bytes) {
+    return cal.CollectiveTime_s(op, bytes, CommGroup{8, 1, 8}, bandwidth) +
+           2 * 3.4e-6;
+  };
+  const double gathered = 8.0 * 8 * 4096;
+  EXPECT_EQ(MoeExchangeOf(m, c, h100), MoeExchange::kAllGather);
+  EXPECT_NEAR(DecodeStep(m, h100, c, 64, 1024, cal).ep_comm_s,
+              32 * (collective(Collective::kAllGather, gathered * 2) +
+                    collective(Collective::kReduceScatter, gathered * 2)),
+              1e-12);
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  EXPECT_NEAR(DecodeStep(m, h100, c, 64, 1024, cal).ep_comm_s,
+              32 * (collective(Collective::kAllGather, gathered * 1) +
+                    collective(Collective::kReduceScatter, gathered * 2)),
+              1e-12);
+}
+
+TEST(DecodeStep, MultiNodeEpSendsEachTokensCopiesOnce) {
+  // The same at attention DP 16 and ep 16 over two H100 nodes: the MoE
+  // group leaves the NVLink domain, where the engines run DeepEP or their
+  // wide-EP all-to-alls. Each rank's dispatch buffer is its tokens' k
+  // copies, 8 · 2 · 4096 · 2 B = 131 072 B (not that times the 16 ranks),
+  // priced as one all-to-all over the 16 ranks plus two 14 us network
+  // hops; a dispatch and a combine per layer.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.attention_dp = 16;
+  c.ep = 16;
+  c.weights = Precision::kFp8;
+  EXPECT_EQ(MoeExchangeOf(m, c, h100), MoeExchange::kAllToAll);
+  const DecodeBreakdown d = DecodeStep(m, h100, c, 128, 1024, cal);
   ModelOptions bandwidth;
   bandwidth.Disable(Refinement::kCollectiveRamp);
   bandwidth.Disable(Refinement::kTrainingKernelEfficiency);
   const double a2a =
       cal.CollectiveTime_s(Collective::kAllToAll, 8.0 * 2 * 4096 * 2,
-                           CommGroup{8, 1, 8}, bandwidth) +
-      2 * 3.4e-6;
+                           CommGroup{16, 2, 8}, bandwidth) +
+      2 * 14e-6;
   EXPECT_NEAR(d.ep_comm_s, 32 * 2 * a2a, 1e-12);
+}
+
+TEST(MoeExchangeOf, TensorRtLlmUsesItsMnnvlAllToAllBeyondTopK) {
+  // DeepSeek-V3 (top-8) on GB200 NVL72, whose NVLink domain spans nodes:
+  // TensorRT-LLM switches to its MNNVL all-to-all when ep exceeds top-k,
+  // vLLM keeps its all-gather; on an 8-GPU B200 node TensorRT-LLM gathers.
+  const ModelSpec m = Preset("deepseek-v3");
+  ServingConfig c;
+  c.attention_dp = 16;
+  c.ep = 16;
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  EXPECT_EQ(MoeExchangeOf(m, c, Cluster("gb200")), MoeExchange::kAllToAll);
+  c.attention_dp = 8;
+  c.ep = 8;
+  EXPECT_EQ(MoeExchangeOf(m, c, Cluster("gb200")), MoeExchange::kAllGather);
+  EXPECT_EQ(MoeExchangeOf(m, c, Cluster("b200")), MoeExchange::kAllGather);
+  c.attention_dp = 16;
+  c.ep = 16;
+  c.engine = search_spaces::ServingEngine::kVllm;
+  EXPECT_EQ(MoeExchangeOf(m, c, Cluster("gb200")), MoeExchange::kAllGather);
+  // NVFP4 gathers at 0.5 + 1/16 bytes in TensorRT-LLM, 16-bit in vLLM.
+  c.weights = Precision::kNvfp4;
+  EXPECT_EQ(GatheredActivationBytes(c), 2.0);
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  EXPECT_EQ(GatheredActivationBytes(c), 0.5625);
 }
 
 TEST(DecodeStep, AllReducesAboveTheCustomKernelsLimitGoToNccl) {
