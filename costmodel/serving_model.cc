@@ -170,9 +170,13 @@ double StreamScale(const ClusterSpec& cluster) {
 struct ServingDevice {
   int64_t min_rows = 1;       // MinGemmRows
   double stream_scale = 1.0;  // StreamScale
+  // 1 / GpuSpec::nvfp4_stream_relative: NVFP4 weights stream this much
+  // more slowly than 16-bit ones.
+  double nvfp4_stream_scale = 1.0;
 };
 ServingDevice DeviceOf(const ClusterSpec& cluster) {
-  return {MinGemmRows(cluster), StreamScale(cluster)};
+  return {MinGemmRows(cluster), StreamScale(cluster),
+          1.0 / cluster.gpu.nvfp4_stream_relative};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -194,7 +198,8 @@ void Linear(const Calibration& cal, const ModelOptions& o,
   const int64_t tall = std::max(rows, kCurveRows);
   const double gemm = cal.GemmTime_s(tall, n, kk, p, o) *
                       static_cast<double>(rows) / static_cast<double>(tall);
-  const double stream = cal.MemoryTime_s(params * wb, o) * dev.stream_scale;
+  const double stream = cal.MemoryTime_s(params * wb, o) * dev.stream_scale *
+                        (p == Precision::kNvfp4 ? dev.nvfp4_stream_scale : 1.0);
   if (stream >= gemm) {
     *weights_s += stream;
   } else {

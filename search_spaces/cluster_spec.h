@@ -81,6 +81,11 @@ struct GpuSpec {
   // batch of 1 costs what 16 cost. A CPU's SIMD FMAs vectorise along the
   // weights' rows instead (the `local` preset: 1).
   double decode_gemm_min_rows = 16;
+  // Fraction of the BF16 weight-streaming rate that NVFP4 decode GEMMs reach
+  // (the serving cost model): their small-batch kernels stream 4-bit
+  // weights and block scales more slowly than BF16's stream 16-bit ones.
+  // 1 = as fast (GPUs without FP4, where NVFP4 is not served).
+  double nvfp4_stream_relative = 1.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

@@ -52,6 +52,7 @@ const std::vector<std::string>& GpuKeys() {
       "hbm_efficiency",
       "gemm_tile_half_dim",
       "decode_gemm_min_rows",
+      "nvfp4_stream_relative",
   };
   return kKeys;
 }
@@ -106,6 +107,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("gemm_tile_half_dim", false, &g.gemm_tile_half_dim));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("decode_gemm_min_rows", false, &g.decode_gemm_min_rows));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("nvfp4_stream_relative", false, &g.nvfp4_stream_relative));
   return g;
 }
 

@@ -90,6 +90,30 @@ TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
   EXPECT_GT(big.kv_cache_s, 4000 * d.kv_cache_s);
 }
 
+TEST(DecodeStep, Nvfp4WeightsStreamAtTheGpusNvfp4Rate) {
+  // LLaMA-3 8B in NVFP4 on one B200: the same 32 · 218 103 808 linear
+  // weights at 0.5 + 1/16 B stream at nvfp4_stream_relative 0.62 of the
+  // 16-bit rate (clusters/b200.yaml); the 16-bit output layer and norms
+  // and the kernels' fixed 3 us do not change. With the relative rate set
+  // to 1 the step loses exactly (1/0.62 − 1) of the NVFP4 bytes' time.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec b200 = Cluster("b200");
+  EXPECT_EQ(b200.gpu.nvfp4_stream_relative, 0.62);
+  ClusterSpec plain = b200;
+  plain.gpu.nvfp4_stream_relative = 1.0;
+  const DatasheetCalibration cal(b200);
+  ServingConfig c;
+  c.weights = Precision::kNvfp4;
+  const double nvfp4 = StreamTime_s(b200, 32 * 218103808.0 * 0.5625);
+  EXPECT_NEAR(DecodeStep(m, b200, c, 1, 1024, cal).weights_s -
+                  DecodeStep(m, plain, c, 1, 1024, cal).weights_s,
+              nvfp4 * (1 / 0.62 - 1), 1e-9);
+  // 16-bit weights keep the 16-bit rate.
+  c.weights = Precision::kBf16;
+  EXPECT_DOUBLE_EQ(DecodeStep(m, b200, c, 1, 1024, cal).weights_s,
+                   DecodeStep(m, plain, c, 1, 1024, cal).weights_s);
+}
+
 TEST(DecodeStep, SmallBatchesCostTheDevicesNarrowestGemm) {
   // An H100 whose HBM is 1000x faster: every decode GEMM compute-bound.
   // With the tensor cores' 16 rows, batches 1 to 16 cost one 16-row GEMM

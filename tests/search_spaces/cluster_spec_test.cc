@@ -283,6 +283,11 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   c.gpu.hbm_efficiency = 0;
   EXPECT_EQ(c.Validate().message(),
             "gpu.hbm_efficiency: expected a fraction in (0, 1], got '0'");
+  c = *parsed;
+  c.gpu.nvfp4_stream_relative = 1.6;
+  EXPECT_EQ(
+      c.Validate().message(),
+      "gpu.nvfp4_stream_relative: expected a fraction in (0, 1], got '1.6'");
 }
 
 }  // namespace
