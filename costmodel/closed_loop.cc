@@ -1,6 +1,7 @@
 #include "costmodel/closed_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 namespace meshtune::costmodel {
@@ -35,12 +36,14 @@ class Loop {
  public:
   Loop(const ClosedLoopBenchmark& b, const PassTimes& times)
       : b_(b), times_(times) {
+    if (b_.open_loop) return;  // Arrive() issues them
     for (int64_t i = 0; i < b_.clients; ++i) waiting_.push_back({0.0, i});
     issued_ = b_.clients;
   }
 
   ClosedLoopResult Run() {
     while (completed_ < b_.requests) {
+      if (b_.open_loop) Arrive();
       if (b_.kv_policy == KvAdmission::kPreemptNewest) PreemptToFit();
       Admit();
       if (prefilling_.empty()) {
@@ -63,6 +66,22 @@ class Loop {
   }
 
  private:
+  double ArrivalOf(int64_t index) const {
+    return static_cast<double>(index) * b_.arrival_interval_s;
+  }
+
+  // Open loop: queues the requests that arrived by now; an idle engine
+  // waits for the next one.
+  void Arrive() {
+    if (Running() == 0 && waiting_.empty() && issued_ < b_.requests) {
+      now_s_ = std::max(now_s_, ArrivalOf(issued_));
+    }
+    while (issued_ < b_.requests && ArrivalOf(issued_) <= now_s_) {
+      waiting_.push_back({ArrivalOf(issued_), issued_});
+      ++issued_;
+    }
+  }
+
   int64_t Running() const {
     return static_cast<int64_t>(prefilling_.size() + decoding_.size());
   }
@@ -135,7 +154,7 @@ class Loop {
       tpot_sum_s_ +=
           (now_s_ - r.first_token_s) / static_cast<double>(b_.osl - 1);
     }
-    if (issued_ < b_.requests) {
+    if (!b_.open_loop && issued_ < b_.requests) {
       waiting_.push_back({now_s_, issued_});
       ++issued_;
     }
@@ -161,7 +180,15 @@ class Loop {
         batch > 1) {
       repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
     }
-    now_s_ += static_cast<double>(repeats) * times_.decode_s(batch);
+    const double pass_s = times_.decode_s(batch);
+    if (b_.open_loop && issued_ < b_.requests && pass_s > 0) {
+      // Up to the pass in which the next request arrives.
+      const double until = ArrivalOf(issued_) - now_s_;
+      const int64_t to_arrival =
+          std::max<int64_t>(1, static_cast<int64_t>(std::ceil(until / pass_s)));
+      repeats = std::min(repeats, to_arrival);
+    }
+    now_s_ += static_cast<double>(repeats) * pass_s;
     pass_ += repeats;
     passes_ += repeats;
     RetireDecodes();
@@ -240,7 +267,9 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
                                     const PassTimes& times) {
   ClosedLoopBenchmark b = bench;
   b.clients = std::max<int64_t>(1, b.clients);
-  b.requests = std::max(b.clients, b.requests);
+  b.requests = b.open_loop ? std::max<int64_t>(1, b.requests)
+                           : std::max(b.clients, b.requests);
+  b.arrival_interval_s = std::max(0.0, b.arrival_interval_s);
   b.warmup = std::clamp<int64_t>(b.warmup, 0, b.requests - 1);
   b.isl = std::max<int64_t>(1, b.isl);
   b.osl = std::max<int64_t>(1, b.osl);

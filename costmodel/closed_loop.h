@@ -3,7 +3,10 @@
 // tokens in flight on one replica until `requests` requests have finished,
 // as genai-perf, aiperf, vLLM's and SGLang's bench_serving run a
 // "--concurrency C" point. Every client sends its first request at t = 0
-// and its next one the moment the previous one's last token arrives.
+// and its next one the moment the previous one's last token arrives. The
+// same calendar runs an open loop too (ClosedLoopBenchmark::open_loop):
+// requests arriving at a fixed rate, or all at once, whatever the engine
+// does, as a request-rate benchmark sends them.
 //
 // Why simulate rather than use EstimateServing's steady state: a published
 // TTFT at a concurrency is the mean over the benchmark's requests, and the
@@ -78,6 +81,15 @@ struct ClosedLoopBenchmark {
   // benchmark's warm-up requests are; at most requests − 1.
   int64_t warmup = 0;
   KvAdmission kv_policy = KvAdmission::kPreemptNewest;
+  // Open loop instead (a request-rate benchmark: TensorRT-LLM's and
+  // vLLM's serving benchmarks at a QPS, or every request at once at an
+  // infinite rate): request i arrives at i · arrival_interval_s whatever
+  // the engine does, and no client waits for a completion (`clients` is
+  // ignored); a request that arrives during a pass is scheduled in the
+  // next, and an idle engine waits for the next arrival. Evenly spaced
+  // arrivals, as the calendar is deterministic.
+  bool open_loop = false;
+  double arrival_interval_s = 0;
 };
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
@@ -99,8 +111,8 @@ struct ClosedLoopResult {
 };
 
 // Runs the benchmark; sizes are clamped to at least 1 (requests to at
-// least clients). Deterministic, no randomness. Cost: one loop iteration
-// per pass that prefills, one per completion otherwise (decode-only
+// least clients in a closed loop). Deterministic, no randomness. Cost: one loop
+// iteration per pass that prefills, one per completion otherwise (decode-only
 // stretches are jumped over), so O(requests · (1 + isl / step_tokens));
 // under kPreemptNewest a full cache also ends a stretch, and each
 // preemption scans the running requests for the newest.

@@ -870,6 +870,36 @@ ServingEstimate EstimateClosedLoopBenchmark(
   return e;
 }
 
+ServingEstimate EstimateOpenLoopBenchmark(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, double rate, int64_t requests,
+    const Calibration& cal, const ModelOptions& o) {
+  ServingWorkload offline = w;
+  offline.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const int64_t n = std::max<int64_t>(1, requests);
+  ClosedLoopBenchmark b = ReplicaBenchmark(e, w, c, n, n, 0);
+  b.open_loop = true;
+  const double replicas = static_cast<double>(e.replicas);
+  b.arrival_interval_s =
+      rate > 0 && std::isfinite(rate) ? replicas / rate : 0.0;
+  // The most running at once, which sizes the pass-time memo.
+  b.clients = std::min(b.requests, b.max_running);
+  MemoisedPassTimes times(m, cluster, c, b, cal, o);
+  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
+  e.batch = b.clients;
+  e.decode = DecodeStep(m, cluster, c, b.clients, w.isl + w.osl / 2, cal, o);
+  e.step_s = r.mean_tpot_s;
+  e.ttft_s = r.mean_ttft_s;
+  e.tpot_s = r.mean_tpot_s;
+  e.output_tokens_per_s = r.output_tokens_per_s * replicas;
+  e.output_tokens_per_s_per_gpu =
+      e.output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
+  e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
+  return e;
+}
+
 ServingEstimate EstimateClosedLoopSteadyState(
     const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
     const ServingConfig& c, int64_t num_gpus, int64_t clients,

@@ -49,6 +49,57 @@ TEST(SimulateClosedLoop, BurstIsChunkedOverTheStepBudget) {
   EXPECT_EQ(r.passes, 6);
 }
 
+ClosedLoopBenchmark OpenLoop(int64_t requests, double interval_s, int64_t isl,
+                             int64_t osl, int64_t step_tokens) {
+  ClosedLoopBenchmark b;
+  b.requests = requests;
+  b.isl = isl;
+  b.osl = osl;
+  b.step_tokens = step_tokens;
+  b.max_running = 64;
+  b.open_loop = true;
+  b.arrival_interval_s = interval_s;
+  return b;
+}
+
+TEST(SimulateClosedLoop, OpenLoopAtAnInfiniteRateIsOneBurst) {
+  // The four requests of the burst above, sent at once by an open loop:
+  // the same passes, whatever the clients.
+  const ClosedLoopResult r =
+      SimulateClosedLoop(OpenLoop(4, 0.0, 100, 2, 100), Times(0.1, 0, 1.0, 0));
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 3.1 + 4.2 + 5.3) / 4, 1e-12);
+  EXPECT_NEAR(r.mean_tpot_s, (1.1 + 1.1 + 1.1 + 0.1) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 5.4, 1e-12);
+}
+
+TEST(SimulateClosedLoop, OpenLoopArrivalsWaitForThePassInFlight) {
+  // Requests every 1.5 s, 10-token prompts, 3 output tokens; a decode pass
+  // 1 s, a prompt 0.5 s, an empty pass 0.25 s.
+  //   pass 0: A's prompt (0.25 + 0.5)      -> t 0.75, A's first token
+  //   pass 1: A decodes; B arrives at 1.5  -> t 1.75
+  //   pass 2: A decodes, B's prompt        -> t 3.25, A done, B first (1.75)
+  //   pass 3: B decodes, C's (at 3.0)      -> t 4.75, C first (1.75)
+  //   pass 4: B and C decode               -> t 5.75, B done
+  //   pass 5: C decodes                    -> t 6.75, C done
+  const ClosedLoopResult r = SimulateClosedLoop(OpenLoop(3, 1.5, 10, 3, 100),
+                                                Times(0, 1.0, 0.5, 0.25));
+  EXPECT_NEAR(r.mean_ttft_s, (0.75 + 1.75 + 1.75) / 3, 1e-12);
+  EXPECT_NEAR(r.mean_tpot_s, (1.25 + 1.25 + 1.0) / 3, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 6.75, 1e-12);
+  EXPECT_NEAR(r.requests_per_s, 3 / 6.75, 1e-12);
+}
+
+TEST(SimulateClosedLoop, OpenLoopIdleEngineWaitsForTheNextArrival) {
+  // Requests 10 s apart: A is done at 2.75 s, the engine idles until B
+  // arrives and serves it alone as it served A.
+  const ClosedLoopResult r = SimulateClosedLoop(OpenLoop(2, 10.0, 10, 3, 100),
+                                                Times(0, 1.0, 0.5, 0.25));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 0.75);
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 12.75);
+  EXPECT_EQ(r.passes, 6);
+}
+
 TEST(SimulateClosedLoop, RequestsBeyondTheKvCacheWait) {
   // Two clients, 10-token prompts, 5 output tokens, 1 s per pass. A cache
   // of 15 tokens holds one request: B waits for A (5 s), prefills in pass

@@ -414,7 +414,7 @@ namespace {
 
 // Requests of an open-loop benchmark whose notes state no count (the
 // TensorRT-LLM online table's 500).
-constexpr double kDefaultBenchmarkRequests = 500;
+constexpr int64_t kDefaultBenchmarkRequests = 500;
 
 // Times of the load model (docs/serving.md §4), seconds and requests/s.
 struct LoadPoint {
@@ -477,29 +477,21 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
   return p;
 }
 
-// Open loop at `rate` requests/s: below the offline capacity,
-// costmodel::EstimateServingAtRate; above it the queue grows over the
-// benchmark's requests.
+// Open loop at `rate` requests/s: the benchmark's N requests (the row's
+// count, else kDefaultBenchmarkRequests) arriving evenly at that rate, or
+// all at once at an infinite one, simulated pass by pass
+// (costmodel::EstimateOpenLoopBenchmark). A steady state (what tune serve
+// --request-rate prices) describes neither a rate above the capacity,
+// where the backlog is worked off prompts first and then their decodes,
+// nor the makespan over which a finite benchmark divides its tokens.
 std::optional<LoadPoint> OpenLoop(const ServingCase& c,
                                   const costmodel::Calibration& cal,
                                   double rate, std::string* why) {
-  const auto offline = Aggregated(c, cal, 0, why);
-  if (!offline) return std::nullopt;
-  if (rate >= offline->requests_per_s) {
-    // Saturated: the benchmark's N requests arrive faster than they leave;
-    // the mean one waits for half the backlog N·(1/μ − 1/rate). At an
-    // infinite rate all N arrive at once and wait N/(2μ) on average: the
-    // engine admits them at its offline rate μ, B/osl per step, as each
-    // step's token budget allows, however many the KV cache could hold.
-    const double requests = c.benchmark_requests > 0
-                                ? static_cast<double>(c.benchmark_requests)
-                                : kDefaultBenchmarkRequests;
-    LoadPoint p = *offline;
-    p.ttft_s += 0.5 * requests * (1.0 / offline->requests_per_s - 1.0 / rate);
-    return p;
-  }
-  const costmodel::ServingEstimate e = costmodel::EstimateServingAtRate(
-      c.model, c.cluster, c.workload, c.config, c.num_gpus, rate, cal);
+  const int64_t requests = c.benchmark_requests > 0 ? c.benchmark_requests
+                                                    : kDefaultBenchmarkRequests;
+  const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
+      c.model, c.cluster, c.workload, c.config, c.num_gpus, rate, requests,
+      cal);
   if (!e.fits) {
     *why = e.infeasible_reason;
     return std::nullopt;
@@ -507,8 +499,8 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
   LoadPoint p;
   p.ttft_s = e.ttft_s;
   p.tpot_s = e.tpot_s;
-  p.requests_per_s = rate;
   p.output_tokens_per_s = e.output_tokens_per_s;
+  p.requests_per_s = e.output_tokens_per_s / c.workload.osl;
   return p;
 }
 

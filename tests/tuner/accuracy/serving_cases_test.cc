@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_model.h"
 #include "tuner/accuracy/serving_report.h"
 
@@ -180,32 +181,56 @@ TEST(ServingCases, RequestRateIsAnOpenLoop) {
           "0.14,467,256,,requests_per_s,30,\"request rate 1000 QPS\"\n");
   ASSERT_EQ(cases.size(), 2u);
   EXPECT_DOUBLE_EQ(cases[0].request_rate, 2.0);
-  // Below capacity every request is served: the rate itself.
-  EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, 2.0);
-  // Far above it the deployment serves its offline capacity.
+  // Below capacity every request is served, but the benchmark's 500
+  // requests take 499 / 2 s to arrive plus the last one's own latency
+  // (256 tokens, a few seconds): a little under the rate.
+  const double served = PredictServingCase(cases[0]).predicted;
+  EXPECT_LT(served, 2.0);
+  EXPECT_GT(served, 500 / (499 / 2.0 + 5.0));
+  // Far above it the deployment serves its capacity.
   const double saturated = PredictServingCase(cases[1]).predicted;
   EXPECT_LT(saturated, 1000.0);
   EXPECT_GT(saturated, 2.0);
 }
 
-TEST(ServingCases, InfiniteRateQueuesTheBenchmarksRequests) {
-  // 500 requests sent at once: the engine admits them at its offline rate
-  // mu, so the mean one waits 500 / (2 mu) on top of the offline TTFT.
+TEST(ServingCases, InfiniteRateSimulatesTheBenchmarksBurst) {
+  // 500 requests sent at once: the engine prefills them a step budget at a
+  // time while the first ones decode, then decodes them together
+  // (costmodel::EstimateOpenLoopBenchmark, simulated).
   const std::string row =
       "online,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
       "0.14,467,256,,";
   const auto cases =
       Map(row + "ttft_ms,9000,\"500 requests, infinite request rate\"\n" + row +
-          "requests_per_s,30,\"500 requests, infinite request rate\"\n" + row +
-          "ttft_ms,50,\"offline\"\n");
-  ASSERT_EQ(cases.size(), 3u);
+          "itl_ms,40,\"500 requests, infinite request rate\"\n" + row +
+          "ttft_ms,50,\"offline\"\n" + row + "tpot_ms,40,\"offline\"\n");
+  ASSERT_EQ(cases.size(), 4u);
   EXPECT_TRUE(std::isinf(cases[0].request_rate));
   EXPECT_EQ(cases[0].benchmark_requests, 500);
   EXPECT_DOUBLE_EQ(cases[2].request_rate, 0.0);
-  const double mu = PredictServingCase(cases[1]).predicted;
-  const double offline_ttft_ms = PredictServingCase(cases[2]).predicted;
-  EXPECT_NEAR(PredictServingCase(cases[0]).predicted,
-              offline_ttft_ms + 0.5 * 500 / mu * 1e3, 1e-6);
+  const ServingCase& c = cases[0];
+  const costmodel::DatasheetCalibration cal(c.cluster);
+  const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
+      c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
+      cal);
+  ASSERT_TRUE(e.fits);
+  EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, e.ttft_s * 1e3);
+  EXPECT_DOUBLE_EQ(PredictServingCase(cases[1]).predicted, e.tpot_s * 1e3);
+  // All 500 fit the KV cache and run together: the half of the prompts
+  // before the mean one (250 · 467 tokens) bound its wait from below. Its
+  // tokens come no faster than the whole burst's decode step, and faster
+  // than the offline steady state's, whose KV-bound batch is larger and
+  // mixes in new prompts all along.
+  const double half_prompts_s = costmodel::PrefillTime_s(
+      c.model, c.cluster, c.config, 250 * 467, 250, cal);
+  EXPECT_GT(e.ttft_s, half_prompts_s);
+  EXPECT_GT(PredictServingCase(cases[0]).predicted,
+            PredictServingCase(cases[2]).predicted);
+  const double burst_step_s =
+      costmodel::DecodeStep(c.model, c.cluster, c.config, 500, 467 + 128, cal)
+          .total_s();
+  EXPECT_GT(e.tpot_s, burst_step_s);
+  EXPECT_LT(e.tpot_s * 1e3, PredictServingCase(cases[3]).predicted);
 }
 
 TEST(ServingCases, BlankEpKeepsTheExpertsTensorParallel) {
