@@ -623,7 +623,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
     // max_num_tokens per attention-DP rank.
     const int64_t budget = static_cast<int64_t>(
         std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
-                   w.osl / static_cast<double>(w.isl + w.osl)));
+                   c.pp * w.osl / static_cast<double>(w.isl + w.osl)));
     batch = std::min(batch, std::max<int64_t>(1, budget));
   }
   if (w.concurrency > 0) {
@@ -757,7 +757,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.warmup = (warmup + replicas - 1) / replicas;
   b.isl = w.isl;
   b.osl = w.osl;
-  b.step_tokens = MaxNumTokens(c) * c.attention_dp;
+  b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
   // About one loop iteration per request and prompt chunk: beyond the
   // bound fewer requests are measured, never less than one wave.
   const double per_request =
@@ -818,8 +818,12 @@ class MemoisedPassTimes {
     const auto key = std::make_pair(tokens, sequences);
     const auto it = prefill_.find(key);
     if (it != prefill_.end()) return it->second;
+    // A pipeline's stages prefill other micro-batches' chunks while this
+    // one passes through them, as its decodes overlap: a pass pays 1/pp of
+    // the chunk's latency (the offline step's share, EstimateServing).
     const double s =
-        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
+        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_) /
+        static_cast<double>(c_.pp);
     prefill_.emplace(key, s);
     return s;
   }

@@ -59,7 +59,7 @@
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or
 //   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default) and by
-//   the step's token budget, B · (1 + isl/osl) ≤ adp · max_num_tokens
+//   the step's token budget, B · (1 + isl/osl) ≤ adp · pp · max_num_tokens
 //   (the config's, or kMaxNumTokens).
 // Units: seconds, bytes, tokens.
 #ifndef MESHTUNE_COSTMODEL_SERVING_MODEL_H_

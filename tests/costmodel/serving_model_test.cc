@@ -436,6 +436,10 @@ TEST(EstimateServing, OfflineBatchFitsTheStepsTokenBudget) {
   EXPECT_EQ(e.batch, 271);
   // A closed loop's concurrency is its batch.
   EXPECT_EQ(EstimateServing(m, h100, {467, 16, 400}, c, 1, cal).batch, 400);
+  // Over 2 pipeline stages each of the 2 micro-batches in flight has its
+  // own budget: B ≤ 2 · 8192 · 16 / 483 = 542.8, so 542.
+  c.pp = 2;
+  EXPECT_EQ(EstimateServing(m, h100, {467, 16, 0}, c, 2, cal).batch, 542);
 }
 
 TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {
@@ -460,6 +464,27 @@ TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {
   EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills / 4, 1e-12);
   // Its TTFT still waits for every stage of its own prefill.
   EXPECT_GT(e.ttft_s, e.prefill_s);
+}
+
+TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
+  // One request on LLaMA-3 70B fp8 over 4 pipeline stages: its prompt's
+  // pass pays a quarter of the prefill's latency (the other stages run
+  // other micro-batches meanwhile), as the offline step does.
+  const ModelSpec m = Preset("llama3-70b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.pp = 4;
+  c.weights = Precision::kFp8;
+  c.kv_cache = KvCacheDtype::kFp8;
+  const ServingWorkload w{2048, 2, 0};
+  const ServingEstimate e =
+      EstimateOpenLoopBenchmark(m, h100, w, c, 4, 1.0, 1, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  EXPECT_NEAR(
+      e.ttft_s,
+      StepOverhead_s(c.engine) + PrefillTime_s(m, h100, c, 2048, 1, cal) / 4,
+      1e-12);
 }
 
 TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {

@@ -132,13 +132,15 @@ double RequestRate(const std::string& notes) {
   return std::stod(m[1]);
 }
 
-// The benchmark's request count, "N requests" in notes (the TensorRT-LLM
-// online table's 500), or 0 when not stated.
+// The benchmark's request count, "N requests" or "N synthetic requests" in
+// notes (the TensorRT-LLM online table's 500), or trtllm-bench's
+// "num_requests=N"; 0 when not stated.
 int64_t BenchmarkRequests(const std::string& notes) {
-  static const std::regex kRequests(R"((\d+) requests)");
+  static const std::regex kRequests(
+      R"((\d+) (?:synthetic )?requests|num_requests=(\d+))");
   std::smatch m;
   if (!std::regex_search(notes, m, kRequests)) return 0;
-  return std::stoll(m[1]);
+  return std::stoll(m[1].matched ? m[1].str() : m[2].str());
 }
 
 // The run's "kv_cache_free_gpu_mem_fraction F" in notes (TensorRT-LLM's

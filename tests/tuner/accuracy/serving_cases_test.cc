@@ -233,6 +233,21 @@ TEST(ServingCases, InfiniteRateSimulatesTheBenchmarksBurst) {
   EXPECT_LT(e.tpot_s * 1e3, PredictServingCase(cases[3]).predicted);
 }
 
+TEST(ServingCases, ReadsTheBenchmarksRequestCount) {
+  // trtllm-bench's "num_requests=N" and the blogs' "N synthetic requests"
+  // count like the online table's "N requests".
+  const std::string row =
+      "x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
+      "0.14,467,256,,output_tokens_per_s,9000,";
+  const auto cases = Map(
+      row + "\"offline, infinite request rate; num_requests=3000\"\n" + row +
+      "\"max-throughput, 5120 synthetic requests\"\n" + row + "\"offline\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].benchmark_requests, 3000);
+  EXPECT_EQ(cases[1].benchmark_requests, 5120);
+  EXPECT_EQ(cases[2].benchmark_requests, 0);
+}
+
 TEST(ServingCases, BlankEpKeepsTheExpertsTensorParallel) {
   // TensorRT-LLM's Mapping without an expert-parallel size: moe_tp = tp.
   const auto cases =
