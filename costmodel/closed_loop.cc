@@ -82,6 +82,10 @@ class Loop {
     }
   }
 
+  double Host_s(int64_t requests) const {
+    return times_.host_s ? times_.host_s(requests) : 0.0;
+  }
+
   int64_t Running() const {
     return static_cast<int64_t>(prefilling_.size() + decoding_.size());
   }
@@ -180,7 +184,7 @@ class Loop {
         batch > 1) {
       repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
     }
-    const double pass_s = times_.decode_s(batch);
+    const double pass_s = std::max(times_.decode_s(batch), Host_s(batch));
     if (b_.open_loop && issued_ < b_.requests && pass_s > 0) {
       // Up to the pass in which the next request arrives.
       const double until = ArrivalOf(issued_) - now_s_;
@@ -211,6 +215,7 @@ class Loop {
     double pass_s =
         decodes > 0 ? times_.decode_s(decodes) : times_.empty_pass_s;
     if (tokens > 0) pass_s += times_.prefill_s(tokens, chunks);
+    pass_s = std::max(pass_s, Host_s(decodes + chunks));
     now_s_ += pass_s;
     const int64_t this_pass = pass_;
     ++pass_;

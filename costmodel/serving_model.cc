@@ -377,13 +377,21 @@ double StepOverhead_s(search_spaces::ServingEngine engine) {
     case search_spaces::ServingEngine::kSglang:
       return kSglangStepOverhead_s;
     case search_spaces::ServingEngine::kTensorRtLlm:
+    case search_spaces::ServingEngine::kTensorRtLlmCpp:
       return kTensorRtLlmStepOverhead_s;
   }
   return kVllmStepOverhead_s;
 }
 
+double HostStepTime_s(search_spaces::ServingEngine engine,
+                      const ClusterSpec& cluster, double requests) {
+  if (engine != search_spaces::ServingEngine::kTensorRtLlm) return 0.0;
+  return kTensorRtLlmHostPerRequest_s * std::max(0.0, requests) *
+         cluster.host_launch_factor;
+}
+
 KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine) {
-  return engine == search_spaces::ServingEngine::kTensorRtLlm
+  return search_spaces::IsTensorRtLlm(engine)
              ? KvAdmission::kReserveWholeRequest
              : KvAdmission::kPreemptNewest;
 }
@@ -394,15 +402,15 @@ MoeExchange MoeExchangeOf(const ModelSpec& m, const ServingConfig& c,
   if (group > Domain(cluster)) return MoeExchange::kAllToAll;
   const bool multi_node_nvlink =
       cluster.nvlink_domain_gpus > cluster.gpus_per_node;
-  if (c.engine == search_spaces::ServingEngine::kTensorRtLlm &&
-      multi_node_nvlink && c.ep > m.moe_router_topk) {
+  if (search_spaces::IsTensorRtLlm(c.engine) && multi_node_nvlink &&
+      c.ep > m.moe_router_topk) {
     return MoeExchange::kAllToAll;
   }
   return MoeExchange::kAllGather;
 }
 
 double GatheredActivationBytes(const ServingConfig& c) {
-  if (c.engine != search_spaces::ServingEngine::kTensorRtLlm) {
+  if (!search_spaces::IsTensorRtLlm(c.engine)) {
     return kActivationBytes;
   }
   switch (c.weights) {
@@ -543,6 +551,8 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                                       per_rank * h * kActivationBytes, pair, o);
   }
   d.overhead_s = StepOverhead_s(c.engine);
+  d.host_s = HostStepTime_s(c.engine, cluster,
+                            static_cast<double>(batch) / c.attention_dp);
   return d;
 }
 
@@ -656,9 +666,12 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // With a pipeline the prefills of a round pass its stages one after the
   // other while the stages work on other micro-batches, as the decode's
   // do (DecodeStep): each stage spends 1/pp of a prefill on it per round.
-  est.step_s =
-      est.decode.total_s() + batched_prefill * new_per_step /
-                                 (static_cast<double>(prefill_seqs) * c.pp);
+  // The host works through the step's requests beside it (its prefills
+  // included in the GPU's side): the longer of the two.
+  est.step_s = std::max(
+      est.decode.gpu_s() + batched_prefill * new_per_step /
+                               (static_cast<double>(prefill_seqs) * c.pp),
+      est.decode.host_s);
   est.tpot_s = est.step_s;
   // TTFT: the step that prefills the request. A closed loop of fixed-length
   // requests keeps them in groups: the clients start together, and a group
@@ -801,6 +814,10 @@ class MemoisedPassTimes {
       return Prefill_s(tokens, sequences);
     };
     t.empty_pass_s = StepOverhead_s(c_.engine);
+    t.host_s = [this](int64_t running) {
+      return HostStepTime_s(c_.engine, cluster_,
+                            static_cast<double>(running) / c_.attention_dp);
+    };
     return t;
   }
 
@@ -809,7 +826,7 @@ class MemoisedPassTimes {
     double& slot = decode_[static_cast<size_t>(
         std::min<int64_t>(batch, static_cast<int64_t>(decode_.size()) - 1))];
     if (slot < 0) {
-      slot = DecodeStep(m_, cluster_, c_, batch, context_, cal_, o_).total_s();
+      slot = DecodeStep(m_, cluster_, c_, batch, context_, cal_, o_).gpu_s();
     }
     return slot;
   }

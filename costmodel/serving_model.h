@@ -94,6 +94,25 @@ inline constexpr double kTensorRtLlmStepOverhead_s = 1.0e-3;
 inline constexpr double kVllmStepOverhead_s = 2.5e-3;
 inline constexpr double kSglangStepOverhead_s = 3.5e-3;
 double StepOverhead_s(search_spaces::ServingEngine engine);
+// Host work of one engine step per running request in TensorRT-LLM's
+// PyTorch executor loop (preparing the request's inputs, the sampler's
+// bookkeeping, updating and checking it), on an x86 host. TensorRT-LLM
+// PR 10273 (github.com/NVIDIA/TensorRT-LLM/pull/10273) measured the mean
+// host step of GPT-OSS-120B at 1 536 running requests per attention-DP rank
+// on GB200 at 45.11 ms: 29.4 us a request on Grace, 19.6 us on x86 over the
+// Grace launch factor 1.5 (ClusterSpec::host_launch_factor). The overlap
+// scheduler runs it beside the GPU's step, so a step lasts the longer of
+// the two (DecodeBreakdown::host_s).
+inline constexpr double kTensorRtLlmHostPerRequest_s = 19.6e-6;
+// The host work of one step of `requests` running requests on one
+// attention-DP rank (its own executor process): TensorRT-LLM's PyTorch
+// flow pays kTensorRtLlmHostPerRequest_s for each, times the host's launch
+// factor; 0 for its C++ executor and for vLLM and SGLang, whose
+// per-request host time is not measured (StepOverhead_s holds what their
+// steps wait for at small batches).
+double HostStepTime_s(search_spaces::ServingEngine engine,
+                      const search_spaces::ClusterSpec& cluster,
+                      double requests);
 // How the engine admits requests into its KV cache: TensorRT-LLM's default
 // capacity scheduler (GUARANTEED_NO_EVICT) reserves each request's whole
 // length, vLLM and SGLang preempt the newest request (closed_loop.h).
@@ -155,10 +174,16 @@ struct DecodeBreakdown {
   double ep_comm_s = 0;      // MoE dispatch and combine
   double pp_comm_s = 0;      // pipeline p2p hops
   double overhead_s = 0;     // StepOverhead_s(config.engine)
-  double total_s() const {
+  // HostStepTime_s of the step's requests, which the engine's host works
+  // through beside the GPU's step.
+  double host_s = 0;
+  // The GPU's side of the step: every term above.
+  double gpu_s() const {
     return weights_s + compute_s + kv_cache_s + elementwise_s + tp_comm_s +
            ep_comm_s + pp_comm_s + overhead_s;
   }
+  // The step: the GPU's side or the host's, whichever is longer.
+  double total_s() const { return gpu_s() > host_s ? gpu_s() : host_s; }
 };
 
 struct ServingEstimate {

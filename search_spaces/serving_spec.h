@@ -65,7 +65,18 @@ struct ServingWorkload {
 // The serving engines meshtune prices and writes commands for. The cost
 // model derives from it the host time per step and how requests enter the
 // KV cache (costmodel::StepOverhead_s, costmodel::KvAdmissionOf).
-enum class ServingEngine { kVllm, kSglang, kTensorRtLlm };
+//   kTensorRtLlm     TensorRT-LLM's PyTorch flow (trtllm-serve, trtllm-bench
+//                    from 1.0: a Python executor loop), what tune serve
+//                    writes commands for;
+//   kTensorRtLlmCpp  its C++ executor over built TensorRT engines (the 0.x
+//                    engine flow, Triton's tensorrtllm_backend), which
+//                    published runs before 1.0 measured.
+enum class ServingEngine { kVllm, kSglang, kTensorRtLlm, kTensorRtLlmCpp };
+// Either TensorRT-LLM flow: the same scheduler, KV admission and kernels.
+inline bool IsTensorRtLlm(ServingEngine e) {
+  return e == ServingEngine::kTensorRtLlm ||
+         e == ServingEngine::kTensorRtLlmCpp;
+}
 
 // One replica's layout. Every replica of a deployment is the same.
 struct ServingConfig {

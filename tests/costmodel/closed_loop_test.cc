@@ -100,6 +100,21 @@ TEST(SimulateClosedLoop, OpenLoopIdleEngineWaitsForTheNextArrival) {
   EXPECT_EQ(r.passes, 6);
 }
 
+TEST(SimulateClosedLoop, APassLastsTheLongerOfItsGpuAndHostSides) {
+  // The burst above with a host that spends 0.4 s per request a pass runs:
+  //   pass 0: A's prompt: GPU 1.0, host 0.4      -> t 1.0
+  //   pass 1: A decodes, B's chunk: GPU 1.1, host 0.8 -> t 2.1
+  //   pass 2: B's last token, C's chunk: GPU 1.0, host 0.8 -> t 3.1
+  //   pass 3: B decodes, C's last, D's chunk: GPU 1.1, host 1.2 -> t 4.3
+  //   pass 4: C decodes, D's last: GPU 1.1, host 0.8 -> t 5.4
+  //   pass 5: D decodes: GPU 0.1, host 0.4       -> t 5.8
+  PassTimes t = Times(0.1, 0, 1.0, 0);
+  t.host_s = [](int64_t requests) { return 0.4 * requests; };
+  const ClosedLoopResult r = SimulateClosedLoop({4, 4, 100, 2, 100, 64, 0}, t);
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 3.1 + 4.3 + 5.4) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 5.8, 1e-12);
+}
+
 TEST(SimulateClosedLoop, RequestsBeyondTheKvCacheWait) {
   // Two clients, 10-token prompts, 5 output tokens, 1 s per pass. A cache
   // of 15 tokens holds one request: B waits for A (5 s), prefills in pass

@@ -114,6 +114,56 @@ TEST(DecodeStep, Nvfp4WeightsStreamAtTheGpusNvfp4Rate) {
                    DecodeStep(m, plain, c, 1, 1024, cal).weights_s);
 }
 
+TEST(HostStepTime, TensorRtLlmsPyTorchLoopPaysPerRequest) {
+  // 19.6 us a request on an x86 host (H100's preset: launch factor 1),
+  // 1.5 times that on Grace: 1 536 requests on one GB200 rank take
+  // 45.2 ms, the 45.11 ms TensorRT-LLM PR 10273 measured there.
+  using search_spaces::ServingEngine;
+  EXPECT_NEAR(
+      HostStepTime_s(ServingEngine::kTensorRtLlm, Cluster("h100"), 1536),
+      1536 * 19.6e-6, 1e-12);
+  EXPECT_NEAR(
+      HostStepTime_s(ServingEngine::kTensorRtLlm, Cluster("gb200"), 1536) * 1e3,
+      45.11, 0.1);
+  // The C++ executor and the engines whose per-request time is unmeasured.
+  for (ServingEngine e : {ServingEngine::kTensorRtLlmCpp, ServingEngine::kVllm,
+                          ServingEngine::kSglang}) {
+    EXPECT_EQ(HostStepTime_s(e, Cluster("gb200"), 1536), 0.0);
+  }
+}
+
+TEST(DecodeStep, AStepLastsTheLongerOfItsGpuAndHostSides) {
+  // Qwen3-30B-A3B (3B active) in NVFP4 on one B200 under TensorRT-LLM's
+  // PyTorch flow: at 8 requests the GPU's side is longer, at 2048 the
+  // host's 40.1 ms (2048 · 19.6 us) is; attention DP 2 splits the requests
+  // over two hosts.
+  const ModelSpec m = Preset("qwen3-30b-a3b");
+  const ClusterSpec b200 = Cluster("b200");
+  const DatasheetCalibration cal(b200);
+  ServingConfig c;
+  c.weights = Precision::kNvfp4;
+  c.kv_cache = KvCacheDtype::kFp8;
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  const DecodeBreakdown small = DecodeStep(m, b200, c, 8, 1024, cal);
+  EXPECT_NEAR(small.host_s, 8 * 19.6e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(small.total_s(), small.gpu_s());
+  const DecodeBreakdown big = DecodeStep(m, b200, c, 2048, 256, cal);
+  EXPECT_NEAR(big.host_s, 2048 * 19.6e-6, 1e-12);
+  ASSERT_GT(big.host_s, big.gpu_s());
+  EXPECT_DOUBLE_EQ(big.total_s(), big.host_s);
+  // Offline at 128/128 the batch is 2048 and the host's side binds the
+  // step, the GPU's decode and share of prefills being shorter.
+  const ServingEstimate e = EstimateServing(m, b200, {128, 128, 0}, c, 1, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  ASSERT_EQ(e.batch, 2048);
+  EXPECT_DOUBLE_EQ(e.step_s, e.decode.host_s);
+  EXPECT_DOUBLE_EQ(e.tpot_s, e.decode.host_s);
+  ServingConfig two = c;
+  two.attention_dp = 2;
+  EXPECT_NEAR(DecodeStep(m, b200, two, 2048, 256, cal).host_s, 1024 * 19.6e-6,
+              1e-12);
+}
+
 TEST(DecodeStep, SmallBatchesCostTheDevicesNarrowestGemm) {
   // An H100 whose HBM is 1000x faster: every decode GEMM compute-bound.
   // With the tensor cores' 16 rows, batches 1 to 16 cost one 16-row GEMM

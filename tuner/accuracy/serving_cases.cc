@@ -215,7 +215,13 @@ std::string MapLayout(const CsvTable& t, const CsvRecord& r,
 // default engine; MLPerf's and the blogs' rows name TensorRT-LLM).
 search_spaces::ServingEngine ServingEngineOf(const std::string& framework) {
   if (Contains(framework, "TensorRT-LLM")) {
-    return search_spaces::ServingEngine::kTensorRtLlm;
+    // Built TensorRT engines under the C++ executor: the 0.x engine flow,
+    // Triton's backend, NVIDIA's MLPerf submissions.
+    const bool cpp = Contains(framework, "TRT engine") ||
+                     Contains(framework, "Triton") ||
+                     Contains(framework, "MLPerf");
+    return cpp ? search_spaces::ServingEngine::kTensorRtLlmCpp
+               : search_spaces::ServingEngine::kTensorRtLlm;
   }
   if (Contains(framework, "SGLang")) {
     return search_spaces::ServingEngine::kSglang;

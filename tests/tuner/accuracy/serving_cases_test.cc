@@ -310,6 +310,21 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   // TensorRT-LLM reserves each request's whole length (any source).
   EXPECT_EQ(costmodel::KvAdmissionOf(cases[2].config.engine),
             costmodel::KvAdmission::kReserveWholeRequest);
+  // Built TensorRT engines run under its C++ executor, the rest under its
+  // PyTorch flow; both reserve whole requests.
+  const std::string head = "x,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,";
+  const std::string tail = ",128,128,,output_tokens_per_s,9000,\n";
+  const auto flows = Map(
+      head + "TensorRT-LLM 0.17 (TRT engine via trtllm-bench build)" + tail +
+      head + "TensorRT-LLM 0.14.0 + Triton tensorrtllm_backend" + tail + head +
+      "\"TensorRT-LLM 1.0 (PyTorch backend, trtllm-bench\"" + tail);
+  ASSERT_EQ(flows.size(), 3u);
+  using search_spaces::ServingEngine;
+  EXPECT_EQ(flows[0].config.engine, ServingEngine::kTensorRtLlmCpp);
+  EXPECT_EQ(flows[1].config.engine, ServingEngine::kTensorRtLlmCpp);
+  EXPECT_EQ(flows[2].config.engine, ServingEngine::kTensorRtLlm);
+  EXPECT_EQ(costmodel::KvAdmissionOf(ServingEngine::kTensorRtLlmCpp),
+            costmodel::KvAdmission::kReserveWholeRequest);
   // Other sources keep the engines' defaults and the steady state.
   EXPECT_EQ(cases[3].config.max_num_tokens, 0);
   EXPECT_EQ(cases[3].benchmark_requests, 0);
