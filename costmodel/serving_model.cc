@@ -173,10 +173,14 @@ struct ServingDevice {
   // 1 / GpuSpec::nvfp4_stream_relative: NVFP4 weights stream this much
   // more slowly than 16-bit ones.
   double nvfp4_stream_scale = 1.0;
+  // 1 / GpuSpec::moe_gemm_relative: the fused MoE GEMMs' compute-bound time
+  // over the dense GEMM model's.
+  double moe_gemm_scale = 1.0;
 };
 ServingDevice DeviceOf(const ClusterSpec& cluster) {
   return {MinGemmRows(cluster), StreamScale(cluster),
-          1.0 / cluster.gpu.nvfp4_stream_relative};
+          1.0 / cluster.gpu.nvfp4_stream_relative,
+          1.0 / cluster.gpu.moe_gemm_relative};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -186,17 +190,18 @@ ServingDevice DeviceOf(const ClusterSpec& cluster) {
 constexpr int64_t kCurveRows = 256;
 
 // A linear layer on one GPU: [m, k]·[k, params/k] at the weight precision,
-// the slower of its GEMM and streaming its weights. Adds to `weights_s` or
-// `compute_s`, whichever bound it.
+// the slower of its GEMM (times `gemm_scale`) and streaming its weights.
+// Adds to `weights_s` or `compute_s`, whichever bound it.
 void Linear(const Calibration& cal, const ModelOptions& o,
             const ServingDevice& dev, Precision p, double m, double params,
-            double k, double wb, double* weights_s, double* compute_s) {
+            double k, double wb, double* weights_s, double* compute_s,
+            double gemm_scale = 1.0) {
   if (m <= 0 || params <= 0) return;
   const int64_t kk = std::max<int64_t>(1, static_cast<int64_t>(k));
   const int64_t n = std::max<int64_t>(1, std::llround(params / kk));
   const int64_t rows = std::max<int64_t>(dev.min_rows, std::llround(m));
   const int64_t tall = std::max(rows, kCurveRows);
-  const double gemm = cal.GemmTime_s(tall, n, kk, p, o) *
+  const double gemm = gemm_scale * cal.GemmTime_s(tall, n, kk, p, o) *
                       static_cast<double>(rows) / static_cast<double>(tall);
   const double stream = cal.MemoryTime_s(params * wb, o) * dev.stream_scale *
                         (p == Precision::kNvfp4 ? dev.nvfp4_stream_scale : 1.0);
@@ -231,7 +236,7 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
   const double per_expert = tokens * k / e / std::max(hit, 1e-12);
   for (const Gemm& g : s.expert_gemms) {
     Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
-           compute_s);
+           compute_s, dev.moe_gemm_scale);
   }
 }
 

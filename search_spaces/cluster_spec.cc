@@ -126,6 +126,8 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
       CheckFraction(where, "gpu.hbm_efficiency", g.hbm_efficiency));
   MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.nvfp4_stream_relative",
                                          g.nvfp4_stream_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      CheckFraction(where, "gpu.moe_gemm_relative", g.moe_gemm_relative));
   if (g.peak_fp8_tflops > 0) {
     MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.gemm_max_efficiency_fp8",
                                            g.gemm_max_efficiency_fp8));

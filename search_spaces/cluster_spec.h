@@ -86,6 +86,11 @@ struct GpuSpec {
   // weights and block scales more slowly than BF16's stream 16-bit ones.
   // 1 = as fast (GPUs without FP4, where NVFP4 is not served).
   double nvfp4_stream_relative = 1.0;
+  // Fraction of the dense GEMM rate (the ceiling, size and shape terms) that
+  // the serving engines' fused MoE GEMMs reach where they are compute-bound
+  // (their CUTLASS grouped GEMMs over the routed experts). 1 = the dense
+  // rate, which NVIDIA's sweeps show on Hopper.
+  double moe_gemm_relative = 1.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

@@ -53,6 +53,7 @@ const std::vector<std::string>& GpuKeys() {
       "gemm_tile_half_dim",
       "decode_gemm_min_rows",
       "nvfp4_stream_relative",
+      "moe_gemm_relative",
   };
   return kKeys;
 }
@@ -109,6 +110,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("decode_gemm_min_rows", false, &g.decode_gemm_min_rows));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("nvfp4_stream_relative", false, &g.nvfp4_stream_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("moe_gemm_relative", false, &g.moe_gemm_relative));
   return g;
 }
 

@@ -229,6 +229,12 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
   const double head = gemm(4096, 4096, Precision::kBf16);
   const DecodeBreakdown d = DecodeStep(m, fast, c, 1, 16, cal);
   EXPECT_NEAR(d.compute_s, 32 * (experts + dense) + head, 1e-6 * d.compute_s);
+  // A GPU whose fused MoE GEMMs reach 0.59 of the dense rate (A100's,
+  // clusters/a100-80g.yaml) pays 1/0.59 on the experts only.
+  ClusterSpec slow_moe = fast;
+  slow_moe.gpu.moe_gemm_relative = 0.59;
+  EXPECT_NEAR(DecodeStep(m, slow_moe, c, 1, 16, cal).compute_s,
+              32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
 TEST(DecodeStep, AttentionDpGathersTheTokensAndReduceScattersTheOutputs) {

@@ -288,6 +288,10 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   EXPECT_EQ(
       c.Validate().message(),
       "gpu.nvfp4_stream_relative: expected a fraction in (0, 1], got '1.6'");
+  c = *parsed;
+  c.gpu.moe_gemm_relative = 0;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.moe_gemm_relative: expected a fraction in (0, 1], got '0'");
 }
 
 }  // namespace

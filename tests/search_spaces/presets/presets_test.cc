@@ -490,6 +490,13 @@ TEST(ClusterPresetsTest, BlackwellNvfp4RatesAreNvidiasMeasuredGemms) {
   EXPECT_NEAR(ResolveCluster("rtx-pro-6000")->gpu.nvfp4_stream_relative,
               1.09 / 1.47, 0.005);
   EXPECT_EQ(ResolveCluster("h100")->gpu.nvfp4_stream_relative, 1.0);
+  // Fused MoE GEMMs at the dense rate everywhere but on Ampere, whose
+  // TensorRT-LLM sweep takes 1.70 times the dense model's time.
+  EXPECT_NEAR(ResolveCluster("a100-80g")->gpu.moe_gemm_relative, 1 / 1.70,
+              0.005);
+  EXPECT_EQ(ResolveCluster("a100-40g")->gpu.moe_gemm_relative,
+            ResolveCluster("a100-80g")->gpu.moe_gemm_relative);
+  EXPECT_EQ(ResolveCluster("h200")->gpu.moe_gemm_relative, 1.0);
 }
 
 TEST(ClusterPresetsTest, AliasesAndSuggestions) {
