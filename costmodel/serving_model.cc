@@ -860,6 +860,29 @@ class MemoisedPassTimes {
   std::map<std::pair<int64_t, int64_t>, double> prefill_;
 };
 
+// Runs one replica's benchmark `b` on this model's pass times and writes
+// its means over `e` (an offline estimate that fits): TTFT, TPOT (and
+// step), the throughputs over all replicas, the batch of `b.clients` and
+// the decode step at it (at most the max batch).
+void Simulate(const ModelSpec& m, const ClusterSpec& cluster,
+              const ServingWorkload& w, const ServingConfig& c,
+              const ClosedLoopBenchmark& b, const Calibration& cal,
+              const ModelOptions& o, ServingEstimate* e) {
+  MemoisedPassTimes times(m, cluster, c, b, cal, o);
+  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
+  const double replicas = static_cast<double>(e->replicas);
+  e->batch = b.clients;
+  e->decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
+                         w.isl + w.osl / 2, cal, o);
+  e->step_s = r.mean_tpot_s;
+  e->ttft_s = r.mean_ttft_s;
+  e->tpot_s = r.mean_tpot_s;
+  e->output_tokens_per_s = r.output_tokens_per_s * replicas;
+  e->output_tokens_per_s_per_gpu =
+      e->output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
+  e->output_tokens_per_s_per_user = e->tpot_s > 0 ? 1.0 / e->tpot_s : 0.0;
+}
+
 }  // namespace
 
 ServingEstimate EstimateClosedLoopBenchmark(
@@ -880,19 +903,7 @@ ServingEstimate EstimateClosedLoopBenchmark(
                           " a benchmark is simulated with";
     return e;
   }
-  MemoisedPassTimes times(m, cluster, c, b, cal, o);
-  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
-  const double replicas = static_cast<double>(e.replicas);
-  e.batch = b.clients;
-  e.decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
-                        w.isl + w.osl / 2, cal, o);
-  e.step_s = r.mean_tpot_s;
-  e.ttft_s = r.mean_ttft_s;
-  e.tpot_s = r.mean_tpot_s;
-  e.output_tokens_per_s = r.output_tokens_per_s * replicas;
-  e.output_tokens_per_s_per_gpu =
-      e.output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
-  e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
+  Simulate(m, cluster, w, c, b, cal, o, &e);
   return e;
 }
 
@@ -907,22 +918,12 @@ ServingEstimate EstimateOpenLoopBenchmark(
   const int64_t n = std::max<int64_t>(1, requests);
   ClosedLoopBenchmark b = ReplicaBenchmark(e, w, c, n, n, 0);
   b.open_loop = true;
-  const double replicas = static_cast<double>(e.replicas);
-  b.arrival_interval_s =
-      rate > 0 && std::isfinite(rate) ? replicas / rate : 0.0;
+  b.arrival_interval_s = rate > 0 && std::isfinite(rate)
+                             ? static_cast<double>(e.replicas) / rate
+                             : 0.0;
   // The most running at once, which sizes the pass-time memo.
   b.clients = std::min(b.requests, b.max_running);
-  MemoisedPassTimes times(m, cluster, c, b, cal, o);
-  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
-  e.batch = b.clients;
-  e.decode = DecodeStep(m, cluster, c, b.clients, w.isl + w.osl / 2, cal, o);
-  e.step_s = r.mean_tpot_s;
-  e.ttft_s = r.mean_ttft_s;
-  e.tpot_s = r.mean_tpot_s;
-  e.output_tokens_per_s = r.output_tokens_per_s * replicas;
-  e.output_tokens_per_s_per_gpu =
-      e.output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
-  e.output_tokens_per_s_per_user = e.tpot_s > 0 ? 1.0 / e.tpot_s : 0.0;
+  Simulate(m, cluster, w, c, b, cal, o, &e);
   return e;
 }
 
