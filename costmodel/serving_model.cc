@@ -635,7 +635,8 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
     // the step's token budget (TensorRT-LLM's max_num_tokens, in-flight
     // batching with chunked context: docs/source/performance/
     // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
-    // max_num_tokens per attention-DP rank.
+    // max_num_tokens per attention-DP rank and per pipeline micro-batch
+    // (each of the pp in flight is scheduled with its own budget).
     const int64_t budget = static_cast<int64_t>(
         std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
                    c.pp * w.osl / static_cast<double>(w.isl + w.osl)));

@@ -39,10 +39,13 @@
 //              loop, its benchmark simulated pass by pass: the first burst
 //              as warm-up, 10 requests per client measured, or the notes'
 //              "N requests" (or aiconfigurator's) all measured); "request
-//              rate N QPS" in notes -> an open-loop rate;
-//              "infinite request rate" or "QPS INF" -> all of the notes'
-//              "N requests" (else 500) sent at once, queued at the offline
-//              rate; otherwise offline maximum throughput (a
+//              rate N QPS" in notes -> the benchmark's requests (the
+//              notes' "N requests", "N synthetic requests" or
+//              "num_requests=N", else 500) arriving at that rate,
+//              "infinite request rate" or "QPS INF" -> all sent at once,
+//              either simulated as an open loop
+//              (costmodel::EstimateOpenLoopBenchmark); otherwise offline
+//              maximum throughput (a
 //              `trtllm-bench` run's at the engine sizes it derives,
 //              TrtllmBenchEngineSettings)
 //   metrics    output_tokens_per_s (the deployment),
@@ -105,7 +108,9 @@ struct ServingCase {
   // Open-loop requests/s; infinity = all sent at once ("infinite request
   // rate", "QPS INF"); 0 = closed loop or offline.
   double request_rate = 0;
-  int64_t benchmark_requests = 0;  // "N requests" in notes; 0 = not stated
+  // The benchmark's request count ("N requests", "N synthetic requests",
+  // "num_requests=N" in notes); 0 = not stated.
+  int64_t benchmark_requests = 0;
   // An offline `trtllm-bench throughput` run that left max_batch_size and
   // max_num_tokens to trtllm-bench, which sizes them from the KV cache
   // (TrtllmBenchEngineSettings).
