@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "costmodel/datasheet_calibration.h"
+#include "costmodel/model_stats.h"
 #include "costmodel/serving_model.h"
 #include "search_spaces/presets/presets.h"
 #include "search_spaces/yaml_util.h"
@@ -432,19 +433,43 @@ struct LoadPoint {
   double output_tokens_per_s = 0;
 };
 
+// Bytes trtllm-bench prices a checkpoint element at (tuning.py's
+// BYTES_PER_ELEM by the checkpoint's quantization), 0 for a quantization
+// it does not tune.
+double TrtllmBenchBytesPerElement(Precision p) {
+  switch (p) {
+    case Precision::kNvfp4:
+      return 0.5;
+    case Precision::kFp8:
+    case Precision::kFp8Tensorwise:
+    case Precision::kFp8Blockwise:
+      return 1.0;
+    case Precision::kBf16:
+    case Precision::kFp16:
+      return 2.0;
+    case Precision::kMxfp8:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 // The replica's config under trtllm-bench's settings
 // (TrtllmBenchEngineSettings), each attention-DP rank scheduling its own
 // requests: max_batch_size per rank and micro-batch, max_num_tokens per
-// rank. Its KV requests are this model's capacity in place of
-// trtllm-bench's rougher one (the checkpoint's bytes, no activations),
-// which moves the caps only where they do not bind.
+// rank, from the KV requests trtllm-bench itself estimates
+// (TrtllmBenchKvRequests; the cost model's capacity where it would not
+// estimate). The cache the run then admits into is the cost model's.
 ServingConfig TrtllmBenchConfig(const ServingCase& c) {
   ServingConfig config = c.config;
   const costmodel::ServingEstimate capacity = costmodel::EstimateServingMemory(
       c.model, c.cluster, c.workload, c.config);
   if (capacity.max_sequences < 1) return config;  // refused later
+  const double estimated = TrtllmBenchKvRequests(c);
+  const double kv_requests = estimated >= 1.0
+                                 ? estimated
+                                 : static_cast<double>(capacity.max_sequences);
   const TrtllmBenchSettings s = TrtllmBenchEngineSettings(
-      capacity.max_sequences, c.workload.isl, c.workload.osl, c.config.pp);
+      kv_requests, c.workload.isl, c.workload.osl, c.config.pp);
   config.max_batch = s.max_batch_size * c.config.pp * c.config.attention_dp;
   config.max_num_tokens = s.max_num_tokens;
   return config;
@@ -533,9 +558,57 @@ std::optional<LoadPoint> Disaggregated(const ServingCase& c,
 
 }  // namespace
 
-TrtllmBenchSettings TrtllmBenchEngineSettings(int64_t kv_requests, int64_t isl,
+double TrtllmBenchKvRequests(const ServingCase& c) {
+  const ModelSpec& m = c.model;
+  const ServingConfig& config = c.config;
+  const double elem_bytes = TrtllmBenchBytesPerElement(config.weights);
+  if (elem_bytes <= 0) return 0.0;
+  // Checkpoint elements: the decoder's linear layers at the weight format
+  // (a quantized byte is one element: NVFP4's 0.5625 bytes per weight, FP8's
+  // one), norms, routers and embeddings in 16-bit, one element per weight.
+  const double stored =
+      std::min(1.0, search_spaces::WeightBytesPerElement(config.weights));
+  double elements = 0, attention_layers = 0;
+  bool mla = false;
+  for (const search_spaces::LayerKind& kind : m.DecoderLayers()) {
+    if (kind.mixer == search_spaces::Mixer::kMamba) return 0.0;
+    const costmodel::LayerParams p = costmodel::ParamsOfLayer(m, kind);
+    elements += (p.tp_sharded + p.routed_experts) * stored + p.replicated;
+    if (kind.mixer == search_spaces::Mixer::kAttention ||
+        kind.mixer == search_spaces::Mixer::kMla) {
+      ++attention_layers;
+      mla = mla || kind.mixer == search_spaces::Mixer::kMla;
+    }
+  }
+  const double h = static_cast<double>(m.hidden_size);
+  elements += (m.untie_embeddings_and_output_weights ? 2.0 : 1.0) *
+              static_cast<double>(m.vocab_size) * h;
+  const double heads = static_cast<double>(m.num_attention_heads);
+  const double kv_heads = mla || m.num_query_groups <= 0
+                              ? heads
+                              : static_cast<double>(m.num_query_groups);
+  const double head_size = mla || m.kv_channels <= 0
+                               ? h / heads
+                               : static_cast<double>(m.kv_channels);
+  double kv_bytes = 2.0;
+  if (config.kv_cache == KvCacheDtype::kFp8) kv_bytes = 1.0;
+  if (config.kv_cache == KvCacheDtype::kNvfp4) kv_bytes = 0.5;
+  const double tp = static_cast<double>(config.tp * config.attention_dp);
+  const double gib = 1073741824.0;
+  const double per_token_gib = 2.0 * attention_layers * std::max(tp, kv_heads) *
+                               head_size * kv_bytes / gib;
+  const double gpus = tp * static_cast<double>(config.pp);
+  const double available_gib =
+      gpus * c.cluster.CapacityGib() - elements * elem_bytes / gib;
+  const double seq = static_cast<double>(c.workload.isl + c.workload.osl);
+  if (per_token_gib <= 0 || seq <= 0 || available_gib <= 0) return 0.0;
+  return available_gib * config.kv_cache_memory_fraction /
+         (per_token_gib * seq);
+}
+
+TrtllmBenchSettings TrtllmBenchEngineSettings(double kv_requests, int64_t isl,
                                               int64_t osl, int64_t pp) {
-  const double raw_batch = std::min(static_cast<double>(kv_requests), 4096.0) /
+  const double raw_batch = std::min(kv_requests, 4096.0) /
                            static_cast<double>(std::max<int64_t>(1, pp));
   const auto round_up = [](double v, double step) {
     return static_cast<int64_t>(step * std::ceil(v / step));

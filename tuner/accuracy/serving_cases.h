@@ -137,8 +137,30 @@ struct TrtllmBenchSettings {
   int64_t max_batch_size = 0;
   int64_t max_num_tokens = 0;
 };
-TrtllmBenchSettings TrtllmBenchEngineSettings(int64_t kv_requests, int64_t isl,
+// kv_requests is fractional, as trtllm-bench's estimate is: 64.4 requests
+// round up to 96, 64 to 64.
+TrtllmBenchSettings TrtllmBenchEngineSettings(double kv_requests, int64_t isl,
                                               int64_t osl, int64_t pp);
+
+// The requests trtllm-bench believes its KV cache holds, the kv_requests
+// above, by its own rough estimate (tensorrt_llm/bench/build/tuning.py,
+// calc_engine_setting), not by the cost model's capacity:
+//   n        = tp · pp GPUs (trtllm-bench's --tp spans attention DP too)
+//   engine   = checkpoint elements · 0.5 (NVFP4), 1 (FP8) or 2 bytes, the
+//              elements counted as safetensors stores them: a packed NVFP4
+//              byte (two weights) and its FP8 scales are elements too
+//   per_tok  = 2 · attention layers · max(tp, kv heads) · head size · KV
+//              bytes (1 for FP8, 0.5 for NVFP4, else 2)
+//   requests = (n · GPU GiB − engine) · kv fraction / (per_tok · (isl+osl))
+// The heads and head size are the Hugging Face config's: MLA models state
+// num_key_value_heads = num_attention_heads and no head_dim, so the head
+// size is hidden / heads, and the estimate prices DeepSeek-V3's 576-byte
+// latent as 2·128·56 = 14 336 elements, 25 times too large; the caps then
+// bind where the real cache would hold more. 0 when trtllm-bench would not
+// estimate (a checkpoint outside NVFP4, FP8 and 16-bit, which gets
+// BuildConfig's defaults, or a Mamba hybrid, whose extra cache term is not
+// reproduced): the caller then uses the cost model's capacity.
+double TrtllmBenchKvRequests(const ServingCase& c);
 
 struct ServingPrediction {
   double predicted = 0;        // in the metric's unit

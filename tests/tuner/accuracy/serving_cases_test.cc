@@ -58,7 +58,8 @@ TEST(ServingCases, OfflineTensorRtLlmRow) {
 TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
   // tuning.py's finetune_setting, by hand.
   struct Case {
-    int64_t kv_requests, isl, osl, pp, max_batch_size, max_num_tokens;
+    double kv_requests;
+    int64_t isl, osl, pp, max_batch_size, max_num_tokens;
   };
   const Case settings[] = {
       // min(5706, 4096) = 4096, a multiple of 256; 4096 · 2 tokens.
@@ -73,6 +74,10 @@ TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
       {600, 500, 2000, 1, 640, 2048},
       // 725 a micro-batch over 4 stages → 768; 7975 tokens → 512 · 16.
       {2900, 5000, 500, 4, 768, 8192},
+      // A fractional estimate rounds up as trtllm-bench's float does:
+      // 32 · ⌈64.4/32⌉ = 96, where 64 requests give 64.
+      {64.4, 1024, 8192, 1, 96, 2048},
+      {64, 1024, 8192, 1, 64, 2048},
   };
   for (const Case& k : settings) {
     const TrtllmBenchSettings s =
@@ -96,10 +101,37 @@ TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
   EXPECT_TRUE(cases[0].trtllm_bench_settings);
   EXPECT_FALSE(cases[1].trtllm_bench_settings);
   EXPECT_FALSE(cases[2].trtllm_bench_settings);
-  // Its batch of 4096 (the KV cache holds about 3800 256-token sequences
-  // of 8B) against the default cap of 2048: a larger step, more tokens/s.
+  // Its batch of 4096 (trtllm-bench estimates 4157 256-token requests of
+  // 8B in FP8) against the default cap of 2048: a larger step, more
+  // tokens/s.
   EXPECT_GT(PredictServingCase(cases[0]).predicted,
             PredictServingCase(cases[2]).predicted);
+}
+
+TEST(ServingCases, TrtllmBenchEstimatesItsOwnKvRequests) {
+  const auto cases =
+      Map("v1.0,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM "
+          "(trtllm-bench throughput),1024,1024,,output_tokens_per_s,9000,"
+          "\"offline\"\n"
+          "dev guide,x,DeepSeek-R1-0528,H200-SXM-141GB,8,1,1,8,8,FP8,"
+          "TensorRT-LLM (trtllm-bench throughput),1000,1000,,"
+          "output_tokens_per_s_per_gpu,1627,\"DEP8\"\n");
+  ASSERT_EQ(cases.size(), 2u);
+  // Llama-3.1-8B by hand: 32 layers of 218 112 000 weights and two
+  // 128256 x 4096 embeddings, 8 030 257 152 elements at 2 bytes = 14.958
+  // GiB of 79.65; 2·32·8·128·2 = 131 072 bytes a token, 2048 a request:
+  // (79.65 − 14.958) · 0.9 / 0.25 = 232.89 requests.
+  EXPECT_NEAR(TrtllmBenchKvRequests(cases[0]), 232.89, 0.01);
+  // DeepSeek-R1 FP8 on 8 H200 (DEP8: trtllm-bench --tp 8): its 671 B
+  // elements at 1 byte = 624.9 GiB of 8 · 140.4; the latent cache priced
+  // as 128 heads of 7168/128 = 56 elements, 2·61·128·56 = 874 496 FP8
+  // bytes a token: (1123.2 − 624.9) · 0.9 / 1.6289 = 275.3 requests,
+  // where the cost model's cache holds about 4 600 2000-token sequences.
+  EXPECT_NEAR(TrtllmBenchKvRequests(cases[1]), 275.3, 275.3 * 0.005);
+  EXPECT_EQ(
+      TrtllmBenchEngineSettings(TrtllmBenchKvRequests(cases[1]), 1000, 1000, 1)
+          .max_batch_size,
+      384);
 }
 
 TEST(ServingCases, DepLayoutAndCheckpointNames) {
