@@ -36,7 +36,10 @@ class Loop {
  public:
   Loop(const ClosedLoopBenchmark& b, const PassTimes& times)
       : b_(b), times_(times) {
-    if (b_.open_loop) return;  // Arrive() issues them
+    if (b_.open_loop) {  // Arrive() issues them
+      arrivals_ = ArrivalTimes(b_.arrivals, b_.arrival_interval_s, b_.requests);
+      return;
+    }
     for (int64_t i = 0; i < b_.clients; ++i) waiting_.push_back({0.0, i});
     issued_ = b_.clients;
   }
@@ -67,7 +70,7 @@ class Loop {
 
  private:
   double ArrivalOf(int64_t index) const {
-    return static_cast<double>(index) * b_.arrival_interval_s;
+    return arrivals_[static_cast<size_t>(index)];
   }
 
   // Open loop: queues the requests that arrived by now; an idle engine
@@ -250,6 +253,7 @@ class Loop {
 
   const ClosedLoopBenchmark b_;
   const PassTimes& times_;
+  std::vector<double> arrivals_;  // open loop: each request's, seconds
   std::deque<Request> waiting_;
   std::deque<Prefilling> prefilling_;
   std::deque<Decoding> decoding_;  // in order of last_pass
@@ -267,6 +271,23 @@ class Loop {
 };
 
 }  // namespace
+
+std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
+                                 int64_t requests) {
+  std::vector<double> t(static_cast<size_t>(std::max<int64_t>(0, requests)));
+  const double phi = (std::sqrt(5.0) - 1.0) / 2.0;
+  double now = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (arrivals == Arrivals::kEven) {
+      t[i] = static_cast<double>(i) * interval_s;
+      continue;
+    }
+    t[i] = now;
+    const double u = std::fmod(static_cast<double>(i + 1) * phi, 1.0);
+    now += -std::log1p(-u) * interval_s;
+  }
+  return t;
+}
 
 ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
                                     const PassTimes& times) {

@@ -56,6 +56,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace meshtune::costmodel {
 
@@ -66,6 +67,20 @@ inline constexpr int64_t kMeasuredRequestsPerClient = 10;
 
 // How requests enter the KV cache (above).
 enum class KvAdmission { kPreemptNewest, kReserveWholeRequest };
+
+// How an open loop's requests arrive at a finite rate.
+//   - kEven: request i at i · arrival_interval_s;
+//   - kPoisson: a Poisson process of that mean gap, as vLLM's
+//     benchmark_serving.py sends a --request-rate (exponential gaps; its
+//     forks in SGLang and TensorRT-LLM, and the tables they print, do the
+//     same). Arrivals bunch, so requests queue below the capacity, which
+//     evenly spaced arrivals never do. The gaps are drawn without a random
+//     generator, to keep the calendar the same on every machine: gap i is
+//     the exponential quantile −ln(1 − u_i) · interval at u_i = frac((i + 1)
+//     · φ), φ = (√5 − 1)/2, the golden-ratio sequence, whose points fill
+//     (0, 1) evenly in a scrambled order (Weyl's equidistribution), so
+//     every run of gaps has the exponential's spread and its mean.
+enum class Arrivals { kEven, kPoisson };
 
 struct ClosedLoopBenchmark {
   int64_t clients = 1;      // concurrency on this replica
@@ -83,14 +98,21 @@ struct ClosedLoopBenchmark {
   KvAdmission kv_policy = KvAdmission::kPreemptNewest;
   // Open loop instead (a request-rate benchmark: TensorRT-LLM's and
   // vLLM's serving benchmarks at a QPS, or every request at once at an
-  // infinite rate): request i arrives at i · arrival_interval_s whatever
-  // the engine does, and no client waits for a completion (`clients` is
-  // ignored); a request that arrives during a pass is scheduled in the
-  // next, and an idle engine waits for the next arrival. Evenly spaced
-  // arrivals, as the calendar is deterministic.
+  // infinite rate): requests arrive `arrival_interval_s` apart on average
+  // (`arrivals`: evenly or as a Poisson process) whatever the engine does,
+  // and no client waits for a completion (`clients` is ignored); a request
+  // that arrives during a pass is scheduled in the next, and an idle engine
+  // waits for the next arrival.
   bool open_loop = false;
   double arrival_interval_s = 0;
+  Arrivals arrivals = Arrivals::kEven;  // at a finite rate (above)
 };
+
+// The arrival time of each of `requests` requests of an open loop at mean
+// gap `interval_s` under `arrivals` (above), the first at 0; all at 0 when
+// interval_s is 0 (an infinite rate). Seconds, nondecreasing.
+std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
+                                 int64_t requests);
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
 // prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)

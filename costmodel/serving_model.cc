@@ -911,7 +911,7 @@ ServingEstimate EstimateClosedLoopBenchmark(
 ServingEstimate EstimateOpenLoopBenchmark(
     const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
     const ServingConfig& c, int64_t num_gpus, double rate, int64_t requests,
-    const Calibration& cal, const ModelOptions& o) {
+    Arrivals arrivals, const Calibration& cal, const ModelOptions& o) {
   ServingWorkload offline = w;
   offline.concurrency = 0;
   ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
@@ -922,6 +922,7 @@ ServingEstimate EstimateOpenLoopBenchmark(
   b.arrival_interval_s = rate > 0 && std::isfinite(rate)
                              ? static_cast<double>(e.replicas) / rate
                              : 0.0;
+  b.arrivals = arrivals;
   // The most running at once, which sizes the pass-time memo.
   b.clients = std::min(b.requests, b.max_running);
   Simulate(m, cluster, w, c, b, cal, o, &e);

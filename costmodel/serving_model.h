@@ -284,17 +284,19 @@ ServingEstimate EstimateClosedLoopBenchmark(
 // An open-loop benchmark of `requests` requests sent at `rate` requests/s
 // over the deployment (an infinite rate: all at once), split evenly over
 // its replicas, priced pass by pass as above (closed_loop.h,
-// ClosedLoopBenchmark::open_loop): arrivals evenly spaced, at most
-// max_batch running and the KV cache's admission, the rest queued. Means
-// over every request; the throughputs are the benchmark's, requests over
-// its makespan, so above the deployment's capacity they are its capacity
-// and the queue shows in ttft_s.
+// ClosedLoopBenchmark::open_loop): arrivals at a finite rate as
+// `arrivals` says (evenly spaced, or a Poisson process as the serving
+// benchmarks send them), at most max_batch running and the KV cache's
+// admission, the rest queued. Means over every request; the throughputs
+// are the benchmark's, requests over its makespan, so above the
+// deployment's capacity they are its capacity and the queue shows in
+// ttft_s.
 ServingEstimate EstimateOpenLoopBenchmark(
     const search_spaces::ModelSpec& model,
     const search_spaces::ClusterSpec& cluster,
     const search_spaces::ServingWorkload& workload,
     const search_spaces::ServingConfig& config, int64_t num_gpus, double rate,
-    int64_t requests, const Calibration& calibration,
+    int64_t requests, Arrivals arrivals, const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
 // `clients` clients' closed loop at its steady state: the benchmark above

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 namespace meshtune::costmodel {
 namespace {
 
@@ -98,6 +101,55 @@ TEST(SimulateClosedLoop, OpenLoopIdleEngineWaitsForTheNextArrival) {
   EXPECT_DOUBLE_EQ(r.mean_tpot_s, 1.0);
   EXPECT_DOUBLE_EQ(r.makespan_s, 12.75);
   EXPECT_EQ(r.passes, 6);
+}
+
+TEST(ArrivalTimes, EvenAndPoisson) {
+  EXPECT_EQ(ArrivalTimes(Arrivals::kEven, 1.5, 3),
+            (std::vector<double>{0.0, 1.5, 3.0}));
+  // Gaps −ln(1 − frac(i·φ)) · 2 s: frac(φ) = 0.618034 gives 1.924847,
+  // frac(2φ) = 0.236068 gives 0.538553.
+  const std::vector<double> t = ArrivalTimes(Arrivals::kPoisson, 2.0, 3);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_DOUBLE_EQ(t[0], 0.0);
+  EXPECT_NEAR(t[1], 1.924847, 1e-6);
+  EXPECT_NEAR(t[2], 2.463400, 1e-6);
+  EXPECT_TRUE(ArrivalTimes(Arrivals::kPoisson, 0.0, 4) ==
+              std::vector<double>(4, 0.0));  // an infinite rate
+}
+
+TEST(ArrivalTimes, PoissonGapsHaveTheExponentialsMeanAndSpread) {
+  // An exponential's mean is its scale and its standard deviation too.
+  const int n = 100000;
+  const std::vector<double> t = ArrivalTimes(Arrivals::kPoisson, 0.5, n + 1);
+  double sum = 0, sum_sq = 0;
+  for (int i = 1; i <= n; ++i) {
+    const double gap = t[i] - t[i - 1];
+    ASSERT_GT(gap, 0.0);
+    sum += gap;
+    sum_sq += gap * gap;
+  }
+  const double mean = sum / n;
+  const double var = sum_sq / n - mean * mean;
+  EXPECT_NEAR(mean, 0.5, 0.5 * 0.01);
+  EXPECT_NEAR(std::sqrt(var), 0.5, 0.5 * 0.02);
+  // Any 1000 consecutive gaps already average near the scale.
+  EXPECT_NEAR((t[51000] - t[50000]) / 1000, 0.5, 0.5 * 0.05);
+}
+
+TEST(SimulateClosedLoop, PoissonArrivalsQueueWhereEvenOnesDoNot) {
+  // One-token requests, each served alone in 0.75 s (0.25 empty pass +
+  // 0.5 prompt). Every 2 s: never a queue, TTFT 0.75 each. Poisson at a
+  // 2 s mean: arrivals 0, 1.9248, 2.4634 (ArrivalTimes above); C arrives
+  // during B's pass (1.9248 .. 2.6748) and is served after it, done at
+  // 3.424847: TTFT 0.961447, mean (0.75 + 0.75 + 0.961447) / 3.
+  ClosedLoopBenchmark b = OpenLoop(3, 2.0, 10, 1, 100);
+  const ClosedLoopResult even = SimulateClosedLoop(b, Times(0, 1.0, 0.5, 0.25));
+  EXPECT_DOUBLE_EQ(even.mean_ttft_s, 0.75);
+  b.arrivals = Arrivals::kPoisson;
+  const ClosedLoopResult poisson =
+      SimulateClosedLoop(b, Times(0, 1.0, 0.5, 0.25));
+  EXPECT_NEAR(poisson.mean_ttft_s, (0.75 + 0.75 + 0.961447) / 3, 1e-6);
+  EXPECT_NEAR(poisson.makespan_s, 3.424847, 1e-6);
 }
 
 TEST(SimulateClosedLoop, APassLastsTheLongerOfItsGpuAndHostSides) {

@@ -535,7 +535,7 @@ TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
   c.kv_cache = KvCacheDtype::kFp8;
   const ServingWorkload w{2048, 2, 0};
   const ServingEstimate e =
-      EstimateOpenLoopBenchmark(m, h100, w, c, 4, 1.0, 1, cal);
+      EstimateOpenLoopBenchmark(m, h100, w, c, 4, 1.0, 1, Arrivals::kEven, cal);
   ASSERT_TRUE(e.fits) << e.infeasible_reason;
   EXPECT_NEAR(
       e.ttft_s,

@@ -511,8 +511,10 @@ std::optional<LoadPoint> Aggregated(const ServingCase& c,
 }
 
 // Open loop at `rate` requests/s: the benchmark's N requests (the row's
-// count, else kDefaultBenchmarkRequests) arriving evenly at that rate, or
-// all at once at an infinite one, simulated pass by pass
+// count, else kDefaultBenchmarkRequests) arriving as a Poisson process at
+// that rate (vLLM's benchmark_serving.py and its forks, whose metric names
+// the rate rows' tables print: "Mean TTFT", "Mean ITL", a QPS of "INF"),
+// or all at once at an infinite one, simulated pass by pass
 // (costmodel::EstimateOpenLoopBenchmark). A steady state (what tune serve
 // --request-rate prices) describes neither a rate above the capacity,
 // where the backlog is worked off prompts first and then their decodes,
@@ -524,7 +526,7 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
                                                     : kDefaultBenchmarkRequests;
   const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
       c.model, c.cluster, c.workload, c.config, c.num_gpus, rate, requests,
-      cal);
+      costmodel::Arrivals::kPoisson, cal);
   if (!e.fits) {
     *why = e.infeasible_reason;
     return std::nullopt;

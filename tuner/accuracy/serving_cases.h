@@ -41,7 +41,8 @@
 //              "N requests" (or aiconfigurator's) all measured); "request
 //              rate N QPS" in notes -> the benchmark's requests (the
 //              notes' "N requests", "N synthetic requests" or
-//              "num_requests=N", else 500) arriving at that rate,
+//              "num_requests=N", else 500) arriving at that rate as a
+//              Poisson process,
 //              "infinite request rate" or "QPS INF" -> all sent at once,
 //              either simulated as an open loop
 //              (costmodel::EstimateOpenLoopBenchmark); otherwise offline

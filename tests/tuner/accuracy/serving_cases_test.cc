@@ -244,7 +244,7 @@ TEST(ServingCases, InfiniteRateSimulatesTheBenchmarksBurst) {
   const costmodel::DatasheetCalibration cal(c.cluster);
   const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
       c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
-      cal);
+      costmodel::Arrivals::kPoisson, cal);
   ASSERT_TRUE(e.fits);
   EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, e.ttft_s * 1e3);
   EXPECT_DOUBLE_EQ(PredictServingCase(cases[1]).predicted, e.tpot_s * 1e3);
