@@ -33,6 +33,7 @@ DatasheetCalibration::DatasheetCalibration(const ClusterSpec& c,
   ceiling_bf16_ = c.gpu.gemm_max_efficiency_bf16;
   ceiling_fp8_ = c.gpu.gemm_max_efficiency_fp8;
   ceiling_fp4_ = c.gpu.GemmMaxEfficiency(Precision::kNvfp4);
+  ceiling_fp8_blockwise_ = c.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise);
   hbm_Bps_ = c.gpu.hbm_gbps * 1e9 * c.gpu.hbm_efficiency;
   nvlink_.busbw_Bps = c.nvlink_busbw_gbps * 1e9;
   nvlink_.latency_s = c.nvlink_latency_us * 1e-6;
@@ -65,12 +66,15 @@ double DatasheetCalibration::GemmEfficiency(int64_t m, int64_t n, int64_t k,
                                             const ModelOptions& o) const {
   if (m <= 0 || n <= 0 || k <= 0) return 1.0;
   const bool quantized = search_spaces::IsQuantized(precision);
-  // NVFP4 reaches its own measured ceiling; training instead keeps FP8's,
-  // under its fitted kNvfp4RelativeEfficiency (GemmTime_s).
-  const bool own_fp4 = precision == Precision::kNvfp4 &&
-                       !o.enabled(Refinement::kTrainingKernelEfficiency);
-  const double ceiling =
-      own_fp4 ? ceiling_fp4_ : (quantized ? ceiling_fp8_ : ceiling_bf16_);
+  // NVFP4 and blockwise FP8 reach their own measured ceilings; training
+  // instead keeps FP8's (NVFP4 under its fitted kNvfp4RelativeEfficiency,
+  // GemmTime_s).
+  const bool serving = !o.enabled(Refinement::kTrainingKernelEfficiency);
+  double ceiling = quantized ? ceiling_fp8_ : ceiling_bf16_;
+  if (serving && precision == Precision::kNvfp4) ceiling = ceiling_fp4_;
+  if (serving && precision == Precision::kFp8Blockwise) {
+    ceiling = ceiling_fp8_blockwise_;
+  }
   // The fixed per-kernel time forgoes FLOPs at the GEMM's own rate.
   const double half_size =
       precision == Precision::kNvfp4

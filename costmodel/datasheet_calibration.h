@@ -92,9 +92,9 @@ class DatasheetCalibration : public Calibration {
                           const ModelOptions& options) const override;
 
   // Fraction of the precision's peak a GEMM of this shape reaches: the
-  // GPU's ceiling for the precision (GpuSpec::GemmMaxEfficiency; NVFP4
-  // under training's kernel efficiency takes FP8's) times the size and
-  // shape fall-offs.
+  // GPU's ceiling for the precision (GpuSpec::GemmMaxEfficiency; NVFP4 and
+  // blockwise FP8 under training's kernel efficiency take FP8's, the fitted
+  // training constants being FP8's) times the size and shape fall-offs.
   double GemmEfficiency(int64_t m, int64_t n, int64_t k,
                         search_spaces::Precision precision,
                         const ModelOptions& options = ModelOptions()) const;
@@ -222,8 +222,9 @@ class DatasheetCalibration : public Calibration {
   double peak_fp32_flops_ = 0;  // CUDA cores; 0 = not stated
   double ceiling_bf16_ = 0;
   double ceiling_fp8_ = 0;
-  double ceiling_fp4_ = 0;  // GpuSpec::GemmMaxEfficiency(kNvfp4)
-  double hbm_Bps_ = 0;      // streaming bandwidth, bytes/s (× hbm_efficiency)
+  double ceiling_fp4_ = 0;            // GpuSpec::GemmMaxEfficiency(kNvfp4)
+  double ceiling_fp8_blockwise_ = 0;  // ...(kFp8Blockwise)
+  double hbm_Bps_ = 0;  // streaming bandwidth, bytes/s (× hbm_efficiency)
   LinkTier nvlink_;
   double nvls_allreduce_Bps_ = 0;
   LinkTier network_;

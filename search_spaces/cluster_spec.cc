@@ -76,6 +76,9 @@ double GpuSpec::GemmMaxEfficiency(Precision p) const {
   if (p == Precision::kNvfp4 && gemm_max_efficiency_fp4 > 0) {
     return gemm_max_efficiency_fp4;
   }
+  if (p == Precision::kFp8Blockwise) {
+    return gemm_max_efficiency_fp8 * fp8_blockwise_relative;
+  }
   return IsQuantized(p) ? gemm_max_efficiency_fp8 : gemm_max_efficiency_bf16;
 }
 
@@ -128,6 +131,12 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
                                          g.nvfp4_stream_relative));
   MESHTUNE_RETURN_IF_ERROR(
       CheckFraction(where, "gpu.moe_gemm_relative", g.moe_gemm_relative));
+  if (g.gemm_max_efficiency_fp4 != 0) {  // 0 = FP8's
+    MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.gemm_max_efficiency_fp4",
+                                           g.gemm_max_efficiency_fp4));
+  }
+  MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.fp8_blockwise_relative",
+                                         g.fp8_blockwise_relative));
   if (g.peak_fp8_tflops > 0) {
     MESHTUNE_RETURN_IF_ERROR(CheckFraction(where, "gpu.gemm_max_efficiency_fp8",
                                            g.gemm_max_efficiency_fp8));

@@ -91,6 +91,12 @@ struct GpuSpec {
   // (their CUTLASS grouped GEMMs over the routed experts). 1 = the dense
   // rate, which NVIDIA's sweeps show on Hopper.
   double moe_gemm_relative = 1.0;
+  // Fraction of the per-tensor FP8 GEMM rate that blockwise-scaled FP8
+  // GEMMs reach (1x128 activation and 128x128 weight scales, DeepSeek-V3's
+  // checkpoints; the serving model): the scales' loads and the per-block
+  // rescaling in the main loop cost tensor-core time. Its ceiling is
+  // gemm_max_efficiency_fp8 times this. 1 = as fast.
+  double fp8_blockwise_relative = 1.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

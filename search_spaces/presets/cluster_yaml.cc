@@ -54,6 +54,7 @@ const std::vector<std::string>& GpuKeys() {
       "decode_gemm_min_rows",
       "nvfp4_stream_relative",
       "moe_gemm_relative",
+      "fp8_blockwise_relative",
   };
   return kKeys;
 }
@@ -112,6 +113,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("nvfp4_stream_relative", false, &g.nvfp4_stream_relative));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("moe_gemm_relative", false, &g.moe_gemm_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("fp8_blockwise_relative", false, &g.fp8_blockwise_relative));
   return g;
 }
 

@@ -181,6 +181,29 @@ TEST(Nvfp4, ServingGemmsReachTheMeasuredFp4Ceiling) {
               1e-12);
 }
 
+TEST(Fp8Blockwise, ServingGemmsReachTheMeasuredBlockwiseCeiling) {
+  // Blockwise-scaled FP8 (DeepSeek-V3's checkpoints) at its own ceiling
+  // outside training: 0.838 of the per-tensor rate on an H200
+  // (clusters/h200.yaml, NVIDIA's sweep: 1286 / 1534 TFLOP/s), so the same
+  // GEMM takes 1 / 0.838 as long; training keeps FP8's ceiling. A GPU that
+  // states none falls back to FP8's.
+  ModelOptions serving;
+  serving.Disable(Refinement::kTrainingKernelEfficiency);
+  const DatasheetCalibration h200(Preset("h200"));
+  const double block =
+      h200.GemmTime_s(8192, 8192, 8192, Precision::kFp8Blockwise, serving);
+  const double tensor =
+      h200.GemmTime_s(8192, 8192, 8192, Precision::kFp8, serving);
+  EXPECT_NEAR(block / tensor, 1 / 0.838, 1e-9);
+  EXPECT_NEAR(
+      h200.GemmEfficiency(8192, 8192, 8192, Precision::kFp8Blockwise, {}),
+      h200.GemmEfficiency(8192, 8192, 8192, Precision::kFp8, {}), 1e-12);
+  const DatasheetCalibration a100(Preset("a100-80g"));
+  EXPECT_NEAR(
+      a100.GemmEfficiency(4096, 4096, 4096, Precision::kFp8Blockwise, serving),
+      a100.GemmEfficiency(4096, 4096, 4096, Precision::kFp8, serving), 1e-12);
+}
+
 TEST(GemmSize, TheRampIsAFixedTimeNotAFixedFlopCount) {
   // F0 = 6.41 µs (2 GFLOP / 312 TFLOP/s) of the GEMM precision's peak: a
   // GEMM of F0 FLOPs runs at half the efficiency of a large one (shape

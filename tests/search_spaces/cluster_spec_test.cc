@@ -292,6 +292,17 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   c.gpu.moe_gemm_relative = 0;
   EXPECT_EQ(c.Validate().message(),
             "gpu.moe_gemm_relative: expected a fraction in (0, 1], got '0'");
+  c = *parsed;
+  c.gpu.fp8_blockwise_relative = 1.2;
+  EXPECT_EQ(
+      c.Validate().message(),
+      "gpu.fp8_blockwise_relative: expected a fraction in (0, 1], got '1.2'");
+  // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.
+  c = *parsed;
+  c.gpu.gemm_max_efficiency_fp4 = -0.5;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.gemm_max_efficiency_fp4: expected a fraction in (0, 1], got "
+            "'-0.5'");
 }
 
 }  // namespace

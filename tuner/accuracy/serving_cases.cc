@@ -89,6 +89,21 @@ std::optional<Precision> ServingPrecision(const std::string& cell,
   return std::nullopt;
 }
 
+// An FP8 row's weights: blockwise-scaled where the model's own FP8
+// checkpoint is (DeepSeek-V3 and R1, Kimi-K2: their config.json states
+// quantization_config {"quant_method": "fp8", "weight_block_size": [128,
+// 128]}, the only FP8 weights these models are published in) or where the
+// notes name fp8_block (aiconfigurator's "moe=fp8_block"); per-tensor
+// otherwise (ModelOpt's FP8 checkpoints).
+Precision ServingFp8Weights(Precision weights, const ModelSpec& model,
+                            const std::string& notes) {
+  if (weights != Precision::kFp8) return weights;
+  const bool native_block =
+      model.name == "deepseek-v3" || model.name == "kimi-k2";
+  return native_block || Contains(notes, "fp8_block") ? Precision::kFp8Blockwise
+                                                      : weights;
+}
+
 KvCacheDtype ServingKvCache(Precision weights, const std::string& framework,
                             const std::string& precision_cell,
                             const std::string& notes) {
@@ -328,8 +343,9 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   const KvCacheDtype kv =
       ServingKvCache(*precision, t.Cell(r, "framework"), precision_cell, notes);
   const double fraction = KvCacheMemoryFraction(notes);
+  const Precision weights = ServingFp8Weights(*precision, c->model, notes);
   for (ServingConfig* sc : {&c->config, &c->prefill_config}) {
-    sc->weights = *precision;
+    sc->weights = weights;
     sc->kv_cache = kv;
     if (fraction > 0) sc->kv_cache_memory_fraction = fraction;
   }

@@ -465,6 +465,28 @@ TEST(ClusterPresetsTest, HandComputedNumbers) {
   EXPECT_EQ(gb200.gpu.PeakTflops(Precision::kFp8), 5000);
 }
 
+TEST(ClusterPresetsTest, BlockwiseFp8CeilingsAreNvidiasMeasuredGemms) {
+  // The best fp8_block GEMM of NVIDIA's TensorRT-LLM sweep on each GPU over
+  // its best per-tensor FP8 GEMM (TFLOP/s, the clusters/*.yaml comments):
+  // 0.84 on Hopper, 0.96-0.99 on Blackwell; the blockwise ceiling is the
+  // FP8 one times that.
+  const std::vector<std::tuple<const char*, double, double>> best = {
+      {"h100", 1271, 1507},  {"h200", 1286, 1534}, {"b200", 3099, 3151},
+      {"gb200", 3365, 3493}, {"b300", 3349, 3376}, {"gb300", 3681, 3749}};
+  for (const auto& [name, block, tensor] : best) {
+    SCOPED_TRACE(name);
+    const ClusterSpec c = ResolveCluster(name).value();
+    EXPECT_NEAR(c.gpu.fp8_blockwise_relative, block / tensor, 0.0006);
+    EXPECT_NEAR(c.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
+                c.gpu.gemm_max_efficiency_fp8 * c.gpu.fp8_blockwise_relative,
+                1e-12);
+  }
+  // Without a measured value, FP8's ceiling.
+  const ClusterSpec l40s = ResolveCluster("l40s").value();
+  EXPECT_EQ(l40s.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
+            l40s.gpu.GemmMaxEfficiency(Precision::kFp8));
+}
+
 TEST(ClusterPresetsTest, BlackwellNvfp4RatesAreNvidiasMeasuredGemms) {
   // The best NVFP4 GEMM of NVIDIA's TensorRT-LLM sweep on each GPU (TFLOP/s,
   // the clusters/*.yaml comments), over the dense FP4 peak: about half the

@@ -168,8 +168,31 @@ TEST(ServingCases, PrecisionFromTheNotesGemmMode) {
   ASSERT_EQ(cases.size(), 3u);
   EXPECT_EQ(cases[0].skipped_reason, "");
   EXPECT_EQ(cases[0].config.weights, Precision::kBf16);  // "-": none
-  EXPECT_EQ(cases[1].config.weights, Precision::kFp8);
+  EXPECT_EQ(cases[1].config.weights, Precision::kFp8Blockwise);
   EXPECT_EQ(cases[2].skipped_reason.rfind("unknown precision", 0), 0u);
+}
+
+TEST(ServingCases, DeepSeekFp8IsBlockScaled) {
+  // DeepSeek-V3/R1's FP8 checkpoint is block-scaled whatever the row says
+  // (its config.json: weight_block_size [128, 128]); ModelOpt's FP8
+  // checkpoints of other models are per-tensor unless the notes name
+  // fp8_block.
+  const auto cases =
+      Map("x,x,DeepSeek-R1,H200-SXM-141GB,8,8,1,8,,FP8 "
+          "(deepseek-ai/DeepSeek-R1),TensorRT-LLM,1024,2048,1,"
+          "output_tokens_per_s,50,\"x\"\n"
+          "x,x,Llama-3.1-70B,H200-SXM-141GB,4,4,1,,,FP8,TensorRT-LLM,1024,"
+          "1024,,output_tokens_per_s,5000,\"x\"\n"
+          "aic,x,Qwen3-30B-A3B,H200-SXM-141GB,1,1,1,1,1,fp8,SGLang 0.5.9,1024,"
+          "1024,8,tpot_ms,10,\"aggregated; gemm=fp8, moe=fp8_block\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].config.weights, Precision::kFp8Blockwise);
+  EXPECT_EQ(cases[1].config.weights, Precision::kFp8);
+  EXPECT_EQ(cases[2].config.weights, Precision::kFp8Blockwise);
+  for (const ServingCase& c : cases) {
+    EXPECT_EQ(c.skipped_reason, "") << c.line;
+    EXPECT_GT(PredictServingCase(c).predicted, 0) << c.line;
+  }
 }
 
 TEST(ServingCases, DisaggregatedWorkersFromNotes) {
