@@ -275,16 +275,16 @@ class Loop {
 std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
                                  int64_t requests) {
   std::vector<double> t(static_cast<size_t>(std::max<int64_t>(0, requests)));
-  const double phi = (std::sqrt(5.0) - 1.0) / 2.0;
-  double now = 0;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (arrivals == Arrivals::kEven) {
+  if (arrivals == Arrivals::kEven) {
+    for (size_t i = 0; i < t.size(); ++i) {
       t[i] = static_cast<double>(i) * interval_s;
-      continue;
     }
-    t[i] = now;
-    const double u = std::fmod(static_cast<double>(i + 1) * phi, 1.0);
-    now += -std::log1p(-u) * interval_s;
+    return t;
+  }
+  const double phi = (std::sqrt(5.0) - 1.0) / 2.0;
+  for (size_t i = 1; i < t.size(); ++i) {
+    const double u = std::fmod(static_cast<double>(i) * phi, 1.0);
+    t[i] = t[i - 1] - std::log1p(-u) * interval_s;
   }
   return t;
 }

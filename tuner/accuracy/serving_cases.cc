@@ -574,6 +574,37 @@ std::optional<LoadPoint> Disaggregated(const ServingCase& c,
   return lp;
 }
 
+// What trtllm-bench reads off a checkpoint for its estimate.
+struct CheckpointFacts {
+  double elements = 0;  // safetensors elements (parameter_count)
+  double attention_layers = 0;
+  bool mla = false;
+  bool mamba = false;  // a hybrid: trtllm-bench's extra-cache branch
+};
+
+// The decoder's linear layers at the weight format (a quantized byte is one
+// element: NVFP4's 0.5625 bytes per weight, FP8's one), norms, routers and
+// embeddings in 16-bit, one element per weight.
+CheckpointFacts CheckpointOf(const ModelSpec& m, Precision weights) {
+  const double stored =
+      std::min(1.0, search_spaces::WeightBytesPerElement(weights));
+  CheckpointFacts f;
+  for (const search_spaces::LayerKind& kind : m.DecoderLayers()) {
+    const costmodel::LayerParams p = costmodel::ParamsOfLayer(m, kind);
+    f.elements += (p.tp_sharded + p.routed_experts) * stored + p.replicated;
+    f.mamba = f.mamba || kind.mixer == search_spaces::Mixer::kMamba;
+    f.mla = f.mla || kind.mixer == search_spaces::Mixer::kMla;
+    if (kind.mixer == search_spaces::Mixer::kAttention ||
+        kind.mixer == search_spaces::Mixer::kMla) {
+      ++f.attention_layers;
+    }
+  }
+  f.elements += (m.untie_embeddings_and_output_weights ? 2.0 : 1.0) *
+                static_cast<double>(m.vocab_size) *
+                static_cast<double>(m.hidden_size);
+  return f;
+}
+
 }  // namespace
 
 double TrtllmBenchKvRequests(const ServingCase& c) {
@@ -581,26 +612,10 @@ double TrtllmBenchKvRequests(const ServingCase& c) {
   const ServingConfig& config = c.config;
   const double elem_bytes = TrtllmBenchBytesPerElement(config.weights);
   if (elem_bytes <= 0) return 0.0;
-  // Checkpoint elements: the decoder's linear layers at the weight format
-  // (a quantized byte is one element: NVFP4's 0.5625 bytes per weight, FP8's
-  // one), norms, routers and embeddings in 16-bit, one element per weight.
-  const double stored =
-      std::min(1.0, search_spaces::WeightBytesPerElement(config.weights));
-  double elements = 0, attention_layers = 0;
-  bool mla = false;
-  for (const search_spaces::LayerKind& kind : m.DecoderLayers()) {
-    if (kind.mixer == search_spaces::Mixer::kMamba) return 0.0;
-    const costmodel::LayerParams p = costmodel::ParamsOfLayer(m, kind);
-    elements += (p.tp_sharded + p.routed_experts) * stored + p.replicated;
-    if (kind.mixer == search_spaces::Mixer::kAttention ||
-        kind.mixer == search_spaces::Mixer::kMla) {
-      ++attention_layers;
-      mla = mla || kind.mixer == search_spaces::Mixer::kMla;
-    }
-  }
+  const CheckpointFacts f = CheckpointOf(m, config.weights);
+  if (f.mamba) return 0.0;
+  const bool mla = f.mla;
   const double h = static_cast<double>(m.hidden_size);
-  elements += (m.untie_embeddings_and_output_weights ? 2.0 : 1.0) *
-              static_cast<double>(m.vocab_size) * h;
   const double heads = static_cast<double>(m.num_attention_heads);
   const double kv_heads = mla || m.num_query_groups <= 0
                               ? heads
@@ -613,11 +628,12 @@ double TrtllmBenchKvRequests(const ServingCase& c) {
   if (config.kv_cache == KvCacheDtype::kNvfp4) kv_bytes = 0.5;
   const double tp = static_cast<double>(config.tp * config.attention_dp);
   const double gib = 1073741824.0;
-  const double per_token_gib = 2.0 * attention_layers * std::max(tp, kv_heads) *
-                               head_size * kv_bytes / gib;
+  const double per_token_gib = 2.0 * f.attention_layers *
+                               std::max(tp, kv_heads) * head_size * kv_bytes /
+                               gib;
   const double gpus = tp * static_cast<double>(config.pp);
   const double available_gib =
-      gpus * c.cluster.CapacityGib() - elements * elem_bytes / gib;
+      gpus * c.cluster.CapacityGib() - f.elements * elem_bytes / gib;
   const double seq = static_cast<double>(c.workload.isl + c.workload.osl);
   if (per_token_gib <= 0 || seq <= 0 || available_gib <= 0) return 0.0;
   return available_gib * config.kv_cache_memory_fraction /
