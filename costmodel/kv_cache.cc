@@ -11,6 +11,10 @@ using search_spaces::Mixer;
 using search_spaces::ModelSpec;
 using search_spaces::ServingConfig;
 
+bool EngineKeepsWindow(search_spaces::ServingEngine engine) {
+  return !search_spaces::IsTensorRtLlm(engine);
+}
+
 namespace {
 
 double HeadDim(const ModelSpec& m) {
@@ -20,9 +24,10 @@ double HeadDim(const ModelSpec& m) {
 }
 
 // Keys a windowed layer keeps: its window and the current token (the
-// compute model's count, compute_model.cc).
-bool IsWindowed(const ModelSpec& m, int64_t layer) {
-  if (m.window_size < 0) return false;
+// compute model's count, compute_model.cc), where the engine keeps only the
+// window (EngineKeepsWindow).
+bool IsWindowed(const ModelSpec& m, const ServingConfig& c, int64_t layer) {
+  if (m.window_size < 0 || !EngineKeepsWindow(c.engine)) return false;
   return m.window_attn_skip_freq <= 0 ||
          (layer + 1) % m.window_attn_skip_freq != 0;
 }
@@ -45,7 +50,7 @@ LayerCache CacheOfLayer(const ModelSpec& m, const ServingConfig& c,
           m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
       const double local = std::max<int64_t>(1, groups / c.tp);
       lc.per_token = 2.0 * local * HeadDim(m) * b;
-      if (IsWindowed(m, layer)) lc.window = m.window_size + 1;
+      if (IsWindowed(m, c, layer)) lc.window = m.window_size + 1;
       break;
     }
     case Mixer::kMla:

@@ -1,6 +1,7 @@
 // KV-cache sizes against hand-computed values: GQA split over tp (and a
 // head replicated when tp exceeds the query groups), MLA's latent, sliding
-// windows, Mamba states, pipeline stages and the cache dtype.
+// windows (and the engines that keep them), Mamba states, pipeline stages
+// and the cache dtype.
 #include "costmodel/kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +65,27 @@ TEST(KvCache, SlidingWindowLayersStopGrowing) {
   EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, Tp(1)), 16 * 4096.0);
   // A context shorter than the window keeps every token.
   EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, Tp(1), 2), 32 * 4096.0 * 2);
+}
+
+TEST(KvCache, TensorRtLlmKeepsTheWholeContextOfAWindowedModel) {
+  const ModelSpec m = Preset("mistral-7b");  // 32 layers, 8 groups of 128,
+                                             // a 4096-token window
+  // 32 layers · (K and V) · 8 groups · 128 · 2 B = 131072 B per token.
+  ServingConfig c = Tp(1);
+  c.engine = search_spaces::ServingEngine::kVllm;
+  EXPECT_TRUE(EngineKeepsWindow(c.engine));
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, c, 22000), 131072.0 * 4097);
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, c), 0.0);  // nothing grows
+  c.engine = search_spaces::ServingEngine::kSglang;
+  EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, c, 22000), 131072.0 * 4097);
+  // TensorRT-LLM without max_attention_window: every token of every layer.
+  for (const auto engine : {search_spaces::ServingEngine::kTensorRtLlm,
+                            search_spaces::ServingEngine::kTensorRtLlmCpp}) {
+    c.engine = engine;
+    EXPECT_FALSE(EngineKeepsWindow(engine));
+    EXPECT_DOUBLE_EQ(KvCacheBytesPerSequence(m, c, 22000), 131072.0 * 22000);
+    EXPECT_DOUBLE_EQ(KvCacheBytesPerToken(m, c), 131072.0);
+  }
 }
 
 TEST(KvCache, NemotronHMambaStateIsFixed) {
