@@ -257,9 +257,43 @@ constexpr int64_t kAiconfiguratorPrefillHeadroom = 1500;
 // --warmup-request-count C·2).
 constexpr int64_t kAiconfiguratorRequestsPerClient = 20;
 
+// The layout an aiconfigurator point's id names, "..._tpT_epE_N"
+// (TensorRT-LLM's tp_size T, the GPUs of the replica, and moe_ep_size E),
+// where the columns contradict it. Its 2026-04-06 dump writes the columns
+// of every point with E > 1 as tp_size (or attention_dp_size) T · E and
+// moe_tp_size T, T · E GPUs, while those points' measured values are the
+// 2026-03-25 dump's points of the id's layout to the last digit
+// (DeepSeek-R1 FP8 on H200, 8192/1024 at 4 clients, "tp8_ep8": 595.596 ms
+// TTFT and 8.586 ms TPOT in both, one at tp 64, the other at tp 8 on 8
+// GPUs). The id's layout is then the deployment: T GPUs, attention over T
+// by TP or by attention DP as the columns have it, the experts over E of
+// them (MoE TP T/E). Rows whose columns agree with their id, or whose id
+// names no layout, keep their columns.
+void ApplyIdLayout(const std::string& notes, ServingCase* c) {
+  static const std::regex kIdLayout(R"(id=[^;]*_tp(\d+)_ep(\d+)_\d+;)");
+  std::smatch m;
+  if (!std::regex_search(notes, m, kIdLayout)) return;
+  const int64_t gpus = std::stoll(m[1]);
+  const int64_t ep = std::stoll(m[2]);
+  ServingConfig& config = c->config;
+  const int64_t attention = config.tp * config.attention_dp;
+  if (ep < 2 || config.pp != 1 || config.ep != ep || attention != gpus * ep ||
+      c->num_gpus != attention) {
+    return;
+  }
+  if (config.attention_dp > 1) {
+    config.attention_dp = gpus;
+  } else {
+    config.tp = gpus;
+  }
+  c->num_gpus = gpus;
+}
+
 // How aiconfigurator deployed and measured its points (docs/serving.md
 // §4): the engine settings its generator writes and the benchmark its
 // scripts run.
+//   - The layout its id names where its columns contradict it
+//     (ApplyIdLayout);
 //   - The step's token budget per attention-DP rank: max_batch_size + isl
 //     + 1500 (TensorRT-LLM max_num_tokens, vLLM max-num-batched-tokens),
 //     isl + 1500 (SGLang max-prefill-tokens), max_batch_size being the
@@ -272,6 +306,7 @@ constexpr int64_t kAiconfiguratorRequestsPerClient = 20;
 void ApplyAiconfiguratorProtocol(const std::string& framework,
                                  const std::string& notes, ServingCase* c) {
   if (!c->disaggregated) {
+    ApplyIdLayout(notes, c);
     static const std::regex kBatch(R"(batch_size field=(\d+))");
     std::smatch m;
     const int64_t per_rank_batch =

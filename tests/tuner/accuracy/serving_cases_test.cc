@@ -387,6 +387,48 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   EXPECT_GT(PredictServingCase(cases[0]).predicted, 0);
 }
 
+TEST(ServingCases, AiconfiguratorIdLayoutOverridesContradictingColumns) {
+  // The 2026-04-06 dump's columns for "tp8_ep8" (8 GPUs, TensorRT-LLM's
+  // tp_size 8 and moe_ep_size 8): tp 64 or attention DP 64 on 64 GPUs.
+  const std::string aic =
+      "ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/systems/"
+      "silicon_sample.csv,x,deepseek-ai/DeepSeek-R1,H200-SXM-141GB,";
+  const std::string tail =
+      "fp8,TensorRT-LLM 1.1.0rc2.post2,8192,1024,4,tpot_ms,8.5861,\"";
+  const auto cases =
+      Map(aic + "64,64,1,8,1," + tail +
+          "id=2026_04_06_x_c4_tp8_ep8_947; aggregated; moe_tp=8; batch_size "
+          "field=4\"\n" +
+          aic + "64,1,1,8,64," + tail +
+          "id=2026_04_06_x_c64_tp8_ep8_941; aggregated; moe_tp=8; batch_size "
+          "field=1\"\n" +
+          // Columns that agree with the id (2026-03-25: "tp8_0_ep8_0"), an id
+          // without E > 1, and one naming no layout keep their columns.
+          aic + "8,8,1,8,1," + tail +
+          "id=2026_03_25_x_c4_tp8_0_ep8_0_1254; aggregated; moe_tp=1\"\n" +
+          aic + "16,16,1,1,1," + tail +
+          "id=2026_04_06_x_c4_tp16_ep1_3; aggregated; moe_tp=16\"\n" + aic +
+          "64,64,1,8,1," + tail + "id=dsr1_x_cfg181; aggregated\"\n");
+  ASSERT_EQ(cases.size(), 5u);
+  for (const ServingCase& c : cases) ASSERT_EQ(c.skipped_reason, "");
+  EXPECT_EQ(cases[0].num_gpus, 8);
+  EXPECT_EQ(cases[0].config.tp, 8);
+  EXPECT_EQ(cases[0].config.attention_dp, 1);
+  EXPECT_EQ(cases[0].config.ep, 8);
+  EXPECT_EQ(cases[1].num_gpus, 8);
+  EXPECT_EQ(cases[1].config.tp, 1);
+  EXPECT_EQ(cases[1].config.attention_dp, 8);
+  EXPECT_EQ(cases[1].config.ep, 8);
+  EXPECT_EQ(cases[2].num_gpus, 8);
+  EXPECT_EQ(cases[2].config.tp, 8);
+  EXPECT_EQ(cases[3].config.tp, 16);
+  EXPECT_EQ(cases[4].num_gpus, 64);
+  EXPECT_EQ(cases[4].config.tp, 64);
+  // The corrected point and the 2026-03-25 one it duplicates price alike.
+  EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted,
+                   PredictServingCase(cases[2]).predicted);
+}
+
 TEST(ServingCases, ClosedLoopBeyondTheCacheQueues) {
   // 4096 clients of 1000 + 1000 tokens on one H100 with LLaMA-3 8B: more
   // than its KV cache holds (about 900 such sequences), so the rest wait
