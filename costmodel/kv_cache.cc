@@ -26,10 +26,13 @@ double HeadDim(const ModelSpec& m) {
 // Keys a windowed layer keeps: its window and the current token (the
 // compute model's count, compute_model.cc), where the engine keeps only the
 // window (EngineKeepsWindow).
-bool IsWindowed(const ModelSpec& m, const ServingConfig& c, int64_t layer) {
-  if (m.window_size < 0 || !EngineKeepsWindow(c.engine)) return false;
+bool IsWindowedLayer(const ModelSpec& m, int64_t layer) {
+  if (m.window_size < 0) return false;
   return m.window_attn_skip_freq <= 0 ||
          (layer + 1) % m.window_attn_skip_freq != 0;
+}
+bool IsWindowed(const ModelSpec& m, const ServingConfig& c, int64_t layer) {
+  return EngineKeepsWindow(c.engine) && IsWindowedLayer(m, layer);
 }
 
 // Bytes on one GPU for layer `layer` (0-based) of kind `kind`: `per_token`
@@ -116,6 +119,17 @@ double MostLoadedStage(const ModelSpec& model, const ServingConfig& config,
 }
 
 }  // namespace
+
+std::vector<int64_t> KeptAttentionWindows(const ModelSpec& m,
+                                          int64_t max_context) {
+  if (m.window_size < 0) return {};
+  const int64_t period = std::max<int64_t>(1, m.window_attn_skip_freq);
+  std::vector<int64_t> out;
+  for (int64_t layer = 0; layer < period; ++layer) {
+    out.push_back(IsWindowedLayer(m, layer) ? m.window_size + 1 : max_context);
+  }
+  return out;
+}
 
 double KvCacheBytesPerSequence(const ModelSpec& model,
                                const ServingConfig& config,

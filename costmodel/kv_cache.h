@@ -41,7 +41,10 @@ std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
 // Whether `engine` keeps only a sliding-window layer's window in its KV
 // cache (the header's "window" above) rather than the whole context.
 //   - vLLM and SGLang: yes, from the checkpoint's config (vLLM's
-//     ModelConfig.get_sliding_window reads the HF config's sliding_window);
+//     ModelConfig.get_sliding_window reads the HF config's sliding_window;
+//     SGLang's model classes declare theirs through
+//     get_attention_sliding_window_size, as its GPT-OSS and Gemma ones do;
+//     that its Mistral v0.1 keeps the window too is assumed, unmeasured);
 //   - TensorRT-LLM, both flows: no. Its cache is sized and kept for the full
 //     context unless kv_cache_config.max_attention_window is set (the
 //     runtime's --max_attention_window_size, which TensorRT-LLM's own Mistral
@@ -52,6 +55,17 @@ std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
 //     20 000 + 2 000 tokens on all five GPUs, where a kept window would hold
 //     a fifth of the cache (docs/serving.md §5).
 bool EngineKeepsWindow(search_spaces::ServingEngine engine);
+
+// The tokens each layer keeps, as TensorRT-LLM's
+// kv_cache_config.max_attention_window takes them (a list it repeats over
+// the layers): one entry per layer of the window pattern, window_size + 1
+// on a sliding-window layer and `max_context` on a full-attention one; empty
+// for a model without windows. Mistral 7B: {4097}; GPT-OSS (window 127
+// every other layer): {128, max_context}. What tune serve writes into its
+// trtllm-serve options so that TensorRT-LLM keeps the windows the plan was
+// priced with (vLLM's and SGLang's own; EngineKeepsWindow).
+std::vector<int64_t> KeptAttentionWindows(const search_spaces::ModelSpec& model,
+                                          int64_t max_context);
 
 // Bytes of cache one sequence of `context_tokens` tokens holds on one GPU of
 // the most loaded pipeline stage (stages are the layers split in order, the

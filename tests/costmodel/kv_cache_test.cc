@@ -88,6 +88,16 @@ TEST(KvCache, TensorRtLlmKeepsTheWholeContextOfAWindowedModel) {
   }
 }
 
+TEST(KvCache, KeptAttentionWindowsForTensorRtLlm) {
+  // Mistral 7B: every layer keeps its 4096-token window and the token.
+  EXPECT_EQ(KeptAttentionWindows(Preset("mistral-7b"), 22000),
+            (std::vector<int64_t>{4097}));
+  // GPT-OSS: layers 1, 3, ... keep 128 tokens, 2, 4, ... the whole context.
+  EXPECT_EQ(KeptAttentionWindows(Preset("gpt-oss-120b"), 3000),
+            (std::vector<int64_t>{128, 3000}));
+  EXPECT_TRUE(KeptAttentionWindows(Preset("llama3-8b"), 3000).empty());
+}
+
 TEST(KvCache, NemotronHMambaStateIsFixed) {
   const ModelSpec m = Preset("nemotron-h-8b");  // 24 M, 4 attention layers
   // Mamba layer: SSM 128 heads · 64 · 128 state + conv (8192 + 2·8·128)·3,

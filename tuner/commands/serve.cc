@@ -6,6 +6,7 @@
 #include <string>
 
 #include "costmodel/datasheet_calibration.h"
+#include "costmodel/kv_cache.h"
 #include "costmodel/serving_model.h"
 #include "engine/backends/registry.h"
 #include "profiler/cpu_backend.h"
@@ -335,6 +336,8 @@ class ServeCommand : public Command {
                    costmodel::kDefaultMaxBatch * best.config.attention_dp);
     }
     launch.max_model_len = p.workload.isl + p.workload.osl;
+    launch.attention_windows =
+        costmodel::KeptAttentionWindows(p.model, launch.max_model_len);
     launch.replicas = best.estimate.replicas;
     nlohmann::json c;
     c["checkpoint"] = launch.model;

@@ -127,6 +127,14 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
   yaml += c.kv_cache == KvCacheDtype::kBf16  ? "auto\n"
           : c.kv_cache == KvCacheDtype::kFp8 ? "fp8\n"
                                              : "nvfp4\n";
+  if (!launch.attention_windows.empty()) {
+    yaml += "  max_attention_window: [";
+    for (size_t i = 0; i < launch.attention_windows.size(); ++i) {
+      if (i > 0) yaml += ", ";
+      yaml += std::to_string(launch.attention_windows[i]);
+    }
+    yaml += "]\n";
+  }
   if (launch.role != ServingRole::kAggregated) {
     yaml += "cache_transceiver_config:\n  backend: DEFAULT\n";
   }
@@ -347,13 +355,27 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
                      : dtype == "nvfp4" ? KvCacheDtype::kNvfp4
                                         : KvCacheDtype::kBf16;
       }
+      if (root["kv_cache_config"] &&
+          root["kv_cache_config"]["max_attention_window"]) {
+        l.attention_windows = root["kv_cache_config"]["max_attention_window"]
+                                  .as<std::vector<int64_t>>();
+      }
       if (root["cache_transceiver_config"]) l.role = ServingRole::kDecode;
     } catch (const YAML::Exception& e) {
       return Status::InvalidArgument(
           "the --extra_llm_api_options YAML has a field of the wrong type: " +
               std::string(e.what()),
           "enable_attention_dp is true or false, kv_cache_config.dtype a "
-          "name");
+          "name, kv_cache_config.max_attention_window a list of token "
+          "counts");
+    }
+    for (const int64_t window : l.attention_windows) {
+      if (window < 1) {
+        return Status::InvalidArgument(
+            "kv_cache_config.max_attention_window holds " +
+                std::to_string(window) + ", not a number of tokens",
+            "give each layer's window as a positive token count");
+      }
     }
   }
   // TensorRT-LLM's attention DP spans all tp_size ranks (no hybrid), and

@@ -20,7 +20,9 @@
 //   TensorRT-LLM  trtllm-serve --tp_size tp·adp --pp_size pp --ep_size ep
 //               --max_batch_size batch --max_seq_len isl+osl
 //               --kv_cache_free_gpu_memory_fraction 0.9, with
-//               enable_attention_dp and the KV dtype in the
+//               enable_attention_dp, the KV dtype and, for a model with
+//               sliding windows, the windows it keeps
+//               (kv_cache_config.max_attention_window) in the
 //               --extra_llm_api_options YAML it prints beside.
 // The checkpoint is `model`: quoted for the shell, never interpreted.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_
@@ -28,6 +30,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "search_spaces/serving_spec.h"
 #include "search_spaces/status.h"
@@ -50,6 +53,11 @@ struct ServingLaunch {
   int64_t max_model_len = 0;  // isl + osl
   int64_t replicas = 1;
   ServingRole role = ServingRole::kAggregated;
+  // Tokens each layer keeps, repeated over the layers, for a model with
+  // sliding windows (costmodel::KeptAttentionWindows); empty without. vLLM
+  // and SGLang read the windows from the checkpoint; TensorRT-LLM keeps
+  // them only when told (kv_cache_config.max_attention_window).
+  std::vector<int64_t> attention_windows;
 };
 
 // The vLLM command of one replica; InvalidArgument for an MoE layout vLLM
@@ -86,7 +94,8 @@ StatusOr<search_spaces::ServingConfig> ParseSglangServeCommand(
 // Reads `trtllm-serve` and its --extra_llm_api_options YAML text (may be
 // empty): --tp_size GPUs are tensor-parallel, or all attention-DP ranks
 // with enable_attention_dp (TensorRT-LLM has no hybrid of the two);
-// --max_batch_size is per attention-DP rank; kv_cache_config.dtype; a
+// --max_batch_size is per attention-DP rank; kv_cache_config.dtype and
+// max_attention_window (into ServingLaunch::attention_windows); a
 // cache_transceiver_config marks a disaggregated worker (its side is the
 // deployment's: read as decode). The weight precision is the checkpoint's
 // and is not read (bf16 in the result). Errors as ParseVllmServeCommand's

@@ -95,6 +95,21 @@ TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {
   EXPECT_EQ(trtllm.value().max_batch, best["batch_per_replica"]);
 }
 
+TEST(ServeCommand, TensorRtLlmKeepsTheWindowsThePlanWasPricedWith) {
+  // Mistral 7B's 4096-token window: vLLM and SGLang read it from the
+  // checkpoint, TensorRT-LLM is told in its options.
+  const auto run =
+      Tune({"serve", "--model", "mistral-7b", "--gpus", "1", "--gpu", "h100",
+            "--isl", "2048", "--osl", "512", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_NE(
+      j["commands"]["trtllm_extra_llm_api_options"].get<std::string>().find(
+          "  max_attention_window: [4097]\n"),
+      std::string::npos)
+      << j["commands"].dump();
+}
+
 TEST(ServeCommand, DisaggregatedBestPlanHasCommandsPerRole) {
   const auto run =
       Tune({"serve", "--model", "llama3-70b", "--gpus", "16", "--gpu", "h100",

@@ -130,6 +130,40 @@ TEST(SglangAndTrtllm, DepLayout) {
             "  dtype: fp8\n");
 }
 
+TEST(TrtllmServeCommand, KeepsTheModelsSlidingWindows) {
+  // TensorRT-LLM keeps a window only when told (vLLM and SGLang read it
+  // from the checkpoint): the plan's windows go into its options.
+  ServingLaunch l = Launch(64);
+  l.model = "openai/gpt-oss-120b";
+  l.attention_windows = {128, 2560};
+  std::string yaml;
+  ASSERT_TRUE(TrtllmServeCommand(Config(4, 1, 1, 4), l, &yaml).ok());
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: auto\n"
+            "  max_attention_window: [128, 2560]\n");
+  ServingLaunch back;
+  const std::string cmd =
+      TrtllmServeCommand(Config(4, 1, 1, 4), l, nullptr).value();
+  ASSERT_TRUE(ParseTrtllmServeCommand(cmd, yaml, &back).ok());
+  EXPECT_EQ(back.attention_windows, l.attention_windows);
+  // Without windows the option is not written.
+  l.attention_windows.clear();
+  ASSERT_TRUE(TrtllmServeCommand(Config(4, 1, 1, 4), l, &yaml).ok());
+  EXPECT_EQ(yaml.find("max_attention_window"), std::string::npos);
+  // A window that is not a token count is refused.
+  const auto bad = ParseTrtllmServeCommand(
+      cmd, "kv_cache_config:\n  max_attention_window: [128, 0]\n", nullptr);
+  EXPECT_EQ(bad.status().message(),
+            "kv_cache_config.max_attention_window holds 0, not a number of "
+            "tokens");
+  EXPECT_FALSE(
+      ParseTrtllmServeCommand(
+          cmd, "kv_cache_config:\n  max_attention_window: x\n", nullptr)
+          .ok());
+}
+
 TEST(SglangServeCommand, ParsesBackToTheSamePlan) {
   for (const ServingConfig& c :
        {Config(4, 1, 1, 1), Config(8, 2, 1, 1, Precision::kFp8),
