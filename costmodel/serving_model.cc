@@ -9,6 +9,7 @@
 
 #include "costmodel/closed_loop.h"
 #include "costmodel/comm_model.h"
+#include "costmodel/compute_model.h"
 #include "costmodel/kv_cache.h"
 #include "costmodel/model_stats.h"
 
@@ -223,7 +224,10 @@ void Linear(const Calibration& cal, const ModelOptions& o,
 // GEMM of the active experts' summed width at the per-expert rows,
 // streaming all their weights, not as one launch per expert that each pays
 // the small-GEMM fall-off (a 2 048-token prefill of Qwen3-30B-A3B gives
-// each of its 128 experts 128 rows).
+// each of its 128 experts 128 rows). Spread over several EP ranks, the
+// layer waits for the busiest: its GEMMs, where they bound the time, carry
+// MoeLoadImbalance (compute_model.h) times the mean load, the training
+// model's factor; the weights it streams do not depend on the load.
 void RoutedExperts(const ModelSpec& m, const LayerShare& s,
                    const Calibration& cal, const ModelOptions& o,
                    const ServingDevice& dev, Precision p, double tokens,
@@ -234,9 +238,10 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
       ExpectedActiveExperts(m.num_experts, m.moe_router_topk, tokens) / e;
   const double active = s.local_experts * hit;
   const double per_expert = tokens * k / e / std::max(hit, 1e-12);
+  const double busiest = s.local_experts < e ? MoeLoadImbalance(m, o) : 1.0;
   for (const Gemm& g : s.expert_gemms) {
     Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
-           compute_s, dev.moe_gemm_scale);
+           compute_s, dev.moe_gemm_scale * busiest);
   }
 }
 

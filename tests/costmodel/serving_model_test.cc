@@ -237,6 +237,38 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
               32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
+TEST(DecodeStep, ExpertParallelStepWaitsForTheBusiestRank) {
+  // Mixtral 8x7B at tp 8, ep 8 (one whole expert per GPU) on an H100 whose
+  // HBM is 1000x faster, so the GEMMs bound the step. One token picks 2 of
+  // 8 experts: a GPU's expert is active with probability 0.25, so its fc1
+  // (2 · 14336 columns, k 4096) and fc2 (4096 columns, k 14336) run at a
+  // quarter of their width, at the 16-row floor. The busiest EP rank
+  // carries kMoeLoadImbalance (1.2) times the mean: 0.2 more of that time
+  // per layer than with balanced routing. At ep 1 the experts are split
+  // over every GPU, no rank is busier, and nothing changes.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  ClusterSpec fast = Cluster("h100");
+  fast.gpu.hbm_gbps *= 1000;
+  const DatasheetCalibration cal(fast);
+  ServingConfig c;
+  c.tp = 8;
+  c.ep = 8;
+  ModelOptions on;
+  on.Disable(Refinement::kTrainingKernelEfficiency);
+  ModelOptions off = on;
+  off.Disable(Refinement::kMoeImbalance);
+  const auto gemm = [&](int64_t n, int64_t k) {
+    return cal.GemmTime_s(256, n, k, Precision::kBf16, on) * 16 / 256;
+  };
+  const double experts = gemm(28672 / 4, 4096) + gemm(4096 / 4, 14336);
+  EXPECT_NEAR(DecodeStep(m, fast, c, 1, 16, cal, on).compute_s -
+                  DecodeStep(m, fast, c, 1, 16, cal, off).compute_s,
+              32 * 0.2 * experts, 1e-3 * 32 * 0.2 * experts);
+  c.ep = 1;
+  EXPECT_DOUBLE_EQ(DecodeStep(m, fast, c, 1, 16, cal, on).compute_s,
+                   DecodeStep(m, fast, c, 1, 16, cal, off).compute_s);
+}
+
 TEST(DecodeStep, AttentionDpGathersTheTokensAndReduceScattersTheOutputs) {
   // Mixtral 8x7B (h 4096, top-2, 32 MoE layers) at tp 1, attention DP 8,
   // ep 8 on one H100 node, 64 sequences: 8 tokens per rank. Inside one

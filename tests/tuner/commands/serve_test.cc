@@ -157,7 +157,7 @@ TEST(ServeCommand, K8sWritesTheBestPlansDeployment) {
             std::string::npos)
       << run.err;
   // A plan vLLM cannot run has no manifest; the file is kept.
-  const auto refused = Tune({"serve", "--model", "deepseek-v3", "--gpus", "8",
+  const auto refused = Tune({"serve", "--model", "llama3-70b", "--gpus", "8",
                              "--gpu", "b200", "--isl", "1024", "--osl", "1024",
                              "--precision", "mxfp8", "--k8s", path});
   EXPECT_EQ(refused.exit_code, 2);
