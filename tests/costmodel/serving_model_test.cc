@@ -202,71 +202,73 @@ TEST(DecodeStep, MoeReadsOnlyTheExpertsTheBatchPicks) {
               0.01 * (two - one));
 }
 
-TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
-  // Mixtral 8x7B at tp 8, ep 1 (each expert split 8 ways) on an H100 whose
-  // HBM is 1000x faster, so every GEMM is compute-bound. One token picks 2
-  // experts per layer; their fc1 (2 · 14336 / 8 = 3584 columns each, k
-  // 4096) and fc2 (4096 columns, k 1792) run as one GEMM each of twice the
-  // width at the 16-row floor, a 16/256 share of a 256-row GEMM.
-  const ModelSpec m = Preset("mixtral-8x7b");
+// Mixtral 8x7B on an H100 whose HBM is 1000x faster, so every GEMM of a
+// decode step is compute-bound; at one token each runs at the 16-row
+// floor, a 16/256 share of a 256-row GEMM on the calibration's curve.
+struct ComputeBoundMixtral {
+  ComputeBoundMixtral() {
+    fast.gpu.hbm_gbps *= 1000;
+    o.Disable(Refinement::kTrainingKernelEfficiency);
+  }
+  double Gemm16(int64_t n, int64_t k) const {
+    return DatasheetCalibration(fast).GemmTime_s(256, n, k, Precision::kBf16,
+                                                 o) *
+           16 / 256;
+  }
+  // tp 8 with the experts over `ep` of the GPUs.
+  static ServingConfig Tp8(int64_t ep) {
+    ServingConfig c;
+    c.tp = 8;
+    c.ep = ep;
+    return c;
+  }
+  ModelSpec m = Preset("mixtral-8x7b");
   ClusterSpec fast = Cluster("h100");
-  fast.gpu.hbm_gbps *= 1000;
-  const DatasheetCalibration cal(fast);
-  ServingConfig c;
-  c.tp = 8;
-  c.ep = 1;
   ModelOptions o;
-  o.Disable(Refinement::kTrainingKernelEfficiency);
-  const auto gemm = [&](int64_t n, int64_t k, Precision p) {
-    return cal.GemmTime_s(256, n, k, p, o) * 16 / 256;
-  };
-  const double experts = gemm(2 * 3584, 4096, Precision::kBf16) +
-                         gemm(2 * 4096, 1792, Precision::kBf16);
+};
+
+TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
+  // At tp 8, ep 1 each expert is split 8 ways. One token picks 2 experts
+  // per layer; their fc1 (2 · 14336 / 8 = 3584 columns each, k 4096) and
+  // fc2 (4096 columns, k 1792) run as one GEMM each of twice the width.
+  const ComputeBoundMixtral x;
+  const DatasheetCalibration cal(x.fast);
+  const ServingConfig c = ComputeBoundMixtral::Tp8(1);
+  const double experts = x.Gemm16(2 * 3584, 4096) + x.Gemm16(2 * 4096, 1792);
   // The rest: QKV ((4 + 2) · 128 = 768 columns), the out-projection (k
   // 512) and, once, the output layer (32 768 / 8 = 4096 columns).
-  const double dense =
-      gemm(768, 4096, Precision::kBf16) + gemm(4096, 512, Precision::kBf16);
-  const double head = gemm(4096, 4096, Precision::kBf16);
-  const DecodeBreakdown d = DecodeStep(m, fast, c, 1, 16, cal);
+  const double dense = x.Gemm16(768, 4096) + x.Gemm16(4096, 512);
+  const double head = x.Gemm16(4096, 4096);
+  const DecodeBreakdown d = DecodeStep(x.m, x.fast, c, 1, 16, cal);
   EXPECT_NEAR(d.compute_s, 32 * (experts + dense) + head, 1e-6 * d.compute_s);
   // A GPU whose fused MoE GEMMs reach 0.59 of the dense rate (A100's,
   // clusters/a100-80g.yaml) pays 1/0.59 on the experts only.
-  ClusterSpec slow_moe = fast;
+  ClusterSpec slow_moe = x.fast;
   slow_moe.gpu.moe_gemm_relative = 0.59;
-  EXPECT_NEAR(DecodeStep(m, slow_moe, c, 1, 16, cal).compute_s,
+  EXPECT_NEAR(DecodeStep(x.m, slow_moe, c, 1, 16, cal).compute_s,
               32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
 TEST(DecodeStep, ExpertParallelStepWaitsForTheBusiestRank) {
-  // Mixtral 8x7B at tp 8, ep 8 (one whole expert per GPU) on an H100 whose
-  // HBM is 1000x faster, so the GEMMs bound the step. One token picks 2 of
-  // 8 experts: a GPU's expert is active with probability 0.25, so its fc1
-  // (2 · 14336 columns, k 4096) and fc2 (4096 columns, k 14336) run at a
-  // quarter of their width, at the 16-row floor. The busiest EP rank
-  // carries kMoeLoadImbalance (1.2) times the mean: 0.2 more of that time
-  // per layer than with balanced routing. At ep 1 the experts are split
-  // over every GPU, no rank is busier, and nothing changes.
-  const ModelSpec m = Preset("mixtral-8x7b");
-  ClusterSpec fast = Cluster("h100");
-  fast.gpu.hbm_gbps *= 1000;
-  const DatasheetCalibration cal(fast);
-  ServingConfig c;
-  c.tp = 8;
-  c.ep = 8;
-  ModelOptions on;
-  on.Disable(Refinement::kTrainingKernelEfficiency);
-  ModelOptions off = on;
-  off.Disable(Refinement::kMoeImbalance);
-  const auto gemm = [&](int64_t n, int64_t k) {
-    return cal.GemmTime_s(256, n, k, Precision::kBf16, on) * 16 / 256;
+  // At tp 8, ep 8 each GPU holds one whole expert. One token picks 2 of 8:
+  // a GPU's expert is active with probability 0.25, so its fc1 (2 · 14336
+  // columns, k 4096) and fc2 (4096 columns, k 14336) run at a quarter of
+  // their width. The busiest EP rank carries kMoeLoadImbalance (1.2) times
+  // the mean: 0.2 more of that time per layer than with balanced routing.
+  // At ep 1 the experts are split over every GPU, no rank is busier, and
+  // nothing changes.
+  const ComputeBoundMixtral x;
+  const DatasheetCalibration cal(x.fast);
+  ModelOptions balanced = x.o;
+  balanced.Disable(Refinement::kMoeImbalance);
+  const auto compute_s = [&](int64_t ep, const ModelOptions& o) {
+    return DecodeStep(x.m, x.fast, ComputeBoundMixtral::Tp8(ep), 1, 16, cal, o)
+        .compute_s;
   };
-  const double experts = gemm(28672 / 4, 4096) + gemm(4096 / 4, 14336);
-  EXPECT_NEAR(DecodeStep(m, fast, c, 1, 16, cal, on).compute_s -
-                  DecodeStep(m, fast, c, 1, 16, cal, off).compute_s,
-              32 * 0.2 * experts, 1e-3 * 32 * 0.2 * experts);
-  c.ep = 1;
-  EXPECT_DOUBLE_EQ(DecodeStep(m, fast, c, 1, 16, cal, on).compute_s,
-                   DecodeStep(m, fast, c, 1, 16, cal, off).compute_s);
+  const double experts = x.Gemm16(28672 / 4, 4096) + x.Gemm16(4096 / 4, 14336);
+  EXPECT_NEAR(compute_s(8, x.o) - compute_s(8, balanced), 32 * 0.2 * experts,
+              1e-3 * 32 * 0.2 * experts);
+  EXPECT_DOUBLE_EQ(compute_s(1, x.o), compute_s(1, balanced));
 }
 
 TEST(DecodeStep, AttentionDpGathersTheTokensAndReduceScattersTheOutputs) {
