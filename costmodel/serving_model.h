@@ -96,14 +96,19 @@ inline constexpr double kSglangStepOverhead_s = 3.5e-3;
 double StepOverhead_s(search_spaces::ServingEngine engine);
 // Host work of one engine step per running request in TensorRT-LLM's
 // PyTorch executor loop (preparing the request's inputs, the sampler's
-// bookkeeping, updating and checking it), on an x86 host. TensorRT-LLM
-// PR 10273 (github.com/NVIDIA/TensorRT-LLM/pull/10273) measured the mean
-// host step of GPT-OSS-120B at 1 536 running requests per attention-DP rank
-// on GB200 at 45.11 ms: 29.4 us a request on Grace, 19.6 us on x86 over the
-// Grace launch factor 1.5 (ClusterSpec::host_launch_factor). The overlap
-// scheduler runs it beside the GPU's step, so a step lasts the longer of
-// the two (DecodeBreakdown::host_s).
-inline constexpr double kTensorRtLlmHostPerRequest_s = 19.6e-6;
+// bookkeeping, updating and checking it), on an x86 host: 35 us, fitted on
+// the throughput tables of TensorRT-LLM 1.0 to 1.2 (perf-overview.md), whose
+// Qwen3-30B-A3B runs on B200, B300, GB200 and GB300 at 700 to 2 048
+// running requests the host bounds (docs/serving.md §5: 20 to 45 us fit
+// them one by one; 35 us minimises their tables' throughput error). A
+// profile measured less: TensorRT-LLM PR 10273
+// (github.com/NVIDIA/TensorRT-LLM/pull/10273) gives a mean host step of
+// 45.11 ms for GPT-OSS-120B at 1 536 requests per attention-DP rank on
+// GB200, 29.4 us a request on Grace, 19.6 us on x86 over the Grace launch
+// factor 1.5 (ClusterSpec::host_launch_factor). The overlap scheduler runs
+// it beside the GPU's step, so a step lasts the longer of the two
+// (DecodeBreakdown::host_s).
+inline constexpr double kTensorRtLlmHostPerRequest_s = 35e-6;
 // The host work of one step of `requests` running requests on one
 // attention-DP rank (its own executor process): TensorRT-LLM's PyTorch
 // flow pays kTensorRtLlmHostPerRequest_s for each, times the host's launch

@@ -95,17 +95,24 @@ TEST(ServingCases, TrtllmBenchSizesItsEngineFromTheKvCache) {
           "blog,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM "
           "(trtllm-bench throughput),128,128,64,output_tokens_per_s,9000,"
           "\"max_batch_size 64\"\n"
-          "v0.17,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM 0.17,"
-          "128,128,,output_tokens_per_s,28000,\"offline\"\n");
-  ASSERT_EQ(cases.size(), 3u);
+          "v0.17,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM 0.17 "
+          "(TRT engine),128,128,,output_tokens_per_s,28000,\"offline\"\n"
+          "v0.17,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,FP8,TensorRT-LLM 0.17 "
+          "(TRT engine; trtllm-bench throughput),128,128,,"
+          "output_tokens_per_s,28000,\"offline\"\n");
+  ASSERT_EQ(cases.size(), 4u);
   EXPECT_TRUE(cases[0].trtllm_bench_settings);
   EXPECT_FALSE(cases[1].trtllm_bench_settings);
   EXPECT_FALSE(cases[2].trtllm_bench_settings);
-  // Its batch of 4096 (trtllm-bench estimates 4157 256-token requests of
-  // 8B in FP8) against the default cap of 2048: a larger step, more
-  // tokens/s.
-  EXPECT_GT(PredictServingCase(cases[0]).predicted,
+  EXPECT_TRUE(cases[3].trtllm_bench_settings);
+  // The C++ executor at trtllm-bench's batch of 4096 (it estimates 4157
+  // 256-token requests of 8B in FP8) against the default cap of 2048: a
+  // larger step, more tokens/s.
+  EXPECT_GT(PredictServingCase(cases[3]).predicted,
             PredictServingCase(cases[2]).predicted);
+  // The PyTorch flow's host bounds its steps at that batch: a token per
+  // request every 35 us, 28 571 tokens/s at any batch.
+  EXPECT_NEAR(PredictServingCase(cases[0]).predicted, 1 / 35e-6, 1e-6);
 }
 
 TEST(ServingCases, TrtllmBenchEstimatesItsOwnKvRequests) {
