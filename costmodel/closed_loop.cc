@@ -14,6 +14,8 @@ namespace {
 struct Request {
   double arrival_s = 0;
   int64_t index = 0;  // in the order the clients sent them
+  int64_t isl = 1;
+  int64_t osl = 1;
   int64_t generated = 0;
   double first_token_s = 0;
 };
@@ -40,7 +42,7 @@ class Loop {
       arrivals_ = ArrivalTimes(b_.arrivals, b_.arrival_interval_s, b_.requests);
       return;
     }
-    for (int64_t i = 0; i < b_.clients; ++i) waiting_.push_back({0.0, i});
+    for (int64_t i = 0; i < b_.clients; ++i) waiting_.push_back(New(0.0, i));
     issued_ = b_.clients;
   }
 
@@ -59,16 +61,29 @@ class Loop {
     const double n = static_cast<double>(b_.requests);
     const double measured = static_cast<double>(b_.requests - b_.warmup);
     r.mean_ttft_s = ttft_sum_s_ / measured;
-    r.mean_tpot_s = b_.osl > 1 ? tpot_sum_s_ / measured : 0.0;
+    r.mean_tpot_s = tpot_requests_ > 0 ? tpot_sum_s_ / tpot_requests_ : 0.0;
+    r.mean_itl_s = itl_gaps_ > 0 ? itl_sum_s_ / itl_gaps_ : 0.0;
     r.makespan_s = now_s_;
     r.requests_per_s = now_s_ > 0 ? n / now_s_ : 0.0;
-    r.output_tokens_per_s = r.requests_per_s * static_cast<double>(b_.osl);
+    r.output_tokens_per_s =
+        now_s_ > 0 ? static_cast<double>(output_tokens_) / now_s_ : 0.0;
     r.passes = passes_;
     r.preemptions = preemptions_;
     return r;
   }
 
  private:
+  // Request `index`, sent at `arrival_s`, with its lengths.
+  Request New(double arrival_s, int64_t index) const {
+    Request r{arrival_s, index, b_.isl, b_.osl};
+    const auto at = [index](const std::vector<int64_t>& v) {
+      return v[static_cast<size_t>(index) % v.size()];
+    };
+    if (!b_.input_lengths.empty()) r.isl = at(b_.input_lengths);
+    if (!b_.output_lengths.empty()) r.osl = at(b_.output_lengths);
+    return r;
+  }
+
   double ArrivalOf(int64_t index) const {
     return arrivals_[static_cast<size_t>(index)];
   }
@@ -80,7 +95,7 @@ class Loop {
       now_s_ = std::max(now_s_, ArrivalOf(issued_));
     }
     while (issued_ < b_.requests && ArrivalOf(issued_) <= now_s_) {
-      waiting_.push_back({ArrivalOf(issued_), issued_});
+      waiting_.push_back(New(ArrivalOf(issued_), issued_));
       ++issued_;
     }
   }
@@ -93,7 +108,7 @@ class Loop {
     return static_cast<int64_t>(prefilling_.size() + decoding_.size());
   }
 
-  int64_t Context(const Request& r) const { return b_.isl + r.generated; }
+  int64_t Context(const Request& r) const { return r.isl + r.generated; }
 
   // Tokens in the KV cache at the next pass: every admitted prompt, and
   // each decode's tokens so far with the one this pass feeds.
@@ -108,7 +123,7 @@ class Loop {
     if (b_.kv_tokens == 0 || Running() == 0) return true;
     if (b_.kv_policy == KvAdmission::kReserveWholeRequest) {
       // Every running request holds its whole isl + osl.
-      return (Running() + 1) * (b_.isl + b_.osl) <= b_.kv_tokens;
+      return reserved_tokens_ + r.isl + r.osl <= b_.kv_tokens;
     }
     return CachedTokens() + Context(r) <= b_.kv_tokens;
   }
@@ -120,6 +135,7 @@ class Loop {
       waiting_.pop_front();
       prefilling_.push_back({r, Context(r), next_admission_++});
       prefill_context_sum_ += Context(r);
+      reserved_tokens_ += r.isl + r.osl;
     }
   }
 
@@ -140,13 +156,16 @@ class Loop {
           (newest_decode == decoding_.end() ||
            prefilling_.back().admitted > newest_decode->admitted);
       if (take_prefill) {
-        prefill_context_sum_ -= Context(prefilling_.back().request);
-        waiting_.push_front(prefilling_.back().request);
+        const Request& r = prefilling_.back().request;
+        prefill_context_sum_ -= Context(r);
+        reserved_tokens_ -= r.isl + r.osl;
+        waiting_.push_front(r);
         prefilling_.pop_back();
       } else {
         Request r = newest_decode->request;
-        r.generated = pass_ - newest_decode->base - b_.isl;
+        r.generated = pass_ - newest_decode->base - r.isl;
         decode_base_sum_ -= newest_decode->base;
+        reserved_tokens_ -= r.isl + r.osl;
         decoding_.erase(newest_decode);
         waiting_.push_front(r);
       }
@@ -157,12 +176,17 @@ class Loop {
   // A request's last token arrived now: its client sends the next one.
   void Complete(const Request& r) {
     ++completed_;
-    if (b_.osl > 1 && r.index >= b_.warmup) {
-      tpot_sum_s_ +=
-          (now_s_ - r.first_token_s) / static_cast<double>(b_.osl - 1);
+    output_tokens_ += r.osl;
+    reserved_tokens_ -= r.isl + r.osl;
+    if (r.osl > 1 && r.index >= b_.warmup) {
+      const double decode_s = now_s_ - r.first_token_s;
+      tpot_sum_s_ += decode_s / static_cast<double>(r.osl - 1);
+      ++tpot_requests_;
+      itl_sum_s_ += decode_s;
+      itl_gaps_ += static_cast<double>(r.osl - 1);
     }
     if (!b_.open_loop && issued_ < b_.requests) {
-      waiting_.push_back({now_s_, issued_});
+      waiting_.push_back(New(now_s_, issued_));
       ++issued_;
     }
   }
@@ -235,12 +259,12 @@ class Loop {
         r.first_token_s = now_s_;
         if (r.index >= b_.warmup) ttft_sum_s_ += now_s_ - r.arrival_s;
       }
-      const int64_t left = b_.osl - r.generated - 1;  // decode passes
+      const int64_t left = r.osl - r.generated - 1;  // decode passes
       if (left <= 0) {
         Complete(r);
         continue;
       }
-      Decoding d{r, this_pass + left, this_pass - b_.isl - r.generated,
+      Decoding d{r, this_pass + left, this_pass - r.isl - r.generated,
                  p.admitted};
       decode_base_sum_ += d.base;
       // A resumed request may finish before those decoding longer.
@@ -265,9 +289,14 @@ class Loop {
   int64_t next_admission_ = 0;
   int64_t prefill_context_sum_ = 0;  // Σ context over prefilling_
   int64_t decode_base_sum_ = 0;      // Σ base over decoding_
+  int64_t reserved_tokens_ = 0;      // Σ isl + osl over running requests
+  int64_t output_tokens_ = 0;        // of the completed requests
   double now_s_ = 0;
   double ttft_sum_s_ = 0;
   double tpot_sum_s_ = 0;
+  double tpot_requests_ = 0;
+  double itl_sum_s_ = 0;
+  double itl_gaps_ = 0;
 };
 
 }  // namespace
@@ -289,6 +318,28 @@ std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
   return t;
 }
 
+std::vector<int64_t> ExponentialLengths(int64_t mean, int64_t count,
+                                        int stream) {
+  const double alpha = stream == 0 ? std::sqrt(2.0) - 1 : std::sqrt(3.0) - 1;
+  const size_t n = static_cast<size_t>(std::max<int64_t>(0, count));
+  std::vector<double> quantiles(n);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double u = std::fmod(static_cast<double>(i + 1) * alpha, 1.0);
+    quantiles[i] = -std::log1p(-u);
+    sum += quantiles[i];
+  }
+  // Scaled so the lengths average `mean` (before rounding): a sample's
+  // quantiles average slightly under 1.
+  const double scale =
+      sum > 0 ? static_cast<double>(mean) * static_cast<double>(n) / sum : 0.0;
+  std::vector<int64_t> lengths(n);
+  for (size_t i = 0; i < n; ++i) {
+    lengths[i] = std::max<int64_t>(1, std::llround(quantiles[i] * scale));
+  }
+  return lengths;
+}
+
 ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
                                     const PassTimes& times) {
   ClosedLoopBenchmark b = bench;
@@ -299,6 +350,8 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
   b.warmup = std::clamp<int64_t>(b.warmup, 0, b.requests - 1);
   b.isl = std::max<int64_t>(1, b.isl);
   b.osl = std::max<int64_t>(1, b.osl);
+  for (int64_t& n : b.input_lengths) n = std::max<int64_t>(1, n);
+  for (int64_t& n : b.output_lengths) n = std::max<int64_t>(1, n);
   b.step_tokens = std::max<int64_t>(1, b.step_tokens);
   b.max_running = std::max<int64_t>(1, b.max_running);
   b.kv_tokens = std::max<int64_t>(0, b.kv_tokens);

@@ -48,8 +48,14 @@
 //     capacity scheduler): a request is admitted only while every running
 //     request's isl + osl fits, so none is ever preempted.
 // Per-request TPOT = (last token − first token) / (osl − 1), averaged over
-// the measured requests (all but the warm-up) as the benchmarks report it;
-// throughput is over all requests and the whole run.
+// the measured requests (all but the warm-up) with osl > 1 as the benchmarks
+// report it; ITL is the mean gap between any two tokens of a measured
+// request (vLLM's benchmark_serving.py pools every request's gaps), the same
+// as TPOT when all outputs are one length and nearer the long requests'
+// TPOT when they vary; throughput is over all requests and the whole run.
+// Lengths: every request isl and osl, or its own (input_lengths,
+// output_lengths: a dataset's spread, ExponentialLengths), request i taking
+// entry i mod the list's size.
 // Units: seconds, tokens, requests.
 #ifndef MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
 #define MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
@@ -106,6 +112,10 @@ struct ClosedLoopBenchmark {
   bool open_loop = false;
   double arrival_interval_s = 0;
   Arrivals arrivals = Arrivals::kEven;  // at a finite rate (above)
+  // Per-request lengths instead of isl and osl (above); empty = isl and
+  // osl for every request.
+  std::vector<int64_t> input_lengths = {};
+  std::vector<int64_t> output_lengths = {};
 };
 
 // The arrival time of each of `requests` requests of an open loop at mean
@@ -113,6 +123,17 @@ struct ClosedLoopBenchmark {
 // interval_s is 0 (an infinite rate). Seconds, nondecreasing.
 std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
                                  int64_t requests);
+
+// `count` lengths of mean `mean` (before rounding) drawn from an
+// exponential law, the law of largest entropy for a positive length of
+// known mean (a dataset whose spread is not stated), at least 1 token
+// each. Deterministic like ArrivalTimes: length i is round(−ln(1 − u_i) ·
+// s) at u_i = frac((i + 1) · α), α = √2 − 1 for `stream` 0 and √3 − 1 for
+// stream 1, so input and output lengths and the golden-ratio arrivals are
+// independent sequences (1, √2, √3 and √5 are rationally independent); s
+// makes the quantiles average `mean`.
+std::vector<int64_t> ExponentialLengths(int64_t mean, int64_t count,
+                                        int stream);
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
 // prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)
@@ -127,12 +148,13 @@ struct PassTimes {
 
 struct ClosedLoopResult {
   double mean_ttft_s = 0;
-  double mean_tpot_s = 0;     // 0 when osl == 1
-  double makespan_s = 0;      // last token of the last request
-  double requests_per_s = 0;  // requests / makespan
-  double output_tokens_per_s = 0;
-  int64_t passes = 0;       // passes simulated (for tests)
-  int64_t preemptions = 0;  // requests sent back to the queue
+  double mean_tpot_s = 0;          // 0 when osl == 1
+  double mean_itl_s = 0;           // token-weighted (above); 0 when osl == 1
+  double makespan_s = 0;           // last token of the last request
+  double requests_per_s = 0;       // requests / makespan
+  double output_tokens_per_s = 0;  // every request's tokens / makespan
+  int64_t passes = 0;              // passes simulated (for tests)
+  int64_t preemptions = 0;         // requests sent back to the queue
 };
 
 // Runs the benchmark; sizes are clamped to at least 1 (requests to at

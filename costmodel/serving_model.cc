@@ -789,6 +789,10 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   const int64_t affordable =
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
+  if (w.lengths == search_spaces::LengthSpread::kExponential) {
+    b.input_lengths = ExponentialLengths(w.isl, b.requests, 1);
+    b.output_lengths = ExponentialLengths(w.osl, b.requests, 0);
+  }
   b.max_running = std::max<int64_t>(1, MaxBatch(c));
   b.kv_policy = KvAdmissionOf(c.engine);
   const double per_token =
@@ -883,6 +887,7 @@ void Simulate(const ModelSpec& m, const ClusterSpec& cluster,
   e->step_s = r.mean_tpot_s;
   e->ttft_s = r.mean_ttft_s;
   e->tpot_s = r.mean_tpot_s;
+  e->itl_s = r.mean_itl_s;
   e->output_tokens_per_s = r.output_tokens_per_s * replicas;
   e->output_tokens_per_s_per_gpu =
       e->output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));

@@ -210,6 +210,10 @@ struct ServingEstimate {
   double step_s = 0;       // decode step + the prefill share (see above)
   double ttft_s = 0;
   double tpot_s = 0;
+  // The mean gap between any two tokens of a request, pooled over the
+  // requests (closed_loop.h): a simulated benchmark's; 0 elsewhere, where
+  // it is tpot_s (every request one length).
+  double itl_s = 0;
   // Output tokens per second: the deployment, per GPU, per user (1/TPOT).
   double output_tokens_per_s = 0;
   double output_tokens_per_s_per_gpu = 0;

@@ -52,14 +52,28 @@ double BytesPerElement(KvCacheDtype dtype);
 // count them apart).
 double WeightBytesPerElement(Precision weights);
 
+// How request lengths spread around the workload's isl and osl.
+//   kFixed        every request exactly isl and osl: a synthetic benchmark's
+//                 fixed lengths (trtllm-bench's and aiperf's datasets with
+//                 no spread, random datasets at range ratio 1);
+//   kExponential  a dataset of which only the mean lengths are known
+//                 (conversations such as ShareGPT's): exponentially
+//                 distributed around the means, the law of largest entropy
+//                 for a positive length of known mean. The benchmark
+//                 simulations give each request its own lengths
+//                 (costmodel::ExponentialLengths); the steady-state
+//                 estimates use the means.
+enum class LengthSpread { kFixed, kExponential };
+
 // What the deployment is asked to serve.
 struct ServingWorkload {
-  int64_t isl = 0;  // input (prompt) tokens per request
+  int64_t isl = 0;  // input (prompt) tokens per request, the mean
   int64_t osl = 0;  // output tokens per request, the first one included
   // Requests in flight over the whole deployment (a benchmark client's
   // --concurrency); 0 = offline maximum throughput: every request queued at
   // once, the batch bounded only by the KV cache and max_batch.
   int64_t concurrency = 0;
+  LengthSpread lengths = LengthSpread::kFixed;
 };
 
 // The serving engines meshtune prices and writes commands for. The cost

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -229,6 +230,69 @@ TEST(SimulateClosedLoop, LaterRequestsFollowTheirClientsCompletions) {
   EXPECT_DOUBLE_EQ(r.mean_tpot_s, 1.0);
   EXPECT_DOUBLE_EQ(r.makespan_s, 3 * (2.0 + 3 * 1.0));
   EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 12 / 15.0);
+}
+
+TEST(SimulateClosedLoop, RequestsOfTheirOwnLengths) {
+  // Two requests sent at once with outputs of 2 and 4 tokens; a decode
+  // pass costs 1 s per row, a pass without decodes 1 s.
+  //   pass 0: both prompts         -> t 1, both first tokens
+  //   pass 1: both decode (2 s)    -> t 3, A done
+  //   passes 2-3: B alone (1 s)    -> t 5, B done
+  ClosedLoopBenchmark b = OpenLoop(2, 0.0, 1, 1, 100);
+  b.output_lengths = {2, 4};
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(1.0, 0, 0, 1.0));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 1.0);
+  // TPOT per request, (3 − 1)/1 and (5 − 1)/3; ITL pools the 4 gaps.
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, (2.0 + 4.0 / 3) / 2);
+  EXPECT_DOUBLE_EQ(r.mean_itl_s, (2.0 + 4.0) / 4);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 5.0);
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 6 / 5.0);
+  EXPECT_DOUBLE_EQ(r.requests_per_s, 2 / 5.0);
+}
+
+TEST(SimulateClosedLoop, ReservationsAddUpEachRequestsOwnLength) {
+  // One-token prompts with outputs of 8 and 2 tokens in a 10-token cache:
+  // TensorRT-LLM's reservation of A's 9 tokens leaves no room for B's 3,
+  // so B starts when A is done (t 8): its prompt at t 9, done at 10.
+  ClosedLoopBenchmark b = OpenLoop(2, 0.0, 1, 1, 100);
+  b.output_lengths = {8, 2};
+  b.kv_tokens = 10;
+  b.kv_policy = KvAdmission::kReserveWholeRequest;
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(1.0, 0, 0, 1.0));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, (1.0 + 9.0) / 2);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 10.0);
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 10 / 10.0);
+  // A cache for both (9 + 3 tokens) runs them side by side: B is done at
+  // t 3 (pass 1 of two rows), A at 3 + 6.
+  b.kv_tokens = 12;
+  const ClosedLoopResult both = SimulateClosedLoop(b, Times(1.0, 0, 0, 1.0));
+  EXPECT_DOUBLE_EQ(both.mean_ttft_s, 1.0);
+  EXPECT_DOUBLE_EQ(both.makespan_s, 9.0);
+}
+
+TEST(ExponentialLengths, DeterministicQuantilesOfTheMean) {
+  // Quantiles −ln(1 − frac(i·(√2 − 1))) of 0.534800, 1.762747 and
+  // 0.277917, scaled by 300 / 2.575464 to average 100.
+  EXPECT_EQ(ExponentialLengths(100, 3, 0), (std::vector<int64_t>{62, 205, 32}));
+  // The other stream (√3 − 1) is another sequence.
+  EXPECT_NE(ExponentialLengths(100, 3, 1), ExponentialLengths(100, 3, 0));
+  // 500 of them average the mean, spread as an exponential does (standard
+  // deviation = mean) and reach several times it; none is below 1 token.
+  const std::vector<int64_t> v = ExponentialLengths(214, 500, 0);
+  double sum = 0, sum_sq = 0;
+  int64_t longest = 0, shortest = 1 << 30;
+  for (int64_t n : v) {
+    sum += static_cast<double>(n);
+    sum_sq += static_cast<double>(n) * static_cast<double>(n);
+    longest = std::max(longest, n);
+    shortest = std::min(shortest, n);
+  }
+  const double mean = sum / 500;
+  EXPECT_NEAR(mean, 214, 1.0);
+  EXPECT_NEAR(std::sqrt(sum_sq / 500 - mean * mean), 214, 214 * 0.1);
+  EXPECT_GT(longest, 4 * 214);
+  EXPECT_GE(shortest, 1);
+  EXPECT_TRUE(ExponentialLengths(214, 0, 0).empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/kv_cache.h"
@@ -575,6 +576,31 @@ TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
       e.ttft_s,
       StepOverhead_s(c.engine) + PrefillTime_s(m, h100, c, 2048, 1, cal) / 4,
       1e-12);
+}
+
+TEST(EstimateOpenLoopBenchmark, ADatasetsLongRequestsDrainAlone) {
+  // 500 requests of LLaMA-3 8B sent at once to one H100, 202 prompt and 214
+  // output tokens on average: with every request those lengths they decode
+  // together and finish together; spread as a dataset's (exponential,
+  // the longest several times the mean) the last long ones decode nearly
+  // alone, so the run takes longer for the same tokens, and their fast
+  // lone steps weigh more in the pooled ITL than in the mean TPOT.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  const ServingConfig c;
+  ServingWorkload w{202, 214, 0};
+  const ServingEstimate fixed = EstimateOpenLoopBenchmark(
+      m, h100, w, c, 1, std::numeric_limits<double>::infinity(), 500,
+      Arrivals::kPoisson, cal);
+  w.lengths = search_spaces::LengthSpread::kExponential;
+  const ServingEstimate spread = EstimateOpenLoopBenchmark(
+      m, h100, w, c, 1, std::numeric_limits<double>::infinity(), 500,
+      Arrivals::kPoisson, cal);
+  ASSERT_TRUE(fixed.fits && spread.fits);
+  EXPECT_LT(spread.output_tokens_per_s, 0.8 * fixed.output_tokens_per_s);
+  EXPECT_NEAR(fixed.itl_s, fixed.tpot_s, 1e-12 * fixed.tpot_s);
+  EXPECT_LT(spread.itl_s, spread.tpot_s);
 }
 
 TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {

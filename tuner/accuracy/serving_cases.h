@@ -49,9 +49,13 @@
 //              maximum throughput (a
 //              `trtllm-bench` run's at the engine sizes it derives,
 //              TrtllmBenchEngineSettings)
+//   lengths    isl and osl for every request, except TensorRT-LLM's online
+//              table's 202/214 workload, a dataset of those means
+//              (LengthSpread::kExponential; docs/serving.md §4)
 //   metrics    output_tokens_per_s (the deployment),
 //              output_tokens_per_s_per_gpu, requests_per_s (throughput);
-//              ttft_ms, tpot_ms, itl_ms (latency; ITL is TPOT)
+//              ttft_ms, tpot_ms, itl_ms (latency; ITL is the simulated
+//              run's pooled gap, TPOT where every request is one length)
 // A row that cannot be predicted is skipped with its reason.
 #ifndef MESHTUNE_TUNER_ACCURACY_SERVING_CASES_H_
 #define MESHTUNE_TUNER_ACCURACY_SERVING_CASES_H_

@@ -255,6 +255,36 @@ TEST(ServingCases, RequestRateIsAnOpenLoop) {
   EXPECT_GT(saturated, 2.0);
 }
 
+TEST(ServingCases, TheOnlineTables202By214IsADataset) {
+  // TensorRT-LLM's online table ran 467/256 and 467/16 at fixed lengths
+  // and 202/214 as a dataset of those means; no other source's lengths
+  // spread.
+  const std::string online =
+      "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (Online "
+      "Serving Measurements table),x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,"
+      "TensorRT-LLM 0.14.0 + Triton tensorrtllm_backend,";
+  const auto cases = Map(
+      online + "202,214,,itl_ms,21,\"500 requests, infinite request rate\"\n" +
+      online + "467,256,,itl_ms,39,\"500 requests, infinite request rate\"\n" +
+      "other,x,Llama-3.1-8B,H100-SXM-80GB,1,1,1,,,BF16,TensorRT-LLM 0.14.0 + "
+      "Triton tensorrtllm_backend,202,214,,itl_ms,21,\"500 requests, "
+      "infinite request rate\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].workload.lengths,
+            search_spaces::LengthSpread::kExponential);
+  EXPECT_EQ(cases[1].workload.lengths, search_spaces::LengthSpread::kFixed);
+  EXPECT_EQ(cases[2].workload.lengths, search_spaces::LengthSpread::kFixed);
+  // Its ITL is the pooled gap of the simulated run, not the mean TPOT.
+  const ServingCase& c = cases[0];
+  const costmodel::DatasheetCalibration cal(c.cluster);
+  const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
+      c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
+      costmodel::Arrivals::kPoisson, cal);
+  ASSERT_TRUE(e.fits);
+  EXPECT_DOUBLE_EQ(PredictServingCase(c).predicted, e.itl_s * 1e3);
+  EXPECT_LT(e.itl_s, e.tpot_s);
+}
+
 TEST(ServingCases, InfiniteRateSimulatesTheBenchmarksBurst) {
   // 500 requests sent at once: the engine prefills them a step budget at a
   // time while the first ones decode, then decodes them together
