@@ -104,6 +104,13 @@ class Loop {
     return times_.host_s ? times_.host_s(requests) : 0.0;
   }
 
+  // A pass of `gpu_s` on the GPU for `requests` requests, with the host's
+  // work beside it or after it.
+  double Pass_s(double gpu_s, int64_t requests) const {
+    const double host_s = Host_s(requests);
+    return times_.host_after_gpu ? gpu_s + host_s : std::max(gpu_s, host_s);
+  }
+
   int64_t Running() const {
     return static_cast<int64_t>(prefilling_.size() + decoding_.size());
   }
@@ -211,7 +218,7 @@ class Loop {
         batch > 1) {
       repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
     }
-    const double pass_s = std::max(times_.decode_s(batch), Host_s(batch));
+    const double pass_s = Pass_s(times_.decode_s(batch), batch);
     if (b_.open_loop && issued_ < b_.requests && pass_s > 0) {
       // Up to the pass in which the next request arrives.
       const double until = ArrivalOf(issued_) - now_s_;
@@ -242,7 +249,7 @@ class Loop {
     double pass_s =
         decodes > 0 ? times_.decode_s(decodes) : times_.empty_pass_s;
     if (tokens > 0) pass_s += times_.prefill_s(tokens, chunks);
-    pass_s = std::max(pass_s, Host_s(decodes + chunks));
+    pass_s = Pass_s(pass_s, decodes + chunks);
     now_s_ += pass_s;
     const int64_t this_pass = pass_;
     ++pass_;

@@ -138,12 +138,14 @@ std::vector<int64_t> ExponentialLengths(int64_t mean, int64_t count,
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
 // prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)
 // (optional): the host's work for the `r` requests a pass runs, done beside
-// the GPU's, so a pass lasts the longer of the two.
+// the GPU's, so a pass lasts the longer of the two, or after it
+// (host_after_gpu), so a pass lasts their sum.
 struct PassTimes {
   std::function<double(int64_t decodes)> decode_s;
   std::function<double(int64_t tokens, int64_t sequences)> prefill_s;
   double empty_pass_s = 0;  // a pass without decodes pays this on top
   std::function<double(int64_t requests)> host_s;
+  bool host_after_gpu = false;
 };
 
 struct ClosedLoopResult {

@@ -400,6 +400,11 @@ double HostStepTime_s(search_spaces::ServingEngine engine,
          cluster.host_launch_factor;
 }
 
+bool HostAfterGpu(const ServingConfig& c) {
+  return c.engine == search_spaces::ServingEngine::kTensorRtLlm && c.pp > 1 &&
+         c.trtllm_sync_pipeline;
+}
+
 KvAdmission KvAdmissionOf(search_spaces::ServingEngine engine) {
   return search_spaces::IsTensorRtLlm(engine)
              ? KvAdmission::kReserveWholeRequest
@@ -563,6 +568,7 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   d.overhead_s = StepOverhead_s(c.engine);
   d.host_s = HostStepTime_s(c.engine, cluster,
                             static_cast<double>(batch) / c.attention_dp);
+  d.host_after_gpu = HostAfterGpu(c);
   return d;
 }
 
@@ -678,11 +684,13 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // other while the stages work on other micro-batches, as the decode's
   // do (DecodeStep): each stage spends 1/pp of a prefill on it per round.
   // The host works through the step's requests beside it (its prefills
-  // included in the GPU's side): the longer of the two.
-  est.step_s = std::max(
+  // included in the GPU's side): the longer of the two; or after it
+  // (HostAfterGpu): their sum.
+  const double gpu_s =
       est.decode.gpu_s() + batched_prefill * new_per_step /
-                               (static_cast<double>(prefill_seqs) * c.pp),
-      est.decode.host_s);
+                               (static_cast<double>(prefill_seqs) * c.pp);
+  est.step_s = est.decode.host_after_gpu ? gpu_s + est.decode.host_s
+                                         : std::max(gpu_s, est.decode.host_s);
   est.tpot_s = est.step_s;
   // TTFT: the step that prefills the request. A closed loop of fixed-length
   // requests keeps them in groups: the clients start together, and a group
@@ -833,6 +841,7 @@ class MemoisedPassTimes {
       return HostStepTime_s(c_.engine, cluster_,
                             static_cast<double>(running) / c_.attention_dp);
     };
+    t.host_after_gpu = HostAfterGpu(c_);
     return t;
   }
 

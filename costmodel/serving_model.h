@@ -118,6 +118,19 @@ inline constexpr double kTensorRtLlmHostPerRequest_s = 35e-6;
 double HostStepTime_s(search_spaces::ServingEngine engine,
                       const search_spaces::ClusterSpec& cluster,
                       double requests);
+// Whether the engine's host works through a step's requests after the
+// GPU's step instead of beside it: TensorRT-LLM 1.0's pipeline loop
+// (ServingConfig::trtllm_sync_pipeline with pp > 1). Its PyTorch executor
+// overlaps them with one pipeline stage (the overlap scheduler runs the
+// host's work for step i while the GPU runs step i + 1), but with pipeline
+// stages 1.0 runs PyExecutor._executor_loop_pp, whose last stage forwards a
+// micro-batch, samples it and updates its requests on the host before it
+// schedules the next ("Forward + (decoding) pass ([should be] async)"), so
+// every micro-batch pays its requests' host work after its GPU work; later
+// versions sample asynchronously and update the previous micro-batch
+// meanwhile. The C++ executor and vLLM and SGLang pay no per-request host
+// time (HostStepTime_s).
+bool HostAfterGpu(const search_spaces::ServingConfig& c);
 // How the engine admits requests into its KV cache: TensorRT-LLM's default
 // capacity scheduler (GUARANTEED_NO_EVICT) reserves each request's whole
 // length, vLLM and SGLang preempt the newest request (closed_loop.h).
@@ -180,15 +193,21 @@ struct DecodeBreakdown {
   double pp_comm_s = 0;      // pipeline p2p hops
   double overhead_s = 0;     // StepOverhead_s(config.engine)
   // HostStepTime_s of the step's requests, which the engine's host works
-  // through beside the GPU's step.
+  // through beside the GPU's step, or after it (host_after_gpu).
   double host_s = 0;
+  // TensorRT-LLM's pipeline loop (HostAfterGpu): the step is the sum.
+  bool host_after_gpu = false;
   // The GPU's side of the step: every term above.
   double gpu_s() const {
     return weights_s + compute_s + kv_cache_s + elementwise_s + tp_comm_s +
            ep_comm_s + pp_comm_s + overhead_s;
   }
-  // The step: the GPU's side or the host's, whichever is longer.
-  double total_s() const { return gpu_s() > host_s ? gpu_s() : host_s; }
+  // The step: the GPU's side or the host's, whichever is longer, or both
+  // one after the other.
+  double total_s() const {
+    if (host_after_gpu) return gpu_s() + host_s;
+    return gpu_s() > host_s ? gpu_s() : host_s;
+  }
 };
 
 struct ServingEstimate {

@@ -114,6 +114,10 @@ struct ServingConfig {
   // engine gives the KV cache (TensorRT-LLM --kv_cache_free_gpu_memory_
   // fraction, default 0.9; its perf-overview runs set 0.95).
   double kv_cache_memory_fraction = 0.9;
+  // TensorRT-LLM 1.0's pipeline loop, which updates each micro-batch's
+  // requests on the host before it schedules the next
+  // (costmodel::HostAfterGpu); later versions overlap the two.
+  bool trtllm_sync_pipeline = false;
 
   int64_t gpus() const { return tp * attention_dp * pp; }
   // Expert tensor parallel size: the attention GPUs of a stage regrouped.

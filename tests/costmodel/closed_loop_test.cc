@@ -168,6 +168,20 @@ TEST(SimulateClosedLoop, APassLastsTheLongerOfItsGpuAndHostSides) {
   EXPECT_NEAR(r.makespan_s, 5.8, 1e-12);
 }
 
+TEST(SimulateClosedLoop, AHostAfterTheGpuAddsItsTimeToEveryPass) {
+  // The same passes with the host's work after the GPU's (TensorRT-LLM
+  // 1.0's pipeline loop): each lasts the sum.
+  //   pass 0: 1.0 + 0.4 -> t 1.4; pass 1: 1.1 + 0.8 -> t 3.3;
+  //   pass 2: 1.0 + 0.8 -> t 5.1; pass 3: 1.1 + 1.2 -> t 7.4;
+  //   pass 4: 1.1 + 0.8 -> t 9.3; pass 5: 0.1 + 0.4 -> t 9.8
+  PassTimes t = Times(0.1, 0, 1.0, 0);
+  t.host_s = [](int64_t requests) { return 0.4 * requests; };
+  t.host_after_gpu = true;
+  const ClosedLoopResult r = SimulateClosedLoop({4, 4, 100, 2, 100, 64, 0}, t);
+  EXPECT_NEAR(r.mean_ttft_s, (1.4 + 5.1 + 7.4 + 9.3) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 9.8, 1e-12);
+}
+
 TEST(SimulateClosedLoop, RequestsBeyondTheKvCacheWait) {
   // Two clients, 10-token prompts, 5 output tokens, 1 s per pass. A cache
   // of 15 tokens holds one request: B waits for A (5 s), prefills in pass

@@ -165,6 +165,43 @@ TEST(DecodeStep, AStepLastsTheLongerOfItsGpuAndHostSides) {
               1e-12);
 }
 
+TEST(DecodeStep, TensorRtLlm10sPipelineLoopPaysTheHostAfterTheGpu) {
+  // The B200 setup above split over two pipeline stages: TensorRT-LLM
+  // 1.0's pipeline loop updates a micro-batch's requests on the host after
+  // its forward (HostAfterGpu), so the step is the sum of both sides; one
+  // stage, later versions and the C++ executor overlap them.
+  const ModelSpec m = Preset("qwen3-30b-a3b");
+  const ClusterSpec b200 = Cluster("b200");
+  const DatasheetCalibration cal(b200);
+  ServingConfig c;
+  c.weights = Precision::kNvfp4;
+  c.kv_cache = KvCacheDtype::kFp8;
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  c.pp = 2;
+  ServingConfig sync = c;
+  sync.trtllm_sync_pipeline = true;
+  EXPECT_FALSE(HostAfterGpu(c));
+  EXPECT_TRUE(HostAfterGpu(sync));
+  const DecodeBreakdown plain = DecodeStep(m, b200, c, 8, 1024, cal);
+  const DecodeBreakdown serial = DecodeStep(m, b200, sync, 8, 1024, cal);
+  ASSERT_GT(plain.gpu_s(), plain.host_s);
+  EXPECT_DOUBLE_EQ(plain.total_s(), plain.gpu_s());
+  EXPECT_NEAR(serial.host_s, 8 * 35e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(serial.total_s(), serial.gpu_s() + serial.host_s);
+  // 8 clients: the estimate's step gains the host's 0.28 ms.
+  const ServingEstimate e = EstimateServing(m, b200, {1024, 256, 8}, c, 2, cal);
+  const ServingEstimate s =
+      EstimateServing(m, b200, {1024, 256, 8}, sync, 2, cal);
+  ASSERT_TRUE(e.fits && s.fits) << e.infeasible_reason;
+  EXPECT_NEAR(s.step_s, e.step_s + 8 * 35e-6, 1e-12);
+  // Not with one stage, nor on the C++ executor.
+  sync.pp = 1;
+  EXPECT_FALSE(HostAfterGpu(sync));
+  sync.pp = 2;
+  sync.engine = search_spaces::ServingEngine::kTensorRtLlmCpp;
+  EXPECT_FALSE(HostAfterGpu(sync));
+}
+
 TEST(DecodeStep, SmallBatchesCostTheDevicesNarrowestGemm) {
   // An H100 whose HBM is 1000x faster: every decode GEMM compute-bound.
   // With the tensor cores' 16 rows, batches 1 to 16 cost one 16-row GEMM

@@ -404,7 +404,9 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   }
   const std::string framework = t.Cell(r, "framework");
   c->config.engine = ServingEngineOf(framework);
+  c->config.trtllm_sync_pipeline = Contains(framework, "TensorRT-LLM 1.0");
   c->prefill_config.engine = c->config.engine;
+  c->prefill_config.trtllm_sync_pipeline = c->config.trtllm_sync_pipeline;
   if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
     ApplyAiconfiguratorProtocol(framework, notes, c);
   }

@@ -415,6 +415,12 @@ TEST(ServingCases, AiconfiguratorRowsRunItsEngineSettingsAndBenchmark) {
   EXPECT_EQ(flows[0].config.engine, ServingEngine::kTensorRtLlmCpp);
   EXPECT_EQ(flows[1].config.engine, ServingEngine::kTensorRtLlmCpp);
   EXPECT_EQ(flows[2].config.engine, ServingEngine::kTensorRtLlm);
+  // 1.0's pipeline loop pays the host after the GPU (HostAfterGpu).
+  EXPECT_FALSE(flows[0].config.trtllm_sync_pipeline);
+  EXPECT_FALSE(flows[1].config.trtllm_sync_pipeline);
+  EXPECT_TRUE(flows[2].config.trtllm_sync_pipeline);
+  EXPECT_TRUE(flows[2].prefill_config.trtllm_sync_pipeline);
+  EXPECT_FALSE(cases[2].config.trtllm_sync_pipeline);  // 1.2
   EXPECT_EQ(costmodel::KvAdmissionOf(ServingEngine::kTensorRtLlmCpp),
             costmodel::KvAdmission::kReserveWholeRequest);
   // Other sources keep the engines' defaults and the steady state.
