@@ -36,6 +36,16 @@ double StreamTime_s(const ClusterSpec& c, double bytes) {
   return bytes / (c.gpu.hbm_gbps * 1e9 * 0.8);
 }
 
+// NVFP4 weights and an FP8 KV cache under TensorRT-LLM's PyTorch flow,
+// whose host pays per request (HostStepTime_s).
+ServingConfig Nvfp4OnTensorRtLlm() {
+  ServingConfig c;
+  c.weights = Precision::kNvfp4;
+  c.kv_cache = KvCacheDtype::kFp8;
+  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  return c;
+}
+
 TEST(ExpectedActiveExperts, IndependentTopKPicks) {
   EXPECT_DOUBLE_EQ(ExpectedActiveExperts(8, 2, 1), 2.0);
   EXPECT_NEAR(ExpectedActiveExperts(8, 2, 4), 8 * (1 - std::pow(0.75, 4)),
@@ -141,10 +151,7 @@ TEST(DecodeStep, AStepLastsTheLongerOfItsGpuAndHostSides) {
   const ModelSpec m = Preset("qwen3-30b-a3b");
   const ClusterSpec b200 = Cluster("b200");
   const DatasheetCalibration cal(b200);
-  ServingConfig c;
-  c.weights = Precision::kNvfp4;
-  c.kv_cache = KvCacheDtype::kFp8;
-  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  ServingConfig c = Nvfp4OnTensorRtLlm();
   const DecodeBreakdown small = DecodeStep(m, b200, c, 8, 1024, cal);
   EXPECT_NEAR(small.host_s, 8 * 35e-6, 1e-15);
   EXPECT_DOUBLE_EQ(small.total_s(), small.gpu_s());
@@ -173,10 +180,7 @@ TEST(DecodeStep, TensorRtLlm10sPipelineLoopPaysTheHostAfterTheGpu) {
   const ModelSpec m = Preset("qwen3-30b-a3b");
   const ClusterSpec b200 = Cluster("b200");
   const DatasheetCalibration cal(b200);
-  ServingConfig c;
-  c.weights = Precision::kNvfp4;
-  c.kv_cache = KvCacheDtype::kFp8;
-  c.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  ServingConfig c = Nvfp4OnTensorRtLlm();
   c.pp = 2;
   ServingConfig sync = c;
   sync.trtllm_sync_pipeline = true;

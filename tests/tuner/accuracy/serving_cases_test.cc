@@ -31,6 +31,15 @@ std::vector<ServingCase> Map(const std::string& rows) {
   return cases.ok() ? cases.value() : std::vector<ServingCase>{};
 }
 
+// The online table's run of a case: 500 requests at its rate, simulated
+// (what PredictServingCase prices it with).
+costmodel::ServingEstimate BenchmarkOf500(const ServingCase& c) {
+  const costmodel::DatasheetCalibration cal(c.cluster);
+  return costmodel::EstimateOpenLoopBenchmark(
+      c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
+      costmodel::Arrivals::kPoisson, cal);
+}
+
 TEST(ServingCases, OfflineTensorRtLlmRow) {
   const auto cases =
       Map("TRT v0.17,x,Llama-3.1-70B,H100-SXM-80GB,4,4,1,,,FP8,TensorRT-LLM "
@@ -275,13 +284,9 @@ TEST(ServingCases, TheOnlineTables202By214IsADataset) {
   EXPECT_EQ(cases[1].workload.lengths, search_spaces::LengthSpread::kFixed);
   EXPECT_EQ(cases[2].workload.lengths, search_spaces::LengthSpread::kFixed);
   // Its ITL is the pooled gap of the simulated run, not the mean TPOT.
-  const ServingCase& c = cases[0];
-  const costmodel::DatasheetCalibration cal(c.cluster);
-  const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
-      c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
-      costmodel::Arrivals::kPoisson, cal);
+  const costmodel::ServingEstimate e = BenchmarkOf500(cases[0]);
   ASSERT_TRUE(e.fits);
-  EXPECT_DOUBLE_EQ(PredictServingCase(c).predicted, e.itl_s * 1e3);
+  EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, e.itl_s * 1e3);
   EXPECT_LT(e.itl_s, e.tpot_s);
 }
 
@@ -302,9 +307,7 @@ TEST(ServingCases, InfiniteRateSimulatesTheBenchmarksBurst) {
   EXPECT_DOUBLE_EQ(cases[2].request_rate, 0.0);
   const ServingCase& c = cases[0];
   const costmodel::DatasheetCalibration cal(c.cluster);
-  const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
-      c.model, c.cluster, c.workload, c.config, c.num_gpus, c.request_rate, 500,
-      costmodel::Arrivals::kPoisson, cal);
+  const costmodel::ServingEstimate e = BenchmarkOf500(c);
   ASSERT_TRUE(e.fits);
   EXPECT_DOUBLE_EQ(PredictServingCase(cases[0]).predicted, e.ttft_s * 1e3);
   EXPECT_DOUBLE_EQ(PredictServingCase(cases[1]).predicted, e.tpot_s * 1e3);
