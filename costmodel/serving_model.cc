@@ -177,11 +177,14 @@ struct ServingDevice {
   // 1 / GpuSpec::moe_gemm_relative: the fused MoE GEMMs' compute-bound time
   // over the dense GEMM model's.
   double moe_gemm_scale = 1.0;
+  // 1 / GpuSpec::moe_fp8_blockwise_relative: blockwise-FP8 experts' on top.
+  double moe_fp8_blockwise_scale = 1.0;
 };
 ServingDevice DeviceOf(const ClusterSpec& cluster) {
   return {MinGemmRows(cluster), StreamScale(cluster),
           1.0 / cluster.gpu.nvfp4_stream_relative,
-          1.0 / cluster.gpu.moe_gemm_relative};
+          1.0 / cluster.gpu.moe_gemm_relative,
+          1.0 / cluster.gpu.moe_fp8_blockwise_relative};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -239,9 +242,12 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
   const double active = s.local_experts * hit;
   const double per_expert = tokens * k / e / std::max(hit, 1e-12);
   const double busiest = s.local_experts < e ? MoeLoadImbalance(m, o) : 1.0;
+  const double kernel =
+      dev.moe_gemm_scale *
+      (p == Precision::kFp8Blockwise ? dev.moe_fp8_blockwise_scale : 1.0);
   for (const Gemm& g : s.expert_gemms) {
     Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
-           compute_s, dev.moe_gemm_scale * busiest);
+           compute_s, kernel * busiest);
   }
 }
 

@@ -97,6 +97,13 @@ struct GpuSpec {
   // rescaling in the main loop cost tensor-core time. Its ceiling is
   // gemm_max_efficiency_fp8 times this. 1 = as fast.
   double fp8_blockwise_relative = 1.0;
+  // Fraction of that blockwise rate which the serving engines' fused MoE
+  // reaches where its grouped GEMMs are compute-bound (the serving model,
+  // on top of moe_gemm_relative): the per-block rescaling costs the grouped
+  // kernel more than the dense one, by NVIDIA's MoE sweeps of TensorRT-LLM
+  // 1.2 on Hopper and Blackwell. 1 = as the dense blockwise GEMM (GPUs
+  // without a sweep).
+  double moe_fp8_blockwise_relative = 1.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

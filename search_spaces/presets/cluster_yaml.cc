@@ -55,6 +55,7 @@ const std::vector<std::string>& GpuKeys() {
       "nvfp4_stream_relative",
       "moe_gemm_relative",
       "fp8_blockwise_relative",
+      "moe_fp8_blockwise_relative",
   };
   return kKeys;
 }
@@ -115,6 +116,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("moe_gemm_relative", false, &g.moe_gemm_relative));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("fp8_blockwise_relative", false, &g.fp8_blockwise_relative));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("moe_fp8_blockwise_relative", false,
+                                    &g.moe_fp8_blockwise_relative));
   return g;
 }
 

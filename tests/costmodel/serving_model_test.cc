@@ -291,6 +291,32 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
               32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
+TEST(DecodeStep, BlockwiseFp8ExpertsRunAtTheirFusedKernelsRate) {
+  // The step above in blockwise FP8 on a GPU whose fused MoE reaches 0.51
+  // of the dense blockwise GEMM's rate (H200's moe_fp8_blockwise_relative,
+  // clusters/h200.yaml): the experts' fc1 and fc2 take 1/0.51 of the dense
+  // model's time, 32 layers over; per-tensor FP8 experts keep the rate.
+  const ComputeBoundMixtral x;
+  const DatasheetCalibration cal(x.fast);
+  const auto gemm8 = [&](int64_t n, int64_t k) {
+    return cal.GemmTime_s(256, n, k, Precision::kFp8Blockwise, x.o) * 16 / 256;
+  };
+  const double experts = gemm8(2 * 3584, 4096) + gemm8(2 * 4096, 1792);
+  ServingConfig c = ComputeBoundMixtral::Tp8(1);
+  c.weights = Precision::kFp8Blockwise;
+  ClusterSpec dense_rate = x.fast;  // the H100 preset has its own 0.42
+  dense_rate.gpu.moe_fp8_blockwise_relative = 1.0;
+  ClusterSpec slow = dense_rate;
+  slow.gpu.moe_fp8_blockwise_relative = 0.51;
+  const auto compute_s = [&](const ClusterSpec& cl) {
+    return DecodeStep(x.m, cl, c, 1, 16, cal, x.o).compute_s;
+  };
+  EXPECT_NEAR(compute_s(slow) - compute_s(dense_rate),
+              32 * experts * (1 / 0.51 - 1), 1e-6 * compute_s(slow));
+  c.weights = Precision::kFp8;
+  EXPECT_DOUBLE_EQ(compute_s(slow), compute_s(dense_rate));
+}
+
 TEST(DecodeStep, ExpertParallelStepWaitsForTheBusiestRank) {
   // At tp 8, ep 8 each GPU holds one whole expert. One token picks 2 of 8:
   // a GPU's expert is active with probability 0.25, so its fc1 (2 · 14336

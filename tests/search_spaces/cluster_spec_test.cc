@@ -297,6 +297,11 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   EXPECT_EQ(
       c.Validate().message(),
       "gpu.fp8_blockwise_relative: expected a fraction in (0, 1], got '1.2'");
+  c = *parsed;
+  c.gpu.moe_fp8_blockwise_relative = -0.5;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.moe_fp8_blockwise_relative: expected a fraction in (0, 1], "
+            "got '-0.5'");
   // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.
   c = *parsed;
   c.gpu.gemm_max_efficiency_fp4 = -0.5;

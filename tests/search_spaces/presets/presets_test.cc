@@ -481,6 +481,20 @@ TEST(ClusterPresetsTest, BlockwiseFp8CeilingsAreNvidiasMeasuredGemms) {
                 c.gpu.gemm_max_efficiency_fp8 * c.gpu.fp8_blockwise_relative,
                 1e-12);
   }
+  // Their fused MoE, blockwise, against the serving model's compute-bound
+  // time at 8192-16384 tokens of DeepSeek-V3's layer (the mean of three
+  // ratios in each yaml comment): 1 where no sweep has it.
+  const std::vector<std::tuple<const char*, double>> moe = {
+      {"h100", 2.36}, {"h200", 1.96}, {"b200", 1.58}};
+  for (const auto& [name, slower] : moe) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(ResolveCluster(name)->gpu.moe_fp8_blockwise_relative,
+                1 / slower, 0.005);
+  }
+  for (const char* name : {"gb200", "b300", "gb300", "a100-80g", "l40s"}) {
+    EXPECT_EQ(ResolveCluster(name)->gpu.moe_fp8_blockwise_relative, 1.0)
+        << name;
+  }
   // Without a measured value, FP8's ceiling.
   const ClusterSpec l40s = ResolveCluster("l40s").value();
   EXPECT_EQ(l40s.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
