@@ -177,14 +177,29 @@ struct ServingDevice {
   // 1 / GpuSpec::moe_gemm_relative: the fused MoE GEMMs' compute-bound time
   // over the dense GEMM model's.
   double moe_gemm_scale = 1.0;
-  // 1 / GpuSpec::moe_fp8_blockwise_relative: blockwise-FP8 experts' on top.
+  // 1 / GpuSpec::moe_fp8_blockwise_relative and 1 / moe_nvfp4_relative:
+  // blockwise-FP8 and NVFP4 experts' on top.
   double moe_fp8_blockwise_scale = 1.0;
+  double moe_nvfp4_scale = 1.0;
+  // The factor on the compute-bound time of routed experts at `p`.
+  double FusedMoeScale(Precision p) const {
+    switch (p) {
+      case Precision::kFp8Blockwise:
+        return moe_gemm_scale * moe_fp8_blockwise_scale;
+      case Precision::kNvfp4:
+        return moe_gemm_scale * moe_nvfp4_scale;
+      default:
+        return moe_gemm_scale;
+    }
+  }
 };
 ServingDevice DeviceOf(const ClusterSpec& cluster) {
-  return {MinGemmRows(cluster), StreamScale(cluster),
+  return {MinGemmRows(cluster),
+          StreamScale(cluster),
           1.0 / cluster.gpu.nvfp4_stream_relative,
           1.0 / cluster.gpu.moe_gemm_relative,
-          1.0 / cluster.gpu.moe_fp8_blockwise_relative};
+          1.0 / cluster.gpu.moe_fp8_blockwise_relative,
+          1.0 / cluster.gpu.moe_nvfp4_relative};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -242,12 +257,9 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
   const double active = s.local_experts * hit;
   const double per_expert = tokens * k / e / std::max(hit, 1e-12);
   const double busiest = s.local_experts < e ? MoeLoadImbalance(m, o) : 1.0;
-  const double kernel =
-      dev.moe_gemm_scale *
-      (p == Precision::kFp8Blockwise ? dev.moe_fp8_blockwise_scale : 1.0);
   for (const Gemm& g : s.expert_gemms) {
     Linear(cal, o, dev, p, per_expert, active * g.params, g.k, wb, weights_s,
-           compute_s, kernel * busiest);
+           compute_s, dev.FusedMoeScale(p) * busiest);
   }
 }
 

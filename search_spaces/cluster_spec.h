@@ -104,6 +104,11 @@ struct GpuSpec {
   // 1.2 on Hopper and Blackwell. 1 = as the dense blockwise GEMM (GPUs
   // without a sweep).
   double moe_fp8_blockwise_relative = 1.0;
+  // The same for NVFP4 experts, against the NVFP4 GEMM ceiling
+  // (gemm_max_efficiency_fp4): the fused MoE's CUTLASS grouped GEMM reaches
+  // about half of what the dense GEMM sweep does on Blackwell. 1 = as the
+  // dense NVFP4 GEMM (GPUs without FP4 or without a sweep).
+  double moe_nvfp4_relative = 1.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

@@ -56,6 +56,7 @@ const std::vector<std::string>& GpuKeys() {
       "moe_gemm_relative",
       "fp8_blockwise_relative",
       "moe_fp8_blockwise_relative",
+      "moe_nvfp4_relative",
   };
   return kKeys;
 }
@@ -118,6 +119,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("fp8_blockwise_relative", false, &g.fp8_blockwise_relative));
   MESHTUNE_RETURN_IF_ERROR(r.Double("moe_fp8_blockwise_relative", false,
                                     &g.moe_fp8_blockwise_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("moe_nvfp4_relative", false, &g.moe_nvfp4_relative));
   return g;
 }
 

@@ -291,30 +291,49 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
               32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
-TEST(DecodeStep, BlockwiseFp8ExpertsRunAtTheirFusedKernelsRate) {
-  // The step above in blockwise FP8 on a GPU whose fused MoE reaches 0.51
-  // of the dense blockwise GEMM's rate (H200's moe_fp8_blockwise_relative,
-  // clusters/h200.yaml): the experts' fc1 and fc2 take 1/0.51 of the dense
-  // model's time, 32 layers over; per-tensor FP8 experts keep the rate.
-  const ComputeBoundMixtral x;
-  const DatasheetCalibration cal(x.fast);
-  const auto gemm8 = [&](int64_t n, int64_t k) {
-    return cal.GemmTime_s(256, n, k, Precision::kFp8Blockwise, x.o) * 16 / 256;
+TEST(DecodeStep, QuantizedExpertsRunAtTheirFusedKernelsRate) {
+  // The step above with blockwise-FP8 experts on a GPU whose fused MoE
+  // reaches 0.51 of the dense blockwise GEMM's rate (H200's
+  // moe_fp8_blockwise_relative, clusters/h200.yaml), and with NVFP4 experts
+  // on one whose fused MoE reaches 0.43 of the dense NVFP4 GEMM's (B200's
+  // moe_nvfp4_relative): the experts' fc1 and fc2 take 1/0.51 and 1/0.43
+  // of the dense model's time, 32 layers over. Per-tensor FP8 experts keep
+  // the dense rate.
+  struct Case {
+    const char* gpu;
+    Precision p;
+    double search_spaces::GpuSpec::*relative;
+    double value;
   };
-  const double experts = gemm8(2 * 3584, 4096) + gemm8(2 * 4096, 1792);
-  ServingConfig c = ComputeBoundMixtral::Tp8(1);
-  c.weights = Precision::kFp8Blockwise;
-  ClusterSpec dense_rate = x.fast;  // the H100 preset has its own 0.42
-  dense_rate.gpu.moe_fp8_blockwise_relative = 1.0;
-  ClusterSpec slow = dense_rate;
-  slow.gpu.moe_fp8_blockwise_relative = 0.51;
-  const auto compute_s = [&](const ClusterSpec& cl) {
-    return DecodeStep(x.m, cl, c, 1, 16, cal, x.o).compute_s;
-  };
-  EXPECT_NEAR(compute_s(slow) - compute_s(dense_rate),
-              32 * experts * (1 / 0.51 - 1), 1e-6 * compute_s(slow));
-  c.weights = Precision::kFp8;
-  EXPECT_DOUBLE_EQ(compute_s(slow), compute_s(dense_rate));
+  for (const Case& k :
+       {Case{"h100", Precision::kFp8Blockwise,
+             &search_spaces::GpuSpec::moe_fp8_blockwise_relative, 0.51},
+        Case{"b200", Precision::kNvfp4,
+             &search_spaces::GpuSpec::moe_nvfp4_relative, 0.43}}) {
+    SCOPED_TRACE(k.gpu);
+    ComputeBoundMixtral x;
+    x.fast = Cluster(k.gpu);
+    x.fast.gpu.hbm_gbps *= 1000;
+    x.fast.gpu.*k.relative = 1.0;  // the presets carry their own
+    const DatasheetCalibration cal(x.fast);
+    const auto gemm = [&](int64_t n, int64_t kk) {
+      return cal.GemmTime_s(256, n, kk, k.p, x.o) * 16 / 256;
+    };
+    const double experts = gemm(2 * 3584, 4096) + gemm(2 * 4096, 1792);
+    ServingConfig c = ComputeBoundMixtral::Tp8(1);
+    c.weights = k.p;
+    ClusterSpec slow = x.fast;
+    slow.gpu.*k.relative = k.value;
+    const auto compute_s = [&](const ClusterSpec& cl) {
+      return DecodeStep(x.m, cl, c, 1, 16, cal, x.o).compute_s;
+    };
+    EXPECT_NEAR(compute_s(slow) - compute_s(x.fast),
+                32 * experts * (1 / k.value - 1), 1e-6 * compute_s(slow));
+    if (k.p == Precision::kFp8Blockwise) {
+      c.weights = Precision::kFp8;
+      EXPECT_DOUBLE_EQ(compute_s(slow), compute_s(x.fast));
+    }
+  }
 }
 
 TEST(DecodeStep, ExpertParallelStepWaitsForTheBusiestRank) {

@@ -302,6 +302,10 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   EXPECT_EQ(c.Validate().message(),
             "gpu.moe_fp8_blockwise_relative: expected a fraction in (0, 1], "
             "got '-0.5'");
+  c = *parsed;
+  c.gpu.moe_nvfp4_relative = 2;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.moe_nvfp4_relative: expected a fraction in (0, 1], got '2'");
   // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.
   c = *parsed;
   c.gpu.gemm_max_efficiency_fp4 = -0.5;

@@ -495,6 +495,20 @@ TEST(ClusterPresetsTest, BlockwiseFp8CeilingsAreNvidiasMeasuredGemms) {
     EXPECT_EQ(ResolveCluster(name)->gpu.moe_fp8_blockwise_relative, 1.0)
         << name;
   }
+  // NVFP4 experts, the same way at 16384 tokens of TensorRT-LLM 1.3.0rc10's
+  // CUTLASS kernel: about half the dense NVFP4 rate on Blackwell.
+  const std::vector<std::tuple<const char*, double>> nvfp4 = {
+      {"b200", 2.33},
+      {"gb200", 1.86},
+      {"b300", 2.09},
+      {"gb300", 2.18},
+      {"rtx-pro-6000", 1.35}};
+  for (const auto& [name, slower] : nvfp4) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(ResolveCluster(name)->gpu.moe_nvfp4_relative, 1 / slower,
+                0.005);
+  }
+  EXPECT_EQ(ResolveCluster("h200")->gpu.moe_nvfp4_relative, 1.0);
   // Without a measured value, FP8's ceiling.
   const ClusterSpec l40s = ResolveCluster("l40s").value();
   EXPECT_EQ(l40s.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
