@@ -382,6 +382,20 @@ int64_t MaxNumTokens(const ServingConfig& c) {
   return c.max_num_tokens > 0 ? c.max_num_tokens : kMaxNumTokens;
 }
 
+// FLOP/s of a decode step's attention on one GPU: the BF16 GEMM ceiling,
+// or for MLA over an FP8 latent cache on a GPU whose kernels multiply in
+// FP8 (GpuSpec::mla_fp8_kv_relative > 0) that share of the FP8 ceiling.
+double AttentionFlopRate(const ClusterSpec& cluster, const ServingConfig& c,
+                         bool mla) {
+  const search_spaces::GpuSpec& g = cluster.gpu;
+  if (mla && c.kv_cache == search_spaces::KvCacheDtype::kFp8 &&
+      g.mla_fp8_kv_relative > 0) {
+    return g.peak_fp8_tflops * 1e12 * g.gemm_max_efficiency_fp8 *
+           g.mla_fp8_kv_relative;
+  }
+  return g.peak_bf16_tflops * 1e12 * g.gemm_max_efficiency_bf16;
+}
+
 // The options of a serving estimate: inference engines replay their steps
 // as CUDA graphs and reach the microbenchmark ceilings, so the training
 // steps' kernel-efficiency discount is off. Their all-reduces run at the
@@ -544,20 +558,23 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
     if (s.attention || s.mla) {
       // The rank's sequences read their cache once; MLA's absorbed
       // attention also multiplies every head against the latent, which
-      // can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs per token.
+      // can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs per token,
+      // at the BF16 ceiling or, over an FP8 cache where the GPU's kernels
+      // multiply in FP8, at GpuSpec::mla_fp8_kv_relative of the FP8 one.
       const double ctx = static_cast<double>(context);
       const double kv_bytes =
           per_rank *
           KvCacheBytesOfLayer(m, c, heaviest.begin + static_cast<int64_t>(i),
                               kind, context);
+      // Each tensor-parallel rank runs its share of the heads, MLA's too
+      // (over the whole latent, which every rank keeps).
       const double heads = static_cast<double>(m.num_attention_heads) /
-                           (s.mla ? 1.0 : static_cast<double>(c.tp));
+                           static_cast<double>(c.tp);
       const double flops =
           s.mla ? 2.0 * per_rank * heads * ctx *
                       (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
                 : 4.0 * per_rank * heads * ctx * HeadDim(m);
-      const double compute = flops / (cluster.gpu.peak_bf16_tflops * 1e12 *
-                                      cluster.gpu.gemm_max_efficiency_bf16);
+      const double compute = flops / AttentionFlopRate(cluster, c, s.mla);
       stage.kv_cache_s +=
           std::max(cal.MemoryTime_s(kv_bytes, o) * dev.stream_scale, compute);
     }

@@ -109,6 +109,12 @@ struct GpuSpec {
   // about half of what the dense GEMM sweep does on Blackwell. 1 = as the
   // dense NVFP4 GEMM (GPUs without FP4 or without a sweep).
   double moe_nvfp4_relative = 1.0;
+  // Fraction of the FP8 GEMM ceiling (peak_fp8_tflops ·
+  // gemm_max_efficiency_fp8) that MLA's decode attention reaches over an
+  // FP8 latent cache (the serving model): TensorRT-LLM's Blackwell kernels
+  // run its MMAs in FP8. 0 = it runs at the BF16 ceiling, as on Hopper,
+  // whose kernels dequantize the cache to BF16.
+  double mla_fp8_kv_relative = 0.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

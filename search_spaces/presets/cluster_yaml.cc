@@ -57,6 +57,7 @@ const std::vector<std::string>& GpuKeys() {
       "fp8_blockwise_relative",
       "moe_fp8_blockwise_relative",
       "moe_nvfp4_relative",
+      "mla_fp8_kv_relative",
   };
   return kKeys;
 }
@@ -121,6 +122,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
                                     &g.moe_fp8_blockwise_relative));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("moe_nvfp4_relative", false, &g.moe_nvfp4_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("mla_fp8_kv_relative", false, &g.mla_fp8_kv_relative));
   return g;
 }
 

@@ -206,6 +206,40 @@ TEST(DecodeStep, TensorRtLlm10sPipelineLoopPaysTheHostAfterTheGpu) {
   EXPECT_FALSE(HostAfterGpu(sync));
 }
 
+TEST(DecodeStep, MlaDecodeAttentionRunsAtItsKernelsRate) {
+  // DeepSeek-V3's absorbed MLA multiplies each of its 128 heads against the
+  // latent: 2 · 128 · ctx · (2 · 512 + 64) FLOPs per sequence and layer, 61
+  // layers. With the cache's bytes free (HBM 1000x faster) the attention
+  // term is those FLOPs at the GPU's rate: on H200 the BF16 ceiling (989 ·
+  // 0.803 TFLOP/s) whatever the cache; on B200 over an FP8 cache 0.83 of
+  // the FP8 ceiling (4500 · 0.763), over a BF16 one the BF16 ceiling (2250
+  // · 0.655). At tp 8 each rank runs 16 of the heads.
+  const ModelSpec m = Preset("deepseek-v3");
+  const double flops = 61 * 2.0 * 8 * 128 * 4096 * (2 * 512 + 64);
+  struct Case {
+    const char* gpu;
+    KvCacheDtype kv;
+    double tflops;
+  };
+  for (const Case& k : {Case{"h200", KvCacheDtype::kFp8, 989 * 0.803},
+                        Case{"b200", KvCacheDtype::kFp8, 4500 * 0.763 * 0.83},
+                        Case{"b200", KvCacheDtype::kBf16, 2250 * 0.655}}) {
+    SCOPED_TRACE(k.gpu);
+    ClusterSpec fast = Cluster(k.gpu);
+    fast.gpu.hbm_gbps *= 1000;
+    const DatasheetCalibration cal(fast);
+    ServingConfig c;
+    c.weights = Precision::kFp8Blockwise;
+    c.kv_cache = k.kv;
+    const double want = flops / (k.tflops * 1e12);
+    EXPECT_NEAR(DecodeStep(m, fast, c, 8, 4096, cal).kv_cache_s, want,
+                1e-3 * want);
+    c.tp = 8;
+    EXPECT_NEAR(DecodeStep(m, fast, c, 8, 4096, cal).kv_cache_s, want / 8,
+                1e-3 * want / 8);
+  }
+}
+
 TEST(DecodeStep, SmallBatchesCostTheDevicesNarrowestGemm) {
   // An H100 whose HBM is 1000x faster: every decode GEMM compute-bound.
   // With the tensor cores' 16 rows, batches 1 to 16 cost one 16-row GEMM

@@ -306,6 +306,13 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   c.gpu.moe_nvfp4_relative = 2;
   EXPECT_EQ(c.Validate().message(),
             "gpu.moe_nvfp4_relative: expected a fraction in (0, 1], got '2'");
+  c = *parsed;
+  c.gpu.mla_fp8_kv_relative = 1.5;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.mla_fp8_kv_relative: expected a fraction in (0, 1], got "
+            "'1.5'");
+  c.gpu.mla_fp8_kv_relative = 0;  // the BF16 ceiling
+  EXPECT_TRUE(c.Validate().ok());
   // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.
   c = *parsed;
   c.gpu.gemm_max_efficiency_fp4 = -0.5;

@@ -509,6 +509,20 @@ TEST(ClusterPresetsTest, BlockwiseFp8CeilingsAreNvidiasMeasuredGemms) {
                 0.005);
   }
   EXPECT_EQ(ResolveCluster("h200")->gpu.moe_nvfp4_relative, 1.0);
+  // MLA decode over an FP8 cache on Blackwell: TensorRT-LLM's kernel's
+  // TFLOP/s over the FP8 ceiling (peak · gemm_max_efficiency_fp8); Hopper's
+  // run at the BF16 ceiling (0).
+  const std::vector<std::tuple<const char*, double>> mla = {
+      {"b200", 2860 / (4500 * 0.763)},
+      {"b300", 2838 / (4500 * 0.745)},
+      {"gb200", 2977 / (5000 * 0.723)},
+      {"gb300", 2880 / (5000 * 0.723)},
+      {"rtx-pro-6000", 701 / (1000 * 0.828)}};
+  for (const auto& [name, relative] : mla) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(ResolveCluster(name)->gpu.mla_fp8_kv_relative, relative, 0.006);
+  }
+  EXPECT_EQ(ResolveCluster("h200")->gpu.mla_fp8_kv_relative, 0.0);
   // Without a measured value, FP8's ceiling.
   const ClusterSpec l40s = ResolveCluster("l40s").value();
   EXPECT_EQ(l40s.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
