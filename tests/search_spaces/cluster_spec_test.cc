@@ -279,38 +279,33 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
   c.nic_gbps = 0;
   EXPECT_EQ(c.Validate("cfg").message(),
             "cfg: nic_gbps: expected a positive number, got '0'");
+  // Every efficiency and relative rate is a fraction in (0, 1]; the error
+  // names the key and echoes the value.
+  struct Bad {
+    double search_spaces::GpuSpec::*field;
+    const char* key;
+    double value;
+    const char* shown;
+  };
+  using G = search_spaces::GpuSpec;
+  for (const Bad& b : {
+           Bad{&G::hbm_efficiency, "hbm_efficiency", 0, "0"},
+           Bad{&G::nvfp4_stream_relative, "nvfp4_stream_relative", 1.6, "1.6"},
+           Bad{&G::moe_gemm_relative, "moe_gemm_relative", 0, "0"},
+           Bad{&G::fp8_blockwise_relative, "fp8_blockwise_relative", 1.2,
+               "1.2"},
+           Bad{&G::moe_fp8_blockwise_relative, "moe_fp8_blockwise_relative",
+               -0.5, "-0.5"},
+           Bad{&G::moe_nvfp4_relative, "moe_nvfp4_relative", 2, "2"},
+           Bad{&G::mla_fp8_kv_relative, "mla_fp8_kv_relative", 1.5, "1.5"},
+       }) {
+    c = *parsed;
+    c.gpu.*b.field = b.value;
+    EXPECT_EQ(c.Validate().message(),
+              std::string("gpu.") + b.key +
+                  ": expected a fraction in (0, 1], got '" + b.shown + "'");
+  }
   c = *parsed;
-  c.gpu.hbm_efficiency = 0;
-  EXPECT_EQ(c.Validate().message(),
-            "gpu.hbm_efficiency: expected a fraction in (0, 1], got '0'");
-  c = *parsed;
-  c.gpu.nvfp4_stream_relative = 1.6;
-  EXPECT_EQ(
-      c.Validate().message(),
-      "gpu.nvfp4_stream_relative: expected a fraction in (0, 1], got '1.6'");
-  c = *parsed;
-  c.gpu.moe_gemm_relative = 0;
-  EXPECT_EQ(c.Validate().message(),
-            "gpu.moe_gemm_relative: expected a fraction in (0, 1], got '0'");
-  c = *parsed;
-  c.gpu.fp8_blockwise_relative = 1.2;
-  EXPECT_EQ(
-      c.Validate().message(),
-      "gpu.fp8_blockwise_relative: expected a fraction in (0, 1], got '1.2'");
-  c = *parsed;
-  c.gpu.moe_fp8_blockwise_relative = -0.5;
-  EXPECT_EQ(c.Validate().message(),
-            "gpu.moe_fp8_blockwise_relative: expected a fraction in (0, 1], "
-            "got '-0.5'");
-  c = *parsed;
-  c.gpu.moe_nvfp4_relative = 2;
-  EXPECT_EQ(c.Validate().message(),
-            "gpu.moe_nvfp4_relative: expected a fraction in (0, 1], got '2'");
-  c = *parsed;
-  c.gpu.mla_fp8_kv_relative = 1.5;
-  EXPECT_EQ(c.Validate().message(),
-            "gpu.mla_fp8_kv_relative: expected a fraction in (0, 1], got "
-            "'1.5'");
   c.gpu.mla_fp8_kv_relative = 0;  // the BF16 ceiling
   EXPECT_TRUE(c.Validate().ok());
   // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.
