@@ -575,7 +575,13 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                       (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
                 : 4.0 * per_rank * heads * ctx * HeadDim(m);
       const double compute = flops / AttentionFlopRate(cluster, c, s.mla);
+      // MLA's kernel also spends a fixed time on each sequence's heads
+      // (GpuSpec::mla_decode_head_ns), whatever the context.
+      const double fixed =
+          s.mla ? per_rank * heads * cluster.gpu.mla_decode_head_ns * 1e-9
+                : 0.0;
       stage.kv_cache_s +=
+          fixed +
           std::max(cal.MemoryTime_s(kv_bytes, o) * dev.stream_scale, compute);
     }
     LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,

@@ -141,6 +141,9 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
       where, "gpu.moe_fp8_blockwise_relative", g.moe_fp8_blockwise_relative));
   MESHTUNE_RETURN_IF_ERROR(
       CheckFraction(where, "gpu.moe_nvfp4_relative", g.moe_nvfp4_relative));
+  if (g.mla_decode_head_ns < 0) {
+    return Negative(where, "gpu.mla_decode_head_ns", g.mla_decode_head_ns);
+  }
   if (g.mla_fp8_kv_relative != 0) {  // 0 = the BF16 ceiling
     MESHTUNE_RETURN_IF_ERROR(
         CheckFraction(where, "gpu.mla_fp8_kv_relative", g.mla_fp8_kv_relative));

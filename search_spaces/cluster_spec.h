@@ -115,6 +115,10 @@ struct GpuSpec {
   // run its MMAs in FP8. 0 = it runs at the BF16 ceiling, as on Hopper,
   // whose kernels dequantize the cache to BF16.
   double mla_fp8_kv_relative = 0.0;
+  // Fixed time of MLA's decode attention per sequence and local head, per
+  // layer, in nanoseconds, beside its context-proportional time (the
+  // kernel's per-tile prologue and split-KV combine). 0 = not priced.
+  double mla_decode_head_ns = 0.0;
 
   // Peak for a precision (bf16 and fp16 share tensor-core rate, every FP8
   // recipe runs at the FP8 rate); 0 if absent.

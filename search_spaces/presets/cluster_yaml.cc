@@ -58,6 +58,7 @@ const std::vector<std::string>& GpuKeys() {
       "moe_fp8_blockwise_relative",
       "moe_nvfp4_relative",
       "mla_fp8_kv_relative",
+      "mla_decode_head_ns",
   };
   return kKeys;
 }
@@ -124,6 +125,8 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
       r.Double("moe_nvfp4_relative", false, &g.moe_nvfp4_relative));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("mla_fp8_kv_relative", false, &g.mla_fp8_kv_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("mla_decode_head_ns", false, &g.mla_decode_head_ns));
   return g;
 }
 

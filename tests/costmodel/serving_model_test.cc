@@ -215,6 +215,8 @@ TEST(DecodeStep, MlaDecodeAttentionRunsAtItsKernelsRate) {
   // the FP8 ceiling (4500 · 0.763), over a BF16 one the BF16 ceiling (2250
   // · 0.655). At tp 8 each rank runs 16 of the heads.
   const ModelSpec m = Preset("deepseek-v3");
+  EXPECT_EQ(Cluster("h200").gpu.mla_decode_head_ns, 2.04);
+  EXPECT_EQ(Cluster("b200").gpu.mla_decode_head_ns, 1.14);
   const double flops = 61 * 2.0 * 8 * 128 * 4096 * (2 * 512 + 64);
   struct Case {
     const char* gpu;
@@ -227,6 +229,8 @@ TEST(DecodeStep, MlaDecodeAttentionRunsAtItsKernelsRate) {
     SCOPED_TRACE(k.gpu);
     ClusterSpec fast = Cluster(k.gpu);
     fast.gpu.hbm_gbps *= 1000;
+    const double head_ns = fast.gpu.mla_decode_head_ns;
+    fast.gpu.mla_decode_head_ns = 0;  // the fixed part, below
     const DatasheetCalibration cal(fast);
     ServingConfig c;
     c.weights = Precision::kFp8Blockwise;
@@ -234,9 +238,17 @@ TEST(DecodeStep, MlaDecodeAttentionRunsAtItsKernelsRate) {
     const double want = flops / (k.tflops * 1e12);
     EXPECT_NEAR(DecodeStep(m, fast, c, 8, 4096, cal).kv_cache_s, want,
                 1e-3 * want);
+    // Its kernel's fixed time per sequence and head (H200's 2.04 ns,
+    // B200's 1.14; clusters/*.yaml): 61 layers of 8 sequences' 128 heads.
+    ClusterSpec fixed = fast;
+    fixed.gpu.mla_decode_head_ns = head_ns;
+    EXPECT_NEAR(DecodeStep(m, fixed, c, 8, 4096, cal).kv_cache_s,
+                want + 61 * 8 * 128 * head_ns * 1e-9, 1e-3 * want);
     c.tp = 8;
     EXPECT_NEAR(DecodeStep(m, fast, c, 8, 4096, cal).kv_cache_s, want / 8,
                 1e-3 * want / 8);
+    EXPECT_NEAR(DecodeStep(m, fixed, c, 8, 4096, cal).kv_cache_s,
+                want / 8 + 61 * 8 * 16 * head_ns * 1e-9, 1e-3 * want / 8);
   }
 }
 

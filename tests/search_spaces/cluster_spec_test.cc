@@ -306,6 +306,10 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
                   ": expected a fraction in (0, 1], got '" + b.shown + "'");
   }
   c = *parsed;
+  c.gpu.mla_decode_head_ns = -1;
+  EXPECT_EQ(c.Validate().message(),
+            "gpu.mla_decode_head_ns: expected a non-negative number, got '-1'");
+  c = *parsed;
   c.gpu.mla_fp8_kv_relative = 0;  // the BF16 ceiling
   EXPECT_TRUE(c.Validate().ok());
   // The NVFP4 ceiling is optional (0 = FP8's), else a fraction.

@@ -523,6 +523,19 @@ TEST(ClusterPresetsTest, BlockwiseFp8CeilingsAreNvidiasMeasuredGemms) {
     EXPECT_NEAR(ResolveCluster(name)->gpu.mla_fp8_kv_relative, relative, 0.006);
   }
   EXPECT_EQ(ResolveCluster("h200")->gpu.mla_fp8_kv_relative, 0.0);
+  // Its fixed time per sequence (µs, at 256 and 1024 sequences) over the
+  // 128 heads: ns per sequence and head; 0 (unpriced) without a sweep.
+  const std::vector<std::tuple<const char*, double, double>> fixed = {
+      {"h100", 0.306, 0.262},        {"h200", 0.282, 0.241},
+      {"b200", 0.166, 0.125},        {"b300", 0.159, 0.122},
+      {"gb200", 0.169, 0.122},       {"gb300", 0.160, 0.118},
+      {"rtx-pro-6000", 0.429, 0.395}};
+  for (const auto& [name, at256, at1024] : fixed) {
+    SCOPED_TRACE(name);
+    EXPECT_NEAR(ResolveCluster(name)->gpu.mla_decode_head_ns,
+                (at256 + at1024) / 2 / 128 * 1e3, 0.005);
+  }
+  EXPECT_EQ(ResolveCluster("l40s")->gpu.mla_decode_head_ns, 0.0);
   // Without a measured value, FP8's ceiling.
   const ClusterSpec l40s = ResolveCluster("l40s").value();
   EXPECT_EQ(l40s.gpu.GemmMaxEfficiency(Precision::kFp8Blockwise),
