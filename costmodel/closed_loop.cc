@@ -61,8 +61,11 @@ class Loop {
     const double n = static_cast<double>(b_.requests);
     const double measured = static_cast<double>(b_.requests - b_.warmup);
     r.mean_ttft_s = ttft_sum_s_ / measured;
-    r.mean_tpot_s = tpot_requests_ > 0 ? tpot_sum_s_ / tpot_requests_ : 0.0;
-    r.mean_itl_s = itl_gaps_ > 0 ? itl_sum_s_ / itl_gaps_ : 0.0;
+    r.mean_tpot_s = tpot_requests_ > 0
+                        ? tpot_sum_s_ / static_cast<double>(tpot_requests_)
+                        : 0.0;
+    r.mean_itl_s =
+        itl_gaps_ > 0 ? itl_sum_s_ / static_cast<double>(itl_gaps_) : 0.0;
     r.makespan_s = now_s_;
     r.requests_per_s = now_s_ > 0 ? n / now_s_ : 0.0;
     r.output_tokens_per_s =
@@ -107,8 +110,7 @@ class Loop {
   // A pass of `gpu_s` on the GPU for `requests` requests, with the host's
   // work beside it or after it.
   double Pass_s(double gpu_s, int64_t requests) const {
-    const double host_s = Host_s(requests);
-    return times_.host_after_gpu ? gpu_s + host_s : std::max(gpu_s, host_s);
+    return PassWithHost_s(gpu_s, Host_s(requests), times_.host_after_gpu);
   }
 
   int64_t Running() const {
@@ -190,7 +192,7 @@ class Loop {
       tpot_sum_s_ += decode_s / static_cast<double>(r.osl - 1);
       ++tpot_requests_;
       itl_sum_s_ += decode_s;
-      itl_gaps_ += static_cast<double>(r.osl - 1);
+      itl_gaps_ += r.osl - 1;
     }
     if (!b_.open_loop && issued_ < b_.requests) {
       waiting_.push_back(New(now_s_, issued_));
@@ -301,9 +303,9 @@ class Loop {
   double now_s_ = 0;
   double ttft_sum_s_ = 0;
   double tpot_sum_s_ = 0;
-  double tpot_requests_ = 0;
+  int64_t tpot_requests_ = 0;  // measured requests with osl > 1
   double itl_sum_s_ = 0;
-  double itl_gaps_ = 0;
+  int64_t itl_gaps_ = 0;  // their token gaps
 };
 
 }  // namespace

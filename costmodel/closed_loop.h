@@ -60,6 +60,7 @@
 #ifndef MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
 #define MESHTUNE_COSTMODEL_CLOSED_LOOP_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -140,6 +141,13 @@ std::vector<int64_t> ExponentialLengths(int64_t mean, int64_t count,
 // (optional): the host's work for the `r` requests a pass runs, done beside
 // the GPU's, so a pass lasts the longer of the two, or after it
 // (host_after_gpu), so a pass lasts their sum.
+// A pass (or a step) of `gpu_s` on the GPU whose host works `host_s`
+// through its requests: beside the GPU, so the longer of the two, or after
+// it (`host_after_gpu`), so their sum.
+inline double PassWithHost_s(double gpu_s, double host_s, bool host_after_gpu) {
+  return host_after_gpu ? gpu_s + host_s : std::max(gpu_s, host_s);
+}
+
 struct PassTimes {
   std::function<double(int64_t decodes)> decode_s;
   std::function<double(int64_t tokens, int64_t sequences)> prefill_s;

@@ -730,8 +730,8 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   const double gpu_s =
       est.decode.gpu_s() + batched_prefill * new_per_step /
                                (static_cast<double>(prefill_seqs) * c.pp);
-  est.step_s = est.decode.host_after_gpu ? gpu_s + est.decode.host_s
-                                         : std::max(gpu_s, est.decode.host_s);
+  est.step_s =
+      PassWithHost_s(gpu_s, est.decode.host_s, est.decode.host_after_gpu);
   est.tpot_s = est.step_s;
   // TTFT: the step that prefills the request. A closed loop of fixed-length
   // requests keeps them in groups: the clients start together, and a group

@@ -205,8 +205,7 @@ struct DecodeBreakdown {
   // The step: the GPU's side or the host's, whichever is longer, or both
   // one after the other.
   double total_s() const {
-    if (host_after_gpu) return gpu_s() + host_s;
-    return gpu_s() > host_s ? gpu_s() : host_s;
+    return PassWithHost_s(gpu_s(), host_s, host_after_gpu);
   }
 };
 
