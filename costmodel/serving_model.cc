@@ -181,6 +181,16 @@ struct ServingDevice {
   // blockwise-FP8 and NVFP4 experts' on top.
   double moe_fp8_blockwise_scale = 1.0;
   double moe_nvfp4_scale = 1.0;
+  // GpuSpec::moe_copy_bytes and moe_fp8_blockwise_copy_bytes.
+  double moe_copy_bytes = 0.0;
+  double moe_fp8_blockwise_copy_bytes = 0.0;
+  // The fused MoE's bytes per routed copy and hidden element at `p`; 0 =
+  // not swept (ElementwiseBytes).
+  double MoeCopyBytes(Precision p) const {
+    return p == Precision::kFp8Blockwise && moe_fp8_blockwise_copy_bytes > 0
+               ? moe_fp8_blockwise_copy_bytes
+               : moe_copy_bytes;
+  }
   // The factor on the compute-bound time of routed experts at `p`.
   double FusedMoeScale(Precision p) const {
     switch (p) {
@@ -199,7 +209,9 @@ ServingDevice DeviceOf(const ClusterSpec& cluster) {
           1.0 / cluster.gpu.nvfp4_stream_relative,
           1.0 / cluster.gpu.moe_gemm_relative,
           1.0 / cluster.gpu.moe_fp8_blockwise_relative,
-          1.0 / cluster.gpu.moe_nvfp4_relative};
+          1.0 / cluster.gpu.moe_nvfp4_relative,
+          cluster.gpu.moe_copy_bytes,
+          cluster.gpu.moe_fp8_blockwise_copy_bytes};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -272,23 +284,32 @@ void RoutedExperts(const ModelSpec& m, const LayerShare& s,
 // f-wide slice, 2f ungated), and for routed experts the token's k copies
 // out to the experts and back (the permute reads h and writes k·h, the
 // finalize reads k·h and writes h) with each copy's activation on the
-// expert's local width, tokens·adp·k/ep copies landing on this GPU. These
+// expert's local width, tokens·adp·k/ep copies landing on this GPU; where
+// the GPU's fused MoE was swept (`copy_bytes` > 0, GpuSpec::moe_copy_bytes)
+// the permute and finalize are instead the measured copy_bytes per copy
+// and hidden element, fc2's full-width partial sums included. These
 // are the kernels TensorRT-LLM, vLLM and SGLang fuse down to (fused add +
 // RMSNorm, fused SiLU-and-mul, fused MoE permute and finalize); a prefill
 // or a large decode batch streams them at the HBM bandwidth, beside the
 // GEMMs.
 double ElementwiseBytes(const ModelSpec& m, const ServingConfig& c,
-                        const LayerShare& s, double tokens) {
+                        const LayerShare& s, double tokens, double copy_bytes) {
   const double h = static_cast<double>(m.hidden_size);
   const double act = m.gated_mlp() ? 3.0 : 2.0;
   double per_token = 2.0 * 4.0 * h + 2.0 * s.qkv_width + act * s.mlp_width;
+  double copy_traffic = 0;  // bytes per token, swept fused MoE
   if (s.moe) {
     const double k = static_cast<double>(m.moe_router_topk);
     const double copies =
         k * static_cast<double>(c.attention_dp) / static_cast<double>(c.ep);
-    per_token += 2.0 * (1.0 + k) * h + copies * act * s.expert_width;
+    per_token += copies * act * s.expert_width;
+    if (copy_bytes > 0) {
+      copy_traffic = copies * h * copy_bytes;
+    } else {
+      per_token += 2.0 * (1.0 + k) * h;
+    }
   }
-  return tokens * per_token * kActivationBytes;
+  return tokens * (per_token * kActivationBytes + copy_traffic);
 }
 
 // The kernels of one decode layer besides its collectives, each of which
@@ -512,8 +533,9 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
           per_seq, static_cast<int64_t>(d), /*causal=*/true, o);
     }
     LayerComm(m, c, cluster, s, t, cal, o, &tp_s, &ep_s);
-    act_s +=
-        cal.MemoryTime_s(ElementwiseBytes(m, c, s, t), o) * dev.stream_scale;
+    act_s += cal.MemoryTime_s(
+                 ElementwiseBytes(m, c, s, t, dev.MoeCopyBytes(c.weights)), o) *
+             dev.stream_scale;
   }
   // Output layer for the last token of each sequence only.
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
@@ -587,7 +609,9 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
     LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,
               &stage.ep_comm_s);
     stage.elementwise_s +=
-        cal.MemoryTime_s(ElementwiseBytes(m, c, s, per_rank), o) *
+        cal.MemoryTime_s(
+            ElementwiseBytes(m, c, s, per_rank, dev.MoeCopyBytes(c.weights)),
+            o) *
         dev.stream_scale;
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));

@@ -141,6 +141,13 @@ Status ValidateCluster(const ClusterSpec& c, const KeyLocator& where) {
       where, "gpu.moe_fp8_blockwise_relative", g.moe_fp8_blockwise_relative));
   MESHTUNE_RETURN_IF_ERROR(
       CheckFraction(where, "gpu.moe_nvfp4_relative", g.moe_nvfp4_relative));
+  if (g.moe_copy_bytes < 0) {
+    return Negative(where, "gpu.moe_copy_bytes", g.moe_copy_bytes);
+  }
+  if (g.moe_fp8_blockwise_copy_bytes < 0) {
+    return Negative(where, "gpu.moe_fp8_blockwise_copy_bytes",
+                    g.moe_fp8_blockwise_copy_bytes);
+  }
   if (g.mla_decode_head_ns < 0) {
     return Negative(where, "gpu.mla_decode_head_ns", g.mla_decode_head_ns);
   }

@@ -109,6 +109,18 @@ struct GpuSpec {
   // about half of what the dense GEMM sweep does on Blackwell. 1 = as the
   // dense NVFP4 GEMM (GPUs without FP4 or without a sweep).
   double moe_nvfp4_relative = 1.0;
+  // Bytes the serving engines' fused MoE moves per routed token copy and
+  // hidden element on the GPU that holds the copy, beside its GEMMs (the
+  // serving model): the permute that copies each token to its experts, the
+  // fc2 partial sums at full hidden width and the finalize that reads them
+  // back. NVIDIA's MoE sweeps of TensorRT-LLM on this GPU, fitted as
+  // GEMM time plus these bytes at the serving HBM rate: the term that makes
+  // narrow expert slices (moe_tp > 1, small experts) slow. 0 = not swept:
+  // the permute and finalize priced at 16-bit copies instead.
+  double moe_copy_bytes = 0.0;
+  // The same for blockwise-FP8 experts; 0 = moe_copy_bytes. Hopper's
+  // blockwise path quantizes and rescales the copies in kernels of its own.
+  double moe_fp8_blockwise_copy_bytes = 0.0;
   // Fraction of the FP8 GEMM ceiling (peak_fp8_tflops ·
   // gemm_max_efficiency_fp8) that MLA's decode attention reaches over an
   // FP8 latent cache (the serving model): TensorRT-LLM's Blackwell kernels

@@ -57,6 +57,8 @@ const std::vector<std::string>& GpuKeys() {
       "fp8_blockwise_relative",
       "moe_fp8_blockwise_relative",
       "moe_nvfp4_relative",
+      "moe_copy_bytes",
+      "moe_fp8_blockwise_copy_bytes",
       "mla_fp8_kv_relative",
       "mla_decode_head_ns",
   };
@@ -123,6 +125,10 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
                                     &g.moe_fp8_blockwise_relative));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("moe_nvfp4_relative", false, &g.moe_nvfp4_relative));
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Double("moe_copy_bytes", false, &g.moe_copy_bytes));
+  MESHTUNE_RETURN_IF_ERROR(r.Double("moe_fp8_blockwise_copy_bytes", false,
+                                    &g.moe_fp8_blockwise_copy_bytes));
   MESHTUNE_RETURN_IF_ERROR(
       r.Double("mla_fp8_kv_relative", false, &g.mla_fp8_kv_relative));
   MESHTUNE_RETURN_IF_ERROR(

@@ -337,6 +337,36 @@ TEST(DecodeStep, RoutedExpertsRunAsOneGroupedGemm) {
               32 * (experts / 0.59 + dense) + head, 1e-6 * d.compute_s);
 }
 
+TEST(DecodeStep, SweptFusedMoeMovesItsBytesPerRoutedCopy) {
+  // Mixtral at tp 8, ep 1, a decode batch of 64: each GPU holds all
+  // 64 · 2 routed copies of a layer at the full hidden width 4096. Where the
+  // GPU's fused MoE was swept it moves moe_copy_bytes per copy and hidden
+  // element (blockwise FP8: moe_fp8_blockwise_copy_bytes) at 80 % of the
+  // HBM datasheet rate, in place of the permute and finalize's 16-bit
+  // copies (2 · (1 + k) · h elements per token), 32 layers over.
+  const ModelSpec m = Preset("mixtral-8x7b");
+  ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c = ComputeBoundMixtral::Tp8(1);
+  const auto elementwise_s = [&](double copy_bytes, double blockwise_bytes) {
+    h100.gpu.moe_copy_bytes = copy_bytes;
+    h100.gpu.moe_fp8_blockwise_copy_bytes = blockwise_bytes;
+    return DecodeStep(m, h100, c, 64, 1024, cal).elementwise_s;
+  };
+  const double bw_Bps = h100.gpu.hbm_gbps * 1e9 * 0.8;
+  const double copies = 32 * 64 * 2 * 4096.0;
+  const double unswept = 32 * 64 * 2 * (1 + 2) * 4096.0 * 2;
+  EXPECT_NEAR(elementwise_s(20, 0) - elementwise_s(0, 0),
+              (copies * 20 - unswept) / bw_Bps, 1e-9);
+  EXPECT_NEAR(elementwise_s(30, 0) - elementwise_s(10, 0), copies * 20 / bw_Bps,
+              1e-9);
+  // Only blockwise experts take the blockwise bytes.
+  EXPECT_NEAR(elementwise_s(10, 50), elementwise_s(10, 0), 1e-12);
+  c.weights = Precision::kFp8Blockwise;
+  EXPECT_NEAR(elementwise_s(10, 50) - elementwise_s(10, 0),
+              copies * 40 / bw_Bps, 1e-9);
+}
+
 TEST(DecodeStep, QuantizedExpertsRunAtTheirFusedKernelsRate) {
   // The step above with blockwise-FP8 experts on a GPU whose fused MoE
   // reaches 0.51 of the dense blockwise GEMM's rate (H200's

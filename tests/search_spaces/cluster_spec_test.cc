@@ -305,6 +305,16 @@ TEST(ClusterSpecTest, ValidateProgrammaticSpec) {
               std::string("gpu.") + b.key +
                   ": expected a fraction in (0, 1], got '" + b.shown + "'");
   }
+  for (const auto& [field, key] :
+       {std::pair{&G::moe_copy_bytes, "moe_copy_bytes"},
+        std::pair{&G::moe_fp8_blockwise_copy_bytes,
+                  "moe_fp8_blockwise_copy_bytes"}}) {
+    c = *parsed;
+    c.gpu.*field = -2;
+    EXPECT_EQ(c.Validate().message(),
+              std::string("gpu.") + key +
+                  ": expected a non-negative number, got '-2'");
+  }
   c = *parsed;
   c.gpu.mla_decode_head_ns = -1;
   EXPECT_EQ(c.Validate().message(),
