@@ -35,33 +35,50 @@ const std::vector<std::string>& ClusterKeys() {
   return kKeys;
 }
 
-const std::vector<std::string>& GpuKeys() {
-  static const std::vector<std::string> kKeys = {
-      "display_name",
-      "peak_bf16_tflops",
-      "peak_fp8_tflops",
-      "peak_fp4_tflops",
-      "peak_tf32_tflops",
-      "peak_fp32_tflops",
-      "hbm_gb",
-      "hbm_capacity_gib",
-      "hbm_gbps",
-      "gemm_max_efficiency_bf16",
-      "gemm_max_efficiency_fp8",
-      "gemm_max_efficiency_fp4",
-      "hbm_efficiency",
-      "gemm_tile_half_dim",
-      "decode_gemm_min_rows",
-      "nvfp4_stream_relative",
-      "moe_gemm_relative",
-      "fp8_blockwise_relative",
-      "moe_fp8_blockwise_relative",
-      "moe_nvfp4_relative",
-      "moe_copy_bytes",
-      "moe_fp8_blockwise_copy_bytes",
-      "mla_fp8_kv_relative",
-      "mla_decode_head_ns",
+// The GPU's numeric keys, each a field of GpuSpec of the same name, and
+// whether a file must state it.
+struct GpuNumber {
+  const char* key;
+  bool required;
+  double GpuSpec::*field;
+};
+const std::vector<GpuNumber>& GpuNumbers() {
+  static const std::vector<GpuNumber> kNumbers = {
+      {"peak_bf16_tflops", true, &GpuSpec::peak_bf16_tflops},
+      {"peak_fp8_tflops", false, &GpuSpec::peak_fp8_tflops},
+      {"peak_fp4_tflops", false, &GpuSpec::peak_fp4_tflops},
+      {"peak_tf32_tflops", true, &GpuSpec::peak_tf32_tflops},
+      {"peak_fp32_tflops", true, &GpuSpec::peak_fp32_tflops},
+      {"hbm_gb", true, &GpuSpec::hbm_gb},
+      {"hbm_capacity_gib", false, &GpuSpec::hbm_capacity_gib},
+      {"hbm_gbps", true, &GpuSpec::hbm_gbps},
+      {"gemm_max_efficiency_bf16", true, &GpuSpec::gemm_max_efficiency_bf16},
+      {"gemm_max_efficiency_fp8", false, &GpuSpec::gemm_max_efficiency_fp8},
+      {"gemm_max_efficiency_fp4", false, &GpuSpec::gemm_max_efficiency_fp4},
+      {"hbm_efficiency", false, &GpuSpec::hbm_efficiency},
+      {"gemm_tile_half_dim", false, &GpuSpec::gemm_tile_half_dim},
+      {"decode_gemm_min_rows", false, &GpuSpec::decode_gemm_min_rows},
+      {"nvfp4_stream_relative", false, &GpuSpec::nvfp4_stream_relative},
+      {"moe_gemm_relative", false, &GpuSpec::moe_gemm_relative},
+      {"fp8_blockwise_relative", false, &GpuSpec::fp8_blockwise_relative},
+      {"moe_fp8_blockwise_relative", false,
+       &GpuSpec::moe_fp8_blockwise_relative},
+      {"moe_nvfp4_relative", false, &GpuSpec::moe_nvfp4_relative},
+      {"moe_copy_bytes", false, &GpuSpec::moe_copy_bytes},
+      {"moe_fp8_blockwise_copy_bytes", false,
+       &GpuSpec::moe_fp8_blockwise_copy_bytes},
+      {"mla_fp8_kv_relative", false, &GpuSpec::mla_fp8_kv_relative},
+      {"mla_decode_head_ns", false, &GpuSpec::mla_decode_head_ns},
   };
+  return kNumbers;
+}
+
+const std::vector<std::string>& GpuKeys() {
+  static const std::vector<std::string> kKeys = [] {
+    std::vector<std::string> keys = {"display_name"};
+    for (const GpuNumber& n : GpuNumbers()) keys.push_back(n.key);
+    return keys;
+  }();
   return kKeys;
 }
 
@@ -89,50 +106,9 @@ StatusOr<GpuSpec> ParseGpu(const YAML::Node& node, const std::string& source,
   GpuSpec g;
   g.display_name = cluster_name;
   MESHTUNE_RETURN_IF_ERROR(r.String("display_name", false, &g.display_name));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("peak_bf16_tflops", true, &g.peak_bf16_tflops));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("peak_fp8_tflops", false, &g.peak_fp8_tflops));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("peak_fp4_tflops", false, &g.peak_fp4_tflops));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("peak_tf32_tflops", true, &g.peak_tf32_tflops));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("peak_fp32_tflops", true, &g.peak_fp32_tflops));
-  MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gb", true, &g.hbm_gb));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("hbm_capacity_gib", false, &g.hbm_capacity_gib));
-  MESHTUNE_RETURN_IF_ERROR(r.Double("hbm_gbps", true, &g.hbm_gbps));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("gemm_max_efficiency_bf16", true, &g.gemm_max_efficiency_bf16));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("gemm_max_efficiency_fp8", false, &g.gemm_max_efficiency_fp8));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("gemm_max_efficiency_fp4", false, &g.gemm_max_efficiency_fp4));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("hbm_efficiency", false, &g.hbm_efficiency));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("gemm_tile_half_dim", false, &g.gemm_tile_half_dim));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("decode_gemm_min_rows", false, &g.decode_gemm_min_rows));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("nvfp4_stream_relative", false, &g.nvfp4_stream_relative));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("moe_gemm_relative", false, &g.moe_gemm_relative));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("fp8_blockwise_relative", false, &g.fp8_blockwise_relative));
-  MESHTUNE_RETURN_IF_ERROR(r.Double("moe_fp8_blockwise_relative", false,
-                                    &g.moe_fp8_blockwise_relative));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("moe_nvfp4_relative", false, &g.moe_nvfp4_relative));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("moe_copy_bytes", false, &g.moe_copy_bytes));
-  MESHTUNE_RETURN_IF_ERROR(r.Double("moe_fp8_blockwise_copy_bytes", false,
-                                    &g.moe_fp8_blockwise_copy_bytes));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("mla_fp8_kv_relative", false, &g.mla_fp8_kv_relative));
-  MESHTUNE_RETURN_IF_ERROR(
-      r.Double("mla_decode_head_ns", false, &g.mla_decode_head_ns));
+  for (const GpuNumber& n : GpuNumbers()) {
+    MESHTUNE_RETURN_IF_ERROR(r.Double(n.key, n.required, &(g.*n.field)));
+  }
   return g;
 }
 
