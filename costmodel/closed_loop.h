@@ -136,11 +136,6 @@ std::vector<double> ArrivalTimes(Arrivals arrivals, double interval_s,
 std::vector<int64_t> ExponentialLengths(int64_t mean, int64_t count,
                                         int stream);
 
-// Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
-// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)
-// (optional): the host's work for the `r` requests a pass runs, done beside
-// the GPU's, so a pass lasts the longer of the two, or after it
-// (host_after_gpu), so a pass lasts their sum.
 // A pass (or a step) of `gpu_s` on the GPU whose host works `host_s`
 // through its requests: beside the GPU, so the longer of the two, or after
 // it (`host_after_gpu`), so their sum.
@@ -148,6 +143,10 @@ inline double PassWithHost_s(double gpu_s, double host_s, bool host_after_gpu) {
   return host_after_gpu ? gpu_s + host_s : std::max(gpu_s, host_s);
 }
 
+// Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
+// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)
+// (optional): the host's work for the `r` requests a pass runs, beside the
+// GPU's or after it (host_after_gpu; PassWithHost_s).
 struct PassTimes {
   std::function<double(int64_t decodes)> decode_s;
   std::function<double(int64_t tokens, int64_t sequences)> prefill_s;
