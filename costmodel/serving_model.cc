@@ -498,54 +498,149 @@ double ExpectedActiveExperts(int64_t experts, int64_t topk, double tokens) {
   return e * (1.0 - std::pow(1.0 - k / e, tokens));
 }
 
+namespace {
+
+// The tokens one pass of a replica's micro-batch runs: decodes (one token
+// each, at `context`) and prompt chunks (`prefill_sequences` sequences of
+// `prefill_tokens` tokens in all, equal lengths).
+struct PassTokens {
+  double decodes = 0;
+  int64_t context = 0;
+  int64_t prefill_tokens = 0;
+  int64_t prefill_sequences = 0;
+};
+
+// The decode attention of `per_rank` sequences at `context` tokens on one
+// rank, one layer (`layer`, of `kind`). The rank's sequences read their
+// cache once; MLA's absorbed attention also multiplies every head against
+// the latent, which can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs
+// per token, at the BF16 ceiling or, over an FP8 cache where the GPU's
+// kernels multiply in FP8, at GpuSpec::mla_fp8_kv_relative of the FP8 one.
+double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
+                         const ServingConfig& c, const ServingDevice& dev,
+                         const Calibration& cal, const ModelOptions& o,
+                         const LayerShare& s, double per_rank, int64_t context,
+                         int64_t layer, const LayerKind& kind) {
+  const double ctx = static_cast<double>(context);
+  const double kv_bytes =
+      per_rank * KvCacheBytesOfLayer(m, c, layer, kind, context);
+  // Each tensor-parallel rank runs its share of the heads, MLA's too (over
+  // the whole latent, which every rank keeps).
+  const double heads =
+      static_cast<double>(m.num_attention_heads) / static_cast<double>(c.tp);
+  const double flops = s.mla
+                           ? 2.0 * per_rank * heads * ctx *
+                                 (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
+                           : 4.0 * per_rank * heads * ctx * HeadDim(m);
+  const double compute = flops / AttentionFlopRate(cluster, c, s.mla);
+  // MLA's kernel also spends a fixed time on each sequence's heads
+  // (GpuSpec::mla_decode_head_ns), whatever the context.
+  const double fixed =
+      s.mla ? per_rank * heads * cluster.gpu.mla_decode_head_ns * 1e-9 : 0.0;
+  return fixed +
+         std::max(cal.MemoryTime_s(kv_bytes, o) * dev.stream_scale, compute);
+}
+
+// One pipeline stage's times for one pass of `p` on the heaviest stage, on
+// the busiest attention-DP rank, without the step overhead, host time and
+// pipeline hops: the linear layers, routed experts, elementwise kernels and
+// collectives over the pass's tokens, each attention apart (decodes read
+// their cache, prompts run causal attention over themselves; both land in
+// kv_cache_s). A pass that decodes also pays the decode's fixed costs
+// (norm and router weights, kernel latencies). DecodeStep prices decodes
+// alone and PrefillTime_s prompts alone; a step that does both is priced
+// as their sum.
+DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                           const ServingConfig& c, const PassTokens& p,
+                           const Calibration& cal, const ModelOptions& o) {
+  const ServingDevice dev = DeviceOf(cluster);
+  const double wb = search_spaces::WeightBytesPerElement(c.weights);
+  const double h = static_cast<double>(m.hidden_size);
+  const double adp = static_cast<double>(c.attention_dp);
+  // Decodes are spread evenly over the attention-DP ranks.
+  const double per_rank = p.decodes > 0 ? std::max(1.0, p.decodes / adp) : 0;
+  // Prompt tokens spread over the attention-DP ranks; the routed experts
+  // see every rank's tokens.
+  const double tokens = static_cast<double>(p.prefill_tokens);
+  const double seqs = static_cast<double>(p.prefill_sequences);
+  const double seqs_per_rank = seqs > 0 ? std::max(1.0, seqs / adp) : 0;
+  const double per_seq =
+      seqs > 0 ? std::max(1.0, std::floor(tokens / seqs)) : 0;
+  const double t = tokens / adp;
+  const double rows = per_rank + t;
+  DecodeBreakdown stage;
+  const Stage heaviest = HeaviestStage(m, c, wb);
+  for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
+    const LayerKind& kind = heaviest.kinds[i];
+    const LayerShare s = ShareOfLayer(m, c, kind);
+    for (const Gemm& g : s.dense_gemms) {
+      Linear(cal, o, dev, c.weights, rows, g.params, g.k, wb, &stage.weights_s,
+             &stage.compute_s);
+    }
+    if (per_rank > 0) {
+      stage.weights_s +=
+          cal.MemoryTime_s(s.small_params * kActivationBytes, o) *
+              dev.stream_scale +
+          DecodeKernelsOfLayer(s) * kKernelLatency_s;
+    }
+    if (s.moe) {
+      RoutedExperts(m, s, cal, o, dev, c.weights,
+                    per_rank > 0 ? std::max(1.0, p.decodes) + tokens : tokens,
+                    wb, &stage.weights_s, &stage.compute_s);
+    }
+    if ((s.attention || s.mla) && per_rank > 0) {
+      stage.kv_cache_s +=
+          DecodeAttention_s(m, cluster, c, dev, cal, o, s, per_rank, p.context,
+                            heaviest.begin + static_cast<int64_t>(i), kind);
+    }
+    if ((s.attention || s.mla) && seqs > 0) {
+      const double heads = static_cast<double>(m.num_attention_heads) / c.tp;
+      const double d =
+          s.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
+      const int64_t len = static_cast<int64_t>(per_seq);
+      stage.kv_cache_s += cal.AttentionForwardTime_s(
+          std::max<int64_t>(1, std::llround(seqs_per_rank * heads)), len, len,
+          static_cast<int64_t>(d), /*causal=*/true, o);
+    }
+    LayerComm(m, c, cluster, s, rows, cal, o, &stage.tp_comm_s,
+              &stage.ep_comm_s);
+    stage.elementwise_s +=
+        cal.MemoryTime_s(
+            ElementwiseBytes(m, c, s, rows, dev.MoeCopyBytes(c.weights)), o) *
+        dev.stream_scale;
+  }
+  // The output layer: every decode's token and each prompt's last.
+  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
+  Linear(cal, o, dev, Precision::kBf16, per_rank + seqs_per_rank,
+         vocab * h / c.tp, h, kActivationBytes, &stage.weights_s,
+         &stage.compute_s);
+  return stage;
+}
+
+// The activations one pipeline hop carries for `rows` tokens of a rank.
+double PipelineHop_s(const ModelSpec& m, const ClusterSpec& cluster,
+                     double rows, const Calibration& cal,
+                     const ModelOptions& o) {
+  const CommGroup pair = AxisGroup(1, 2, 2);
+  return ServingCollective_s(
+      cal, cluster, Collective::kSendRecv,
+      rows * static_cast<double>(m.hidden_size) * kActivationBytes, pair, o);
+}
+
+}  // namespace
+
 double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
                      const ServingConfig& c, int64_t tokens, int64_t sequences,
                      const Calibration& cal, const ModelOptions& options) {
   if (tokens <= 0 || sequences <= 0) return 0.0;
   const ModelOptions o = ServingOptions(options);
-  const ServingDevice dev = DeviceOf(cluster);
-  const double wb = search_spaces::WeightBytesPerElement(c.weights);
-  const double h = static_cast<double>(m.hidden_size);
-  // Prefill tokens of a replica spread over its attention-DP ranks.
-  const double t = static_cast<double>(tokens) / c.attention_dp;
-  const int64_t per_seq = std::max<int64_t>(1, tokens / sequences);
-  const double seqs_per_rank =
-      std::max(1.0, static_cast<double>(sequences) / c.attention_dp);
-  double weights_s = 0, compute_s = 0, attn_s = 0, tp_s = 0, ep_s = 0,
-         act_s = 0;
-  for (const LayerKind& kind : HeaviestStage(m, c, wb).kinds) {
-    const LayerShare s = ShareOfLayer(m, c, kind);
-    for (const Gemm& g : s.dense_gemms) {
-      Linear(cal, o, dev, c.weights, t, g.params, g.k, wb, &weights_s,
-             &compute_s);
-    }
-    if (s.moe) {
-      // All ranks' tokens meet at the experts: the replica's `tokens`.
-      RoutedExperts(m, s, cal, o, dev, c.weights, static_cast<double>(tokens),
-                    wb, &weights_s, &compute_s);
-    }
-    if (s.attention || s.mla) {
-      const double heads = static_cast<double>(m.num_attention_heads) / c.tp;
-      const double d =
-          s.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
-      attn_s += cal.AttentionForwardTime_s(
-          std::max<int64_t>(1, std::llround(seqs_per_rank * heads)), per_seq,
-          per_seq, static_cast<int64_t>(d), /*causal=*/true, o);
-    }
-    LayerComm(m, c, cluster, s, t, cal, o, &tp_s, &ep_s);
-    act_s += cal.MemoryTime_s(
-                 ElementwiseBytes(m, c, s, t, dev.MoeCopyBytes(c.weights)), o) *
-             dev.stream_scale;
-  }
-  // Output layer for the last token of each sequence only.
-  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
-  Linear(cal, o, dev, Precision::kBf16, seqs_per_rank, vocab * h / c.tp, h,
-         kActivationBytes, &weights_s, &compute_s);
-  const double stage = weights_s + compute_s + attn_s + tp_s + ep_s + act_s;
-  const CommGroup pair = AxisGroup(1, 2, 2);
-  const double hop = ServingCollective_s(cal, cluster, Collective::kSendRecv,
-                                         t * h * kActivationBytes, pair, o);
-  return c.pp * stage + (c.pp - 1) * hop;
+  const DecodeBreakdown stage =
+      StageTimes(m, cluster, c, {0, 0, tokens, sequences}, cal, o);
+  return static_cast<double>(c.pp) * stage.gpu_s() +
+         static_cast<double>(c.pp - 1) *
+             PipelineHop_s(m, cluster,
+                           static_cast<double>(tokens) / c.attention_dp, cal,
+                           o);
 }
 
 DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
@@ -553,70 +648,12 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                            int64_t context, const Calibration& cal,
                            const ModelOptions& options) {
   const ModelOptions o = ServingOptions(options);
-  const ServingDevice dev = DeviceOf(cluster);
   DecodeBreakdown d;
   if (batch <= 0) return d;
-  const double wb = search_spaces::WeightBytesPerElement(c.weights);
-  const double h = static_cast<double>(m.hidden_size);
   // A pipeline keeps pp micro-batches in flight: each stage runs B/pp.
   const double micro = std::max(1.0, static_cast<double>(batch) / c.pp);
-  const double per_rank = std::max(1.0, micro / c.attention_dp);
-  DecodeBreakdown stage;
-  const Stage heaviest = HeaviestStage(m, c, wb);
-  for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
-    const LayerKind& kind = heaviest.kinds[i];
-    const LayerShare s = ShareOfLayer(m, c, kind);
-    for (const Gemm& g : s.dense_gemms) {
-      Linear(cal, o, dev, c.weights, per_rank, g.params, g.k, wb,
-             &stage.weights_s, &stage.compute_s);
-    }
-    stage.weights_s += cal.MemoryTime_s(s.small_params * kActivationBytes, o) *
-                       dev.stream_scale;
-    stage.weights_s += DecodeKernelsOfLayer(s) * kKernelLatency_s;
-    if (s.moe) {
-      RoutedExperts(m, s, cal, o, dev, c.weights, micro, wb, &stage.weights_s,
-                    &stage.compute_s);
-    }
-    if (s.attention || s.mla) {
-      // The rank's sequences read their cache once; MLA's absorbed
-      // attention also multiplies every head against the latent, which
-      // can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs per token,
-      // at the BF16 ceiling or, over an FP8 cache where the GPU's kernels
-      // multiply in FP8, at GpuSpec::mla_fp8_kv_relative of the FP8 one.
-      const double ctx = static_cast<double>(context);
-      const double kv_bytes =
-          per_rank *
-          KvCacheBytesOfLayer(m, c, heaviest.begin + static_cast<int64_t>(i),
-                              kind, context);
-      // Each tensor-parallel rank runs its share of the heads, MLA's too
-      // (over the whole latent, which every rank keeps).
-      const double heads = static_cast<double>(m.num_attention_heads) /
-                           static_cast<double>(c.tp);
-      const double flops =
-          s.mla ? 2.0 * per_rank * heads * ctx *
-                      (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
-                : 4.0 * per_rank * heads * ctx * HeadDim(m);
-      const double compute = flops / AttentionFlopRate(cluster, c, s.mla);
-      // MLA's kernel also spends a fixed time on each sequence's heads
-      // (GpuSpec::mla_decode_head_ns), whatever the context.
-      const double fixed =
-          s.mla ? per_rank * heads * cluster.gpu.mla_decode_head_ns * 1e-9
-                : 0.0;
-      stage.kv_cache_s +=
-          fixed +
-          std::max(cal.MemoryTime_s(kv_bytes, o) * dev.stream_scale, compute);
-    }
-    LayerComm(m, c, cluster, s, per_rank, cal, o, &stage.tp_comm_s,
-              &stage.ep_comm_s);
-    stage.elementwise_s +=
-        cal.MemoryTime_s(
-            ElementwiseBytes(m, c, s, per_rank, dev.MoeCopyBytes(c.weights)),
-            o) *
-        dev.stream_scale;
-  }
-  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
-  Linear(cal, o, dev, Precision::kBf16, per_rank, vocab * h / c.tp, h,
-         kActivationBytes, &stage.weights_s, &stage.compute_s);
+  const DecodeBreakdown stage =
+      StageTimes(m, cluster, c, {micro, context, 0, 0}, cal, o);
   const double pp = static_cast<double>(c.pp);
   d.weights_s = pp * stage.weights_s;
   d.compute_s = pp * stage.compute_s;
@@ -625,10 +662,9 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   d.tp_comm_s = pp * stage.tp_comm_s;
   d.ep_comm_s = pp * stage.ep_comm_s;
   if (c.pp > 1) {
-    const CommGroup pair = AxisGroup(1, 2, 2);
-    d.pp_comm_s = (pp - 1) *
-                  ServingCollective_s(cal, cluster, Collective::kSendRecv,
-                                      per_rank * h * kActivationBytes, pair, o);
+    d.pp_comm_s =
+        (pp - 1) * PipelineHop_s(m, cluster,
+                                 std::max(1.0, micro / c.attention_dp), cal, o);
   }
   d.overhead_s = StepOverhead_s(c.engine);
   d.host_s = HostStepTime_s(c.engine, cluster,
