@@ -549,7 +549,8 @@ double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
 // kv_cache_s). A pass that decodes also pays the decode's fixed costs
 // (norm and router weights, kernel latencies). DecodeStep prices decodes
 // alone and PrefillTime_s prompts alone; a step that does both is priced
-// as their sum.
+// as their sum, not as one forward reading the weights once
+// (docs/serving.md §5, session 33: that fits the published runs worse).
 DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
                            const ServingConfig& c, const PassTokens& p,
                            const Calibration& cal, const ModelOptions& o) {
@@ -559,14 +560,19 @@ DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
   const double adp = static_cast<double>(c.attention_dp);
   // Decodes are spread evenly over the attention-DP ranks.
   const double per_rank = p.decodes > 0 ? std::max(1.0, p.decodes / adp) : 0;
-  // Prompt tokens spread over the attention-DP ranks; the routed experts
-  // see every rank's tokens.
+  // Attention DP splits the requests, not a request: each prompt is
+  // prefilled whole on the rank that holds it (TensorRT-LLM's
+  // enable_attention_dp, SGLang's and vLLM's DP attention), and the ranks
+  // meet at every MoE layer, so the pass waits for the busiest rank, the
+  // one with ceil(sequences / adp) prompts. The routed experts see every
+  // rank's tokens.
   const double tokens = static_cast<double>(p.prefill_tokens);
   const double seqs = static_cast<double>(p.prefill_sequences);
-  const double seqs_per_rank = seqs > 0 ? std::max(1.0, seqs / adp) : 0;
+  const double seqs_per_rank = seqs > 0 ? std::ceil(seqs / adp) : 0;
   const double per_seq =
       seqs > 0 ? std::max(1.0, std::floor(tokens / seqs)) : 0;
-  const double t = tokens / adp;
+  const double t =
+      seqs > 0 ? std::min(tokens, seqs_per_rank * tokens / seqs) : 0;
   const double rows = per_rank + t;
   DecodeBreakdown stage;
   const Stage heaviest = HeaviestStage(m, c, wb);
@@ -636,10 +642,13 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   const ModelOptions o = ServingOptions(options);
   const DecodeBreakdown stage =
       StageTimes(m, cluster, c, {0, 0, tokens, sequences}, cal, o);
+  const double busiest =
+      std::ceil(static_cast<double>(sequences) / c.attention_dp) *
+      static_cast<double>(tokens) / static_cast<double>(sequences);
   return static_cast<double>(c.pp) * stage.gpu_s() +
          static_cast<double>(c.pp - 1) *
              PipelineHop_s(m, cluster,
-                           static_cast<double>(tokens) / c.attention_dp, cal,
+                           std::min(static_cast<double>(tokens), busiest), cal,
                            o);
 }
 
@@ -773,10 +782,17 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
   const int64_t mean_context = w.isl + w.osl / 2;
   est.decode = DecodeStep(m, cluster, c, batch, mean_context, cal, o);
-  // New requests prefilled per step: B/osl on average, in one batch.
+  // New requests prefilled per step: B/osl on average, in one batch of
+  // prefill_seqs prompts every prefill_seqs / new_per_step steps. With
+  // attention DP the batch holds a prompt on every rank: each rank's
+  // prompts arrive at B/(osl·adp) per step, chunked prompts on different
+  // ranks share steps, and the step waits for the busiest rank
+  // (PrefillTime_s), so the ranks' prefills are priced side by side, not
+  // one rank's after another's.
   const double new_per_step = static_cast<double>(batch) / w.osl;
+  const double adp = static_cast<double>(c.attention_dp);
   const int64_t prefill_seqs =
-      std::max<int64_t>(1, std::llround(std::ceil(new_per_step)));
+      std::max<int64_t>(1, std::llround(adp * std::ceil(new_per_step / adp)));
   const double batched_prefill =
       prefill_seqs == 1 ? est.prefill_s
                         : PrefillTime_s(m, cluster, c, prefill_seqs * w.isl,

@@ -386,7 +386,10 @@ DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
 
 // Seconds to prefill `tokens` tokens of `sequences` sequences of equal
 // length (tokens / sequences each) on one replica, one pipeline stage after
-// another.
+// another. With attention DP each prompt is prefilled whole on one rank and
+// the ranks meet at every MoE layer, so the time is the busiest rank's,
+// the one with ceil(sequences / adp) prompts; the routed experts see every
+// rank's tokens.
 double PrefillTime_s(const search_spaces::ModelSpec& model,
                      const search_spaces::ClusterSpec& cluster,
                      const search_spaces::ServingConfig& config, int64_t tokens,

@@ -593,6 +593,42 @@ TEST(PrefillTime, RoutedExpertsRunAsOneGroupedGemm) {
   EXPECT_LT(t, 2.0 * flops / 989e12);
 }
 
+TEST(PrefillTime, AttentionDpPrefillsEachPromptWholeOnOneRank) {
+  // LLaMA-3 8B (dense: no layer meets the other ranks' tokens) over 4
+  // attention-DP ranks: a lone prompt runs on one rank, as it would
+  // without attention DP, not a quarter of it on each; 4 prompts run one
+  // per rank side by side; 5 put two on the busiest rank.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  const ServingConfig one;
+  ServingConfig dp4;
+  dp4.attention_dp = 4;
+  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, dp4, 2048, 1, cal),
+                   PrefillTime_s(m, h100, one, 2048, 1, cal));
+  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, dp4, 4 * 2048, 4, cal),
+                   PrefillTime_s(m, h100, one, 2048, 1, cal));
+  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, dp4, 5 * 2048, 5, cal),
+                   PrefillTime_s(m, h100, one, 2 * 2048, 2, cal));
+}
+
+TEST(PrefillTime, AttentionDpRanksMeetAtTheExperts) {
+  // Qwen3-30B-A3B over 4 attention-DP ranks with its experts over ep 4:
+  // each rank prefills its own prompt, but every rank's tokens reach the
+  // routed experts, so 4 prompts take longer than 1 and less than 4 one
+  // after another.
+  const ModelSpec m = Preset("qwen3-30b-a3b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.attention_dp = 4;
+  c.ep = 4;
+  const double one = PrefillTime_s(m, h100, c, 2048, 1, cal);
+  const double four = PrefillTime_s(m, h100, c, 4 * 2048, 4, cal);
+  EXPECT_GT(four, one);
+  EXPECT_LT(four, 4 * one);
+}
+
 TEST(EstimateServing, WeightsThatDoNotFitAreRefused) {
   const ModelSpec m = Preset("llama3-70b");
   const ClusterSpec h100 = Cluster("h100");
@@ -717,6 +753,32 @@ TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {
   EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills / 4, 1e-12);
   // Its TTFT still waits for every stage of its own prefill.
   EXPECT_GT(e.ttft_s, e.prefill_s);
+}
+
+TEST(EstimateServing, AttentionDpRanksPrefillSideBySideOffline) {
+  // LLaMA-3 8B over 4 attention-DP ranks of one H100 each, offline
+  // 2048/4096: a step's B/4096 (< 1) new prompts are spread over the
+  // ranks, so the step prices a batch of a prompt per rank, run side by
+  // side (the busiest rank's), in a fraction B/4096/4 of the steps; not
+  // one prompt in B/4096 of them (on one rank, the others idle).
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.attention_dp = 4;
+  const ServingWorkload w{2048, 4096, 0};
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 4, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  const double new_per_step = e.batch / 4096.0;
+  ASSERT_LT(new_per_step, 1.0);
+  const int64_t seqs = 4;
+  const double prefills =
+      PrefillTime_s(m, h100, c, seqs * 2048, seqs, cal) * new_per_step / seqs;
+  EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills, 1e-12);
+  // A prompt per rank costs what one prompt on one GPU would.
+  const ServingConfig one;
+  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, c, seqs * 2048, seqs, cal),
+                   PrefillTime_s(m, h100, one, 2048, 1, cal));
 }
 
 TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
