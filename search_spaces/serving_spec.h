@@ -118,6 +118,12 @@ struct ServingConfig {
   // requests on the host before it schedules the next
   // (costmodel::HostAfterGpu); later versions overlap the two.
   bool trtllm_sync_pipeline = false;
+  // TensorRT-LLM's attention-DP balance (attention_dp_config:
+  // enable_balance, off by default): the ranks hold new prompts back until
+  // every rank has one, so the ranks prefill side by side instead of one
+  // rank's prompt stalling the others' decodes in its own steps
+  // (costmodel::EstimateServing).
+  bool attention_dp_balance = false;
 
   int64_t gpus() const { return tp * attention_dp * pp; }
   // Expert tensor parallel size: the attention GPUs of a stage regrouped.

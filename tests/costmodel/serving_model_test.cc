@@ -755,12 +755,39 @@ TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {
   EXPECT_GT(e.ttft_s, e.prefill_s);
 }
 
-TEST(EstimateServing, AttentionDpRanksPrefillSideBySideOffline) {
+TEST(EstimateServing, BalancedAttentionDpRanksPrefillSideBySideOffline) {
   // LLaMA-3 8B over 4 attention-DP ranks of one H100 each, offline
-  // 2048/4096: a step's B/4096 (< 1) new prompts are spread over the
-  // ranks, so the step prices a batch of a prompt per rank, run side by
-  // side (the busiest rank's), in a fraction B/4096/4 of the steps; not
-  // one prompt in B/4096 of them (on one rank, the others idle).
+  // 2048/4096, with TensorRT-LLM's attention-DP balance: a step's B/4096
+  // (< 1) new prompts wait for a prompt on every rank, so the step prices
+  // a batch of a prompt per rank, run side by side (the busiest rank's),
+  // in a fraction B/4096/4 of the steps.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.attention_dp = 4;
+  c.attention_dp_balance = true;
+  const ServingWorkload w{2048, 4096, 0};
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 4, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  const double new_per_step = e.batch / 4096.0;
+  ASSERT_LT(new_per_step, 1.0);
+  const double prefills =
+      PrefillTime_s(m, h100, c, 4 * 2048, 4, cal) * new_per_step / 4;
+  EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills, 1e-12);
+  // A prompt per rank costs what one prompt on one GPU would.
+  const ServingConfig one;
+  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, c, 4 * 2048, 4, cal),
+                   PrefillTime_s(m, h100, one, 2048, 1, cal));
+}
+
+TEST(EstimateServing, UnbalancedAttentionDpPromptsStallTheOtherRanks) {
+  // The same without the balance (every engine's default): each rank is
+  // busy with a prompt (one chunk: 2048 tokens fit the 8192-token budget
+  // beside its decodes) in k = B/4096/4 of the steps, and a step waits for
+  // any busy rank, 1 − (1 − k)^4 of them: the side-by-side share times
+  // (1 − (1 − k)^4) / k, which for a dense model is one prompt on one
+  // rank in 1 − (1 − k)^4 of the steps.
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
   const DatasheetCalibration cal(h100);
@@ -769,16 +796,14 @@ TEST(EstimateServing, AttentionDpRanksPrefillSideBySideOffline) {
   const ServingWorkload w{2048, 4096, 0};
   const ServingEstimate e = EstimateServing(m, h100, w, c, 4, cal);
   ASSERT_TRUE(e.fits) << e.infeasible_reason;
-  const double new_per_step = e.batch / 4096.0;
-  ASSERT_LT(new_per_step, 1.0);
-  const int64_t seqs = 4;
-  const double prefills =
-      PrefillTime_s(m, h100, c, seqs * 2048, seqs, cal) * new_per_step / seqs;
-  EXPECT_NEAR(e.step_s, e.decode.total_s() + prefills, 1e-12);
-  // A prompt per rank costs what one prompt on one GPU would.
-  const ServingConfig one;
-  EXPECT_DOUBLE_EQ(PrefillTime_s(m, h100, c, seqs * 2048, seqs, cal),
-                   PrefillTime_s(m, h100, one, 2048, 1, cal));
+  const double k = e.batch / 4096.0 / 4;
+  const double stalled = 1.0 - std::pow(1.0 - k, 4);
+  const double prefill = PrefillTime_s(m, h100, ServingConfig(), 2048, 1, cal);
+  EXPECT_NEAR(e.step_s, e.decode.total_s() + prefill * stalled, 1e-12);
+  // More than balanced (a prompt on every rank at once, in k of the
+  // steps), less than each prompt alone (in 4k of them).
+  EXPECT_GT(stalled, k);
+  EXPECT_LT(stalled, 4 * k);
 }
 
 TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {

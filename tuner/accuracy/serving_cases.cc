@@ -407,6 +407,9 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   c->config.trtllm_sync_pipeline = Contains(framework, "TensorRT-LLM 1.0");
   c->prefill_config.engine = c->config.engine;
   c->prefill_config.trtllm_sync_pipeline = c->config.trtllm_sync_pipeline;
+  // "attention DP w/ balance": the developer guide's DeepSeek runs set
+  // attention_dp_config.enable_balance.
+  c->config.attention_dp_balance = Contains(notes, "attention DP w/ balance");
   if (c->source.find(kAiconfiguratorSource) != std::string::npos) {
     ApplyAiconfiguratorProtocol(framework, notes, c);
   }

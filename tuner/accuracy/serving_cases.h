@@ -28,7 +28,9 @@
 //              the free memory (TensorRT-LLM's perf-overview runs: 0.95)
 //   engine     the framework column: TensorRT-LLM, SGLang, else vLLM
 //              (its step overhead and KV admission, costmodel::
-//              StepOverhead_s and KvAdmissionOf).
+//              StepOverhead_s and KvAdmissionOf); a note "attention DP w/
+//              balance" turns on TensorRT-LLM's attention-DP balance
+//              (ServingConfig::attention_dp_balance).
 //              aiconfigurator's rows (source "ai-dynamo/aiconfigurator")
 //              run its generated configs and benchmark: a step budget of
 //              the notes' "batch_size field" + isl + 1500 tokens per rank

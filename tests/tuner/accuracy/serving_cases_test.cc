@@ -171,6 +171,22 @@ TEST(ServingCases, DepLayoutAndCheckpointNames) {
   EXPECT_EQ(cases[1].workload.concurrency, 8);
 }
 
+TEST(ServingCases, AttentionDpBalanceFromTheNotes) {
+  // The developer guide's DeepSeek runs state TensorRT-LLM's attention-DP
+  // balance; elsewhere it is off, as TensorRT-LLM's default.
+  const std::string row =
+      "dev guide,x,DeepSeek-R1-0528,B200-180GB,4,1,1,4,4,FP4,TensorRT-LLM "
+      "(PyTorch),1024,1024,,output_tokens_per_s_per_gpu,6000,";
+  const auto cases =
+      Map(row +
+          "\"DEP4; DeepSeek options: attention DP w/ balance, CUTLASS "
+          "MoE, kv fp8\"\n" +
+          row + "\"DEP4\"\n");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_TRUE(cases[0].config.attention_dp_balance);
+  EXPECT_FALSE(cases[1].config.attention_dp_balance);
+}
+
 TEST(ServingCases, PrecisionFromTheNotesGemmMode) {
   const auto cases =
       Map("aic,x,meta-llama/Llama-3.1-8B-Instruct,H100-SXM-80GB,1,1,1,1,1,not "
