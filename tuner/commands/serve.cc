@@ -102,10 +102,15 @@ class ServeCommand : public Command {
                   "decode on separate workers");
     sub->add_option("--k8s", k8s_,
                     "write the best plan as Kubernetes manifests running "
-                    "vllm serve: Deployments, LeaderWorkerSets for replicas "
-                    "that span nodes, prefill and decode workers apart for "
+                    "vllm serve (or SGLang: --k8s-engine sglang): "
+                    "Deployments, LeaderWorkerSets for replicas that span "
+                    "nodes, prefill and decode workers apart for "
                     "disaggregated plans")
         ->type_name("FILE");
+    sub->add_option("--k8s-engine", k8s_engine_,
+                    "with --k8s: the engine the manifests run, vllm "
+                    "(default) or sglang")
+        ->type_name("E");
     sub->add_option("--html", html_,
                     "write the report as a self-contained HTML page: the "
                     "Pareto chart, the best plan and its commands")
@@ -133,6 +138,12 @@ class ServeCommand : public Command {
   Status Run(std::ostream& out, std::ostream& err) override {
     if (validate_) return RunValidation(out, err);
     if (!k8s_.empty()) MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
+    auto engine = ParseServingManifestEngine(k8s_engine_);
+    if (!engine.ok()) return engine.status();
+    if (k8s_.empty() && k8s_engine_ != "vllm") {
+      return Status::InvalidArgument("--k8s-engine needs --k8s FILE",
+                                     "add --k8s FILE or drop --k8s-engine");
+    }
     if (!html_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_, "--html"));
     }
@@ -377,13 +388,22 @@ class ServeCommand : public Command {
     const nlohmann::json& c = report["commands"];
     std::string name = KubernetesName("tune-serve-" + p.model.name);
     const int64_t per_node = p.cluster.gpus_per_node;
-    auto vllm = [](const nlohmann::json& role,
-                   const std::string& what) -> StatusOr<std::string> {
+    auto parsed_engine = ParseServingManifestEngine(k8s_engine_);
+    if (!parsed_engine.ok()) return parsed_engine.status();
+    const ServingManifestEngine engine = parsed_engine.value();
+    // The role's command for the manifests' engine: SGLang writes every
+    // layout; vLLM refuses some MoE layouts.
+    auto command = [engine](const nlohmann::json& role,
+                            const std::string& what) -> StatusOr<std::string> {
+      if (engine == ServingManifestEngine::kSglang) {
+        return role["sglang"].get<std::string>();
+      }
       if (!role.contains("vllm")) {
         return Status::InvalidArgument(
             "--k8s runs vllm serve, and " + what +
                 role["vllm_error"].get<std::string>(),
-            "use the SGLang or TensorRT-LLM command printed without --k8s");
+            "write SGLang's manifests (--k8s-engine sglang), or use the "
+            "TensorRT-LLM command printed without --k8s");
       }
       return role["vllm"].get<std::string>();
     };
@@ -402,9 +422,10 @@ class ServeCommand : public Command {
     if (!best.disaggregated) {
       ServingManifestSpec spec;
       spec.name = name;
-      auto command = vllm(c, "");
-      if (!command.ok()) return command.status();
-      spec.vllm_command = command.value();
+      spec.engine = engine;
+      auto aggregated = command(c, "");
+      if (!aggregated.ok()) return aggregated.status();
+      spec.command = aggregated.value();
       spec.replicas = best.estimate.replicas;
       spec.gpus_per_replica = best.config.gpus();
       spec.gpus_per_node = per_node;
@@ -420,10 +441,11 @@ class ServeCommand : public Command {
       while (!name.empty() && name.back() == '-') name.pop_back();
       ServingDisaggregatedSpec spec;
       spec.name = name;
+      spec.engine = engine;
       spec.gpus_per_node = per_node;
-      auto prefill = vllm(c["prefill"], "for the prefill workers ");
+      auto prefill = command(c["prefill"], "for the prefill workers ");
       if (!prefill.ok()) return prefill.status();
-      auto decode = vllm(c["decode"], "for the decode workers ");
+      auto decode = command(c["decode"], "for the decode workers ");
       if (!decode.ok()) return decode.status();
       spec.prefill = {prefill.value(), best.prefill_workers,
                       best.prefill.gpus()};
@@ -525,6 +547,7 @@ class ServeCommand : public Command {
   bool disagg_ = false;
   double request_rate_ = 0;
   std::string k8s_;
+  std::string k8s_engine_ = "vllm";
   std::string html_;
   bool json_ = false;
   bool validate_ = false;

@@ -35,6 +35,12 @@ std::string Quoted(const std::string& text) {
 
 // The port of the Ray head in a LeaderWorkerSet group.
 constexpr int kRayPort = 6379;
+// The port SGLang's ranks meet on in a LeaderWorkerSet group
+// (--dist-init-addr), as the LWS project's SGLang example uses.
+constexpr int kSglangDistPort = 20000;
+// The port every serving container listens on (vLLM's default; SGLang is
+// told to use it).
+constexpr int kServePort = 8000;
 
 // `text` with every line indented by `spaces` more.
 std::string Indent(const std::string& text, int spaces) {
@@ -68,11 +74,42 @@ struct Workload {
   std::string name;  // metadata.name of the workload and its Service
   std::string app;   // the app label
   std::string role;  // serving-role label: "" (aggregated), prefill, decode
-  std::vector<std::string> vllm_words;  // "vllm", "serve", model, flags...
+  ServingManifestEngine engine = ServingManifestEngine::kVllm;
+  // The engine's command split: the program ("vllm", "serve" or "python3",
+  // "-m", "sglang.launch_server") and its arguments.
+  std::vector<std::string> program;
+  std::vector<std::string> args;
   int64_t workers = 1;
   int64_t pods_per_worker = 1;  // > 1: a LeaderWorkerSet group
   int64_t gpus_per_pod = 1;
 };
+
+// `words` as a YAML flow list of double-quoted scalars.
+std::string FlowList(const std::vector<std::string>& words) {
+  std::string y = "[";
+  for (size_t i = 0; i < words.size(); ++i) {
+    y += (i == 0 ? "" : ", ") + Quoted(words[i]);
+  }
+  return y + "]";
+}
+
+// SGLang's arguments for one pod: the plan's, its HTTP endpoint where the
+// pod serves, and in a LeaderWorkerSet group the multi-node rendezvous.
+std::vector<std::string> SglangArgs(const Workload& w, bool serves) {
+  std::vector<std::string> args = w.args;
+  if (w.pods_per_worker > 1) {
+    args.insert(
+        args.end(),
+        {"--dist-init-addr",
+         "$(LWS_LEADER_ADDRESS):" + std::to_string(kSglangDistPort), "--nnodes",
+         "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)"});
+  }
+  if (serves) {
+    args.insert(args.end(),
+                {"--host", "0.0.0.0", "--port", std::to_string(kServePort)});
+  }
+  return args;
+}
 
 std::string Labels(const Workload& w, const char* lws_role) {
   std::string y = "app: " + w.app + "\n";
@@ -93,12 +130,15 @@ std::string PodSpec(const Workload& w, const std::string& image,
   y += "    command: " + command + "\n";
   y += "    args:\n";
   for (const std::string& a : args) y += "      - " + Quoted(a) + "\n";
-  if (!w.role.empty()) {
+  if (!w.role.empty() && w.engine == ServingManifestEngine::kVllm) {
     y += "    env:\n      - name: VLLM_NIXL_SIDE_CHANNEL_HOST\n"
          "        valueFrom:\n          fieldRef:\n"
          "            fieldPath: status.podIP\n";
   }
-  if (port) y += "    ports:\n      - containerPort: 8000\n";
+  if (port) {
+    y += "    ports:\n      - containerPort: " + std::to_string(kServePort) +
+         "\n";
+  }
   y += "    resources:\n      limits:\n        nvidia.com/gpu: " +
        std::to_string(w.gpus_per_pod) + "\n";
   // Tensor-parallel workers share tensors through /dev/shm.
@@ -122,10 +162,25 @@ std::string DeploymentYaml(const Workload& w, const std::string& image,
   y += "  template:\n    metadata:\n      labels:\n" +
        Indent(Labels(w, nullptr), 8);
   y += "    spec:\n";
-  const std::vector<std::string> args(w.vllm_words.begin() + 2,
-                                      w.vllm_words.end());
-  y += Indent(PodSpec(w, image, "server", "[\"vllm\", \"serve\"]", args, true),
-              6);
+  const std::vector<std::string> args =
+      w.engine == ServingManifestEngine::kSglang ? SglangArgs(w, true) : w.args;
+  y += Indent(PodSpec(w, image, "server", FlowList(w.program), args, true), 6);
+  return y;
+}
+
+// Every pod of an SGLang group runs the plan's command with its rank.
+std::string SglangGroupSpecs(const Workload& w, const std::string& image) {
+  const std::string program = FlowList(w.program);
+  std::string y = "    leaderTemplate:\n      metadata:\n        labels:\n" +
+                  Indent(Labels(w, "leader"), 10);
+  y += "      spec:\n" +
+       Indent(PodSpec(w, image, "server", program, SglangArgs(w, true), true),
+              8);
+  y += "    workerTemplate:\n      metadata:\n        labels:\n" +
+       Indent(Labels(w, "worker"), 10);
+  y += "      spec:\n" +
+       Indent(PodSpec(w, image, "worker", program, SglangArgs(w, false), false),
+              8);
   return y;
 }
 
@@ -135,7 +190,8 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
   // The leader: the Ray head, then vLLM once every pod of the group has
   // joined (vLLM checks the cluster's GPUs when it starts).
   std::string vllm;
-  for (const std::string& word : w.vllm_words) vllm += ShellWord(word) + " ";
+  for (const std::string& word : w.program) vllm += ShellWord(word) + " ";
+  for (const std::string& word : w.args) vllm += ShellWord(word) + " ";
   const std::string leader =
       "ray start --head --port=" + std::to_string(kRayPort) +
       " && until python3 -c " +
@@ -156,6 +212,9 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
   y += "  leaderWorkerTemplate:\n";
   y += "    size: " + size + "\n";
   y += "    restartPolicy: RecreateGroupOnPodRestart\n";
+  if (w.engine == ServingManifestEngine::kSglang) {
+    return y + SglangGroupSpecs(w, image);
+  }
   y += "    leaderTemplate:\n      metadata:\n        labels:\n" +
        Indent(Labels(w, "leader"), 10);
   y += "      spec:\n" +
@@ -174,15 +233,52 @@ std::string ServiceYaml(const Workload& w, const std::string& ns) {
   y += Metadata(w.name, ns);
   y += "spec:\n  selector:\n" +
        Indent(Labels(w, w.pods_per_worker > 1 ? "leader" : nullptr), 4);
-  y += "  ports:\n    - port: 8000\n      targetPort: 8000\n";
+  y += "  ports:\n    - port: " + std::to_string(kServePort) +
+       "\n      targetPort: " + std::to_string(kServePort) + "\n";
   return y;
+}
+
+// Splits `command` into the engine's program and its arguments;
+// InvalidArgument when it is not the engine's.
+Status SplitCommand(ServingManifestEngine engine, const std::string& command,
+                    Workload* w) {
+  const bool sglang = engine == ServingManifestEngine::kSglang;
+  auto words = SplitShellWords(
+      command, sglang ? "the SGLang command" : "the vLLM command");
+  if (!words.ok()) return words.status();
+  const std::vector<std::string>& all = words.value();
+  size_t program = 0;
+  if (sglang) {
+    for (size_t i = 0; i + 1 < all.size(); ++i) {
+      if (all[i] == "-m" && all[i + 1] == "sglang.launch_server") {
+        program = i + 2;
+      }
+    }
+    if (program < 3) {  // an interpreter, -m, the module
+      return Status::InvalidArgument(
+          "not a 'python3 -m sglang.launch_server ...' command",
+          "give the command tune serve printed");
+    }
+    auto config = ParseSglangServeCommand(command, nullptr);
+    if (!config.ok()) return config.status();
+  } else {
+    if (all.size() < 3 || all[0] != "vllm" || all[1] != "serve") {
+      return Status::InvalidArgument("not a 'vllm serve MODEL ...' command",
+                                     "give the command tune serve printed");
+    }
+    program = 2;
+  }
+  w->program.assign(all.begin(), all.begin() + program);
+  w->args.assign(all.begin() + program, all.end());
+  return Status::Ok();
 }
 
 // Checks one group and splits it over pods.
 StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
                                 const std::string& role,
-                                const std::string& vllm_command,
-                                int64_t workers, int64_t gpus_per_worker,
+                                ServingManifestEngine engine,
+                                const std::string& command, int64_t workers,
+                                int64_t gpus_per_worker,
                                 int64_t gpus_per_node) {
   const std::string what = role.empty() ? "a serving" : "the " + role;
   if (workers < 1 || gpus_per_worker < 1) {
@@ -195,19 +291,13 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
                                        std::to_string(gpus_per_node),
                                    "give the cluster's GPUs per node");
   }
-  auto words = SplitShellWords(vllm_command, "the vLLM command");
-  if (!words.ok()) return words.status();
   Workload w;
   w.name = name;
   w.app = app;
   w.role = role;
-  w.vllm_words = words.value();
+  w.engine = engine;
   w.workers = workers;
-  if (w.vllm_words.size() < 3 || w.vllm_words[0] != "vllm" ||
-      w.vllm_words[1] != "serve") {
-    return Status::InvalidArgument("not a 'vllm serve MODEL ...' command",
-                                   "give the command tune serve printed");
-  }
+  MESHTUNE_RETURN_IF_ERROR(SplitCommand(engine, command, &w));
   w.pods_per_worker = (gpus_per_worker + gpus_per_node - 1) / gpus_per_node;
   if (gpus_per_worker % w.pods_per_worker != 0) {
     return Status::InvalidArgument(
@@ -219,8 +309,8 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
         "the GPUs per node");
   }
   w.gpus_per_pod = gpus_per_worker / w.pods_per_worker;
-  if (w.pods_per_worker > 1) {
-    auto config = ParseVllmServeCommand(vllm_command, nullptr);
+  if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kVllm) {
+    auto config = ParseVllmServeCommand(command, nullptr);
     if (!config.ok()) return config.status();
     if (config.value().attention_dp > 1) {
       return Status::InvalidArgument(
@@ -230,8 +320,8 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
               std::to_string(config.value().attention_dp) +
               "), which vLLM starts per node: one LeaderWorkerSet leader "
               "cannot start them",
-          "deploy the SGLang or TensorRT-LLM command by hand, or pick a "
-          "plan whose replica fits a node");
+          "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
+          "whose replica fits a node");
     }
   }
   return w;
@@ -254,6 +344,20 @@ Status CheckNames(const std::string& name, const std::string& ns) {
 
 }  // namespace
 
+const char* DefaultServingImage(ServingManifestEngine engine) {
+  return engine == ServingManifestEngine::kSglang ? "lmsysorg/sglang:latest"
+                                                  : "vllm/vllm-openai:latest";
+}
+
+StatusOr<ServingManifestEngine> ParseServingManifestEngine(
+    const std::string& name) {
+  if (name == "vllm") return ServingManifestEngine::kVllm;
+  if (name == "sglang") return ServingManifestEngine::kSglang;
+  return Status::InvalidArgument(
+      "--k8s-engine must be vllm or sglang, got '" + name + "'",
+      "TensorRT-LLM's manifests are not written; use its printed command");
+}
+
 const char* ServingWorkloadKind(int64_t gpus_per_worker,
                                 int64_t gpus_per_node) {
   return gpus_per_worker > gpus_per_node ? "LeaderWorkerSet" : "Deployment";
@@ -262,10 +366,13 @@ const char* ServingWorkloadKind(int64_t gpus_per_worker,
 StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
   auto w =
-      MakeWorkload(spec.name, spec.name, "", spec.vllm_command, spec.replicas,
-                   spec.gpus_per_replica, spec.gpus_per_node);
+      MakeWorkload(spec.name, spec.name, "", spec.engine, spec.command,
+                   spec.replicas, spec.gpus_per_replica, spec.gpus_per_node);
   if (!w.ok()) return w.status();
-  return WorkloadYaml(w.value(), spec.image, spec.namespace_name);
+  return WorkloadYaml(
+      w.value(),
+      spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image,
+      spec.namespace_name);
 }
 
 StatusOr<std::string> ServingDisaggregatedDeployment(
@@ -278,12 +385,15 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
         {"decode", &spec.decode}}) {
     const std::string name = spec.name + "-" + role;
     MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--k8s name", name));
-    auto w =
-        MakeWorkload(name, spec.name, role, group->vllm_command, group->workers,
-                     group->gpus_per_worker, spec.gpus_per_node);
+    auto w = MakeWorkload(name, spec.name, role, spec.engine, group->command,
+                          group->workers, group->gpus_per_worker,
+                          spec.gpus_per_node);
     if (!w.ok()) return w.status();
     if (!y.empty()) y += "---\n";
-    y += WorkloadYaml(w.value(), spec.image, spec.namespace_name);
+    y += WorkloadYaml(
+        w.value(),
+        spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image,
+        spec.namespace_name);
   }
   return y;
 }

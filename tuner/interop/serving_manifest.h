@@ -1,6 +1,7 @@
 // `tune serve --k8s FILE`: a serving plan as Kubernetes manifests running
-// the plan's `vllm serve` command in vLLM's OpenAI-server image
-// (docs/serving.md §6 describes them).
+// the plan's `vllm serve` command in vLLM's OpenAI-server image, or its
+// `python3 -m sglang.launch_server` command in SGLang's image
+// (`--k8s-engine sglang`; docs/serving.md §6 describes them).
 //
 // A group of identical workers (the replicas of an aggregated plan, or one
 // side of a disaggregated plan) becomes one workload:
@@ -10,34 +11,42 @@
 //   - a worker whose GPUs span nodes (gpus > gpus_per_node): a
 //     LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, the LWS controller must
 //     be installed) of one group per worker, size = its pods, ceil(gpus /
-//     gpus_per_node), each pod holding gpus / size of them. As vLLM's LWS
-//     guide does, the pods form a Ray cluster: the leader runs `ray start
-//     --head`, waits until all `size` nodes are alive, then runs the plan's
-//     `vllm serve` (its --tensor-parallel-size and --pipeline-parallel-size
-//     span the group) with --distributed-executor-backend ray; each worker
-//     pod joins with `ray start --address=$LWS_LEADER_ADDRESS:6379 --block`
-//     (LWS sets LWS_LEADER_ADDRESS), retrying until the head is up. A group
+//     gpus_per_node), each pod holding gpus / size of them. A group
 //     restarts as a whole (restartPolicy RecreateGroupOnPodRestart).
+//     vLLM: as vLLM's LWS guide does, the pods form a Ray cluster: the
+//     leader runs `ray start --head`, waits until all `size` nodes are
+//     alive, then runs the plan's `vllm serve` (its --tensor-parallel-size
+//     and --pipeline-parallel-size span the group) with
+//     --distributed-executor-backend ray; each worker pod joins with `ray
+//     start --address=$LWS_LEADER_ADDRESS:6379 --block` (LWS sets
+//     LWS_LEADER_ADDRESS), retrying until the head is up.
+//     SGLang: as the LWS project's SGLang example does, every pod runs the
+//     plan's command with SGLang's own multi-node flags, --dist-init-addr
+//     $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE) --node-rank
+//     $(LWS_WORKER_INDEX) (Kubernetes expands the variables LWS sets); the
+//     leader, node rank 0, serves HTTP.
 // Each workload has a ClusterIP Service on port 8000 in front of its
-// serving pods (an LWS group's leader).
+// serving pods (an LWS group's leader); SGLang is started with --host
+// 0.0.0.0 --port 8000 to match.
 //
 // Aggregated (ServingDeployment): one workload and one Service named
 // `name`, pods labelled app: name. Disaggregated
 // (ServingDisaggregatedDeployment): a workload and a Service per role,
 // `name`-prefill and `name`-decode, pods labelled app: name and
-// serving-role: prefill|decode, with their worker counts; their vLLM
-// commands carry the KV-transfer flags (serving_commands.h, ServingRole),
-// and every pod gets VLLM_NIXL_SIDE_CHANNEL_HOST = its pod IP so that the
+// serving-role: prefill|decode, with their worker counts; their commands
+// carry the KV-transfer flags (serving_commands.h, ServingRole), and with
+// vLLM every pod gets VLLM_NIXL_SIDE_CHANNEL_HOST = its pod IP so that the
 // NIXL connectors of the other role reach it. The router in front of both
-// Services (NVIDIA Dynamo, vLLM's disaggregated proxy) is the deployment's
-// own and not written.
+// Services (NVIDIA Dynamo, vLLM's disaggregated proxy, SGLang's router) is
+// the deployment's own and not written.
 //
 // InvalidArgument: names that are not Kubernetes names (the derived
 // `name`-prefill too), fewer than one worker or GPU, a worker whose GPUs do
-// not split evenly over its nodes, a vLLM command that does not parse, and a
-// multi-node worker with vLLM data-parallel ranks (--data-parallel-size > 1:
-// vLLM starts those per node, which one Ray head here does not describe).
-// Every user value reaches the YAML as a double-quoted scalar.
+// not split evenly over its nodes, a command that is not the engine's (or,
+// for vLLM, does not parse), and with vLLM a multi-node worker with
+// data-parallel ranks (--data-parallel-size > 1: vLLM starts those per
+// node, which one Ray head here does not describe; SGLang's --dp spans its
+// nodes). Every user value reaches the YAML as a double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 
@@ -48,12 +57,22 @@
 
 namespace meshtune::tuner {
 
+// The engine the manifests run.
+enum class ServingManifestEngine { kVllm, kSglang };
+// The engine's image when the spec names none: vllm/vllm-openai:latest,
+// lmsysorg/sglang:latest.
+const char* DefaultServingImage(ServingManifestEngine engine);
+// "vllm" or "sglang" (the --k8s-engine values); InvalidArgument otherwise.
+StatusOr<ServingManifestEngine> ParseServingManifestEngine(
+    const std::string& name);
+
 // An aggregated plan.
 struct ServingManifestSpec {
   std::string name;            // metadata.name of both objects
   std::string namespace_name;  // metadata.namespace; "" = kubectl's current
-  std::string image = "vllm/vllm-openai:latest";
-  std::string vllm_command;  // as VllmServeCommand writes it
+  ServingManifestEngine engine = ServingManifestEngine::kVllm;
+  std::string image;    // "" = DefaultServingImage(engine)
+  std::string command;  // as VllmServeCommand or SglangServeCommand writes it
   int64_t replicas = 1;
   int64_t gpus_per_replica = 1;
   int64_t gpus_per_node = 8;
@@ -63,7 +82,7 @@ StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec);
 
 // One side of a disaggregated plan.
 struct ServingWorkerGroup {
-  std::string vllm_command;  // VllmServeCommand with the role's KV transfer
+  std::string command;  // the engine's command with the role's KV transfer
   int64_t workers = 1;
   int64_t gpus_per_worker = 1;
 };
@@ -72,7 +91,8 @@ struct ServingWorkerGroup {
 struct ServingDisaggregatedSpec {
   std::string name;  // the prefix of `name`-prefill and `name`-decode
   std::string namespace_name;
-  std::string image = "vllm/vllm-openai:latest";
+  ServingManifestEngine engine = ServingManifestEngine::kVllm;
+  std::string image;  // "" = DefaultServingImage(engine)
   int64_t gpus_per_node = 8;
   ServingWorkerGroup prefill;
   ServingWorkerGroup decode;

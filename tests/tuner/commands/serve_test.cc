@@ -10,6 +10,7 @@
 
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/serving_commands.h"
+#include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -171,6 +172,46 @@ TEST(ServeCommand, K8sWritesTheBestPlansDeployment) {
       Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
             "--osl", "8", "--k8s", dir + "/no/serve.yaml"});
   EXPECT_EQ(missing.exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeCommand, K8sEngineSglangWritesSglangsManifests) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  // The plan vLLM refuses (MXFP8 weights) is SGLang's to run.
+  const auto run =
+      Tune({"serve", "--model", "llama3-70b", "--gpus", "8", "--gpu", "b200",
+            "--isl", "1024", "--osl", "1024", "--precision", "mxfp8", "--k8s",
+            path, "--k8s-engine", "sglang", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const std::vector<YAML::Node> docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 2u);
+  const YAML::Node c = docs[0]["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(c["image"].as<std::string>(), "lmsysorg/sglang:latest");
+  EXPECT_EQ(c["command"][2].as<std::string>(), "sglang.launch_server");
+  // The args are the printed SGLang command's, then the endpoint.
+  auto words = SplitShellWords(j["commands"]["sglang"].get<std::string>(),
+                               "the SGLang command");
+  ASSERT_TRUE(words.ok());
+  std::vector<std::string> want(words.value().begin() + 3, words.value().end());
+  want.insert(want.end(), {"--host", "0.0.0.0", "--port", "8000"});
+  EXPECT_EQ(c["args"].as<std::vector<std::string>>(), want);
+  // Bad values are usage errors, before the search.
+  const auto bad =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s", path, "--k8s-engine", "trtllm"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("tune: error: --k8s-engine must be vllm or sglang, "
+                         "got 'trtllm'"),
+            std::string::npos)
+      << bad.err;
+  const auto alone =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s-engine", "sglang"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--k8s-engine needs --k8s FILE"), std::string::npos)
+      << alone.err;
   std::filesystem::remove_all(dir);
 }
 

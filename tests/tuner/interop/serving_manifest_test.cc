@@ -18,7 +18,7 @@ namespace {
 ServingManifestSpec Spec() {
   ServingManifestSpec s;
   s.name = "tune-serve-llama3-70b";
-  s.vllm_command =
+  s.command =
       "vllm serve 'meta-llama/Meta-Llama-3-70B' \\\n"
       "  --tensor-parallel-size 4 \\\n"
       "  --max-num-seqs 123";
@@ -87,7 +87,7 @@ TEST(ServingDeployment, ExactText) {
 
 TEST(ServingDeployment, WordsAreQuotedForYaml) {
   ServingManifestSpec s = Spec();
-  s.vllm_command =
+  s.command =
       "vllm serve 'a\"b\\c' --kv-transfer-config "
       "'{\"kv_connector\":\"NixlConnector\"}'";
   const auto yaml = ServingDeployment(s);
@@ -127,10 +127,152 @@ std::vector<std::string> ExecWords(const std::string& script) {
   return words.ok() ? words.value() : std::vector<std::string>{};
 }
 
+// Every value of a container's args, as Kubernetes passes them.
+std::vector<std::string> Args(const YAML::Node& container) {
+  std::vector<std::string> out;
+  for (const YAML::Node& a : container["args"]) {
+    out.push_back(a.as<std::string>());
+  }
+  return out;
+}
+
+ServingManifestSpec SglangSpec() {
+  ServingManifestSpec s;
+  s.name = "tune-serve-deepseek-v3";
+  s.engine = ServingManifestEngine::kSglang;
+  s.command =
+      "python3 -m sglang.launch_server --model-path "
+      "'deepseek-ai/DeepSeek-V3' \\\n"
+      "  --tp 8 \\\n"
+      "  --dp 8 \\\n"
+      "  --enable-dp-attention \\\n"
+      "  --ep-size 8";
+  s.replicas = 2;
+  s.gpus_per_replica = 8;
+  s.gpus_per_node = 8;
+  return s;
+}
+
+TEST(ServingDeployment, SglangRunsItsLaunchServerOnPort8000) {
+  const auto yaml = ServingDeployment(SglangSpec());
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0]["kind"].as<std::string>(), "Deployment");
+  EXPECT_EQ(docs[0]["spec"]["replicas"].as<int64_t>(), 2);
+  const YAML::Node c = Container(docs[0]["spec"]["template"]);
+  EXPECT_EQ(c["image"].as<std::string>(), "lmsysorg/sglang:latest");
+  EXPECT_EQ(
+      c["command"].as<std::vector<std::string>>(),
+      (std::vector<std::string>{"python3", "-m", "sglang.launch_server"}));
+  EXPECT_EQ(Args(c), (std::vector<std::string>{
+                         "--model-path", "deepseek-ai/DeepSeek-V3", "--tp", "8",
+                         "--dp", "8", "--enable-dp-attention", "--ep-size", "8",
+                         "--host", "0.0.0.0", "--port", "8000"}));
+  EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 8000);
+  EXPECT_EQ(Gpus(c), 8);
+  EXPECT_FALSE(c["env"]) << "the NIXL side channel is vLLM's";
+  EXPECT_EQ(docs[1]["spec"]["ports"][0]["port"].as<int>(), 8000);
+  // An image of the user's wins.
+  ServingManifestSpec own = SglangSpec();
+  own.image = "registry.local/sglang:v0.5";
+  EXPECT_NE(ServingDeployment(own).value().find(
+                "image: \"registry.local/sglang:v0.5\""),
+            std::string::npos);
+}
+
+TEST(ServingDeployment, SglangAcrossNodesRanksEveryPod) {
+  // 16 GPUs per replica on 8-GPU nodes: a group of 2 pods, each running
+  // the plan's command with SGLang's rendezvous flags and its LWS rank;
+  // the leader serves HTTP. Data-parallel attention across nodes is
+  // SGLang's own (vLLM's manifests refuse it).
+  ServingManifestSpec s = SglangSpec();
+  s.replicas = 1;
+  s.gpus_per_replica = 16;
+  s.command =
+      "python3 -m sglang.launch_server --model-path "
+      "'deepseek-ai/DeepSeek-V3' --tp 16 --dp 16 --enable-dp-attention "
+      "--ep-size 16";
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0]["kind"].as<std::string>(), "LeaderWorkerSet");
+  const YAML::Node group = docs[0]["spec"]["leaderWorkerTemplate"];
+  EXPECT_EQ(group["size"].as<int64_t>(), 2);
+  const std::vector<std::string> plan = {
+      "--model-path", "deepseek-ai/DeepSeek-V3", "--tp",      "16", "--dp",
+      "16",           "--enable-dp-attention",   "--ep-size", "16"};
+  const std::vector<std::string> rank = {
+      "--dist-init-addr", "$(LWS_LEADER_ADDRESS):20000",
+      "--nnodes",         "$(LWS_GROUP_SIZE)",
+      "--node-rank",      "$(LWS_WORKER_INDEX)"};
+  std::vector<std::string> leader_args = plan;
+  leader_args.insert(leader_args.end(), rank.begin(), rank.end());
+  std::vector<std::string> worker_args = leader_args;
+  leader_args.insert(leader_args.end(),
+                     {"--host", "0.0.0.0", "--port", "8000"});
+  const YAML::Node leader = Container(group["leaderTemplate"]);
+  const YAML::Node worker = Container(group["workerTemplate"]);
+  for (const YAML::Node& c : {leader, worker}) {
+    EXPECT_EQ(
+        c["command"].as<std::vector<std::string>>(),
+        (std::vector<std::string>{"python3", "-m", "sglang.launch_server"}));
+    EXPECT_EQ(Gpus(c), 8);
+  }
+  EXPECT_EQ(Args(leader), leader_args);
+  EXPECT_EQ(Args(worker), worker_args);
+  EXPECT_TRUE(leader["ports"]);
+  EXPECT_FALSE(worker["ports"]);
+  EXPECT_EQ(docs[1]["spec"]["selector"]["role"].as<std::string>(), "leader");
+}
+
+TEST(ServingDeployment, SglangCommandIsChecked) {
+  ServingManifestSpec vllm = SglangSpec();
+  vllm.command = "vllm serve m --tensor-parallel-size 8";
+  EXPECT_EQ(ServingDeployment(vllm).status().message(),
+            "not a 'python3 -m sglang.launch_server ...' command");
+  ServingManifestSpec bare = SglangSpec();
+  bare.command = "-m sglang.launch_server --tp 8";
+  EXPECT_FALSE(ServingDeployment(bare).ok());
+  ServingManifestSpec bad = SglangSpec();
+  bad.command = "python3 -m sglang.launch_server --tp eight";
+  EXPECT_FALSE(ServingDeployment(bad).ok());
+  EXPECT_EQ(ParseServingManifestEngine("sglang").value(),
+            ServingManifestEngine::kSglang);
+  EXPECT_EQ(ParseServingManifestEngine("trtllm").status().message(),
+            "--k8s-engine must be vllm or sglang, got 'trtllm'");
+}
+
+TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
+  ServingDisaggregatedSpec s;
+  s.name = "tune-serve-deepseek-v3";
+  s.engine = ServingManifestEngine::kSglang;
+  s.prefill = {
+      "python3 -m sglang.launch_server --model-path m --tp 8 "
+      "--disaggregation-mode prefill",
+      2, 8};
+  s.decode = {
+      "python3 -m sglang.launch_server --model-path m --tp 8 "
+      "--disaggregation-mode decode",
+      1, 8};
+  const auto yaml = ServingDisaggregatedDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 4u);
+  const YAML::Node prefill = Container(docs[0]["spec"]["template"]);
+  const YAML::Node decode = Container(docs[2]["spec"]["template"]);
+  EXPECT_EQ(docs[0]["spec"]["replicas"].as<int64_t>(), 2);
+  EXPECT_EQ(Args(prefill)[5], "prefill");
+  EXPECT_EQ(Args(decode)[5], "decode");
+  EXPECT_FALSE(prefill["env"]);
+  EXPECT_EQ(prefill["image"].as<std::string>(), "lmsysorg/sglang:latest");
+}
+
 TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   ServingManifestSpec s = Spec();
   s.name = "tune-serve-llama3-405b";
-  s.vllm_command =
+  s.command =
       "vllm serve 'meta-llama/Meta-Llama-3.1-405B' \\\n"
       "  --tensor-parallel-size 8 \\\n"
       "  --pipeline-parallel-size 2 \\\n"
@@ -186,7 +328,7 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
 
 TEST(ServingDeployment, HostileCheckpointSurvivesTheLeaderScript) {
   ServingManifestSpec s = Spec();
-  s.vllm_command =
+  s.command =
       "vllm serve 'a\"b\\c $(touch pwned) `id`'\"'\"'x' "
       "--tensor-parallel-size 8 --pipeline-parallel-size 2";
   s.gpus_per_replica = 16;
@@ -274,7 +416,7 @@ TEST(ServingDeployment, Errors) {
   EXPECT_EQ(ServingDeployment(uneven).status().message(),
             "a worker of 20 GPUs does not split evenly over 3 nodes of 8 GPUs");
   ServingManifestSpec dp = Spec();
-  dp.vllm_command =
+  dp.command =
       "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
       "--enable-expert-parallel";
   dp.gpus_per_replica = 16;
@@ -287,7 +429,7 @@ TEST(ServingDeployment, Errors) {
   name.name = "Bad_Name";
   EXPECT_FALSE(ServingDeployment(name).ok());
   ServingManifestSpec cmd = Spec();
-  cmd.vllm_command = "python3 -m sglang.launch_server --tp 4";
+  cmd.command = "python3 -m sglang.launch_server --tp 4";
   EXPECT_EQ(ServingDeployment(cmd).status().message(),
             "not a 'vllm serve MODEL ...' command");
   ServingDisaggregatedSpec long_name;
