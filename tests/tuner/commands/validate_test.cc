@@ -110,10 +110,17 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
   // The fresh measurements of the second validation are not bounded: on a
   // shared 2-core machine a candidate predicted at 0.31 s has measured
   // 0.22 s in one run and 0.63 s in the next (CI, stop 27). What the
-  // factors must do is deterministic given the first validation's runs:
-  // on the candidates both validations ran, the second one's predictions
-  // are closer to the first one's measurements than the first predictions
-  // were. Factors applied the wrong way double that error.
+  // factors must do is follow the first validation's runs: on the
+  // candidates both validations ran, the second one's predictions stay
+  // about as close to the first one's measurements as the first
+  // predictions were. The fit minimises the squared relative error over
+  // every run, the check is the mean absolute error over the candidates
+  // run twice, so noisy runs move it either way: 8.3 % -> 10.3 % and
+  // 8.3 % -> 11.3 % with right-way factors (CI clone, session 33, with the
+  // other tests running beside it; runs of one candidate 0.24 s and
+  // 0.46 s). Factors applied the wrong way double that error, which the
+  // bound below still catches wherever the first error exceeds 4 % (8.3 %
+  // and 28.8 % in the runs recorded here).
   int matched = 0;
   double before_pct = 0, after_pct = 0;
   for (const auto& c2 : k["candidates"]) {
@@ -132,7 +139,7 @@ TEST_F(ValidateCommandTest, RunsMeasuresRecordsAndLearns) {
   after_pct /= matched;
   std::printf("on the %d candidates run twice: %.1f%% -> %.1f%%\n", matched,
               before_pct, after_pct);
-  EXPECT_LE(after_pct, before_pct * 1.1 + 1.0);
+  EXPECT_LE(after_pct, before_pct * 1.5 + 2.0);
   EXPECT_TRUE(k["noise_pct"].is_null());  // one run each: no estimate
   EXPECT_EQ(k["learned"]["runs"].get<size_t>(),
             2 * j["candidates"].size() + k["candidates"].size());
