@@ -167,51 +167,41 @@ double StreamScale(const ClusterSpec& cluster) {
   return eff > 0 ? eff / kServingHbmFraction : 1.0;
 }
 
-// The device facts the serving GEMMs need.
+// The device facts the serving GEMMs need: two derived from the cluster,
+// the rest read from its GpuSpec (which outlives the estimate).
 struct ServingDevice {
+  const search_spaces::GpuSpec& gpu;
   int64_t min_rows = 1;       // MinGemmRows
   double stream_scale = 1.0;  // StreamScale
-  // 1 / GpuSpec::nvfp4_stream_relative: NVFP4 weights stream this much
-  // more slowly than 16-bit ones.
-  double nvfp4_stream_scale = 1.0;
-  // 1 / GpuSpec::moe_gemm_relative: the fused MoE GEMMs' compute-bound time
-  // over the dense GEMM model's.
-  double moe_gemm_scale = 1.0;
-  // 1 / GpuSpec::moe_fp8_blockwise_relative and 1 / moe_nvfp4_relative:
-  // blockwise-FP8 and NVFP4 experts' on top.
-  double moe_fp8_blockwise_scale = 1.0;
-  double moe_nvfp4_scale = 1.0;
-  // GpuSpec::moe_copy_bytes and moe_fp8_blockwise_copy_bytes.
-  double moe_copy_bytes = 0.0;
-  double moe_fp8_blockwise_copy_bytes = 0.0;
-  // The fused MoE's bytes per routed copy and hidden element at `p`; 0 =
-  // not swept (ElementwiseBytes).
+  // NVFP4 weights stream 1 / GpuSpec::nvfp4_stream_relative times more
+  // slowly than 16-bit ones.
+  double Nvfp4StreamScale() const { return 1.0 / gpu.nvfp4_stream_relative; }
+  // The fused MoE's bytes per routed copy and hidden element at `p`
+  // (GpuSpec::moe_copy_bytes, moe_fp8_blockwise_copy_bytes); 0 = not swept
+  // (ElementwiseBytes).
   double MoeCopyBytes(Precision p) const {
-    return p == Precision::kFp8Blockwise && moe_fp8_blockwise_copy_bytes > 0
-               ? moe_fp8_blockwise_copy_bytes
-               : moe_copy_bytes;
+    return p == Precision::kFp8Blockwise && gpu.moe_fp8_blockwise_copy_bytes > 0
+               ? gpu.moe_fp8_blockwise_copy_bytes
+               : gpu.moe_copy_bytes;
   }
-  // The factor on the compute-bound time of routed experts at `p`.
+  // The factor on the compute-bound time of routed experts at `p`: the
+  // fused MoE GEMMs' over the dense GEMM model's (1 /
+  // GpuSpec::moe_gemm_relative), times blockwise-FP8 and NVFP4 experts'
+  // own (1 / moe_fp8_blockwise_relative, 1 / moe_nvfp4_relative).
   double FusedMoeScale(Precision p) const {
+    const double moe = 1.0 / gpu.moe_gemm_relative;
     switch (p) {
       case Precision::kFp8Blockwise:
-        return moe_gemm_scale * moe_fp8_blockwise_scale;
+        return moe * (1.0 / gpu.moe_fp8_blockwise_relative);
       case Precision::kNvfp4:
-        return moe_gemm_scale * moe_nvfp4_scale;
+        return moe * (1.0 / gpu.moe_nvfp4_relative);
       default:
-        return moe_gemm_scale;
+        return moe;
     }
   }
 };
 ServingDevice DeviceOf(const ClusterSpec& cluster) {
-  return {MinGemmRows(cluster),
-          StreamScale(cluster),
-          1.0 / cluster.gpu.nvfp4_stream_relative,
-          1.0 / cluster.gpu.moe_gemm_relative,
-          1.0 / cluster.gpu.moe_fp8_blockwise_relative,
-          1.0 / cluster.gpu.moe_nvfp4_relative,
-          cluster.gpu.moe_copy_bytes,
-          cluster.gpu.moe_fp8_blockwise_copy_bytes};
+  return {cluster.gpu, MinGemmRows(cluster), StreamScale(cluster)};
 }
 
 // Rows from which the calibration's GEMM curve is used as it is; below, a
@@ -235,7 +225,7 @@ void Linear(const Calibration& cal, const ModelOptions& o,
   const double gemm = gemm_scale * cal.GemmTime_s(tall, n, kk, p, o) *
                       static_cast<double>(rows) / static_cast<double>(tall);
   const double stream = cal.MemoryTime_s(params * wb, o) * dev.stream_scale *
-                        (p == Precision::kNvfp4 ? dev.nvfp4_stream_scale : 1.0);
+                        (p == Precision::kNvfp4 ? dev.Nvfp4StreamScale() : 1.0);
   if (stream >= gemm) {
     *weights_s += stream;
   } else {
