@@ -749,14 +749,16 @@ namespace {
 //     a chunk when any of the adp ranks is busy, 1 − (1 − k)^adp of them:
 //     the balanced share times (1 − (1 − k)^adp) / k, at most the serial
 //     share of S prompts a step on S ranks (k → 0: each prompt alone).
+// `one_prompt_s` is PrefillTime_s of one prompt, which the caller has.
 double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
                                const ServingConfig& c, const ServingWorkload& w,
-                               int64_t batch, const Calibration& cal,
-                               const ModelOptions& o) {
+                               int64_t batch, double one_prompt_s,
+                               const Calibration& cal, const ModelOptions& o) {
   const double new_per_step = static_cast<double>(batch) / w.osl;
   const double adp = static_cast<double>(c.attention_dp);
   const auto share = [&](double prompts) {
     const int64_t seqs = std::max<int64_t>(1, std::llround(prompts));
+    if (seqs == 1) return one_prompt_s * new_per_step;
     return PrefillTime_s(m, cluster, c, seqs * w.isl, seqs, cal, o) *
            new_per_step / static_cast<double>(seqs);
   };
@@ -823,7 +825,8 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // (HostAfterGpu): their sum.
   const double gpu_s =
       est.decode.gpu_s() +
-      OfflinePrefillPerStep_s(m, cluster, c, w, batch, cal, o) / c.pp;
+      OfflinePrefillPerStep_s(m, cluster, c, w, batch, est.prefill_s, cal, o) /
+          c.pp;
   est.step_s =
       PassWithHost_s(gpu_s, est.decode.host_s, est.decode.host_after_gpu);
   est.tpot_s = est.step_s;
