@@ -201,7 +201,8 @@ class ServeCommand : public Command {
       AddCommands(p, result.points[*result.best], &report);
     }
     if (!k8s_.empty()) {
-      MESHTUNE_RETURN_IF_ERROR(WriteManifest(p, result, report, err));
+      MESHTUNE_RETURN_IF_ERROR(
+          WriteManifest(p, result, report, engine.value(), err));
     }
     if (!html_.empty()) {
       HtmlReportSource source;
@@ -378,7 +379,8 @@ class ServeCommand : public Command {
   // workers span nodes; a disaggregated plan's prefill and decode workers
   // apart.
   Status WriteManifest(const ServeProblem& p, const ServeResult& result,
-                       const nlohmann::json& report, std::ostream& err) const {
+                       const nlohmann::json& report,
+                       ServingManifestEngine engine, std::ostream& err) const {
     if (!result.best) {
       return Status::InvalidArgument(
           "--k8s: no plan meets the targets, so there is nothing to deploy",
@@ -388,9 +390,6 @@ class ServeCommand : public Command {
     const nlohmann::json& c = report["commands"];
     std::string name = KubernetesName("tune-serve-" + p.model.name);
     const int64_t per_node = p.cluster.gpus_per_node;
-    auto parsed_engine = ParseServingManifestEngine(k8s_engine_);
-    if (!parsed_engine.ok()) return parsed_engine.status();
-    const ServingManifestEngine engine = parsed_engine.value();
     // The role's command for the manifests' engine: SGLang writes every
     // layout; vLLM refuses some MoE layouts.
     auto command = [engine](const nlohmann::json& role,
