@@ -168,27 +168,19 @@ std::string DeploymentYaml(const Workload& w, const std::string& image,
   return y;
 }
 
-// Every pod of an SGLang group runs the plan's command with its rank.
-std::string SglangGroupSpecs(const Workload& w, const std::string& image) {
-  const std::string program = FlowList(w.program);
-  std::string y = "    leaderTemplate:\n      metadata:\n        labels:\n" +
-                  Indent(Labels(w, "leader"), 10);
-  y += "      spec:\n" +
-       Indent(PodSpec(w, image, "server", program, SglangArgs(w, true), true),
-              8);
-  y += "    workerTemplate:\n      metadata:\n        labels:\n" +
-       Indent(Labels(w, "worker"), 10);
-  y += "      spec:\n" +
-       Indent(PodSpec(w, image, "worker", program, SglangArgs(w, false), false),
-              8);
-  return y;
-}
+// What the leader and the worker pods of a LeaderWorkerSet group run: the
+// container command (a YAML flow list) and each pod's args.
+struct GroupCommands {
+  std::string command;
+  std::vector<std::string> leader;
+  std::vector<std::string> worker;
+};
 
-std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
-                                const std::string& ns) {
+// vLLM: the leader starts the Ray head, then vLLM once every pod of the
+// group has joined (vLLM checks the cluster's GPUs when it starts); each
+// worker joins the head.
+GroupCommands VllmGroup(const Workload& w) {
   const std::string size = std::to_string(w.pods_per_worker);
-  // The leader: the Ray head, then vLLM once every pod of the group has
-  // joined (vLLM checks the cluster's GPUs when it starts).
   std::string vllm;
   for (const std::string& word : w.program) vllm += ShellWord(word) + " ";
   for (const std::string& word : w.args) vllm += ShellWord(word) + " ";
@@ -204,27 +196,35 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
   const std::string worker =
       "until ray start --address=\"$LWS_LEADER_ADDRESS\":" +
       std::to_string(kRayPort) + " --block; do sleep 5; done";
+  return {"[\"sh\", \"-c\"]", {leader}, {worker}};
+}
+
+// SGLang: every pod runs the plan's command with its rank.
+GroupCommands SglangGroup(const Workload& w) {
+  return {FlowList(w.program), SglangArgs(w, true), SglangArgs(w, false)};
+}
+
+std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
+                                const std::string& ns) {
+  const GroupCommands g = w.engine == ServingManifestEngine::kSglang
+                              ? SglangGroup(w)
+                              : VllmGroup(w);
   std::string y = "apiVersion: leaderworkerset.x-k8s.io/v1\n";
   y += "kind: LeaderWorkerSet\n";
   y += Metadata(w.name, ns);
   y += "spec:\n";
   y += "  replicas: " + std::to_string(w.workers) + "\n";
   y += "  leaderWorkerTemplate:\n";
-  y += "    size: " + size + "\n";
+  y += "    size: " + std::to_string(w.pods_per_worker) + "\n";
   y += "    restartPolicy: RecreateGroupOnPodRestart\n";
-  if (w.engine == ServingManifestEngine::kSglang) {
-    return y + SglangGroupSpecs(w, image);
-  }
   y += "    leaderTemplate:\n      metadata:\n        labels:\n" +
        Indent(Labels(w, "leader"), 10);
   y += "      spec:\n" +
-       Indent(PodSpec(w, image, "server", "[\"sh\", \"-c\"]", {leader}, true),
-              8);
+       Indent(PodSpec(w, image, "server", g.command, g.leader, true), 8);
   y += "    workerTemplate:\n      metadata:\n        labels:\n" +
        Indent(Labels(w, "worker"), 10);
   y += "      spec:\n" +
-       Indent(PodSpec(w, image, "worker", "[\"sh\", \"-c\"]", {worker}, false),
-              8);
+       Indent(PodSpec(w, image, "worker", g.command, g.worker, false), 8);
   return y;
 }
 
