@@ -389,6 +389,11 @@ class ServeCommand : public Command {
     const ServePoint& best = result.points[*result.best];
     const nlohmann::json& c = report["commands"];
     std::string name = KubernetesName("tune-serve-" + p.model.name);
+    // Room for the names the manifests derive (serving_manifest.h).
+    if (name.size() > kMaxServingNameLength) {
+      name.resize(kMaxServingNameLength);
+    }
+    while (!name.empty() && name.back() == '-') name.pop_back();
     const int64_t per_node = p.cluster.gpus_per_node;
     // The role's command for the manifests' engine: SGLang writes every
     // layout; vLLM refuses some MoE layouts.
@@ -435,9 +440,6 @@ class ServeCommand : public Command {
              " and Service '" + spec.name +
              "': " + sizes(spec.replicas, spec.gpus_per_replica);
     } else {
-      // Room for "-prefill" in a 63-character name.
-      if (name.size() > 55) name.resize(55);
-      while (!name.empty() && name.back() == '-') name.pop_back();
       ServingDisaggregatedSpec spec;
       spec.name = name;
       spec.engine = engine;

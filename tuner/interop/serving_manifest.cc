@@ -41,6 +41,11 @@ constexpr int kSglangDistPort = 20000;
 // The port every serving container listens on (vLLM's default; SGLang is
 // told to use it).
 constexpr int kServePort = 8000;
+// What a LeaderWorkerSet's name takes after the plan's: the LWS controller
+// creates a headless Service named after the LWS for its pods' DNS names
+// (LWS_LEADER_ADDRESS), so the LWS cannot share its name with the Service
+// written here.
+constexpr const char* kLwsSuffix = "-lws";
 
 // `text` with every line indented by `spaces` more.
 std::string Indent(const std::string& text, int spaces) {
@@ -211,7 +216,7 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
                               : VllmGroup(w);
   std::string y = "apiVersion: leaderworkerset.x-k8s.io/v1\n";
   y += "kind: LeaderWorkerSet\n";
-  y += Metadata(w.name, ns);
+  y += Metadata(w.name + kLwsSuffix, ns);
   y += "spec:\n";
   y += "  replicas: " + std::to_string(w.workers) + "\n";
   y += "  leaderWorkerTemplate:\n";
@@ -336,6 +341,12 @@ std::string WorkloadYaml(const Workload& w, const std::string& image,
 
 Status CheckNames(const std::string& name, const std::string& ns) {
   MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--k8s name", name));
+  if (name.size() > kMaxServingNameLength) {
+    return Status::InvalidArgument(
+        "--k8s name '" + name + "' is longer than " +
+            std::to_string(kMaxServingNameLength) + " characters",
+        "shorten it: the workloads' StatefulSets add up to 26 characters");
+  }
   if (!ns.empty()) {
     MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("namespace", ns));
   }

@@ -27,7 +27,10 @@
 //     leader, node rank 0, serves HTTP.
 // Each workload has a ClusterIP Service on port 8000 in front of its
 // serving pods (an LWS group's leader); SGLang is started with --host
-// 0.0.0.0 --port 8000 to match.
+// 0.0.0.0 --port 8000 to match. A LeaderWorkerSet is named after its
+// Service with "-lws" added: the LWS controller creates a headless Service
+// named after the LWS for the DNS names of its pods (LWS_LEADER_ADDRESS),
+// and finds it already there if the Service written here takes that name.
 //
 // Aggregated (ServingDeployment): one workload and one Service named
 // `name`, pods labelled app: name. Disaggregated
@@ -40,8 +43,8 @@
 // Services (NVIDIA Dynamo, vLLM's disaggregated proxy, SGLang's router) is
 // the deployment's own and not written.
 //
-// InvalidArgument: names that are not Kubernetes names (the derived
-// `name`-prefill too), fewer than one worker or GPU, a worker whose GPUs do
+// InvalidArgument: names that are not Kubernetes names or longer than
+// kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do
 // not split evenly over its nodes, a command that is not the engine's (or,
 // for vLLM, does not parse), and with vLLM a multi-node worker with
 // data-parallel ranks (--data-parallel-size > 1: vLLM starts those per
@@ -50,12 +53,19 @@
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "search_spaces/status.h"
 
 namespace meshtune::tuner {
+
+// The longest `name` the manifests take: the longest name derived from it,
+// `name`-prefill-lws, has StatefulSets `name`-prefill-lws-N whose pods
+// carry a controller-revision-hash label of the StatefulSet's name and 11
+// characters more, which must stay within Kubernetes' 63 (N below 100).
+inline constexpr size_t kMaxServingNameLength = 37;
 
 // The engine the manifests run.
 enum class ServingManifestEngine { kVllm, kSglang };

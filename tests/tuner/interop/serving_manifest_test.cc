@@ -286,7 +286,9 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   const YAML::Node& lws = docs[0];
   EXPECT_EQ(lws["apiVersion"].as<std::string>(), "leaderworkerset.x-k8s.io/v1");
   EXPECT_EQ(lws["kind"].as<std::string>(), "LeaderWorkerSet");
-  EXPECT_EQ(lws["metadata"]["name"].as<std::string>(), s.name);
+  // Not the Service's name: the LWS controller makes a headless Service
+  // of the LWS's name for its pods' DNS names.
+  EXPECT_EQ(lws["metadata"]["name"].as<std::string>(), s.name + "-lws");
   EXPECT_EQ(lws["spec"]["replicas"].as<int64_t>(), 3);
   const YAML::Node t = lws["spec"]["leaderWorkerTemplate"];
   EXPECT_EQ(t["size"].as<int64_t>(), 2);  // 16 GPUs on nodes of 8
@@ -320,6 +322,7 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
             "do sleep 5; done");
   // The Service reaches the leaders only.
   EXPECT_EQ(docs[1]["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(docs[1]["metadata"]["name"].as<std::string>(), s.name);
   EXPECT_EQ(docs[1]["spec"]["selector"]["role"].as<std::string>(), "leader");
   EXPECT_EQ(docs[1]["spec"]["selector"]["app"].as<std::string>(), s.name);
   EXPECT_STREQ(ServingWorkloadKind(16, 8), "LeaderWorkerSet");
@@ -390,7 +393,7 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
   const YAML::Node& decode = docs[2];
   EXPECT_EQ(decode["kind"].as<std::string>(), "LeaderWorkerSet");
   EXPECT_EQ(decode["metadata"]["name"].as<std::string>(),
-            "tune-serve-llama3-70b-decode");
+            "tune-serve-llama3-70b-decode-lws");
   EXPECT_EQ(decode["spec"]["replicas"].as<int64_t>(), 2);
   const YAML::Node t = decode["spec"]["leaderWorkerTemplate"];
   EXPECT_EQ(t["size"].as<int64_t>(), 2);
@@ -433,10 +436,13 @@ TEST(ServingDeployment, Errors) {
   EXPECT_EQ(ServingDeployment(cmd).status().message(),
             "not a 'vllm serve MODEL ...' command");
   ServingDisaggregatedSpec long_name;
-  long_name.name = std::string(60, 'a');
+  long_name.name = std::string(38, 'a');
   long_name.prefill = {"vllm serve m", 1, 1};
   long_name.decode = {"vllm serve m", 1, 1};
-  EXPECT_FALSE(ServingDisaggregatedDeployment(long_name).ok());
+  EXPECT_EQ(ServingDisaggregatedDeployment(long_name).status().message(),
+            "--k8s name '" + long_name.name + "' is longer than 37 characters");
+  long_name.name.pop_back();  // `name`-prefill-lws-99 is 52 characters
+  EXPECT_TRUE(ServingDisaggregatedDeployment(long_name).ok());
   ServingDisaggregatedSpec no_workers = long_name;
   no_workers.name = "x";
   no_workers.decode.workers = 0;
