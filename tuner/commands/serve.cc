@@ -464,7 +464,10 @@ class ServeCommand : public Command {
              ServingWorkloadKind(spec.decode.gpus_per_worker, per_node) +
              " and Service '" + name + "-decode': " +
              sizes(spec.decode.workers, spec.decode.gpus_per_worker) +
-             "; the router in front is not written";
+             (engine == ServingManifestEngine::kSglang
+                  ? "; SGLang's router, Deployment '" + name +
+                        "-router' behind Service '" + name + "'"
+                  : "; the router in front is not written");
     }
     MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml, "--k8s"));
     err << "tune: wrote " << k8s_ << " (" << what << ")\n";

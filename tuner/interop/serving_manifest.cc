@@ -41,6 +41,12 @@ constexpr int kSglangDistPort = 20000;
 // The port every serving container listens on (vLLM's default; SGLang is
 // told to use it).
 constexpr int kServePort = 8000;
+// The port a SGLang prefill worker's KV bootstrap server listens on
+// (--disaggregation-bootstrap-port, which the commands leave at its
+// default), announced to the router through the pod annotation its
+// Kubernetes discovery reads.
+constexpr int kSglangBootstrapPort = 8998;
+constexpr const char* kSglangBootstrapAnnotation = "sglang.ai/bootstrap-port";
 // What a LeaderWorkerSet's name takes after the plan's: the LWS controller
 // creates a headless Service named after the LWS for its pods' DNS names
 // (LWS_LEADER_ADDRESS), so the LWS cannot share its name with the Service
@@ -87,6 +93,8 @@ struct Workload {
   int64_t workers = 1;
   int64_t pods_per_worker = 1;  // > 1: a LeaderWorkerSet group
   int64_t gpus_per_pod = 1;
+  // Annotations of the serving pods (an LWS group's leader): YAML lines.
+  std::string annotations;
 };
 
 // `words` as a YAML flow list of double-quoted scalars.
@@ -166,6 +174,9 @@ std::string DeploymentYaml(const Workload& w, const std::string& image,
   y += "  selector:\n    matchLabels:\n" + Indent(Labels(w, nullptr), 6);
   y += "  template:\n    metadata:\n      labels:\n" +
        Indent(Labels(w, nullptr), 8);
+  if (!w.annotations.empty()) {
+    y += "      annotations:\n" + Indent(w.annotations, 8);
+  }
   y += "    spec:\n";
   const std::vector<std::string> args =
       w.engine == ServingManifestEngine::kSglang ? SglangArgs(w, true) : w.args;
@@ -224,6 +235,9 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
   y += "    restartPolicy: RecreateGroupOnPodRestart\n";
   y += "    leaderTemplate:\n      metadata:\n        labels:\n" +
        Indent(Labels(w, "leader"), 10);
+  if (!w.annotations.empty()) {
+    y += "        annotations:\n" + Indent(w.annotations, 10);
+  }
   y += "      spec:\n" +
        Indent(PodSpec(w, image, "server", g.command, g.leader, true), 8);
   y += "    workerTemplate:\n      metadata:\n        labels:\n" +
@@ -339,6 +353,75 @@ std::string WorkloadYaml(const Workload& w, const std::string& image,
          "---\n" + ServiceYaml(w, ns);
 }
 
+// SGLang's router's selector of one role's serving pods: the labels that
+// Labels() gives them (an LWS group's leader only), as key=value words.
+std::vector<std::string> RouterSelector(const Workload& w) {
+  std::vector<std::string> words = {"app=" + w.app, "serving-role=" + w.role};
+  if (w.pods_per_worker > 1) words.push_back("role=leader");
+  return words;
+}
+
+// SGLang's router in front of a disaggregated plan's `prefill` and
+// `decode` workers (serving_manifest.h): its ServiceAccount, Role and
+// RoleBinding, its Deployment and the Service `name`.
+std::string SglangRouterYaml(const std::string& name, const std::string& image,
+                             const std::string& ns, const Workload& prefill,
+                             const Workload& decode) {
+  const std::string router = name + "-router";
+  std::string y =
+      "apiVersion: v1\nkind: ServiceAccount\n" + Metadata(router, ns) + "---\n";
+  y += "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n" +
+       Metadata(router, ns);
+  y += "rules:\n  - apiGroups: [\"\"]\n    resources: [\"pods\"]\n"
+       "    verbs: [\"get\", \"list\", \"watch\"]\n---\n";
+  // A ServiceAccount subject without a namespace is the binding's own.
+  y += "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\n" +
+       Metadata(router, ns);
+  y += "subjects:\n  - kind: ServiceAccount\n    name: " + router + "\n" +
+       (ns.empty() ? "" : "    namespace: " + ns + "\n");
+  y += "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n"
+       "  name: " +
+       router + "\n---\n";
+  Workload w;
+  w.app = name;
+  w.role = "router";
+  std::vector<std::string> args = {"--pd-disaggregation",
+                                   "--service-discovery"};
+  for (const auto& [flag, group] :
+       {std::pair<const char*, const Workload*>{"--prefill-selector", &prefill},
+        {"--decode-selector", &decode}}) {
+    args.push_back(flag);
+    for (const std::string& word : RouterSelector(*group)) {
+      args.push_back(word);
+    }
+  }
+  args.insert(args.end(),
+              {"--service-discovery-namespace", "$(POD_NAMESPACE)",
+               "--service-discovery-port", std::to_string(kServePort), "--host",
+               "0.0.0.0", "--port", std::to_string(kServePort)});
+  y += "apiVersion: apps/v1\nkind: Deployment\n" + Metadata(router, ns);
+  y += "spec:\n  replicas: 1\n";
+  y += "  selector:\n    matchLabels:\n" + Indent(Labels(w, nullptr), 6);
+  y += "  template:\n    metadata:\n      labels:\n" +
+       Indent(Labels(w, nullptr), 8);
+  y += "    spec:\n      serviceAccountName: " + router + "\n";
+  std::string pod = "containers:\n  - name: router\n";
+  pod += "    image: " + Quoted(image) + "\n";
+  pod += "    command: " +
+         FlowList({"python3", "-m", "sglang_router.launch_router"}) + "\n";
+  pod += "    args:\n";
+  for (const std::string& a : args) pod += "      - " + Quoted(a) + "\n";
+  pod +=
+      "    env:\n      - name: POD_NAMESPACE\n"
+      "        valueFrom:\n          fieldRef:\n"
+      "            fieldPath: metadata.namespace\n";
+  pod +=
+      "    ports:\n      - containerPort: " + std::to_string(kServePort) + "\n";
+  y += Indent(pod, 6) + "---\n";
+  w.name = name;
+  return y + ServiceYaml(w, ns);
+}
+
 Status CheckNames(const std::string& name, const std::string& ns) {
   MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--k8s name", name));
   if (name.size() > kMaxServingNameLength) {
@@ -389,22 +472,29 @@ StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
 StatusOr<std::string> ServingDisaggregatedDeployment(
     const ServingDisaggregatedSpec& spec) {
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
-  std::string y;
+  const std::string image =
+      spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image;
+  std::vector<Workload> roles;
   for (const auto& [role, group] :
        {std::pair<std::string, const ServingWorkerGroup*>{"prefill",
                                                           &spec.prefill},
         {"decode", &spec.decode}}) {
-    const std::string name = spec.name + "-" + role;
-    MESHTUNE_RETURN_IF_ERROR(CheckKubernetesName("--k8s name", name));
-    auto w = MakeWorkload(name, spec.name, role, spec.engine, group->command,
-                          group->workers, group->gpus_per_worker,
-                          spec.gpus_per_node);
+    auto w = MakeWorkload(spec.name + "-" + role, spec.name, role, spec.engine,
+                          group->command, group->workers,
+                          group->gpus_per_worker, spec.gpus_per_node);
     if (!w.ok()) return w.status();
-    if (!y.empty()) y += "---\n";
-    y += WorkloadYaml(
-        w.value(),
-        spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image,
-        spec.namespace_name);
+    roles.push_back(std::move(w.value()));
+  }
+  const bool sglang = spec.engine == ServingManifestEngine::kSglang;
+  if (sglang) {
+    roles[0].annotations = std::string(kSglangBootstrapAnnotation) + ": " +
+                           Quoted(std::to_string(kSglangBootstrapPort)) + "\n";
+  }
+  std::string y = WorkloadYaml(roles[0], image, spec.namespace_name) + "---\n" +
+                  WorkloadYaml(roles[1], image, spec.namespace_name);
+  if (sglang) {
+    y += "---\n" + SglangRouterYaml(spec.name, image, spec.namespace_name,
+                                    roles[0], roles[1]);
   }
   return y;
 }

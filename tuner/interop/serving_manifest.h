@@ -39,9 +39,19 @@
 // serving-role: prefill|decode, with their worker counts; their commands
 // carry the KV-transfer flags (serving_commands.h, ServingRole), and with
 // vLLM every pod gets VLLM_NIXL_SIDE_CHANNEL_HOST = its pod IP so that the
-// NIXL connectors of the other role reach it. The router in front of both
-// Services (NVIDIA Dynamo, vLLM's disaggregated proxy, SGLang's router) is
-// the deployment's own and not written.
+// NIXL connectors of the other role reach it. With SGLang, the router is
+// written too: a Deployment `name`-router of one pod running SGLang's
+// router (`python3 -m sglang_router.launch_router --pd-disaggregation`,
+// from the same image) that finds the workers through the Kubernetes API
+// (--service-discovery, --prefill-selector and --decode-selector on the
+// labels above; an LWS group's leader only) in its own namespace, and
+// learns each prefill worker's KV bootstrap port (8998, SGLang's default)
+// from the pod annotation sglang.ai/bootstrap-port; the ServiceAccount,
+// Role (get, list, watch pods) and RoleBinding it runs under, all named
+// `name`-router; and the Service `name` in front of it, the deployment's
+// entry point. With vLLM the router in front of both Services (vLLM's
+// disaggregated proxy example, NVIDIA Dynamo) is the deployment's own and
+// not written: vLLM's image ships none.
 //
 // InvalidArgument: names that are not Kubernetes names or longer than
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do

@@ -293,6 +293,26 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
   EXPECT_NE(disagg.err.find("; the router in front is not written)"),
             std::string::npos)
       << disagg.err;
+  // The same plan in SGLang's manifests: its router in front, as Service
+  // 'tune-serve-llama3-70b'.
+  const auto sglang_disagg = Tune(
+      {"serve",        "--model",     "llama3-70b", "--gpus",   "16",
+       "--gpu",        "h100",        "--isl",      "8192",     "--osl",
+       "256",          "--precision", "fp8",        "--disagg", "--tpot-ms",
+       "40",           "--ttft-ms",   "2000",       "--k8s",    path,
+       "--k8s-engine", "sglang"});
+  ASSERT_EQ(sglang_disagg.exit_code, 0) << sglang_disagg.err;
+  docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 9u);
+  EXPECT_EQ(docs[7]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-router");
+  EXPECT_EQ(docs[8]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b");
+  EXPECT_NE(sglang_disagg.err.find(
+                "; SGLang's router, Deployment 'tune-serve-llama3-70b-router' "
+                "behind Service 'tune-serve-llama3-70b')"),
+            std::string::npos)
+      << sglang_disagg.err;
   std::filesystem::remove_all(dir);
 }
 

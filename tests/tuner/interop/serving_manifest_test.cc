@@ -259,7 +259,7 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
-  ASSERT_EQ(docs.size(), 4u);
+  ASSERT_EQ(docs.size(), 9u);  // 2 workloads and Services, the router's 5
   const YAML::Node prefill = Container(docs[0]["spec"]["template"]);
   const YAML::Node decode = Container(docs[2]["spec"]["template"]);
   EXPECT_EQ(docs[0]["spec"]["replicas"].as<int64_t>(), 2);
@@ -267,6 +267,94 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
   EXPECT_EQ(Args(decode)[5], "decode");
   EXPECT_FALSE(prefill["env"]);
   EXPECT_EQ(prefill["image"].as<std::string>(), "lmsysorg/sglang:latest");
+}
+
+TEST(ServingDisaggregatedDeployment, SglangRouterFindsTheServingPods) {
+  // Prefill: 2 single-node workers; decode: 1 worker over 2 nodes, whose
+  // leader alone serves. The router discovers both through the API.
+  ServingDisaggregatedSpec s;
+  s.name = "tune-serve-deepseek-v3";
+  s.engine = ServingManifestEngine::kSglang;
+  s.prefill = {
+      "python3 -m sglang.launch_server --model-path m --tp 8 "
+      "--disaggregation-mode prefill",
+      2, 8};
+  s.decode = {
+      "python3 -m sglang.launch_server --model-path m --tp 16 "
+      "--disaggregation-mode decode",
+      1, 16};
+  const auto yaml = ServingDisaggregatedDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 9u) << yaml.value();
+  // The prefill pods announce their KV bootstrap port.
+  EXPECT_EQ(docs[0]["spec"]["template"]["metadata"]["annotations"]
+                ["sglang.ai/bootstrap-port"]
+                    .as<std::string>(),
+            "8998");
+  EXPECT_EQ(docs[2]["kind"].as<std::string>(), "LeaderWorkerSet");
+  EXPECT_FALSE(docs[2]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+                   ["metadata"]["annotations"]);
+  const std::string router = "tune-serve-deepseek-v3-router";
+  EXPECT_EQ(docs[4]["kind"].as<std::string>(), "ServiceAccount");
+  EXPECT_EQ(docs[4]["metadata"]["name"].as<std::string>(), router);
+  const YAML::Node& role = docs[5];
+  EXPECT_EQ(role["kind"].as<std::string>(), "Role");
+  EXPECT_EQ(role["rules"][0]["resources"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"pods"}));
+  EXPECT_EQ(role["rules"][0]["verbs"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"get", "list", "watch"}));
+  const YAML::Node& binding = docs[6];
+  EXPECT_EQ(binding["kind"].as<std::string>(), "RoleBinding");
+  EXPECT_EQ(binding["subjects"][0]["kind"].as<std::string>(), "ServiceAccount");
+  EXPECT_EQ(binding["subjects"][0]["name"].as<std::string>(), router);
+  EXPECT_FALSE(binding["subjects"][0]["namespace"]);  // the binding's own
+  EXPECT_EQ(binding["roleRef"]["name"].as<std::string>(), router);
+  const YAML::Node& deployment = docs[7];
+  EXPECT_EQ(deployment["kind"].as<std::string>(), "Deployment");
+  EXPECT_EQ(deployment["metadata"]["name"].as<std::string>(), router);
+  EXPECT_EQ(deployment["spec"]["template"]["spec"]["serviceAccountName"]
+                .as<std::string>(),
+            router);
+  const YAML::Node c = Container(deployment["spec"]["template"]);
+  EXPECT_EQ(c["image"].as<std::string>(), "lmsysorg/sglang:latest");
+  EXPECT_EQ(c["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"python3", "-m",
+                                      "sglang_router.launch_router"}));
+  EXPECT_FALSE(c["resources"]);  // no GPU
+  EXPECT_EQ(Args(c), (std::vector<std::string>{
+                         "--pd-disaggregation", "--service-discovery",
+                         "--prefill-selector", "app=tune-serve-deepseek-v3",
+                         "serving-role=prefill", "--decode-selector",
+                         "app=tune-serve-deepseek-v3", "serving-role=decode",
+                         "role=leader", "--service-discovery-namespace",
+                         "$(POD_NAMESPACE)", "--service-discovery-port", "8000",
+                         "--host", "0.0.0.0", "--port", "8000"}));
+  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(),
+            "metadata.namespace");
+  // The entry point: the plan's name, in front of the router only.
+  const YAML::Node& service = docs[8];
+  EXPECT_EQ(service["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(service["metadata"]["name"].as<std::string>(), s.name);
+  EXPECT_EQ(service["spec"]["selector"]["serving-role"].as<std::string>(),
+            "router");
+  // The workers' labels match the router's selectors.
+  EXPECT_EQ(docs[0]["spec"]["template"]["metadata"]["labels"]["serving-role"]
+                .as<std::string>(),
+            "prefill");
+  const YAML::Node leader_labels = docs[2]["spec"]["leaderWorkerTemplate"]
+                                       ["leaderTemplate"]["metadata"]["labels"];
+  EXPECT_EQ(leader_labels["serving-role"].as<std::string>(), "decode");
+  EXPECT_EQ(leader_labels["role"].as<std::string>(), "leader");
+  // With a namespace, every object is in it and the subject names it.
+  s.namespace_name = "inference";
+  const std::vector<YAML::Node> in_ns =
+      Documents(ServingDisaggregatedDeployment(s).value());
+  for (const YAML::Node& d : in_ns) {
+    EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "inference");
+  }
+  EXPECT_EQ(in_ns[6]["subjects"][0]["namespace"].as<std::string>(),
+            "inference");
 }
 
 TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
@@ -411,6 +499,8 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
   EXPECT_EQ(docs[3]["metadata"]["name"].as<std::string>(),
             "tune-serve-llama3-70b-decode");
   EXPECT_EQ(docs[3]["spec"]["selector"]["role"].as<std::string>(), "leader");
+  // vLLM's image ships no router: none is written, and no annotation.
+  EXPECT_FALSE(prefill["spec"]["template"]["metadata"]["annotations"]);
 }
 
 TEST(ServingDeployment, Errors) {
