@@ -102,15 +102,21 @@ class ServeCommand : public Command {
                   "decode on separate workers");
     sub->add_option("--k8s", k8s_,
                     "write the best plan as Kubernetes manifests running "
-                    "vllm serve (or SGLang: --k8s-engine sglang): "
+                    "vllm serve (or --k8s-engine sglang, trtllm): "
                     "Deployments, LeaderWorkerSets for replicas that span "
                     "nodes, prefill and decode workers apart for "
                     "disaggregated plans")
         ->type_name("FILE");
     sub->add_option("--k8s-engine", k8s_engine_,
                     "with --k8s: the engine the manifests run, vllm "
-                    "(default) or sglang")
+                    "(default), sglang or trtllm")
         ->type_name("E");
+    sub->add_option("--k8s-image", k8s_image_,
+                    "with --k8s: the container image (default "
+                    "vllm/vllm-openai:latest, lmsysorg/sglang:latest; "
+                    "TensorRT-LLM needs one, e.g. "
+                    "nvcr.io/nvidia/tensorrt-llm/release:TAG)")
+        ->type_name("IMAGE");
     sub->add_option("--html", html_,
                     "write the report as a self-contained HTML page: the "
                     "Pareto chart, the best plan and its commands")
@@ -143,6 +149,15 @@ class ServeCommand : public Command {
     if (k8s_.empty() && k8s_engine_ != "vllm") {
       return Status::InvalidArgument("--k8s-engine needs --k8s FILE",
                                      "add --k8s FILE or drop --k8s-engine");
+    }
+    if (k8s_.empty() && !k8s_image_.empty()) {
+      return Status::InvalidArgument("--k8s-image needs --k8s FILE",
+                                     "add --k8s FILE or drop --k8s-image");
+    }
+    if (!k8s_.empty()) {
+      // Before the search: TensorRT-LLM's manifests need an image named.
+      auto image = ServingImage(engine.value(), k8s_image_);
+      if (!image.ok()) return image.status();
     }
     if (!html_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_, "--html"));
@@ -395,21 +410,33 @@ class ServeCommand : public Command {
     }
     while (!name.empty() && name.back() == '-') name.pop_back();
     const int64_t per_node = p.cluster.gpus_per_node;
-    // The role's command for the manifests' engine: SGLang writes every
-    // layout; vLLM refuses some MoE layouts.
-    auto command = [engine](const nlohmann::json& role,
-                            const std::string& what) -> StatusOr<std::string> {
+    // The role's workers for the manifests' engine: SGLang writes every
+    // layout; vLLM and TensorRT-LLM refuse some.
+    auto group = [engine](const nlohmann::json& role, const std::string& what,
+                          int64_t workers,
+                          int64_t gpus) -> StatusOr<ServingWorkerGroup> {
+      ServingWorkerGroup g;
+      g.workers = workers;
+      g.gpus_per_worker = gpus;
       if (engine == ServingManifestEngine::kSglang) {
-        return role["sglang"].get<std::string>();
+        g.command = role["sglang"].get<std::string>();
+        return g;
       }
-      if (!role.contains("vllm")) {
+      const bool trtllm = engine == ServingManifestEngine::kTensorRtLlm;
+      const char* key = trtllm ? "trtllm" : "vllm";
+      if (!role.contains(key)) {
         return Status::InvalidArgument(
-            "--k8s runs vllm serve, and " + what +
-                role["vllm_error"].get<std::string>(),
-            "write SGLang's manifests (--k8s-engine sglang), or use the "
-            "TensorRT-LLM command printed without --k8s");
+            std::string("--k8s runs ") +
+                (trtllm ? "trtllm-serve" : "vllm serve") + ", and " + what +
+                role[std::string(key) + "_error"].get<std::string>(),
+            "write SGLang's manifests (--k8s-engine sglang)");
       }
-      return role["vllm"].get<std::string>();
+      g.command = role[key].get<std::string>();
+      if (trtllm) {
+        g.options_yaml =
+            role["trtllm_extra_llm_api_options"].get<std::string>();
+      }
+      return g;
     };
     // "2 x 4 GPUs" or "1 x 16 GPUs over 2 nodes".
     auto sizes = [per_node](int64_t workers, int64_t gpus) {
@@ -427,9 +454,12 @@ class ServeCommand : public Command {
       ServingManifestSpec spec;
       spec.name = name;
       spec.engine = engine;
-      auto aggregated = command(c, "");
+      spec.image = k8s_image_;
+      auto aggregated =
+          group(c, "", best.estimate.replicas, best.config.gpus());
       if (!aggregated.ok()) return aggregated.status();
-      spec.command = aggregated.value();
+      spec.command = aggregated.value().command;
+      spec.options_yaml = aggregated.value().options_yaml;
       spec.replicas = best.estimate.replicas;
       spec.gpus_per_replica = best.config.gpus();
       spec.gpus_per_node = per_node;
@@ -443,15 +473,16 @@ class ServeCommand : public Command {
       ServingDisaggregatedSpec spec;
       spec.name = name;
       spec.engine = engine;
+      spec.image = k8s_image_;
       spec.gpus_per_node = per_node;
-      auto prefill = command(c["prefill"], "for the prefill workers ");
+      auto prefill = group(c["prefill"], "for the prefill workers ",
+                           best.prefill_workers, best.prefill.gpus());
       if (!prefill.ok()) return prefill.status();
-      auto decode = command(c["decode"], "for the decode workers ");
+      auto decode = group(c["decode"], "for the decode workers ",
+                          best.estimate.replicas, best.config.gpus());
       if (!decode.ok()) return decode.status();
-      spec.prefill = {prefill.value(), best.prefill_workers,
-                      best.prefill.gpus()};
-      spec.decode = {decode.value(), best.estimate.replicas,
-                     best.config.gpus()};
+      spec.prefill = prefill.value();
+      spec.decode = decode.value();
       auto manifest = ServingDisaggregatedDeployment(spec);
       if (!manifest.ok()) return manifest.status();
       yaml = manifest.value();
@@ -552,6 +583,7 @@ class ServeCommand : public Command {
   double request_rate_ = 0;
   std::string k8s_;
   std::string k8s_engine_ = "vllm";
+  std::string k8s_image_;
   std::string html_;
   bool json_ = false;
   bool validate_ = false;

@@ -21,6 +21,8 @@ std::string Quoted(const std::string& text) {
     if (ch == '"' || ch == '\\') {
       out += '\\';
       out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
     } else if (u < 0x20) {
       static const char* kHex = "0123456789abcdef";
       out += "\\u00";
@@ -47,6 +49,10 @@ constexpr int kServePort = 8000;
 // Kubernetes discovery reads.
 constexpr int kSglangBootstrapPort = 8998;
 constexpr const char* kSglangBootstrapAnnotation = "sglang.ai/bootstrap-port";
+// Where a TensorRT-LLM pod finds its --extra_llm_api_options file: the
+// ConfigMap `name`-options mounted read-only.
+constexpr const char* kTrtllmOptionsDir = "/etc/tune-serve";
+constexpr const char* kTrtllmOptionsFile = "extra_llm_api_options.yaml";
 // What a LeaderWorkerSet's name takes after the plan's: the LWS controller
 // creates a headless Service named after the LWS for its pods' DNS names
 // (LWS_LEADER_ADDRESS), so the LWS cannot share its name with the Service
@@ -95,7 +101,14 @@ struct Workload {
   int64_t gpus_per_pod = 1;
   // Annotations of the serving pods (an LWS group's leader): YAML lines.
   std::string annotations;
+  // TensorRT-LLM: the --extra_llm_api_options file's text ("" otherwise),
+  // served from the ConfigMap `name`-options.
+  std::string options_yaml;
 };
+
+std::string OptionsConfigMapName(const Workload& w) {
+  return w.name + "-options";
+}
 
 // `words` as a YAML flow list of double-quoted scalars.
 std::string FlowList(const std::vector<std::string>& words) {
@@ -118,6 +131,19 @@ std::vector<std::string> SglangArgs(const Workload& w, bool serves) {
          "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)"});
   }
   if (serves) {
+    args.insert(args.end(),
+                {"--host", "0.0.0.0", "--port", std::to_string(kServePort)});
+  }
+  return args;
+}
+
+// The arguments of a pod that serves HTTP on kServePort: SGLang's and
+// TensorRT-LLM's are told the address (trtllm-serve listens on localhost
+// by default); vLLM's default is it.
+std::vector<std::string> ServingArgs(const Workload& w) {
+  if (w.engine == ServingManifestEngine::kSglang) return SglangArgs(w, true);
+  std::vector<std::string> args = w.args;
+  if (w.engine == ServingManifestEngine::kTensorRtLlm) {
     args.insert(args.end(),
                 {"--host", "0.0.0.0", "--port", std::to_string(kServePort)});
   }
@@ -156,7 +182,15 @@ std::string PodSpec(const Workload& w, const std::string& image,
        std::to_string(w.gpus_per_pod) + "\n";
   // Tensor-parallel workers share tensors through /dev/shm.
   y += "    volumeMounts:\n      - name: shm\n        mountPath: /dev/shm\n";
+  if (!w.options_yaml.empty()) {
+    y += "      - name: options\n        mountPath: " +
+         std::string(kTrtllmOptionsDir) + "\n        readOnly: true\n";
+  }
   y += "volumes:\n  - name: shm\n    emptyDir:\n      medium: Memory\n";
+  if (!w.options_yaml.empty()) {
+    y += "  - name: options\n    configMap:\n      name: " +
+         OptionsConfigMapName(w) + "\n";
+  }
   return y;
 }
 
@@ -178,9 +212,9 @@ std::string DeploymentYaml(const Workload& w, const std::string& image,
     y += "      annotations:\n" + Indent(w.annotations, 8);
   }
   y += "    spec:\n";
-  const std::vector<std::string> args =
-      w.engine == ServingManifestEngine::kSglang ? SglangArgs(w, true) : w.args;
-  y += Indent(PodSpec(w, image, "server", FlowList(w.program), args, true), 6);
+  y += Indent(
+      PodSpec(w, image, "server", FlowList(w.program), ServingArgs(w), true),
+      6);
   return y;
 }
 
@@ -257,17 +291,22 @@ std::string ServiceYaml(const Workload& w, const std::string& ns) {
   return y;
 }
 
-// Splits `command` into the engine's program and its arguments;
-// InvalidArgument when it is not the engine's.
+// The words of `command`, the program ("vllm", "serve"; "python3", "-m",
+// "sglang.launch_server"; "trtllm-serve") and its arguments, into `w`;
+// InvalidArgument when it is not the engine's. TensorRT-LLM's
+// --extra_llm_api_options is pointed at the mounted ConfigMap.
 Status SplitCommand(ServingManifestEngine engine, const std::string& command,
-                    Workload* w) {
-  const bool sglang = engine == ServingManifestEngine::kSglang;
-  auto words = SplitShellWords(
-      command, sglang ? "the SGLang command" : "the vLLM command");
+                    const std::string& options_yaml, Workload* w) {
+  const char* what = engine == ServingManifestEngine::kSglang
+                         ? "the SGLang command"
+                     : engine == ServingManifestEngine::kTensorRtLlm
+                         ? "the TensorRT-LLM command"
+                         : "the vLLM command";
+  auto words = SplitShellWords(command, what);
   if (!words.ok()) return words.status();
-  const std::vector<std::string>& all = words.value();
+  std::vector<std::string> all = words.value();
   size_t program = 0;
-  if (sglang) {
+  if (engine == ServingManifestEngine::kSglang) {
     for (size_t i = 0; i + 1 < all.size(); ++i) {
       if (all[i] == "-m" && all[i + 1] == "sglang.launch_server") {
         program = i + 2;
@@ -280,6 +319,27 @@ Status SplitCommand(ServingManifestEngine engine, const std::string& command,
     }
     auto config = ParseSglangServeCommand(command, nullptr);
     if (!config.ok()) return config.status();
+  } else if (engine == ServingManifestEngine::kTensorRtLlm) {
+    if (all.size() < 2 || all[0] != "trtllm-serve") {
+      return Status::InvalidArgument("not a 'trtllm-serve MODEL ...' command",
+                                     "give the command tune serve printed");
+    }
+    auto config = ParseTrtllmServeCommand(command, options_yaml, nullptr);
+    if (!config.ok()) return config.status();
+    program = 1;
+    const std::string path =
+        std::string(kTrtllmOptionsDir) + "/" + kTrtllmOptionsFile;
+    bool pointed = false;
+    for (size_t i = 1; i + 1 < all.size(); ++i) {
+      if (all[i] == "--extra_llm_api_options") {
+        all[i + 1] = path;
+        pointed = true;
+      }
+    }
+    if (!pointed && !options_yaml.empty()) {
+      all.insert(all.end(), {"--extra_llm_api_options", path});
+    }
+    w->options_yaml = options_yaml;
   } else {
     if (all.size() < 3 || all[0] != "vllm" || all[1] != "serve") {
       return Status::InvalidArgument("not a 'vllm serve MODEL ...' command",
@@ -296,11 +356,11 @@ Status SplitCommand(ServingManifestEngine engine, const std::string& command,
 StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
                                 const std::string& role,
                                 ServingManifestEngine engine,
-                                const std::string& command, int64_t workers,
-                                int64_t gpus_per_worker,
+                                const ServingWorkerGroup& group,
                                 int64_t gpus_per_node) {
   const std::string what = role.empty() ? "a serving" : "the " + role;
-  if (workers < 1 || gpus_per_worker < 1) {
+  const int64_t gpus_per_worker = group.gpus_per_worker;
+  if (group.workers < 1 || gpus_per_worker < 1) {
     return Status::InvalidArgument(
         what + " workload needs at least one worker of one GPU",
         "give the plan tune serve chose");
@@ -315,8 +375,9 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
   w.app = app;
   w.role = role;
   w.engine = engine;
-  w.workers = workers;
-  MESHTUNE_RETURN_IF_ERROR(SplitCommand(engine, command, &w));
+  w.workers = group.workers;
+  MESHTUNE_RETURN_IF_ERROR(
+      SplitCommand(engine, group.command, group.options_yaml, &w));
   w.pods_per_worker = (gpus_per_worker + gpus_per_node - 1) / gpus_per_node;
   if (gpus_per_worker % w.pods_per_worker != 0) {
     return Status::InvalidArgument(
@@ -328,8 +389,17 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
         "the GPUs per node");
   }
   w.gpus_per_pod = gpus_per_worker / w.pods_per_worker;
+  if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kTensorRtLlm) {
+    return Status::InvalidArgument(
+        "a worker of " + std::to_string(gpus_per_worker) +
+            " GPUs spans nodes, and trtllm-serve starts the ranks of several "
+            "nodes with MPI (mpirun, or srun with trtllm-llmapi-launch), "
+            "which these manifests do not describe",
+        "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
+        "whose replica fits a node");
+  }
   if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kVllm) {
-    auto config = ParseVllmServeCommand(command, nullptr);
+    auto config = ParseVllmServeCommand(group.command, nullptr);
     if (!config.ok()) return config.status();
     if (config.value().attention_dp > 1) {
       return Status::InvalidArgument(
@@ -346,9 +416,17 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
   return w;
 }
 
+// TensorRT-LLM's options file as the ConfigMap its pods mount.
+std::string OptionsConfigMapYaml(const Workload& w, const std::string& ns) {
+  return "apiVersion: v1\nkind: ConfigMap\n" +
+         Metadata(OptionsConfigMapName(w), ns) + "data:\n  " +
+         kTrtllmOptionsFile + ": " + Quoted(w.options_yaml) + "\n---\n";
+}
+
 std::string WorkloadYaml(const Workload& w, const std::string& image,
                          const std::string& ns) {
-  return (w.pods_per_worker > 1 ? LeaderWorkerSetYaml(w, image, ns)
+  return (w.options_yaml.empty() ? "" : OptionsConfigMapYaml(w, ns)) +
+         (w.pods_per_worker > 1 ? LeaderWorkerSetYaml(w, image, ns)
                                 : DeploymentYaml(w, image, ns)) +
          "---\n" + ServiceYaml(w, ns);
 }
@@ -439,17 +517,48 @@ Status CheckNames(const std::string& name, const std::string& ns) {
 }  // namespace
 
 const char* DefaultServingImage(ServingManifestEngine engine) {
-  return engine == ServingManifestEngine::kSglang ? "lmsysorg/sglang:latest"
-                                                  : "vllm/vllm-openai:latest";
+  switch (engine) {
+    case ServingManifestEngine::kSglang:
+      return "lmsysorg/sglang:latest";
+    case ServingManifestEngine::kTensorRtLlm:
+      return "";
+    case ServingManifestEngine::kVllm:
+      break;
+  }
+  return "vllm/vllm-openai:latest";
 }
 
 StatusOr<ServingManifestEngine> ParseServingManifestEngine(
     const std::string& name) {
   if (name == "vllm") return ServingManifestEngine::kVllm;
   if (name == "sglang") return ServingManifestEngine::kSglang;
+  if (name == "trtllm") return ServingManifestEngine::kTensorRtLlm;
   return Status::InvalidArgument(
-      "--k8s-engine must be vllm or sglang, got '" + name + "'",
-      "TensorRT-LLM's manifests are not written; use its printed command");
+      "--k8s-engine must be vllm, sglang or trtllm, got '" + name + "'",
+      "pick one of the three engines");
+}
+
+StatusOr<std::string> ServingImage(ServingManifestEngine engine,
+                                   const std::string& image) {
+  if (image.empty()) {
+    if (engine == ServingManifestEngine::kTensorRtLlm) {
+      return Status::InvalidArgument(
+          "TensorRT-LLM's manifests need an image: NGC publishes its release "
+          "image by version only",
+          "add --k8s-image nvcr.io/nvidia/tensorrt-llm/release:TAG with the "
+          "release that serves this model");
+    }
+    return std::string(DefaultServingImage(engine));
+  }
+  for (char ch : image) {
+    if (std::isspace(static_cast<unsigned char>(ch)) ||
+        static_cast<unsigned char>(ch) < 0x20) {
+      return Status::InvalidArgument(
+          "--k8s-image '" + image + "' holds whitespace",
+          "give an image reference such as registry/name:tag");
+    }
+  }
+  return image;
 }
 
 const char* ServingWorkloadKind(int64_t gpus_per_worker,
@@ -459,29 +568,28 @@ const char* ServingWorkloadKind(int64_t gpus_per_worker,
 
 StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
-  auto w =
-      MakeWorkload(spec.name, spec.name, "", spec.engine, spec.command,
-                   spec.replicas, spec.gpus_per_replica, spec.gpus_per_node);
+  auto image = ServingImage(spec.engine, spec.image);
+  if (!image.ok()) return image.status();
+  auto w = MakeWorkload(
+      spec.name, spec.name, "", spec.engine,
+      {spec.command, spec.replicas, spec.gpus_per_replica, spec.options_yaml},
+      spec.gpus_per_node);
   if (!w.ok()) return w.status();
-  return WorkloadYaml(
-      w.value(),
-      spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image,
-      spec.namespace_name);
+  return WorkloadYaml(w.value(), image.value(), spec.namespace_name);
 }
 
 StatusOr<std::string> ServingDisaggregatedDeployment(
     const ServingDisaggregatedSpec& spec) {
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
-  const std::string image =
-      spec.image.empty() ? DefaultServingImage(spec.engine) : spec.image;
+  auto image = ServingImage(spec.engine, spec.image);
+  if (!image.ok()) return image.status();
   std::vector<Workload> roles;
   for (const auto& [role, group] :
        {std::pair<std::string, const ServingWorkerGroup*>{"prefill",
                                                           &spec.prefill},
         {"decode", &spec.decode}}) {
     auto w = MakeWorkload(spec.name + "-" + role, spec.name, role, spec.engine,
-                          group->command, group->workers,
-                          group->gpus_per_worker, spec.gpus_per_node);
+                          *group, spec.gpus_per_node);
     if (!w.ok()) return w.status();
     roles.push_back(std::move(w.value()));
   }
@@ -490,11 +598,12 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
     roles[0].annotations = std::string(kSglangBootstrapAnnotation) + ": " +
                            Quoted(std::to_string(kSglangBootstrapPort)) + "\n";
   }
-  std::string y = WorkloadYaml(roles[0], image, spec.namespace_name) + "---\n" +
-                  WorkloadYaml(roles[1], image, spec.namespace_name);
+  std::string y = WorkloadYaml(roles[0], image.value(), spec.namespace_name) +
+                  "---\n" +
+                  WorkloadYaml(roles[1], image.value(), spec.namespace_name);
   if (sglang) {
-    y += "---\n" + SglangRouterYaml(spec.name, image, spec.namespace_name,
-                                    roles[0], roles[1]);
+    y += "---\n" + SglangRouterYaml(spec.name, image.value(),
+                                    spec.namespace_name, roles[0], roles[1]);
   }
   return y;
 }

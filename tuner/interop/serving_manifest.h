@@ -1,7 +1,9 @@
 // `tune serve --k8s FILE`: a serving plan as Kubernetes manifests running
-// the plan's `vllm serve` command in vLLM's OpenAI-server image, or its
+// the plan's `vllm serve` command in vLLM's OpenAI-server image, its
 // `python3 -m sglang.launch_server` command in SGLang's image
-// (`--k8s-engine sglang`; docs/serving.md §6 describes them).
+// (`--k8s-engine sglang`), or its `trtllm-serve` command in the
+// TensorRT-LLM release image the user names (`--k8s-engine trtllm
+// --k8s-image ...`; docs/serving.md §6 describes them).
 //
 // A group of identical workers (the replicas of an aggregated plan, or one
 // side of a disaggregated plan) becomes one workload:
@@ -25,6 +27,11 @@
 //     $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE) --node-rank
 //     $(LWS_WORKER_INDEX) (Kubernetes expands the variables LWS sets); the
 //     leader, node rank 0, serves HTTP.
+//     TensorRT-LLM: refused; trtllm-serve starts the ranks of several
+//     nodes with MPI (mpirun, or srun with trtllm-llmapi-launch).
+// TensorRT-LLM's --extra_llm_api_options file is a ConfigMap
+// `workload`-options, mounted read-only at /etc/tune-serve, where its
+// command is pointed; trtllm-serve is told --host 0.0.0.0 --port 8000.
 // Each workload has a ClusterIP Service on port 8000 in front of its
 // serving pods (an LWS group's leader); SGLang is started with --host
 // 0.0.0.0 --port 8000 to match. A LeaderWorkerSet is named after its
@@ -49,17 +56,19 @@
 // from the pod annotation sglang.ai/bootstrap-port; the ServiceAccount,
 // Role (get, list, watch pods) and RoleBinding it runs under, all named
 // `name`-router; and the Service `name` in front of it, the deployment's
-// entry point. With vLLM the router in front of both Services (vLLM's
-// disaggregated proxy example, NVIDIA Dynamo) is the deployment's own and
-// not written: vLLM's image ships none.
+// entry point. With vLLM and TensorRT-LLM the router in front of both
+// Services (vLLM's disaggregated proxy example, `trtllm-serve
+// disaggregated`, NVIDIA Dynamo) is the deployment's own and not written.
 //
 // InvalidArgument: names that are not Kubernetes names or longer than
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do
-// not split evenly over its nodes, a command that is not the engine's (or,
-// for vLLM, does not parse), and with vLLM a multi-node worker with
-// data-parallel ranks (--data-parallel-size > 1: vLLM starts those per
-// node, which one Ray head here does not describe; SGLang's --dp spans its
-// nodes). Every user value reaches the YAML as a double-quoted scalar.
+// not split evenly over its nodes, a command that is not the engine's (or
+// does not parse; TensorRT-LLM's with its options file), with vLLM a
+// multi-node worker with data-parallel ranks (--data-parallel-size > 1:
+// vLLM starts those per node, which one Ray head here does not describe;
+// SGLang's --dp spans its nodes), with TensorRT-LLM any multi-node worker
+// or no image (ServingImage). Every user value reaches the YAML as a
+// double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 
@@ -78,11 +87,18 @@ namespace meshtune::tuner {
 inline constexpr size_t kMaxServingNameLength = 37;
 
 // The engine the manifests run.
-enum class ServingManifestEngine { kVllm, kSglang };
+enum class ServingManifestEngine { kVllm, kSglang, kTensorRtLlm };
 // The engine's image when the spec names none: vllm/vllm-openai:latest,
-// lmsysorg/sglang:latest.
+// lmsysorg/sglang:latest; "" for TensorRT-LLM, whose NGC release image
+// (nvcr.io/nvidia/tensorrt-llm/release) is published by version only, so
+// its manifests need one named.
 const char* DefaultServingImage(ServingManifestEngine engine);
-// "vllm" or "sglang" (the --k8s-engine values); InvalidArgument otherwise.
+// The image the manifests run: `image`, which must hold no whitespace, or
+// the engine's default; InvalidArgument for TensorRT-LLM without one.
+StatusOr<std::string> ServingImage(ServingManifestEngine engine,
+                                   const std::string& image);
+// "vllm", "sglang" or "trtllm" (the --k8s-engine values); InvalidArgument
+// otherwise.
 StatusOr<ServingManifestEngine> ParseServingManifestEngine(
     const std::string& name);
 
@@ -91,8 +107,10 @@ struct ServingManifestSpec {
   std::string name;            // metadata.name of both objects
   std::string namespace_name;  // metadata.namespace; "" = kubectl's current
   ServingManifestEngine engine = ServingManifestEngine::kVllm;
-  std::string image;    // "" = DefaultServingImage(engine)
-  std::string command;  // as VllmServeCommand or SglangServeCommand writes it
+  std::string image;         // "" = DefaultServingImage(engine)
+  std::string command;       // as VllmServeCommand, SglangServeCommand or
+                             // TrtllmServeCommand writes it
+  std::string options_yaml;  // TensorRT-LLM: the --extra_llm_api_options text
   int64_t replicas = 1;
   int64_t gpus_per_replica = 1;
   int64_t gpus_per_node = 8;
@@ -105,6 +123,7 @@ struct ServingWorkerGroup {
   std::string command;  // the engine's command with the role's KV transfer
   int64_t workers = 1;
   int64_t gpus_per_worker = 1;
+  std::string options_yaml;  // TensorRT-LLM: the --extra_llm_api_options text
 };
 
 // A disaggregated plan: prefill and decode workers.

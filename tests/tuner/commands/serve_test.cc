@@ -200,10 +200,10 @@ TEST(ServeCommand, K8sEngineSglangWritesSglangsManifests) {
   // Bad values are usage errors, before the search.
   const auto bad =
       Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
-            "--osl", "8", "--k8s", path, "--k8s-engine", "trtllm"});
+            "--osl", "8", "--k8s", path, "--k8s-engine", "tensorrt"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("tune: error: --k8s-engine must be vllm or sglang, "
-                         "got 'trtllm'"),
+  EXPECT_NE(bad.err.find("tune: error: --k8s-engine must be vllm, sglang or "
+                         "trtllm, got 'tensorrt'"),
             std::string::npos)
       << bad.err;
   const auto alone =
@@ -212,6 +212,64 @@ TEST(ServeCommand, K8sEngineSglangWritesSglangsManifests) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.err.find("--k8s-engine needs --k8s FILE"), std::string::npos)
       << alone.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeCommand, K8sEngineTrtllmRunsTrtllmServeWithItsOptions) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  const std::vector<std::string> plan = {
+      "serve", "--model", "llama3-70b", "--gpus",       "8",     "--gpu",
+      "h100",  "--isl",   "2048",       "--osl",        "512",   "--tpot-ms",
+      "50",    "--k8s",   path,         "--k8s-engine", "trtllm"};
+  // NGC's TensorRT-LLM image has no default tag: refused before the search.
+  const auto no_image = Tune(plan);
+  EXPECT_EQ(no_image.exit_code, 2);
+  EXPECT_NE(no_image.err.find("tune: error: TensorRT-LLM's manifests need an "
+                              "image"),
+            std::string::npos)
+      << no_image.err;
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::vector<std::string> with_image = plan;
+  with_image.insert(
+      with_image.end(),
+      {"--k8s-image", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0", "--json"});
+  const auto run = Tune(with_image);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  const std::vector<YAML::Node> docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 3u);  // the options, the Deployment, the Service
+  EXPECT_EQ(docs[0]["kind"].as<std::string>(), "ConfigMap");
+  EXPECT_EQ(docs[0]["data"]["extra_llm_api_options.yaml"].as<std::string>(),
+            j["commands"]["trtllm_extra_llm_api_options"].get<std::string>());
+  const YAML::Node c = docs[1]["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(c["image"].as<std::string>(),
+            "nvcr.io/nvidia/tensorrt-llm/release:1.0.0");
+  // The printed command's words, its options file where the ConfigMap is
+  // mounted, and the endpoint.
+  auto words = SplitShellWords(j["commands"]["trtllm"].get<std::string>(),
+                               "the TensorRT-LLM command");
+  ASSERT_TRUE(words.ok());
+  std::vector<std::string> want(words.value().begin() + 1, words.value().end());
+  ASSERT_EQ(want[want.size() - 2], "--extra_llm_api_options");
+  want.back() = "/etc/tune-serve/extra_llm_api_options.yaml";
+  want.insert(want.end(), {"--host", "0.0.0.0", "--port", "8000"});
+  EXPECT_EQ(c["args"].as<std::vector<std::string>>(), want);
+  EXPECT_EQ(c["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"trtllm-serve"}));
+  // An image without --k8s, or one with a space, is a usage error.
+  const auto alone = Tune({"serve", "--model", "llama3-8b", "--gpus", "1",
+                           "--isl", "8", "--osl", "8", "--k8s-image", "x:1"});
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--k8s-image needs --k8s FILE"), std::string::npos)
+      << alone.err;
+  const auto spaced =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s", path, "--k8s-image", "x:1 --privileged"});
+  EXPECT_EQ(spaced.exit_code, 2);
+  EXPECT_NE(spaced.err.find("--k8s-image 'x:1 --privileged' holds whitespace"),
+            std::string::npos)
+      << spaced.err;
   std::filesystem::remove_all(dir);
 }
 

@@ -240,8 +240,10 @@ TEST(ServingDeployment, SglangCommandIsChecked) {
   EXPECT_FALSE(ServingDeployment(bad).ok());
   EXPECT_EQ(ParseServingManifestEngine("sglang").value(),
             ServingManifestEngine::kSglang);
-  EXPECT_EQ(ParseServingManifestEngine("trtllm").status().message(),
-            "--k8s-engine must be vllm or sglang, got 'trtllm'");
+  EXPECT_EQ(ParseServingManifestEngine("trtllm").value(),
+            ServingManifestEngine::kTensorRtLlm);
+  EXPECT_EQ(ParseServingManifestEngine("tensorrt").status().message(),
+            "--k8s-engine must be vllm, sglang or trtllm, got 'tensorrt'");
 }
 
 TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
@@ -251,11 +253,11 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
   s.prefill = {
       "python3 -m sglang.launch_server --model-path m --tp 8 "
       "--disaggregation-mode prefill",
-      2, 8};
+      2, 8, ""};
   s.decode = {
       "python3 -m sglang.launch_server --model-path m --tp 8 "
       "--disaggregation-mode decode",
-      1, 8};
+      1, 8, ""};
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
@@ -278,11 +280,11 @@ TEST(ServingDisaggregatedDeployment, SglangRouterFindsTheServingPods) {
   s.prefill = {
       "python3 -m sglang.launch_server --model-path m --tp 8 "
       "--disaggregation-mode prefill",
-      2, 8};
+      2, 8, ""};
   s.decode = {
       "python3 -m sglang.launch_server --model-path m --tp 16 "
       "--disaggregation-mode decode",
-      1, 16};
+      1, 16, ""};
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
@@ -355,6 +357,118 @@ TEST(ServingDisaggregatedDeployment, SglangRouterFindsTheServingPods) {
   }
   EXPECT_EQ(in_ns[6]["subjects"][0]["namespace"].as<std::string>(),
             "inference");
+}
+
+ServingManifestSpec TrtllmSpec() {
+  ServingManifestSpec s;
+  s.name = "tune-serve-llama3-70b";
+  s.engine = ServingManifestEngine::kTensorRtLlm;
+  s.image = "nvcr.io/nvidia/tensorrt-llm/release:1.0.0";
+  s.command =
+      "trtllm-serve 'meta-llama/Meta-Llama-3-70B' \\\n"
+      "  --tp_size 4 \\\n"
+      "  --max_batch_size 84 \\\n"
+      "  --extra_llm_api_options extra_llm_api_options.yaml";
+  s.options_yaml =
+      "enable_attention_dp: false\nkv_cache_config:\n  dtype: fp8\n";
+  s.replicas = 2;
+  s.gpus_per_replica = 4;
+  return s;
+}
+
+TEST(ServingDeployment, TrtllmMountsItsOptionsFile) {
+  const ServingManifestSpec s = TrtllmSpec();
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 3u) << yaml.value();
+  const YAML::Node& options = docs[0];
+  EXPECT_EQ(options["kind"].as<std::string>(), "ConfigMap");
+  EXPECT_EQ(options["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-options");
+  EXPECT_EQ(options["data"]["extra_llm_api_options.yaml"].as<std::string>(),
+            s.options_yaml);
+  EXPECT_EQ(docs[1]["kind"].as<std::string>(), "Deployment");
+  EXPECT_EQ(docs[1]["spec"]["replicas"].as<int64_t>(), 2);
+  const YAML::Node c = Container(docs[1]["spec"]["template"]);
+  EXPECT_EQ(c["image"].as<std::string>(), s.image);
+  EXPECT_EQ(c["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"trtllm-serve"}));
+  EXPECT_EQ(Args(c), (std::vector<std::string>{
+                         "meta-llama/Meta-Llama-3-70B", "--tp_size", "4",
+                         "--max_batch_size", "84", "--extra_llm_api_options",
+                         "/etc/tune-serve/extra_llm_api_options.yaml", "--host",
+                         "0.0.0.0", "--port", "8000"}));
+  EXPECT_EQ(Gpus(c), 4);
+  EXPECT_EQ(c["volumeMounts"][1]["mountPath"].as<std::string>(),
+            "/etc/tune-serve");
+  EXPECT_TRUE(c["volumeMounts"][1]["readOnly"].as<bool>());
+  const YAML::Node volume = docs[1]["spec"]["template"]["spec"]["volumes"][1];
+  EXPECT_EQ(volume["configMap"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-options");
+  EXPECT_EQ(docs[2]["kind"].as<std::string>(), "Service");
+  // A command that names no options file gets the mounted one.
+  ServingManifestSpec bare = TrtllmSpec();
+  bare.command = "trtllm-serve m --tp_size 4";
+  const std::vector<YAML::Node> bare_docs =
+      Documents(ServingDeployment(bare).value());
+  EXPECT_EQ(Args(Container(bare_docs[1]["spec"]["template"])),
+            (std::vector<std::string>{
+                "m", "--tp_size", "4", "--extra_llm_api_options",
+                "/etc/tune-serve/extra_llm_api_options.yaml", "--host",
+                "0.0.0.0", "--port", "8000"}));
+}
+
+TEST(ServingDeployment, TrtllmRefusals) {
+  ServingManifestSpec no_image = TrtllmSpec();
+  no_image.image = "";
+  EXPECT_EQ(ServingDeployment(no_image).status().message(),
+            "TensorRT-LLM's manifests need an image: NGC publishes its "
+            "release image by version only");
+  ServingManifestSpec spaced = TrtllmSpec();
+  spaced.image = "a b";
+  EXPECT_EQ(ServingDeployment(spaced).status().message(),
+            "--k8s-image 'a b' holds whitespace");
+  ServingManifestSpec nodes = TrtllmSpec();
+  nodes.gpus_per_replica = 16;
+  nodes.command = "trtllm-serve m --tp_size 8 --pp_size 2";
+  EXPECT_NE(ServingDeployment(nodes).status().message().find(
+                "a worker of 16 GPUs spans nodes, and trtllm-serve starts the "
+                "ranks of several nodes with MPI"),
+            std::string::npos);
+  ServingManifestSpec vllm = TrtllmSpec();
+  vllm.command = "vllm serve m --tensor-parallel-size 4";
+  EXPECT_EQ(ServingDeployment(vllm).status().message(),
+            "not a 'trtllm-serve MODEL ...' command");
+  ServingManifestSpec malformed = TrtllmSpec();
+  malformed.options_yaml = "kv_cache_config: [unclosed";
+  EXPECT_FALSE(ServingDeployment(malformed).ok());
+  // Disaggregated: a ConfigMap per role, with its KV transceiver.
+  ServingDisaggregatedSpec d;
+  d.name = "tune-serve-llama3-70b";
+  d.engine = ServingManifestEngine::kTensorRtLlm;
+  d.image = "nvcr.io/nvidia/tensorrt-llm/release:1.0.0";
+  const std::string kv =
+      "enable_attention_dp: false\ncache_transceiver_config:\n  backend: "
+      "DEFAULT\n";
+  d.prefill = {"trtllm-serve m --tp_size 1 --extra_llm_api_options o.yaml", 3,
+               1, kv};
+  d.decode = {"trtllm-serve m --tp_size 4 --extra_llm_api_options o.yaml", 1, 4,
+              kv};
+  const auto yaml = ServingDisaggregatedDeployment(d);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 6u) << yaml.value();  // no router
+  EXPECT_EQ(docs[0]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-prefill-options");
+  EXPECT_EQ(docs[3]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-decode-options");
+  EXPECT_EQ(docs[3]["data"]["extra_llm_api_options.yaml"].as<std::string>(),
+            kv);
+  EXPECT_EQ(
+      docs[4]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["name"]
+          .as<std::string>(),
+      "tune-serve-llama3-70b-decode-options");
 }
 
 TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
@@ -443,12 +557,12 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
       " --kv-transfer-config "
       "'{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'";
   s.prefill = {"vllm serve m --tensor-parallel-size 2 --max-num-seqs 1" + kv, 3,
-               2};
+               2, ""};
   s.decode = {
       "vllm serve m --tensor-parallel-size 8 --pipeline-parallel-size 2 "
       "--max-num-seqs 64" +
           kv,
-      2, 16};
+      2, 16, ""};
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
@@ -527,8 +641,8 @@ TEST(ServingDeployment, Errors) {
             "not a 'vllm serve MODEL ...' command");
   ServingDisaggregatedSpec long_name;
   long_name.name = std::string(38, 'a');
-  long_name.prefill = {"vllm serve m", 1, 1};
-  long_name.decode = {"vllm serve m", 1, 1};
+  long_name.prefill = {"vllm serve m", 1, 1, ""};
+  long_name.decode = {"vllm serve m", 1, 1, ""};
   EXPECT_EQ(ServingDisaggregatedDeployment(long_name).status().message(),
             "--k8s name '" + long_name.name + "' is longer than 37 characters");
   long_name.name.pop_back();  // `name`-prefill-lws-99 is 52 characters
