@@ -37,6 +37,10 @@ std::string Quoted(const std::string& text) {
 
 // The port of the Ray head in a LeaderWorkerSet group.
 constexpr int kRayPort = 6379;
+// The port vLLM's data-parallel engines meet the leader's API server on in
+// a LeaderWorkerSet group (--data-parallel-rpc-port), as vLLM's data
+// parallel deployment guide uses.
+constexpr int kVllmDpRpcPort = 13345;
 // The port SGLang's ranks meet on in a LeaderWorkerSet group
 // (--dist-init-addr), as the LWS project's SGLang example uses.
 constexpr int kSglangDistPort = 20000;
@@ -104,6 +108,9 @@ struct Workload {
   // TensorRT-LLM: the --extra_llm_api_options file's text ("" otherwise),
   // served from the ConfigMap `name`-options.
   std::string options_yaml;
+  // vLLM data-parallel ranks per pod of a group over several nodes
+  // (--data-parallel-size-local); 0 = no data-parallel ranks there.
+  int64_t dp_ranks_per_pod = 0;
 };
 
 std::string OptionsConfigMapName(const Workload& w) {
@@ -218,11 +225,12 @@ std::string DeploymentYaml(const Workload& w, const std::string& image,
   return y;
 }
 
-// What the leader and the worker pods of a LeaderWorkerSet group run: the
-// container command (a YAML flow list) and each pod's args.
+// What the leader and the worker pods of a LeaderWorkerSet group run: each
+// pod's container command (a YAML flow list) and args.
 struct GroupCommands {
-  std::string command;
+  std::string leader_command;
   std::vector<std::string> leader;
+  std::string worker_command;
   std::vector<std::string> worker;
 };
 
@@ -246,19 +254,45 @@ GroupCommands VllmGroup(const Workload& w) {
   const std::string worker =
       "until ray start --address=\"$LWS_LEADER_ADDRESS\":" +
       std::to_string(kRayPort) + " --block; do sleep 5; done";
-  return {"[\"sh\", \"-c\"]", {leader}, {worker}};
+  return {"[\"sh\", \"-c\"]", {leader}, "[\"sh\", \"-c\"]", {worker}};
+}
+
+// vLLM's data-parallel ranks over the group's nodes, as vLLM's data
+// parallel deployment guide runs them: every pod starts its
+// dp_ranks_per_pod engines, the leader with the API server and ranks from
+// 0, each worker headless from rank LWS_WORKER_INDEX · dp_ranks_per_pod
+// (a shell computes it: Kubernetes expands variables, not arithmetic),
+// all meeting at the leader's address.
+GroupCommands VllmDataParallelGroup(const Workload& w) {
+  const std::string local = std::to_string(w.dp_ranks_per_pod);
+  const std::string rpc = std::to_string(kVllmDpRpcPort);
+  std::vector<std::string> leader = w.args;
+  leader.insert(leader.end(),
+                {"--data-parallel-size-local", local, "--data-parallel-address",
+                 "$(LWS_LEADER_ADDRESS)", "--data-parallel-rpc-port", rpc});
+  std::string worker = "exec";
+  for (const std::string& word : w.program) worker += " " + ShellWord(word);
+  for (const std::string& word : w.args) worker += " " + ShellWord(word);
+  worker += " --headless --data-parallel-size-local " + local +
+            " --data-parallel-start-rank $((LWS_WORKER_INDEX * " + local +
+            ")) --data-parallel-address \"$LWS_LEADER_ADDRESS\" "
+            "--data-parallel-rpc-port " +
+            rpc;
+  return {FlowList(w.program), leader, "[\"sh\", \"-c\"]", {worker}};
 }
 
 // SGLang: every pod runs the plan's command with its rank.
 GroupCommands SglangGroup(const Workload& w) {
-  return {FlowList(w.program), SglangArgs(w, true), SglangArgs(w, false)};
+  return {FlowList(w.program), SglangArgs(w, true), FlowList(w.program),
+          SglangArgs(w, false)};
 }
 
 std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
                                 const std::string& ns) {
   const GroupCommands g = w.engine == ServingManifestEngine::kSglang
                               ? SglangGroup(w)
-                              : VllmGroup(w);
+                          : w.dp_ranks_per_pod > 0 ? VllmDataParallelGroup(w)
+                                                   : VllmGroup(w);
   std::string y = "apiVersion: leaderworkerset.x-k8s.io/v1\n";
   y += "kind: LeaderWorkerSet\n";
   y += Metadata(w.name + kLwsSuffix, ns);
@@ -273,11 +307,12 @@ std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
     y += "        annotations:\n" + Indent(w.annotations, 10);
   }
   y += "      spec:\n" +
-       Indent(PodSpec(w, image, "server", g.command, g.leader, true), 8);
+       Indent(PodSpec(w, image, "server", g.leader_command, g.leader, true), 8);
   y += "    workerTemplate:\n      metadata:\n        labels:\n" +
        Indent(Labels(w, "worker"), 10);
-  y += "      spec:\n" +
-       Indent(PodSpec(w, image, "worker", g.command, g.worker, false), 8);
+  y +=
+      "      spec:\n" +
+      Indent(PodSpec(w, image, "worker", g.worker_command, g.worker, false), 8);
   return y;
 }
 
@@ -401,16 +436,23 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
   if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kVllm) {
     auto config = ParseVllmServeCommand(group.command, nullptr);
     if (!config.ok()) return config.status();
-    if (config.value().attention_dp > 1) {
-      return Status::InvalidArgument(
-          "a worker of " + std::to_string(gpus_per_worker) +
-              " GPUs spans nodes and runs vLLM data-parallel ranks "
-              "(--data-parallel-size " +
-              std::to_string(config.value().attention_dp) +
-              "), which vLLM starts per node: one LeaderWorkerSet leader "
-              "cannot start them",
-          "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
-          "whose replica fits a node");
+    const search_spaces::ServingConfig& c = config.value();
+    if (c.attention_dp > 1) {
+      // Each pod starts whole data-parallel ranks of tp · pp GPUs.
+      const int64_t rank_gpus = c.tp * c.pp;
+      if (w.gpus_per_pod % rank_gpus != 0) {
+        return Status::InvalidArgument(
+            "a worker of " + std::to_string(gpus_per_worker) +
+                " GPUs spans nodes with vLLM data-parallel ranks "
+                "(--data-parallel-size " +
+                std::to_string(c.attention_dp) + ") of " +
+                std::to_string(rank_gpus) +
+                " GPUs, which do not split into whole ranks per node of " +
+                std::to_string(w.gpus_per_pod) + " GPUs",
+            "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
+            "whose replica fits a node");
+      }
+      w.dp_ranks_per_pod = w.gpus_per_pod / rank_gpus;
     }
   }
   return w;

@@ -22,6 +22,14 @@
 //     --distributed-executor-backend ray; each worker pod joins with `ray
 //     start --address=$LWS_LEADER_ADDRESS:6379 --block` (LWS sets
 //     LWS_LEADER_ADDRESS), retrying until the head is up.
+//     vLLM with data-parallel ranks (--data-parallel-size > 1): as vLLM's
+//     data parallel deployment guide does, no Ray; each pod starts its
+//     gpus / (tp · pp) ranks (--data-parallel-size-local), all meeting at
+//     --data-parallel-address $(LWS_LEADER_ADDRESS) --data-parallel-rpc-port
+//     13345: the leader with the API server from rank 0, each worker
+//     --headless from rank LWS_WORKER_INDEX · those ranks (--data-parallel-
+//     start-rank, computed by sh). Ranks must not straddle nodes: tp · pp
+//     must divide a pod's GPUs.
 //     SGLang: as the LWS project's SGLang example does, every pod runs the
 //     plan's command with SGLang's own multi-node flags, --dist-init-addr
 //     $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE) --node-rank
@@ -64,9 +72,8 @@
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do
 // not split evenly over its nodes, a command that is not the engine's (or
 // does not parse; TensorRT-LLM's with its options file), with vLLM a
-// multi-node worker with data-parallel ranks (--data-parallel-size > 1:
-// vLLM starts those per node, which one Ray head here does not describe;
-// SGLang's --dp spans its nodes), with TensorRT-LLM any multi-node worker
+// multi-node worker whose data-parallel ranks straddle nodes (tp · pp not
+// dividing a pod's GPUs), with TensorRT-LLM any multi-node worker
 // or no image (ServingImage). Every user value reaches the YAML as a
 // double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_

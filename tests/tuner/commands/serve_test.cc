@@ -215,6 +215,40 @@ TEST(ServeCommand, K8sEngineSglangWritesSglangsManifests) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ServeCommand, K8sVllmDataParallelRanksSpanNodes) {
+  // DeepSeek-V3 on 16 H200: one replica of attention-DP ranks over two
+  // nodes, each pod starting its share of the ranks.
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  const auto run =
+      Tune({"serve", "--model", "deepseek-v3", "--gpus", "16", "--gpu", "h200",
+            "--isl", "1024", "--osl", "1024", "--k8s", path, "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json best = nlohmann::json::parse(run.out)["best"];
+  ASSERT_EQ(best["gpus_per_replica"], 16);
+  ASSERT_GT(best["attention_dp"].get<int64_t>(), 1);
+  const std::string local = std::to_string(
+      8 / (best["tp"].get<int64_t>() * best["pp"].get<int64_t>()));
+  const std::vector<YAML::Node> docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 2u);
+  const YAML::Node t = docs[0]["spec"]["leaderWorkerTemplate"];
+  const auto leader = t["leaderTemplate"]["spec"]["containers"][0]["args"]
+                          .as<std::vector<std::string>>();
+  ASSERT_GE(leader.size(), 6u);
+  EXPECT_EQ(std::vector<std::string>(leader.end() - 6, leader.end()),
+            (std::vector<std::string>{
+                "--data-parallel-size-local", local, "--data-parallel-address",
+                "$(LWS_LEADER_ADDRESS)", "--data-parallel-rpc-port", "13345"}));
+  const std::string worker =
+      t["workerTemplate"]["spec"]["containers"][0]["args"][0].as<std::string>();
+  EXPECT_NE(worker.find(" --headless --data-parallel-size-local " + local +
+                        " --data-parallel-start-rank $((LWS_WORKER_INDEX * " +
+                        local + "))"),
+            std::string::npos)
+      << worker;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ServeCommand, K8sEngineTrtllmRunsTrtllmServeWithItsOptions) {
   const std::string dir = testing::MakeTempDir();
   const std::string path = dir + "/serve.yaml";
@@ -312,7 +346,7 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
             std::string::npos)
       << multi.err;
   // The disaggregated plan of docs/serving.md §6: 12 one-GPU prefill
-  // workers and one tp4 decode worker, each role a Deployment and Service.
+  // workers and two tp2 decode workers, each role a Deployment and Service.
   const auto disagg = Tune(
       {"serve", "--model",  "llama3-70b", "--gpus", "16",        "--gpu",
        "h100",  "--isl",    "8192",       "--osl",  "256",       "--precision",

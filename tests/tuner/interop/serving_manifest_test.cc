@@ -531,6 +531,65 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   EXPECT_STREQ(ServingWorkloadKind(8, 8), "Deployment");
 }
 
+TEST(ServingDeployment, VllmDataParallelRanksSpanNodesWithoutRay) {
+  // DeepSeek-V3 with 16 attention-DP ranks of tp 1 and the experts over
+  // all 16 GPUs: 2 pods of 8 ranks, the leader's API server in front.
+  ServingManifestSpec s = Spec();
+  s.name = "tune-serve-deepseek-v3";
+  s.command =
+      "vllm serve 'deepseek-ai/DeepSeek-V3' --tensor-parallel-size 1 "
+      "--data-parallel-size 16 --enable-expert-parallel --max-num-seqs 256";
+  s.replicas = 1;
+  s.gpus_per_replica = 16;
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 2u) << yaml.value();
+  const YAML::Node t = docs[0]["spec"]["leaderWorkerTemplate"];
+  EXPECT_EQ(t["size"].as<int64_t>(), 2);
+  const YAML::Node leader = Container(t["leaderTemplate"]);
+  const YAML::Node worker = Container(t["workerTemplate"]);
+  EXPECT_EQ(leader["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"vllm", "serve"}));
+  EXPECT_EQ(Args(leader),
+            (std::vector<std::string>{
+                "deepseek-ai/DeepSeek-V3", "--tensor-parallel-size", "1",
+                "--data-parallel-size", "16", "--enable-expert-parallel",
+                "--max-num-seqs", "256", "--data-parallel-size-local", "8",
+                "--data-parallel-address", "$(LWS_LEADER_ADDRESS)",
+                "--data-parallel-rpc-port", "13345"}));
+  EXPECT_EQ(worker["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"sh", "-c"}));
+  // A shell computes the worker's first rank; the plan's words are
+  // quoted for it.
+  EXPECT_EQ(worker["args"][0].as<std::string>(),
+            "exec vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 "
+            "--data-parallel-size 16 --enable-expert-parallel --max-num-seqs "
+            "256 --headless --data-parallel-size-local 8 "
+            "--data-parallel-start-rank $((LWS_WORKER_INDEX * 8)) "
+            "--data-parallel-address \"$LWS_LEADER_ADDRESS\" "
+            "--data-parallel-rpc-port 13345");
+  EXPECT_EQ(Gpus(leader), 8);
+  EXPECT_EQ(Gpus(worker), 8);
+  // Ranks of tp 2, or of tp 1 and pp 2: 4 per pod of 8 GPUs.
+  s.command =
+      "vllm serve m --tensor-parallel-size 2 --data-parallel-size 8 "
+      "--enable-expert-parallel";
+  const std::vector<YAML::Node> tp2 = Documents(ServingDeployment(s).value());
+  const std::vector<std::string> args =
+      Args(Container(tp2[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]));
+  ASSERT_GE(args.size(), 6u);
+  EXPECT_EQ(args[args.size() - 5], "4");
+  s.command =
+      "vllm serve m --tensor-parallel-size 1 --pipeline-parallel-size 2 "
+      "--data-parallel-size 8 --enable-expert-parallel";
+  const std::vector<YAML::Node> pp2 = Documents(ServingDeployment(s).value());
+  const std::vector<std::string> pp2_args =
+      Args(Container(pp2[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]));
+  ASSERT_GE(pp2_args.size(), 6u);
+  EXPECT_EQ(pp2_args[pp2_args.size() - 5], "4");
+}
+
 TEST(ServingDeployment, HostileCheckpointSurvivesTheLeaderScript) {
   ServingManifestSpec s = Spec();
   s.command =
@@ -625,13 +684,12 @@ TEST(ServingDeployment, Errors) {
   ServingManifestSpec dp = Spec();
   dp.command =
       "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
-      "--enable-expert-parallel";
-  dp.gpus_per_replica = 16;
-  EXPECT_NE(ServingDeployment(dp).status().message().find(
-                "runs vLLM data-parallel ranks (--data-parallel-size 2)"),
-            std::string::npos);
-  dp.gpus_per_replica = 8;  // the same ranks in one node: one pod
-  EXPECT_TRUE(ServingDeployment(dp).ok());
+      "--pipeline-parallel-size 2 --enable-expert-parallel";
+  dp.gpus_per_replica = 32;
+  EXPECT_EQ(ServingDeployment(dp).status().message(),
+            "a worker of 32 GPUs spans nodes with vLLM data-parallel ranks "
+            "(--data-parallel-size 2) of 16 GPUs, which do not split into "
+            "whole ranks per node of 8 GPUs");
   ServingManifestSpec name = Spec();
   name.name = "Bad_Name";
   EXPECT_FALSE(ServingDeployment(name).ok());
