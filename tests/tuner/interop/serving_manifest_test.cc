@@ -246,7 +246,9 @@ TEST(ServingDeployment, SglangCommandIsChecked) {
             "--k8s-engine must be vllm, sglang or trtllm, got 'tensorrt'");
 }
 
-TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
+// SGLang's disaggregated plan: 2 prefill workers of tp 8 and one decode
+// worker of tp `decode_tp` (over two nodes at 16).
+ServingDisaggregatedSpec SglangDisaggregatedSpec(int64_t decode_tp) {
   ServingDisaggregatedSpec s;
   s.name = "tune-serve-deepseek-v3";
   s.engine = ServingManifestEngine::kSglang;
@@ -254,10 +256,14 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
       "python3 -m sglang.launch_server --model-path m --tp 8 "
       "--disaggregation-mode prefill",
       2, 8, ""};
-  s.decode = {
-      "python3 -m sglang.launch_server --model-path m --tp 8 "
-      "--disaggregation-mode decode",
-      1, 8, ""};
+  s.decode = {"python3 -m sglang.launch_server --model-path m --tp " +
+                  std::to_string(decode_tp) + " --disaggregation-mode decode",
+              1, decode_tp, ""};
+  return s;
+}
+
+TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
+  const ServingDisaggregatedSpec s = SglangDisaggregatedSpec(8);
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
@@ -274,17 +280,7 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
 TEST(ServingDisaggregatedDeployment, SglangRouterFindsTheServingPods) {
   // Prefill: 2 single-node workers; decode: 1 worker over 2 nodes, whose
   // leader alone serves. The router discovers both through the API.
-  ServingDisaggregatedSpec s;
-  s.name = "tune-serve-deepseek-v3";
-  s.engine = ServingManifestEngine::kSglang;
-  s.prefill = {
-      "python3 -m sglang.launch_server --model-path m --tp 8 "
-      "--disaggregation-mode prefill",
-      2, 8, ""};
-  s.decode = {
-      "python3 -m sglang.launch_server --model-path m --tp 16 "
-      "--disaggregation-mode decode",
-      1, 16, ""};
+  ServingDisaggregatedSpec s = SglangDisaggregatedSpec(16);
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
