@@ -57,6 +57,14 @@ constexpr const char* kSglangBootstrapAnnotation = "sglang.ai/bootstrap-port";
 // ConfigMap `name`-options mounted read-only.
 constexpr const char* kTrtllmOptionsDir = "/etc/tune-serve";
 constexpr const char* kTrtllmOptionsFile = "extra_llm_api_options.yaml";
+// The Secret and key every engine container takes HF_TOKEN from when the
+// Secret exists (gated checkpoints need it), as vLLM's Kubernetes guide
+// names them.
+constexpr const char* kHfTokenSecret = "hf-token-secret";
+constexpr const char* kHfTokenKey = "token";
+// The engines' health endpoint (vLLM, SGLang and trtllm-serve serve it on
+// their HTTP port): ready once the model is loaded.
+constexpr const char* kHealthPath = "/health";
 // What a LeaderWorkerSet's name takes after the plan's: the LWS controller
 // creates a headless Service named after the LWS for its pods' DNS names
 // (LWS_LEADER_ADDRESS), so the LWS cannot share its name with the Service
@@ -165,8 +173,10 @@ std::string Labels(const Workload& w, const char* lws_role) {
 }
 
 // A pod spec (at indent 0) of one container: `command` and `args` (YAML
-// flow list and words), the GPUs, /dev/shm, and for a disaggregated role
-// the NIXL side channel's host.
+// flow list and words), HF_TOKEN from the optional Secret, for a vLLM
+// disaggregated role the NIXL side channel's host, the GPUs and /dev/shm;
+// `port`: the pod serves HTTP, ready when the engine's health endpoint
+// answers (Services send nothing to a pod still loading its weights).
 std::string PodSpec(const Workload& w, const std::string& image,
                     const std::string& container, const std::string& command,
                     const std::vector<std::string>& args, bool port) {
@@ -176,14 +186,21 @@ std::string PodSpec(const Workload& w, const std::string& image,
   y += "    command: " + command + "\n";
   y += "    args:\n";
   for (const std::string& a : args) y += "      - " + Quoted(a) + "\n";
+  y += "    env:\n      - name: HF_TOKEN\n        valueFrom:\n"
+       "          secretKeyRef:\n            name: " +
+       std::string(kHfTokenSecret) + "\n            key: " + kHfTokenKey +
+       "\n            optional: true\n";
   if (!w.role.empty() && w.engine == ServingManifestEngine::kVllm) {
-    y += "    env:\n      - name: VLLM_NIXL_SIDE_CHANNEL_HOST\n"
+    y += "      - name: VLLM_NIXL_SIDE_CHANNEL_HOST\n"
          "        valueFrom:\n          fieldRef:\n"
          "            fieldPath: status.podIP\n";
   }
   if (port) {
-    y += "    ports:\n      - containerPort: " + std::to_string(kServePort) +
-         "\n";
+    const std::string serve = std::to_string(kServePort);
+    y += "    ports:\n      - containerPort: " + serve + "\n";
+    y += "    readinessProbe:\n      httpGet:\n        path: " +
+         std::string(kHealthPath) + "\n        port: " + serve +
+         "\n      periodSeconds: 10\n";
   }
   y += "    resources:\n      limits:\n        nvidia.com/gpu: " +
        std::to_string(w.gpus_per_pod) + "\n";

@@ -59,8 +59,20 @@ TEST(ServingDeployment, ExactText) {
             "            - \"4\"\n"
             "            - \"--max-num-seqs\"\n"
             "            - \"123\"\n"
+            "          env:\n"
+            "            - name: HF_TOKEN\n"
+            "              valueFrom:\n"
+            "                secretKeyRef:\n"
+            "                  name: hf-token-secret\n"
+            "                  key: token\n"
+            "                  optional: true\n"
             "          ports:\n"
             "            - containerPort: 8000\n"
+            "          readinessProbe:\n"
+            "            httpGet:\n"
+            "              path: /health\n"
+            "              port: 8000\n"
+            "            periodSeconds: 10\n"
             "          resources:\n"
             "            limits:\n"
             "              nvidia.com/gpu: 4\n"
@@ -127,6 +139,15 @@ std::vector<std::string> ExecWords(const std::string& script) {
   return words.ok() ? words.value() : std::vector<std::string>{};
 }
 
+// The names of a container's environment variables.
+std::vector<std::string> EnvNames(const YAML::Node& container) {
+  std::vector<std::string> out;
+  for (const YAML::Node& e : container["env"]) {
+    out.push_back(e["name"].as<std::string>());
+  }
+  return out;
+}
+
 // Every value of a container's args, as Kubernetes passes them.
 std::vector<std::string> Args(const YAML::Node& container) {
   std::vector<std::string> out;
@@ -171,7 +192,10 @@ TEST(ServingDeployment, SglangRunsItsLaunchServerOnPort8000) {
                          "--host", "0.0.0.0", "--port", "8000"}));
   EXPECT_EQ(c["ports"][0]["containerPort"].as<int>(), 8000);
   EXPECT_EQ(Gpus(c), 8);
-  EXPECT_FALSE(c["env"]) << "the NIXL side channel is vLLM's";
+  EXPECT_EQ(EnvNames(c), std::vector<std::string>{"HF_TOKEN"})
+      << "the NIXL side channel is vLLM's";
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"].as<std::string>(),
+            "/health");
   EXPECT_EQ(docs[1]["spec"]["ports"][0]["port"].as<int>(), 8000);
   // An image of the user's wins.
   ServingManifestSpec own = SglangSpec();
@@ -273,7 +297,7 @@ TEST(ServingDisaggregatedDeployment, SglangRolesCarryTheirModes) {
   EXPECT_EQ(docs[0]["spec"]["replicas"].as<int64_t>(), 2);
   EXPECT_EQ(Args(prefill)[5], "prefill");
   EXPECT_EQ(Args(decode)[5], "decode");
-  EXPECT_FALSE(prefill["env"]);
+  EXPECT_EQ(EnvNames(prefill), std::vector<std::string>{"HF_TOKEN"});
   EXPECT_EQ(prefill["image"].as<std::string>(), "lmsysorg/sglang:latest");
 }
 
@@ -499,6 +523,11 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   EXPECT_EQ(Gpus(worker), 8);
   EXPECT_EQ(leader["ports"][0]["containerPort"].as<int>(), 8000);
   EXPECT_FALSE(worker["ports"]);
+  // Only the leader serves, so only it has a readiness probe; every pod
+  // loads weights and takes the token.
+  EXPECT_TRUE(leader["readinessProbe"]);
+  EXPECT_FALSE(worker["readinessProbe"]);
+  EXPECT_EQ(EnvNames(worker), std::vector<std::string>{"HF_TOKEN"});
   EXPECT_EQ(leader["command"].as<std::vector<std::string>>(),
             (std::vector<std::string>{"sh", "-c"}));
   // The leader: Ray head, a wait for both pods, then vLLM over them.
@@ -636,9 +665,9 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
   EXPECT_EQ(Gpus(p), 2);
   EXPECT_EQ(p["args"][p["args"].size() - 1].as<std::string>(),
             "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}");
-  EXPECT_EQ(p["env"][0]["name"].as<std::string>(),
-            "VLLM_NIXL_SIDE_CHANNEL_HOST");
-  EXPECT_EQ(p["env"][0]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(),
+  EXPECT_EQ(EnvNames(p), (std::vector<std::string>{
+                             "HF_TOKEN", "VLLM_NIXL_SIDE_CHANNEL_HOST"}));
+  EXPECT_EQ(p["env"][1]["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(),
             "status.podIP");
   EXPECT_EQ(docs[1]["kind"].as<std::string>(), "Service");
   EXPECT_EQ(docs[1]["metadata"]["name"].as<std::string>(),
