@@ -135,6 +135,11 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
     }
     yaml += "]\n";
   }
+  if (launch.role == ServingRole::kPrefill) {
+    // TensorRT-LLM's context servers do not run the overlap scheduler
+    // (examples/disaggregated/README.md, ctx_extra-llm-api-config.yaml).
+    yaml += "disable_overlap_scheduler: true\n";
+  }
   if (launch.role != ServingRole::kAggregated) {
     yaml += "cache_transceiver_config:\n  backend: DEFAULT\n";
   }
@@ -360,7 +365,11 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
         l.attention_windows = root["kv_cache_config"]["max_attention_window"]
                                   .as<std::vector<int64_t>>();
       }
-      if (root["cache_transceiver_config"]) l.role = ServingRole::kDecode;
+      if (root["cache_transceiver_config"]) {
+        const bool context = root["disable_overlap_scheduler"] &&
+                             root["disable_overlap_scheduler"].as<bool>();
+        l.role = context ? ServingRole::kPrefill : ServingRole::kDecode;
+      }
     } catch (const YAML::Exception& e) {
       return Status::InvalidArgument(
           "the --extra_llm_api_options YAML has a field of the wrong type: " +

@@ -41,7 +41,8 @@ namespace meshtune::tuner {
 // disaggregated deployment. A disaggregated worker's command adds its
 // KV-transfer settings: vLLM --kv-transfer-config with the NixlConnector
 // (kv_role kv_both), SGLang --disaggregation-mode prefill|decode,
-// TensorRT-LLM cache_transceiver_config (backend DEFAULT) in its options.
+// TensorRT-LLM cache_transceiver_config (backend DEFAULT) in its options,
+// and for its context (prefill) servers disable_overlap_scheduler: true.
 // The router in front (NVIDIA Dynamo, SGLang's router, vLLM's proxy) is
 // the deployment's own.
 enum class ServingRole { kAggregated, kPrefill, kDecode };
@@ -96,10 +97,10 @@ StatusOr<search_spaces::ServingConfig> ParseSglangServeCommand(
 // with enable_attention_dp (TensorRT-LLM has no hybrid of the two);
 // --max_batch_size is per attention-DP rank; kv_cache_config.dtype and
 // max_attention_window (into ServingLaunch::attention_windows); a
-// cache_transceiver_config marks a disaggregated worker (its side is the
-// deployment's: read as decode). The weight precision is the checkpoint's
-// and is not read (bf16 in the result). Errors as ParseVllmServeCommand's
-// and a malformed YAML.
+// cache_transceiver_config marks a disaggregated worker, a context
+// (prefill) server with disable_overlap_scheduler: true, else decode. The
+// weight precision is the checkpoint's and is not read (bf16 in the result).
+// Errors as ParseVllmServeCommand's and a malformed YAML.
 StatusOr<search_spaces::ServingConfig> ParseTrtllmServeCommand(
     const std::string& command, const std::string& options_yaml,
     ServingLaunch* launch);

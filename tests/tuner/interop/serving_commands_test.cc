@@ -298,13 +298,28 @@ TEST(ServingCommands, DisaggregatedRolesAddTheirKvTransfer) {
   EXPECT_NE(SglangServeCommand(c, decode).find("--disaggregation-mode decode"),
             std::string::npos);
   std::string yaml;
-  ASSERT_TRUE(TrtllmServeCommand(c, decode, &yaml).ok());
+  const std::string trtllm = TrtllmServeCommand(c, decode, &yaml).value();
   EXPECT_EQ(yaml,
             "enable_attention_dp: false\n"
             "kv_cache_config:\n"
             "  dtype: auto\n"
             "cache_transceiver_config:\n"
             "  backend: DEFAULT\n");
+  ServingLaunch role;
+  ASSERT_TRUE(ParseTrtllmServeCommand(trtllm, yaml, &role).ok());
+  EXPECT_EQ(role.role, ServingRole::kDecode);
+  // A context server runs without the overlap scheduler, which marks it.
+  std::string prefill_yaml;
+  ASSERT_TRUE(TrtllmServeCommand(c, prefill, &prefill_yaml).ok());
+  EXPECT_EQ(prefill_yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: auto\n"
+            "disable_overlap_scheduler: true\n"
+            "cache_transceiver_config:\n"
+            "  backend: DEFAULT\n");
+  ASSERT_TRUE(ParseTrtllmServeCommand(trtllm, prefill_yaml, &role).ok());
+  EXPECT_EQ(role.role, ServingRole::kPrefill);
   // Aggregated: none of them.
   EXPECT_EQ(VllmServeCommand(c, Launch(1)).value().find("kv-transfer"),
             std::string::npos);
