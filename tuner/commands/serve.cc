@@ -486,17 +486,25 @@ class ServeCommand : public Command {
       auto manifest = ServingDisaggregatedDeployment(spec);
       if (!manifest.ok()) return manifest.status();
       yaml = manifest.value();
-      what = "prefill " +
-             std::string(
-                 ServingWorkloadKind(spec.prefill.gpus_per_worker, per_node)) +
+      // TensorRT-LLM's router lists the worker pods: StatefulSets.
+      auto kind = [&](int64_t gpus) -> std::string {
+        return engine == ServingManifestEngine::kTensorRtLlm
+                   ? "StatefulSet"
+                   : ServingWorkloadKind(gpus, per_node);
+      };
+      const char* router = engine == ServingManifestEngine::kSglang
+                               ? "SGLang's router"
+                           : engine == ServingManifestEngine::kTensorRtLlm
+                               ? "TensorRT-LLM's disaggregated server"
+                               : nullptr;
+      what = "prefill " + kind(spec.prefill.gpus_per_worker) +
              " and Service '" + name + "-prefill': " +
              sizes(spec.prefill.workers, spec.prefill.gpus_per_worker) +
-             "; decode " +
-             ServingWorkloadKind(spec.decode.gpus_per_worker, per_node) +
+             "; decode " + kind(spec.decode.gpus_per_worker) +
              " and Service '" + name + "-decode': " +
              sizes(spec.decode.workers, spec.decode.gpus_per_worker) +
-             (engine == ServingManifestEngine::kSglang
-                  ? "; SGLang's router, Deployment '" + name +
+             (router != nullptr
+                  ? "; " + std::string(router) + ", Deployment '" + name +
                         "-router' behind Service '" + name + "'"
                   : "; the router in front is not written");
     }

@@ -57,6 +57,11 @@ constexpr const char* kSglangBootstrapAnnotation = "sglang.ai/bootstrap-port";
 // ConfigMap `name`-options mounted read-only.
 constexpr const char* kTrtllmOptionsDir = "/etc/tune-serve";
 constexpr const char* kTrtllmOptionsFile = "extra_llm_api_options.yaml";
+// TensorRT-LLM's disaggregated server's configuration, in the ConfigMap
+// `name`-router-config mounted at the same place, and the seconds it
+// waits for its workers to start and for a request.
+constexpr const char* kTrtllmDisaggFile = "disagg_config.yaml";
+constexpr int kTrtllmRouterTimeout_s = 3600;
 // The Secret and key every engine container takes HF_TOKEN from when the
 // Secret exists (gated checkpoints need it), as vLLM's Kubernetes guide
 // names them.
@@ -119,7 +124,20 @@ struct Workload {
   // vLLM data-parallel ranks per pod of a group over several nodes
   // (--data-parallel-size-local); 0 = no data-parallel ranks there.
   int64_t dp_ranks_per_pod = 0;
+  // A StatefulSet, not a Deployment: its pods have stable DNS names
+  // (`name`-I.`name`-pods, a headless Service) for a router that lists
+  // them (TensorRT-LLM's disaggregated server).
+  bool stateful = false;
 };
+
+std::string PodsServiceName(const Workload& w) { return w.name + "-pods"; }
+
+// The DNS name and port of pod `index` of a StatefulSet workload, as the
+// pods of its namespace resolve it.
+std::string PodAddress(const Workload& w, int64_t index) {
+  return w.name + "-" + std::to_string(index) + "." + PodsServiceName(w) + ":" +
+         std::to_string(kServePort);
+}
 
 std::string OptionsConfigMapName(const Workload& w) {
   return w.name + "-options";
@@ -225,10 +243,16 @@ std::string Metadata(const std::string& name, const std::string& ns) {
 
 std::string DeploymentYaml(const Workload& w, const std::string& image,
                            const std::string& ns) {
-  std::string y = "apiVersion: apps/v1\nkind: Deployment\n";
+  std::string y = std::string("apiVersion: apps/v1\nkind: ") +
+                  (w.stateful ? "StatefulSet" : "Deployment") + "\n";
   y += Metadata(w.name, ns);
   y += "spec:\n";
   y += "  replicas: " + std::to_string(w.workers) + "\n";
+  if (w.stateful) {
+    // All pods at once, as a Deployment starts them.
+    y += "  serviceName: " + PodsServiceName(w) +
+         "\n  podManagementPolicy: Parallel\n";
+  }
   y += "  selector:\n    matchLabels:\n" + Indent(Labels(w, nullptr), 6);
   y += "  template:\n    metadata:\n      labels:\n" +
        Indent(Labels(w, nullptr), 8);
@@ -482,12 +506,23 @@ std::string OptionsConfigMapYaml(const Workload& w, const std::string& ns) {
          kTrtllmOptionsFile + ": " + Quoted(w.options_yaml) + "\n---\n";
 }
 
+// The headless Service that names a StatefulSet's pods.
+std::string PodsServiceYaml(const Workload& w, const std::string& ns) {
+  std::string y = "apiVersion: v1\nkind: Service\n";
+  y += Metadata(PodsServiceName(w), ns);
+  y +=
+      "spec:\n  clusterIP: None\n  selector:\n" + Indent(Labels(w, nullptr), 4);
+  y += "  ports:\n    - port: " + std::to_string(kServePort) + "\n";
+  return y;
+}
+
 std::string WorkloadYaml(const Workload& w, const std::string& image,
                          const std::string& ns) {
   return (w.options_yaml.empty() ? "" : OptionsConfigMapYaml(w, ns)) +
          (w.pods_per_worker > 1 ? LeaderWorkerSetYaml(w, image, ns)
                                 : DeploymentYaml(w, image, ns)) +
-         "---\n" + ServiceYaml(w, ns);
+         "---\n" + ServiceYaml(w, ns) +
+         (w.stateful ? "---\n" + PodsServiceYaml(w, ns) : "");
 }
 
 // SGLang's router's selector of one role's serving pods: the labels that
@@ -498,9 +533,60 @@ std::vector<std::string> RouterSelector(const Workload& w) {
   return words;
 }
 
+// The router of a disaggregated plan: one pod (no GPU) of the plan's
+// image, a Deployment `name`-router, and the Service `name` in front of
+// it, the deployment's entry point.
+struct Router {
+  std::vector<std::string> command;
+  std::vector<std::string> args;
+  std::string service_account;  // "" = the namespace's default
+  bool pod_namespace = false;   // POD_NAMESPACE from the downward API
+  std::string config_map;       // mounted at kTrtllmOptionsDir; "" = none
+};
+
+std::string RouterYaml(const std::string& name, const std::string& image,
+                       const std::string& ns, const Router& r) {
+  Workload w;
+  w.app = name;
+  w.role = "router";
+  std::string y = "apiVersion: apps/v1\nkind: Deployment\n" +
+                  Metadata(name + "-router", ns);
+  y += "spec:\n  replicas: 1\n";
+  y += "  selector:\n    matchLabels:\n" + Indent(Labels(w, nullptr), 6);
+  y += "  template:\n    metadata:\n      labels:\n" +
+       Indent(Labels(w, nullptr), 8);
+  y += "    spec:\n";
+  std::string pod;
+  if (!r.service_account.empty()) {
+    pod += "serviceAccountName: " + r.service_account + "\n";
+  }
+  pod += "containers:\n  - name: router\n";
+  pod += "    image: " + Quoted(image) + "\n";
+  pod += "    command: " + FlowList(r.command) + "\n";
+  pod += "    args:\n";
+  for (const std::string& a : r.args) pod += "      - " + Quoted(a) + "\n";
+  if (r.pod_namespace) {
+    pod +=
+        "    env:\n      - name: POD_NAMESPACE\n"
+        "        valueFrom:\n          fieldRef:\n"
+        "            fieldPath: metadata.namespace\n";
+  }
+  pod +=
+      "    ports:\n      - containerPort: " + std::to_string(kServePort) + "\n";
+  if (!r.config_map.empty()) {
+    pod += "    volumeMounts:\n      - name: config\n        mountPath: " +
+           std::string(kTrtllmOptionsDir) + "\n        readOnly: true\n";
+    pod += "volumes:\n  - name: config\n    configMap:\n      name: " +
+           r.config_map + "\n";
+  }
+  y += Indent(pod, 6) + "---\n";
+  w.name = name;
+  return y + ServiceYaml(w, ns);
+}
+
 // SGLang's router in front of a disaggregated plan's `prefill` and
-// `decode` workers (serving_manifest.h): its ServiceAccount, Role and
-// RoleBinding, its Deployment and the Service `name`.
+// `decode` workers (serving_manifest.h): the ServiceAccount, Role and
+// RoleBinding it discovers the workers under, and the router.
 std::string SglangRouterYaml(const std::string& name, const std::string& image,
                              const std::string& ns, const Workload& prefill,
                              const Workload& decode) {
@@ -519,44 +605,58 @@ std::string SglangRouterYaml(const std::string& name, const std::string& image,
   y += "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n"
        "  name: " +
        router + "\n---\n";
-  Workload w;
-  w.app = name;
-  w.role = "router";
-  std::vector<std::string> args = {"--pd-disaggregation",
-                                   "--service-discovery"};
+  Router r;
+  r.command = {"python3", "-m", "sglang_router.launch_router"};
+  r.args = {"--pd-disaggregation", "--service-discovery"};
   for (const auto& [flag, group] :
        {std::pair<const char*, const Workload*>{"--prefill-selector", &prefill},
         {"--decode-selector", &decode}}) {
-    args.push_back(flag);
+    r.args.push_back(flag);
     for (const std::string& word : RouterSelector(*group)) {
-      args.push_back(word);
+      r.args.push_back(word);
     }
   }
-  args.insert(args.end(),
-              {"--service-discovery-namespace", "$(POD_NAMESPACE)",
-               "--service-discovery-port", std::to_string(kServePort), "--host",
-               "0.0.0.0", "--port", std::to_string(kServePort)});
-  y += "apiVersion: apps/v1\nkind: Deployment\n" + Metadata(router, ns);
-  y += "spec:\n  replicas: 1\n";
-  y += "  selector:\n    matchLabels:\n" + Indent(Labels(w, nullptr), 6);
-  y += "  template:\n    metadata:\n      labels:\n" +
-       Indent(Labels(w, nullptr), 8);
-  y += "    spec:\n      serviceAccountName: " + router + "\n";
-  std::string pod = "containers:\n  - name: router\n";
-  pod += "    image: " + Quoted(image) + "\n";
-  pod += "    command: " +
-         FlowList({"python3", "-m", "sglang_router.launch_router"}) + "\n";
-  pod += "    args:\n";
-  for (const std::string& a : args) pod += "      - " + Quoted(a) + "\n";
-  pod +=
-      "    env:\n      - name: POD_NAMESPACE\n"
-      "        valueFrom:\n          fieldRef:\n"
-      "            fieldPath: metadata.namespace\n";
-  pod +=
-      "    ports:\n      - containerPort: " + std::to_string(kServePort) + "\n";
-  y += Indent(pod, 6) + "---\n";
-  w.name = name;
-  return y + ServiceYaml(w, ns);
+  r.args.insert(r.args.end(),
+                {"--service-discovery-namespace", "$(POD_NAMESPACE)",
+                 "--service-discovery-port", std::to_string(kServePort),
+                 "--host", "0.0.0.0", "--port", std::to_string(kServePort)});
+  r.service_account = router;
+  r.pod_namespace = true;
+  return y + RouterYaml(name, image, ns, r);
+}
+
+// TensorRT-LLM's disaggregated server in front of a plan's `prefill`
+// (context) and `decode` (generation) StatefulSets: its configuration,
+// every worker pod's address, as a ConfigMap, and the router.
+std::string TrtllmRouterYaml(const std::string& name, const std::string& image,
+                             const std::string& ns, const Workload& prefill,
+                             const Workload& decode) {
+  std::string config =
+      "hostname: 0.0.0.0\nport: " + std::to_string(kServePort) +
+      "\nbackend: pytorch\n";
+  for (const auto& [key, group] :
+       {std::pair<const char*, const Workload*>{"context_servers", &prefill},
+        {"generation_servers", &decode}}) {
+    config += std::string(key) +
+              ":\n  num_instances: " + std::to_string(group->workers) +
+              "\n  urls:\n";
+    for (int64_t i = 0; i < group->workers; ++i) {
+      config += "    - \"" + PodAddress(*group, i) + "\"\n";
+    }
+  }
+  const std::string config_map = name + "-router-config";
+  std::string y = "apiVersion: v1\nkind: ConfigMap\n" +
+                  Metadata(config_map, ns) + "data:\n  " + kTrtllmDisaggFile +
+                  ": " + Quoted(config) + "\n---\n";
+  Router r;
+  r.command = {"trtllm-serve", "disaggregated"};
+  // The workers load their weights before they answer: wait an hour for
+  // them (the server's default is 180 s), and as long for a request.
+  r.args = {"-c", std::string(kTrtllmOptionsDir) + "/" + kTrtllmDisaggFile,
+            "-t", std::to_string(kTrtllmRouterTimeout_s),
+            "-r", std::to_string(kTrtllmRouterTimeout_s)};
+  r.config_map = config_map;
+  return y + RouterYaml(name, image, ns, r);
 }
 
 Status CheckNames(const std::string& name, const std::string& ns) {
@@ -653,6 +753,9 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
     roles.push_back(std::move(w.value()));
   }
   const bool sglang = spec.engine == ServingManifestEngine::kSglang;
+  const bool trtllm = spec.engine == ServingManifestEngine::kTensorRtLlm;
+  // TensorRT-LLM's router lists every worker pod: StatefulSets name them.
+  for (Workload& w : roles) w.stateful = trtllm;
   if (sglang) {
     roles[0].annotations = std::string(kSglangBootstrapAnnotation) + ": " +
                            Quoted(std::to_string(kSglangBootstrapPort)) + "\n";
@@ -662,6 +765,10 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
                   WorkloadYaml(roles[1], image.value(), spec.namespace_name);
   if (sglang) {
     y += "---\n" + SglangRouterYaml(spec.name, image.value(),
+                                    spec.namespace_name, roles[0], roles[1]);
+  }
+  if (trtllm) {
+    y += "---\n" + TrtllmRouterYaml(spec.name, image.value(),
                                     spec.namespace_name, roles[0], roles[1]);
   }
   return y;

@@ -64,9 +64,16 @@
 // from the pod annotation sglang.ai/bootstrap-port; the ServiceAccount,
 // Role (get, list, watch pods) and RoleBinding it runs under, all named
 // `name`-router; and the Service `name` in front of it, the deployment's
-// entry point. With vLLM and TensorRT-LLM the router in front of both
-// Services (vLLM's disaggregated proxy example, `trtllm-serve
-// disaggregated`, NVIDIA Dynamo) is the deployment's own and not written.
+// entry point. With TensorRT-LLM each role's workers are a StatefulSet
+// (podManagementPolicy Parallel) with a headless Service `role`-pods, so
+// that pod I is `name`-`role`-I.`name`-`role`-pods:8000, and the router is
+// `trtllm-serve disaggregated -c` its configuration (hostname 0.0.0.0,
+// port 8000, context_servers and generation_servers listing every pod, a
+// ConfigMap `name`-router-config), waiting an hour for the workers to
+// start and for a request (-t 3600 -r 3600; the defaults are 180 s), the
+// same Deployment and Service. With vLLM the router in front of both
+// Services (vLLM's disaggregated proxy example, NVIDIA Dynamo) is the
+// deployment's own and not written: vLLM's image ships none.
 //
 // InvalidArgument: names that are not Kubernetes names or longer than
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do

@@ -405,6 +405,29 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
                 "behind Service 'tune-serve-llama3-70b')"),
             std::string::npos)
       << sglang_disagg.err;
+  // And in TensorRT-LLM's: StatefulSets its disaggregated server lists.
+  const auto trtllm_disagg = Tune(
+      {"serve",  "--model",     "llama3-70b",
+       "--gpus", "16",          "--gpu",
+       "h100",   "--isl",       "8192",
+       "--osl",  "256",         "--precision",
+       "fp8",    "--disagg",    "--tpot-ms",
+       "40",     "--ttft-ms",   "2000",
+       "--k8s",  path,          "--k8s-engine",
+       "trtllm", "--k8s-image", "nvcr.io/nvidia/tensorrt-llm/release:1.0.0"});
+  ASSERT_EQ(trtllm_disagg.exit_code, 0) << trtllm_disagg.err;
+  docs = YAML::LoadAll(testing::ReadFile(path));
+  ASSERT_EQ(docs.size(), 11u);
+  EXPECT_EQ(docs[1]["kind"].as<std::string>(), "StatefulSet");
+  const YAML::Node urls =
+      YAML::Load(docs[8]["data"]["disagg_config.yaml"]
+                     .as<std::string>())["context_servers"]["urls"];
+  EXPECT_EQ(static_cast<int64_t>(urls.size()),
+            j["best"]["prefill"]["workers"].get<int64_t>());
+  EXPECT_NE(trtllm_disagg.err.find("prefill StatefulSet and Service "
+                                   "'tune-serve-llama3-70b-prefill'"),
+            std::string::npos)
+      << trtllm_disagg.err;
   std::filesystem::remove_all(dir);
 }
 

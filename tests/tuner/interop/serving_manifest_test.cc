@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tuner/interop/shell_words.h"
@@ -463,7 +464,11 @@ TEST(ServingDeployment, TrtllmRefusals) {
   ServingManifestSpec malformed = TrtllmSpec();
   malformed.options_yaml = "kv_cache_config: [unclosed";
   EXPECT_FALSE(ServingDeployment(malformed).ok());
-  // Disaggregated: a ConfigMap per role, with its KV transceiver.
+}
+
+TEST(ServingDisaggregatedDeployment, TrtllmServerListsEveryWorkerPod) {
+  // 3 context servers of 1 GPU and 1 generation server of 4, each role a
+  // StatefulSet with its options; the disaggregated server in front.
   ServingDisaggregatedSpec d;
   d.name = "tune-serve-llama3-70b";
   d.engine = ServingManifestEngine::kTensorRtLlm;
@@ -472,23 +477,76 @@ TEST(ServingDeployment, TrtllmRefusals) {
       "enable_attention_dp: false\ncache_transceiver_config:\n  backend: "
       "DEFAULT\n";
   d.prefill = {"trtllm-serve m --tp_size 1 --extra_llm_api_options o.yaml", 3,
-               1, kv};
+               1, "disable_overlap_scheduler: true\n" + kv};
   d.decode = {"trtllm-serve m --tp_size 4 --extra_llm_api_options o.yaml", 1, 4,
               kv};
   const auto yaml = ServingDisaggregatedDeployment(d);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
-  ASSERT_EQ(docs.size(), 6u) << yaml.value();  // no router
-  EXPECT_EQ(docs[0]["metadata"]["name"].as<std::string>(),
-            "tune-serve-llama3-70b-prefill-options");
-  EXPECT_EQ(docs[3]["metadata"]["name"].as<std::string>(),
-            "tune-serve-llama3-70b-decode-options");
-  EXPECT_EQ(docs[3]["data"]["extra_llm_api_options.yaml"].as<std::string>(),
+  // Per role: options, StatefulSet, Service, headless Service; then the
+  // server's configuration, Deployment and Service.
+  ASSERT_EQ(docs.size(), 11u) << yaml.value();
+  for (const auto& [first, role, workers] :
+       {std::tuple<size_t, std::string, int64_t>{0, "prefill", 3},
+        {4, "decode", 1}}) {
+    const std::string name = "tune-serve-llama3-70b-" + role;
+    EXPECT_EQ(docs[first]["kind"].as<std::string>(), "ConfigMap");
+    EXPECT_EQ(docs[first]["metadata"]["name"].as<std::string>(),
+              name + "-options");
+    const YAML::Node& set = docs[first + 1];
+    EXPECT_EQ(set["kind"].as<std::string>(), "StatefulSet");
+    EXPECT_EQ(set["metadata"]["name"].as<std::string>(), name);
+    EXPECT_EQ(set["spec"]["replicas"].as<int64_t>(), workers);
+    EXPECT_EQ(set["spec"]["serviceName"].as<std::string>(), name + "-pods");
+    EXPECT_EQ(set["spec"]["podManagementPolicy"].as<std::string>(), "Parallel");
+    EXPECT_EQ(set["spec"]["template"]["spec"]["volumes"][1]["configMap"]["name"]
+                  .as<std::string>(),
+              name + "-options");
+    const YAML::Node& pods = docs[first + 3];
+    EXPECT_EQ(pods["metadata"]["name"].as<std::string>(), name + "-pods");
+    EXPECT_EQ(pods["spec"]["clusterIP"].as<std::string>(), "None");
+    EXPECT_EQ(pods["spec"]["selector"]["serving-role"].as<std::string>(), role);
+  }
+  EXPECT_EQ(docs[4]["data"]["extra_llm_api_options.yaml"].as<std::string>(),
             kv);
+  // The server's configuration lists every pod by its stable DNS name.
+  const YAML::Node config =
+      YAML::Load(docs[8]["data"]["disagg_config.yaml"].as<std::string>());
+  EXPECT_EQ(config["hostname"].as<std::string>(), "0.0.0.0");
+  EXPECT_EQ(config["port"].as<int>(), 8000);
+  EXPECT_EQ(config["context_servers"]["num_instances"].as<int64_t>(), 3);
   EXPECT_EQ(
-      docs[4]["spec"]["template"]["spec"]["volumes"][1]["configMap"]["name"]
+      config["context_servers"]["urls"].as<std::vector<std::string>>(),
+      (std::vector<std::string>{
+          "tune-serve-llama3-70b-prefill-0.tune-serve-llama3-70b-prefill-pods:"
+          "8000",
+          "tune-serve-llama3-70b-prefill-1.tune-serve-llama3-70b-prefill-pods:"
+          "8000",
+          "tune-serve-llama3-70b-prefill-2.tune-serve-llama3-70b-prefill-pods:"
+          "8000"}));
+  EXPECT_EQ(
+      config["generation_servers"]["urls"].as<std::vector<std::string>>(),
+      (std::vector<std::string>{
+          "tune-serve-llama3-70b-decode-0.tune-serve-llama3-70b-decode-pods:"
+          "8000"}));
+  const YAML::Node c = Container(docs[9]["spec"]["template"]);
+  EXPECT_EQ(docs[9]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b-router");
+  EXPECT_EQ(c["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"trtllm-serve", "disaggregated"}));
+  EXPECT_EQ(Args(c), (std::vector<std::string>{
+                         "-c", "/etc/tune-serve/disagg_config.yaml", "-t",
+                         "3600", "-r", "3600"}));
+  EXPECT_EQ(c["image"].as<std::string>(), d.image);
+  EXPECT_FALSE(c["resources"]);
+  EXPECT_EQ(
+      docs[9]["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"]
           .as<std::string>(),
-      "tune-serve-llama3-70b-decode-options");
+      "tune-serve-llama3-70b-router-config");
+  EXPECT_EQ(docs[10]["metadata"]["name"].as<std::string>(),
+            "tune-serve-llama3-70b");
+  EXPECT_EQ(docs[10]["spec"]["selector"]["serving-role"].as<std::string>(),
+            "router");
 }
 
 TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
