@@ -117,6 +117,10 @@ class ServeCommand : public Command {
                     "TensorRT-LLM needs one, e.g. "
                     "nvcr.io/nvidia/tensorrt-llm/release:TAG)")
         ->type_name("IMAGE");
+    sub->add_option("--k8s-namespace", k8s_namespace_,
+                    "with --k8s: the namespace of every object (default: "
+                    "none named, kubectl's current)")
+        ->type_name("NS");
     sub->add_option("--html", html_,
                     "write the report as a self-contained HTML page: the "
                     "Pareto chart, the best plan and its commands")
@@ -143,22 +147,8 @@ class ServeCommand : public Command {
 
   Status Run(std::ostream& out, std::ostream& err) override {
     if (validate_) return RunValidation(out, err);
-    if (!k8s_.empty()) MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
-    auto engine = ParseServingManifestEngine(k8s_engine_);
+    auto engine = CheckManifestFlags();
     if (!engine.ok()) return engine.status();
-    if (k8s_.empty() && k8s_engine_ != "vllm") {
-      return Status::InvalidArgument("--k8s-engine needs --k8s FILE",
-                                     "add --k8s FILE or drop --k8s-engine");
-    }
-    if (k8s_.empty() && !k8s_image_.empty()) {
-      return Status::InvalidArgument("--k8s-image needs --k8s FILE",
-                                     "add --k8s FILE or drop --k8s-image");
-    }
-    if (!k8s_.empty()) {
-      // Before the search: TensorRT-LLM's manifests need an image named.
-      auto image = ServingImage(engine.value(), k8s_image_);
-      if (!image.ok()) return image.status();
-    }
     if (!html_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(html_, "--html"));
     }
@@ -388,6 +378,35 @@ class ServeCommand : public Command {
     (*report)["commands"] = std::move(c);
   }
 
+  // The --k8s flags, checked before the search: the file's folder, the
+  // engine, an image where TensorRT-LLM needs one, the namespace's name,
+  // and none of the others without --k8s.
+  StatusOr<ServingManifestEngine> CheckManifestFlags() const {
+    auto engine = ParseServingManifestEngine(k8s_engine_);
+    if (!engine.ok()) return engine.status();
+    if (k8s_.empty()) {
+      for (const auto& [flag, given] :
+           {std::pair<const char*, bool>{"--k8s-engine", k8s_engine_ != "vllm"},
+            {"--k8s-image", !k8s_image_.empty()},
+            {"--k8s-namespace", !k8s_namespace_.empty()}}) {
+        if (given) {
+          return Status::InvalidArgument(
+              std::string(flag) + " needs --k8s FILE",
+              std::string("add --k8s FILE or drop ") + flag);
+        }
+      }
+      return engine;
+    }
+    MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
+    auto image = ServingImage(engine.value(), k8s_image_);
+    if (!image.ok()) return image.status();
+    if (!k8s_namespace_.empty()) {
+      MESHTUNE_RETURN_IF_ERROR(
+          CheckKubernetesName("--k8s-namespace", k8s_namespace_));
+    }
+    return engine;
+  }
+
   // --k8s: the best plan's workloads and Services
   // (tuner/interop/serving_manifest.h), written atomically: a Deployment
   // per group of workers that fit a node, a LeaderWorkerSet per group whose
@@ -455,6 +474,7 @@ class ServeCommand : public Command {
       spec.name = name;
       spec.engine = engine;
       spec.image = k8s_image_;
+      spec.namespace_name = k8s_namespace_;
       auto aggregated =
           group(c, "", best.estimate.replicas, best.config.gpus());
       if (!aggregated.ok()) return aggregated.status();
@@ -474,6 +494,7 @@ class ServeCommand : public Command {
       spec.name = name;
       spec.engine = engine;
       spec.image = k8s_image_;
+      spec.namespace_name = k8s_namespace_;
       spec.gpus_per_node = per_node;
       auto prefill = group(c["prefill"], "for the prefill workers ",
                            best.prefill_workers, best.prefill.gpus());
@@ -592,6 +613,7 @@ class ServeCommand : public Command {
   std::string k8s_;
   std::string k8s_engine_ = "vllm";
   std::string k8s_image_;
+  std::string k8s_namespace_;
   std::string html_;
   bool json_ = false;
   bool validate_ = false;

@@ -297,6 +297,21 @@ TEST(ServeCommand, K8sEngineTrtllmRunsTrtllmServeWithItsOptions) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.err.find("--k8s-image needs --k8s FILE"), std::string::npos)
       << alone.err;
+  const auto ns_alone =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s-namespace", "inference"});
+  EXPECT_EQ(ns_alone.exit_code, 2);
+  EXPECT_NE(ns_alone.err.find("--k8s-namespace needs --k8s FILE"),
+            std::string::npos)
+      << ns_alone.err;
+  const auto bad_ns =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s", path, "--k8s-namespace", "Bad_NS"});
+  EXPECT_EQ(bad_ns.exit_code, 2);
+  EXPECT_NE(bad_ns.err.find("--k8s-namespace: 'Bad_NS' is not a Kubernetes "
+                            "name"),
+            std::string::npos)
+      << bad_ns.err;
   const auto spaced =
       Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
             "--osl", "8", "--k8s", path, "--k8s-image", "x:1 --privileged"});
@@ -405,6 +420,37 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
                 "behind Service 'tune-serve-llama3-70b')"),
             std::string::npos)
       << sglang_disagg.err;
+  // In a namespace: every object in it, the router's RoleBinding naming it.
+  const auto in_ns = Tune({"serve",
+                           "--model",
+                           "llama3-70b",
+                           "--gpus",
+                           "16",
+                           "--gpu",
+                           "h100",
+                           "--isl",
+                           "8192",
+                           "--osl",
+                           "256",
+                           "--precision",
+                           "fp8",
+                           "--disagg",
+                           "--tpot-ms",
+                           "40",
+                           "--ttft-ms",
+                           "2000",
+                           "--k8s",
+                           path,
+                           "--k8s-engine",
+                           "sglang",
+                           "--k8s-namespace",
+                           "inference"});
+  ASSERT_EQ(in_ns.exit_code, 0) << in_ns.err;
+  docs = YAML::LoadAll(testing::ReadFile(path));
+  for (const YAML::Node& d : docs) {
+    EXPECT_EQ(d["metadata"]["namespace"].as<std::string>(), "inference");
+  }
+  EXPECT_EQ(docs[6]["subjects"][0]["namespace"].as<std::string>(), "inference");
   // And in TensorRT-LLM's: StatefulSets its disaggregated server lists.
   const auto trtllm_disagg = Tune(
       {"serve",  "--model",     "llama3-70b",
