@@ -6,16 +6,13 @@
 
 #include "search_spaces/yaml_util.h"
 #include "tuner/interop/megatron_args.h"
+#include "tuner/interop/yaml_text.h"
 #include "tuner/io/text_format.h"
 
 namespace meshtune::tuner {
 namespace {
 
 constexpr size_t kMaxKubernetesName = 63;
-
-// A YAML double-quoted scalar of `text` (CheckLaunchValue already refused
-// quotes and backslashes in user values).
-std::string Quoted(const std::string& text) { return "\"" + text + "\""; }
 
 // The container's bash script: the plan, the run, then torchrun. Kubernetes
 // expands $(NAME) in args itself, so the script uses no command
@@ -52,7 +49,7 @@ std::vector<std::string> ContainerScript(const LaunchScriptSpec& s) {
 void Env(const std::string& name, const std::string& value,
          const std::string& indent, std::ostream& o) {
   o << indent << "- name: " << name << "\n";
-  o << indent << "  value: " << Quoted(value) << "\n";
+  o << indent << "  value: " << YamlQuoted(value) << "\n";
 }
 
 void WritePod(const LaunchScriptSpec& s, const KubernetesOptions& k,
@@ -62,7 +59,7 @@ void WritePod(const LaunchScriptSpec& s, const KubernetesOptions& k,
   o << in << "  containers:\n";
   // The training operator finds the container named pytorch.
   o << in << "    - name: pytorch\n";
-  o << in << "      image: " << Quoted(s.container_image) << "\n";
+  o << in << "      image: " << YamlQuoted(s.container_image) << "\n";
   o << in << "      command: [\"bash\", \"-c\"]\n";
   o << in << "      args:\n";
   o << in << "        - |\n";
@@ -96,7 +93,7 @@ void WritePod(const LaunchScriptSpec& s, const KubernetesOptions& k,
   o << in << "          nvidia.com/gpu: " << gpus << "\n";
   o << in << "      volumeMounts:\n";
   o << in << "        - name: workspace\n";
-  o << in << "          mountPath: " << Quoted(k.mount_path) << "\n";
+  o << in << "          mountPath: " << YamlQuoted(k.mount_path) << "\n";
   // NCCL and the data loaders need more shared memory than the 64 MiB a
   // container gets by default.
   o << in << "        - name: dshm\n";

@@ -7,6 +7,7 @@
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/serving_commands.h"
 #include "tuner/interop/shell_words.h"
+#include "tuner/interop/yaml_text.h"
 
 namespace meshtune::tuner::internal {
 
@@ -330,27 +331,6 @@ std::string PodsServiceYaml(const Workload& w, const std::string& ns) {
 }
 
 }  // namespace
-
-std::string YamlQuoted(const std::string& text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    const unsigned char u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
-      out += "\\n";
-    } else if (u < 0x20) {
-      static const char* kHex = "0123456789abcdef";
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
 
 std::string Indent(const std::string& text, int spaces) {
   const std::string pad(spaces, ' ');

@@ -12,6 +12,7 @@
 
 #include "search_spaces/status.h"
 #include "tuner/interop/serving_manifest.h"
+#include "tuner/interop/yaml_text.h"
 
 namespace meshtune::tuner::internal {
 
@@ -49,8 +50,6 @@ struct Workload {
   bool stateful = false;
 };
 
-// `text` as a YAML double-quoted scalar: JSON's escapes are YAML's.
-std::string YamlQuoted(const std::string& text);
 // `text` with every line indented by `spaces` more.
 std::string Indent(const std::string& text, int spaces);
 // `words` as a YAML flow list of double-quoted scalars.
