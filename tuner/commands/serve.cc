@@ -507,17 +507,10 @@ class ServeCommand : public Command {
       auto manifest = ServingDisaggregatedDeployment(spec);
       if (!manifest.ok()) return manifest.status();
       yaml = manifest.value();
-      // TensorRT-LLM's router lists the worker pods: StatefulSets.
       auto kind = [&](int64_t gpus) -> std::string {
-        return engine == ServingManifestEngine::kTensorRtLlm
-                   ? "StatefulSet"
-                   : ServingWorkloadKind(gpus, per_node);
+        return ServingRoleWorkloadKind(engine, gpus, per_node);
       };
-      const char* router = engine == ServingManifestEngine::kSglang
-                               ? "SGLang's router"
-                           : engine == ServingManifestEngine::kTensorRtLlm
-                               ? "TensorRT-LLM's disaggregated server"
-                               : nullptr;
+      const char* router = ServingRouterName(engine);
       what = "prefill " + kind(spec.prefill.gpus_per_worker) +
              " and Service '" + name + "-prefill': " +
              sizes(spec.prefill.workers, spec.prefill.gpus_per_worker) +

@@ -30,6 +30,12 @@ Status CheckNames(const std::string& name, const std::string& ns) {
   return Status::Ok();
 }
 
+// TensorRT-LLM's disaggregated server lists every worker pod by name, so
+// its roles run as StatefulSets.
+bool StatefulRoles(ServingManifestEngine engine) {
+  return engine == ServingManifestEngine::kTensorRtLlm;
+}
+
 }  // namespace
 
 const char* DefaultServingImage(ServingManifestEngine engine) {
@@ -82,6 +88,26 @@ const char* ServingWorkloadKind(int64_t gpus_per_worker,
   return gpus_per_worker > gpus_per_node ? "LeaderWorkerSet" : "Deployment";
 }
 
+const char* ServingRoleWorkloadKind(ServingManifestEngine engine,
+                                    int64_t gpus_per_worker,
+                                    int64_t gpus_per_node) {
+  return StatefulRoles(engine)
+             ? "StatefulSet"
+             : ServingWorkloadKind(gpus_per_worker, gpus_per_node);
+}
+
+const char* ServingRouterName(ServingManifestEngine engine) {
+  switch (engine) {
+    case ServingManifestEngine::kSglang:
+      return "SGLang's router";
+    case ServingManifestEngine::kTensorRtLlm:
+      return "TensorRT-LLM's disaggregated server";
+    case ServingManifestEngine::kVllm:
+      break;
+  }
+  return nullptr;
+}
+
 StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
   auto image = ServingImage(spec.engine, spec.image);
@@ -111,8 +137,7 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
   }
   const bool sglang = spec.engine == ServingManifestEngine::kSglang;
   const bool trtllm = spec.engine == ServingManifestEngine::kTensorRtLlm;
-  // TensorRT-LLM's router lists every worker pod: StatefulSets name them.
-  for (Workload& w : roles) w.stateful = trtllm;
+  for (Workload& w : roles) w.stateful = StatefulRoles(spec.engine);
   if (sglang) {
     roles[0].annotations = internal::SglangPrefillAnnotations();
   }

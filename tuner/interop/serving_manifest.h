@@ -157,6 +157,16 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
 // "Deployment" for a worker of `gpus_per_worker` GPUs that fits a node of
 // `gpus_per_node`, "LeaderWorkerSet" for one that spans nodes.
 const char* ServingWorkloadKind(int64_t gpus_per_worker, int64_t gpus_per_node);
+// The workload one side of a disaggregated plan runs as: "StatefulSet"
+// with TensorRT-LLM (its disaggregated server lists the pods by name),
+// else ServingWorkloadKind.
+const char* ServingRoleWorkloadKind(ServingManifestEngine engine,
+                                    int64_t gpus_per_worker,
+                                    int64_t gpus_per_node);
+// What ServingDisaggregatedDeployment writes in front of the workers:
+// "SGLang's router", "TensorRT-LLM's disaggregated server", or nullptr
+// where the router is the deployment's own (vLLM).
+const char* ServingRouterName(ServingManifestEngine engine);
 
 }  // namespace meshtune::tuner
 

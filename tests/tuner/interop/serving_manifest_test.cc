@@ -612,6 +612,14 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   EXPECT_EQ(docs[1]["spec"]["selector"]["app"].as<std::string>(), s.name);
   EXPECT_STREQ(ServingWorkloadKind(16, 8), "LeaderWorkerSet");
   EXPECT_STREQ(ServingWorkloadKind(8, 8), "Deployment");
+  EXPECT_STREQ(
+      ServingRoleWorkloadKind(ServingManifestEngine::kTensorRtLlm, 4, 8),
+      "StatefulSet");
+  EXPECT_STREQ(ServingRoleWorkloadKind(ServingManifestEngine::kSglang, 16, 8),
+               "LeaderWorkerSet");
+  EXPECT_EQ(ServingRouterName(ServingManifestEngine::kVllm), nullptr);
+  EXPECT_STREQ(ServingRouterName(ServingManifestEngine::kTensorRtLlm),
+               "TensorRT-LLM's disaggregated server");
 }
 
 TEST(ServingDeployment, VllmDataParallelRanksSpanNodesWithoutRay) {
