@@ -117,6 +117,11 @@ class ServeCommand : public Command {
                     "TensorRT-LLM needs one, e.g. "
                     "nvcr.io/nvidia/tensorrt-llm/release:TAG)")
         ->type_name("IMAGE");
+    sub->add_option("--k8s-router-image", k8s_router_image_,
+                    "with --k8s: the image of a disaggregated plan's router "
+                    "(default vllm/vllm-router:latest for vLLM, the "
+                    "engine's image for SGLang and TensorRT-LLM)")
+        ->type_name("IMAGE");
     sub->add_option("--k8s-namespace", k8s_namespace_,
                     "with --k8s: the namespace of every object (default: "
                     "none named, kubectl's current)")
@@ -388,6 +393,7 @@ class ServeCommand : public Command {
       for (const auto& [flag, given] :
            {std::pair<const char*, bool>{"--k8s-engine", k8s_engine_ != "vllm"},
             {"--k8s-image", !k8s_image_.empty()},
+            {"--k8s-router-image", !k8s_router_image_.empty()},
             {"--k8s-namespace", !k8s_namespace_.empty()}}) {
         if (given) {
           return Status::InvalidArgument(
@@ -400,6 +406,9 @@ class ServeCommand : public Command {
     MESHTUNE_RETURN_IF_ERROR(CheckOutputPath(k8s_, "--k8s"));
     auto image = ServingImage(engine.value(), k8s_image_);
     if (!image.ok()) return image.status();
+    auto router_image =
+        ServingRouterImage(engine.value(), k8s_image_, k8s_router_image_);
+    if (!router_image.ok()) return router_image.status();
     if (!k8s_namespace_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(
           CheckKubernetesName("--k8s-namespace", k8s_namespace_));
@@ -494,6 +503,7 @@ class ServeCommand : public Command {
       spec.name = name;
       spec.engine = engine;
       spec.image = k8s_image_;
+      spec.router_image = k8s_router_image_;
       spec.namespace_name = k8s_namespace_;
       spec.gpus_per_node = per_node;
       auto prefill = group(c["prefill"], "for the prefill workers ",
@@ -510,17 +520,14 @@ class ServeCommand : public Command {
       auto kind = [&](int64_t gpus) -> std::string {
         return ServingRoleWorkloadKind(engine, gpus, per_node);
       };
-      const char* router = ServingRouterName(engine);
       what = "prefill " + kind(spec.prefill.gpus_per_worker) +
              " and Service '" + name + "-prefill': " +
              sizes(spec.prefill.workers, spec.prefill.gpus_per_worker) +
              "; decode " + kind(spec.decode.gpus_per_worker) +
              " and Service '" + name + "-decode': " +
-             sizes(spec.decode.workers, spec.decode.gpus_per_worker) +
-             (router != nullptr
-                  ? "; " + std::string(router) + ", Deployment '" + name +
-                        "-router' behind Service '" + name + "'"
-                  : "; the router in front is not written");
+             sizes(spec.decode.workers, spec.decode.gpus_per_worker) + "; " +
+             ServingRouterName(engine) + ", Deployment '" + name +
+             "-router' behind Service '" + name + "'";
     }
     MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml, "--k8s"));
     err << "tune: wrote " << k8s_ << " (" << what << ")\n";
@@ -560,8 +567,9 @@ class ServeCommand : public Command {
             << " GPUs each, each with one of:\n";
         PrintRole(out, r);
       }
-      out << "(behind a disaggregation router: NVIDIA Dynamo, SGLang's "
-             "router or vLLM's disaggregated proxy)\n";
+      out << "(behind a disaggregation router: vLLM's vllm-router, SGLang's "
+             "router, TensorRT-LLM's trtllm-serve disaggregated or NVIDIA "
+             "Dynamo)\n";
     }
     out << "(the checkpoint is " << c["checkpoint"].get<std::string>()
         << "; quantised checkpoints need their own path)\n";
@@ -606,6 +614,7 @@ class ServeCommand : public Command {
   std::string k8s_;
   std::string k8s_engine_ = "vllm";
   std::string k8s_image_;
+  std::string k8s_router_image_;
   std::string k8s_namespace_;
   std::string html_;
   bool json_ = false;

@@ -43,8 +43,9 @@ namespace meshtune::tuner {
 // (kv_role kv_both), SGLang --disaggregation-mode prefill|decode,
 // TensorRT-LLM cache_transceiver_config (backend DEFAULT) in its options,
 // and for its context (prefill) servers disable_overlap_scheduler: true.
-// The router in front (NVIDIA Dynamo, SGLang's router, vLLM's proxy) is
-// the deployment's own.
+// The router in front (vLLM's vllm-router, SGLang's router, TensorRT-LLM's
+// disaggregated server, NVIDIA Dynamo) is not part of the commands; the
+// manifests (serving_manifest.h) write one.
 enum class ServingRole { kAggregated, kPrefill, kDecode };
 
 // What every command needs besides the layout.

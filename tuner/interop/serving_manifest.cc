@@ -30,6 +30,20 @@ Status CheckNames(const std::string& name, const std::string& ns) {
   return Status::Ok();
 }
 
+// An image reference reaches the YAML quoted, but one with whitespace or
+// control characters is a mistake (two words, a pasted line).
+Status CheckImage(const char* flag, const std::string& image) {
+  for (char ch : image) {
+    if (std::isspace(static_cast<unsigned char>(ch)) ||
+        static_cast<unsigned char>(ch) < 0x20) {
+      return Status::InvalidArgument(
+          std::string(flag) + " '" + image + "' holds whitespace",
+          "give an image reference such as registry/name:tag");
+    }
+  }
+  return Status::Ok();
+}
+
 // TensorRT-LLM's disaggregated server lists every worker pod by name, so
 // its roles run as StatefulSets.
 bool StatefulRoles(ServingManifestEngine engine) {
@@ -72,14 +86,7 @@ StatusOr<std::string> ServingImage(ServingManifestEngine engine,
     }
     return std::string(DefaultServingImage(engine));
   }
-  for (char ch : image) {
-    if (std::isspace(static_cast<unsigned char>(ch)) ||
-        static_cast<unsigned char>(ch) < 0x20) {
-      return Status::InvalidArgument(
-          "--k8s-image '" + image + "' holds whitespace",
-          "give an image reference such as registry/name:tag");
-    }
-  }
+  MESHTUNE_RETURN_IF_ERROR(CheckImage("--k8s-image", image));
   return image;
 }
 
@@ -105,7 +112,19 @@ const char* ServingRouterName(ServingManifestEngine engine) {
     case ServingManifestEngine::kVllm:
       break;
   }
-  return nullptr;
+  return "vLLM's router";
+}
+
+StatusOr<std::string> ServingRouterImage(ServingManifestEngine engine,
+                                         const std::string& image,
+                                         const std::string& router_image) {
+  if (!router_image.empty()) {
+    MESHTUNE_RETURN_IF_ERROR(CheckImage("--k8s-router-image", router_image));
+    return router_image;
+  }
+  if (engine == ServingManifestEngine::kVllm)
+    return std::string(kVllmRouterImage);
+  return ServingImage(engine, image);
 }
 
 StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
@@ -125,6 +144,9 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
   MESHTUNE_RETURN_IF_ERROR(CheckNames(spec.name, spec.namespace_name));
   auto image = ServingImage(spec.engine, spec.image);
   if (!image.ok()) return image.status();
+  auto router_image =
+      ServingRouterImage(spec.engine, spec.image, spec.router_image);
+  if (!router_image.ok()) return router_image.status();
   std::vector<Workload> roles;
   for (const auto& [role, group] :
        {std::pair<std::string, const ServingWorkerGroup*>{"prefill",
@@ -135,26 +157,21 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
     if (!w.ok()) return w.status();
     roles.push_back(std::move(w.value()));
   }
-  const bool sglang = spec.engine == ServingManifestEngine::kSglang;
-  const bool trtllm = spec.engine == ServingManifestEngine::kTensorRtLlm;
   for (Workload& w : roles) w.stateful = StatefulRoles(spec.engine);
-  if (sglang) {
+  if (spec.engine == ServingManifestEngine::kSglang) {
     roles[0].annotations = internal::SglangPrefillAnnotations();
   }
-  std::string y = WorkloadYaml(roles[0], image.value(), spec.namespace_name) +
-                  "---\n" +
-                  WorkloadYaml(roles[1], image.value(), spec.namespace_name);
-  if (sglang) {
-    y += "---\n" + internal::SglangRouterYaml(spec.name, image.value(),
-                                              spec.namespace_name, roles[0],
-                                              roles[1]);
+  std::string y =
+      WorkloadYaml(roles[0], image.value(), spec.namespace_name) + "---\n" +
+      WorkloadYaml(roles[1], image.value(), spec.namespace_name) + "---\n";
+  auto router = internal::VllmRouterYaml;
+  if (spec.engine == ServingManifestEngine::kSglang) {
+    router = internal::SglangRouterYaml;
+  } else if (spec.engine == ServingManifestEngine::kTensorRtLlm) {
+    router = internal::TrtllmRouterYaml;
   }
-  if (trtllm) {
-    y += "---\n" + internal::TrtllmRouterYaml(spec.name, image.value(),
-                                              spec.namespace_name, roles[0],
-                                              roles[1]);
-  }
-  return y;
+  return y + router(spec.name, router_image.value(), spec.namespace_name,
+                    roles[0], roles[1]);
 }
 
 }  // namespace meshtune::tuner

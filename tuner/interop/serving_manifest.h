@@ -71,9 +71,13 @@
 // port 8000, context_servers and generation_servers listing every pod, a
 // ConfigMap `name`-router-config), waiting an hour for the workers to
 // start and for a request (-t 3600 -r 3600; the defaults are 180 s), the
-// same Deployment and Service. With vLLM the router in front of both
-// Services (vLLM's disaggregated proxy example, NVIDIA Dynamo) is the
-// deployment's own and not written: vLLM's image ships none.
+// same Deployment and Service. With vLLM the router is vLLM's own
+// (vllm-project/router, image vllm/vllm-router), SGLang's router's fork:
+// `vllm-router --vllm-pd-disaggregation` with the same discovery arguments,
+// ServiceAccount, Role, RoleBinding, Deployment and Service as SGLang's;
+// its default KV connector, NIXL, is the workers' own. The router's image
+// is the spec's router_image, else vLLM's vllm/vllm-router:latest or the
+// engine's image, where SGLang (sgl-router) and TensorRT-LLM ship theirs.
 //
 // InvalidArgument: names that are not Kubernetes names or longer than
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do
@@ -81,8 +85,8 @@
 // does not parse; TensorRT-LLM's with its options file), with vLLM a
 // multi-node worker whose data-parallel ranks straddle nodes (tp · pp not
 // dividing a pod's GPUs), with TensorRT-LLM any multi-node worker
-// or no image (ServingImage). Every user value reaches the YAML as a
-// double-quoted scalar.
+// or no image (ServingImage), a router image with whitespace. Every user value
+// reaches the YAML as a double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 
@@ -111,6 +115,13 @@ const char* DefaultServingImage(ServingManifestEngine engine);
 // the engine's default; InvalidArgument for TensorRT-LLM without one.
 StatusOr<std::string> ServingImage(ServingManifestEngine engine,
                                    const std::string& image);
+// The image of a disaggregated plan's router: `router_image`, which must
+// hold no whitespace, else kVllmRouterImage for vLLM, else the engine's
+// image (ServingImage of `image`).
+inline constexpr const char* kVllmRouterImage = "vllm/vllm-router:latest";
+StatusOr<std::string> ServingRouterImage(ServingManifestEngine engine,
+                                         const std::string& image,
+                                         const std::string& router_image);
 // "vllm", "sglang" or "trtllm" (the --k8s-engine values); InvalidArgument
 // otherwise.
 StatusOr<ServingManifestEngine> ParseServingManifestEngine(
@@ -145,7 +156,8 @@ struct ServingDisaggregatedSpec {
   std::string name;  // the prefix of `name`-prefill and `name`-decode
   std::string namespace_name;
   ServingManifestEngine engine = ServingManifestEngine::kVllm;
-  std::string image;  // "" = DefaultServingImage(engine)
+  std::string image;         // "" = DefaultServingImage(engine)
+  std::string router_image;  // "" = ServingRouterImage's default
   int64_t gpus_per_node = 8;
   ServingWorkerGroup prefill;
   ServingWorkerGroup decode;
@@ -164,8 +176,8 @@ const char* ServingRoleWorkloadKind(ServingManifestEngine engine,
                                     int64_t gpus_per_worker,
                                     int64_t gpus_per_node);
 // What ServingDisaggregatedDeployment writes in front of the workers:
-// "SGLang's router", "TensorRT-LLM's disaggregated server", or nullptr
-// where the router is the deployment's own (vLLM).
+// "vLLM's router", "SGLang's router" or "TensorRT-LLM's disaggregated
+// server".
 const char* ServingRouterName(ServingManifestEngine engine);
 
 }  // namespace meshtune::tuner

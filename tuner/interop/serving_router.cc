@@ -79,17 +79,10 @@ std::string RouterYaml(const std::string& name, const std::string& image,
   return y + ServiceYaml(w, ns);
 }
 
-}  // namespace
-
-std::string SglangPrefillAnnotations() {
-  return std::string(kSglangBootstrapAnnotation) + ": " +
-         YamlQuoted(std::to_string(kSglangBootstrapPort)) + "\n";
-}
-
-std::string SglangRouterYaml(const std::string& name, const std::string& image,
-                             const std::string& ns, const Workload& prefill,
-                             const Workload& decode) {
-  const std::string router = name + "-router";
+// The ServiceAccount `router` and the Role and RoleBinding that let it
+// watch the pods of its namespace, as YAML documents: what a router that
+// discovers its workers through the Kubernetes API runs under.
+std::string PodReaderYaml(const std::string& router, const std::string& ns) {
   std::string y =
       "apiVersion: v1\nkind: ServiceAccount\n" + Metadata(router, ns) + "---\n";
   y += "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\n" +
@@ -104,24 +97,59 @@ std::string SglangRouterYaml(const std::string& name, const std::string& image,
   y += "roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n"
        "  name: " +
        router + "\n---\n";
-  Router r;
-  r.command = {"python3", "-m", "sglang_router.launch_router"};
-  r.args = {"--pd-disaggregation", "--service-discovery"};
+  return y;
+}
+
+// The arguments SGLang's router and vLLM's, one a fork of the other, share
+// to find `prefill` and `decode` through the Kubernetes API in their own
+// namespace, and to serve on kServePort.
+void AddServiceDiscovery(const Workload& prefill, const Workload& decode,
+                         Router* r) {
+  r->args.push_back("--service-discovery");
   for (const auto& [flag, group] :
        {std::pair<const char*, const Workload*>{"--prefill-selector", &prefill},
         {"--decode-selector", &decode}}) {
-    r.args.push_back(flag);
+    r->args.push_back(flag);
     for (const std::string& word : RouterSelector(*group)) {
-      r.args.push_back(word);
+      r->args.push_back(word);
     }
   }
-  r.args.insert(r.args.end(),
-                {"--service-discovery-namespace", "$(POD_NAMESPACE)",
-                 "--service-discovery-port", std::to_string(kServePort),
-                 "--host", "0.0.0.0", "--port", std::to_string(kServePort)});
-  r.service_account = router;
-  r.pod_namespace = true;
-  return y + RouterYaml(name, image, ns, r);
+  r->args.insert(r->args.end(),
+                 {"--service-discovery-namespace", "$(POD_NAMESPACE)",
+                  "--service-discovery-port", std::to_string(kServePort),
+                  "--host", "0.0.0.0", "--port", std::to_string(kServePort)});
+  r->pod_namespace = true;
+}
+
+}  // namespace
+
+std::string SglangPrefillAnnotations() {
+  return std::string(kSglangBootstrapAnnotation) + ": " +
+         YamlQuoted(std::to_string(kSglangBootstrapPort)) + "\n";
+}
+
+std::string SglangRouterYaml(const std::string& name, const std::string& image,
+                             const std::string& ns, const Workload& prefill,
+                             const Workload& decode) {
+  Router r;
+  r.command = {"python3", "-m", "sglang_router.launch_router"};
+  r.args = {"--pd-disaggregation"};
+  AddServiceDiscovery(prefill, decode, &r);
+  r.service_account = name + "-router";
+  return PodReaderYaml(r.service_account, ns) + RouterYaml(name, image, ns, r);
+}
+
+std::string VllmRouterYaml(const std::string& name, const std::string& image,
+                           const std::string& ns, const Workload& prefill,
+                           const Workload& decode) {
+  Router r;
+  r.command = {"vllm-router"};
+  // NIXL (the router's default --kv-connector) is what the workers'
+  // --kv-transfer-config names; its handshake needs no bootstrap port.
+  r.args = {"--vllm-pd-disaggregation"};
+  AddServiceDiscovery(prefill, decode, &r);
+  r.service_account = name + "-router";
+  return PodReaderYaml(r.service_account, ns) + RouterYaml(name, image, ns, r);
 }
 
 std::string TrtllmRouterYaml(const std::string& name, const std::string& image,

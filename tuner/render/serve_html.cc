@@ -355,8 +355,9 @@ std::string CommandsSection(const json& report) {
            " GPUs each, each with one of:</p>";
       s += RoleCommands(r);
     }
-    s += "<p class=\"note\">Behind a disaggregation router: NVIDIA Dynamo, "
-         "SGLang's router or vLLM's disaggregated proxy.</p>";
+    s += "<p class=\"note\">Behind a disaggregation router: vLLM's "
+         "vllm-router, SGLang's router, TensorRT-LLM's trtllm-serve "
+         "disaggregated or NVIDIA Dynamo.</p>";
   }
   s += "<p class=\"note\">The checkpoint is " +
        HtmlEscape(Str(c, "checkpoint")) +

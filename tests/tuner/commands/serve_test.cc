@@ -297,6 +297,21 @@ TEST(ServeCommand, K8sEngineTrtllmRunsTrtllmServeWithItsOptions) {
   EXPECT_EQ(alone.exit_code, 2);
   EXPECT_NE(alone.err.find("--k8s-image needs --k8s FILE"), std::string::npos)
       << alone.err;
+  const auto router_alone =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s-router-image", "x:1"});
+  EXPECT_EQ(router_alone.exit_code, 2);
+  EXPECT_NE(router_alone.err.find("--k8s-router-image needs --k8s FILE"),
+            std::string::npos)
+      << router_alone.err;
+  const auto spaced_router =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
+            "--osl", "8", "--k8s", path, "--k8s-router-image", "r:1 x"});
+  EXPECT_EQ(spaced_router.exit_code, 2);
+  EXPECT_NE(spaced_router.err.find("--k8s-router-image 'r:1 x' holds "
+                                   "whitespace"),
+            std::string::npos)
+      << spaced_router.err;
   const auto ns_alone =
       Tune({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8",
             "--osl", "8", "--k8s-namespace", "inference"});
@@ -371,7 +386,7 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
   const nlohmann::json j = nlohmann::json::parse(disagg.out);
   ASSERT_EQ(j["best"]["disaggregated"], true);
   docs = YAML::LoadAll(testing::ReadFile(path));
-  ASSERT_EQ(docs.size(), 4u);
+  ASSERT_EQ(docs.size(), 9u);  // 2 workloads and Services, the router's 5
   struct Role {
     const char* name;
     int64_t workers;
@@ -397,7 +412,12 @@ TEST(ServeCommand, K8sWritesMultiNodeAndDisaggregatedPlans) {
               "\"kv_both\"}");
     EXPECT_EQ(docs[2 * i + 1]["kind"].as<std::string>(), "Service");
   }
-  EXPECT_NE(disagg.err.find("; the router in front is not written)"),
+  EXPECT_EQ(docs[7]["spec"]["template"]["spec"]["containers"][0]["image"]
+                .as<std::string>(),
+            "vllm/vllm-router:latest");
+  EXPECT_NE(disagg.err.find(
+                "; vLLM's router, Deployment 'tune-serve-llama3-70b-router' "
+                "behind Service 'tune-serve-llama3-70b')"),
             std::string::npos)
       << disagg.err;
   // The same plan in SGLang's manifests: its router in front, as Service

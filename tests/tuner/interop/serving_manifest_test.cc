@@ -617,7 +617,21 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
       "StatefulSet");
   EXPECT_STREQ(ServingRoleWorkloadKind(ServingManifestEngine::kSglang, 16, 8),
                "LeaderWorkerSet");
-  EXPECT_EQ(ServingRouterName(ServingManifestEngine::kVllm), nullptr);
+  EXPECT_STREQ(ServingRouterName(ServingManifestEngine::kVllm),
+               "vLLM's router");
+  // vLLM's router has an image of its own; SGLang's and TensorRT-LLM's
+  // come in the engine's image, the one the workers run.
+  EXPECT_EQ(
+      ServingRouterImage(ServingManifestEngine::kVllm, "my/vllm:1", "").value(),
+      "vllm/vllm-router:latest");
+  EXPECT_EQ(ServingRouterImage(ServingManifestEngine::kSglang, "", "").value(),
+            "lmsysorg/sglang:latest");
+  EXPECT_EQ(
+      ServingRouterImage(ServingManifestEngine::kTensorRtLlm, "trt:1.2", "")
+          .value(),
+      "trt:1.2");
+  EXPECT_FALSE(
+      ServingRouterImage(ServingManifestEngine::kTensorRtLlm, "", "").ok());
   EXPECT_STREQ(ServingRouterName(ServingManifestEngine::kTensorRtLlm),
                "TensorRT-LLM's disaggregated server");
 }
@@ -716,7 +730,7 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
   const auto yaml = ServingDisaggregatedDeployment(s);
   ASSERT_TRUE(yaml.ok()) << yaml.status().message();
   const std::vector<YAML::Node> docs = Documents(yaml.value());
-  ASSERT_EQ(docs.size(), 4u) << yaml.value();
+  ASSERT_EQ(docs.size(), 9u) << yaml.value();
   // Prefill: a Deployment of 3 pods of 2 GPUs and its Service.
   const YAML::Node& prefill = docs[0];
   EXPECT_EQ(prefill["kind"].as<std::string>(), "Deployment");
@@ -763,8 +777,49 @@ TEST(ServingDeployment, DisaggregatedPlanHasAWorkloadPerRole) {
   EXPECT_EQ(docs[3]["metadata"]["name"].as<std::string>(),
             "tune-serve-llama3-70b-decode");
   EXPECT_EQ(docs[3]["spec"]["selector"]["role"].as<std::string>(), "leader");
-  // vLLM's image ships no router: none is written, and no annotation.
+  // NIXL needs no bootstrap port: no annotation.
   EXPECT_FALSE(prefill["spec"]["template"]["metadata"]["annotations"]);
+  // vLLM's router in front, from its own image, finding the prefill pods
+  // and the decode groups' leaders through the API in its namespace.
+  const std::string router = "tune-serve-llama3-70b-router";
+  EXPECT_EQ(docs[4]["kind"].as<std::string>(), "ServiceAccount");
+  EXPECT_EQ(docs[5]["kind"].as<std::string>(), "Role");
+  EXPECT_EQ(docs[6]["kind"].as<std::string>(), "RoleBinding");
+  EXPECT_EQ(docs[6]["subjects"][0]["namespace"].as<std::string>(), "inference");
+  const YAML::Node& deployment = docs[7];
+  EXPECT_EQ(deployment["metadata"]["name"].as<std::string>(), router);
+  EXPECT_EQ(deployment["spec"]["template"]["spec"]["serviceAccountName"]
+                .as<std::string>(),
+            router);
+  const YAML::Node c = Container(deployment["spec"]["template"]);
+  EXPECT_EQ(c["image"].as<std::string>(), "vllm/vllm-router:latest");
+  EXPECT_FALSE(c["resources"]);  // no GPU
+  EXPECT_EQ(c["command"].as<std::vector<std::string>>(),
+            std::vector<std::string>{"vllm-router"});
+  EXPECT_EQ(Args(c), (std::vector<std::string>{
+                         "--vllm-pd-disaggregation", "--service-discovery",
+                         "--prefill-selector", "app=tune-serve-llama3-70b",
+                         "serving-role=prefill", "--decode-selector",
+                         "app=tune-serve-llama3-70b", "serving-role=decode",
+                         "role=leader", "--service-discovery-namespace",
+                         "$(POD_NAMESPACE)", "--service-discovery-port", "8000",
+                         "--host", "0.0.0.0", "--port", "8000"}));
+  EXPECT_EQ(docs[8]["kind"].as<std::string>(), "Service");
+  EXPECT_EQ(docs[8]["metadata"]["name"].as<std::string>(), s.name);
+  EXPECT_EQ(docs[8]["spec"]["selector"]["serving-role"].as<std::string>(),
+            "router");
+  // A router image of the user's own replaces vLLM's; the workers keep
+  // theirs. One with whitespace is refused.
+  s.router_image = "registry.local/vllm-router:v0.1.15";
+  const std::vector<YAML::Node> own =
+      Documents(ServingDisaggregatedDeployment(s).value());
+  EXPECT_EQ(Container(own[7]["spec"]["template"])["image"].as<std::string>(),
+            s.router_image);
+  EXPECT_EQ(Container(own[0]["spec"]["template"])["image"].as<std::string>(),
+            "vllm/vllm-openai:latest");
+  s.router_image = "r:1\tx";
+  EXPECT_EQ(ServingDisaggregatedDeployment(s).status().message(),
+            "--k8s-router-image 'r:1\tx' holds whitespace");
 }
 
 TEST(ServingDeployment, Errors) {
