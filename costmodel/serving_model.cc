@@ -817,29 +817,16 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
   const int64_t mean_context = w.isl + w.osl / 2;
   est.decode = DecodeStep(m, cluster, c, batch, mean_context, cal, o);
-  // With a pipeline the prefills of a round pass its stages one after the
-  // other while the stages work on other micro-batches, as the decode's
-  // do (DecodeStep): each stage spends 1/pp of a prefill on it per round.
-  // The host works through the step's requests beside it (its prefills
-  // included in the GPU's side): the longer of the two; or after it
-  // (HostAfterGpu): their sum.
-  const double gpu_s =
-      est.decode.gpu_s() +
-      OfflinePrefillPerStep_s(m, cluster, c, w, batch, est.prefill_s, cal, o) /
-          c.pp;
-  est.step_s =
-      PassWithHost_s(gpu_s, est.decode.host_s, est.decode.host_after_gpu);
-  est.tpot_s = est.step_s;
   // TTFT: the step that prefills the request. A closed loop of fixed-length
-  // requests keeps them in groups: the clients start together, and a group
-  // prefilled in one step finishes its osl tokens together, so its
+  // requests keeps them in cohorts: the clients start together, and a
+  // cohort prefilled in one step finishes its osl tokens together, so its
   // replacements arrive together and are prefilled in one step again, as
   // many as the step's token budget holds (max_num_tokens per attention-DP
   // rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
-  // SGLang's chunked_prefill_size). The groups stay a step apart, so a
-  // request waits for its own group's prefill, not for the others'.
-  // Offline and open-loop (EstimateServingAtRate) arrivals are not in
-  // step: one prefill.
+  // SGLang's chunked_prefill_size), one rank's share on each rank. The
+  // cohorts stay a step apart, so a request waits for its own cohort's
+  // prefill, not for the others'. Offline and open-loop
+  // (EstimateServingAtRate) arrivals are not in step: one prefill.
   int64_t group = 1;
   if (w.concurrency > 0) {
     const int64_t per_rank =
@@ -849,6 +836,36 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   const double group_prefill =
       group == 1 ? est.prefill_s
                  : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+  // The steps. With a pipeline the prefills of a round pass its stages one
+  // after the other while the stages work on other micro-batches, as the
+  // decode's do (DecodeStep): each stage spends 1/pp of a prefill on it per
+  // round. The host works through the step's requests beside it (its
+  // prefills included in the GPU's side): the longer of the two; or after
+  // it (HostAfterGpu): their sum.
+  const auto step = [&](double prefill_s) {
+    return PassWithHost_s(est.decode.gpu_s() + prefill_s / c.pp,
+                          est.decode.host_s, est.decode.host_after_gpu);
+  };
+  if (w.concurrency == 0) {
+    // Offline: new requests spread over the steps (OfflinePrefillPerStep_s).
+    est.step_s = step(OfflinePrefillPerStep_s(m, cluster, c, w, batch,
+                                              est.prefill_s, cal, o));
+    est.tpot_s = est.step_s;
+  } else {
+    // A closed loop: its n = batch / group cohorts are each prefilled once
+    // every osl steps, together. The mean step carries n of those prefills
+    // per osl steps; a request's osl − 1 decode steps carry the other
+    // cohorts' n − 1, not its own. The spread-out offline share instead,
+    // with attention DP its stalls on the busiest rank, priced the 60
+    // attention-DP rows of the aiconfigurator file at a TPOT error of
+    // 161 %, against 28 % (the pass calendar's 30 %; docs/serving.md §5).
+    const double cohorts =
+        static_cast<double>(batch) / static_cast<double>(group);
+    est.step_s = step(cohorts * group_prefill / static_cast<double>(w.osl));
+    est.tpot_s = w.osl > 1 ? step(std::max(0.0, cohorts - 1.0) * group_prefill /
+                                  static_cast<double>(w.osl - 1))
+                           : est.step_s;
+  }
   est.ttft_s = group_prefill + est.decode.total_s();
   const double per_replica = static_cast<double>(batch) / est.step_s;
   est.output_tokens_per_s = per_replica * est.replicas;

@@ -46,15 +46,25 @@
 //                        a token every pp stage times (+ the p2p hops).
 // Serving a workload (continuous batching, aggregated prefill and decode):
 //   every step emits a token for each of the B sequences and, on average,
-//   prefills B/osl new requests, so
+//   prefills B/osl new requests. Offline they come spread over the steps:
 //     step_s    = decode_step_s(B, isl + osl/2) + (B/osl) · prefill_s(isl)
 //                 / pp (a pipeline's stages prefill other micro-batches'
-//                 requests while they decode, as its decode steps overlap)
+//                 requests while they decode, as its decode steps overlap;
+//                 with attention DP the busiest rank's share,
+//                 OfflinePrefillPerStep_s in serving_model.cc)
 //     TPOT      = step_s (the time between two tokens of a sequence)
-//     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·): with a
-//                 concurrency the closed loop's requests arrive in groups
-//                 of G = min(B, adp · ⌊max_num_tokens / isl⌋) that one step
-//                 prefills together; offline G = 1
+//   With a concurrency the closed loop's requests move in cohorts of
+//   G = min(B, adp · ⌊max_num_tokens / isl⌋) that one step prefills
+//   together (a cohort finishes together and its clients send the next
+//   requests together), n = B / G of them, each prefilled once per osl
+//   steps:
+//     step_s    = decode_step_s(B, ·) + n · prefill_s(G · isl, G seqs)
+//                 / (osl · pp)
+//     TPOT      = decode_step_s(B, ·) + (n − 1)⁺ · prefill_s(G · isl, G)
+//                 / ((osl − 1) · pp): a request's decode steps carry the
+//                 other cohorts' prefills, not its own
+//     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·); offline
+//                 G = 1
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or

@@ -691,17 +691,33 @@ TEST(EstimateServing, ContinuousBatchingLoadModel) {
   EXPECT_EQ(e.batch, 32);  // 64 requests over 2 replicas
   const DecodeBreakdown d = DecodeStep(m, h100, c, 32, 1050, cal);
   EXPECT_DOUBLE_EQ(e.decode.total_s(), d.total_s());
-  // Each step prefills 32/100 of a request on average (one at a time).
+  // The closed loop's requests move in cohorts that one step's 8192-token
+  // budget prefills together: 8 of 1000 tokens, 32 / 8 = 4 cohorts, each
+  // prefilled once per 100 steps. A request's 99 decode steps carry the
+  // other 3 cohorts' prefills.
   const double prefill = PrefillTime_s(m, h100, c, 1000, 1, cal);
-  EXPECT_NEAR(e.step_s, d.total_s() + 0.32 * prefill, 1e-12);
-  EXPECT_DOUBLE_EQ(e.tpot_s, e.step_s);
-  // TTFT: the closed loop's requests arrive in groups that one step's
-  // 8192-token budget prefills together: 8 of 1000 tokens.
-  EXPECT_DOUBLE_EQ(e.ttft_s,
-                   PrefillTime_s(m, h100, c, 8000, 8, cal) + d.total_s());
+  const double cohort = PrefillTime_s(m, h100, c, 8000, 8, cal);
+  EXPECT_NEAR(e.step_s, d.total_s() + 4 * cohort / 100, 1e-12);
+  EXPECT_NEAR(e.tpot_s, d.total_s() + 3 * cohort / 99, 1e-12);
+  // TTFT: the request's cohort's prefill and a step.
+  EXPECT_DOUBLE_EQ(e.ttft_s, cohort + d.total_s());
   EXPECT_GT(e.ttft_s, 7 * prefill);
   EXPECT_NEAR(e.output_tokens_per_s, 2 * 32 / e.step_s, 1e-9);
   EXPECT_NEAR(e.output_tokens_per_s_per_gpu, e.output_tokens_per_s / 2, 1e-9);
+  // One cohort: its requests' decode steps carry no prefill.
+  const ServingEstimate one =
+      EstimateServing(m, h100, {1000, 100, 8}, c, 1, cal);
+  EXPECT_NEAR(one.tpot_s, DecodeStep(m, h100, c, 8, 1050, cal).total_s(),
+              1e-12);
+  // Offline, the same batch's prefills come spread over the steps: 32/100
+  // of one prompt a step.
+  ServingConfig capped = c;
+  capped.max_batch = 32;
+  const ServingEstimate offline =
+      EstimateServing(m, h100, {1000, 100, 0}, capped, 1, cal);
+  ASSERT_EQ(offline.batch, 32);
+  EXPECT_NEAR(offline.step_s, d.total_s() + 0.32 * prefill, 1e-12);
+  EXPECT_DOUBLE_EQ(offline.tpot_s, offline.step_s);
   // More requests than the cache holds: refused with the numbers.
   const ServingEstimate over =
       EstimateServing(m, h100, {1000, 100, 1000000}, c, 1, cal);
