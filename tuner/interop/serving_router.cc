@@ -100,25 +100,34 @@ std::string PodReaderYaml(const std::string& router, const std::string& ns) {
   return y;
 }
 
-// The arguments SGLang's router and vLLM's, one a fork of the other, share
-// to find `prefill` and `decode` through the Kubernetes API in their own
-// namespace, and to serve on kServePort.
-void AddServiceDiscovery(const Workload& prefill, const Workload& decode,
-                         Router* r) {
-  r->args.push_back("--service-discovery");
+// SGLang's router or vLLM's (a fork of it), `command` in its disaggregated
+// mode `pd_flag`, finding `prefill` and `decode` through the Kubernetes
+// API in its own namespace and serving on kServePort: the documents of
+// PodReaderYaml and RouterYaml. The two routers share these arguments.
+std::string DiscoveringRouterYaml(const std::string& name,
+                                  const std::string& image,
+                                  const std::string& ns,
+                                  std::vector<std::string> command,
+                                  const char* pd_flag, const Workload& prefill,
+                                  const Workload& decode) {
+  Router r;
+  r.command = std::move(command);
+  r.args = {pd_flag, "--service-discovery"};
   for (const auto& [flag, group] :
        {std::pair<const char*, const Workload*>{"--prefill-selector", &prefill},
         {"--decode-selector", &decode}}) {
-    r->args.push_back(flag);
+    r.args.push_back(flag);
     for (const std::string& word : RouterSelector(*group)) {
-      r->args.push_back(word);
+      r.args.push_back(word);
     }
   }
-  r->args.insert(r->args.end(),
-                 {"--service-discovery-namespace", "$(POD_NAMESPACE)",
-                  "--service-discovery-port", std::to_string(kServePort),
-                  "--host", "0.0.0.0", "--port", std::to_string(kServePort)});
-  r->pod_namespace = true;
+  r.args.insert(r.args.end(),
+                {"--service-discovery-namespace", "$(POD_NAMESPACE)",
+                 "--service-discovery-port", std::to_string(kServePort),
+                 "--host", "0.0.0.0", "--port", std::to_string(kServePort)});
+  r.service_account = name + "-router";
+  r.pod_namespace = true;
+  return PodReaderYaml(r.service_account, ns) + RouterYaml(name, image, ns, r);
 }
 
 }  // namespace
@@ -131,25 +140,18 @@ std::string SglangPrefillAnnotations() {
 std::string SglangRouterYaml(const std::string& name, const std::string& image,
                              const std::string& ns, const Workload& prefill,
                              const Workload& decode) {
-  Router r;
-  r.command = {"python3", "-m", "sglang_router.launch_router"};
-  r.args = {"--pd-disaggregation"};
-  AddServiceDiscovery(prefill, decode, &r);
-  r.service_account = name + "-router";
-  return PodReaderYaml(r.service_account, ns) + RouterYaml(name, image, ns, r);
+  return DiscoveringRouterYaml(name, image, ns,
+                               {"python3", "-m", "sglang_router.launch_router"},
+                               "--pd-disaggregation", prefill, decode);
 }
 
 std::string VllmRouterYaml(const std::string& name, const std::string& image,
                            const std::string& ns, const Workload& prefill,
                            const Workload& decode) {
-  Router r;
-  r.command = {"vllm-router"};
   // NIXL (the router's default --kv-connector) is what the workers'
   // --kv-transfer-config names; its handshake needs no bootstrap port.
-  r.args = {"--vllm-pd-disaggregation"};
-  AddServiceDiscovery(prefill, decode, &r);
-  r.service_account = name + "-router";
-  return PodReaderYaml(r.service_account, ns) + RouterYaml(name, image, ns, r);
+  return DiscoveringRouterYaml(name, image, ns, {"vllm-router"},
+                               "--vllm-pd-disaggregation", prefill, decode);
 }
 
 std::string TrtllmRouterYaml(const std::string& name, const std::string& image,
