@@ -1157,4 +1157,20 @@ DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
   return loop;
 }
 
+double DisaggregatedBenchmarkTtft_s(double prefill_s, int64_t prefill_ranks,
+                                    int64_t clients, int64_t requests,
+                                    double steady_ttft_s) {
+  const int64_t c = std::max<int64_t>(1, clients);
+  const int64_t ranks = std::max<int64_t>(1, prefill_ranks);
+  const int64_t n = std::max(c, requests);
+  // Σ_{i<c} (⌊i / ranks⌋ + 1): k full rounds of `ranks` prompts, then the
+  // remainder in round k + 1.
+  const double k = static_cast<double>(c / ranks);
+  const double rest = static_cast<double>(c % ranks);
+  const double rounds =
+      static_cast<double>(ranks) * k * (k + 1.0) / 2.0 + rest * (k + 1.0);
+  return (rounds * prefill_s + static_cast<double>(n - c) * steady_ttft_s) /
+         static_cast<double>(n);
+}
+
 }  // namespace meshtune::costmodel

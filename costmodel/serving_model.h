@@ -394,6 +394,22 @@ DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
                                           double tpot_s, int64_t concurrency,
                                           int64_t osl);
 
+// The mean TTFT of a disaggregated closed-loop benchmark of `requests`
+// requests from `clients` clients whose measurement starts with all of
+// them at once (aiperf's: it drains its warm-up, then sends the first
+// `clients` measured requests together; tuner/accuracy/serving_cases.h):
+// the burst's prompts queue for the `prefill_ranks` prefill ranks (workers
+// times attention DP), each prefilling one prompt per `prefill_s`, so
+// prompt i's first token comes at (⌊i / ranks⌋ + 1) · prefill_s; the
+// other requests − clients see the closed loop's steady `steady_ttft_s`
+// (DisaggregatedClosedLoop): the burst leaves its prompts spread at the
+// prefill side's pace, and they return at that pace. The aggregated
+// benchmark's calendar (EstimateClosedLoopBenchmark) runs the same burst
+// pass by pass. Seconds; requests below clients count as clients.
+double DisaggregatedBenchmarkTtft_s(double prefill_s, int64_t prefill_ranks,
+                                    int64_t clients, int64_t requests,
+                                    double steady_ttft_s);
+
 // Seconds to prefill `tokens` tokens of `sequences` sequences of equal
 // length (tokens / sequences each) on one replica, one pipeline stage after
 // another. With attention DP each prompt is prefilled whole on one rank and

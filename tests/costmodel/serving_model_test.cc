@@ -966,6 +966,19 @@ TEST(EstimateDisaggregated, ClosedLoopOverPrefillAndDecodeWorkers) {
   EXPECT_EQ(full.infeasible_reason.rfind("decode: batch_limit", 0), 0u);
 }
 
+TEST(DisaggregatedBenchmarkTtft, FirstBurstQueuesForThePrefillRanks) {
+  // 10 clients at once on 4 prefill ranks of 0.1 s a prompt: prompts 0-3
+  // are first at 0.1 s, 4-7 at 0.2 s, 8-9 at 0.3 s (1.8 s in all); the
+  // other 90 of 100 requests see the steady 0.1 s: 10.8 / 100.
+  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 4, 10, 100, 0.1), 0.108,
+              1e-12);
+  // A burst the ranks take in one round adds nothing.
+  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 16, 10, 100, 0.1), 0.1,
+              1e-12);
+  // The burst alone: 1.8 / 10.
+  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 4, 10, 5, 0.5), 0.18, 1e-12);
+}
+
 TEST(EstimateServingAtRate, LittlesLawConcurrency) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");

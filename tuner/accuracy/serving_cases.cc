@@ -616,7 +616,10 @@ std::optional<LoadPoint> OpenLoop(const ServingCase& c,
   return p;
 }
 
-// Disaggregated workers: costmodel::EstimateDisaggregated.
+// Disaggregated workers: costmodel::EstimateDisaggregated, its TTFT over
+// the benchmark's requests when it states them (the first burst queueing
+// for the prefill ranks, costmodel::DisaggregatedBenchmarkTtft_s), as the
+// aggregated calendar counts it.
 std::optional<LoadPoint> Disaggregated(const ServingCase& c,
                                        const costmodel::Calibration& cal,
                                        std::string* why) {
@@ -629,6 +632,11 @@ std::optional<LoadPoint> Disaggregated(const ServingCase& c,
   }
   LoadPoint lp;
   lp.ttft_s = d.ttft_s;
+  if (c.benchmark_requests > 0) {
+    lp.ttft_s = costmodel::DisaggregatedBenchmarkTtft_s(
+        d.prefill_s, c.prefill_workers * c.prefill_config.attention_dp,
+        c.workload.concurrency, c.benchmark_requests, d.ttft_s);
+  }
   lp.tpot_s = d.tpot_s;
   lp.requests_per_s = d.requests_per_s;
   lp.output_tokens_per_s = d.output_tokens_per_s;
