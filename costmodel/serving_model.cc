@@ -773,12 +773,15 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
   return std::min(share(std::ceil(new_per_step)), balanced * stalls);
 }
 
-}  // namespace
-
-ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
-                                const ServingWorkload& w,
-                                const ServingConfig& c, int64_t num_gpus,
-                                const Calibration& cal, const ModelOptions& o) {
+// EstimateServing, its closed loop's requests in cohorts (`cohorts`, with a
+// concurrency) or spread over the steps as they come to an open loop at a
+// rate (EstimateServingAtRate) and offline.
+ServingEstimate EstimateServingOf(const ModelSpec& m,
+                                  const ClusterSpec& cluster,
+                                  const ServingWorkload& w,
+                                  const ServingConfig& c, int64_t num_gpus,
+                                  const Calibration& cal, const ModelOptions& o,
+                                  bool cohorts) {
   ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
   est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
   if (!est.infeasible_reason.empty()) return est;
@@ -828,7 +831,7 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   // prefill, not for the others'. Offline and open-loop
   // (EstimateServingAtRate) arrivals are not in step: one prefill.
   int64_t group = 1;
-  if (w.concurrency > 0) {
+  if (cohorts) {
     const int64_t per_rank =
         std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
     group = std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
@@ -846,8 +849,9 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
     return PassWithHost_s(est.decode.gpu_s() + prefill_s / c.pp,
                           est.decode.host_s, est.decode.host_after_gpu);
   };
-  if (w.concurrency == 0) {
-    // Offline: new requests spread over the steps (OfflinePrefillPerStep_s).
+  if (!cohorts) {
+    // Offline and at a rate: new requests spread over the steps
+    // (OfflinePrefillPerStep_s).
     est.step_s = step(OfflinePrefillPerStep_s(m, cluster, c, w, batch,
                                               est.prefill_s, cal, o));
     est.tpot_s = est.step_s;
@@ -875,6 +879,16 @@ ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
   return est;
 }
 
+}  // namespace
+
+ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
+                                const ServingWorkload& w,
+                                const ServingConfig& c, int64_t num_gpus,
+                                const Calibration& cal, const ModelOptions& o) {
+  return EstimateServingOf(m, cluster, w, c, num_gpus, cal, o,
+                           /*cohorts=*/w.concurrency > 0);
+}
+
 ServingEstimate EstimateServingAtRate(const ModelSpec& m,
                                       const ClusterSpec& cluster,
                                       const ServingWorkload& w,
@@ -898,7 +912,8 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
   }
   at.concurrency = 1;
   for (int i = 0; i < 30; ++i) {
-    e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
+    e = EstimateServingOf(m, cluster, at, c, num_gpus, cal, o,
+                          /*cohorts=*/false);
     if (!e.fits) return e;
     // Random arrivals land anywhere in a step: a request waits for the
     // rest of the step in flight (half of one on average; the engine

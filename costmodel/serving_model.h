@@ -279,7 +279,9 @@ ServingEstimate EstimateServing(const search_spaces::ModelSpec& model,
 // Below the offline capacity the deployment holds, by Little's law,
 // rate · (TTFT + (osl − 1) · TPOT) requests in flight; that concurrency is
 // found by fixed-point iteration from 1 (at most 30 rounds) and the
-// estimate is EstimateServing's at it, with output tokens/s = rate · osl
+// estimate is EstimateServing's at it, its steps carrying the offline
+// (spread-out) prefill share, as random arrivals form no cohorts, with
+// output tokens/s = rate · osl
 // and TTFT = step/2 (the rest of the step in flight) + the prefill of the
 // request and the rate · step others that arrived during it + a step.
 // At or above the capacity it does not fit: "overloaded: R requests/s

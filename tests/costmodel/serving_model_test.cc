@@ -970,11 +970,9 @@ TEST(DisaggregatedBenchmarkTtft, FirstBurstQueuesForThePrefillRanks) {
   // 10 clients at once on 4 prefill ranks of 0.1 s a prompt: prompts 0-3
   // are first at 0.1 s, 4-7 at 0.2 s, 8-9 at 0.3 s (1.8 s in all); the
   // other 90 of 100 requests see the steady 0.1 s: 10.8 / 100.
-  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 4, 10, 100, 0.1), 0.108,
-              1e-12);
+  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 4, 10, 100, 0.1), 0.108, 1e-12);
   // A burst the ranks take in one round adds nothing.
-  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 16, 10, 100, 0.1), 0.1,
-              1e-12);
+  EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 16, 10, 100, 0.1), 0.1, 1e-12);
   // The burst alone: 1.8 / 10.
   EXPECT_NEAR(DisaggregatedBenchmarkTtft_s(0.1, 4, 10, 5, 0.5), 0.18, 1e-12);
 }
@@ -996,6 +994,13 @@ TEST(EstimateServingAtRate, LittlesLawConcurrency) {
   // requests/s per replica over a step of about 10 ms: alone) and a step.
   EXPECT_LT(5.0 * e.step_s, 0.5);
   EXPECT_DOUBLE_EQ(e.ttft_s, 0.5 * e.step_s + e.prefill_s + e.decode.total_s());
+  // Random arrivals form no cohorts: each step carries B/osl of a prompt,
+  // one at a time, and TPOT is the step.
+  EXPECT_NEAR(e.step_s,
+              e.decode.total_s() + static_cast<double>(e.batch) / 200 *
+                                       PrefillTime_s(m, h100, c, 1000, 1, cal),
+              1e-12);
+  EXPECT_DOUBLE_EQ(e.tpot_s, e.step_s);
   EXPECT_DOUBLE_EQ(e.output_tokens_per_s, 10.0 * 200);
   EXPECT_DOUBLE_EQ(e.output_tokens_per_s_per_gpu, 10.0 * 200 / 2);
   // Faster than the offline capacity: refused with both rates.
