@@ -2,6 +2,7 @@
 // latency targets (tuner/serve/serve_search.h; docs/serving.md §7).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "tuner/commands/command.h"
 #include "tuner/inputs/inputs.h"
 #include "tuner/inputs/local_cluster.h"
+#include "tuner/interop/bench_serve_command.h"
 #include "tuner/interop/kubernetes_job.h"
 #include "tuner/interop/launch_script.h"
 #include "tuner/interop/serving_commands.h"
@@ -24,6 +26,7 @@
 #include "tuner/machine/calibration_source.h"
 #include "tuner/machine/local_gpu.h"
 #include "tuner/render/serve_html.h"
+#include "tuner/serve/serve_benchmark.h"
 #include "tuner/serve/serve_report.h"
 #include "tuner/serve/serve_search.h"
 #include "tuner/store/results_db.h"
@@ -209,6 +212,7 @@ class ServeCommand : public Command {
     nlohmann::json report = ServeReportJson(p, result);
     if (result.best) {
       AddCommands(p, result.points[*result.best], &report);
+      AddBenchmark(p, result.points[*result.best], **calibration, &report);
     }
     if (!k8s_.empty()) {
       MESHTUNE_RETURN_IF_ERROR(
@@ -228,7 +232,10 @@ class ServeCommand : public Command {
       return Status::Ok();
     }
     PrintServeReport(out, p, result, static_cast<size_t>(top_));
-    if (result.best) PrintCommands(out, report["commands"]);
+    if (result.best) {
+      PrintCommands(out, report["commands"]);
+      PrintBenchmark(out, report["benchmark"]);
+    }
     return Status::Ok();
   }
 
@@ -381,6 +388,55 @@ class ServeCommand : public Command {
     c["decode"] = RoleCommands(best.config, decode);
     c["decode"]["workers"] = best.estimate.replicas;
     (*report)["commands"] = std::move(c);
+  }
+
+  // report["benchmark"]: the run of vLLM's benchmark client that checks
+  // the best plan (tuner/serve/serve_benchmark.h) and its predicted means.
+  static void AddBenchmark(const ServeProblem& p, const ServePoint& best,
+                           const costmodel::Calibration& cal,
+                           nlohmann::json* report) {
+    const ServeBenchmark b = PredictServeBenchmark(p, best, cal);
+    BenchServeLoad load;
+    load.model = (*report)["commands"]["checkpoint"].get<std::string>();
+    load.isl = p.workload.isl;
+    load.osl = p.workload.osl;
+    load.max_concurrency = b.max_concurrency;
+    load.request_rate = b.request_rate;
+    load.num_prompts = b.num_prompts;
+    nlohmann::json j;
+    j["command"] = VllmBenchServeCommand(load);
+    if (b.max_concurrency > 0) {
+      j["max_concurrency"] = b.max_concurrency;
+    } else {
+      j["request_rate"] = b.request_rate;
+    }
+    j["num_prompts"] = b.num_prompts;
+    if (!b.not_predicted.empty()) {
+      j["not_predicted"] = b.not_predicted;
+    } else {
+      j["ttft_ms"] = b.ttft_s * 1e3;
+      j["tpot_ms"] = b.tpot_s * 1e3;
+      j["output_tokens_per_s"] = b.output_tokens_per_s;
+    }
+    (*report)["benchmark"] = std::move(j);
+  }
+
+  static void PrintBenchmark(std::ostream& out, const nlohmann::json& b) {
+    out << "\ncheck it with vLLM's benchmark client (it drives any of the "
+           "three servers), against the deployment's endpoint:\n"
+        << b["command"].get<std::string>() << "\n";
+    if (b.contains("not_predicted")) {
+      out << "(that run is not predicted: "
+          << b["not_predicted"].get<std::string>() << ")\n";
+      return;
+    }
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "predicted for that run, first requests included: mean TTFT "
+                  "%.1f ms, mean TPOT %.2f ms, %.0f output tokens/s\n",
+                  b["ttft_ms"].get<double>(), b["tpot_ms"].get<double>(),
+                  b["output_tokens_per_s"].get<double>());
+    out << buf;
   }
 
   // The --k8s flags, checked before the search: the file's folder, the

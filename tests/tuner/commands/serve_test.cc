@@ -11,6 +11,7 @@
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/serving_commands.h"
 #include "tuner/interop/shell_words.h"
+#include "tuner/serve/serve_benchmark.h"
 
 namespace meshtune::tuner {
 namespace {
@@ -55,6 +56,30 @@ TEST(ServeCommand, JsonCarriesTheFrontAndTheBest) {
   EXPECT_EQ(j["best"], j["pareto"].back());
   EXPECT_EQ(j["commands"]["replicas"], j["best"]["replicas"]);
   EXPECT_EQ(j["commands"]["checkpoint"], "meta-llama/Meta-Llama-3-8B");
+  // The run that checks it: the plan's sequences in flight, its requests
+  // (ten waves, capped: tuner/serve/serve_benchmark.h), its predicted means.
+  const nlohmann::json& b = j["benchmark"];
+  const int64_t clients = j["best"]["batch_per_replica"].get<int64_t>() *
+                          j["best"]["replicas"].get<int64_t>();
+  EXPECT_EQ(b["max_concurrency"], clients);
+  EXPECT_EQ(b["num_prompts"], BenchmarkRequests(clients));
+  const std::string cmd = b["command"].get<std::string>();
+  EXPECT_EQ(cmd.rfind("vllm bench serve --backend openai", 0), 0u) << cmd;
+  EXPECT_NE(cmd.find("--max-concurrency " + std::to_string(clients) + " "),
+            std::string::npos)
+      << cmd;
+  EXPECT_NE(cmd.find("--random-input-len 1024 "), std::string::npos) << cmd;
+  EXPECT_GT(b["ttft_ms"].get<double>(), 0);
+  EXPECT_GT(b["tpot_ms"].get<double>(), 0);
+  // The text report prints the same.
+  const auto text =
+      Tune({"serve", "--model", "llama3-8b", "--gpus", "2", "--gpu", "h100",
+            "--isl", "1024", "--osl", "256", "--precision", "fp8"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find(cmd + "\npredicted for that run, first requests "
+                                "included: mean TTFT "),
+            std::string::npos)
+      << text.out;
 }
 
 TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {

@@ -122,6 +122,16 @@ TEST(ServeHtml, PageHasTheBestPlanAndOnePointPerParetoPoint) {
   EXPECT_EQ(r.html.find("'meta-llama"), std::string::npos);
   EXPECT_NE(r.html.find("data-engine=\"sglang\""), std::string::npos);
   EXPECT_NE(r.html.find("data-engine=\"trtllm\""), std::string::npos);
+  // The run that checks the plan, escaped, with its predicted means.
+  EXPECT_NE(
+      r.html.find("<pre class=\"command\" data-engine=\"bench\">" +
+                  HtmlEscape(j["benchmark"]["command"].get<std::string>()) +
+                  "</pre><p>Predicted for that run, first requests "
+                  "included: mean TTFT "),
+      std::string::npos);
+  EXPECT_NE(r.html.find("--base-url &quot;${BASE_URL:-http://localhost:8000}"
+                        "&quot;"),
+            std::string::npos);
   EXPECT_NE(r.html.find("<pre id=\"command\">tune serve --model "
                         "&#39;llama3-70b&#39; --gpus 8 --gpu &#39;h100&#39; "
                         "--isl 2048 --osl 512 --tpot-ms 50 --html "),
@@ -190,6 +200,7 @@ TEST(ServeHtml, NoPlanMeetsTheTargets) {
             std::string::npos);
   EXPECT_EQ(r.html.find("data-kind=\"best\""), std::string::npos);
   EXPECT_EQ(r.html.find("id=\"commands\""), std::string::npos);
+  EXPECT_EQ(r.html.find("id=\"benchmark\""), std::string::npos);
   EXPECT_EQ(Count(r.html, "class=\"pareto missed\""),
             r.report["pareto"].size());
   // A 100 000 tokens/s-per-user target lies far beyond the front: no line.

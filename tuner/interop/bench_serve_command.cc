@@ -1,0 +1,48 @@
+#include "tuner/interop/bench_serve_command.h"
+
+#include <cstdio>
+
+#include "tuner/interop/launch_script.h"
+
+namespace meshtune::tuner {
+
+namespace {
+
+std::string Line(const std::string& flag, const std::string& value) {
+  return " \\\n  " + flag + (value.empty() ? "" : " " + value);
+}
+
+// A rate in the fewest decimals that read back to it ("20", "0.5"), as
+// the user wrote it, not %g's "2e+01".
+std::string Rate(double rate) {
+  char buf[64];
+  for (int decimals = 0; decimals <= 9; ++decimals) {
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, rate);
+    double back = 0;
+    if (std::sscanf(buf, "%lf", &back) == 1 && back == rate) return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.17g", rate);
+  return buf;
+}
+
+}  // namespace
+
+std::string VllmBenchServeCommand(const BenchServeLoad& load) {
+  std::string cmd = "vllm bench serve --backend openai";
+  cmd += Line("--base-url", "\"${BASE_URL:-http://localhost:8000}\"");
+  cmd += Line("--model", ShellQuote(load.model));
+  cmd += Line("--dataset-name", "random");
+  cmd += Line("--random-input-len", std::to_string(load.isl));
+  cmd += Line("--random-output-len", std::to_string(load.osl));
+  cmd += Line("--random-range-ratio", "0");
+  cmd += Line("--ignore-eos", "");
+  if (load.max_concurrency > 0) {
+    cmd += Line("--max-concurrency", std::to_string(load.max_concurrency));
+  } else {
+    cmd += Line("--request-rate", Rate(load.request_rate));
+  }
+  cmd += Line("--num-prompts", std::to_string(load.num_prompts));
+  return cmd;
+}
+
+}  // namespace meshtune::tuner

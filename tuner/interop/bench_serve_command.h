@@ -1,0 +1,41 @@
+// The serving benchmark client's command that checks a `tune serve` plan
+// (docs/serving.md §6, tuner/serve/serve_benchmark.h): vLLM's
+// `vllm bench serve`, whose OpenAI-completions client drives vLLM's,
+// SGLang's and TensorRT-LLM's servers alike.
+//
+// Written (vLLM's documented CLI, docs.vllm.ai cli/bench/serve):
+//   vllm bench serve --backend openai
+//     --base-url "${BASE_URL:-http://localhost:8000}"   (the deployment's
+//       endpoint: a port-forwarded Service by default, or set BASE_URL)
+//     --model MODEL (the served name, which is the checkpoint)
+//     --dataset-name random --random-input-len isl --random-output-len osl
+//     --random-range-ratio 0 (every request exactly those lengths)
+//     --ignore-eos (every answer runs to osl)
+//     --max-concurrency C (a closed loop: at most C in flight, all C at
+//       once to start, the client's default infinite rate) or
+//     --request-rate R (an open loop: Poisson arrivals, the client's
+//       default burstiness 1)
+//     --num-prompts N
+// The model is quoted for the shell, never interpreted.
+#ifndef MESHTUNE_TUNER_INTEROP_BENCH_SERVE_COMMAND_H_
+#define MESHTUNE_TUNER_INTEROP_BENCH_SERVE_COMMAND_H_
+
+#include <cstdint>
+#include <string>
+
+namespace meshtune::tuner {
+
+struct BenchServeLoad {
+  std::string model;
+  int64_t isl = 1;
+  int64_t osl = 1;
+  int64_t max_concurrency = 0;  // closed loop; 0 = open loop at the rate
+  double request_rate = 0;      // requests/s
+  int64_t num_prompts = 1;
+};
+
+std::string VllmBenchServeCommand(const BenchServeLoad& load);
+
+}  // namespace meshtune::tuner
+
+#endif  // MESHTUNE_TUNER_INTEROP_BENCH_SERVE_COMMAND_H_
