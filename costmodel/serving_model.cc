@@ -863,10 +863,9 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     // with attention DP its stalls on the busiest rank, priced the 60
     // attention-DP rows of the aiconfigurator file at a TPOT error of
     // 161 %, against 28 % (the pass calendar's 30 %; docs/serving.md §5).
-    const double cohorts =
-        static_cast<double>(batch) / static_cast<double>(group);
-    est.step_s = step(cohorts * group_prefill / static_cast<double>(w.osl));
-    est.tpot_s = w.osl > 1 ? step(std::max(0.0, cohorts - 1.0) * group_prefill /
+    const double n = static_cast<double>(batch) / static_cast<double>(group);
+    est.step_s = step(n * group_prefill / static_cast<double>(w.osl));
+    est.tpot_s = w.osl > 1 ? step(std::max(0.0, n - 1.0) * group_prefill /
                                   static_cast<double>(w.osl - 1))
                            : est.step_s;
   }

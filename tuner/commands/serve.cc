@@ -2,7 +2,6 @@
 // latency targets (tuner/serve/serve_search.h; docs/serving.md §7).
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -23,6 +22,7 @@
 #include "tuner/interop/serving_commands.h"
 #include "tuner/interop/serving_manifest.h"
 #include "tuner/io/output_file.h"
+#include "tuner/io/text_format.h"
 #include "tuner/machine/calibration_source.h"
 #include "tuner/machine/local_gpu.h"
 #include "tuner/render/serve_html.h"
@@ -348,14 +348,20 @@ class ServeCommand : public Command {
     return j;
   }
 
+  // The checkpoint every engine and the benchmark client are given: the
+  // preset's Hugging Face id.
+  static std::string Checkpoint(const ServeProblem& p) {
+    return p.model.tokenizer_model.empty() ? p.model.name
+                                           : p.model.tokenizer_model;
+  }
+
   // The best plan's engine commands (tuner/interop/serving_commands.h) into
   // report["commands"]: aggregated, the replicas and one replica's
   // commands; disaggregated, the prefill and the decode workers' commands.
   static void AddCommands(const ServeProblem& p, const ServePoint& best,
                           nlohmann::json* report) {
     ServingLaunch launch;
-    launch.model = p.model.tokenizer_model.empty() ? p.model.name
-                                                   : p.model.tokenizer_model;
+    launch.model = Checkpoint(p);
     launch.max_batch = best.estimate.batch;
     if (p.request_rate > 0) {
       // Arrivals come in bursts around the mean concurrency: let the
@@ -397,7 +403,7 @@ class ServeCommand : public Command {
                            nlohmann::json* report) {
     const ServeBenchmark b = PredictServeBenchmark(p, best, cal);
     BenchServeLoad load;
-    load.model = (*report)["commands"]["checkpoint"].get<std::string>();
+    load.model = Checkpoint(p);
     load.isl = p.workload.isl;
     load.osl = p.workload.osl;
     load.max_concurrency = b.max_concurrency;
@@ -430,13 +436,11 @@ class ServeCommand : public Command {
           << b["not_predicted"].get<std::string>() << ")\n";
       return;
     }
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "predicted for that run, first requests included: mean TTFT "
-                  "%.1f ms, mean TPOT %.2f ms, %.0f output tokens/s\n",
-                  b["ttft_ms"].get<double>(), b["tpot_ms"].get<double>(),
-                  b["output_tokens_per_s"].get<double>());
-    out << buf;
+    out << Fmt(
+        "predicted for that run, first requests included: mean TTFT "
+        "%.1f ms, mean TPOT %.2f ms, %.0f output tokens/s\n",
+        b["ttft_ms"].get<double>(), b["tpot_ms"].get<double>(),
+        b["output_tokens_per_s"].get<double>());
   }
 
   // The --k8s flags, checked before the search: the file's folder, the

@@ -1,8 +1,9 @@
 #include "tuner/interop/bench_serve_command.h"
 
-#include <cstdio>
+#include <cstdlib>
 
 #include "tuner/interop/launch_script.h"
+#include "tuner/io/text_format.h"
 
 namespace meshtune::tuner {
 
@@ -15,14 +16,11 @@ std::string Line(const std::string& flag, const std::string& value) {
 // A rate in the fewest decimals that read back to it ("20", "0.5"), as
 // the user wrote it, not %g's "2e+01".
 std::string Rate(double rate) {
-  char buf[64];
   for (int decimals = 0; decimals <= 9; ++decimals) {
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, rate);
-    double back = 0;
-    if (std::sscanf(buf, "%lf", &back) == 1 && back == rate) return buf;
+    const std::string text = Fixed(rate, decimals);
+    if (std::strtod(text.c_str(), nullptr) == rate) return text;
   }
-  std::snprintf(buf, sizeof buf, "%.17g", rate);
-  return buf;
+  return Fmt("%.17g", rate);
 }
 
 }  // namespace

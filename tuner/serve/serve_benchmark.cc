@@ -6,6 +6,18 @@
 
 namespace meshtune::tuner {
 
+namespace {
+
+// The run's means from the cost model's estimate of it.
+void Means(const costmodel::ServingEstimate& e, ServeBenchmark* b) {
+  if (!e.fits) b->not_predicted = e.infeasible_reason;
+  b->ttft_s = e.ttft_s;
+  b->tpot_s = e.tpot_s;
+  b->output_tokens_per_s = e.output_tokens_per_s;
+}
+
+}  // namespace
+
 int64_t BenchmarkRequests(int64_t in_flight) {
   const int64_t c = std::max<int64_t>(1, in_flight);
   return std::max(
@@ -29,10 +41,7 @@ ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
     const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
         p.model, p.cluster, w, best.config, p.num_gpus, p.request_rate,
         b.num_prompts, costmodel::Arrivals::kPoisson, cal);
-    if (!e.fits) b.not_predicted = e.infeasible_reason;
-    b.ttft_s = e.ttft_s;
-    b.tpot_s = e.tpot_s;
-    b.output_tokens_per_s = e.output_tokens_per_s;
+    Means(e, &b);
     return b;
   }
   b.max_concurrency = in_flight;
@@ -56,10 +65,7 @@ ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
   const costmodel::ServingEstimate e = costmodel::EstimateClosedLoopBenchmark(
       p.model, p.cluster, w, c, p.num_gpus, in_flight, b.num_prompts,
       /*warmup=*/0, cal);
-  if (!e.fits) b.not_predicted = e.infeasible_reason;
-  b.ttft_s = e.ttft_s;
-  b.tpot_s = e.tpot_s;
-  b.output_tokens_per_s = e.output_tokens_per_s;
+  Means(e, &b);
   return b;
 }
 

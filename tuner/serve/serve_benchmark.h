@@ -31,8 +31,8 @@ namespace meshtune::tuner {
 // Requests of the checking run: kBenchmarkRequestsPerClient per client
 // (ten waves, so the first burst weighs a tenth of the means), at most
 // kMaxBenchmarkRequests unless that leaves fewer than two waves (a run
-// of 20 000 clients would otherwise send 200 000 requests), at least
-// kMinBenchmarkRequests for an open loop.
+// of 20 000 clients would otherwise send 200 000 requests), and at least
+// kMinBenchmarkRequests.
 inline constexpr int64_t kBenchmarkRequestsPerClient = 10;
 inline constexpr int64_t kMaxBenchmarkRequests = 10000;
 inline constexpr int64_t kMinBenchmarkRequests = 100;
