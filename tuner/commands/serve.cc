@@ -591,6 +591,17 @@ class ServeCommand : public Command {
     }
     MESHTUNE_RETURN_IF_ERROR(WriteOutputFile(k8s_, yaml, "--k8s"));
     err << "tune: wrote " << k8s_ << " (" << what << ")\n";
+    const bool ssh =
+        ServingNeedsSshSecret(engine, best.config.gpus(), per_node) ||
+        (best.disaggregated &&
+         ServingNeedsSshSecret(engine, best.prefill.gpus(), per_node));
+    if (ssh) {
+      err << "tune: mpirun starts TensorRT-LLM's ranks on several nodes over "
+             "SSH; before applying "
+          << k8s_ << ", create the Secret " << ServingSshSecret(name)
+          << " with a key of your own:\n  "
+          << ServingSshSecretCommand(name, k8s_namespace_) << "\n";
+    }
     return Status::Ok();
   }
 

@@ -45,9 +45,18 @@ Status CheckImage(const char* flag, const std::string& image) {
 }
 
 // TensorRT-LLM's disaggregated server lists every worker pod by name, so
-// its roles run as StatefulSets.
+// its roles run as StatefulSets (an LWS names its group leaders already).
 bool StatefulRoles(ServingManifestEngine engine) {
   return engine == ServingManifestEngine::kTensorRtLlm;
+}
+
+// The comment that opens manifests whose pods mount the SSH Secret: how to
+// create it (the pods wait for it, ContainerCreating, until it exists).
+std::string SshSecretComment(const std::string& name, const std::string& ns) {
+  return "# TensorRT-LLM's workers over several nodes start their ranks with "
+         "mpirun over SSH.\n# Before applying this file, create the Secret " +
+         ServingSshSecret(name) + " with a key of your own:\n#   " +
+         ServingSshSecretCommand(name, ns) + "\n";
 }
 
 }  // namespace
@@ -98,9 +107,27 @@ const char* ServingWorkloadKind(int64_t gpus_per_worker,
 const char* ServingRoleWorkloadKind(ServingManifestEngine engine,
                                     int64_t gpus_per_worker,
                                     int64_t gpus_per_node) {
-  return StatefulRoles(engine)
+  return StatefulRoles(engine) && gpus_per_worker <= gpus_per_node
              ? "StatefulSet"
              : ServingWorkloadKind(gpus_per_worker, gpus_per_node);
+}
+
+bool ServingNeedsSshSecret(ServingManifestEngine engine,
+                           int64_t gpus_per_worker, int64_t gpus_per_node) {
+  return engine == ServingManifestEngine::kTensorRtLlm &&
+         gpus_per_worker > gpus_per_node;
+}
+
+std::string ServingSshSecret(const std::string& name) { return name + "-ssh"; }
+
+std::string ServingSshSecretCommand(const std::string& name,
+                                    const std::string& ns) {
+  return "d=\"$(mktemp -d)\" && ssh-keygen -q -t ed25519 -N '' -f "
+         "\"$d/key\" && kubectl create secret generic " +
+         ServingSshSecret(name) +
+         " --type=kubernetes.io/ssh-auth "
+         "--from-file=ssh-privatekey=\"$d/key\"" +
+         (ns.empty() ? "" : " --namespace " + ns) + "; rm -rf \"$d\"";
 }
 
 const char* ServingRouterName(ServingManifestEngine engine) {
@@ -136,7 +163,10 @@ StatusOr<std::string> ServingDeployment(const ServingManifestSpec& spec) {
       {spec.command, spec.replicas, spec.gpus_per_replica, spec.options_yaml},
       spec.gpus_per_node);
   if (!w.ok()) return w.status();
-  return WorkloadYaml(w.value(), image.value(), spec.namespace_name);
+  return (w.value().ssh_secret.empty()
+              ? ""
+              : SshSecretComment(spec.name, spec.namespace_name)) +
+         WorkloadYaml(w.value(), image.value(), spec.namespace_name);
 }
 
 StatusOr<std::string> ServingDisaggregatedDeployment(
@@ -161,9 +191,11 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
   if (spec.engine == ServingManifestEngine::kSglang) {
     roles[0].annotations = internal::SglangPrefillAnnotations();
   }
-  std::string y =
-      WorkloadYaml(roles[0], image.value(), spec.namespace_name) + "---\n" +
-      WorkloadYaml(roles[1], image.value(), spec.namespace_name) + "---\n";
+  std::string y = roles[0].ssh_secret.empty() && roles[1].ssh_secret.empty()
+                      ? ""
+                      : SshSecretComment(spec.name, spec.namespace_name);
+  y += WorkloadYaml(roles[0], image.value(), spec.namespace_name) + "---\n" +
+       WorkloadYaml(roles[1], image.value(), spec.namespace_name) + "---\n";
   auto router = internal::VllmRouterYaml;
   if (spec.engine == ServingManifestEngine::kSglang) {
     router = internal::SglangRouterYaml;

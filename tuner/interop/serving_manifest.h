@@ -35,8 +35,16 @@
 //     $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE) --node-rank
 //     $(LWS_WORKER_INDEX) (Kubernetes expands the variables LWS sets); the
 //     leader, node rank 0, serves HTTP.
-//     TensorRT-LLM: refused; trtllm-serve starts the ranks of several
-//     nodes with MPI (mpirun, or srun with trtllm-llmapi-launch).
+//     TensorRT-LLM: as trtllm-serve runs over several nodes, one MPI
+//     world: each worker pod runs sshd on port 2222 (kSshPort) accepting
+//     the key of the Secret `app`-ssh (ServingSshSecret, which the user
+//     creates: ServingSshSecretCommand), mounted at /etc/tune-ssh; the
+//     leader waits until every worker answers over SSH, then runs `mpirun
+//     -np GPUS -H leader:G,worker-1:G,... trtllm-llmapi-launch` and the
+//     plan's trtllm-serve (rank 0, on the leader, serves HTTP). The image
+//     needs sshd, ssh and mpirun: a pod whose image lacks one stops,
+//     naming it. The manifests start with a comment saying how to create
+//     the Secret.
 // TensorRT-LLM's --extra_llm_api_options file is a ConfigMap
 // `workload`-options, mounted read-only at /etc/tune-serve, where its
 // command is pointed; trtllm-serve is told --host 0.0.0.0 --port 8000.
@@ -66,7 +74,9 @@
 // `name`-router; and the Service `name` in front of it, the deployment's
 // entry point. With TensorRT-LLM each role's workers are a StatefulSet
 // (podManagementPolicy Parallel) with a headless Service `role`-pods, so
-// that pod I is `name`-`role`-I.`name`-`role`-pods:8000, and the router is
+// that pod I is `name`-`role`-I.`name`-`role`-pods:8000 (a role over
+// several nodes: its LeaderWorkerSet, whose group I's leader is
+// `name`-`role`-lws-I.`name`-`role`-lws:8000), and the router is
 // `trtllm-serve disaggregated -c` its configuration (hostname 0.0.0.0,
 // port 8000, context_servers and generation_servers listing every pod, a
 // ConfigMap `name`-router-config), waiting an hour for the workers to
@@ -84,8 +94,8 @@
 // not split evenly over its nodes, a command that is not the engine's (or
 // does not parse; TensorRT-LLM's with its options file), with vLLM a
 // multi-node worker whose data-parallel ranks straddle nodes (tp · pp not
-// dividing a pod's GPUs), with TensorRT-LLM any multi-node worker
-// or no image (ServingImage), a router image with whitespace. Every user value
+// dividing a pod's GPUs), with TensorRT-LLM no image (ServingImage), a
+// router image with whitespace. Every user value
 // reaches the YAML as a double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
@@ -170,11 +180,25 @@ StatusOr<std::string> ServingDisaggregatedDeployment(
 // `gpus_per_node`, "LeaderWorkerSet" for one that spans nodes.
 const char* ServingWorkloadKind(int64_t gpus_per_worker, int64_t gpus_per_node);
 // The workload one side of a disaggregated plan runs as: "StatefulSet"
-// with TensorRT-LLM (its disaggregated server lists the pods by name),
-// else ServingWorkloadKind.
+// with TensorRT-LLM for a worker that fits a node (its disaggregated
+// server lists the pods by name), else ServingWorkloadKind.
 const char* ServingRoleWorkloadKind(ServingManifestEngine engine,
                                     int64_t gpus_per_worker,
                                     int64_t gpus_per_node);
+// Whether `engine`'s workers of `gpus_per_worker` GPUs on nodes of
+// `gpus_per_node` need the SSH Secret: TensorRT-LLM over several nodes.
+bool ServingNeedsSshSecret(ServingManifestEngine engine,
+                           int64_t gpus_per_worker, int64_t gpus_per_node);
+// The Secret (type kubernetes.io/ssh-auth, key ssh-privatekey) holding
+// the key that mpirun on a TensorRT-LLM leader reaches its workers with:
+// `name`-ssh. The manifests mount it; the user creates it, with a key of
+// their own, before applying them.
+std::string ServingSshSecret(const std::string& name);
+// The shell commands that create it in namespace `ns` ("" = kubectl's
+// current): a new ed25519 key without a passphrase, then `kubectl create
+// secret generic`.
+std::string ServingSshSecretCommand(const std::string& name,
+                                    const std::string& ns);
 // What ServingDisaggregatedDeployment writes in front of the workers:
 // "vLLM's router", "SGLang's router" or "TensorRT-LLM's disaggregated
 // server".

@@ -129,10 +129,19 @@ std::string PodSpec(const Workload& w, const std::string& image,
         "      - name: options\n        mountPath: " + std::string(kConfigDir) +
         "\n        readOnly: true\n";
   }
+  if (!w.ssh_secret.empty()) {
+    y += "      - name: ssh\n        mountPath: " + std::string(kSshDir) +
+         "\n        readOnly: true\n";
+  }
   y += "volumes:\n  - name: shm\n    emptyDir:\n      medium: Memory\n";
   if (!w.options_yaml.empty()) {
     y += "  - name: options\n    configMap:\n      name: " +
          OptionsConfigMapName(w) + "\n";
+  }
+  if (!w.ssh_secret.empty()) {
+    // 0400: ssh refuses a private key that others can read.
+    y += "  - name: ssh\n    secret:\n      secretName: " + w.ssh_secret +
+         "\n      defaultMode: 256\n";
   }
   return y;
 }
@@ -224,12 +233,101 @@ GroupCommands SglangGroup(const Workload& w) {
           SglangArgs(w, false)};
 }
 
+// A shell line that stops the pod, saying why, when the image lacks
+// `tool` (a program on PATH, or an absolute path) that `use` needs.
+std::string Require(const std::string& tool, const std::string& use) {
+  const std::string test = tool[0] == '/'
+                               ? "[ -x " + tool + " ]"
+                               : "command -v " + tool + " >/dev/null";
+  return test + " || { echo \"tune serve: this image has no " + tool + ", " +
+         use + "\" >&2; exit 1; }\n";
+}
+
+// The shell lines every pod of a TensorRT-LLM group starts with: the
+// group's key as the client's identity, and a client configuration that
+// reaches the workers' sshd (kSshPort) without asking about host keys
+// (each worker makes a new one when it starts).
+std::string SshClientSetup() {
+  const std::string port = std::to_string(kSshPort);
+  return std::string("set -e\n") + "mkdir -p ~/.ssh\n" + "cp " + kSshDir +
+         "/ssh-privatekey ~/.ssh/tune-ssh-key\n" +
+         "chmod 600 ~/.ssh/tune-ssh-key\n" + "printf 'Host *\\n  Port " + port +
+         "\\n  IdentityFile ~/.ssh/tune-ssh-key\\n"
+         "  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n"
+         "  LogLevel ERROR\\n' > ~/.ssh/config\n";
+}
+
+// TensorRT-LLM's leader: waits until each worker answers over SSH, then
+// runs the plan's trtllm-serve under mpirun with trtllm-llmapi-launch, as
+// trtllm-serve runs over several nodes: gpus_per_pod ranks per pod, the
+// leader's first, so that rank 0 (the HTTP server) is the leader's. A
+// worker's address is the leader's with the worker index after the pod
+// name (`lws`-G-I.`lws`.NS, as LWS names the pods). MPI carries only
+// control messages here (NCCL the tensors): TCP (pml ob1), which every
+// cluster has. OpenMPI 4 (orte) and 5 (prte) each read their own variable
+// that keeps the FQDNs, without which the pods' short names do not resolve.
+std::string TrtllmLeaderScript(const Workload& w) {
+  const std::string slots = std::to_string(w.gpus_per_pod);
+  const std::string ranks = std::to_string(w.gpus_per_pod * w.pods_per_worker);
+  const std::string use = "which TensorRT-LLM over several nodes needs";
+  std::string serve = "trtllm-llmapi-launch";
+  for (const std::string& word : w.program) serve += " " + ShellWord(word);
+  for (const std::string& word : ServingArgs(w)) serve += " " + ShellWord(word);
+  return Require("ssh", use) + Require("mpirun", use) +
+         Require("trtllm-llmapi-launch", use) + SshClientSetup() +
+         "hosts=\"$LWS_LEADER_ADDRESS:" + slots + "\"\n" + "i=1\n" +
+         "while [ \"$i\" -lt \"$LWS_GROUP_SIZE\" ]; do\n" +
+         "  host=\"${LWS_LEADER_ADDRESS%%.*}-$i.${LWS_LEADER_ADDRESS#*.}\"\n" +
+         "  until ssh -o ConnectTimeout=5 \"$host\" true; do sleep 5; done\n" +
+         "  hosts=\"$hosts,$host:" + slots + "\"\n" + "  i=$((i + 1))\n" +
+         "done\n" +
+         "export OMPI_MCA_orte_keep_fqdn_hostnames=1 "
+         "PRTE_MCA_prte_keep_fqdn_hostnames=1\n" +
+         "exec mpirun --allow-run-as-root -np " + ranks +
+         " -H \"$hosts\" --mca pml ob1 --mca btl tcp,self -x PATH "
+         "${LD_LIBRARY_PATH:+-x LD_LIBRARY_PATH} ${HF_TOKEN:+-x HF_TOKEN} " +
+         serve + "\n";
+}
+
+// TensorRT-LLM's worker: sshd in the foreground on kSshPort, accepting the
+// group's key, with a host key of its own and the container's PATH and
+// LD_LIBRARY_PATH for the sessions mpirun opens (sshd gives them neither;
+// the MPI daemons and the ranks need both).
+std::string TrtllmWorkerScript() {
+  const std::string sshd = "/usr/sbin/sshd";
+  const std::string use =
+      "through which mpirun starts TensorRT-LLM's ranks on several nodes; "
+      "use an image with openssh-server";
+  return Require(sshd, use) + Require("ssh-keygen", use) + SshClientSetup() +
+         "ssh-keygen -y -f ~/.ssh/tune-ssh-key > ~/.ssh/authorized_keys\n" +
+         "rm -f ~/.ssh/tune-ssh-host-key ~/.ssh/tune-ssh-host-key.pub\n" +
+         "ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/tune-ssh-host-key\n" +
+         "printf 'PATH=%s\\nLD_LIBRARY_PATH=%s\\n' \"$PATH\" "
+         "\"${LD_LIBRARY_PATH:-}\" > ~/.ssh/environment\n" +
+         "printf 'Port " + std::to_string(kSshPort) +
+         "\\nHostKey %s\\nPidFile %s\\nPermitRootLogin prohibit-password\\n"
+         "PasswordAuthentication no\\nPermitUserEnvironment yes\\n' "
+         "\"$HOME/.ssh/tune-ssh-host-key\" \"$HOME/.ssh/tune-sshd.pid\" "
+         "> ~/.ssh/tune-sshd-config\n" +
+         "mkdir -p /run/sshd\n" + "exec " + sshd +
+         " -D -e -f ~/.ssh/tune-sshd-config\n";
+}
+
+// TensorRT-LLM: one MPI world over the group's pods.
+GroupCommands TrtllmGroup(const Workload& w) {
+  return {"[\"sh\", \"-c\"]",
+          {TrtllmLeaderScript(w)},
+          "[\"sh\", \"-c\"]",
+          {TrtllmWorkerScript()}};
+}
+
 std::string LeaderWorkerSetYaml(const Workload& w, const std::string& image,
                                 const std::string& ns) {
-  const GroupCommands g = w.engine == ServingManifestEngine::kSglang
-                              ? SglangGroup(w)
-                          : w.dp_ranks_per_pod > 0 ? VllmDataParallelGroup(w)
-                                                   : VllmGroup(w);
+  const GroupCommands g =
+      w.engine == ServingManifestEngine::kSglang        ? SglangGroup(w)
+      : w.engine == ServingManifestEngine::kTensorRtLlm ? TrtllmGroup(w)
+      : w.dp_ranks_per_pod > 0 ? VllmDataParallelGroup(w)
+                               : VllmGroup(w);
   std::string y = "apiVersion: leaderworkerset.x-k8s.io/v1\n";
   y += "kind: LeaderWorkerSet\n";
   y += Metadata(w.name + kLwsSuffix, ns);
@@ -375,7 +473,11 @@ std::string ServiceYaml(const Workload& w, const std::string& ns) {
 }
 
 std::string PodAddress(const Workload& w, int64_t index) {
-  return w.name + "-" + std::to_string(index) + "." + PodsServiceName(w) + ":" +
+  // An LWS group's leader is pod `lws`-G of the headless Service `lws`.
+  const std::string pod = w.pods_per_worker > 1 ? w.name + kLwsSuffix : w.name;
+  const std::string domain =
+      w.pods_per_worker > 1 ? w.name + kLwsSuffix : PodsServiceName(w);
+  return pod + "-" + std::to_string(index) + "." + domain + ":" +
          std::to_string(kServePort);
 }
 
@@ -416,13 +518,7 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
   }
   w.gpus_per_pod = gpus_per_worker / w.pods_per_worker;
   if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kTensorRtLlm) {
-    return Status::InvalidArgument(
-        "a worker of " + std::to_string(gpus_per_worker) +
-            " GPUs spans nodes, and trtllm-serve starts the ranks of several "
-            "nodes with MPI (mpirun, or srun with trtllm-llmapi-launch), "
-            "which these manifests do not describe",
-        "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
-        "whose replica fits a node");
+    w.ssh_secret = ServingSshSecret(app);
   }
   if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kVllm) {
     auto config = ParseVllmServeCommand(group.command, nullptr);
@@ -455,7 +551,10 @@ std::string WorkloadYaml(const Workload& w, const std::string& image,
          (w.pods_per_worker > 1 ? LeaderWorkerSetYaml(w, image, ns)
                                 : DeploymentYaml(w, image, ns)) +
          "---\n" + ServiceYaml(w, ns) +
-         (w.stateful ? "---\n" + PodsServiceYaml(w, ns) : "");
+         // An LWS names its pods through the controller's headless Service.
+         (w.stateful && w.pods_per_worker == 1
+              ? "---\n" + PodsServiceYaml(w, ns)
+              : "");
 }
 
 }  // namespace meshtune::tuner::internal

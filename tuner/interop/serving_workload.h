@@ -22,6 +22,12 @@ inline constexpr int kServePort = 8000;
 // Where a pod finds the files of the ConfigMap it mounts read-only:
 // TensorRT-LLM's options file, its disaggregated server's configuration.
 inline constexpr const char* kConfigDir = "/etc/tune-serve";
+// Where a TensorRT-LLM pod over several nodes finds the SSH key of its
+// group (the Secret's key ssh-privatekey, ServingSshSecret), and the port
+// the workers' sshd listens on (not 22: an unprivileged port, and no clash
+// with a node's own sshd under host networking).
+inline constexpr const char* kSshDir = "/etc/tune-ssh";
+inline constexpr int kSshPort = 2222;
 
 // One group of workers as the manifest writes it.
 struct Workload {
@@ -44,6 +50,10 @@ struct Workload {
   // vLLM data-parallel ranks per pod of a group over several nodes
   // (--data-parallel-size-local); 0 = no data-parallel ranks there.
   int64_t dp_ranks_per_pod = 0;
+  // TensorRT-LLM over several nodes: the Secret holding the SSH key that
+  // mpirun on the leader reaches the workers' sshd with, mounted read-only
+  // at kSshDir in every pod of a group; "" otherwise.
+  std::string ssh_secret;
   // A StatefulSet, not a Deployment: its pods have stable DNS names
   // (`name`-I.`name`-pods, a headless Service) for a router that lists
   // them (TensorRT-LLM's disaggregated server).
@@ -62,8 +72,9 @@ std::string Labels(const Workload& w, const char* lws_role);
 // The ClusterIP Service `w.name` in front of `w`'s serving pods (an LWS
 // group's leaders) on kServePort.
 std::string ServiceYaml(const Workload& w, const std::string& ns);
-// The DNS name and port of pod `index` of a StatefulSet workload, as the
-// pods of its namespace resolve it.
+// The DNS name and port of the serving pod of worker `index` of a
+// StatefulSet workload (its pod `index`) or of a LeaderWorkerSet (its
+// group `index`'s leader), as the pods of its namespace resolve it.
 std::string PodAddress(const Workload& w, int64_t index);
 
 // Checks one group of workers of `engine` running `group.command` and

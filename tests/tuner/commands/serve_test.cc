@@ -10,6 +10,7 @@
 
 #include "tests/tuner/tune_in_process.h"
 #include "tuner/interop/serving_commands.h"
+#include "tuner/interop/serving_manifest.h"
 #include "tuner/interop/shell_words.h"
 #include "tuner/serve/serve_benchmark.h"
 
@@ -359,6 +360,43 @@ TEST(ServeCommand, K8sEngineTrtllmRunsTrtllmServeWithItsOptions) {
   EXPECT_NE(spaced.err.find("--k8s-image 'x:1 --privileged' holds whitespace"),
             std::string::npos)
       << spaced.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeCommand, K8sTrtllmOverNodesSaysHowToCreateTheSshSecret) {
+  // LLaMA-3.1 405B in bf16 on 32 H100: replicas over several nodes, whose
+  // leader runs trtllm-serve under mpirun over SSH.
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = dir + "/serve.yaml";
+  const auto run = Tune({"serve", "--model", "llama3-405b", "--gpus", "32",
+                         "--gpu", "h100", "--isl", "2048", "--osl", "512",
+                         "--k8s", path, "--k8s-engine", "trtllm", "--k8s-image",
+                         "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+                         "--k8s-namespace", "inference"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string name = "tune-serve-llama3-405b";
+  EXPECT_NE(run.err.find("tune: mpirun starts TensorRT-LLM's ranks on several "
+                         "nodes over SSH; before applying " +
+                         path + ", create the Secret " + name +
+                         "-ssh with a key of your own:\n  " +
+                         ServingSshSecretCommand(name, "inference") + "\n"),
+            std::string::npos)
+      << run.err;
+  const std::string yaml = testing::ReadFile(path);
+  EXPECT_EQ(yaml.rfind("# TensorRT-LLM's workers over several nodes", 0), 0u);
+  bool group = false;
+  for (const YAML::Node& d : YAML::LoadAll(yaml)) {
+    if (d["kind"].as<std::string>() != "LeaderWorkerSet") continue;
+    group = true;
+    const YAML::Node t = d["spec"]["leaderWorkerTemplate"];
+    EXPECT_GT(t["size"].as<int64_t>(), 1);
+    const std::string leader =
+        t["leaderTemplate"]["spec"]["containers"][0]["args"][0]
+            .as<std::string>();
+    EXPECT_NE(leader.find("exec mpirun --allow-run-as-root"), std::string::npos)
+        << leader;
+  }
+  EXPECT_TRUE(group) << yaml;
   std::filesystem::remove_all(dir);
 }
 

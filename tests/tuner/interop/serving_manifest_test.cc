@@ -11,10 +11,17 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/tuner/interop/manifest_yaml.h"
 #include "tuner/interop/shell_words.h"
 
 namespace meshtune::tuner {
 namespace {
+
+using testing::Args;
+using testing::Container;
+using testing::Documents;
+using testing::EnvNames;
+using testing::Gpus;
 
 ServingManifestSpec Spec() {
   ServingManifestSpec s;
@@ -114,22 +121,6 @@ TEST(ServingDeployment, WordsAreQuotedForYaml) {
       std::string::npos);
 }
 
-// The documents of a multi-document YAML text.
-std::vector<YAML::Node> Documents(const std::string& yaml) {
-  return YAML::LoadAll(yaml);
-}
-
-// The one container of a pod template.
-YAML::Node Container(const YAML::Node& pod_template) {
-  const YAML::Node containers = pod_template["spec"]["containers"];
-  EXPECT_EQ(containers.size(), 1u);
-  return containers[0];
-}
-
-int64_t Gpus(const YAML::Node& container) {
-  return container["resources"]["limits"]["nvidia.com/gpu"].as<int64_t>();
-}
-
 // The words after `exec` of a leader's shell script: the vLLM command it
 // runs.
 std::vector<std::string> ExecWords(const std::string& script) {
@@ -138,24 +129,6 @@ std::vector<std::string> ExecWords(const std::string& script) {
   auto words = SplitShellWords(script.substr(exec + 9), "the leader script");
   EXPECT_TRUE(words.ok()) << script;
   return words.ok() ? words.value() : std::vector<std::string>{};
-}
-
-// The names of a container's environment variables.
-std::vector<std::string> EnvNames(const YAML::Node& container) {
-  std::vector<std::string> out;
-  for (const YAML::Node& e : container["env"]) {
-    out.push_back(e["name"].as<std::string>());
-  }
-  return out;
-}
-
-// Every value of a container's args, as Kubernetes passes them.
-std::vector<std::string> Args(const YAML::Node& container) {
-  std::vector<std::string> out;
-  for (const YAML::Node& a : container["args"]) {
-    out.push_back(a.as<std::string>());
-  }
-  return out;
 }
 
 ServingManifestSpec SglangSpec() {
@@ -450,13 +423,6 @@ TEST(ServingDeployment, TrtllmRefusals) {
   spaced.image = "a b";
   EXPECT_EQ(ServingDeployment(spaced).status().message(),
             "--k8s-image 'a b' holds whitespace");
-  ServingManifestSpec nodes = TrtllmSpec();
-  nodes.gpus_per_replica = 16;
-  nodes.command = "trtllm-serve m --tp_size 8 --pp_size 2";
-  EXPECT_NE(ServingDeployment(nodes).status().message().find(
-                "a worker of 16 GPUs spans nodes, and trtllm-serve starts the "
-                "ranks of several nodes with MPI"),
-            std::string::npos);
   ServingManifestSpec vllm = TrtllmSpec();
   vllm.command = "vllm serve m --tensor-parallel-size 4";
   EXPECT_EQ(ServingDeployment(vllm).status().message(),
@@ -615,6 +581,9 @@ TEST(ServingDeployment, ReplicaSpanningNodesIsALeaderWorkerSet) {
   EXPECT_STREQ(
       ServingRoleWorkloadKind(ServingManifestEngine::kTensorRtLlm, 4, 8),
       "StatefulSet");
+  EXPECT_STREQ(
+      ServingRoleWorkloadKind(ServingManifestEngine::kTensorRtLlm, 16, 8),
+      "LeaderWorkerSet");
   EXPECT_STREQ(ServingRoleWorkloadKind(ServingManifestEngine::kSglang, 16, 8),
                "LeaderWorkerSet");
   EXPECT_STREQ(ServingRouterName(ServingManifestEngine::kVllm),
