@@ -38,6 +38,74 @@ std::string ReasonKey(const std::string& reason) {
   return reason.substr(0, reason.find(':'));
 }
 
+// A layout's candidate for best in a sweep: its largest batch that meets
+// the targets on the closed form, point `index` of the result, and the
+// smallest power of two above it that misses them there (0: none).
+struct Candidate {
+  ServingConfig config;
+  int64_t replicas = 1;
+  int64_t batch = 1;
+  size_t index = 0;
+  int64_t missed = 0;
+};
+
+// The sweep's candidates checked on the pass calendar (serve_search.h).
+void CheckOnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
+                     std::vector<Candidate> candidates, ServeResult* r) {
+  auto gpu = [&](const Candidate& c) {
+    return r->points[c.index].estimate.output_tokens_per_s_per_gpu;
+  };
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [&](const Candidate& a, const Candidate& b) { return gpu(a) > gpu(b); });
+  double best = 0;  // tokens/s per GPU of the best checked plan
+  for (const Candidate& c : candidates) {
+    if (gpu(c) < kCalendarCheckShare * best) break;
+    auto price = [&](int64_t b) {
+      search_spaces::ServingWorkload w = p.workload;
+      w.concurrency = b * c.replicas;
+      ServePoint point;
+      point.config = c.config;
+      point.calendar = true;
+      point.estimate = costmodel::EstimateClosedLoopSteadyState(
+          p.model, p.cluster, w, c.config, p.num_gpus, w.concurrency, cal);
+      point.meets_targets = point.estimate.fits && Meets(p, point.estimate);
+      return point;
+    };
+    // The largest batch that meets the targets on the calendar, between
+    // `lo` (meets them; 0: none known) and `hi` (misses them): below the
+    // closed form's when the calendar misses them there, else up to the
+    // closed form's first missed batch.
+    ServePoint kept = price(c.batch);
+    r->points[c.index] = kept;
+    int64_t lo = 0, hi = c.batch;
+    if (kept.meets_targets) {
+      lo = c.batch;
+      hi = c.missed;
+      if (hi > lo) {
+        ServePoint q = price(hi);
+        if (q.meets_targets) {
+          lo = hi;
+          kept = std::move(q);
+        }
+      }
+    }
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      ServePoint q = price(mid);
+      if (q.meets_targets) {
+        lo = mid;
+        kept = std::move(q);
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == 0) continue;  // not even one sequence per replica meets them
+    best = std::max(best, kept.estimate.output_tokens_per_s_per_gpu);
+    if (lo != c.batch) r->points.push_back(std::move(kept));
+  }
+}
+
 void MarkFront(ServeResult* r) {
   std::vector<size_t> order(r->points.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -185,6 +253,9 @@ ServeResult ServeSearch(const ServeProblem& p,
                         const costmodel::Calibration& cal) {
   ServeResult r;
   std::vector<std::pair<ServingConfig, costmodel::ServingEstimate>> fitting;
+  // A sweep's aggregated points are checked on the calendar (above).
+  const bool sweep = p.workload.concurrency == 0 && p.request_rate <= 0;
+  std::vector<Candidate> candidates;
   const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
   const bool moe = p.model.is_moe();
   for (int64_t tp : PowersOfTwo(std::min<int64_t>(domain, p.num_gpus))) {
@@ -253,11 +324,13 @@ ServeResult ServeSearch(const ServeProblem& p,
               point.estimate = costmodel::EstimateClosedLoopSteadyState(
                   p.model, p.cluster, w, c, p.num_gpus, w.concurrency, cal);
             }
+            point.calendar = p.workload.concurrency > 0;
             point.meets_targets =
                 point.estimate.fits && Meets(p, point.estimate);
             return point;
           };
           int64_t met = 0, missed = 0;  // largest met, smallest missed batch
+          size_t met_index = 0;         // its point
           for (int64_t b : Batches(p, top.replicas, top.batch)) {
             ServePoint point = price(b);
             if (!point.estimate.fits) {
@@ -266,11 +339,13 @@ ServeResult ServeSearch(const ServeProblem& p,
             }
             if (point.meets_targets) {
               met = b;
+              met_index = r.points.size();
             } else if (missed == 0 && met > 0) {
               missed = b;
             }
             r.points.push_back(std::move(point));
           }
+          const int64_t swept_missed = missed;
           // Swept with targets: TTFT and TPOT grow with the batch, so the
           // largest batch that meets them lies between the last met and the
           // first missed power of two; bisect for it.
@@ -279,17 +354,24 @@ ServeResult ServeSearch(const ServeProblem& p,
               const int64_t mid = met + (missed - met) / 2;
               (price(mid).meets_targets ? met : missed) = mid;
             }
+            met_index = r.points.size();
             r.points.push_back(price(met));
+          }
+          if (sweep && met > 0) {
+            candidates.push_back(
+                {c, top.replicas, met, met_index, swept_missed});
           }
         }
       }
     }
   }
+  if (sweep) CheckOnCalendar(p, cal, std::move(candidates), &r);
   if (p.disaggregated) SearchDisaggregated(p, cal, fitting, &r);
   MarkFront(&r);
   for (size_t i = 0; i < r.points.size(); ++i) {
     const ServePoint& q = r.points[i];
     if (!q.meets_targets) continue;
+    if (sweep && !q.disaggregated && !q.calendar) continue;
     if (!r.best) {
       r.best = i;
       continue;

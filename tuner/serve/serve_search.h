@@ -32,8 +32,24 @@
 // the closed loop (costmodel::DisaggregatedClosedLoop).
 // A layout ValidateServingConfig refuses, or whose weights or batch do not
 // fit, is counted under its reason, not reported as an error.
+// The swept batches are priced by the cost model's closed form
+// (costmodel::EstimateServing), fast enough for every point but a step
+// apart from the pass calendar that prices a benchmark at a concurrency:
+// its cohorts' prompts straddle passes once the decodes take part of the
+// step's budget, which put its TTFT up to 30 % under the calendar's
+// (docs/serving.md §3). So the sweep's candidates for best are checked on
+// the calendar (costmodel::EstimateClosedLoopSteadyState at batch ·
+// replicas clients): each layout's largest batch meeting the targets on
+// the closed form (its largest batch without targets), in order of their
+// tokens/s per GPU, each repriced in place; one that misses a target on
+// the calendar is bisected down to the largest batch that meets it there,
+// added as a point of its own. The check stops at the first candidate
+// below kCalendarCheckShare of the best checked plan's tokens/s per GPU
+// (the two prices of a point agree within a few per cent, so it could not
+// win). Points priced on the calendar say so (ServePoint::calendar).
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
 // (0 = no target), the most output tokens/s per GPU; ties to the lower TPOT.
+// Of a sweep's aggregated points only those checked on the calendar count.
 #ifndef MESHTUNE_TUNER_SERVE_SERVE_SEARCH_H_
 #define MESHTUNE_TUNER_SERVE_SERVE_SEARCH_H_
 
@@ -80,7 +96,14 @@ struct ServePoint {
   int64_t prefill_workers = 0;
   bool meets_targets = false;
   bool on_front = false;  // not dominated in (tokens/s/GPU, tokens/s/user)
+  // Priced on the pass calendar (a fixed concurrency, or a sweep's
+  // candidate checked there), not the closed form.
+  bool calendar = false;
 };
+
+// The share of the best checked plan's tokens/s per GPU below which the
+// sweep stops checking candidates on the calendar (above).
+inline constexpr double kCalendarCheckShare = 0.9;
 
 struct ServeResult {
   std::vector<ServePoint> points;  // every fitting point, in search order
