@@ -73,6 +73,10 @@ TEST(ServeHtml, PageHasTheBestPlanAndOnePointPerParetoPoint) {
                 "<p id=\"best\"><b>1x tp4 pp2 adp1 ep1</b>, batch " +
                 std::to_string(j["best"]["batch_per_replica"].get<int64_t>())),
             std::string::npos);
+  // The rows checked on the pass calendar are marked, the best among them.
+  EXPECT_NE(r.html.find("met* &larr; best</td></tr>"), std::string::npos);
+  EXPECT_NE(r.html.find("<p class=\"note\">* priced pass by pass"),
+            std::string::npos);
   // One point per Pareto point, each with the JSON's numbers; filled where
   // it meets the target.
   const size_t front = j["pareto"].size();
