@@ -1,12 +1,15 @@
 #include "engine/cuda/generator.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "engine/checkpoint.h"
 #include "engine/cuda/comm/device_communicator.h"
 #include "engine/cuda/kernels/linear.h"
 #include "engine/cuda/kernels/ops.h"
+#include "engine/cuda/moe/moe_block.h"
+#include "engine/cuda/moe/token_dispatcher.h"
 #include "engine/cuda/runtime/bf16.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/model_layout.h"
@@ -51,6 +54,9 @@ class CudaGenerator : public inference::Generator {
     if (shape_.tp > 1) {
       MESHTUNE_ASSIGN_OR_RETURN(
           tp_, CreateDeviceCommunicator(groups_.tp.get(), shared));
+    }
+    if (config_.model.is_moe()) {
+      MESHTUNE_RETURN_IF_ERROR(InitMoe(shared));
     }
     MESHTUNE_ASSIGN_OR_RETURN(gemm_, GemmContext::Create());
     offsets_.resize(store_.size());
@@ -153,6 +159,94 @@ class CudaGenerator : public inference::Generator {
     return Status::Ok();
   }
 
+  // MoE: the rows travel over ep and etp (device communicators for groups
+  // of more than one, as the trainer's), through one dispatcher shared by
+  // the layers.
+  Status InitMoe(bool shared) {
+    if (groups_.ep->size() > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(
+          ep_, CreateDeviceCommunicator(groups_.ep.get(), shared));
+    }
+    if (groups_.etp->size() > 1) {
+      MESHTUNE_ASSIGN_OR_RETURN(
+          etp_, CreateDeviceCommunicator(groups_.etp.get(), shared));
+    }
+    dispatcher_ = std::make_unique<DeviceTokenDispatcher>(
+        ep_.get(), etp_.get(), groups_.ep->size(), groups_.etp->size(),
+        groups_.etp->rank(), config_.model.num_experts, shape_.h);
+    return Status::Ok();
+  }
+
+  // Layer `layer`'s MoE block for forwards of `padded` rows (its shape
+  // holds them; prefill and decode each have theirs), made on first use.
+  CudaMoeBlock* MoeBlockFor(int64_t layer, const LayerParams& p,
+                            int64_t padded) {
+    std::vector<std::unique_ptr<CudaMoeBlock>>& blocks = moe_blocks_[padded];
+    blocks.resize(config_.model.num_layers);
+    std::unique_ptr<CudaMoeBlock>& block = blocks[layer];
+    if (!block) {
+      moe::MoeShape sh = MakeMoeShape(config_);
+      sh.n = padded;
+      sh.nl = padded / shape_.tp;
+      const CudaMoeComms comms{groups_.tp_cp.get(), groups_.ep.get(),
+                               groups_.etp.get(),   tp_.get(),
+                               ep_.get(),           etp_.get()};
+      block = std::make_unique<CudaMoeBlock>(sh, comms, gemm_.get(),
+                                             dispatcher_.get());
+      if (p.expert_bias >= 0)
+        block->set_expert_bias(store_.param(p.expert_bias));
+    }
+    return block.get();
+  }
+
+  CudaMoeWeights MoeWeightsOf(const LayerParams& p) const {
+    CudaMoeWeights w;
+    w.router = W(p.router);
+    for (int i : p.expert_fc1) w.fc1.push_back(W(i));
+    for (int i : p.expert_fc2) w.fc2.push_back(W(i));
+    w.shared_fc1 = W(p.shared_fc1);
+    w.shared_fc2 = W(p.shared_fc2);
+    return w;
+  }
+
+  // out[rows, h] = MoE(normed[rows, h]), as the CPU generator runs it:
+  // with tp > 1 the block takes sequence-parallel rows (Megatron's MoE
+  // with tp), rank r rows [r·local, (r + 1)·local) of the rows padded to a
+  // multiple of tp, and the outputs are gathered over tp.
+  Status MoeMlp(int64_t layer, const LayerParams& p, int64_t rows,
+                const Bf16* normed, Bf16* out) {
+    const int64_t h = shape_.h, tp = shape_.tp;
+    const int64_t padded = (rows + tp - 1) / tp * tp, local = padded / tp;
+    const size_t row_bytes = static_cast<size_t>(h) * sizeof(Bf16);
+    MESHTUNE_RETURN_IF_ERROR(Grow(&moe_x_, local * row_bytes));
+    MESHTUNE_RETURN_IF_ERROR(Grow(&moe_y_, local * row_bytes));
+    MESHTUNE_RETURN_IF_ERROR(moe_x_.Zero());
+    const int64_t first = groups_.tp_rank() * local;
+    const int64_t mine = std::clamp<int64_t>(rows - first, 0, local);
+    if (mine > 0) {
+      MESHTUNE_RETURN_IF_ERROR(CopyDeviceToDevice(
+          moe_x_.as<Bf16>(), normed + first * h, mine * row_bytes, nullptr));
+    }
+    MESHTUNE_RETURN_IF_ERROR(MoeBlockFor(layer, p, padded)
+                                 ->Forward(moe_x_.as<Bf16>(), MoeWeightsOf(p),
+                                           moe_y_.as<Bf16>(), &moe_acts_));
+    const Bf16* all = moe_y_.as<Bf16>();
+    if (tp > 1) {
+      MESHTUNE_RETURN_IF_ERROR(Grow(&moe_full_, padded * row_bytes));
+      MESHTUNE_RETURN_IF_ERROR(tp_->AllGather(
+          moe_y_.as<Bf16>(), moe_full_.as<Bf16>(), local * h, nullptr));
+      all = moe_full_.as<Bf16>();
+    }
+    return CopyDeviceToDevice(out, all, rows * row_bytes, nullptr);
+  }
+
+  // `buf` of at least `bytes` (reallocated when smaller).
+  static Status Grow(DeviceBuffer* buf, size_t bytes) {
+    if (buf->size_bytes() >= bytes) return Status::Ok();
+    MESHTUNE_ASSIGN_BUFFER(*buf, bytes);
+    return Status::Ok();
+  }
+
   Status AllReduce(Bf16* data, int64_t count) {
     return tp_ ? tp_->AllReduceSum(data, count, nullptr) : Status::Ok();
   }
@@ -195,8 +289,12 @@ class CudaGenerator : public inference::Generator {
         attn, W(p.proj_w), RowBias(p.proj_b), out, n, aw, h, nullptr));
     MESHTUNE_RETURN_IF_ERROR(AllReduce(out, n * h));
     MESHTUNE_RETURN_IF_ERROR(Add(out, x, n * h, nullptr));
-    // MLP: x += FC2(Act(FC1(Norm2(x)))).
+    // MLP: x += FC2(Act(FC1(Norm2(x)))), or the layer's MoE block.
     MESHTUNE_RETURN_IF_ERROR(Norm(x, p.ln2_w, p.ln2_b, n, normed));
+    if (p.moe) {
+      MESHTUNE_RETURN_IF_ERROR(MoeMlp(layer, p, n, normed, out));
+      return Add(out, x, n * h, nullptr);
+    }
     Bf16 *fc1 = s_.fc1.as<Bf16>(), *act = s_.act.as<Bf16>();
     MESHTUNE_RETURN_IF_ERROR(gemm_->LinearForward(normed, W(p.fc1_w),
                                                   W(p.fc1_b), fc1, n, h,
@@ -238,8 +336,15 @@ class CudaGenerator : public inference::Generator {
   ParamStore store_;
   ModelLayout layout_;
   LayerShape shape_;
-  std::unique_ptr<DeviceCommunicator> tp_;
+  std::unique_ptr<DeviceCommunicator> tp_, ep_, etp_;
   std::unique_ptr<GemmContext> gemm_;
+  // MoE: the dispatcher, each layer's block per padded row count (null for
+  // a dense layer), the routing of the forward running, and the block's
+  // rows in [local, h] and out gathered [padded, h], bf16.
+  std::unique_ptr<DeviceTokenDispatcher> dispatcher_;
+  std::map<int64_t, std::vector<std::unique_ptr<CudaMoeBlock>>> moe_blocks_;
+  MoeActivations moe_acts_;
+  DeviceBuffer moe_x_, moe_y_, moe_full_;
   std::vector<int64_t> offsets_;  // device offset of each tensor
   DeviceBuffer weights_;          // bf16, every tensor at offsets_
   // [layers, b, groups, capacity, d] bf16 each.
@@ -251,12 +356,6 @@ class CudaGenerator : public inference::Generator {
 }  // namespace
 
 Status CheckCudaGenerator(const TrainConfig& config) {
-  if (config.model.is_moe()) {
-    return Status::Unimplemented(
-        "the CUDA generator does not run MoE layers yet (model " +
-            config.model.name + ")",
-        "generate with the cpu backend");
-  }
   const int64_t d =
       config.model.kv_channels > 0
           ? config.model.kv_channels

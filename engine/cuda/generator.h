@@ -10,12 +10,15 @@
 // position, KvCacheAppend and AttentionCachedForward
 // (engine/cuda/kernels/attention_cached.cu), the row-parallel projection
 // and tp all-reduce (its bias added by tp rank 0 alone, so the sum holds it
-// once), the residual add, norm, the MLP (GELU or SwiGLU) likewise. The
-// logits are gathered over tp and copied to the host, where the shared loop
-// samples.
+// once), the residual add, norm, the MLP (GELU or SwiGLU) likewise, or an
+// MoE layer's block (engine/cuda/moe/moe_block.h, the trainer's: routing on
+// the host from the GPU's router logits, the rows over ep and etp, one GEMM
+// per local expert, the shared expert) on sequence-parallel rows when tp >
+// 1, gathered over tp, as the CPU generator runs it. The logits are
+// gathered over tp and copied to the host, where the shared loop samples.
 //
-// Not built yet: MoE layers (Unimplemented, named); the prefill's
-// attention runs the cached kernel, not the flash kernel.
+// Not built yet: the prefill's attention runs the cached kernel, not the
+// flash kernel.
 #ifndef MESHTUNE_ENGINE_CUDA_GENERATOR_H_
 #define MESHTUNE_ENGINE_CUDA_GENERATOR_H_
 
@@ -32,7 +35,7 @@
 namespace meshtune::engine::cuda {
 
 // Why the CUDA generator cannot run `config` (InferenceConfig's), OK if it
-// can: MoE models, head_dim above 256. Needs no device.
+// can: head_dim above 256. Needs no device.
 Status CheckCudaGenerator(const TrainConfig& config);
 
 // Collective over `world` (one rank per GPU; ranks beyond the GPUs share

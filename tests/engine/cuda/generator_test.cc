@@ -1,9 +1,10 @@
 // The CUDA generator (engine/cuda/generator.h) against the CPU generator
 // (engine/inference/cpu_generator.h) from the same initial weights: the
 // prefill's logits and those of decode steps agree within a bf16 bound
-// (every activation rounded to bf16 on the GPU), for GPT and LLaMA at tp 1
-// and tp 2 (two ranks on one GPU through staged communicators when there is
-// only one). Skips without a device; the refusals run everywhere.
+// (every activation rounded to bf16 on the GPU), for GPT, LLaMA and an MoE
+// LLaMA with a shared expert (experts over etp = tp) at tp 1 and tp 2 (two
+// ranks on one GPU through staged communicators when there is only one).
+// Skips without a device; the checks that need none run everywhere.
 #include "engine/cuda/generator.h"
 
 #include <gtest/gtest.h>
@@ -74,8 +75,16 @@ void ExpectClose(const std::vector<float>& gpu, const std::vector<float>& cpu) {
   }
 }
 
+enum class Model { kGpt, kLlama, kMoe };
+
+TrainConfig ConfigOf(Model model) {
+  return model == Model::kMoe
+             ? engine::testing::TinyMoeConfig()
+             : engine::testing::TinyConfig(model == Model::kLlama);
+}
+
 class CudaGeneratorTest
-    : public ::testing::TestWithParam<std::tuple<bool, int>> {
+    : public ::testing::TestWithParam<std::tuple<Model, int>> {
  protected:
   void SetUp() override {
     if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
@@ -83,21 +92,30 @@ class CudaGeneratorTest
 };
 
 TEST_P(CudaGeneratorTest, LogitsMatchTheCpuGenerator) {
-  const auto [llama, tp] = GetParam();
-  const TrainConfig config = engine::testing::TinyConfig(llama);
+  const auto [model, tp] = GetParam();
+  const TrainConfig config = ConfigOf(model);
   ExpectClose(Logits(/*cuda=*/true, config, tp),
               Logits(/*cuda=*/false, config, tp));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaGeneratorTest,
-                         ::testing::Combine(::testing::Bool(),
+                         ::testing::Combine(::testing::Values(Model::kGpt,
+                                                              Model::kLlama,
+                                                              Model::kMoe),
                                             ::testing::Values(1, 2)));
 
-TEST(CudaGeneratorHostOnlyTest, RefusesMoeModels) {
-  const Status s = CheckCudaGenerator(
-      inference::InferenceConfig(engine::testing::TinyMoeConfig(), 1));
-  EXPECT_EQ(s.message(),
-            "the CUDA generator does not run MoE layers yet (model moe-test)");
+TEST(CudaGeneratorHostOnlyTest, TakesMoeModelsAndRefusesWideHeads) {
+  EXPECT_TRUE(CheckCudaGenerator(inference::InferenceConfig(
+                                     engine::testing::TinyMoeConfig(), 2))
+                  .ok());
+  TrainConfig wide = engine::testing::TinyConfig(/*llama=*/true);
+  wide.model.kv_channels = 512;
+  const Status s = CheckCudaGenerator(inference::InferenceConfig(wide, 1));
+  EXPECT_EQ(s.message().rfind("the CUDA generator's attention takes head_dim "
+                              "up to 256",
+                              0),
+            0u)
+      << s.message();
 }
 
 }  // namespace
