@@ -19,10 +19,11 @@ void PrintServeReport(std::ostream& out, const ServeProblem& problem,
 // = {"tp", "pp", "attention_dp", "ep", "moe_tp", "replicas",
 // "gpus_per_replica", "batch_per_replica", "weights", "kv_cache_dtype",
 // "ttft_ms", "tpot_ms", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-// "output_tokens_per_s_per_user", "meets_targets", "memory_gib": {"weights",
-// "runtime", "kv_cache"}, "max_sequences_per_replica", "prefill_ms",
-// "decode_ms": {"weights", "compute", "kv_cache", "elementwise", "tp_comm",
-// "ep_comm", "pp_comm", "overhead"}}.
+// "output_tokens_per_s_per_user", "meets_targets", "priced_by" ("pass
+// calendar" or "closed form": ServePoint::calendar), "memory_gib":
+// {"weights", "runtime", "kv_cache"}, "max_sequences_per_replica",
+// "prefill_ms", "decode_ms": {"weights", "compute", "kv_cache",
+// "elementwise", "tp_comm", "ep_comm", "pp_comm", "overhead"}}.
 nlohmann::json ServeReportJson(const ServeProblem& problem,
                                const ServeResult& result);
 
