@@ -12,6 +12,7 @@
 #include "engine/cuda/moe/token_dispatcher.h"
 #include "engine/cuda/runtime/bf16.h"
 #include "engine/cuda/runtime/device.h"
+#include "engine/cuda/transformer_layer.h"
 #include "engine/model_layout.h"
 #include "engine/process_groups.h"
 #include "engine/transformer_layer.h"
@@ -199,16 +200,6 @@ class CudaGenerator : public inference::Generator {
     return block.get();
   }
 
-  CudaMoeWeights MoeWeightsOf(const LayerParams& p) const {
-    CudaMoeWeights w;
-    w.router = W(p.router);
-    for (int i : p.expert_fc1) w.fc1.push_back(W(i));
-    for (int i : p.expert_fc2) w.fc2.push_back(W(i));
-    w.shared_fc1 = W(p.shared_fc1);
-    w.shared_fc2 = W(p.shared_fc2);
-    return w;
-  }
-
   // out[rows, h] = MoE(normed[rows, h]), as the CPU generator runs it:
   // with tp > 1 the block takes sequence-parallel rows (Megatron's MoE
   // with tp), rank r rows [r·local, (r + 1)·local) of the rows padded to a
@@ -227,9 +218,11 @@ class CudaGenerator : public inference::Generator {
       MESHTUNE_RETURN_IF_ERROR(CopyDeviceToDevice(
           moe_x_.as<Bf16>(), normed + first * h, mine * row_bytes, nullptr));
     }
-    MESHTUNE_RETURN_IF_ERROR(MoeBlockFor(layer, p, padded)
-                                 ->Forward(moe_x_.as<Bf16>(), MoeWeightsOf(p),
-                                           moe_y_.as<Bf16>(), &moe_acts_));
+    MESHTUNE_RETURN_IF_ERROR(
+        MoeBlockFor(layer, p, padded)
+            ->Forward(moe_x_.as<Bf16>(),
+                      CudaMoeWeightsOf(p, [this](int i) { return W(i); }),
+                      moe_y_.as<Bf16>(), &moe_acts_));
     const Bf16* all = moe_y_.as<Bf16>();
     if (tp > 1) {
       MESHTUNE_RETURN_IF_ERROR(Grow(&moe_full_, padded * row_bytes));

@@ -101,13 +101,7 @@ float* CudaTransformerLayer::G(int i) const {
 }
 
 CudaMoeWeights CudaTransformerLayer::MoeWeights() const {
-  CudaMoeWeights w;
-  w.router = W(p_.router);
-  for (int i : p_.expert_fc1) w.fc1.push_back(W(i));
-  for (int i : p_.expert_fc2) w.fc2.push_back(W(i));
-  w.shared_fc1 = W(p_.shared_fc1);
-  w.shared_fc2 = W(p_.shared_fc2);
-  return w;
+  return CudaMoeWeightsOf(p_, [this](int i) { return W(i); });
 }
 
 CudaMoeGrads CudaTransformerLayer::MoeGrads() const {
@@ -349,9 +343,8 @@ Status CudaTransformerLayer::Backward(const Bf16* x, const Bf16* dy, Bf16* dx,
   Bf16* dln2 = nullptr;
   if (moe_ != nullptr) {
     dln2 = s.dln.as<Bf16>();
-    MESHTUNE_RETURN_IF_ERROR(moe_->Backward(dmlp, a.ln2.as<Bf16>(),
-                                            MoeWeights(), MoeGrads(), dln2,
-                                            *a.moe));
+    MESHTUNE_RETURN_IF_ERROR(moe_->Backward(
+        dmlp, a.ln2.as<Bf16>(), MoeWeights(), MoeGrads(), dln2, *a.moe));
   } else {
     MESHTUNE_ASSIGN_OR_RETURN(dln2, DenseMlpBackward(dmlp, a));
   }

@@ -106,6 +106,20 @@ StatusOr<const Bf16*> GatherSequence(const LayerShape& shape,
 StatusOr<Bf16*> ReduceOverTp(const LayerShape& shape, DeviceCommunicator* tp,
                              Bf16* partial, Bf16* out);
 
+// The MoE weights of a layer's params `p`, each tensor's device pointer
+// `weight(index)` (which gives null for a missing tensor, index -1): the
+// trainer's layers and the generator take them alike.
+template <typename Weight>
+CudaMoeWeights CudaMoeWeightsOf(const LayerParams& p, const Weight& weight) {
+  CudaMoeWeights w;
+  w.router = weight(p.router);
+  for (int i : p.expert_fc1) w.fc1.push_back(weight(i));
+  for (int i : p.expert_fc2) w.fc2.push_back(weight(i));
+  w.shared_fc1 = weight(p.shared_fc1);
+  w.shared_fc2 = weight(p.shared_fc2);
+  return w;
+}
+
 class CudaTransformerLayer {
  public:
   // Allocates one layer's activations; keep_probs: the unfused kernel's

@@ -517,7 +517,7 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
         "the GPUs per node");
   }
   w.gpus_per_pod = gpus_per_worker / w.pods_per_worker;
-  if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kTensorRtLlm) {
+  if (ServingNeedsSshSecret(engine, gpus_per_worker, gpus_per_node)) {
     w.ssh_secret = ServingSshSecret(app);
   }
   if (w.pods_per_worker > 1 && engine == ServingManifestEngine::kVllm) {

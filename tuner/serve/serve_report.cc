@@ -140,7 +140,7 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
   // A sweep prices most points on the closed form and checks the
   // candidates for best on the pass calendar (serve_search.h): those rows
   // are marked.
-  const bool sweep = p.workload.concurrency == 0 && p.request_rate <= 0;
+  const bool sweep = SweepsBatch(p);
   size_t shown = 0;
   bool marked = false;
   for (size_t i : r.front) {

@@ -38,6 +38,21 @@ std::string ReasonKey(const std::string& reason) {
   return reason.substr(0, reason.find(':'));
 }
 
+// `c` at `clients` clients over its replicas, priced as a closed-loop
+// benchmark's steady state on the pass calendar (docs/serving.md §4).
+ServePoint OnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
+                      const ServingConfig& c, int64_t clients) {
+  search_spaces::ServingWorkload w = p.workload;
+  w.concurrency = clients;
+  ServePoint point;
+  point.config = c;
+  point.calendar = true;
+  point.estimate = costmodel::EstimateClosedLoopSteadyState(
+      p.model, p.cluster, w, c, p.num_gpus, clients, cal);
+  point.meets_targets = point.estimate.fits && Meets(p, point.estimate);
+  return point;
+}
+
 // A layout's candidate for best in a sweep: its largest batch that meets
 // the targets on the closed form, point `index` of the result, and the
 // smallest power of two above it that misses them there (0: none).
@@ -62,15 +77,7 @@ void CheckOnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
   for (const Candidate& c : candidates) {
     if (gpu(c) < kCalendarCheckShare * best) break;
     auto price = [&](int64_t b) {
-      search_spaces::ServingWorkload w = p.workload;
-      w.concurrency = b * c.replicas;
-      ServePoint point;
-      point.config = c.config;
-      point.calendar = true;
-      point.estimate = costmodel::EstimateClosedLoopSteadyState(
-          p.model, p.cluster, w, c.config, p.num_gpus, w.concurrency, cal);
-      point.meets_targets = point.estimate.fits && Meets(p, point.estimate);
-      return point;
+      return OnCalendar(p, cal, c.config, b * c.replicas);
     };
     // The largest batch that meets the targets on the calendar, between
     // `lo` (meets them; 0: none known) and `hi` (misses them): below the
@@ -220,6 +227,10 @@ void SearchDisaggregated(
   }
 }
 
+bool SweepsBatch(const ServeProblem& p) {
+  return p.workload.concurrency == 0 && p.request_rate <= 0;
+}
+
 Status ValidateServeProblem(const ServeProblem& p) {
   if (p.num_gpus < 1) {
     return Status::InvalidArgument(
@@ -254,7 +265,7 @@ ServeResult ServeSearch(const ServeProblem& p,
   ServeResult r;
   std::vector<std::pair<ServingConfig, costmodel::ServingEstimate>> fitting;
   // A sweep's aggregated points are checked on the calendar (above).
-  const bool sweep = p.workload.concurrency == 0 && p.request_rate <= 0;
+  const bool sweep = SweepsBatch(p);
   std::vector<Candidate> candidates;
   const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
   const bool moe = p.model.is_moe();
@@ -317,14 +328,12 @@ ServeResult ServeSearch(const ServeProblem& p,
                                                         c, p.num_gpus, cal);
             // A fixed concurrency that fits is a closed-loop benchmark: its
             // pass calendar at the steady state, as tune accuracy prices
-            // one (docs/serving.md §4); the sweep keeps the closed form. A
-            // concurrency the KV cache cannot hold stays refused: a plan
-            // should not queue its own clients.
+            // one; the sweep keeps the closed form. A concurrency the KV
+            // cache cannot hold stays refused: a plan should not queue its
+            // own clients.
             if (p.workload.concurrency > 0 && point.estimate.fits) {
-              point.estimate = costmodel::EstimateClosedLoopSteadyState(
-                  p.model, p.cluster, w, c, p.num_gpus, w.concurrency, cal);
+              return OnCalendar(p, cal, c, w.concurrency);
             }
-            point.calendar = p.workload.concurrency > 0;
             point.meets_targets =
                 point.estimate.fits && Meets(p, point.estimate);
             return point;

@@ -118,6 +118,10 @@ struct ServeResult {
 // no rate with disaggregation); InvalidArgument with the flag's name.
 Status ValidateServeProblem(const ServeProblem& problem);
 
+// Whether the search sweeps the batch (no concurrency, no request rate):
+// the search whose candidates for best are checked on the calendar.
+bool SweepsBatch(const ServeProblem& problem);
+
 ServeResult ServeSearch(const ServeProblem& problem,
                         const costmodel::Calibration& calibration);
 
