@@ -63,8 +63,11 @@
 //     TPOT      = decode_step_s(B, ·) + (n − 1)⁺ · prefill_s(G · isl, G)
 //                 / ((osl − 1) · pp): a request's decode steps carry the
 //                 other cohorts' prefills, not its own
-//     TTFT      = prefill_s(G · isl, G seqs) + decode_step_s(B, ·); offline
-//                 G = 1
+//     TTFT      = the pass of its cohort's prefill, prefill_s(G · isl, G
+//                 seqs) + decode_step_s(B − G, ·) (the step overhead alone
+//                 when B = G), the host's work on all B beside it: the
+//                 pass calendar's (closed_loop.h) at one cohort;
+//                 offline, prefill_s(isl) + decode_step_s(B, ·)
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or

@@ -699,16 +699,26 @@ TEST(EstimateServing, ContinuousBatchingLoadModel) {
   const double cohort = PrefillTime_s(m, h100, c, 8000, 8, cal);
   EXPECT_NEAR(e.step_s, d.total_s() + 4 * cohort / 100, 1e-12);
   EXPECT_NEAR(e.tpot_s, d.total_s() + 3 * cohort / 99, 1e-12);
-  // TTFT: the request's cohort's prefill and a step.
-  EXPECT_DOUBLE_EQ(e.ttft_s, cohort + d.total_s());
+  // TTFT: the pass of the request's cohort's prefill, beside the other 3
+  // cohorts' 24 decodes, the host working through all 32 requests.
+  const DecodeBreakdown others = DecodeStep(m, h100, c, 24, 1050, cal);
+  EXPECT_DOUBLE_EQ(e.ttft_s, PassWithHost_s(others.gpu_s() + cohort, d.host_s,
+                                            d.host_after_gpu));
   EXPECT_GT(e.ttft_s, 7 * prefill);
   EXPECT_NEAR(e.output_tokens_per_s, 2 * 32 / e.step_s, 1e-9);
   EXPECT_NEAR(e.output_tokens_per_s_per_gpu, e.output_tokens_per_s / 2, 1e-9);
-  // One cohort: its requests' decode steps carry no prefill.
+  // One cohort: its requests' decode steps carry no prefill, and its
+  // prefill pass no decodes, only the step overhead: the pass calendar's
+  // TTFT and TPOT to rounding (a decode step of all 8 on top of the
+  // prefill had put the TTFT 4 % above it).
   const ServingEstimate one =
       EstimateServing(m, h100, {1000, 100, 8}, c, 1, cal);
   EXPECT_NEAR(one.tpot_s, DecodeStep(m, h100, c, 8, 1050, cal).total_s(),
               1e-12);
+  const ServingEstimate bench =
+      EstimateClosedLoopSteadyState(m, h100, {1000, 100, 8}, c, 1, 8, cal);
+  EXPECT_NEAR(one.ttft_s, bench.ttft_s, 1e-9 * bench.ttft_s);
+  EXPECT_NEAR(one.tpot_s, bench.tpot_s, 1e-9 * bench.tpot_s);
   // Offline, the same batch's prefills come spread over the steps: 32/100
   // of one prompt a step.
   ServingConfig capped = c;
