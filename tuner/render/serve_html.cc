@@ -234,8 +234,8 @@ std::string ParetoTable(const json& report) {
   s += "</table>";
   if (marked) {
     s += "<p class=\"note\">* priced pass by pass, as a benchmark at that "
-         "concurrency: the candidates for best; the other rows by the closed "
-         "form, whose TTFT runs up to 30 % lower.</p>";
+         "concurrency; the sweep's points off the front by the closed "
+         "form.</p>";
   }
   return s;
 }

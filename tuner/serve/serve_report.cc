@@ -137,9 +137,9 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
   }
   out << "  " << std::string("layout") + std::string(width - 6 + 1, ' ')
       << " batch  TTFT ms  TPOT ms  tok/s/user  tok/s/GPU   targets\n";
-  // A sweep prices most points on the closed form and checks the
+  // A sweep prices its points on the closed form and its front and
   // candidates for best on the pass calendar (serve_search.h): those rows
-  // are marked.
+  // are marked (a disaggregated row has its own closed form).
   const bool sweep = SweepsBatch(p);
   size_t shown = 0;
   bool marked = false;
@@ -159,9 +159,8 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     out << buf;
   }
   if (marked) {
-    out << "  (* priced pass by pass, as a benchmark at that concurrency: "
-           "the candidates for best; the other rows by the closed form, "
-           "whose TTFT runs up to 30 % lower)\n";
+    out << "  (* priced pass by pass, as a benchmark at that concurrency; "
+           "the sweep's points off the front by the closed form)\n";
   }
   if (r.front.size() > top) {
     out << "  (" << r.front.size() - top << " more on the front; --top "

@@ -137,6 +137,35 @@ void MarkFront(ServeResult* r) {
   }
 }
 
+// A sweep's front as the benchmarks would measure it: each aggregated
+// point of the front still priced by the closed form is repriced in place
+// on the calendar, at its batch · replicas clients, and the front is
+// marked again, until every aggregated point on it is a calendar point.
+// Repricing moves a point (its TTFT most), so another may join the front;
+// each point is repriced once at most, so this ends. A point the calendar
+// refuses to simulate (kMaxSimulatedPasses) keeps its closed form.
+void PriceFrontOnCalendar(const ServeProblem& p,
+                          const costmodel::Calibration& cal, ServeResult* r) {
+  std::vector<bool> tried(r->points.size(), false);
+  for (;;) {
+    bool repriced = false;
+    for (size_t i : r->front) {
+      ServePoint& q = r->points[i];
+      if (q.disaggregated || q.calendar || tried[i]) continue;
+      tried[i] = true;
+      ServePoint c =
+          OnCalendar(p, cal, q.config, q.estimate.batch * q.estimate.replicas);
+      if (!c.estimate.fits) continue;
+      q = std::move(c);
+      repriced = true;
+    }
+    if (!repriced) return;
+    for (ServePoint& q : r->points) q.on_front = false;
+    r->front.clear();
+    MarkFront(r);
+  }
+}
+
 }  // namespace
 
 // 1, 2, 3, 4, 6, 8, 12, 16, ... up to `max`.
@@ -377,6 +406,7 @@ ServeResult ServeSearch(const ServeProblem& p,
   if (sweep) CheckOnCalendar(p, cal, std::move(candidates), &r);
   if (p.disaggregated) SearchDisaggregated(p, cal, fitting, &r);
   MarkFront(&r);
+  if (sweep) PriceFrontOnCalendar(p, cal, &r);
   for (size_t i = 0; i < r.points.size(); ++i) {
     const ServePoint& q = r.points[i];
     if (!q.meets_targets) continue;

@@ -46,7 +46,15 @@
 // added as a point of its own. The check stops at the first candidate
 // below kCalendarCheckShare of the best checked plan's tokens/s per GPU
 // (the two prices of a point agree within a few per cent, so it could not
-// win). Points priced on the calendar say so (ServePoint::calendar).
+// win). Then the front: each of its aggregated points still on the closed
+// form is repriced in place on the calendar and the front marked again,
+// until every aggregated point on it is a calendar point (a repriced point
+// moves, so another may join it; the calendar's refusal of a run too long
+// to simulate leaves the closed form). What the report shows is then what
+// the benchmarks measure; the closed form prices the points off the front
+// (its TTFT is the calendar's at one cohort, 0.5 to 1.6 times it beyond,
+// and far below it where the prompts fill every pass: docs/serving.md §3).
+// Points priced on the calendar say so (ServePoint::calendar).
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
 // (0 = no target), the most output tokens/s per GPU; ties to the lower TPOT.
 // Of a sweep's aggregated points only those checked on the calendar count.

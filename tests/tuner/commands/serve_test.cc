@@ -31,14 +31,15 @@ TEST(ServeCommand, ReportsTheBestPlanUnderTheTarget) {
             0u)
       << run.out;
   EXPECT_NE(run.out.find("\nbest: "), std::string::npos);
-  // The best was checked on the pass calendar, and the table says which
-  // rows were.
+  // The best was checked on the pass calendar, and so was every row of the
+  // front; the table says so.
   EXPECT_NE(run.out.find("   met*  <- best\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("  (* priced pass by pass, as a benchmark at that "
-                         "concurrency: the candidates for best; the other "
-                         "rows by the closed form, whose TTFT runs up to 30 % "
-                         "lower)\n"),
+                         "concurrency; the sweep's points off the front by "
+                         "the closed form)\n"),
             std::string::npos);
+  EXPECT_EQ(run.out.find("   met\n"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("   missed\n"), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("  decode step "), std::string::npos);
   EXPECT_NE(run.out.find("rejected: 1 x out_of_memory;"), std::string::npos);
 }
@@ -60,11 +61,14 @@ TEST(ServeCommand, JsonCarriesTheFrontAndTheBest) {
         "memory_gib", "decode_ms"}) {
     EXPECT_TRUE(j["best"].contains(key)) << key;
   }
-  // No targets: the best is the front's most tokens per GPU, checked on
-  // the pass calendar.
+  // No targets: the best is the front's most tokens per GPU; it and the
+  // rest of the front are priced on the pass calendar, the sweep's other
+  // points by the closed form.
   EXPECT_EQ(j["best"], j["pareto"].back());
-  EXPECT_EQ(j["best"]["priced_by"], "pass calendar");
-  EXPECT_EQ(j["pareto"][0]["priced_by"], "closed form");
+  for (const nlohmann::json& p : j["pareto"]) {
+    EXPECT_EQ(p["priced_by"], "pass calendar") << p.dump();
+  }
+  EXPECT_GT(j["considered"]["points"].get<size_t>(), j["pareto"].size());
   EXPECT_EQ(j["commands"]["replicas"], j["best"]["replicas"]);
   EXPECT_EQ(j["commands"]["checkpoint"], "meta-llama/Meta-Llama-3-8B");
   // The run that checks it: the plan's sequences in flight, its requests

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "costmodel/datasheet_calibration.h"
 #include "search_spaces/presets/presets.h"
@@ -138,6 +139,39 @@ TEST(ServeSearch, FrontIsNotDominated) {
     EXPECT_LT(r.points[r.front[k - 1]].estimate.output_tokens_per_s_per_gpu,
               r.points[r.front[k]].estimate.output_tokens_per_s_per_gpu);
   }
+}
+
+TEST(ServeSearch, FrontIsPricedOnTheCalendar) {
+  // Every aggregated point of a sweep's front is its benchmark's steady
+  // state at batch · replicas clients, what --concurrency prints; points
+  // off the front keep the closed form.
+  const ServeProblem p = Llama70bOn8H100();
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  ASSERT_FALSE(r.front.empty());
+  bool moved = false;  // a point whose closed form differed
+  for (size_t i : r.front) {
+    const ServePoint& q = r.points[i];
+    ASSERT_TRUE(q.calendar) << q.config.tp << " " << q.estimate.batch;
+    search_spaces::ServingWorkload w = p.workload;
+    w.concurrency = q.estimate.batch * q.estimate.replicas;
+    const costmodel::ServingEstimate bench =
+        costmodel::EstimateClosedLoopSteadyState(
+            p.model, p.cluster, w, q.config, p.num_gpus, w.concurrency, cal);
+    EXPECT_DOUBLE_EQ(q.estimate.ttft_s, bench.ttft_s);
+    EXPECT_DOUBLE_EQ(q.estimate.tpot_s, bench.tpot_s);
+    EXPECT_DOUBLE_EQ(q.estimate.output_tokens_per_s_per_gpu,
+                     bench.output_tokens_per_s_per_gpu);
+    const costmodel::ServingEstimate closed = costmodel::EstimateServing(
+        p.model, p.cluster, w, q.config, p.num_gpus, cal);
+    moved = moved || std::abs(closed.ttft_s / bench.ttft_s - 1) > 0.1;
+  }
+  // tp8 at 8 sequences: two cohorts of four 2048-token prompts, 363 ms on
+  // the closed form, 275 ms on the calendar, where they break up.
+  EXPECT_TRUE(moved);
+  size_t closed_form = 0;
+  for (const ServePoint& q : r.points) closed_form += !q.calendar;
+  EXPECT_GT(closed_form, r.points.size() / 2);
 }
 
 TEST(ServeSearch, MoeLayoutsUseAttentionDataParallelism) {
