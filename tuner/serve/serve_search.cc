@@ -55,13 +55,13 @@ ServePoint OnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
 
 // A layout's candidate for best in a sweep: its largest batch that meets
 // the targets on the closed form, point `index` of the result, and the
-// smallest power of two above it that misses them there (0: none).
+// most sequences a replica's cache holds.
 struct Candidate {
   ServingConfig config;
   int64_t replicas = 1;
   int64_t batch = 1;
   size_t index = 0;
-  int64_t missed = 0;
+  int64_t max_batch = 1;
 };
 
 // The sweep's candidates checked on the pass calendar (serve_search.h).
@@ -81,19 +81,24 @@ void CheckOnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
     };
     // The largest batch that meets the targets on the calendar, between
     // `lo` (meets them; 0: none known) and `hi` (misses them): below the
-    // closed form's when the calendar misses them there, else up to the
-    // closed form's first missed batch.
+    // closed form's when the calendar misses them there; else above it,
+    // doubling on the calendar up to what the cache holds until a batch
+    // misses them (the closed form's TTFT runs above the calendar's at a
+    // few cohorts, so its first missed batch may meet them there).
     ServePoint kept = price(c.batch);
     r->points[c.index] = kept;
     int64_t lo = 0, hi = c.batch;
     if (kept.meets_targets) {
       lo = c.batch;
-      hi = c.missed;
-      if (hi > lo) {
-        ServePoint q = price(hi);
+      hi = 0;
+      while (hi == 0 && lo < c.max_batch) {
+        const int64_t up = std::min(2 * lo, c.max_batch);
+        ServePoint q = price(up);
         if (q.meets_targets) {
-          lo = hi;
+          lo = up;
           kept = std::move(q);
+        } else {
+          hi = up;
         }
       }
     }
@@ -383,7 +388,6 @@ ServeResult ServeSearch(const ServeProblem& p,
             }
             r.points.push_back(std::move(point));
           }
-          const int64_t swept_missed = missed;
           // Swept with targets: TTFT and TPOT grow with the batch, so the
           // largest batch that meets them lies between the last met and the
           // first missed power of two; bisect for it.
@@ -396,8 +400,7 @@ ServeResult ServeSearch(const ServeProblem& p,
             r.points.push_back(price(met));
           }
           if (sweep && met > 0) {
-            candidates.push_back(
-                {c, top.replicas, met, met_index, swept_missed});
+            candidates.push_back({c, top.replicas, met, met_index, top.batch});
           }
         }
       }

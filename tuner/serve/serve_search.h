@@ -33,28 +33,31 @@
 // A layout ValidateServingConfig refuses, or whose weights or batch do not
 // fit, is counted under its reason, not reported as an error.
 // The swept batches are priced by the cost model's closed form
-// (costmodel::EstimateServing), fast enough for every point but a step
-// apart from the pass calendar that prices a benchmark at a concurrency:
-// its cohorts' prompts straddle passes once the decodes take part of the
-// step's budget, which put its TTFT up to 30 % under the calendar's
-// (docs/serving.md §3). So the sweep's candidates for best are checked on
-// the calendar (costmodel::EstimateClosedLoopSteadyState at batch ·
-// replicas clients): each layout's largest batch meeting the targets on
-// the closed form (its largest batch without targets), in order of their
-// tokens/s per GPU, each repriced in place; one that misses a target on
-// the calendar is bisected down to the largest batch that meets it there,
-// added as a point of its own. The check stops at the first candidate
-// below kCalendarCheckShare of the best checked plan's tokens/s per GPU
-// (the two prices of a point agree within a few per cent, so it could not
-// win). Then the front: each of its aggregated points still on the closed
-// form is repriced in place on the calendar and the front marked again,
-// until every aggregated point on it is a calendar point (a repriced point
-// moves, so another may join it; the calendar's refusal of a run too long
-// to simulate leaves the closed form). What the report shows is then what
-// the benchmarks measure; the closed form prices the points off the front
-// (its TTFT is the calendar's at one cohort, 0.5 to 1.6 times it beyond,
-// and far below it where the prompts fill every pass: docs/serving.md §3).
-// Points priced on the calendar say so (ServePoint::calendar).
+// (costmodel::EstimateServing), fast enough for every point but a step apart
+// from the pass calendar that prices a benchmark at a concurrency: its cohorts'
+// prompts straddle passes once the decodes take part of the step's budget,
+// which put its TTFT up to 30 % under the calendar's on best plans
+// (docs/serving.md §3). So the sweep's candidates for best are checked on the
+// calendar (costmodel::EstimateClosedLoopSteadyState at batch · replicas
+// clients): each layout's largest batch meeting the targets on the closed form
+// (its largest batch without targets), in order of their tokens/s per GPU, each
+// repriced in place; one that misses a target on the calendar is bisected down
+// to the largest batch that meets it there, one that meets them is doubled on
+// the calendar (up to what the cache holds) until a batch misses them and then
+// bisected up, the batch found added as a point of its own (the closed form's
+// TTFT runs above the calendar's at a few cohorts, so its first missed batch
+// may meet them). The check stops at the first candidate below
+// kCalendarCheckShare of the best checked plan's tokens/s per GPU (its tokens/s
+// per GPU on the two prices agree within a few per cent, so it could not win).
+// Then the front: each of its aggregated points still on the closed form is
+// repriced in place on the calendar and the front marked again, until every
+// aggregated point on it is a calendar point (a repriced point moves, so
+// another may join it; the calendar's refusal of a run too long to simulate
+// leaves the closed form). What the report shows is then what the benchmarks
+// measure; the closed form prices the points off the front (its TTFT is the
+// calendar's at one cohort, 0.5 to 1.6 times it beyond, and far below it where
+// the prompts fill every pass: docs/serving.md §3). Points priced on the
+// calendar say so (ServePoint::calendar).
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
 // (0 = no target), the most output tokens/s per GPU; ties to the lower TPOT.
 // Of a sweep's aggregated points only those checked on the calendar count.
