@@ -874,9 +874,10 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     // not a step of the whole batch, with the host's work on every
     // request beside it: the pass calendar's pass (closed_loop.h), the
     // step overhead alone when the cohort is the whole batch. At one
-    // cohort this is the calendar's TTFT; a decode step of the whole
-    // batch on top of the prefill had put it 3-25 % above (LLaMA-3 8B on
-    // one H100 at one client and 1024 tokens: 32.4 ms against 26.0).
+    // cohort whose prompts fit the budget this is the calendar's TTFT; a
+    // decode step of the whole batch on top of the prefill had put it
+    // 3-25 % above (LLaMA-3 8B on one H100 at one client and 1024 tokens:
+    // 32.4 ms against 26.0).
     const double others_gpu_s =
         batch > group
             ? DecodeStep(m, cluster, c, batch - group, mean_context, cal, o)

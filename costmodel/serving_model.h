@@ -66,7 +66,8 @@
 //     TTFT      = the pass of its cohort's prefill, prefill_s(G · isl, G
 //                 seqs) + decode_step_s(B − G, ·) (the step overhead alone
 //                 when B = G), the host's work on all B beside it: the
-//                 pass calendar's (closed_loop.h) at one cohort;
+//                 pass calendar's (closed_loop.h) at one cohort within
+//                 the budget;
 //                 offline, prefill_s(isl) + decode_step_s(B, ·)
 //     output tokens/s per replica = B / step_s.
 //   B = the workload's concurrency over the replicas when given, else the

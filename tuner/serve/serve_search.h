@@ -55,9 +55,9 @@
 // another may join it; the calendar's refusal of a run too long to simulate
 // leaves the closed form). What the report shows is then what the benchmarks
 // measure; the closed form prices the points off the front (its TTFT is the
-// calendar's at one cohort, 0.5 to 1.6 times it beyond, and far below it where
-// the prompts fill every pass: docs/serving.md §3). Points priced on the
-// calendar say so (ServePoint::calendar).
+// calendar's at one cohort within the budget, 0.5 to 1.6 times it beyond, and
+// far below it where the prompts fill every pass: docs/serving.md §3). Points
+// priced on the calendar say so (ServePoint::calendar).
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target
 // (0 = no target), the most output tokens/s per GPU; ties to the lower TPOT.
 // Of a sweep's aggregated points only those checked on the calendar count.
