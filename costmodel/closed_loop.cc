@@ -239,9 +239,14 @@ class Loop {
     const int64_t decodes = static_cast<int64_t>(decoding_.size());
     int64_t budget = std::max<int64_t>(0, b_.step_tokens - decodes);
     int64_t tokens = 0, chunks = 0, finished = 0;
+    double context_s = 0;  // chunks attending to their prompts' earlier ones
     for (Prefilling& p : prefilling_) {
       if (budget == 0) break;
       const int64_t chunk = std::min(p.left, budget);
+      const int64_t prior = Context(p.request) - p.left;
+      if (prior > 0 && times_.chunk_context_s) {
+        context_s += times_.chunk_context_s(chunk, prior);
+      }
       p.left -= chunk;
       budget -= chunk;
       tokens += chunk;
@@ -250,7 +255,7 @@ class Loop {
     }
     double pass_s =
         decodes > 0 ? times_.decode_s(decodes) : times_.empty_pass_s;
-    if (tokens > 0) pass_s += times_.prefill_s(tokens, chunks);
+    if (tokens > 0) pass_s += times_.prefill_s(tokens, chunks) + context_s;
     pass_s = Pass_s(pass_s, decodes + chunks);
     now_s_ += pass_s;
     const int64_t this_pass = pass_;

@@ -28,7 +28,9 @@
 //     are running (prefilling or decoding) and the KV cache admits it
 //     (`kv_tokens` under `kv_policy`, below); beyond that the client's
 //     request waits in the queue;
-//   - the pass takes decode_s(decodes) + prefill_s(chunk tokens, chunks);
+//   - the pass takes decode_s(decodes) + prefill_s(chunk tokens, chunks),
+//     plus, for a chunk that continues its prompt, chunk_context_s (its
+//     queries against the prompt's keys from earlier passes);
 //     with no decodes it still pays `empty_pass_s` (the step overhead);
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
@@ -144,12 +146,16 @@ inline double PassWithHost_s(double gpu_s, double host_s, bool host_after_gpu) {
 }
 
 // Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
-// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass. host_s(r)
+// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass, each
+// chunk attending to itself. chunk_context_s(c, p) (optional): what a chunk
+// of `c` tokens adds by attending to the `p` tokens of its prompt that
+// earlier passes prefilled, added once per such chunk. host_s(r)
 // (optional): the host's work for the `r` requests a pass runs, beside the
 // GPU's or after it (host_after_gpu; PassWithHost_s).
 struct PassTimes {
   std::function<double(int64_t decodes)> decode_s;
   std::function<double(int64_t tokens, int64_t sequences)> prefill_s;
+  std::function<double(int64_t chunk, int64_t prior)> chunk_context_s;
   double empty_pass_s = 0;  // a pass without decodes pays this on top
   std::function<double(int64_t requests)> host_s;
   bool host_after_gpu = false;

@@ -642,6 +642,31 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
                            o);
 }
 
+double ChunkContextTime_s(const ModelSpec& m, const ClusterSpec& cluster,
+                          const ServingConfig& c, int64_t chunk, int64_t prior,
+                          const Calibration& cal, const ModelOptions& options) {
+  (void)cluster;
+  if (chunk <= 0 || prior <= 0) return 0.0;
+  const ModelOptions o = ServingOptions(options);
+  const Stage heaviest =
+      HeaviestStage(m, c, search_spaces::WeightBytesPerElement(c.weights));
+  // The rank's share of the heads, as the prompt's own attention
+  // (StageTimes); MLA's queries and keys at its full head width.
+  const int64_t heads = std::max<int64_t>(
+      1, std::llround(static_cast<double>(m.num_attention_heads) / c.tp));
+  double s = 0;
+  for (const LayerKind& kind : heaviest.kinds) {
+    const LayerShare share = ShareOfLayer(m, c, kind);
+    if (!share.attention && !share.mla) continue;
+    const double d =
+        share.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
+    s +=
+        cal.AttentionForwardTime_s(heads, chunk, prior, static_cast<int64_t>(d),
+                                   /*causal=*/false, o);
+  }
+  return s;
+}
+
 DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                            const ServingConfig& c, int64_t batch,
                            int64_t context, const Calibration& cal,
@@ -1022,6 +1047,9 @@ class MemoisedPassTimes {
     t.decode_s = [this](int64_t batch) { return Decode_s(batch); };
     t.prefill_s = [this](int64_t tokens, int64_t sequences) {
       return Prefill_s(tokens, sequences);
+    };
+    t.chunk_context_s = [this](int64_t chunk, int64_t prior) {
+      return ChunkContextTime_s(m_, cluster_, c_, chunk, prior, cal_, o_);
     };
     t.empty_pass_s = StepOverhead_s(c_.engine);
     t.host_s = [this](int64_t running) {

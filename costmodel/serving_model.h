@@ -428,6 +428,22 @@ double PrefillTime_s(const search_spaces::ModelSpec& model,
                      int64_t sequences, const Calibration& calibration,
                      const ModelOptions& options = ModelOptions());
 
+// Seconds a chunk of `chunk` prompt tokens adds to its pass by attending to
+// the `prior` tokens of the same prompt that earlier passes prefilled:
+// chunked prefill (vLLM's max_num_batched_tokens, TensorRT-LLM's chunked
+// context, SGLang's chunked_prefill_size) runs each chunk's queries against
+// all the prompt's keys so far, and PrefillTime_s prices a chunk as a
+// prompt of its own, causal over itself. One pass of the heaviest pipeline
+// stage: every attention layer's chunk x prior block (not causal), at the
+// calibration's flash-attention rate. Sliding windows are not applied, as
+// PrefillTime_s does not apply them.
+double ChunkContextTime_s(const search_spaces::ModelSpec& model,
+                          const search_spaces::ClusterSpec& cluster,
+                          const search_spaces::ServingConfig& config,
+                          int64_t chunk, int64_t prior,
+                          const Calibration& calibration,
+                          const ModelOptions& options = ModelOptions());
+
 // One decode step of `batch` sequences per replica at `context` tokens
 // each (the time of a token for each of them).
 DecodeBreakdown DecodeStep(const search_spaces::ModelSpec& model,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace meshtune::costmodel {
@@ -51,6 +52,31 @@ TEST(SimulateClosedLoop, BurstIsChunkedOverTheStepBudget) {
   EXPECT_NEAR(r.mean_tpot_s, (1.1 + 1.1 + 1.1 + 0.1) / 4, 1e-12);
   EXPECT_NEAR(r.makespan_s, 5.4, 1e-12);
   EXPECT_EQ(r.passes, 6);
+}
+
+TEST(SimulateClosedLoop, ChunksAttendToTheirPromptsEarlierChunks) {
+  // The burst above with chunk_context_s(c, p) = c · p / 10 000 s: a chunk
+  // that continues its prompt also pays its queries against the prompt's
+  // keys from earlier passes.
+  //   pass 0: A's 100 tokens                           -> t 1.0
+  //   pass 1: A decodes, B's first 99                  -> t 2.1
+  //   pass 2: B's last token (1 · 99), C's first 99    -> t 3.1099
+  //   pass 3: B decodes, C's last (1 · 99), D's 98     -> t 4.2198
+  //   pass 4: C decodes, D's last 2 (2 · 98)           -> t 5.3394
+  //   pass 5: D decodes                                -> t 5.4394
+  PassTimes t = Times(0.1, 0, 1.0, 0);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  t.chunk_context_s = [&](int64_t chunk, int64_t prior) {
+    calls.emplace_back(chunk, prior);
+    return static_cast<double>(chunk * prior) / 10000.0;
+  };
+  const ClosedLoopBenchmark b{4, 4, 100, 2, 100, 64, 0};
+  const ClosedLoopResult r = SimulateClosedLoop(b, t);
+  const std::vector<std::pair<int64_t, int64_t>> want = {
+      {1, 99}, {1, 99}, {2, 98}};
+  EXPECT_EQ(calls, want);
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 3.1099 + 4.2198 + 5.3394) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 5.4394, 1e-12);
 }
 
 ClosedLoopBenchmark OpenLoop(int64_t requests, double interval_s, int64_t isl,

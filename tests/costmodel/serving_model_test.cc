@@ -679,6 +679,40 @@ TEST(EstimateServing, KvCacheHoldsWhatIsLeft) {
   EXPECT_DOUBLE_EQ(memory.step_s, 0.0);
 }
 
+TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
+  // LLaMA-3 8B at tp 2: 32 attention layers of 32 / 2 = 16 heads of 128.
+  // A 4096-token chunk against the 8192 tokens before it: 32 blocks of
+  // 4096 x 8192 keys, not causal; nothing without earlier tokens.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.tp = 2;
+  // Serving prices kernels without the training steps' efficiency
+  // discount (docs/serving.md §3).
+  ModelOptions serving;
+  serving.Disable(Refinement::kTrainingKernelEfficiency);
+  const double block =
+      cal.AttentionForwardTime_s(16, 4096, 8192, 128, false, serving);
+  EXPECT_NEAR(ChunkContextTime_s(m, h100, c, 4096, 8192, cal), 32 * block,
+              1e-15);
+  EXPECT_DOUBLE_EQ(ChunkContextTime_s(m, h100, c, 4096, 0, cal), 0.0);
+  // A 16384-token prompt at one client, in two passes of the 8192-token
+  // budget: the second pass adds its chunk's block, so the calendar's TTFT
+  // is within 5 % of the prompt prefilled whole (a second step overhead and
+  // two GEMM passes), where without it the second chunk's attention would
+  // be that of a prompt of its own.
+  const ServingEstimate bench =
+      EstimateClosedLoopBenchmark(m, h100, {16384, 2, 0}, c, 2, 1, 1, 0, cal);
+  const double pass = PrefillTime_s(m, h100, c, 8192, 1, cal);
+  EXPECT_NEAR(bench.ttft_s,
+              2 * (StepOverhead_s(c.engine) + pass) +
+                  ChunkContextTime_s(m, h100, c, 8192, 8192, cal),
+              1e-12);
+  const double whole = PrefillTime_s(m, h100, c, 16384, 1, cal);
+  EXPECT_NEAR(bench.ttft_s / whole, 1.0, 0.05);
+}
+
 TEST(EstimateServing, ContinuousBatchingLoadModel) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
@@ -898,7 +932,7 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
               2 * 100 / (StepOverhead_s(c.engine) + prefill + 99 * step), 1e-6);
   // A config's max_num_tokens is the step's budget: at 1000 tokens two
   // clients' prompts take a pass each, the second's split around A's
-  // first decode (999 tokens, then 1).
+  // first decode (999 tokens, then 1, which attends to the 999 before it).
   ServingConfig narrow = c;
   narrow.max_num_tokens = 1000;
   const ServingEstimate two =
@@ -906,7 +940,8 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   const double d1 = DecodeStep(m, h100, narrow, 1, 1050, cal).total_s();
   const double t0 = StepOverhead_s(c.engine) + prefill;
   const double t2 = t0 + d1 + PrefillTime_s(m, h100, narrow, 999, 1, cal) + d1 +
-                    PrefillTime_s(m, h100, narrow, 1, 1, cal);
+                    PrefillTime_s(m, h100, narrow, 1, 1, cal) +
+                    ChunkContextTime_s(m, h100, narrow, 1, 999, cal);
   EXPECT_NEAR(two.ttft_s, (t0 + t2) / 2, 1e-12);
   // 64 clients per replica: the burst's 8 passes of 8 prompts each (the
   // 8192-token budget) make the mean TTFT several prefills long, and it
