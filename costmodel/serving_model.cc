@@ -902,14 +902,25 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     // cohort whose prompts fit the budget this is the calendar's TTFT; a
     // decode step of the whole batch on top of the prefill had put it
     // 3-25 % above (LLaMA-3 8B on one H100 at one client and 1024 tokens:
-    // 32.4 ms against 26.0).
+    // 32.4 ms against 26.0). Prompts that do not fit one pass beside the
+    // decodes (per attention-DP rank) take ceil(tokens / free budget)
+    // passes, each with the others' decodes: a lone 16 384-token prompt
+    // under an 8192-token budget takes two.
     const double others_gpu_s =
         batch > group
             ? DecodeStep(m, cluster, c, batch - group, mean_context, cal, o)
                   .gpu_s()
             : StepOverhead_s(c.engine);
-    est.ttft_s = PassWithHost_s(others_gpu_s + group_prefill, est.decode.host_s,
-                                est.decode.host_after_gpu);
+    const int64_t adp = std::max<int64_t>(1, c.attention_dp);
+    const double per_rank_prompt_tokens =
+        std::ceil(static_cast<double>(group) / adp) * w.isl;
+    const double free_tokens =
+        std::max(1.0, static_cast<double>(MaxNumTokens(c)) -
+                          std::ceil(static_cast<double>(batch - group) / adp));
+    const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
+    est.ttft_s =
+        passes * PassWithHost_s(others_gpu_s + group_prefill / passes,
+                                est.decode.host_s, est.decode.host_after_gpu);
   } else {
     est.ttft_s = group_prefill + est.decode.total_s();
   }

@@ -711,6 +711,13 @@ TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
               1e-12);
   const double whole = PrefillTime_s(m, h100, c, 16384, 1, cal);
   EXPECT_NEAR(bench.ttft_s / whole, 1.0, 0.05);
+  // The closed form counts the same two passes, each with the step
+  // overhead, around the prompt prefilled whole: within 3 % of the
+  // calendar.
+  const ServingEstimate closed =
+      EstimateServing(m, h100, {16384, 2, 1}, c, 2, cal);
+  EXPECT_NEAR(closed.ttft_s, 2 * StepOverhead_s(c.engine) + whole, 1e-12);
+  EXPECT_NEAR(closed.ttft_s / bench.ttft_s, 1.0, 0.03);
 }
 
 TEST(EstimateServing, ContinuousBatchingLoadModel) {

@@ -55,7 +55,7 @@
 // another may join it; the calendar's refusal of a run too long to simulate
 // leaves the closed form). What the report shows is then what the benchmarks
 // measure; the closed form prices the points off the front (its TTFT is the
-// calendar's at one cohort within the budget, 0.5 to 1.6 times it beyond, and
+// calendar's at one cohort within the budget, 0.5 to 1.7 times it beyond, and
 // far below it where the prompts fill every pass: docs/serving.md §3). Points
 // priced on the calendar say so (ServePoint::calendar).
 // Best: among the points meeting TTFT ≤ ttft_target and TPOT ≤ tpot_target

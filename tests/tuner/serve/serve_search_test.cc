@@ -72,10 +72,10 @@ TEST(ServeSearch, BestMeetsTargetsWithMostTokensPerGpu) {
 }
 
 TEST(ServeSearch, SweepChecksItsCandidatesOnTheCalendar) {
-  // LLaMA-3 8B on 8 H100 at 4096/1024 under TTFT 180 ms and TPOT 40 ms. On
-  // the closed form the best layout's largest batch meets both; on the
-  // calendar, whose cohorts' prompts straddle passes, its TTFT is about
-  // 30 % higher, so the checked plan runs fewer sequences.
+  // LLaMA-3 8B on 8 H100 at 4096/1024 under TTFT 180 ms and TPOT 40 ms.
+  // Each layout's largest batch that meets both on the closed form is
+  // repriced on the calendar, where cohorts' prompts straddle passes; one
+  // misses there and is bisected down.
   ServeProblem p = OnH100("llama3-8b", 8, {4096, 1024, 0});
   p.ttft_target_s = 0.180;
   p.tpot_target_s = 0.040;
@@ -108,13 +108,15 @@ TEST(ServeSearch, SweepChecksItsCandidatesOnTheCalendar) {
           << q.config.tp << " " << q.config.pp << " " << q.estimate.batch;
     }
   }
-  // The gap the check exists for: at the best plan's own batch the closed
-  // form's TTFT is over a tenth below the calendar's (140 against 172 ms).
+  // At the best plan's own batch (2x tp2 pp2, 399 sequences) the closed
+  // form's TTFT is within 5 % of the calendar's, 170 against 173 ms, now
+  // that it counts the two passes a cohort's 8192 prompt tokens take beside
+  // the other cohorts' decodes (140 ms before).
   search_spaces::ServingWorkload w = p.workload;
   w.concurrency = best.estimate.batch * best.estimate.replicas;
   const costmodel::ServingEstimate closed = costmodel::EstimateServing(
       p.model, p.cluster, w, best.config, p.num_gpus, cal);
-  EXPECT_LT(closed.ttft_s, 0.9 * best.estimate.ttft_s);
+  EXPECT_NEAR(closed.ttft_s / best.estimate.ttft_s, 1.0, 0.05);
 }
 
 TEST(ServeSearch, CheckSearchesAboveTheClosedFormsMiss) {
