@@ -642,29 +642,59 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
                            o);
 }
 
+namespace {
+
+// The attention layers of the heaviest pipeline stage, by head width: a
+// chunk's block against its prompt's earlier tokens costs the same on each
+// layer of one width (ChunkContextTime_s).
+struct AttentionLayers {
+  int64_t heads = 1;                            // the rank's share
+  std::vector<std::pair<int64_t, int>> by_dim;  // (head dim, layers)
+};
+
+AttentionLayers AttentionLayersOf(const ModelSpec& m, const ServingConfig& c) {
+  AttentionLayers a;
+  // The rank's share of the heads, as the prompt's own attention
+  // (StageTimes); MLA's queries and keys at its full head width.
+  a.heads = std::max<int64_t>(
+      1, std::llround(static_cast<double>(m.num_attention_heads) / c.tp));
+  const Stage heaviest =
+      HeaviestStage(m, c, search_spaces::WeightBytesPerElement(c.weights));
+  for (const LayerKind& kind : heaviest.kinds) {
+    const LayerShare share = ShareOfLayer(m, c, kind);
+    if (!share.attention && !share.mla) continue;
+    const int64_t d = static_cast<int64_t>(
+        share.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m));
+    auto it = std::find_if(a.by_dim.begin(), a.by_dim.end(),
+                           [&](const auto& e) { return e.first == d; });
+    if (it == a.by_dim.end()) {
+      a.by_dim.emplace_back(d, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return a;
+}
+
+double ChunkContextOf_s(const AttentionLayers& a, const Calibration& cal,
+                        int64_t chunk, int64_t prior, const ModelOptions& o) {
+  if (chunk <= 0 || prior <= 0) return 0.0;
+  double s = 0;
+  for (const auto& [d, layers] : a.by_dim) {
+    s += layers * cal.AttentionForwardTime_s(a.heads, chunk, prior, d,
+                                             /*causal=*/false, o);
+  }
+  return s;
+}
+
+}  // namespace
+
 double ChunkContextTime_s(const ModelSpec& m, const ClusterSpec& cluster,
                           const ServingConfig& c, int64_t chunk, int64_t prior,
                           const Calibration& cal, const ModelOptions& options) {
   (void)cluster;
-  if (chunk <= 0 || prior <= 0) return 0.0;
-  const ModelOptions o = ServingOptions(options);
-  const Stage heaviest =
-      HeaviestStage(m, c, search_spaces::WeightBytesPerElement(c.weights));
-  // The rank's share of the heads, as the prompt's own attention
-  // (StageTimes); MLA's queries and keys at its full head width.
-  const int64_t heads = std::max<int64_t>(
-      1, std::llround(static_cast<double>(m.num_attention_heads) / c.tp));
-  double s = 0;
-  for (const LayerKind& kind : heaviest.kinds) {
-    const LayerShare share = ShareOfLayer(m, c, kind);
-    if (!share.attention && !share.mla) continue;
-    const double d =
-        share.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
-    s +=
-        cal.AttentionForwardTime_s(heads, chunk, prior, static_cast<int64_t>(d),
-                                   /*causal=*/false, o);
-  }
-  return s;
+  return ChunkContextOf_s(AttentionLayersOf(m, c), cal, chunk, prior,
+                          ServingOptions(options));
 }
 
 DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
@@ -1050,6 +1080,7 @@ class MemoisedPassTimes {
         cal_(cal),
         o_(o),
         context_(b.isl + b.osl / 2),
+        attention_(AttentionLayersOf(m, c)),
         decode_(static_cast<size_t>(std::min(b.clients, b.max_running) + 1),
                 -1.0) {}
 
@@ -1060,7 +1091,7 @@ class MemoisedPassTimes {
       return Prefill_s(tokens, sequences);
     };
     t.chunk_context_s = [this](int64_t chunk, int64_t prior) {
-      return ChunkContextTime_s(m_, cluster_, c_, chunk, prior, cal_, o_);
+      return ChunkContext_s(chunk, prior);
     };
     t.empty_pass_s = StepOverhead_s(c_.engine);
     t.host_s = [this](int64_t running) {
@@ -1095,14 +1126,27 @@ class MemoisedPassTimes {
     return s;
   }
 
+  double ChunkContext_s(int64_t chunk, int64_t prior) {
+    const auto key = std::make_pair(chunk, prior);
+    const auto it = chunk_context_.find(key);
+    if (it != chunk_context_.end()) return it->second;
+    const double s =
+        ChunkContextOf_s(attention_, cal_, chunk, prior, ServingOptions(o_));
+    chunk_context_.emplace(key, s);
+    return s;
+  }
+
   const ModelSpec& m_;
   const ClusterSpec& cluster_;
   const ServingConfig& c_;
   const Calibration& cal_;
   const ModelOptions& o_;
-  const int64_t context_;       // the mean context, isl + osl / 2
+  const int64_t context_;  // the mean context, isl + osl / 2
+  const AttentionLayers attention_;
   std::vector<double> decode_;  // by batch; -1 = not priced yet
   std::map<std::pair<int64_t, int64_t>, double> prefill_;
+  // by (chunk, prior) tokens
+  std::map<std::pair<int64_t, int64_t>, double> chunk_context_;
 };
 
 // Runs one replica's benchmark `b` on this model's pass times and writes
