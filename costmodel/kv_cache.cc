@@ -15,24 +15,25 @@ bool EngineKeepsWindow(search_spaces::ServingEngine engine) {
   return !search_spaces::IsTensorRtLlm(engine);
 }
 
+bool IsWindowedLayer(const ModelSpec& m, int64_t layer) {
+  if (m.window_size < 0) return false;
+  return m.window_attn_skip_freq <= 0 ||
+         (layer + 1) % m.window_attn_skip_freq != 0;
+}
+
+int64_t ServedWindow(const ModelSpec& m, const ServingConfig& c,
+                     int64_t layer) {
+  return EngineKeepsWindow(c.engine) && IsWindowedLayer(m, layer)
+             ? m.window_size + 1
+             : 0;
+}
+
 namespace {
 
 double HeadDim(const ModelSpec& m) {
   return m.kv_channels > 0
              ? static_cast<double>(m.kv_channels)
              : static_cast<double>(m.hidden_size) / m.num_attention_heads;
-}
-
-// Keys a windowed layer keeps: its window and the current token (the
-// compute model's count, compute_model.cc), where the engine keeps only the
-// window (EngineKeepsWindow).
-bool IsWindowedLayer(const ModelSpec& m, int64_t layer) {
-  if (m.window_size < 0) return false;
-  return m.window_attn_skip_freq <= 0 ||
-         (layer + 1) % m.window_attn_skip_freq != 0;
-}
-bool IsWindowed(const ModelSpec& m, const ServingConfig& c, int64_t layer) {
-  return EngineKeepsWindow(c.engine) && IsWindowedLayer(m, layer);
 }
 
 // Bytes on one GPU for layer `layer` (0-based) of kind `kind`: `per_token`
@@ -53,7 +54,7 @@ LayerCache CacheOfLayer(const ModelSpec& m, const ServingConfig& c,
           m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
       const double local = std::max<int64_t>(1, groups / c.tp);
       lc.per_token = 2.0 * local * HeadDim(m) * b;
-      if (IsWindowed(m, c, layer)) lc.window = m.window_size + 1;
+      if (ServedWindow(m, c, layer) > 0) lc.window = m.window_size + 1;
       break;
     }
     case Mixer::kMla:

@@ -56,6 +56,18 @@ std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
 //     a fifth of the cache (docs/serving.md §5).
 bool EngineKeepsWindow(search_spaces::ServingEngine engine);
 
+// Whether layer `layer` (0-based) is a sliding-window layer of `model`
+// (window_size >= 0, every window_attn_skip_freq-th layer at full
+// attention; the compute model's pattern, compute_model.cc).
+bool IsWindowedLayer(const search_spaces::ModelSpec& model, int64_t layer);
+
+// The keys a query of layer `layer` sees under `config`'s engine: the
+// window and the current token, window_size + 1, on a sliding-window layer
+// of an engine that keeps the window (EngineKeepsWindow); 0 = the whole
+// context.
+int64_t ServedWindow(const search_spaces::ModelSpec& model,
+                     const search_spaces::ServingConfig& config, int64_t layer);
+
 // The tokens each layer keeps, as TensorRT-LLM's
 // kv_cache_config.max_attention_window takes them (a list it repeats over
 // the layers): one entry per layer of the window pattern, window_size + 1

@@ -594,9 +594,19 @@ DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
       const double d =
           s.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m);
       const int64_t len = static_cast<int64_t>(per_seq);
-      stage.kv_cache_s += cal.AttentionForwardTime_s(
-          std::max<int64_t>(1, std::llround(seqs_per_rank * heads)), len, len,
-          static_cast<int64_t>(d), /*causal=*/true, o);
+      const int64_t bh =
+          std::max<int64_t>(1, std::llround(seqs_per_rank * heads));
+      // A sliding-window layer's queries see at most its window of keys
+      // where the engine keeps the window (the compute model's count).
+      const int64_t window =
+          ServedWindow(m, c, heaviest.begin + static_cast<int64_t>(i));
+      stage.kv_cache_s += window > 0 && window < len
+                              ? cal.AttentionForwardTime_s(
+                                    bh, len, window, static_cast<int64_t>(d),
+                                    /*causal=*/false, o)
+                              : cal.AttentionForwardTime_s(
+                                    bh, len, len, static_cast<int64_t>(d),
+                                    /*causal=*/true, o);
     }
     LayerComm(m, c, cluster, s, rows, cal, o, &stage.tp_comm_s,
               &stage.ep_comm_s);
@@ -644,12 +654,17 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
 
 namespace {
 
-// The attention layers of the heaviest pipeline stage, by head width: a
-// chunk's block against its prompt's earlier tokens costs the same on each
-// layer of one width (ChunkContextTime_s).
+// The attention layers of the heaviest pipeline stage, by head width and
+// served window (0: none): a chunk's block against its prompt's earlier
+// tokens costs the same on each layer of one kind (ChunkContextTime_s).
 struct AttentionLayers {
-  int64_t heads = 1;                            // the rank's share
-  std::vector<std::pair<int64_t, int>> by_dim;  // (head dim, layers)
+  struct Kind {
+    int64_t head_dim = 0;
+    int64_t window = 0;
+    int layers = 0;
+  };
+  int64_t heads = 1;  // the rank's share
+  std::vector<Kind> kinds;
 };
 
 AttentionLayers AttentionLayersOf(const ModelSpec& m, const ServingConfig& c) {
@@ -660,17 +675,20 @@ AttentionLayers AttentionLayersOf(const ModelSpec& m, const ServingConfig& c) {
       1, std::llround(static_cast<double>(m.num_attention_heads) / c.tp));
   const Stage heaviest =
       HeaviestStage(m, c, search_spaces::WeightBytesPerElement(c.weights));
-  for (const LayerKind& kind : heaviest.kinds) {
-    const LayerShare share = ShareOfLayer(m, c, kind);
+  for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
+    const LayerShare share = ShareOfLayer(m, c, heaviest.kinds[i]);
     if (!share.attention && !share.mla) continue;
     const int64_t d = static_cast<int64_t>(
         share.mla ? static_cast<double>(m.mla_qk_head_dim()) : HeadDim(m));
-    auto it = std::find_if(a.by_dim.begin(), a.by_dim.end(),
-                           [&](const auto& e) { return e.first == d; });
-    if (it == a.by_dim.end()) {
-      a.by_dim.emplace_back(d, 1);
+    const int64_t window =
+        ServedWindow(m, c, heaviest.begin + static_cast<int64_t>(i));
+    auto it = std::find_if(a.kinds.begin(), a.kinds.end(), [&](const auto& k) {
+      return k.head_dim == d && k.window == window;
+    });
+    if (it == a.kinds.end()) {
+      a.kinds.push_back({d, window, 1});
     } else {
-      ++it->second;
+      ++it->layers;
     }
   }
   return a;
@@ -680,9 +698,11 @@ double ChunkContextOf_s(const AttentionLayers& a, const Calibration& cal,
                         int64_t chunk, int64_t prior, const ModelOptions& o) {
   if (chunk <= 0 || prior <= 0) return 0.0;
   double s = 0;
-  for (const auto& [d, layers] : a.by_dim) {
-    s += layers * cal.AttentionForwardTime_s(a.heads, chunk, prior, d,
-                                             /*causal=*/false, o);
+  for (const AttentionLayers::Kind& k : a.kinds) {
+    // A windowed layer's chunk sees at most the window's earlier keys.
+    const int64_t keys = k.window > 0 ? std::min(prior, k.window) : prior;
+    s += k.layers * cal.AttentionForwardTime_s(a.heads, chunk, keys, k.head_dim,
+                                               /*causal=*/false, o);
   }
   return s;
 }

@@ -421,7 +421,9 @@ double DisaggregatedBenchmarkTtft_s(double prefill_s, int64_t prefill_ranks,
 // another. With attention DP each prompt is prefilled whole on one rank and
 // the ranks meet at every MoE layer, so the time is the busiest rank's,
 // the one with ceil(sequences / adp) prompts; the routed experts see every
-// rank's tokens.
+// rank's tokens. A sliding-window layer's queries attend to at most its
+// window of keys where the engine keeps the window (ServedWindow; the
+// training compute model's count).
 double PrefillTime_s(const search_spaces::ModelSpec& model,
                      const search_spaces::ClusterSpec& cluster,
                      const search_spaces::ServingConfig& config, int64_t tokens,
@@ -435,8 +437,9 @@ double PrefillTime_s(const search_spaces::ModelSpec& model,
 // all the prompt's keys so far, and PrefillTime_s prices a chunk as a
 // prompt of its own, causal over itself. One pass of the heaviest pipeline
 // stage: every attention layer's chunk x prior block (not causal), at the
-// calibration's flash-attention rate. Sliding windows are not applied, as
-// PrefillTime_s does not apply them.
+// calibration's flash-attention rate; a sliding-window layer's chunk sees at
+// most its window of earlier keys where the engine keeps the window
+// (ServedWindow), as PrefillTime_s's attention does.
 double ChunkContextTime_s(const search_spaces::ModelSpec& model,
                           const search_spaces::ClusterSpec& cluster,
                           const search_spaces::ServingConfig& config,

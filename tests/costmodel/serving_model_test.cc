@@ -720,6 +720,42 @@ TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
   EXPECT_NEAR(closed.ttft_s / bench.ttft_s, 1.0, 0.03);
 }
 
+TEST(ChunkContextTime, WindowedLayersSeeTheirWindow) {
+  // GPT-OSS 20B: 24 layers of 64 heads of 64, every other one a 128-token
+  // window (window_size 127). Under vLLM (which keeps the window) a chunk of
+  // 4096 against 8192 earlier tokens costs 12 full blocks and 12 of 4096 x
+  // 128 keys; under TensorRT-LLM (which keeps the whole context unless told)
+  // 24 full blocks.
+  const ModelSpec m = Preset("gpt-oss-20b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ModelOptions serving;
+  serving.Disable(Refinement::kTrainingKernelEfficiency);
+  ServingConfig vllm;
+  vllm.weights = Precision::kFp8;
+  const double full =
+      cal.AttentionForwardTime_s(64, 4096, 8192, 64, false, serving);
+  const double windowed =
+      cal.AttentionForwardTime_s(64, 4096, 128, 64, false, serving);
+  EXPECT_NEAR(ChunkContextTime_s(m, h100, vllm, 4096, 8192, cal),
+              12 * full + 12 * windowed, 1e-15);
+  ServingConfig trt = vllm;
+  trt.engine = search_spaces::ServingEngine::kTensorRtLlm;
+  EXPECT_NEAR(ChunkContextTime_s(m, h100, trt, 4096, 8192, cal), 24 * full,
+              1e-15);
+  // The prompt's own attention the same way: a 16 384-token prefill costs
+  // vLLM less than TensorRT-LLM by 12 layers' causal attention over 16 384
+  // tokens less their windowed 16 384 x 128 blocks (the engines' step
+  // overheads do not enter PrefillTime_s).
+  const double causal =
+      cal.AttentionForwardTime_s(64, 16384, 16384, 64, true, serving);
+  const double band =
+      cal.AttentionForwardTime_s(64, 16384, 128, 64, false, serving);
+  EXPECT_NEAR(PrefillTime_s(m, h100, trt, 16384, 1, cal) -
+                  PrefillTime_s(m, h100, vllm, 16384, 1, cal),
+              12 * (causal - band), 1e-9);
+}
+
 TEST(EstimateServing, ContinuousBatchingLoadModel) {
   const ModelSpec m = Preset("llama3-8b");
   const ClusterSpec h100 = Cluster("h100");
