@@ -54,7 +54,9 @@ LayerCache CacheOfLayer(const ModelSpec& m, const ServingConfig& c,
           m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads;
       const double local = std::max<int64_t>(1, groups / c.tp);
       lc.per_token = 2.0 * local * HeadDim(m) * b;
-      if (ServedWindow(m, c, layer) > 0) lc.window = m.window_size + 1;
+      if (const int64_t window = ServedWindow(m, c, layer); window > 0) {
+        lc.window = window;
+      }
       break;
     }
     case Mixer::kMla:

@@ -709,10 +709,9 @@ double ChunkContextOf_s(const AttentionLayers& a, const Calibration& cal,
 
 }  // namespace
 
-double ChunkContextTime_s(const ModelSpec& m, const ClusterSpec& cluster,
-                          const ServingConfig& c, int64_t chunk, int64_t prior,
-                          const Calibration& cal, const ModelOptions& options) {
-  (void)cluster;
+double ChunkContextTime_s(const ModelSpec& m, const ServingConfig& c,
+                          int64_t chunk, int64_t prior, const Calibration& cal,
+                          const ModelOptions& options) {
   return ChunkContextOf_s(AttentionLayersOf(m, c), cal, chunk, prior,
                           ServingOptions(options));
 }
@@ -1101,6 +1100,7 @@ class MemoisedPassTimes {
         o_(o),
         context_(b.isl + b.osl / 2),
         attention_(AttentionLayersOf(m, c)),
+        serving_options_(ServingOptions(o)),
         decode_(static_cast<size_t>(std::min(b.clients, b.max_running) + 1),
                 -1.0) {}
 
@@ -1151,7 +1151,7 @@ class MemoisedPassTimes {
     const auto it = chunk_context_.find(key);
     if (it != chunk_context_.end()) return it->second;
     const double s =
-        ChunkContextOf_s(attention_, cal_, chunk, prior, ServingOptions(o_));
+        ChunkContextOf_s(attention_, cal_, chunk, prior, serving_options_);
     chunk_context_.emplace(key, s);
     return s;
   }
@@ -1163,7 +1163,8 @@ class MemoisedPassTimes {
   const ModelOptions& o_;
   const int64_t context_;  // the mean context, isl + osl / 2
   const AttentionLayers attention_;
-  std::vector<double> decode_;  // by batch; -1 = not priced yet
+  const ModelOptions serving_options_;  // ServingOptions(o_)
+  std::vector<double> decode_;          // by batch; -1 = not priced yet
   std::map<std::pair<int64_t, int64_t>, double> prefill_;
   // by (chunk, prior) tokens
   std::map<std::pair<int64_t, int64_t>, double> chunk_context_;

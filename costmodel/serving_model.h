@@ -441,7 +441,6 @@ double PrefillTime_s(const search_spaces::ModelSpec& model,
 // most its window of earlier keys where the engine keeps the window
 // (ServedWindow), as PrefillTime_s's attention does.
 double ChunkContextTime_s(const search_spaces::ModelSpec& model,
-                          const search_spaces::ClusterSpec& cluster,
                           const search_spaces::ServingConfig& config,
                           int64_t chunk, int64_t prior,
                           const Calibration& calibration,

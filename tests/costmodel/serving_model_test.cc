@@ -694,9 +694,8 @@ TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
   serving.Disable(Refinement::kTrainingKernelEfficiency);
   const double block =
       cal.AttentionForwardTime_s(16, 4096, 8192, 128, false, serving);
-  EXPECT_NEAR(ChunkContextTime_s(m, h100, c, 4096, 8192, cal), 32 * block,
-              1e-15);
-  EXPECT_DOUBLE_EQ(ChunkContextTime_s(m, h100, c, 4096, 0, cal), 0.0);
+  EXPECT_NEAR(ChunkContextTime_s(m, c, 4096, 8192, cal), 32 * block, 1e-15);
+  EXPECT_DOUBLE_EQ(ChunkContextTime_s(m, c, 4096, 0, cal), 0.0);
   // A 16384-token prompt at one client, in two passes of the 8192-token
   // budget: the second pass adds its chunk's block, so the calendar's TTFT
   // is within 5 % of the prompt prefilled whole (a second step overhead and
@@ -707,7 +706,7 @@ TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
   const double pass = PrefillTime_s(m, h100, c, 8192, 1, cal);
   EXPECT_NEAR(bench.ttft_s,
               2 * (StepOverhead_s(c.engine) + pass) +
-                  ChunkContextTime_s(m, h100, c, 8192, 8192, cal),
+                  ChunkContextTime_s(m, c, 8192, 8192, cal),
               1e-12);
   const double whole = PrefillTime_s(m, h100, c, 16384, 1, cal);
   EXPECT_NEAR(bench.ttft_s / whole, 1.0, 0.05);
@@ -737,12 +736,11 @@ TEST(ChunkContextTime, WindowedLayersSeeTheirWindow) {
       cal.AttentionForwardTime_s(64, 4096, 8192, 64, false, serving);
   const double windowed =
       cal.AttentionForwardTime_s(64, 4096, 128, 64, false, serving);
-  EXPECT_NEAR(ChunkContextTime_s(m, h100, vllm, 4096, 8192, cal),
+  EXPECT_NEAR(ChunkContextTime_s(m, vllm, 4096, 8192, cal),
               12 * full + 12 * windowed, 1e-15);
   ServingConfig trt = vllm;
   trt.engine = search_spaces::ServingEngine::kTensorRtLlm;
-  EXPECT_NEAR(ChunkContextTime_s(m, h100, trt, 4096, 8192, cal), 24 * full,
-              1e-15);
+  EXPECT_NEAR(ChunkContextTime_s(m, trt, 4096, 8192, cal), 24 * full, 1e-15);
   // The prompt's own attention the same way: a 16 384-token prefill costs
   // vLLM less than TensorRT-LLM by 12 layers' causal attention over 16 384
   // tokens less their windowed 16 384 x 128 blocks (the engines' step
@@ -984,7 +982,7 @@ TEST(EstimateClosedLoopBenchmark, PricesPassesWithTheModelsTimes) {
   const double t0 = StepOverhead_s(c.engine) + prefill;
   const double t2 = t0 + d1 + PrefillTime_s(m, h100, narrow, 999, 1, cal) + d1 +
                     PrefillTime_s(m, h100, narrow, 1, 1, cal) +
-                    ChunkContextTime_s(m, h100, narrow, 1, 999, cal);
+                    ChunkContextTime_s(m, narrow, 1, 999, cal);
   EXPECT_NEAR(two.ttft_s, (t0 + t2) / 2, 1e-12);
   // 64 clients per replica: the burst's 8 passes of 8 prompts each (the
   // 8192-token budget) make the mean TTFT several prefills long, and it
