@@ -28,8 +28,11 @@
 //     --data-parallel-address $(LWS_LEADER_ADDRESS) --data-parallel-rpc-port
 //     13345: the leader with the API server from rank 0, each worker
 //     --headless from rank LWS_WORKER_INDEX · those ranks (--data-parallel-
-//     start-rank, computed by sh). Ranks must not straddle nodes: tp · pp
-//     must divide a pod's GPUs.
+//     start-rank, computed by sh), when tp · pp divides a pod's GPUs.
+//     Ranks that each span whole pods (tp · pp a multiple of a pod's GPUs)
+//     run over the group's Ray cluster as above, placed by vLLM's Ray
+//     data-parallel backend: the leader exports
+//     VLLM_RAY_DP_PACK_STRATEGY=span and adds --data-parallel-backend ray.
 //     SGLang: as the LWS project's SGLang example does, every pod runs the
 //     plan's command with SGLang's own multi-node flags, --dist-init-addr
 //     $(LWS_LEADER_ADDRESS):20000 --nnodes $(LWS_GROUP_SIZE) --node-rank
@@ -93,10 +96,10 @@
 // kMaxServingNameLength, fewer than one worker or GPU, a worker whose GPUs do
 // not split evenly over its nodes, a command that is not the engine's (or
 // does not parse; TensorRT-LLM's with its options file), with vLLM a
-// multi-node worker whose data-parallel ranks straddle nodes (tp · pp not
-// dividing a pod's GPUs), with TensorRT-LLM no image (ServingImage), a
-// router image with whitespace. Every user value
-// reaches the YAML as a double-quoted scalar.
+// multi-node worker whose data-parallel ranks straddle nodes unevenly
+// (tp · pp neither dividing a pod's GPUs nor a multiple of them), with
+// TensorRT-LLM no image (ServingImage), a router image with whitespace. Every
+// user value reaches the YAML as a double-quoted scalar.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 #define MESHTUNE_TUNER_INTEROP_SERVING_MANIFEST_H_
 

@@ -182,7 +182,10 @@ struct GroupCommands {
 
 // vLLM: the leader starts the Ray head, then vLLM once every pod of the
 // group has joined (vLLM checks the cluster's GPUs when it starts); each
-// worker joins the head.
+// worker joins the head. Data-parallel ranks that span pods are placed by
+// vLLM's Ray data-parallel backend, whose "span" strategy gathers each
+// rank's tp · pp GPUs from whole nodes (vLLM's data parallel deployment
+// guide; its placement asserts tp · pp is a multiple of a node's GPUs).
 GroupCommands VllmGroup(const Workload& w) {
   const std::string size = std::to_string(w.pods_per_worker);
   std::string vllm;
@@ -195,7 +198,11 @@ GroupCommands VllmGroup(const Workload& w) {
           "import ray, sys; ray.init(address=\"auto\"); "
           "sys.exit(sum(n[\"Alive\"] for n in ray.nodes()) < " +
           size + ")") +
-      "; do sleep 5; done && exec " + vllm +
+      "; do sleep 5; done && " +
+      (w.dp_ranks_span_pods ? "export VLLM_RAY_DP_PACK_STRATEGY=span && "
+                            : "") +
+      "exec " + vllm +
+      (w.dp_ranks_span_pods ? "--data-parallel-backend ray " : "") +
       "--distributed-executor-backend ray";
   const std::string worker =
       "until ray start --address=\"$LWS_LEADER_ADDRESS\":" +
@@ -525,21 +532,25 @@ StatusOr<Workload> MakeWorkload(const std::string& name, const std::string& app,
     if (!config.ok()) return config.status();
     const search_spaces::ServingConfig& c = config.value();
     if (c.attention_dp > 1) {
-      // Each pod starts whole data-parallel ranks of tp · pp GPUs.
+      // Each pod starts whole data-parallel ranks of tp · pp GPUs, or each
+      // rank spans whole pods (Ray's span placement).
       const int64_t rank_gpus = c.tp * c.pp;
-      if (w.gpus_per_pod % rank_gpus != 0) {
+      if (w.gpus_per_pod % rank_gpus == 0) {
+        w.dp_ranks_per_pod = w.gpus_per_pod / rank_gpus;
+      } else if (rank_gpus % w.gpus_per_pod == 0) {
+        w.dp_ranks_span_pods = true;
+      } else {
         return Status::InvalidArgument(
             "a worker of " + std::to_string(gpus_per_worker) +
                 " GPUs spans nodes with vLLM data-parallel ranks "
                 "(--data-parallel-size " +
                 std::to_string(c.attention_dp) + ") of " +
                 std::to_string(rank_gpus) +
-                " GPUs, which do not split into whole ranks per node of " +
-                std::to_string(w.gpus_per_pod) + " GPUs",
+                " GPUs, which neither split into whole ranks per node of " +
+                std::to_string(w.gpus_per_pod) + " GPUs nor span whole nodes",
             "write SGLang's manifests (--k8s-engine sglang), or pick a plan "
-            "whose replica fits a node");
+            "whose tp x pp divides or is a multiple of the GPUs per node");
       }
-      w.dp_ranks_per_pod = w.gpus_per_pod / rank_gpus;
     }
   }
   return w;

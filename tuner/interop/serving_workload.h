@@ -50,6 +50,10 @@ struct Workload {
   // vLLM data-parallel ranks per pod of a group over several nodes
   // (--data-parallel-size-local); 0 = no data-parallel ranks there.
   int64_t dp_ranks_per_pod = 0;
+  // vLLM data-parallel ranks that each span whole pods (tp · pp a multiple
+  // of a pod's GPUs): the group runs them over Ray, placed with
+  // VLLM_RAY_DP_PACK_STRATEGY=span.
+  bool dp_ranks_span_pods = false;
   // TensorRT-LLM over several nodes: the Secret holding the SSH key that
   // mpirun on the leader reaches the workers' sshd with, mounted read-only
   // at kSshDir in every pod of a group; "" otherwise.

@@ -664,6 +664,61 @@ TEST(ServingDeployment, VllmDataParallelRanksSpanNodesWithoutRay) {
   EXPECT_EQ(pp2_args[pp2_args.size() - 5], "4");
 }
 
+TEST(ServingDeployment, VllmDataParallelRanksOverWholeNodesRunOnRay) {
+  // Two attention-DP ranks of tp 8 x pp 2, 16 GPUs each on nodes of 8:
+  // each rank spans two pods, which only vLLM's Ray data-parallel backend
+  // places ("span" packing gathers a rank's GPUs from whole nodes).
+  ServingManifestSpec s = Spec();
+  s.command =
+      "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
+      "--pipeline-parallel-size 2 --enable-expert-parallel";
+  s.replicas = 1;
+  s.gpus_per_replica = 32;
+  const auto yaml = ServingDeployment(s);
+  ASSERT_TRUE(yaml.ok()) << yaml.status().message();
+  const std::vector<YAML::Node> docs = Documents(yaml.value());
+  ASSERT_EQ(docs.size(), 2u) << yaml.value();
+  const YAML::Node t = docs[0]["spec"]["leaderWorkerTemplate"];
+  EXPECT_EQ(t["size"].as<int64_t>(), 4);
+  const YAML::Node leader = Container(t["leaderTemplate"]);
+  const YAML::Node worker = Container(t["workerTemplate"]);
+  EXPECT_EQ(Gpus(leader), 8);
+  EXPECT_EQ(Gpus(worker), 8);
+  const std::string script = leader["args"][0].as<std::string>();
+  // The Ray head waits for all four pods, then starts vLLM with the
+  // packing strategy in its environment.
+  EXPECT_NE(script.find("sum(n[\"Alive\"] for n in ray.nodes()) < 4)"),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("; do sleep 5; done && export "
+                        "VLLM_RAY_DP_PACK_STRATEGY=span && exec vllm "),
+            std::string::npos)
+      << script;
+  EXPECT_EQ(ExecWords(script),
+            (std::vector<std::string>{
+                "vllm", "serve", "m", "--tensor-parallel-size", "8",
+                "--data-parallel-size", "2", "--pipeline-parallel-size", "2",
+                "--enable-expert-parallel", "--data-parallel-backend", "ray",
+                "--distributed-executor-backend", "ray"}));
+  EXPECT_EQ(worker["args"][0].as<std::string>(),
+            "until ray start --address=\"$LWS_LEADER_ADDRESS\":6379 --block; "
+            "do sleep 5; done");
+  // A rank of exactly one node's GPUs is a rank per pod, without Ray.
+  s.command =
+      "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
+      "--enable-expert-parallel";
+  s.gpus_per_replica = 16;
+  const std::vector<YAML::Node> one = Documents(ServingDeployment(s).value());
+  const YAML::Node one_leader =
+      Container(one[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]);
+  EXPECT_EQ(one_leader["command"].as<std::vector<std::string>>(),
+            (std::vector<std::string>{"vllm", "serve"}));
+  const std::vector<std::string> args = Args(one_leader);
+  ASSERT_GE(args.size(), 6u);
+  EXPECT_EQ(args[args.size() - 6], "--data-parallel-size-local");
+  EXPECT_EQ(args[args.size() - 5], "1");
+}
+
 TEST(ServingDeployment, HostileCheckpointSurvivesTheLeaderScript) {
   ServingManifestSpec s = Spec();
   s.command =
@@ -798,13 +853,13 @@ TEST(ServingDeployment, Errors) {
             "a worker of 20 GPUs does not split evenly over 3 nodes of 8 GPUs");
   ServingManifestSpec dp = Spec();
   dp.command =
-      "vllm serve m --tensor-parallel-size 8 --data-parallel-size 2 "
-      "--pipeline-parallel-size 2 --enable-expert-parallel";
-  dp.gpus_per_replica = 32;
+      "vllm serve m --tensor-parallel-size 4 --data-parallel-size 2 "
+      "--pipeline-parallel-size 3 --enable-expert-parallel";
+  dp.gpus_per_replica = 24;
   EXPECT_EQ(ServingDeployment(dp).status().message(),
-            "a worker of 32 GPUs spans nodes with vLLM data-parallel ranks "
-            "(--data-parallel-size 2) of 16 GPUs, which do not split into "
-            "whole ranks per node of 8 GPUs");
+            "a worker of 24 GPUs spans nodes with vLLM data-parallel ranks "
+            "(--data-parallel-size 2) of 12 GPUs, which neither split into "
+            "whole ranks per node of 8 GPUs nor span whole nodes");
   ServingManifestSpec name = Spec();
   name.name = "Bad_Name";
   EXPECT_FALSE(ServingDeployment(name).ok());
