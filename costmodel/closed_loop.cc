@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <deque>
+#include <vector>
 
 namespace meshtune::costmodel {
 
@@ -234,39 +236,62 @@ class Loop {
     RetireDecodes();
   }
 
-  // One pass: every decode, then prompt chunks in arrival order.
+  // One pass: every decode, then prompt chunks in arrival order, one chunk
+  // per prompt, filling the micro-batches one after the other, each to its
+  // share of the budget beside its share of the decodes. The pass pays the
+  // slowest micro-batch's prompts (closed_loop.h).
   void MixedPass() {
     const int64_t decodes = static_cast<int64_t>(decoding_.size());
-    int64_t budget = std::max<int64_t>(0, b_.step_tokens - decodes);
-    int64_t tokens = 0, chunks = 0, finished = 0;
-    double context_s = 0;  // chunks attending to their prompts' earlier ones
-    for (Prefilling& p : prefilling_) {
-      if (budget == 0) break;
-      const int64_t chunk = std::min(p.left, budget);
-      const int64_t prior = Context(p.request) - p.left;
-      if (prior > 0 && times_.chunk_context_s) {
-        context_s += times_.chunk_context_s(chunk, prior);
+    const int64_t micro = b_.micro_batches;
+    const int64_t micro_tokens = std::max<int64_t>(1, b_.step_tokens / micro);
+    double prefill_s = 0;  // the slowest micro-batch's prompts
+    int64_t chunks = 0;
+    size_t next = 0;  // prompts before it got their chunk this pass
+    for (int64_t j = 0; j < micro && next < prefilling_.size(); ++j) {
+      const int64_t own_decodes = decodes / micro + (j < decodes % micro);
+      int64_t budget = std::max<int64_t>(0, micro_tokens - own_decodes);
+      int64_t tokens = 0, own_chunks = 0;
+      double context_s = 0;  // chunks attending to their prompts' earlier ones
+      for (; budget > 0 && next < prefilling_.size(); ++next) {
+        Prefilling& p = prefilling_[next];
+        const int64_t chunk = std::min(p.left, budget);
+        const int64_t prior = Context(p.request) - p.left;
+        if (prior > 0 && times_.chunk_context_s) {
+          context_s += times_.chunk_context_s(chunk, prior);
+        }
+        p.left -= chunk;
+        budget -= chunk;
+        tokens += chunk;
+        ++own_chunks;
       }
-      p.left -= chunk;
-      budget -= chunk;
-      tokens += chunk;
-      ++chunks;
-      if (p.left == 0) ++finished;
+      if (tokens > 0) {
+        prefill_s = std::max(prefill_s,
+                             times_.prefill_s(tokens, own_chunks) + context_s);
+      }
+      chunks += own_chunks;
     }
     double pass_s =
         decodes > 0 ? times_.decode_s(decodes) : times_.empty_pass_s;
-    if (tokens > 0) pass_s += times_.prefill_s(tokens, chunks) + context_s;
-    pass_s = Pass_s(pass_s, decodes + chunks);
+    pass_s = Pass_s(pass_s + prefill_s, decodes + chunks);
     now_s_ += pass_s;
     const int64_t this_pass = pass_;
     ++pass_;
     ++passes_;
     RetireDecodes();
-    // Finished prompts are at the front (chunks are taken in order); each
-    // emits its next token: a new request its first.
-    for (int64_t i = 0; i < finished; ++i) {
-      const Prefilling p = prefilling_.front();
-      prefilling_.pop_front();
+    // The prompts that got a chunk lead the queue; those left unfinished
+    // (the last of a micro-batch) stay at its front, in order, and each
+    // finished one emits its next token: a new request its first.
+    finished_.clear();
+    unfinished_.clear();
+    for (size_t i = 0; i < next; ++i) {
+      (prefilling_[i].left == 0 ? finished_ : unfinished_)
+          .push_back(prefilling_[i]);
+    }
+    prefilling_.erase(prefilling_.begin(),
+                      prefilling_.begin() + static_cast<std::ptrdiff_t>(next));
+    prefilling_.insert(prefilling_.begin(), unfinished_.begin(),
+                       unfinished_.end());
+    for (const Prefilling& p : finished_) {
       prefill_context_sum_ -= Context(p.request);
       Request r = p.request;
       if (r.generated == 0) {
@@ -295,6 +320,10 @@ class Loop {
   std::deque<Request> waiting_;
   std::deque<Prefilling> prefilling_;
   std::deque<Decoding> decoding_;  // in order of last_pass
+  // MixedPass's prompts that got a chunk, finished or not (kept to reuse
+  // their storage pass after pass).
+  std::vector<Prefilling> finished_;
+  std::vector<Prefilling> unfinished_;
   int64_t issued_ = 0;
   int64_t completed_ = 0;
   int64_t pass_ = 0;  // index of the next pass
@@ -367,6 +396,7 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
   for (int64_t& n : b.input_lengths) n = std::max<int64_t>(1, n);
   for (int64_t& n : b.output_lengths) n = std::max<int64_t>(1, n);
   b.step_tokens = std::max<int64_t>(1, b.step_tokens);
+  b.micro_batches = std::clamp<int64_t>(b.micro_batches, 1, b.step_tokens);
   b.max_running = std::max<int64_t>(1, b.max_running);
   b.kv_tokens = std::max<int64_t>(0, b.kv_tokens);
   return Loop(b, times).Run();

@@ -32,6 +32,17 @@
 //     plus, for a chunk that continues its prompt, chunk_context_s (its
 //     queries against the prompt's keys from earlier passes);
 //     with no decodes it still pays `empty_pass_s` (the step overhead);
+//   - a pipeline of `micro_batches` stages keeps that many micro-batches
+//     in flight (vLLM's and TensorRT-LLM's pipeline parallelism, each
+//     scheduled with its own budget): a pass is one round of all of them,
+//     each micro-batch its share of the decodes and of step_tokens, the
+//     prompts taking one chunk each per pass, micro-batch after
+//     micro-batch. Every pipeline slot runs each micro-batch on one stage,
+//     so the slowest micro-batch's prompts lengthen every slot of the
+//     round: the pass pays prefill_s + chunk_context_s of that micro-batch
+//     alone, each priced through all stages, not the sum over
+//     micro-batches (a lone prompt costs its whole latency; prompts filling
+//     every micro-batch cost 1/micro_batches of theirs);
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
 //     pass; a request arriving at a pass's end is scheduled in the next.
@@ -97,7 +108,8 @@ struct ClosedLoopBenchmark {
                             // counts the first burst too
   int64_t isl = 1;          // prompt tokens per request
   int64_t osl = 1;          // output tokens per request (the first included)
-  int64_t step_tokens = 1;  // a pass's token budget (max_num_tokens)
+  int64_t step_tokens = 1;  // a pass's token budget (max_num_tokens),
+                            // over all its micro-batches
   int64_t max_running = 1;  // requests running at once (max batch)
   int64_t kv_tokens = 0;    // tokens the KV cache holds; 0 = unbounded
   // The first `warmup` requests sent (the first burst when it is
@@ -119,6 +131,9 @@ struct ClosedLoopBenchmark {
   // osl for every request.
   std::vector<int64_t> input_lengths = {};
   std::vector<int64_t> output_lengths = {};
+  // Pipeline micro-batches a pass runs (pp; above), each with
+  // step_tokens / micro_batches of the budget.
+  int64_t micro_batches = 1;
 };
 
 // The arrival time of each of `requests` requests of an open loop at mean
@@ -145,11 +160,13 @@ inline double PassWithHost_s(double gpu_s, double host_s, bool host_after_gpu) {
   return host_after_gpu ? gpu_s + host_s : std::max(gpu_s, host_s);
 }
 
-// Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1.
-// prefill_s(t, s): `t` prompt tokens of `s` requests in one pass, each
-// chunk attending to itself. chunk_context_s(c, p) (optional): what a chunk
-// of `c` tokens adds by attending to the `p` tokens of its prompt that
-// earlier passes prefilled, added once per such chunk. host_s(r)
+// Pass times. decode_s(b): `b` decode tokens of running requests, b >= 1,
+// over all micro-batches. prefill_s(t, s): `t` prompt tokens of `s`
+// requests in one micro-batch of a pass, each chunk attending to itself,
+// through every pipeline stage. chunk_context_s(c, p) (optional): what a
+// chunk of `c` tokens adds by attending to the `p` tokens of its prompt
+// that earlier passes prefilled, through every stage, added once per such
+// chunk of the micro-batch. host_s(r)
 // (optional): the host's work for the `r` requests a pass runs, beside the
 // GPU's or after it (host_after_gpu; PassWithHost_s).
 struct PassTimes {

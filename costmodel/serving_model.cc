@@ -913,12 +913,13 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   const double group_prefill =
       group == 1 ? est.prefill_s
                  : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
-  // The steps. With a pipeline the prefills of a round pass its stages one
-  // after the other while the stages work on other micro-batches, as the
-  // decode's do (DecodeStep): each stage spends 1/pp of a prefill on it per
-  // round. The host works through the step's requests beside it (its
-  // prefills included in the GPU's side): the longer of the two; or after
-  // it (HostAfterGpu): their sum.
+  // The steps. With a pipeline the prefills of the steps fill its pp
+  // micro-batches, which its stages work through as they do the decodes'
+  // (DecodeStep): a round pays 1/pp of their latency on average (the pass
+  // calendar pays its slowest micro-batch, closed_loop.h: a lone prompt's
+  // whole latency, as the TTFT below does). The host works through the
+  // step's requests beside it (its prefills included in the GPU's side):
+  // the longer of the two; or after it (HostAfterGpu): their sum.
   const auto step = [&](double prefill_s) {
     return PassWithHost_s(est.decode.gpu_s() + prefill_s / c.pp,
                           est.decode.host_s, est.decode.host_after_gpu);
@@ -963,9 +964,9 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     const int64_t adp = std::max<int64_t>(1, c.attention_dp);
     const double per_rank_prompt_tokens =
         std::ceil(static_cast<double>(group) / adp) * w.isl;
-    const double free_tokens =
-        std::max(1.0, static_cast<double>(MaxNumTokens(c)) -
-                          std::ceil(static_cast<double>(batch - group) / adp));
+    const double free_tokens = std::max(
+        1.0, static_cast<double>(MaxNumTokens(c)) -
+                 std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
     const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
     est.ttft_s =
         passes * PassWithHost_s(others_gpu_s + group_prefill / passes,
@@ -1062,6 +1063,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.isl = w.isl;
   b.osl = w.osl;
   b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
+  b.micro_batches = c.pp;
   // About one loop iteration per request and prompt chunk: beyond the
   // bound fewer requests are measured, never less than one wave.
   const double per_request =
@@ -1136,12 +1138,10 @@ class MemoisedPassTimes {
     const auto key = std::make_pair(tokens, sequences);
     const auto it = prefill_.find(key);
     if (it != prefill_.end()) return it->second;
-    // A pipeline's stages prefill other micro-batches' chunks while this
-    // one passes through them, as its decodes overlap: a pass pays 1/pp of
-    // the chunk's latency (the offline step's share, EstimateServing).
+    // One micro-batch's prompts through every pipeline stage: the
+    // calendar charges a pass its slowest micro-batch (closed_loop.h).
     const double s =
-        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_) /
-        static_cast<double>(c_.pp);
+        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
     prefill_.emplace(key, s);
     return s;
   }
@@ -1150,7 +1150,9 @@ class MemoisedPassTimes {
     const auto key = std::make_pair(chunk, prior);
     const auto it = chunk_context_.find(key);
     if (it != chunk_context_.end()) return it->second;
+    // The heaviest stage's block, once per pipeline stage it passes.
     const double s =
+        static_cast<double>(c_.pp) *
         ChunkContextOf_s(attention_, cal_, chunk, prior, serving_options_);
     chunk_context_.emplace(key, s);
     return s;

@@ -79,6 +79,43 @@ TEST(SimulateClosedLoop, ChunksAttendToTheirPromptsEarlierChunks) {
   EXPECT_NEAR(r.makespan_s, 5.4394, 1e-12);
 }
 
+TEST(SimulateClosedLoop, APipelinePassPaysItsSlowestMicroBatch) {
+  // Two micro-batches of 100 tokens each (a 200-token budget), a prefill
+  // of t tokens costing t / 100 s through every stage, a decode 0.1 s per
+  // row; three 100-token prompts at t = 0, 2 output tokens each.
+  //   pass 0: A fills micro-batch 0, B micro-batch 1: max(1, 1) -> t 1.0
+  //   pass 1: A, B decode (one per micro-batch, 0.2), C's first 99
+  //           tokens beside A's decode                          -> t 2.19
+  //   pass 2: C's last token                                   -> t 2.20
+  //   pass 3: C decodes                                        -> t 2.30
+  PassTimes t = Times(0.1, 0, 0, 0);
+  std::vector<std::pair<int64_t, int64_t>> prefills;
+  t.prefill_s = [&](int64_t tokens, int64_t sequences) {
+    prefills.emplace_back(tokens, sequences);
+    return static_cast<double>(tokens) / 100.0;
+  };
+  ClosedLoopBenchmark b{3, 3, 100, 2, 200, 8, 0};
+  b.micro_batches = 2;
+  const ClosedLoopResult r = SimulateClosedLoop(b, t);
+  const std::vector<std::pair<int64_t, int64_t>> want = {
+      {100, 1}, {100, 1}, {99, 1}, {1, 1}};
+  EXPECT_EQ(prefills, want);
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 1.0 + 2.2) / 3, 1e-12);
+  EXPECT_NEAR(r.mean_tpot_s, (1.19 + 1.19 + 0.1) / 3, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 2.3, 1e-12);
+  EXPECT_EQ(r.passes, 4);
+  // One micro-batch of the same budget prefills A and B together (2 s),
+  // then C beside their decodes (0.2 + 1): its first token at 3.2 s.
+  b.micro_batches = 1;
+  EXPECT_NEAR(SimulateClosedLoop(b, t).mean_ttft_s, (2.0 + 2.0 + 3.2) / 3,
+              1e-12);
+  // A prompt takes one chunk a pass, however many micro-batches are free:
+  // 250 tokens take three passes of 100, 100 and 50.
+  ClosedLoopBenchmark lone{1, 1, 250, 1, 200, 8, 0};
+  lone.micro_batches = 2;
+  EXPECT_NEAR(SimulateClosedLoop(lone, t).mean_ttft_s, 2.5, 1e-12);
+}
+
 ClosedLoopBenchmark OpenLoop(int64_t requests, double interval_s, int64_t isl,
                              int64_t osl, int64_t step_tokens) {
   ClosedLoopBenchmark b;

@@ -907,10 +907,11 @@ TEST(EstimateServing, UnbalancedAttentionDpPromptsStallTheOtherRanks) {
   EXPECT_LT(stalled, 4 * k);
 }
 
-TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
-  // One request on LLaMA-3 70B fp8 over 4 pipeline stages: its prompt's
-  // pass pays a quarter of the prefill's latency (the other stages run
-  // other micro-batches meanwhile), as the offline step does.
+TEST(EstimateOpenLoopBenchmark, PipelinePassesPayTheirSlowestMicroBatch) {
+  // LLaMA-3 70B fp8 over 4 pipeline stages. One request: its prompt is the
+  // only micro-batch with a prefill, and every slot of the round runs it on
+  // one stage, so its first token comes after the prefill's whole latency,
+  // as the closed form's TTFT has it.
   const ModelSpec m = Preset("llama3-70b");
   const ClusterSpec h100 = Cluster("h100");
   const DatasheetCalibration cal(h100);
@@ -918,14 +919,26 @@ TEST(EstimateOpenLoopBenchmark, PipelinePassesPayAStageShareOfTheirPrompts) {
   c.pp = 4;
   c.weights = Precision::kFp8;
   c.kv_cache = KvCacheDtype::kFp8;
-  const ServingWorkload w{2048, 2, 0};
-  const ServingEstimate e =
+  ServingWorkload w{2048, 2, 0};
+  const ServingEstimate one =
       EstimateOpenLoopBenchmark(m, h100, w, c, 4, 1.0, 1, Arrivals::kEven, cal);
-  ASSERT_TRUE(e.fits) << e.infeasible_reason;
-  EXPECT_NEAR(
-      e.ttft_s,
-      StepOverhead_s(c.engine) + PrefillTime_s(m, h100, c, 2048, 1, cal) / 4,
-      1e-12);
+  ASSERT_TRUE(one.fits) << one.infeasible_reason;
+  const double prefill_s = PrefillTime_s(m, h100, c, 2048, 1, cal);
+  EXPECT_NEAR(one.ttft_s, StepOverhead_s(c.engine) + prefill_s, 1e-12);
+  w.concurrency = 1;
+  EXPECT_NEAR(EstimateServing(m, h100, w, c, 4, cal).ttft_s, one.ttft_s, 1e-12);
+  // Sixteen 8192-token prompts at once fill the four micro-batches (8192
+  // tokens each) of each of four passes: each pass pays one prompt's
+  // latency, a quarter of the four's, and the mean first token comes
+  // 2.5 of them after the start.
+  w = ServingWorkload{8192, 1, 0};
+  const ServingEstimate burst = EstimateOpenLoopBenchmark(
+      m, h100, w, c, 4, std::numeric_limits<double>::infinity(), 16,
+      Arrivals::kEven, cal);
+  ASSERT_TRUE(burst.fits) << burst.infeasible_reason;
+  const double pass_s =
+      StepOverhead_s(c.engine) + PrefillTime_s(m, h100, c, 8192, 1, cal);
+  EXPECT_NEAR(burst.ttft_s, 2.5 * pass_s, 1e-9);
 }
 
 TEST(EstimateOpenLoopBenchmark, ADatasetsLongRequestsDrainAlone) {

@@ -187,16 +187,16 @@ TEST(ServeCommand, K8sWritesTheBestPlansDeployment) {
             "--isl", "2048", "--osl", "512", "--tpot-ms", "50", "--k8s", path});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const std::string yaml = testing::ReadFile(path);
-  // The best plan: one replica of tp4 pp2 (docs/serving.md §6).
-  EXPECT_NE(yaml.find("  replicas: 1\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("nvidia.com/gpu: 8\n"), std::string::npos);
+  // The best plan: two replicas of tp4 (docs/serving.md §6).
+  EXPECT_NE(yaml.find("  replicas: 2\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("nvidia.com/gpu: 4\n"), std::string::npos);
   EXPECT_NE(yaml.find("- \"--tensor-parallel-size\"\n            - \"4\"\n"),
             std::string::npos);
-  EXPECT_NE(yaml.find("- \"--pipeline-parallel-size\"\n            - \"2\"\n"),
+  EXPECT_NE(yaml.find("- \"--pipeline-parallel-size\"\n            - \"1\"\n"),
             std::string::npos);
   EXPECT_NE(run.err.find("tune: wrote " + path +
                          " (Deployment and Service 'tune-serve-llama3-70b': "
-                         "1 x 8 GPUs)"),
+                         "2 x 4 GPUs)"),
             std::string::npos)
       << run.err;
   // A plan vLLM cannot run has no manifest; the file is kept.

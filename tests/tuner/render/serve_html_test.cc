@@ -59,7 +59,7 @@ ServeRun RunServe(std::vector<std::string> args) {
 }
 
 TEST(ServeHtml, PageHasTheBestPlanAndOnePointPerParetoPoint) {
-  // docs/serving.md §6: the best plan is one replica of tp4 pp2.
+  // docs/serving.md §6: the best plan is two replicas of tp4.
   const ServeRun r =
       RunServe({"--model", "llama3-70b", "--gpus", "8", "--gpu", "h100",
                 "--isl", "2048", "--osl", "512", "--tpot-ms", "50"});
@@ -70,7 +70,7 @@ TEST(ServeHtml, PageHasTheBestPlanAndOnePointPerParetoPoint) {
   EXPECT_NE(r.html.find("<title>tune serve: llama3-70b on 8 x h100</title>"),
             std::string::npos);
   EXPECT_NE(r.html.find(
-                "<p id=\"best\"><b>1x tp4 pp2 adp1 ep1</b>, batch " +
+                "<p id=\"best\"><b>2x tp4 pp1 adp1 ep1</b>, batch " +
                 std::to_string(j["best"]["batch_per_replica"].get<int64_t>())),
             std::string::npos);
   // The rows checked on the pass calendar are marked, the best among them.
