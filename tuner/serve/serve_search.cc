@@ -118,29 +118,47 @@ void CheckOnCalendar(const ServeProblem& p, const costmodel::Calibration& cal,
   }
 }
 
-void MarkFront(ServeResult* r) {
-  std::vector<size_t> order(r->points.size());
+// Whether point a comes before point b on the front's walk: more
+// tokens/s per user, then more tokens/s per GPU, then the lower index (a
+// strict order, so a sort and an insertion agree).
+bool FrontBefore(const ServeResult& r, size_t a, size_t b) {
+  const costmodel::ServingEstimate& x = r.points[a].estimate;
+  const costmodel::ServingEstimate& y = r.points[b].estimate;
+  if (x.output_tokens_per_s_per_user != y.output_tokens_per_s_per_user) {
+    return x.output_tokens_per_s_per_user > y.output_tokens_per_s_per_user;
+  }
+  if (x.output_tokens_per_s_per_gpu != y.output_tokens_per_s_per_gpu) {
+    return x.output_tokens_per_s_per_gpu > y.output_tokens_per_s_per_gpu;
+  }
+  return a < b;
+}
+
+// Every point's index in FrontBefore's order.
+std::vector<size_t> FrontOrder(const ServeResult& r) {
+  std::vector<size_t> order(r.points.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto user = [&](size_t i) {
-    return r->points[i].estimate.output_tokens_per_s_per_user;
-  };
-  auto gpu = [&](size_t i) {
-    return r->points[i].estimate.output_tokens_per_s_per_gpu;
-  };
-  // By tokens/s/user descending; a point is on the front when it has more
-  // tokens/s/GPU than every faster-per-user point.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return user(a) != user(b) ? user(a) > user(b) : gpu(a) > gpu(b);
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return FrontBefore(r, a, b); });
+  return order;
+}
+
+// Marks the front anew from `order` (FrontOrder): a point is on it when it
+// has more tokens/s per GPU than every faster-per-user point.
+void MarkFrontInOrder(const std::vector<size_t>& order, ServeResult* r) {
+  for (ServePoint& q : r->points) q.on_front = false;
+  r->front.clear();
   double best_gpu = -1;
   for (size_t i : order) {
-    if (gpu(i) > best_gpu) {
+    const double gpu = r->points[i].estimate.output_tokens_per_s_per_gpu;
+    if (gpu > best_gpu) {
       r->points[i].on_front = true;
       r->front.push_back(i);
-      best_gpu = gpu(i);
+      best_gpu = gpu;
     }
   }
 }
+
+void MarkFront(ServeResult* r) { MarkFrontInOrder(FrontOrder(*r), r); }
 
 // A sweep's front as the benchmarks would measure it: each aggregated
 // point of the front still priced by the closed form is repriced in place
@@ -152,8 +170,12 @@ void MarkFront(ServeResult* r) {
 void PriceFrontOnCalendar(const ServeProblem& p,
                           const costmodel::Calibration& cal, ServeResult* r) {
   std::vector<bool> tried(r->points.size(), false);
+  std::vector<bool> moved(r->points.size(), false);
+  // The walk's order, kept across rounds: the few repriced points are taken
+  // out and put back where they now belong, not the whole sweep re-sorted.
+  std::vector<size_t> order = FrontOrder(*r);
   for (;;) {
-    bool repriced = false;
+    std::vector<size_t> repriced;
     for (size_t i : r->front) {
       ServePoint& q = r->points[i];
       if (q.disaggregated || q.calendar || tried[i]) continue;
@@ -162,12 +184,22 @@ void PriceFrontOnCalendar(const ServeProblem& p,
           OnCalendar(p, cal, q.config, q.estimate.batch * q.estimate.replicas);
       if (!c.estimate.fits) continue;
       q = std::move(c);
-      repriced = true;
+      repriced.push_back(i);
+      moved[i] = true;
     }
-    if (!repriced) return;
-    for (ServePoint& q : r->points) q.on_front = false;
-    r->front.clear();
-    MarkFront(r);
+    if (repriced.empty()) return;
+    order.erase(std::remove_if(order.begin(), order.end(),
+                               [&](size_t i) { return moved[i]; }),
+                order.end());
+    for (size_t i : repriced) {
+      moved[i] = false;
+      order.insert(std::lower_bound(order.begin(), order.end(), i,
+                                    [&](size_t a, size_t b) {
+                                      return FrontBefore(*r, a, b);
+                                    }),
+                   i);
+    }
+    MarkFrontInOrder(order, r);
   }
 }
 
