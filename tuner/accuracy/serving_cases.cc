@@ -358,7 +358,7 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   const auto model = ServingModelPreset(c->model_name);
   if (!model) return "no model preset for '" + Printable(c->model_name) + "'";
   c->model = *model;
-  c->model.mtp_num_layers = 0;  // no speculative decoding (docs/serving.md)
+  c->model.mtp_num_layers = 0;  // no speculative decoding (docs/serving.md §9)
   std::string gpu = c->gpu_name;
   const size_t beta = Lower(gpu).find("(beta)");
   if (beta != std::string::npos) gpu.erase(beta);
