@@ -10,7 +10,7 @@
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/model_stats.h"
-#include "costmodel/serving_model.h"
+#include "costmodel/serving_loads.h"
 #include "search_spaces/presets/presets.h"
 #include "search_spaces/yaml_util.h"
 #include "tuner/accuracy/rules.h"

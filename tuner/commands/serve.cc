@@ -367,9 +367,8 @@ class ServeCommand : public Command {
     if (p.request_rate > 0) {
       // Arrivals come in bursts around the mean concurrency: let the
       // engine take as many as its cache holds.
-      launch.max_batch =
-          std::min(best.estimate.max_sequences,
-                   costmodel::kDefaultMaxBatch * best.config.attention_dp);
+      launch.max_batch = std::min(best.estimate.max_sequences,
+                                  costmodel::MaxBatch(best.config));
     }
     launch.max_model_len = p.workload.isl + p.workload.osl;
     launch.attention_windows =

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "costmodel/serving_model.h"
+#include "costmodel/serving_loads.h"
 
 namespace meshtune::tuner {
 

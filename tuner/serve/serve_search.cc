@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "costmodel/serving_loads.h"
+
 namespace meshtune::tuner {
 
 using search_spaces::ServingConfig;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "costmodel/datasheet_calibration.h"
-#include "costmodel/serving_model.h"
+#include "costmodel/serving_loads.h"
 #include "tuner/accuracy/serving_report.h"
 
 namespace meshtune::tuner {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/datasheet_calibration.h"
-#include "costmodel/serving_model.h"
+#include "costmodel/serving_loads.h"
 #include "search_spaces/presets/presets.h"
 
 namespace meshtune::tuner {

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "costmodel/datasheet_calibration.h"
+#include "costmodel/serving_loads.h"
 #include "search_spaces/presets/presets.h"
 
 namespace meshtune::tuner {

@@ -1,0 +1,531 @@
+#include "costmodel/serving_loads.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "costmodel/closed_loop.h"
+#include "costmodel/serving_internal.h"
+
+namespace meshtune::costmodel {
+
+using internal::AttentionLayers;
+using internal::AttentionLayersOf;
+using internal::ChunkContextOf_s;
+using internal::ServingOptions;
+using search_spaces::ClusterSpec;
+using search_spaces::ModelSpec;
+using search_spaces::ServingConfig;
+using search_spaces::ServingWorkload;
+
+namespace {
+
+// The prefill time an offline step carries on its critical path: B/osl
+// new requests a step, prefilled in batches of S = ceil(B/osl) prompts every
+// S / (B/osl) steps. With attention DP a prompt runs whole on its rank and
+// a pass waits for the busiest rank (PrefillTime_s):
+//   - TensorRT-LLM's attention-DP balance holds prompts back until every
+//     rank has one, so S is rounded up to a prompt on every rank,
+//     prefilled side by side: the `balanced` share.
+//   - Without it (every engine's default) each prompt starts on its rank as
+//     it arrives and the other ranks' decodes wait for it (TensorRT-LLM's
+//     blog10_ADP_Balance_Strategy: "the iteration time is dominated by the
+//     slowest rank"; a 1.33x throughput gain from balancing on 8 GB200s).
+//     A rank is busy with a prompt chunk in a share k = (B/osl) · chunks /
+//     adp of the steps (a prompt takes ceil(isl / q) steps of the q prompt
+//     tokens the rank's budget leaves beside its decodes), and a step pays
+//     a chunk when any of the adp ranks is busy, 1 − (1 − k)^adp of them:
+//     the balanced share times (1 − (1 − k)^adp) / k, at most the serial
+//     share of S prompts a step on S ranks (k → 0: each prompt alone).
+// `one_prompt_s` is PrefillTime_s of one prompt, which the caller has.
+double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
+                               const ServingConfig& c, const ServingWorkload& w,
+                               int64_t batch, double one_prompt_s,
+                               const Calibration& cal, const ModelOptions& o) {
+  const double new_per_step = static_cast<double>(batch) / w.osl;
+  const double adp = static_cast<double>(c.attention_dp);
+  const auto share = [&](double prompts) {
+    const int64_t seqs = std::max<int64_t>(1, std::llround(prompts));
+    if (seqs == 1) return one_prompt_s * new_per_step;
+    return PrefillTime_s(m, cluster, c, seqs * w.isl, seqs, cal, o) *
+           new_per_step / static_cast<double>(seqs);
+  };
+  const double balanced = share(adp * std::ceil(new_per_step / adp));
+  if (c.attention_dp == 1 || c.attention_dp_balance) return balanced;
+  const double decodes = static_cast<double>(batch) / (adp * c.pp);
+  const double q =
+      std::max(1.0, static_cast<double>(MaxNumTokens(c)) - decodes);
+  const double chunks = std::ceil(static_cast<double>(w.isl) / q);
+  const double k = std::min(1.0, new_per_step * chunks / adp);
+  const double stalls = (1.0 - std::pow(1.0 - k, adp)) / k;
+  return std::min(share(std::ceil(new_per_step)), balanced * stalls);
+}
+
+// EstimateServing, its closed loop's requests in cohorts (`cohorts`, with a
+// concurrency) or spread over the steps as they come to an open loop at a
+// rate (EstimateServingAtRate) and offline.
+ServingEstimate EstimateServingOf(const ModelSpec& m,
+                                  const ClusterSpec& cluster,
+                                  const ServingWorkload& w,
+                                  const ServingConfig& c, int64_t num_gpus,
+                                  const Calibration& cal, const ModelOptions& o,
+                                  bool cohorts) {
+  ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
+  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
+  if (!est.infeasible_reason.empty()) return est;
+
+  // ---- The batch.
+  int64_t batch = std::min(est.max_sequences, MaxBatch(c));
+  if (w.concurrency == 0) {
+    // Offline, the queue keeps every step full: each step carries its B
+    // decode tokens and prefills B/osl new requests of isl tokens, within
+    // the step's token budget (TensorRT-LLM's max_num_tokens, in-flight
+    // batching with chunked context: docs/source/performance/
+    // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
+    // max_num_tokens per attention-DP rank and per pipeline micro-batch
+    // (each of the pp in flight is scheduled with its own budget).
+    const int64_t budget = static_cast<int64_t>(
+        std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
+                   c.pp * w.osl / static_cast<double>(w.isl + w.osl)));
+    batch = std::min(batch, std::max<int64_t>(1, budget));
+  }
+  if (w.concurrency > 0) {
+    const int64_t wanted =
+        (w.concurrency + est.replicas - 1) / est.replicas;  // ceil
+    if (wanted > batch) {
+      est.infeasible_reason = "batch_limit: " + std::to_string(wanted) +
+                              " sequences per replica exceed the " +
+                              std::to_string(batch) + " that fit";
+      est.batch = batch;
+      return est;
+    }
+    batch = wanted;
+  }
+  est.batch = batch;
+  est.fits = true;
+
+  // ---- Times.
+  est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
+  const int64_t mean_context = w.isl + w.osl / 2;
+  est.decode = DecodeStep(m, cluster, c, batch, mean_context, cal, o);
+  // TTFT: the step that prefills the request. A closed loop of fixed-length
+  // requests keeps them in cohorts: the clients start together, and a
+  // cohort prefilled in one step finishes its osl tokens together, so its
+  // replacements arrive together and are prefilled in one step again, as
+  // many as the step's token budget holds (max_num_tokens per attention-DP
+  // rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
+  // SGLang's chunked_prefill_size), one rank's share on each rank. The
+  // cohorts stay a step apart, so a request waits for its own cohort's
+  // prefill, not for the others'. Offline and open-loop
+  // (EstimateServingAtRate) arrivals are not in step: one prefill.
+  int64_t group = 1;
+  if (cohorts) {
+    const int64_t per_rank =
+        std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
+    group = std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
+  }
+  const double group_prefill =
+      group == 1 ? est.prefill_s
+                 : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+  // The steps. With a pipeline the prefills of the steps fill its pp
+  // micro-batches, which its stages work through as they do the decodes'
+  // (DecodeStep): a round pays 1/pp of their latency on average (the pass
+  // calendar pays its slowest micro-batch, closed_loop.h: a lone prompt's
+  // whole latency, as the TTFT below does). The host works through the
+  // step's requests beside it (its prefills included in the GPU's side):
+  // the longer of the two; or after it (HostAfterGpu): their sum.
+  const auto step = [&](double prefill_s) {
+    return PassWithHost_s(est.decode.gpu_s() + prefill_s / c.pp,
+                          est.decode.host_s, est.decode.host_after_gpu);
+  };
+  if (!cohorts) {
+    // Offline and at a rate: new requests spread over the steps
+    // (OfflinePrefillPerStep_s).
+    est.step_s = step(OfflinePrefillPerStep_s(m, cluster, c, w, batch,
+                                              est.prefill_s, cal, o));
+    est.tpot_s = est.step_s;
+  } else {
+    // A closed loop: its n = batch / group cohorts are each prefilled once
+    // every osl steps, together. The mean step carries n of those prefills
+    // per osl steps; a request's osl − 1 decode steps carry the other
+    // cohorts' n − 1, not its own. The spread-out offline share instead,
+    // with attention DP its stalls on the busiest rank, priced the 60
+    // attention-DP rows of the aiconfigurator file at a TPOT error of
+    // 161 %, against 28 % (the pass calendar's 30 %; docs/serving.md §5).
+    const double n = static_cast<double>(batch) / static_cast<double>(group);
+    est.step_s = step(n * group_prefill / static_cast<double>(w.osl));
+    est.tpot_s = w.osl > 1 ? step(std::max(0.0, n - 1.0) * group_prefill /
+                                  static_cast<double>(w.osl - 1))
+                           : est.step_s;
+  }
+  if (cohorts) {
+    // The pass that prefills a cohort carries the other cohorts' decodes,
+    // not a step of the whole batch, with the host's work on every
+    // request beside it: the pass calendar's pass (closed_loop.h), the
+    // step overhead alone when the cohort is the whole batch. At one
+    // cohort whose prompts fit the budget this is the calendar's TTFT; a
+    // decode step of the whole batch on top of the prefill had put it
+    // 3-25 % above (LLaMA-3 8B on one H100 at one client and 1024 tokens:
+    // 32.4 ms against 26.0). Prompts that do not fit one pass beside the
+    // decodes (per attention-DP rank) take ceil(tokens / free budget)
+    // passes, each with the others' decodes: a lone 16 384-token prompt
+    // under an 8192-token budget takes two.
+    const double others_gpu_s =
+        batch > group
+            ? DecodeStep(m, cluster, c, batch - group, mean_context, cal, o)
+                  .gpu_s()
+            : StepOverhead_s(c.engine);
+    const int64_t adp = std::max<int64_t>(1, c.attention_dp);
+    const double per_rank_prompt_tokens =
+        std::ceil(static_cast<double>(group) / adp) * w.isl;
+    const double free_tokens = std::max(
+        1.0, static_cast<double>(MaxNumTokens(c)) -
+                 std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
+    const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
+    est.ttft_s =
+        passes * PassWithHost_s(others_gpu_s + group_prefill / passes,
+                                est.decode.host_s, est.decode.host_after_gpu);
+  } else {
+    est.ttft_s = group_prefill + est.decode.total_s();
+  }
+  const double per_replica = static_cast<double>(batch) / est.step_s;
+  est.output_tokens_per_s = per_replica * est.replicas;
+  est.output_tokens_per_s_per_gpu =
+      est.output_tokens_per_s / static_cast<double>(est.replicas * c.gpus());
+  est.output_tokens_per_s_per_user = 1.0 / est.tpot_s;
+  return est;
+}
+
+}  // namespace
+
+ServingEstimate EstimateServing(const ModelSpec& m, const ClusterSpec& cluster,
+                                const ServingWorkload& w,
+                                const ServingConfig& c, int64_t num_gpus,
+                                const Calibration& cal, const ModelOptions& o) {
+  return EstimateServingOf(m, cluster, w, c, num_gpus, cal, o,
+                           /*cohorts=*/w.concurrency > 0);
+}
+
+ServingEstimate EstimateServingAtRate(const ModelSpec& m,
+                                      const ClusterSpec& cluster,
+                                      const ServingWorkload& w,
+                                      const ServingConfig& c, int64_t num_gpus,
+                                      double rate, const Calibration& cal,
+                                      const ModelOptions& o) {
+  ServingWorkload at = w;
+  at.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, at, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const double capacity = e.output_tokens_per_s / static_cast<double>(w.osl);
+  if (rate >= capacity) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "overloaded: %.3g requests/s reach the %.3g the "
+                  "deployment serves",
+                  rate, capacity);
+    e.fits = false;
+    e.infeasible_reason = buf;
+    return e;
+  }
+  at.concurrency = 1;
+  for (int i = 0; i < 30; ++i) {
+    e = EstimateServingOf(m, cluster, at, c, num_gpus, cal, o,
+                          /*cohorts=*/false);
+    if (!e.fits) return e;
+    // Random arrivals land anywhere in a step: a request waits for the
+    // rest of the step in flight (half of one on average; the engine
+    // schedules at step boundaries, TensorRT-LLM's and vLLM's in-flight
+    // batching) and is prefilled in the next with the others that arrived
+    // during it, rate · step of them on top of itself (at most a step's
+    // token budget), not with a closed loop's group.
+    const double arrivals = rate / static_cast<double>(e.replicas) * e.step_s;
+    const int64_t group = std::max<int64_t>(
+        1, std::min<int64_t>(std::llround(1.0 + arrivals),
+                             std::max<int64_t>(1, MaxNumTokens(c) / w.isl)));
+    const double group_prefill =
+        group == 1 ? e.prefill_s
+                   : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+    e.ttft_s = 0.5 * e.step_s + group_prefill + e.decode.total_s();
+    const double in_system =
+        e.ttft_s + static_cast<double>(w.osl - 1) * e.tpot_s;
+    const int64_t next =
+        std::max<int64_t>(1, std::llround(std::ceil(rate * in_system)));
+    if (next == at.concurrency) break;
+    at.concurrency = next;
+  }
+  e.output_tokens_per_s = rate * static_cast<double>(w.osl);
+  e.output_tokens_per_s_per_gpu =
+      e.output_tokens_per_s / static_cast<double>(e.replicas * c.gpus());
+  return e;
+}
+
+namespace {
+
+// The benchmark one replica runs: its share of the clients and requests,
+// the step budget, the max batch and the KV cache in tokens of `e` (an
+// offline estimate that fits), the work bounded (kMaxSimulatedPasses).
+ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
+                                     const ServingWorkload& w,
+                                     const ServingConfig& c, int64_t clients,
+                                     int64_t requests, int64_t warmup) {
+  const int64_t replicas = e.replicas;
+  ClosedLoopBenchmark b;
+  b.clients = std::max<int64_t>(1, (clients + replicas - 1) / replicas);
+  b.requests =
+      std::max<int64_t>(b.clients, (requests + replicas - 1) / replicas);
+  b.warmup = (warmup + replicas - 1) / replicas;
+  b.isl = w.isl;
+  b.osl = w.osl;
+  b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
+  b.micro_batches = c.pp;
+  // About one loop iteration per request and prompt chunk: beyond the
+  // bound fewer requests are measured, never less than one wave.
+  const double per_request =
+      1.0 + static_cast<double>(b.isl) / static_cast<double>(b.step_tokens);
+  const int64_t affordable =
+      static_cast<int64_t>(kMaxSimulatedPasses / per_request);
+  b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
+  if (w.lengths == search_spaces::LengthSpread::kExponential) {
+    b.input_lengths = ExponentialLengths(w.isl, b.requests, 1);
+    b.output_lengths = ExponentialLengths(w.osl, b.requests, 0);
+  }
+  b.max_running = std::max<int64_t>(1, MaxBatch(c));
+  b.kv_policy = KvAdmissionOf(c.engine);
+  const double per_token =
+      e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
+  if (per_token > 0) {
+    b.kv_tokens =
+        static_cast<int64_t>(std::min(std::floor(e.kv_cache_bytes / per_token) *
+                                          static_cast<double>(c.attention_dp),
+                                      1e15));
+  }
+  return b;
+}
+
+// The pass times of `b` from this model, memoised: a benchmark repeats
+// few distinct passes. Holds references to its arguments.
+class MemoisedPassTimes {
+ public:
+  MemoisedPassTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                    const ServingConfig& c, const ClosedLoopBenchmark& b,
+                    const Calibration& cal, const ModelOptions& o)
+      : m_(m),
+        cluster_(cluster),
+        c_(c),
+        cal_(cal),
+        o_(o),
+        context_(b.isl + b.osl / 2),
+        attention_(AttentionLayersOf(m, c)),
+        serving_options_(ServingOptions(o)),
+        decode_(static_cast<size_t>(std::min(b.clients, b.max_running) + 1),
+                -1.0) {}
+
+  PassTimes Times() {
+    PassTimes t;
+    t.decode_s = [this](int64_t batch) { return Decode_s(batch); };
+    t.prefill_s = [this](int64_t tokens, int64_t sequences) {
+      return Prefill_s(tokens, sequences);
+    };
+    t.chunk_context_s = [this](int64_t chunk, int64_t prior) {
+      return ChunkContext_s(chunk, prior);
+    };
+    t.empty_pass_s = StepOverhead_s(c_.engine);
+    t.host_s = [this](int64_t running) {
+      return HostStepTime_s(c_.engine, cluster_,
+                            static_cast<double>(running) / c_.attention_dp);
+    };
+    t.host_after_gpu = HostAfterGpu(c_);
+    return t;
+  }
+
+ private:
+  double Decode_s(int64_t batch) {
+    double& slot = decode_[static_cast<size_t>(
+        std::min<int64_t>(batch, static_cast<int64_t>(decode_.size()) - 1))];
+    if (slot < 0) {
+      slot = DecodeStep(m_, cluster_, c_, batch, context_, cal_, o_).gpu_s();
+    }
+    return slot;
+  }
+
+  double Prefill_s(int64_t tokens, int64_t sequences) {
+    const auto key = std::make_pair(tokens, sequences);
+    const auto it = prefill_.find(key);
+    if (it != prefill_.end()) return it->second;
+    // One micro-batch's prompts through every pipeline stage: the
+    // calendar charges a pass its slowest micro-batch (closed_loop.h).
+    const double s =
+        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
+    prefill_.emplace(key, s);
+    return s;
+  }
+
+  double ChunkContext_s(int64_t chunk, int64_t prior) {
+    const auto key = std::make_pair(chunk, prior);
+    const auto it = chunk_context_.find(key);
+    if (it != chunk_context_.end()) return it->second;
+    // The heaviest stage's block, once per pipeline stage it passes.
+    const double s =
+        static_cast<double>(c_.pp) *
+        ChunkContextOf_s(attention_, cal_, chunk, prior, serving_options_);
+    chunk_context_.emplace(key, s);
+    return s;
+  }
+
+  const ModelSpec& m_;
+  const ClusterSpec& cluster_;
+  const ServingConfig& c_;
+  const Calibration& cal_;
+  const ModelOptions& o_;
+  const int64_t context_;  // the mean context, isl + osl / 2
+  const AttentionLayers attention_;
+  const ModelOptions serving_options_;  // ServingOptions(o_)
+  std::vector<double> decode_;          // by batch; -1 = not priced yet
+  std::map<std::pair<int64_t, int64_t>, double> prefill_;
+  // by (chunk, prior) tokens
+  std::map<std::pair<int64_t, int64_t>, double> chunk_context_;
+};
+
+// Runs one replica's benchmark `b` on this model's pass times and writes
+// its means over `e` (an offline estimate that fits): TTFT, TPOT (and
+// step), the throughputs over all replicas, the batch of `b.clients` and
+// the decode step at it (at most the max batch).
+void Simulate(const ModelSpec& m, const ClusterSpec& cluster,
+              const ServingWorkload& w, const ServingConfig& c,
+              const ClosedLoopBenchmark& b, const Calibration& cal,
+              const ModelOptions& o, ServingEstimate* e) {
+  MemoisedPassTimes times(m, cluster, c, b, cal, o);
+  const ClosedLoopResult r = SimulateClosedLoop(b, times.Times());
+  const double replicas = static_cast<double>(e->replicas);
+  e->batch = b.clients;
+  e->decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
+                         w.isl + w.osl / 2, cal, o);
+  e->step_s = r.mean_tpot_s;
+  e->ttft_s = r.mean_ttft_s;
+  e->tpot_s = r.mean_tpot_s;
+  e->itl_s = r.mean_itl_s;
+  e->output_tokens_per_s = r.output_tokens_per_s * replicas;
+  e->output_tokens_per_s_per_gpu =
+      e->output_tokens_per_s / (replicas * static_cast<double>(c.gpus()));
+  e->output_tokens_per_s_per_user = e->tpot_s > 0 ? 1.0 / e->tpot_s : 0.0;
+}
+
+}  // namespace
+
+ServingEstimate EstimateClosedLoopBenchmark(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, int64_t clients, int64_t requests,
+    int64_t warmup, const Calibration& cal, const ModelOptions& o) {
+  ServingWorkload offline = w;
+  offline.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const ClosedLoopBenchmark b =
+      ReplicaBenchmark(e, w, c, clients, requests, warmup);
+  if (b.clients > kMaxSimulatedClients) {
+    e.fits = false;
+    e.infeasible_reason = "batch_limit: " + std::to_string(b.clients) +
+                          " clients per replica exceed the " +
+                          std::to_string(kMaxSimulatedClients) +
+                          " a benchmark is simulated with";
+    return e;
+  }
+  Simulate(m, cluster, w, c, b, cal, o, &e);
+  return e;
+}
+
+ServingEstimate EstimateOpenLoopBenchmark(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, double rate, int64_t requests,
+    Arrivals arrivals, const Calibration& cal, const ModelOptions& o) {
+  ServingWorkload offline = w;
+  offline.concurrency = 0;
+  ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
+  if (!e.fits) return e;
+  const int64_t n = std::max<int64_t>(1, requests);
+  ClosedLoopBenchmark b = ReplicaBenchmark(e, w, c, n, n, 0);
+  b.open_loop = true;
+  b.arrival_interval_s = rate > 0 && std::isfinite(rate)
+                             ? static_cast<double>(e.replicas) / rate
+                             : 0.0;
+  b.arrivals = arrivals;
+  // The most running at once, which sizes the pass-time memo.
+  b.clients = std::min(b.requests, b.max_running);
+  Simulate(m, cluster, w, c, b, cal, o, &e);
+  return e;
+}
+
+ServingEstimate EstimateClosedLoopSteadyState(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& c, int64_t num_gpus, int64_t clients,
+    const Calibration& cal, const ModelOptions& o) {
+  return EstimateClosedLoopBenchmark(m, cluster, w, c, num_gpus, clients,
+                                     (1 + kMeasuredRequestsPerClient) * clients,
+                                     clients, cal, o);
+}
+
+DisaggregatedEstimate EstimateDisaggregated(
+    const ModelSpec& m, const ClusterSpec& cluster, const ServingWorkload& w,
+    const ServingConfig& prefill, int64_t prefill_workers,
+    const ServingConfig& decode, int64_t decode_workers, const Calibration& cal,
+    const ModelOptions& o) {
+  DisaggregatedEstimate d;
+  const int64_t concurrency = std::max<int64_t>(1, w.concurrency);
+  const int64_t workers = std::max<int64_t>(1, decode_workers);
+  ServingWorkload share = w;
+  share.concurrency = (concurrency + workers - 1) / workers;
+  d.decode = EstimateServing(m, cluster, share, decode, decode.gpus(), cal, o);
+  if (!d.decode.fits) {
+    d.infeasible_reason = "decode: " + d.decode.infeasible_reason;
+    return d;
+  }
+  d.fits = true;
+  // One decode worker at its share steps without prefills: its decode step
+  // alone (EstimateServing priced it at the same batch and context).
+  d.tpot_s = d.decode.decode.total_s();
+  d.prefill_s = PrefillTime_s(m, cluster, prefill, w.isl * prefill.attention_dp,
+                              prefill.attention_dp, cal, o);
+  d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
+                             prefill.attention_dp /
+                             std::max(d.prefill_s, 1e-12);
+  const DisaggregatedLoop loop = DisaggregatedClosedLoop(
+      d.prefill_s, d.prefill_requests_per_s, d.tpot_s, concurrency, w.osl);
+  d.requests_per_s = loop.requests_per_s;
+  d.ttft_s = loop.ttft_s;
+  d.output_tokens_per_s = d.requests_per_s * w.osl;
+  return d;
+}
+
+DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,
+                                          double prefill_requests_per_s,
+                                          double tpot_s, int64_t concurrency,
+                                          int64_t osl) {
+  DisaggregatedLoop loop;
+  const double c = static_cast<double>(std::max<int64_t>(1, concurrency));
+  const double decode_s = static_cast<double>(osl - 1) * tpot_s;
+  loop.requests_per_s =
+      std::min(c / (prefill_s + decode_s), prefill_requests_per_s);
+  loop.ttft_s = std::max(prefill_s, c / loop.requests_per_s - decode_s);
+  return loop;
+}
+
+double DisaggregatedBenchmarkTtft_s(double prefill_s, int64_t prefill_ranks,
+                                    int64_t clients, int64_t requests,
+                                    double steady_ttft_s) {
+  const int64_t c = std::max<int64_t>(1, clients);
+  const int64_t ranks = std::max<int64_t>(1, prefill_ranks);
+  const int64_t n = std::max(c, requests);
+  // Σ_{i<c} (⌊i / ranks⌋ + 1): k full rounds of `ranks` prompts, then the
+  // remainder in round k + 1.
+  const double k = static_cast<double>(c / ranks);
+  const double rest = static_cast<double>(c % ranks);
+  const double rounds =
+      static_cast<double>(ranks) * k * (k + 1.0) / 2.0 + rest * (k + 1.0);
+  return (rounds * prefill_s + static_cast<double>(n - c) * steady_ttft_s) /
+         static_cast<double>(n);
+}
+
+}  // namespace meshtune::costmodel
