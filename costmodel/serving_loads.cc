@@ -67,18 +67,14 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
 // EstimateServing, its closed loop's requests in cohorts (`cohorts`, with a
 // concurrency) or spread over the steps as they come to an open loop at a
 // rate (EstimateServingAtRate) and offline.
-ServingEstimate EstimateServingOf(const ModelSpec& m,
-                                  const ClusterSpec& cluster,
-                                  const ServingWorkload& w,
-                                  const ServingConfig& c, int64_t num_gpus,
-                                  const Calibration& cal, const ModelOptions& o,
-                                  bool cohorts) {
-  ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
-  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
-  if (!est.infeasible_reason.empty()) return est;
-
-  // ---- The batch.
-  int64_t batch = std::min(est.max_sequences, MaxBatch(c));
+// The batch per replica of `est` (memory estimated): the workload's
+// concurrency over the replicas, else as many sequences as the KV cache and
+// the max batch allow, offline also within the step's token budget. Sets
+// est->batch, and est->infeasible_reason when the concurrency does not fit;
+// returns whether it does.
+bool ChooseBatch(const ServingWorkload& w, const ServingConfig& c,
+                 ServingEstimate* est) {
+  int64_t batch = std::min(est->max_sequences, MaxBatch(c));
   if (w.concurrency == 0) {
     // Offline, the queue keeps every step full: each step carries its B
     // decode tokens and prefills B/osl new requests of isl tokens, within
@@ -94,39 +90,87 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   }
   if (w.concurrency > 0) {
     const int64_t wanted =
-        (w.concurrency + est.replicas - 1) / est.replicas;  // ceil
+        (w.concurrency + est->replicas - 1) / est->replicas;  // ceil
     if (wanted > batch) {
-      est.infeasible_reason = "batch_limit: " + std::to_string(wanted) +
-                              " sequences per replica exceed the " +
-                              std::to_string(batch) + " that fit";
-      est.batch = batch;
-      return est;
+      est->infeasible_reason = "batch_limit: " + std::to_string(wanted) +
+                               " sequences per replica exceed the " +
+                               std::to_string(batch) + " that fit";
+      est->batch = batch;
+      return false;
     }
     batch = wanted;
   }
-  est.batch = batch;
-  est.fits = true;
+  est->batch = batch;
+  return true;
+}
 
-  // ---- Times.
+// The requests one step prefills together. A closed loop of fixed-length
+// requests keeps them in cohorts: the clients start together, and a
+// cohort prefilled in one step finishes its osl tokens together, so its
+// replacements arrive together and are prefilled in one step again, as
+// many as the step's token budget holds (max_num_tokens per attention-DP
+// rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
+// SGLang's chunked_prefill_size), one rank's share on each rank. The
+// cohorts stay a step apart, so a request waits for its own cohort's
+// prefill, not for the others'. Offline and open-loop
+// (EstimateServingAtRate) arrivals are not in step: one.
+int64_t CohortSize(const ServingWorkload& w, const ServingConfig& c,
+                   int64_t batch, bool cohorts) {
+  if (!cohorts) return 1;
+  const int64_t per_rank =
+      std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
+  return std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
+}
+
+// A cohort's TTFT: the pass that prefills it carries the other cohorts'
+// decodes, not a step of the whole batch, with the host's work on every
+// request beside it: the pass calendar's pass (closed_loop.h), the step
+// overhead alone when the cohort is the whole batch. At one cohort whose
+// prompts fit the budget this is the calendar's TTFT; a decode step of the
+// whole batch on top of the prefill had put it 3-25 % above (LLaMA-3 8B on
+// one H100 at one client and 1024 tokens: 32.4 ms against 26.0). Prompts
+// that do not fit one pass beside the decodes (per attention-DP rank and
+// micro-batch) take ceil(tokens / free budget) passes, each with the
+// others' decodes: a lone 16 384-token prompt under an 8192-token budget
+// takes two.
+double CohortTtft_s(const ModelSpec& m, const ClusterSpec& cluster,
+                    const ServingWorkload& w, const ServingConfig& c,
+                    const ServingEstimate& est, int64_t group,
+                    double group_prefill_s, const Calibration& cal,
+                    const ModelOptions& o) {
+  const int64_t batch = est.batch;
+  const double others_gpu_s =
+      batch > group
+          ? DecodeStep(m, cluster, c, batch - group, w.isl + w.osl / 2, cal, o)
+                .gpu_s()
+          : StepOverhead_s(c.engine);
+  const int64_t adp = std::max<int64_t>(1, c.attention_dp);
+  const double per_rank_prompt_tokens =
+      std::ceil(static_cast<double>(group) / adp) * w.isl;
+  const double free_tokens = std::max(
+      1.0, static_cast<double>(MaxNumTokens(c)) -
+               std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
+  const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
+  return passes * PassWithHost_s(others_gpu_s + group_prefill_s / passes,
+                                 est.decode.host_s, est.decode.host_after_gpu);
+}
+
+ServingEstimate EstimateServingOf(const ModelSpec& m,
+                                  const ClusterSpec& cluster,
+                                  const ServingWorkload& w,
+                                  const ServingConfig& c, int64_t num_gpus,
+                                  const Calibration& cal, const ModelOptions& o,
+                                  bool cohorts) {
+  ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
+  est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
+  if (!est.infeasible_reason.empty()) return est;
+  if (!ChooseBatch(w, c, &est)) return est;
+  est.fits = true;
+  const int64_t batch = est.batch;
+
   est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
-  const int64_t mean_context = w.isl + w.osl / 2;
-  est.decode = DecodeStep(m, cluster, c, batch, mean_context, cal, o);
-  // TTFT: the step that prefills the request. A closed loop of fixed-length
-  // requests keeps them in cohorts: the clients start together, and a
-  // cohort prefilled in one step finishes its osl tokens together, so its
-  // replacements arrive together and are prefilled in one step again, as
-  // many as the step's token budget holds (max_num_tokens per attention-DP
-  // rank: TensorRT-LLM's max_num_tokens, vLLM's max_num_batched_tokens,
-  // SGLang's chunked_prefill_size), one rank's share on each rank. The
-  // cohorts stay a step apart, so a request waits for its own cohort's
-  // prefill, not for the others'. Offline and open-loop
-  // (EstimateServingAtRate) arrivals are not in step: one prefill.
-  int64_t group = 1;
-  if (cohorts) {
-    const int64_t per_rank =
-        std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
-    group = std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
-  }
+  est.decode = DecodeStep(m, cluster, c, batch, w.isl + w.osl / 2, cal, o);
+  const int64_t group = CohortSize(w, c, batch, cohorts);
   const double group_prefill =
       group == 1 ? est.prefill_s
                  : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
@@ -143,10 +187,11 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   };
   if (!cohorts) {
     // Offline and at a rate: new requests spread over the steps
-    // (OfflinePrefillPerStep_s).
+    // (OfflinePrefillPerStep_s); TTFT one prefill and a step.
     est.step_s = step(OfflinePrefillPerStep_s(m, cluster, c, w, batch,
                                               est.prefill_s, cal, o));
     est.tpot_s = est.step_s;
+    est.ttft_s = group_prefill + est.decode.total_s();
   } else {
     // A closed loop: its n = batch / group cohorts are each prefilled once
     // every osl steps, together. The mean step carries n of those prefills
@@ -160,36 +205,8 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     est.tpot_s = w.osl > 1 ? step(std::max(0.0, n - 1.0) * group_prefill /
                                   static_cast<double>(w.osl - 1))
                            : est.step_s;
-  }
-  if (cohorts) {
-    // The pass that prefills a cohort carries the other cohorts' decodes,
-    // not a step of the whole batch, with the host's work on every
-    // request beside it: the pass calendar's pass (closed_loop.h), the
-    // step overhead alone when the cohort is the whole batch. At one
-    // cohort whose prompts fit the budget this is the calendar's TTFT; a
-    // decode step of the whole batch on top of the prefill had put it
-    // 3-25 % above (LLaMA-3 8B on one H100 at one client and 1024 tokens:
-    // 32.4 ms against 26.0). Prompts that do not fit one pass beside the
-    // decodes (per attention-DP rank) take ceil(tokens / free budget)
-    // passes, each with the others' decodes: a lone 16 384-token prompt
-    // under an 8192-token budget takes two.
-    const double others_gpu_s =
-        batch > group
-            ? DecodeStep(m, cluster, c, batch - group, mean_context, cal, o)
-                  .gpu_s()
-            : StepOverhead_s(c.engine);
-    const int64_t adp = std::max<int64_t>(1, c.attention_dp);
-    const double per_rank_prompt_tokens =
-        std::ceil(static_cast<double>(group) / adp) * w.isl;
-    const double free_tokens = std::max(
-        1.0, static_cast<double>(MaxNumTokens(c)) -
-                 std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
-    const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
     est.ttft_s =
-        passes * PassWithHost_s(others_gpu_s + group_prefill / passes,
-                                est.decode.host_s, est.decode.host_after_gpu);
-  } else {
-    est.ttft_s = group_prefill + est.decode.total_s();
+        CohortTtft_s(m, cluster, w, c, est, group, group_prefill, cal, o);
   }
   const double per_replica = static_cast<double>(batch) / est.step_s;
   est.output_tokens_per_s = per_replica * est.replicas;
