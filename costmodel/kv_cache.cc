@@ -15,11 +15,18 @@ bool EngineKeepsWindow(search_spaces::ServingEngine engine) {
   return !search_spaces::IsTensorRtLlm(engine);
 }
 
+namespace {
+
+// Whether layer `layer` (0-based) is a sliding-window layer of `m`
+// (window_size >= 0, every window_attn_skip_freq-th layer at full
+// attention; the compute model's pattern, model_stats.cc CausalPairs).
 bool IsWindowedLayer(const ModelSpec& m, int64_t layer) {
   if (m.window_size < 0) return false;
   return m.window_attn_skip_freq <= 0 ||
          (layer + 1) % m.window_attn_skip_freq != 0;
 }
+
+}  // namespace
 
 int64_t ServedWindow(const ModelSpec& m, const ServingConfig& c,
                      int64_t layer) {

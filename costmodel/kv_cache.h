@@ -56,11 +56,6 @@ std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
 //     a fifth of the cache (docs/serving.md §5).
 bool EngineKeepsWindow(search_spaces::ServingEngine engine);
 
-// Whether layer `layer` (0-based) is a sliding-window layer of `model`
-// (window_size >= 0, every window_attn_skip_freq-th layer at full
-// attention; the compute model's pattern, compute_model.cc).
-bool IsWindowedLayer(const search_spaces::ModelSpec& model, int64_t layer);
-
 // The keys a query of layer `layer` sees under `config`'s engine: the
 // window and the current token, window_size + 1, on a sliding-window layer
 // of an engine that keeps the window (EngineKeepsWindow); 0 = the whole

@@ -23,6 +23,19 @@ using search_spaces::ServingWorkload;
 
 namespace {
 
+// The context a decode step is priced at: a request's mean over its
+// decodes, isl + osl / 2 tokens.
+int64_t MeanContext(int64_t isl, int64_t osl) { return isl + osl / 2; }
+
+// The value memoised in `memo` under `key`, computed on the first call.
+template <typename Compute>
+double Memoised(std::map<std::pair<int64_t, int64_t>, double>* memo,
+                std::pair<int64_t, int64_t> key, Compute compute) {
+  const auto [it, missing] = memo->try_emplace(key, 0.0);
+  if (missing) it->second = compute();
+  return it->second;
+}
+
 // The prefill time an offline step carries on its critical path: B/osl
 // new requests a step, prefilled in batches of S = ceil(B/osl) prompts every
 // S / (B/osl) steps. With attention DP a prompt runs whole on its rank and
@@ -140,10 +153,10 @@ double CohortTtft_s(const ModelSpec& m, const ClusterSpec& cluster,
                     const ModelOptions& o) {
   const int64_t batch = est.batch;
   const double others_gpu_s =
-      batch > group
-          ? DecodeStep(m, cluster, c, batch - group, w.isl + w.osl / 2, cal, o)
-                .gpu_s()
-          : StepOverhead_s(c.engine);
+      batch > group ? DecodeStep(m, cluster, c, batch - group,
+                                 MeanContext(w.isl, w.osl), cal, o)
+                          .gpu_s()
+                    : StepOverhead_s(c.engine);
   const int64_t adp = std::max<int64_t>(1, c.attention_dp);
   const double per_rank_prompt_tokens =
       std::ceil(static_cast<double>(group) / adp) * w.isl;
@@ -169,7 +182,8 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   const int64_t batch = est.batch;
 
   est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
-  est.decode = DecodeStep(m, cluster, c, batch, w.isl + w.osl / 2, cal, o);
+  est.decode =
+      DecodeStep(m, cluster, c, batch, MeanContext(w.isl, w.osl), cal, o);
   const int64_t group = CohortSize(w, c, batch, cohorts);
   const double group_prefill =
       group == 1 ? est.prefill_s
@@ -334,7 +348,7 @@ class MemoisedPassTimes {
         c_(c),
         cal_(cal),
         o_(o),
-        context_(b.isl + b.osl / 2),
+        context_(MeanContext(b.isl, b.osl)),
         attention_(AttentionLayersOf(m, c)),
         serving_options_(ServingOptions(o)),
         decode_(static_cast<size_t>(std::min(b.clients, b.max_running) + 1),
@@ -368,28 +382,20 @@ class MemoisedPassTimes {
     return slot;
   }
 
+  // One micro-batch's prompts through every pipeline stage: the calendar
+  // charges a pass its slowest micro-batch (closed_loop.h).
   double Prefill_s(int64_t tokens, int64_t sequences) {
-    const auto key = std::make_pair(tokens, sequences);
-    const auto it = prefill_.find(key);
-    if (it != prefill_.end()) return it->second;
-    // One micro-batch's prompts through every pipeline stage: the
-    // calendar charges a pass its slowest micro-batch (closed_loop.h).
-    const double s =
-        PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
-    prefill_.emplace(key, s);
-    return s;
+    return Memoised(&prefill_, {tokens, sequences}, [&] {
+      return PrefillTime_s(m_, cluster_, c_, tokens, sequences, cal_, o_);
+    });
   }
 
+  // The heaviest stage's block, once per pipeline stage it passes.
   double ChunkContext_s(int64_t chunk, int64_t prior) {
-    const auto key = std::make_pair(chunk, prior);
-    const auto it = chunk_context_.find(key);
-    if (it != chunk_context_.end()) return it->second;
-    // The heaviest stage's block, once per pipeline stage it passes.
-    const double s =
-        static_cast<double>(c_.pp) *
-        ChunkContextOf_s(attention_, cal_, chunk, prior, serving_options_);
-    chunk_context_.emplace(key, s);
-    return s;
+    return Memoised(&chunk_context_, {chunk, prior}, [&] {
+      return static_cast<double>(c_.pp) *
+             ChunkContextOf_s(attention_, cal_, chunk, prior, serving_options_);
+    });
   }
 
   const ModelSpec& m_;
@@ -397,7 +403,7 @@ class MemoisedPassTimes {
   const ServingConfig& c_;
   const Calibration& cal_;
   const ModelOptions& o_;
-  const int64_t context_;  // the mean context, isl + osl / 2
+  const int64_t context_;  // MeanContext
   const AttentionLayers attention_;
   const ModelOptions serving_options_;  // ServingOptions(o_)
   std::vector<double> decode_;          // by batch; -1 = not priced yet
@@ -419,7 +425,7 @@ void Simulate(const ModelSpec& m, const ClusterSpec& cluster,
   const double replicas = static_cast<double>(e->replicas);
   e->batch = b.clients;
   e->decode = DecodeStep(m, cluster, c, std::min(b.clients, b.max_running),
-                         w.isl + w.osl / 2, cal, o);
+                         MeanContext(w.isl, w.osl), cal, o);
   e->step_s = r.mean_tpot_s;
   e->ttft_s = r.mean_ttft_s;
   e->tpot_s = r.mean_tpot_s;
