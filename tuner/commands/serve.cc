@@ -170,8 +170,8 @@ class ServeCommand : public Command {
     auto precision = ParsePrecision(precision_);
     if (!precision.ok()) return precision.status();
     p.model = model.value();
-    p.model.mtp_num_layers =
-        0;  // no speculative decoding yet (docs/serving.md §9)
+    // No speculative decoding yet (docs/serving.md §9).
+    p.model.mtp_num_layers = 0;
     p.cluster = cluster.value();
     p.num_gpus = gpus_;
     p.workload = {isl_, osl_, concurrency_};
