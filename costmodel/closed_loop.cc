@@ -121,6 +121,12 @@ class Loop {
 
   int64_t Context(const Request& r) const { return r.isl + r.generated; }
 
+  // The tokens of `r`'s context its prefill computes: all but the cached
+  // prefix (at most isl − 1 of them).
+  int64_t ToPrefill(const Request& r) const {
+    return Context(r) - std::min(b_.prefix, r.isl - 1);
+  }
+
   // Tokens in the KV cache at the next pass: every admitted prompt, and
   // each decode's tokens so far with the one this pass feeds.
   int64_t CachedTokens() const {
@@ -144,7 +150,7 @@ class Loop {
            Fits(waiting_.front())) {
       const Request r = waiting_.front();
       waiting_.pop_front();
-      prefilling_.push_back({r, Context(r), next_admission_++});
+      prefilling_.push_back({r, ToPrefill(r), next_admission_++});
       prefill_context_sum_ += Context(r);
       reserved_tokens_ += r.isl + r.osl;
     }
@@ -399,6 +405,7 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
   b.micro_batches = std::clamp<int64_t>(b.micro_batches, 1, b.step_tokens);
   b.max_running = std::max<int64_t>(1, b.max_running);
   b.kv_tokens = std::max<int64_t>(0, b.kv_tokens);
+  b.prefix = std::max<int64_t>(0, b.prefix);
   return Loop(b, times).Run();
 }
 

@@ -43,6 +43,8 @@
 //     alone, each priced through all stages, not the sum over
 //     micro-batches (a lone prompt costs its whole latency; prompts filling
 //     every micro-batch cost 1/micro_batches of theirs);
+//   - a prompt's first `prefix` tokens are cached (ClosedLoopBenchmark::
+//     prefix): its chunks cover the rest, the first attending to them;
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
 //     pass; a request arriving at a pass's end is scheduled in the next.
@@ -134,6 +136,12 @@ struct ClosedLoopBenchmark {
   // Pipeline micro-batches a pass runs (pp; above), each with
   // step_tokens / micro_batches of the budget.
   int64_t micro_batches = 1;
+  // Tokens at the start of every prompt that the engine's prefix cache
+  // holds (ServingWorkload::prefix), at most the prompt's length − 1: a
+  // request's prefill starts after them, its first chunk attending to
+  // them (chunk_context_s), as it does again when a preempted request is
+  // recomputed (its prefix stays cached). They count in its KV cache.
+  int64_t prefix = 0;
 };
 
 // The arrival time of each of `requests` requests of an open loop at mean

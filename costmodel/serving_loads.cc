@@ -27,6 +27,17 @@ namespace {
 // decodes, isl + osl / 2 tokens.
 int64_t MeanContext(int64_t isl, int64_t osl) { return isl + osl / 2; }
 
+// The prefill of `sequences` of the workload's prompts together: their
+// isl − prefix new tokens each, attending to the cached prefix too
+// (PromptsPrefillTime_s).
+double Prompts_s(const ModelSpec& m, const ClusterSpec& cluster,
+                 const ServingConfig& c, const ServingWorkload& w,
+                 int64_t sequences, const Calibration& cal,
+                 const ModelOptions& o) {
+  return PromptsPrefillTime_s(m, cluster, c, w.isl, w.prefix, sequences, cal,
+                              o);
+}
+
 // The value memoised in `memo` under `key`, computed on the first call.
 template <typename Compute>
 double Memoised(std::map<std::pair<int64_t, int64_t>, double>* memo,
@@ -48,12 +59,13 @@ double Memoised(std::map<std::pair<int64_t, int64_t>, double>* memo,
 //     blog10_ADP_Balance_Strategy: "the iteration time is dominated by the
 //     slowest rank"; a 1.33x throughput gain from balancing on 8 GB200s).
 //     A rank is busy with a prompt chunk in a share k = (B/osl) · chunks /
-//     adp of the steps (a prompt takes ceil(isl / q) steps of the q prompt
+//     adp of the steps (a prompt takes ceil(n / q) steps for its n =
+//     isl − prefix new tokens, of the q prompt
 //     tokens the rank's budget leaves beside its decodes), and a step pays
 //     a chunk when any of the adp ranks is busy, 1 − (1 − k)^adp of them:
 //     the balanced share times (1 − (1 − k)^adp) / k, at most the serial
 //     share of S prompts a step on S ranks (k → 0: each prompt alone).
-// `one_prompt_s` is PrefillTime_s of one prompt, which the caller has.
+// `one_prompt_s` is Prompts_s of one prompt, which the caller has.
 double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
                                const ServingConfig& c, const ServingWorkload& w,
                                int64_t batch, double one_prompt_s,
@@ -63,15 +75,16 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
   const auto share = [&](double prompts) {
     const int64_t seqs = std::max<int64_t>(1, std::llround(prompts));
     if (seqs == 1) return one_prompt_s * new_per_step;
-    return PrefillTime_s(m, cluster, c, seqs * w.isl, seqs, cal, o) *
-           new_per_step / static_cast<double>(seqs);
+    return Prompts_s(m, cluster, c, w, seqs, cal, o) * new_per_step /
+           static_cast<double>(seqs);
   };
   const double balanced = share(adp * std::ceil(new_per_step / adp));
   if (c.attention_dp == 1 || c.attention_dp_balance) return balanced;
   const double decodes = static_cast<double>(batch) / (adp * c.pp);
   const double q =
       std::max(1.0, static_cast<double>(MaxNumTokens(c)) - decodes);
-  const double chunks = std::ceil(static_cast<double>(w.isl) / q);
+  const double chunks =
+      std::ceil(static_cast<double>(search_spaces::PrefillTokens(w)) / q);
   const double k = std::min(1.0, new_per_step * chunks / adp);
   const double stalls = (1.0 - std::pow(1.0 - k, adp)) / k;
   return std::min(share(std::ceil(new_per_step)), balanced * stalls);
@@ -90,15 +103,16 @@ bool ChooseBatch(const ServingWorkload& w, const ServingConfig& c,
   int64_t batch = std::min(est->max_sequences, MaxBatch(c));
   if (w.concurrency == 0) {
     // Offline, the queue keeps every step full: each step carries its B
-    // decode tokens and prefills B/osl new requests of isl tokens, within
-    // the step's token budget (TensorRT-LLM's max_num_tokens, in-flight
-    // batching with chunked context: docs/source/performance/
-    // perf-best-practices.md, "max_num_tokens"), so B · (1 + isl/osl) ≤
-    // max_num_tokens per attention-DP rank and per pipeline micro-batch
-    // (each of the pp in flight is scheduled with its own budget).
-    const int64_t budget = static_cast<int64_t>(
-        std::floor(static_cast<double>(MaxNumTokens(c)) * c.attention_dp *
-                   c.pp * w.osl / static_cast<double>(w.isl + w.osl)));
+    // decode tokens and prefills B/osl new requests of n = isl − prefix
+    // new tokens, within the step's token budget (TensorRT-LLM's
+    // max_num_tokens, in-flight batching with chunked context:
+    // docs/source/performance/perf-best-practices.md, "max_num_tokens"),
+    // so B · (1 + n/osl) ≤ max_num_tokens per attention-DP rank and per
+    // pipeline micro-batch (each of the pp in flight is scheduled with its
+    // own budget).
+    const int64_t budget = static_cast<int64_t>(std::floor(
+        static_cast<double>(MaxNumTokens(c)) * c.attention_dp * c.pp * w.osl /
+        static_cast<double>(search_spaces::PrefillTokens(w) + w.osl)));
     batch = std::min(batch, std::max<int64_t>(1, budget));
   }
   if (w.concurrency > 0) {
@@ -130,8 +144,9 @@ bool ChooseBatch(const ServingWorkload& w, const ServingConfig& c,
 int64_t CohortSize(const ServingWorkload& w, const ServingConfig& c,
                    int64_t batch, bool cohorts) {
   if (!cohorts) return 1;
-  const int64_t per_rank =
-      std::max<int64_t>(1, MaxNumTokens(c) / std::max<int64_t>(1, w.isl));
+  const int64_t per_rank = std::max<int64_t>(
+      1,
+      MaxNumTokens(c) / std::max<int64_t>(1, search_spaces::PrefillTokens(w)));
   return std::max<int64_t>(1, std::min(batch, per_rank * c.attention_dp));
 }
 
@@ -159,7 +174,8 @@ double CohortTtft_s(const ModelSpec& m, const ClusterSpec& cluster,
                     : StepOverhead_s(c.engine);
   const int64_t adp = std::max<int64_t>(1, c.attention_dp);
   const double per_rank_prompt_tokens =
-      std::ceil(static_cast<double>(group) / adp) * w.isl;
+      std::ceil(static_cast<double>(group) / adp) *
+      static_cast<double>(search_spaces::PrefillTokens(w));
   const double free_tokens = std::max(
       1.0, static_cast<double>(MaxNumTokens(c)) -
                std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
@@ -181,13 +197,12 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   est.fits = true;
   const int64_t batch = est.batch;
 
-  est.prefill_s = PrefillTime_s(m, cluster, c, w.isl, 1, cal, o);
+  est.prefill_s = Prompts_s(m, cluster, c, w, 1, cal, o);
   est.decode =
       DecodeStep(m, cluster, c, batch, MeanContext(w.isl, w.osl), cal, o);
   const int64_t group = CohortSize(w, c, batch, cohorts);
   const double group_prefill =
-      group == 1 ? est.prefill_s
-                 : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+      group == 1 ? est.prefill_s : Prompts_s(m, cluster, c, w, group, cal, o);
   // The steps. With a pipeline the prefills of the steps fill its pp
   // micro-batches, which its stages work through as they do the decodes'
   // (DecodeStep): a round pays 1/pp of their latency on average (the pass
@@ -274,11 +289,12 @@ ServingEstimate EstimateServingAtRate(const ModelSpec& m,
     // token budget), not with a closed loop's group.
     const double arrivals = rate / static_cast<double>(e.replicas) * e.step_s;
     const int64_t group = std::max<int64_t>(
-        1, std::min<int64_t>(std::llround(1.0 + arrivals),
-                             std::max<int64_t>(1, MaxNumTokens(c) / w.isl)));
+        1, std::min<int64_t>(
+               std::llround(1.0 + arrivals),
+               std::max<int64_t>(
+                   1, MaxNumTokens(c) / search_spaces::PrefillTokens(w))));
     const double group_prefill =
-        group == 1 ? e.prefill_s
-                   : PrefillTime_s(m, cluster, c, group * w.isl, group, cal, o);
+        group == 1 ? e.prefill_s : Prompts_s(m, cluster, c, w, group, cal, o);
     e.ttft_s = 0.5 * e.step_s + group_prefill + e.decode.total_s();
     const double in_system =
         e.ttft_s + static_cast<double>(w.osl - 1) * e.tpot_s;
@@ -310,12 +326,13 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.warmup = (warmup + replicas - 1) / replicas;
   b.isl = w.isl;
   b.osl = w.osl;
+  b.prefix = w.prefix;
   b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
   b.micro_batches = c.pp;
   // About one loop iteration per request and prompt chunk: beyond the
   // bound fewer requests are measured, never less than one wave.
-  const double per_request =
-      1.0 + static_cast<double>(b.isl) / static_cast<double>(b.step_tokens);
+  const double per_request = 1.0 + static_cast<double>(b.isl - b.prefix) /
+                                       static_cast<double>(b.step_tokens);
   const int64_t affordable =
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
@@ -509,8 +526,7 @@ DisaggregatedEstimate EstimateDisaggregated(
   // One decode worker at its share steps without prefills: its decode step
   // alone (EstimateServing priced it at the same batch and context).
   d.tpot_s = d.decode.decode.total_s();
-  d.prefill_s = PrefillTime_s(m, cluster, prefill, w.isl * prefill.attention_dp,
-                              prefill.attention_dp, cal, o);
+  d.prefill_s = Prompts_s(m, cluster, prefill, w, prefill.attention_dp, cal, o);
   d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
                              prefill.attention_dp /
                              std::max(d.prefill_s, 1e-12);

@@ -32,6 +32,10 @@
 //                 the budget;
 //                 offline, prefill_s(isl) + decode_step_s(B, ·)
 //     output tokens/s per replica = B / step_s.
+//   With a cached prefix (ServingWorkload::prefix) every prefill above and
+//   below computes the prompt's isl − prefix new tokens, their attention to
+//   the cached ones included (PromptsPrefillTime_s), and so does the step's
+//   token budget; the KV cache and the decode contexts keep the whole isl.
 //   B = the workload's concurrency over the replicas when given, else the
 //   most sequences the KV cache holds, capped by max_batch (or
 //   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default) and by

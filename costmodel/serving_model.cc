@@ -699,6 +699,20 @@ double ChunkContextTime_s(const ModelSpec& m, const ServingConfig& c,
                           ServingOptions(options));
 }
 
+double PromptsPrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
+                            const ServingConfig& c, int64_t isl, int64_t cached,
+                            int64_t sequences, const Calibration& cal,
+                            const ModelOptions& options) {
+  const int64_t computed = isl - cached;
+  const double prompts = PrefillTime_s(m, cluster, c, sequences * computed,
+                                       sequences, cal, options);
+  if (cached <= 0) return prompts;
+  const double busiest_rank_prompts =
+      std::ceil(static_cast<double>(sequences) / c.attention_dp);
+  return prompts + busiest_rank_prompts * static_cast<double>(c.pp) *
+                       ChunkContextTime_s(m, c, computed, cached, cal, options);
+}
+
 DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
                            const ServingConfig& c, int64_t batch,
                            int64_t context, const Calibration& cal,

@@ -274,6 +274,22 @@ double ChunkContextTime_s(const search_spaces::ModelSpec& model,
                           const Calibration& calibration,
                           const ModelOptions& options = ModelOptions());
 
+// Seconds to prefill `sequences` prompts of `isl` tokens each whose first
+// `cached` tokens the engine's prefix cache holds
+// (ServingWorkload::prefix): PrefillTime_s of their isl − cached new tokens,
+// plus each new block of queries against its prompt's cached keys,
+// ChunkContextTime_s(isl − cached, cached) through every pipeline stage,
+// for each of the busiest attention-DP rank's ceil(sequences / adp)
+// prompts (a cached prefix is to a prefill what an earlier chunk is to
+// chunked prefill). PrefillTime_s(sequences · isl, sequences) when cached
+// is 0.
+double PromptsPrefillTime_s(const search_spaces::ModelSpec& model,
+                            const search_spaces::ClusterSpec& cluster,
+                            const search_spaces::ServingConfig& config,
+                            int64_t isl, int64_t cached, int64_t sequences,
+                            const Calibration& calibration,
+                            const ModelOptions& options = ModelOptions());
+
 // One decode step of `batch` sequences per replica at `context` tokens
 // each (the time of a token for each of them).
 DecodeBreakdown DecodeStep(const search_spaces::ModelSpec& model,

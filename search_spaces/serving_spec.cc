@@ -153,6 +153,14 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
     return Status::InvalidArgument("isl + osl exceeds 2^31 tokens",
                                    "use realistic sequence lengths");
   }
+  if (w.prefix < 0 || w.prefix >= w.isl) {
+    return Status::InvalidArgument(
+        "--prefix must be in [0, " + std::to_string(w.isl - 1) +
+            "] (below --isl " + std::to_string(w.isl) + "), got " +
+            std::to_string(w.prefix),
+        "give the cached prompt tokens; the prefill computes at least the "
+        "last one");
+  }
   return Status::Ok();
 }
 

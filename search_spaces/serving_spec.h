@@ -74,7 +74,21 @@ struct ServingWorkload {
   // once, the batch bounded only by the KV cache and max_batch.
   int64_t concurrency = 0;
   LengthSpread lengths = LengthSpread::kFixed;
+  // Tokens at the start of each prompt that the engine's prefix cache
+  // already holds (aiconfigurator's --prefix; a shared system prompt or
+  // few-shot header, a conversation's earlier turns), 0 <= prefix < isl:
+  // a prefill computes the other isl - prefix tokens, which attend to the
+  // cached ones (costmodel::PromptsPrefillTime_s). The KV cache is sized
+  // as without it, every sequence holding its whole context: exact where
+  // each request's prefix is its own, conservative where one prefix is
+  // shared (the engines keep one copy of its blocks).
+  int64_t prefix = 0;
 };
+
+// Prompt tokens a request's prefill computes: isl - prefix.
+inline int64_t PrefillTokens(const ServingWorkload& w) {
+  return w.isl - w.prefix;
+}
 
 // The serving engines meshtune prices and writes commands for. The cost
 // model derives from it the host time per step and how requests enter the
@@ -140,8 +154,9 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                              const ServingConfig& config,
                              const std::string& where = "");
 
-// Checks a workload: isl and osl at least 1, concurrency at least 0, and
-// isl + osl within 2^31 tokens.
+// Checks a workload: isl and osl at least 1, concurrency at least 0,
+// isl + osl within 2^31 tokens, and prefix in [0, isl - 1] (a prefill
+// computes at least the prompt's last token).
 Status ValidateServingWorkload(const ServingWorkload& workload);
 
 // Compact form for reports: "tp4 pp1 adp2 ep8 fp8 kv:fp8 batch:256"

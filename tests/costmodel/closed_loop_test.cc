@@ -79,6 +79,36 @@ TEST(SimulateClosedLoop, ChunksAttendToTheirPromptsEarlierChunks) {
   EXPECT_NEAR(r.makespan_s, 5.4394, 1e-12);
 }
 
+TEST(SimulateClosedLoop, ACachedPrefixIsNotPrefilledAgain) {
+  // The burst above with the first 60 tokens of every prompt in the prefix
+  // cache: each prefill computes 40 tokens, its first chunk attending to
+  // the 60 cached ones (chunk_context_s(c, p) = c · p / 10 000 s).
+  //   pass 0: A's 40, B's 40, C's first 20: 1 + 0.24 + 0.24 + 0.12 -> t 1.6
+  //   pass 1: A, B decode (0.2), C's last 20 (prior 80: 0.16), D's 40
+  //           (0.24): 0.2 + 1 + 0.4                                -> t 3.2
+  //   pass 2: C, D decode                                          -> t 3.4
+  PassTimes t = Times(0.1, 0, 1.0, 0);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  t.chunk_context_s = [&](int64_t chunk, int64_t prior) {
+    calls.emplace_back(chunk, prior);
+    return static_cast<double>(chunk * prior) / 10000.0;
+  };
+  ClosedLoopBenchmark b{4, 4, 100, 2, 100, 64, 0};
+  b.prefix = 60;
+  const ClosedLoopResult r = SimulateClosedLoop(b, t);
+  const std::vector<std::pair<int64_t, int64_t>> want = {
+      {40, 60}, {40, 60}, {20, 60}, {20, 80}, {40, 60}};
+  EXPECT_EQ(calls, want);
+  EXPECT_NEAR(r.mean_ttft_s, (1.6 + 1.6 + 3.2 + 3.2) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 3.4, 1e-12);
+  EXPECT_EQ(r.passes, 3);
+  // A prefix as long as the prompt still leaves its last token to compute.
+  b.prefix = 1000;
+  calls.clear();
+  SimulateClosedLoop(b, t);
+  EXPECT_EQ(calls.front(), std::make_pair(int64_t{1}, int64_t{99}));
+}
+
 TEST(SimulateClosedLoop, APipelinePassPaysItsSlowestMicroBatch) {
   // Two micro-batches of 100 tokens each (a 200-token budget), a prefill
   // of t tokens costing t / 100 s through every stage, a decode 0.1 s per

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -155,6 +156,57 @@ TEST(EstimateServing, OfflineBatchFitsTheStepsTokenBudget) {
   // own budget: B ≤ 2 · 8192 · 16 / 483 = 542.8, so 542.
   c.pp = 2;
   EXPECT_EQ(EstimateServing(m, h100, {467, 16, 0}, c, 2, cal).batch, 542);
+}
+
+TEST(EstimateServing, ACachedPrefixShortensThePrefillsNotTheCache) {
+  // LLaMA-3 8B on an H100, 4096-token prompts of which the first 3072 are
+  // in the prefix cache, 128 output tokens.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  ServingWorkload cached{4096, 128, 1};
+  cached.prefix = 3072;
+  const double prompt = PromptsPrefillTime_s(m, h100, c, 4096, 3072, 1, cal);
+  // One client: its prompt's pass is the step overhead and the prefill of
+  // 1024 new tokens attending to the 3072 cached ones, in closed form and
+  // on the calendar alike.
+  const ServingEstimate closed = EstimateServing(m, h100, cached, c, 1, cal);
+  ASSERT_TRUE(closed.fits) << closed.infeasible_reason;
+  EXPECT_DOUBLE_EQ(closed.prefill_s, prompt);
+  EXPECT_NEAR(closed.ttft_s, StepOverhead_s(c.engine) + prompt, 1e-12);
+  const ServingEstimate bench =
+      EstimateClosedLoopBenchmark(m, h100, cached, c, 1, 1, 1, 0, cal);
+  EXPECT_NEAR(bench.ttft_s, StepOverhead_s(c.engine) + prompt, 1e-12);
+  // The cache holds every sequence's whole 4096 + 128 tokens, as without
+  // the prefix (conservative where one prefix is shared).
+  const ServingEstimate whole =
+      EstimateServing(m, h100, {4096, 128, 1}, c, 1, cal);
+  EXPECT_DOUBLE_EQ(closed.kv_bytes_per_sequence, whole.kv_bytes_per_sequence);
+  EXPECT_EQ(closed.max_sequences, whole.max_sequences);
+  EXPECT_LT(closed.ttft_s, 0.4 * whole.ttft_s);
+  // Offline, each step's budget carries B decodes and B/128 prefills. On
+  // an H200 with an FP8 cache, 2048-token prompts: whole, B ≤ 8192 · 128 /
+  // 2176 = 481.9; with 1536 cached, 512 new tokens allow 8192 · 128 / 640
+  // = 1638.4, beyond the sequences the cache holds, which then bound B.
+  const ClusterSpec h200 = Cluster("h200");
+  const DatasheetCalibration cal200(h200);
+  ServingConfig fp8 = c;
+  fp8.kv_cache = KvCacheDtype::kFp8;
+  ServingWorkload offline{2048, 128, 0};
+  EXPECT_EQ(EstimateServing(m, h200, offline, fp8, 1, cal200).batch, 481);
+  offline.prefix = 1536;
+  const ServingEstimate lifted =
+      EstimateServing(m, h200, offline, fp8, 1, cal200);
+  ASSERT_TRUE(lifted.fits) << lifted.infeasible_reason;
+  EXPECT_GT(lifted.max_sequences, 481);
+  EXPECT_LT(lifted.max_sequences, 1638);
+  EXPECT_EQ(lifted.batch, lifted.max_sequences);
+  // A disaggregated prefill worker computes the same 1024 tokens.
+  const DisaggregatedEstimate d =
+      EstimateDisaggregated(m, h100, cached, c, 1, c, 1, cal);
+  ASSERT_TRUE(d.fits) << d.infeasible_reason;
+  EXPECT_DOUBLE_EQ(d.prefill_s, prompt);
 }
 
 TEST(EstimateServing, PipelineStagesOverlapTheOfflinePrefills) {

@@ -670,6 +670,43 @@ TEST(ChunkContextTime, EveryAttentionLayersChunkByPriorBlock) {
   EXPECT_NEAR(closed.ttft_s / bench.ttft_s, 1.0, 0.03);
 }
 
+TEST(PromptsPrefillTime, ACachedPrefixIsAnEarlierChunk) {
+  // LLaMA-3 8B at tp 2 (32 layers of 16 local heads of 128), prompts of
+  // 4096 tokens whose first 3072 are cached: the prefill computes 1024 new
+  // tokens each and their queries against the 3072 cached keys, a 1024 x
+  // 3072 block per layer and prompt, not causal.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ModelOptions serving;
+  serving.Disable(Refinement::kTrainingKernelEfficiency);
+  const double block =
+      cal.AttentionForwardTime_s(16, 1024, 3072, 128, false, serving);
+  ServingConfig c;
+  c.tp = 2;
+  EXPECT_NEAR(PromptsPrefillTime_s(m, h100, c, 4096, 3072, 4, cal),
+              PrefillTime_s(m, h100, c, 4 * 1024, 4, cal) + 4 * 32 * block,
+              1e-12);
+  EXPECT_DOUBLE_EQ(PromptsPrefillTime_s(m, h100, c, 4096, 0, 4, cal),
+                   PrefillTime_s(m, h100, c, 4 * 4096, 4, cal));
+  // Four attention-DP ranks and five prompts: the busiest rank runs two.
+  ServingConfig dp4 = c;
+  dp4.attention_dp = 4;
+  EXPECT_NEAR(PromptsPrefillTime_s(m, h100, dp4, 4096, 3072, 5, cal),
+              PrefillTime_s(m, h100, dp4, 5 * 1024, 5, cal) + 2 * 32 * block,
+              1e-12);
+  // Two pipeline stages of 16 layers each: the block on all 32.
+  ServingConfig pp2 = c;
+  pp2.pp = 2;
+  EXPECT_NEAR(PromptsPrefillTime_s(m, h100, pp2, 4096, 3072, 1, cal),
+              PrefillTime_s(m, h100, pp2, 1024, 1, cal) + 32 * block, 1e-12);
+  // Three quarters of the prompt cached save most of its prefill: the
+  // GEMMs run on a quarter of the tokens, the attention on 1024 x 4096
+  // keys of a causal 4096 x 4096.
+  EXPECT_LT(PromptsPrefillTime_s(m, h100, c, 4096, 3072, 1, cal),
+            0.35 * PrefillTime_s(m, h100, c, 4096, 1, cal));
+}
+
 TEST(ChunkContextTime, WindowedLayersSeeTheirWindow) {
   // GPT-OSS 20B: 24 layers of 64 heads of 64, every other one a 128-token
   // window (window_size 127). Under vLLM (which keeps the window) a chunk of

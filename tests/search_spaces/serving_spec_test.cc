@@ -78,6 +78,16 @@ TEST(ServingWorkload, ChecksLengths) {
             "--concurrency must be at least 0, got -1");
   EXPECT_EQ(ValidateServingWorkload({int64_t{1} << 31, 1, 0}).message(),
             "isl + osl exceeds 2^31 tokens");
+  ServingWorkload cached{1024, 256, 0};
+  cached.prefix = 1023;
+  EXPECT_TRUE(ValidateServingWorkload(cached).ok());
+  EXPECT_EQ(PrefillTokens(cached), 1);
+  cached.prefix = 1024;
+  EXPECT_EQ(ValidateServingWorkload(cached).message(),
+            "--prefix must be in [0, 1023] (below --isl 1024), got 1024");
+  cached.prefix = -1;
+  EXPECT_EQ(ValidateServingWorkload(cached).message(),
+            "--prefix must be in [0, 1023] (below --isl 1024), got -1");
 }
 
 }  // namespace
