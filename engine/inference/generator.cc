@@ -109,7 +109,8 @@ StatusOr<std::vector<float>> Generator::Forward(
 
 StatusOr<Generation> Generator::Generate(
     const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
-    const SamplingOptions& sampling, int32_t stop_token) {
+    const SamplingOptions& sampling, int32_t stop_token,
+    int64_t cached_prefix) {
   const int64_t b = batch();
   if (static_cast<int64_t>(prompts.size()) != b || prompts[0].empty() ||
       max_new_tokens < 1) {
@@ -119,6 +120,13 @@ StatusOr<Generation> Generator::Generate(
         "pass the prompts the generator was created for");
   }
   const int64_t t = static_cast<int64_t>(prompts[0].size());
+  if (cached_prefix < 0 || cached_prefix >= t) {
+    return Status::InvalidArgument(
+        "a cached prefix of " + std::to_string(cached_prefix) +
+            " positions leaves none of the " + std::to_string(t) +
+            "-token prompts to prefill",
+        "cache fewer positions than the prompt has");
+  }
   std::vector<int32_t> tokens(t * b);
   for (int64_t bi = 0; bi < b; ++bi) {
     if (static_cast<int64_t>(prompts[bi].size()) != t) {
@@ -135,8 +143,18 @@ StatusOr<Generation> Generator::Generate(
   g.tokens.assign(b, {});
   const int64_t vocab = config_.model.vocab_size;
   std::vector<bool> stopped(b, false);
+  // Rows are sequence-major: the prefix is the first cached_prefix · b.
+  const auto split = tokens.begin() + cached_prefix * b;
+  if (cached_prefix > 0) {
+    const StatusOr<std::vector<float>> cached =
+        Forward(std::vector<int32_t>(tokens.begin(), split), cached_prefix,
+                LogitsOf::kLast);
+    if (!cached.ok()) return cached.status();
+  }
+  const std::vector<int32_t> rest(split, tokens.end());
   auto start = std::chrono::steady_clock::now();
-  StatusOr<std::vector<float>> logits = Forward(tokens, t, LogitsOf::kLast);
+  StatusOr<std::vector<float>> logits =
+      Forward(rest, t - cached_prefix, LogitsOf::kLast);
   for (int64_t step = 0;; ++step) {
     if (!logits.ok()) return logits.status();
     const std::vector<int32_t> next =

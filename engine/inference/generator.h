@@ -50,7 +50,8 @@ enum class LogitsOf {
 struct Generation {
   // [b][new tokens]: the sampled continuation of each prompt.
   std::vector<std::vector<int32_t>> tokens;
-  // Time to first token: the prefill and the first token's sampling.
+  // Time to first token: the prefill (of the positions after a cached
+  // prefix) and the first token's sampling.
   double prefill_s = 0;
   // Each later decode step (one token per sequence), in order.
   std::vector<double> decode_step_s;
@@ -89,9 +90,14 @@ class Generator {
   // every sequence has emitted `stop_token` (>= 0; the end-of-document
   // stop of Megatron's and vLLM's generation; a finished sequence keeps
   // producing tokens after it while others run, and they are returned).
+  // The first `cached_prefix` positions of the prompts (0 <= cached_prefix
+  // < their length) run before the clock starts, as a prefix cache would
+  // have kept them: prefill_s times the rest, attending to them. The tokens
+  // are those of the whole prefill.
   StatusOr<Generation> Generate(
       const std::vector<std::vector<int32_t>>& prompts, int64_t max_new_tokens,
-      const SamplingOptions& sampling, int32_t stop_token = -1);
+      const SamplingOptions& sampling, int32_t stop_token = -1,
+      int64_t cached_prefix = 0);
 
  protected:
   // `config`: InferenceConfig's.

@@ -57,8 +57,8 @@ Status RunRank(const GenerationRequest& r, Communicator& world,
   }
   out->kv_cache_bytes_per_rank = (*gen)->kv_cache_bytes();
   for (int i = 0; i <= r.repeats; ++i) {
-    StatusOr<Generation> g =
-        (*gen)->Generate(r.prompts, r.max_new_tokens, r.sampling, r.stop_token);
+    StatusOr<Generation> g = (*gen)->Generate(
+        r.prompts, r.max_new_tokens, r.sampling, r.stop_token, r.cached_prefix);
     if (!g.ok()) return g.status();
     if (i > 0 || r.repeats == 0) {
       out->ttft_s.push_back(g->prefill_s);

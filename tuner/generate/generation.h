@@ -26,7 +26,10 @@ struct GenerationRequest {
   int64_t max_new_tokens = 1;
   engine::inference::SamplingOptions sampling;
   int32_t stop_token = -1;  // < 0: none
-  int tp = 1;               // ranks (threads)
+  // Positions of every prompt run before the clock starts, as a prefix
+  // cache would hold them (Generator::Generate); the TTFTs time the rest.
+  int64_t cached_prefix = 0;
+  int tp = 1;  // ranks (threads)
   // "cpu" or "cuda" (engine/backends/registry.h CreateGenerator).
   std::string backend = "cpu";
   // OpenMP threads of each rank's ops; 0 = this machine's cores / tp (the

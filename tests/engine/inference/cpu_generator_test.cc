@@ -187,6 +187,34 @@ TEST(GeneratorTest, GreedyGenerationIsTheSameForTp1AndTp2) {
   EXPECT_EQ(run(2), tp1);
 }
 
+TEST(GeneratorTest, ACachedPrefixLeavesTheTokensAsTheyWere) {
+  // The first positions of the prompts run before the clock (a prefix
+  // cache's hit) and the rest attend to them: the same greedy tokens as
+  // the whole prefill, for tp 1 and 2. A prefix of the whole prompt
+  // leaves nothing to prefill and is refused.
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3, 4, 5},
+                                                     {9, 8, 7, 6, 5}};
+  for (int tp : {1, 2}) {
+    const auto run = [&](int64_t cached) {
+      return OnGenerator(Llama(), tp, 11, [&](Generator& g) {
+        auto gen = g.Generate(prompts, 6, SamplingOptions{}, -1, cached);
+        EXPECT_TRUE(gen.ok()) << gen.status().message();
+        EXPECT_GT(gen->prefill_s, 0);
+        return gen->tokens;
+      });
+    };
+    EXPECT_EQ(run(3), run(0)) << "tp " << tp;
+    EXPECT_EQ(run(4), run(0)) << "tp " << tp;
+  }
+  const std::string message = OnGenerator(Llama(), 1, 11, [&](Generator& g) {
+    return std::string(
+        g.Generate(prompts, 2, SamplingOptions{}, -1, 5).status().message());
+  });
+  EXPECT_EQ(message,
+            "a cached prefix of 5 positions leaves none of the 5-token "
+            "prompts to prefill");
+}
+
 TEST(GeneratorTest, GreedyTokensAreTheArgmaxOfThePrefixLogits) {
   // Greedy decoding re-derived from full prefills: token k is the argmax of
   // the last logits of prompt + tokens[0, k).
