@@ -42,6 +42,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model mixtral-8x7b --gpus 4 --gpu h100 --isl 512 --osl 256 --json
   tune serve --model llama3-8b --gpus 8 --gpu h100 --isl 1024 --osl 256 --tpot-ms 20 --k8s serve.yaml
   tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --tpot-ms 50 --html serve.html
+  tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 8192 --osl 512 --prefix 6144 --tpot-ms 50
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
   tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 --osl 16 --validate
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
@@ -77,6 +78,11 @@ class ServeCommand : public Command {
     sub->add_option("--osl", osl_, "output tokens per request")
         ->type_name("O")
         ->required();
+    sub->add_option("--prefix", prefix_,
+                    "prompt tokens the engine's prefix cache already holds "
+                    "(a shared system prompt, earlier turns), 0 to isl - 1 "
+                    "(default 0)")
+        ->type_name("P");
     sub->add_option("--ttft-ms", ttft_ms_,
                     "time-to-first-token target in ms (default none)")
         ->type_name("T");
@@ -175,6 +181,7 @@ class ServeCommand : public Command {
     p.cluster = cluster.value();
     p.num_gpus = gpus_;
     p.workload = {isl_, osl_, concurrency_};
+    p.workload.prefix = prefix_;
     p.weights = precision.value();
     if (kv_.empty()) {
       p.kv_cache = search_spaces::IsQuantized(p.weights)
@@ -310,6 +317,7 @@ class ServeCommand : public Command {
     r.gpus = gpus_;
     r.isl = isl_;
     r.osl = osl_;
+    r.prefix = prefix_;
     r.repeats = repeats_;
     r.backend = backend_;
     auto result = ValidateServing(r, err);
@@ -371,6 +379,7 @@ class ServeCommand : public Command {
                                   costmodel::MaxBatch(best.config));
     }
     launch.max_model_len = p.workload.isl + p.workload.osl;
+    launch.prefix_caching = p.workload.prefix > 0;
     launch.attention_windows =
         costmodel::KeptAttentionWindows(p.model, launch.max_model_len);
     launch.replicas = best.estimate.replicas;
@@ -406,6 +415,7 @@ class ServeCommand : public Command {
     load.model = Checkpoint(p);
     load.isl = p.workload.isl;
     load.osl = p.workload.osl;
+    load.prefix = p.workload.prefix;
     load.max_concurrency = b.max_concurrency;
     load.request_rate = b.request_rate;
     load.num_prompts = b.num_prompts;
@@ -659,6 +669,7 @@ class ServeCommand : public Command {
                     std::to_string(gpus_) + " --gpu " + ShellQuote(gpu_) +
                     " --isl " + std::to_string(isl_) + " --osl " +
                     std::to_string(osl_);
+    if (prefix_ > 0) s += " --prefix " + std::to_string(prefix_);
     if (ttft_ms_ > 0) s += " --ttft-ms " + number(ttft_ms_);
     if (tpot_ms_ > 0) s += " --tpot-ms " + number(tpot_ms_);
     if (concurrency_ > 0) s += " --concurrency " + std::to_string(concurrency_);
@@ -674,6 +685,7 @@ class ServeCommand : public Command {
   std::string gpu_ = "h100";
   int64_t isl_ = 0;
   int64_t osl_ = 0;
+  int64_t prefix_ = 0;
   double ttft_ms_ = 0;
   double tpot_ms_ = 0;
   int64_t concurrency_ = 0;

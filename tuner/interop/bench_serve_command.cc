@@ -30,7 +30,10 @@ std::string VllmBenchServeCommand(const BenchServeLoad& load) {
   cmd += Line("--base-url", "\"${BASE_URL:-http://localhost:8000}\"");
   cmd += Line("--model", ShellQuote(load.model));
   cmd += Line("--dataset-name", "random");
-  cmd += Line("--random-input-len", std::to_string(load.isl));
+  if (load.prefix > 0) {
+    cmd += Line("--random-prefix-len", std::to_string(load.prefix));
+  }
+  cmd += Line("--random-input-len", std::to_string(load.isl - load.prefix));
   cmd += Line("--random-output-len", std::to_string(load.osl));
   cmd += Line("--random-range-ratio", "0");
   cmd += Line("--ignore-eos", "");

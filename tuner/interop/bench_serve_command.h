@@ -9,6 +9,9 @@
 //       endpoint: a port-forwarded Service by default, or set BASE_URL)
 //     --model MODEL (the served name, which is the checkpoint)
 //     --dataset-name random --random-input-len isl --random-output-len osl
+//       (with a cached prefix P: --random-prefix-len P --random-input-len
+//       isl − P, one P-token prefix before every prompt's random tokens,
+//       which the engine's prefix cache keeps after the first)
 //     --random-range-ratio 0 (every request exactly those lengths)
 //     --ignore-eos (every answer runs to osl)
 //     --max-concurrency C (a closed loop: at most C in flight, all C at
@@ -29,6 +32,7 @@ struct BenchServeLoad {
   std::string model;
   int64_t isl = 1;
   int64_t osl = 1;
+  int64_t prefix = 0;  // tokens of isl every prompt shares, 0 <= prefix < isl
   int64_t max_concurrency = 0;  // closed loop; 0 = open loop at the rate
   double request_rate = 0;      // requests/s
   int64_t num_prompts = 1;

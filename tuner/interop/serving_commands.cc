@@ -68,6 +68,7 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   if (c.kv_cache == KvCacheDtype::kFp8) cmd += Flag("--kv-cache-dtype", "fp8");
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
+  if (launch.prefix_caching) cmd += " \\\n  --enable-prefix-caching";
   if (launch.role != ServingRole::kAggregated) {
     cmd += Flag("--kv-transfer-config",
                 ShellQuote(R"({"kv_connector":"NixlConnector",)"
@@ -127,6 +128,7 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
   yaml += c.kv_cache == KvCacheDtype::kBf16  ? "auto\n"
           : c.kv_cache == KvCacheDtype::kFp8 ? "fp8\n"
                                              : "nvfp4\n";
+  if (launch.prefix_caching) yaml += "  enable_block_reuse: true\n";
   if (!launch.attention_windows.empty()) {
     yaml += "  max_attention_window: [";
     for (size_t i = 0; i < launch.attention_windows.size(); ++i) {
@@ -237,6 +239,7 @@ StatusOr<ServingConfig> ParseVllmServeCommand(const std::string& command,
     MESHTUNE_RETURN_IF_ERROR(
         SizeFlag(flag, value, {"--max-model-len"}, &l.max_model_len, &m));
     if (flag == "--enable-expert-parallel") expert_parallel = true;
+    if (flag == "--enable-prefix-caching") l.prefix_caching = true;
     if (flag == "--kv-cache-dtype") {
       c.kv_cache =
           value.rfind("fp8", 0) == 0 ? KvCacheDtype::kFp8 : KvCacheDtype::kBf16;
@@ -361,6 +364,11 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
                                         : KvCacheDtype::kBf16;
       }
       if (root["kv_cache_config"] &&
+          root["kv_cache_config"]["enable_block_reuse"]) {
+        l.prefix_caching =
+            root["kv_cache_config"]["enable_block_reuse"].as<bool>();
+      }
+      if (root["kv_cache_config"] &&
           root["kv_cache_config"]["max_attention_window"]) {
         l.attention_windows = root["kv_cache_config"]["max_attention_window"]
                                   .as<std::vector<int64_t>>();
@@ -374,9 +382,9 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
       return Status::InvalidArgument(
           "the --extra_llm_api_options YAML has a field of the wrong type: " +
               std::string(e.what()),
-          "enable_attention_dp is true or false, kv_cache_config.dtype a "
-          "name, kv_cache_config.max_attention_window a list of token "
-          "counts");
+          "enable_attention_dp and kv_cache_config.enable_block_reuse are "
+          "true or false, kv_cache_config.dtype a name, "
+          "kv_cache_config.max_attention_window a list of token counts");
     }
     for (const int64_t window : l.attention_windows) {
       if (window < 1) {

@@ -9,6 +9,7 @@
 //               [--data-parallel-size adp] [--enable-expert-parallel]
 //               --max-num-seqs batch --max-model-len isl+osl
 //               [--kv-cache-dtype fp8] [--quantization fp8|modelopt_fp4]
+//               [--enable-prefix-caching]
 //               vLLM runs the experts either tensor-parallel over tp
 //               (ep 1, no attention DP) or expert-parallel over all
 //               tp·dp ranks (--enable-expert-parallel: ep = tp·adp);
@@ -17,11 +18,13 @@
 //               --enable-dp-attention] [--ep-size ep] --pp-size pp
 //               --max-running-requests batch --context-length isl+osl
 //               [--kv-cache-dtype fp8_e4m3] [--quantization fp8|modelopt_fp4]
+//               (its radix prefix cache is on unless disabled: no flag)
 //   TensorRT-LLM  trtllm-serve --tp_size tp·adp --pp_size pp --ep_size ep
 //               --max_batch_size batch --max_seq_len isl+osl
 //               --kv_cache_free_gpu_memory_fraction 0.9, with
-//               enable_attention_dp, the KV dtype and, for a model with
-//               sliding windows, the windows it keeps
+//               enable_attention_dp, the KV dtype, with a cached prefix
+//               kv_cache_config.enable_block_reuse: true and, for a model
+//               with sliding windows, the windows it keeps
 //               (kv_cache_config.max_attention_window) in the
 //               --extra_llm_api_options YAML it prints beside.
 // The checkpoint is `model`: quoted for the shell, never interpreted.
@@ -60,6 +63,12 @@ struct ServingLaunch {
   // and SGLang read the windows from the checkpoint; TensorRT-LLM keeps
   // them only when told (kv_cache_config.max_attention_window).
   std::vector<int64_t> attention_windows;
+  // The plan was priced with a cached prompt prefix
+  // (ServingWorkload::prefix): the engine's prefix cache is switched on
+  // explicitly where it has a switch (vLLM's --enable-prefix-caching,
+  // TensorRT-LLM's kv_cache_config.enable_block_reuse; both defaults of
+  // today's versions, which a later default must not undo).
+  bool prefix_caching = false;
 };
 
 // The vLLM command of one replica; InvalidArgument for an MoE layout vLLM

@@ -78,6 +78,10 @@ std::string ProblemSection(const json& report) {
   s += Row("GPU kind", HtmlEscape(Str(p, "gpu")));
   s += Row("ISL / OSL", std::to_string(Int(p, "isl")) + " / " +
                             std::to_string(Int(p, "osl")) + " tokens");
+  if (p.value("prefix", int64_t{0}) > 0) {
+    s += Row("cached prefix",
+             std::to_string(Int(p, "prefix")) + " tokens of each prompt");
+  }
   s += Row("load", HtmlEscape(Load(p)));
   s += Row("weights / KV cache", HtmlEscape(Str(p, "weights")) + " / " +
                                      HtmlEscape(Str(p, "kv_cache_dtype")));

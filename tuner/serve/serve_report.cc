@@ -112,11 +112,16 @@ std::string Targets(const ServeProblem& p) {
 void PrintServeReport(std::ostream& out, const ServeProblem& p,
                       const ServeResult& r, size_t top) {
   char buf[512];
+  // "isl 4096 (3072 cached)" with a cached prefix.
+  std::string isl = std::to_string(p.workload.isl);
+  if (p.workload.prefix > 0) {
+    isl += " (" + std::to_string(p.workload.prefix) + " cached)";
+  }
   std::snprintf(buf, sizeof buf,
-                "serving %s on %lld x %s: isl %lld, osl %lld, %s, weights %s, "
+                "serving %s on %lld x %s: isl %s, osl %lld, %s, weights %s, "
                 "KV cache %s%s; targets: %s\n",
                 p.model.name.c_str(), static_cast<long long>(p.num_gpus),
-                p.cluster.name.c_str(), static_cast<long long>(p.workload.isl),
+                p.cluster.name.c_str(), isl.c_str(),
                 static_cast<long long>(p.workload.osl), Load(p).c_str(),
                 search_spaces::ToString(p.weights),
                 search_spaces::ToString(p.kv_cache),
@@ -217,6 +222,7 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"num_gpus", p.num_gpus},
                   {"isl", p.workload.isl},
                   {"osl", p.workload.osl},
+                  {"prefix", p.workload.prefix},
                   {"concurrency", p.workload.concurrency},
                   {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},

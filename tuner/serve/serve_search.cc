@@ -233,10 +233,9 @@ void SearchDisaggregated(
   std::vector<Prefill> prefills;
   for (const auto& [c, e] : layouts) {
     if (c.pp != 1) continue;
-    prefills.push_back(
-        {c, costmodel::PrefillTime_s(p.model, p.cluster, c,
-                                     p.workload.isl * c.attention_dp,
-                                     c.attention_dp, cal)});
+    prefills.push_back({c, costmodel::PromptsPrefillTime_s(
+                               p.model, p.cluster, c, p.workload.isl,
+                               p.workload.prefix, c.attention_dp, cal)});
   }
   for (const auto& [d, top] : layouts) {
     const int64_t gd = d.gpus();

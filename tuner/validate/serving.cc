@@ -25,7 +25,9 @@ Status CheckRequest(const ServeValidationRequest& r) {
         "e.g. tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 "
         "--osl 16 --validate");
   }
-  return Status::Ok();
+  search_spaces::ServingWorkload w{r.isl, r.osl, 0};
+  w.prefix = r.prefix;
+  return search_spaces::ValidateServingWorkload(w);
 }
 
 // Tensor-parallel sizes the engine can run the model at, up to gpus.
@@ -46,8 +48,8 @@ void Predict(const ServeValidationRequest& r, ServePlanOutcome* p) {
   ServingConfig c;
   c.tp = p->tp;
   const int64_t b = p->batch;
-  p->predicted_ttft_s = costmodel::PrefillTime_s(r.model, r.cluster, c,
-                                                 b * r.isl, b, *r.calibration);
+  p->predicted_ttft_s = costmodel::PromptsPrefillTime_s(
+      r.model, r.cluster, c, r.isl, r.prefix, b, *r.calibration);
   const costmodel::DecodeBreakdown step = costmodel::DecodeStep(
       r.model, r.cluster, c, b, r.isl + r.osl / 2, *r.calibration);
   p->predicted_tpot_s = step.total_s() - step.overhead_s;
@@ -61,6 +63,7 @@ GenerationRequest Generation(const ServeValidationRequest& r,
   g.threads_per_rank = 1;  // the local preset: one core per rank
   g.backend = r.backend;
   g.max_new_tokens = r.osl;
+  g.cached_prefix = r.prefix;
   const int64_t vocab = std::min<int64_t>(r.model.vocab_size, 256);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     std::vector<int32_t> prompt(r.isl);
@@ -194,7 +197,9 @@ void PrintServeValidation(std::ostream& out, const ServeValidationRequest& r,
                           const ServeValidation& v) {
   out << "Serving plans of " << r.model.name << " run on this machine's "
       << (r.backend == "cuda" ? "GPUs (" + r.cluster.name + ")" : "CPU engine")
-      << " (ISL " << r.isl << ", OSL " << r.osl << ", " << r.repeats
+      << " (ISL " << r.isl
+      << (r.prefix > 0 ? " with " + std::to_string(r.prefix) + " cached" : "")
+      << ", OSL " << r.osl << ", " << r.repeats
       << (r.repeats == 1 ? " round" : " rounds") << ", medians):\n\n";
   out << Fmt("  %-4s %6s  %13s %13s %7s  %13s %13s %7s\n", "tp", "batch",
              "TTFT pred ms", "measured ms", "noise", "TPOT pred ms",
@@ -237,6 +242,7 @@ nlohmann::json ServeValidationJson(const ServeValidationRequest& r,
   j["backend"] = r.backend;
   j["preset"] = r.cluster.name;
   j["isl"] = r.isl;
+  j["prefix"] = r.prefix;
   j["osl"] = r.osl;
   j["repeats"] = r.repeats;
   j["plans"] = nlohmann::json::array();

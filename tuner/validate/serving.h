@@ -48,6 +48,10 @@ struct ServeValidationRequest {
   const costmodel::Calibration* calibration = nullptr;  // not owned
   int64_t gpus = 1;  // largest tp tried: the ranks this machine gives
   int64_t isl = 0, osl = 0;
+  // Prompt tokens cached before each timed prefill (tune serve --prefix):
+  // the engine runs them untimed, the model prices the rest
+  // (costmodel::PromptsPrefillTime_s). 0 <= prefix < isl.
+  int64_t prefix = 0;
   std::vector<int64_t> batches = {1, 2, 4, 8, 16};
   int64_t repeats = 3;
   // "cpu": ranks on this machine's cores, one core each (the `local`

@@ -136,6 +136,55 @@ TEST(ServeCommand, VllmCommandParsesBackToTheBestPlan) {
   EXPECT_EQ(trtllm.value().max_batch, best["batch_per_replica"]);
 }
 
+TEST(ServeCommand, ACachedPrefixIsPricedAndSwitchedOn) {
+  // 4096-token prompts whose first 3072 tokens are cached, at 16 clients:
+  // the best plan's first tokens come sooner than with whole prompts, the
+  // engines' prefix caches are switched on and the benchmark sends one
+  // shared 3072-token prefix before 1024 random tokens.
+  const std::vector<std::string> base = {
+      "serve", "--model",       "llama3-8b", "--gpus", "2",   "--gpu",
+      "h100",  "--isl",         "4096",      "--osl",  "256", "--precision",
+      "fp8",   "--concurrency", "16",        "--json"};
+  std::vector<std::string> cached = base;
+  cached.insert(cached.end(), {"--prefix", "3072"});
+  const auto whole_run = Tune(base);
+  const auto cached_run = Tune(cached);
+  ASSERT_EQ(whole_run.exit_code, 0) << whole_run.err;
+  ASSERT_EQ(cached_run.exit_code, 0) << cached_run.err;
+  const nlohmann::json whole = nlohmann::json::parse(whole_run.out);
+  const nlohmann::json j = nlohmann::json::parse(cached_run.out);
+  EXPECT_EQ(j["problem"]["prefix"], 3072);
+  EXPECT_EQ(whole["problem"]["prefix"], 0);
+  EXPECT_LT(j["best"]["ttft_ms"].get<double>(),
+            whole["best"]["ttft_ms"].get<double>());
+  EXPECT_NE(
+      j["commands"]["vllm"].get<std::string>().find("--enable-prefix-caching"),
+      std::string::npos);
+  EXPECT_NE(
+      j["commands"]["trtllm_extra_llm_api_options"].get<std::string>().find(
+          "  enable_block_reuse: true\n"),
+      std::string::npos);
+  EXPECT_EQ(whole["commands"]["vllm"].get<std::string>().find("prefix"),
+            std::string::npos);
+  const std::string bench = j["benchmark"]["command"].get<std::string>();
+  EXPECT_NE(bench.find("--random-prefix-len 3072 \\\n"
+                       "  --random-input-len 1024 "),
+            std::string::npos)
+      << bench;
+  // The text report names the cached tokens.
+  cached.pop_back();  // --prefix's value
+  cached.pop_back();
+  cached.pop_back();  // --json
+  cached.insert(cached.end(), {"--prefix", "3072"});
+  const auto text = Tune(cached);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("serving llama3-8b on 2 x h100: isl 4096 (3072 "
+                           "cached), osl 256, concurrency 16",
+                           0),
+            0u)
+      << text.out;
+}
+
 TEST(ServeCommand, TensorRtLlmKeepsTheWindowsThePlanWasPricedWith) {
   // Mistral 7B's 4096-token window: vLLM and SGLang read it from the
   // checkpoint, TensorRT-LLM is told in its options.
@@ -601,6 +650,9 @@ TEST(ServeCommand, InputErrors) {
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8", "--osl",
           "8", "--request-rate", "2", "--concurrency", "3"},
          "--request-rate and --concurrency cannot be combined");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "4096",
+          "--osl", "8", "--prefix", "4096"},
+         "--prefix must be in [0, 4095] (below --isl 4096), got 4096");
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--gpu", "h100",
           "--isl", "1024", "--osl", "256", "--request-rate", "100000"},
          "no deployment of llama3-8b fits on 1 x h100 (1 x overloaded)");

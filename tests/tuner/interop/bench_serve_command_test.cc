@@ -33,6 +33,23 @@ TEST(VllmBenchServeCommand, ClosedLoopAtThePlansConcurrency) {
             "  --num-prompts 1900");
 }
 
+TEST(VllmBenchServeCommand, ACachedPrefixIsOneSharedPrefix) {
+  // 4096-token prompts whose first 3072 tokens every prompt shares: a
+  // 3072-token random prefix and 1024 random tokens after it.
+  BenchServeLoad load;
+  load.model = "m";
+  load.isl = 4096;
+  load.osl = 128;
+  load.prefix = 3072;
+  load.max_concurrency = 8;
+  load.num_prompts = 80;
+  const std::string cmd = VllmBenchServeCommand(load);
+  EXPECT_NE(cmd.find("  --random-prefix-len 3072 \\\n"
+                     "  --random-input-len 1024 \\\n"),
+            std::string::npos)
+      << cmd;
+}
+
 TEST(VllmBenchServeCommand, OpenLoopRateAsWritten) {
   BenchServeLoad load;
   load.model = "m";

@@ -130,6 +130,41 @@ TEST(SglangAndTrtllm, DepLayout) {
             "  dtype: fp8\n");
 }
 
+TEST(ServingCommands, ACachedPrefixSwitchesThePrefixCacheOn) {
+  // vLLM's --enable-prefix-caching and TensorRT-LLM's enable_block_reuse,
+  // written and read back; SGLang's radix cache is on unless disabled.
+  ServingLaunch l = Launch(64);
+  l.prefix_caching = true;
+  const std::string vllm = VllmServeCommand(Config(4, 1, 1, 1), l).value();
+  EXPECT_NE(vllm.find("  --max-model-len 2560 \\\n  --enable-prefix-caching"),
+            std::string::npos)
+      << vllm;
+  ServingLaunch back;
+  ASSERT_TRUE(ParseVllmServeCommand(vllm, &back).ok());
+  EXPECT_TRUE(back.prefix_caching);
+  std::string yaml;
+  const std::string trt =
+      TrtllmServeCommand(Config(4, 1, 1, 1), l, &yaml).value();
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: auto\n"
+            "  enable_block_reuse: true\n");
+  back = ServingLaunch();
+  ASSERT_TRUE(ParseTrtllmServeCommand(trt, yaml, &back).ok());
+  EXPECT_TRUE(back.prefix_caching);
+  EXPECT_EQ(SglangServeCommand(Config(4, 1, 1, 1), l),
+            SglangServeCommand(Config(4, 1, 1, 1), Launch(64)));
+  // Without a prefix neither switch is written.
+  EXPECT_EQ(
+      VllmServeCommand(Config(4, 1, 1, 1), Launch(64)).value().find("prefix"),
+      std::string::npos);
+  EXPECT_FALSE(
+      ParseTrtllmServeCommand(
+          trt, "kv_cache_config:\n  enable_block_reuse: maybe\n", nullptr)
+          .ok());
+}
+
 TEST(TrtllmServeCommand, KeepsTheModelsSlidingWindows) {
   // TensorRT-LLM keeps a window only when told (vLLM and SGLang read it
   // from the checkpoint): the plan's windows go into its options.

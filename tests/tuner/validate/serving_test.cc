@@ -106,6 +106,38 @@ TEST(ValidateServing, InputErrors) {
   EXPECT_EQ(long_prompt.status().message(),
             "prompt plus new tokens is 304 positions, but model gpt-tiny has "
             "learned positions for 256");
+  r = Request(cal, local);
+  r.prefix = r.isl;
+  auto all_cached = ValidateServing(r, progress);
+  ASSERT_FALSE(all_cached.ok());
+  EXPECT_EQ(all_cached.status().message(),
+            "--prefix must be in [0, 15] (below --isl 16), got 16");
+}
+
+TEST(ServeValidateCommand, ACachedPrefixIsRunUntimedAndPricedAsCached) {
+  // --prefix 12 of 16 prompt tokens: the engine caches them before the
+  // clock and the model prices the 4 others against them.
+  const testing::TuneRun run = testing::RunTuneInProcess(
+      "serve --model llama-tiny --gpus 1 --isl 16 --osl 2 --prefix 12 "
+      "--validate --repeats 1 --no-db --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["prefix"], 12);
+  search_spaces::ClusterSpec local = LocalCluster(profiler::ReadCpuInfo());
+  LocalNodeForRanks(1, &local);  // --gpus 1
+  const costmodel::DatasheetCalibration cal(local);
+  const search_spaces::ModelSpec m =
+      search_spaces::ResolveModel("llama-tiny").value();
+  for (const nlohmann::json& p : j["plans"]) {
+    search_spaces::ServingConfig c;
+    c.tp = p["tp"].get<int64_t>();
+    const int64_t b = p["batch"].get<int64_t>();
+    EXPECT_NEAR(
+        p["predicted_ttft_ms"].get<double>(),
+        1e3 * costmodel::PromptsPrefillTime_s(m, local, c, 16, 12, b, cal),
+        1e-9);
+    EXPECT_GT(p["measured_ttft_ms"].get<double>(), 0);
+  }
 }
 
 TEST(ServeValidateCommand, FlagsAndJson) {
