@@ -80,10 +80,10 @@ namespace {
 
 // Seconds of core attention for one micro-batch: `heads` local heads, local
 // queries s/cp against all s keys (CP ring attention visits every KV chunk;
-// causal balancing halves it). Sliding-window layers (window_size, with
-// every window_attn_skip_freq-th layer at full attention) attend to at most
-// window keys per query; the kind-level time averages full and windowed
-// layers in their proportion.
+// causal balancing halves it). Sliding-window layers
+// (ModelSpec::IsWindowLayer: every window_attn_skip_freq-th layer at full
+// attention) attend to at most window keys per query; the kind-level time
+// averages full and windowed layers in their proportion, 1/N full.
 void AddCoreAttention(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
                       int64_t heads, int64_t head_dim, const Calibration& cal,
                       LayerCompute* lc, const ModelOptions& o) {

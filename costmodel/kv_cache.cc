@@ -15,22 +15,9 @@ bool EngineKeepsWindow(search_spaces::ServingEngine engine) {
   return !search_spaces::IsTensorRtLlm(engine);
 }
 
-namespace {
-
-// Whether layer `layer` (0-based) is a sliding-window layer of `m`
-// (window_size >= 0, every window_attn_skip_freq-th layer at full
-// attention; the compute model's pattern, model_stats.cc CausalPairs).
-bool IsWindowedLayer(const ModelSpec& m, int64_t layer) {
-  if (m.window_size < 0) return false;
-  return m.window_attn_skip_freq <= 0 ||
-         (layer + 1) % m.window_attn_skip_freq != 0;
-}
-
-}  // namespace
-
 int64_t ServedWindow(const ModelSpec& m, const ServingConfig& c,
                      int64_t layer) {
-  return EngineKeepsWindow(c.engine) && IsWindowedLayer(m, layer)
+  return EngineKeepsWindow(c.engine) && m.IsWindowLayer(layer + 1)
              ? m.window_size + 1
              : 0;
 }
@@ -136,7 +123,7 @@ std::vector<int64_t> KeptAttentionWindows(const ModelSpec& m,
   const int64_t period = std::max<int64_t>(1, m.window_attn_skip_freq);
   std::vector<int64_t> out;
   for (int64_t layer = 0; layer < period; ++layer) {
-    out.push_back(IsWindowedLayer(m, layer) ? m.window_size + 1 : max_context);
+    out.push_back(m.IsWindowLayer(layer + 1) ? m.window_size + 1 : max_context);
   }
   return out;
 }

@@ -177,17 +177,11 @@ std::vector<LayerKind> AllLayers(const ModelSpec& m) {
 // with 1-based number `layer_number`. Full attention: s²/2, as Megatron
 // counts it. A sliding-window layer (window_size W >= 0: each query sees
 // itself and W keys back, Megatron --window-size W,0) sees
-// Σ_i min(i+1, W+1) = (W+1)·(s − W/2) pairs when s > W; with
-// window_attn_skip_freq N, layers whose number is a multiple of N are full
-// (megatron/core/transformer/utils.py is_layer_window_attention). MTP
-// layers are numbered after the decoder layers.
+// Σ_i min(i+1, W+1) = (W+1)·(s − W/2) pairs when s > W; which layers are
+// windowed is ModelSpec::IsWindowLayer's rule.
 double CausalPairs(const ModelSpec& m, int64_t layer_number, double seq) {
   const double full = seq * seq / 2;
-  if (m.window_size < 0) return full;
-  if (m.window_attn_skip_freq > 0 &&
-      layer_number % m.window_attn_skip_freq == 0) {
-    return full;
-  }
+  if (!m.IsWindowLayer(layer_number)) return full;
   const double w = static_cast<double>(m.window_size);
   return std::min(full, (w + 1) * (seq - w / 2));
 }

@@ -229,6 +229,17 @@ struct ModelSpec {
                ? mamba_num_heads
                : 2 * hidden_size / std::max<int64_t>(1, mamba_head_dim);
   }
+  // Whether decoder layer `layer_number` (1-based, Megatron's numbering;
+  // MTP layers numbered after the decoder's) attends over the sliding
+  // window: window_size >= 0 and, with window_attn_skip_freq N > 0, a
+  // number that is not a multiple of N
+  // (megatron/core/transformer/utils.py is_layer_window_attention). The
+  // one home of the rule: the training FLOPs, the serving KV cache and
+  // attention use it.
+  bool IsWindowLayer(int64_t layer_number) const {
+    return window_size >= 0 && (window_attn_skip_freq <= 0 ||
+                                layer_number % window_attn_skip_freq != 0);
+  }
   // Query/key head width with MLA (qk_head_dim + qk_pos_emb_head_dim).
   int64_t mla_qk_head_dim() const { return qk_head_dim + qk_pos_emb_head_dim; }
   // Query projection width a·d_h (usually == hidden_size).

@@ -378,5 +378,19 @@ TEST(ModelSpecTest, NewEnumNames) {
   EXPECT_STREQ(ToString(TokenDispatcher::kFlex), "flex");
 }
 
+TEST(ModelSpecTest, WindowLayersFollowMegatronsSkipFrequency) {
+  // GPT-OSS's pattern: window_size 127, every 2nd layer (1-based) full.
+  ModelSpec m;
+  m.window_size = 127;
+  m.window_attn_skip_freq = 2;
+  EXPECT_TRUE(m.IsWindowLayer(1));
+  EXPECT_FALSE(m.IsWindowLayer(2));
+  EXPECT_TRUE(m.IsWindowLayer(3));
+  // No skip frequency: every layer windowed; no window: none.
+  m.window_attn_skip_freq = 0;
+  EXPECT_TRUE(m.IsWindowLayer(2));
+  m.window_size = -1;
+  EXPECT_FALSE(m.IsWindowLayer(1));
+}
 }  // namespace
 }  // namespace meshtune::search_spaces
