@@ -20,6 +20,7 @@ struct Request {
   int64_t osl = 1;
   int64_t generated = 0;
   double first_token_s = 0;
+  int64_t ready_pass = 0;  // the first pass that may schedule it
 };
 
 struct Prefilling {
@@ -145,8 +146,12 @@ class Loop {
     return CachedTokens() + Context(r) <= b_.kv_tokens;
   }
 
+  // An idle engine takes every waiting request at once, ready or not: no
+  // pass is in flight for them to miss.
   void Admit() {
+    const bool idle = Running() == 0;
     while (!waiting_.empty() && Running() < b_.max_running &&
+           (idle || waiting_.front().ready_pass <= pass_) &&
            Fits(waiting_.front())) {
       const Request r = waiting_.front();
       waiting_.pop_front();
@@ -204,6 +209,10 @@ class Loop {
     }
     if (!b_.open_loop && issued_ < b_.requests) {
       waiting_.push_back(New(now_s_, issued_));
+      // pass_ is the pass about to be scheduled without it.
+      if (b_.next_request_misses_a_pass) {
+        waiting_.back().ready_pass = pass_ + 1;
+      }
       ++issued_;
     }
   }
@@ -227,6 +236,9 @@ class Loop {
     if (b_.kv_policy == KvAdmission::kPreemptNewest && b_.kv_tokens > 0 &&
         batch > 1) {
       repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
+    }
+    if (!waiting_.empty() && waiting_.front().ready_pass > pass_) {
+      repeats = std::min(repeats, waiting_.front().ready_pass - pass_);
     }
     const double pass_s = Pass_s(times_.decode_s(batch), batch);
     if (b_.open_loop && issued_ < b_.requests && pass_s > 0) {

@@ -47,7 +47,9 @@
 //     prefix): its chunks cover the rest, the first attending to them;
 //   - a prompt finished in a pass emits its first token at the pass's end
 //     (TTFT = that end − arrival) and decodes osl − 1 more tokens, one per
-//     pass; a request arriving at a pass's end is scheduled in the next.
+//     pass; a request arriving at a pass's end is scheduled in the next, or,
+//     a closed loop's next request with next_request_misses_a_pass, in the
+//     one after (the next is already scheduled when it reaches the engine).
 // KV policies (KvAdmission; `kv_tokens` = 0: an unbounded cache, neither
 // applies):
 //   - kPreemptNewest (vLLM v1, SGLang): cache blocks are taken as a
@@ -142,6 +144,18 @@ struct ClosedLoopBenchmark {
   // them (chunk_context_s), as it does again when a preempted request is
   // recomputed (its prefix stays cached). They count in its KV cache.
   int64_t prefix = 0;
+  // A closed loop's client sends its next request when the last token of
+  // the previous one arrives, and that request reaches the engine while
+  // the next pass, scheduled the moment the previous one ended, already
+  // runs: it is scheduled in the pass after (an idle engine takes it at
+  // once). The token's way out, the new request's way in and its
+  // tokenization take longer than zero, and every engine schedules its
+  // next step as soon as one ends (vLLM's engine-core busy loop, SGLang's
+  // scheduler event loop, TensorRT-LLM's executor loop). So a cohort's
+  // replacements wait for the pass in flight, which with more than one
+  // cohort is often another cohort's prefill. false: the request joins the
+  // very next pass (the hand-worked calendars of the tests).
+  bool next_request_misses_a_pass = false;
 };
 
 // The arrival time of each of `requests` requests of an open loop at mean

@@ -184,6 +184,20 @@ double CohortTtft_s(const ModelSpec& m, const ClusterSpec& cluster,
                                  est.decode.host_s, est.decode.host_after_gpu);
 }
 
+// A closed loop's replacements miss the pass in flight when they arrive
+// (ClosedLoopBenchmark::next_request_misses_a_pass): with one cohort the
+// engine is idle then and takes them at once; with n > 1 cohorts the pass
+// they wait for is often another cohort's prefill, more often the more
+// cohorts. The calendar's mean TTFT is the cohort's own pass times about
+// 2 − 1/√n: matched to it (not to any measurement) over LLaMA-3 8B and
+// 70B, Mixtral 8x7B and DeepSeek-V3 on H100 and H200 at 1 024 to 16 384
+// prompt tokens, 128 and 1 024 output tokens and 1 to 512 clients, the
+// closed form's TTFT is within a mean 7.0 % of the calendar's (15.5 %
+// before the missed pass, which the closed form then left out too).
+double MissedPassFactor(double cohorts) {
+  return cohorts > 1.0 ? 2.0 - 1.0 / std::sqrt(cohorts) : 1.0;
+}
+
 ServingEstimate EstimateServingOf(const ModelSpec& m,
                                   const ClusterSpec& cluster,
                                   const ServingWorkload& w,
@@ -235,7 +249,8 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
                                   static_cast<double>(w.osl - 1))
                            : est.step_s;
     est.ttft_s =
-        CohortTtft_s(m, cluster, w, c, est, group, group_prefill, cal, o);
+        CohortTtft_s(m, cluster, w, c, est, group, group_prefill, cal, o) *
+        MissedPassFactor(n);
   }
   const double per_replica = static_cast<double>(batch) / est.step_s;
   est.output_tokens_per_s = per_replica * est.replicas;
@@ -327,6 +342,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.isl = w.isl;
   b.osl = w.osl;
   b.prefix = w.prefix;
+  b.next_request_misses_a_pass = true;
   b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
   b.micro_batches = c.pp;
   // About one loop iteration per request and prompt chunk: beyond the

@@ -328,6 +328,35 @@ TEST(SimulateClosedLoop, AFullCacheSendsTheNewestRequestBack) {
   EXPECT_EQ(reserved.preemptions, 0);
 }
 
+TEST(SimulateClosedLoop, ANextRequestMissesThePassInFlight) {
+  // Two clients, 10-token prompts, 2 output tokens, a 10-token budget, a
+  // prefill chunk 1 s, a decode 0.1 s per row; each client's next request
+  // reaches the engine after the next pass was scheduled:
+  //   pass 0: A's 10 tokens                             -> t 1.0
+  //   pass 1: A decodes, B's first 9                    -> t 2.1, A done:
+  //           A2 sent, too late for pass 2
+  //   pass 2: B's last token                            -> t 3.1
+  //   pass 3: B decodes, A2's first 9                   -> t 4.2, B done
+  //   pass 4: A2's last token (TTFT 5.2 − 2.1)          -> t 5.2
+  //   pass 5: A2 decodes, B2's first 9                  -> t 6.3
+  //   pass 6: B2's last token (TTFT 7.3 − 4.2)          -> t 7.3
+  //   pass 7: B2 decodes                                -> t 7.4
+  ClosedLoopBenchmark b{2, 4, 10, 2, 10, 8, 0};
+  b.next_request_misses_a_pass = true;
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(0.1, 0, 1.0, 0));
+  EXPECT_NEAR(r.mean_ttft_s, (1.0 + 3.1 + 3.1 + 3.1) / 4, 1e-12);
+  EXPECT_NEAR(r.mean_tpot_s, (1.1 + 1.1 + 1.1 + 0.1) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 7.4, 1e-12);
+  EXPECT_EQ(r.passes, 8);
+  // An idle engine has no pass in flight to miss: one client's next
+  // request is prefilled in the very next pass (TTFT 1 s both times).
+  ClosedLoopBenchmark one{1, 2, 10, 2, 10, 8, 0};
+  one.next_request_misses_a_pass = true;
+  const ClosedLoopResult alone = SimulateClosedLoop(one, Times(0.1, 0, 1.0, 0));
+  EXPECT_NEAR(alone.mean_ttft_s, 1.0, 1e-12);
+  EXPECT_NEAR(alone.makespan_s, 2.2, 1e-12);
+}
+
 TEST(SimulateClosedLoop, LaterRequestsFollowTheirClientsCompletions) {
   // One client, three requests back to back: each request waits for the
   // previous one's last token, then prefills alone.

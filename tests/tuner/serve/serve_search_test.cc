@@ -122,20 +122,21 @@ TEST(ServeSearch, SweepChecksItsCandidatesOnTheCalendar) {
 }
 
 TEST(ServeSearch, CheckSearchesAboveTheClosedFormsMiss) {
-  // LLaMA-3 70B on 8 H100 at 2048/512 under TTFT 300 ms. tp8's four
-  // 2048-token prompts fill a pass exactly, 353 ms on both prices; at more
-  // clients the closed form keeps cohorts of four (363 ms at 8), where the
-  // calendar's break up (275 ms). The check doubles on the calendar past
-  // the closed form's miss and bisects: 14 sequences meet, 15 miss.
+  // LLaMA-3 70B on 8 H100 at 2048/512 under TTFT 400 ms. tp8's four
+  // 2048-token prompts fill a pass exactly, 353 ms on both prices; at 5
+  // clients the closed form prices a cohort of four and one of one, each
+  // waiting for the other's pass (415 ms), where the calendar's cohorts
+  // regroup (387 ms). The check goes on the calendar past the closed
+  // form's miss and bisects: 5 sequences meet, 6 miss.
   ServeProblem p = Llama70bOn8H100();
   p.tpot_target_s = 0;
-  p.ttft_target_s = 0.300;
+  p.ttft_target_s = 0.400;
   const costmodel::DatasheetCalibration cal(p.cluster);
   const ServeResult r = ServeSearch(p, cal);
   ASSERT_TRUE(r.best.has_value());
   const ServePoint& best = r.points[*r.best];
   EXPECT_TRUE(best.calendar);
-  EXPECT_LE(best.estimate.ttft_s, 0.300);
+  EXPECT_LE(best.estimate.ttft_s, 0.400);
   auto at = [&](int64_t clients) {
     search_spaces::ServingWorkload w = p.workload;
     w.concurrency = clients;
@@ -147,11 +148,11 @@ TEST(ServeSearch, CheckSearchesAboveTheClosedFormsMiss) {
   };
   const int64_t clients = best.estimate.batch * best.estimate.replicas;
   const auto [closed, bench] = at(clients);
-  EXPECT_GT(closed.ttft_s, 0.300);  // the closed form alone refuses it
+  EXPECT_GT(closed.ttft_s, 0.400);  // the closed form alone refuses it
   EXPECT_DOUBLE_EQ(best.estimate.ttft_s, bench.ttft_s);
-  EXPECT_GT(at(clients + 1).second.ttft_s, 0.300);
+  EXPECT_GT(at(clients + 1).second.ttft_s, 0.400);
   EXPECT_EQ(best.config.tp, 8);
-  EXPECT_EQ(best.estimate.batch, 14);
+  EXPECT_EQ(best.estimate.batch, 5);
 }
 
 TEST(ServeSearch, FrontIsNotDominated) {
@@ -201,10 +202,10 @@ TEST(ServeSearch, FrontIsPricedOnTheCalendar) {
                      bench.output_tokens_per_s_per_gpu);
     const costmodel::ServingEstimate closed = costmodel::EstimateServing(
         p.model, p.cluster, w, q.config, p.num_gpus, cal);
-    moved = moved || std::abs(closed.ttft_s / bench.ttft_s - 1) > 0.1;
+    moved = moved || std::abs(closed.ttft_s / bench.ttft_s - 1) > 0.05;
   }
-  // tp8 at 8 sequences: two cohorts of four 2048-token prompts, 363 ms on
-  // the closed form, 275 ms on the calendar, where they break up.
+  // tp8 at 64 sequences: 667 ms on the closed form, 726 ms on the
+  // calendar; tp4 at 2 x 101, 1 032 and 1 130 ms.
   EXPECT_TRUE(moved);
   size_t closed_form = 0;
   for (const ServePoint& q : r.points) closed_form += !q.calendar;
