@@ -27,8 +27,11 @@
 //                 other cohorts' prefills, not its own
 //     TTFT      = the pass of its cohort's prefill, prefill_s(G · isl, G
 //                 seqs) + decode_step_s(B − G, ·) (the step overhead alone
-//                 when B = G), the host's work on all B beside it: the
-//                 pass calendar's (closed_loop.h) at one cohort within
+//                 when B = G), the host's work on all B beside it, times
+//                 2 − 1/√n with n > 1 cohorts (a request misses the pass
+//                 in flight when it arrives, often another cohort's
+//                 prefill: ClosedLoopBenchmark::next_request_misses_a_pass);
+//                 the pass calendar's (closed_loop.h) at one cohort within
 //                 the budget;
 //                 offline, prefill_s(isl) + decode_step_s(B, ·)
 //     output tokens/s per replica = B / step_s.
