@@ -32,8 +32,10 @@ struct Prefilling {
 struct Decoding {
   Request request;
   int64_t last_pass = 0;  // the pass that emits its last token
-  int64_t base = 0;       // its cached tokens before pass p are p − base
+  // Its cached tokens before pass p are offset + progress · p (Cached).
+  double offset = 0;
   int64_t admitted = 0;
+  int64_t first_pass = 0;  // the pass that emitted its first token now
 };
 
 // The benchmark's state between passes.
@@ -132,7 +134,28 @@ class Loop {
   // each decode's tokens so far with the one this pass feeds.
   int64_t CachedTokens() const {
     return prefill_context_sum_ +
-           static_cast<int64_t>(decoding_.size()) * pass_ - decode_base_sum_;
+           static_cast<int64_t>(std::llround(
+               decode_offset_sum_ + b_.decode_progress *
+                                        static_cast<double>(decoding_.size()) *
+                                        static_cast<double>(pass_)));
+  }
+
+  // A decode whose context was `context` when pass `first` emitted a token
+  // holds context + 1 + progress · (p − first − 1) tokens before pass p >
+  // first: the token the next pass feeds, and `progress` more a pass.
+  double Offset(int64_t context, int64_t first) const {
+    return static_cast<double>(context) + 1.0 -
+           b_.decode_progress * static_cast<double>(first + 1);
+  }
+
+  // Tokens `d` emitted before pass pass_, the first of this admission
+  // included, at most its osl − 1.
+  int64_t Generated(const Decoding& d) const {
+    const double since =
+        b_.decode_progress * static_cast<double>(pass_ - d.first_pass - 1);
+    return std::min(
+        d.request.osl - 1,
+        d.request.generated + 1 + static_cast<int64_t>(std::llround(since)));
   }
 
   // Whether `r` may start now. An empty engine always takes one request
@@ -185,8 +208,8 @@ class Loop {
         prefilling_.pop_back();
       } else {
         Request r = newest_decode->request;
-        r.generated = pass_ - newest_decode->base - r.isl;
-        decode_base_sum_ -= newest_decode->base;
+        r.generated = Generated(*newest_decode);
+        decode_offset_sum_ -= newest_decode->offset;
         reserved_tokens_ -= r.isl + r.osl;
         decoding_.erase(newest_decode);
         waiting_.push_front(r);
@@ -221,7 +244,7 @@ class Loop {
   void RetireDecodes() {
     while (!decoding_.empty() && decoding_.front().last_pass < pass_) {
       const Decoding d = decoding_.front();
-      decode_base_sum_ -= d.base;
+      decode_offset_sum_ -= d.offset;
       decoding_.pop_front();
       Complete(d.request);
     }
@@ -235,7 +258,11 @@ class Loop {
     int64_t repeats = decoding_.front().last_pass - pass_ + 1;
     if (b_.kv_policy == KvAdmission::kPreemptNewest && b_.kv_tokens > 0 &&
         batch > 1) {
-      repeats = std::min(repeats, (b_.kv_tokens - CachedTokens()) / batch + 1);
+      repeats = std::min<int64_t>(
+          repeats, static_cast<int64_t>(std::floor(
+                       static_cast<double>(b_.kv_tokens - CachedTokens()) /
+                       (static_cast<double>(batch) * b_.decode_progress))) +
+                       1);
     }
     if (!waiting_.empty() && waiting_.front().ready_pass > pass_) {
       repeats = std::min(repeats, waiting_.front().ready_pass - pass_);
@@ -267,7 +294,8 @@ class Loop {
     size_t next = 0;  // prompts before it got their chunk this pass
     for (int64_t j = 0; j < micro && next < prefilling_.size(); ++j) {
       const int64_t own_decodes = decodes / micro + (j < decodes % micro);
-      int64_t budget = std::max<int64_t>(0, micro_tokens - own_decodes);
+      int64_t budget =
+          std::max<int64_t>(0, micro_tokens - own_decodes * b_.decode_width);
       int64_t tokens = 0, own_chunks = 0;
       double context_s = 0;  // chunks attending to their prompts' earlier ones
       for (; budget > 0 && next < prefilling_.size(); ++next) {
@@ -316,14 +344,18 @@ class Loop {
         r.first_token_s = now_s_;
         if (r.index >= b_.warmup) ttft_sum_s_ += now_s_ - r.arrival_s;
       }
-      const int64_t left = r.osl - r.generated - 1;  // decode passes
+      const int64_t left = r.osl - r.generated - 1;  // tokens after this
       if (left <= 0) {
         Complete(r);
         continue;
       }
-      Decoding d{r, this_pass + left, this_pass - r.isl - r.generated,
-                 p.admitted};
-      decode_base_sum_ += d.base;
+      // The decode passes those take, `progress` tokens each.
+      const int64_t passes = std::max<int64_t>(
+          1, static_cast<int64_t>(std::ceil(
+                 static_cast<double>(left) / b_.decode_progress - 1e-9)));
+      Decoding d{r, this_pass + passes, Offset(Context(r), this_pass),
+                 p.admitted, this_pass};
+      decode_offset_sum_ += d.offset;
       // A resumed request may finish before those decoding longer.
       auto at = std::upper_bound(
           decoding_.begin(), decoding_.end(), d.last_pass,
@@ -349,7 +381,7 @@ class Loop {
   int64_t preemptions_ = 0;
   int64_t next_admission_ = 0;
   int64_t prefill_context_sum_ = 0;  // Σ context over prefilling_
-  int64_t decode_base_sum_ = 0;      // Σ base over decoding_
+  double decode_offset_sum_ = 0;     // Σ offset over decoding_
   int64_t reserved_tokens_ = 0;      // Σ isl + osl over running requests
   int64_t output_tokens_ = 0;        // of the completed requests
   double now_s_ = 0;
@@ -418,6 +450,9 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
   b.max_running = std::max<int64_t>(1, b.max_running);
   b.kv_tokens = std::max<int64_t>(0, b.kv_tokens);
   b.prefix = std::max<int64_t>(0, b.prefix);
+  b.decode_width = std::max<int64_t>(1, b.decode_width);
+  b.decode_progress =
+      std::isfinite(b.decode_progress) ? std::max(1.0, b.decode_progress) : 1.0;
   return Loop(b, times).Run();
 }
 

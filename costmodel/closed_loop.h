@@ -156,6 +156,14 @@ struct ClosedLoopBenchmark {
   // cohort is often another cohort's prefill. false: the request joins the
   // very next pass (the hand-worked calendars of the tests).
   bool next_request_misses_a_pass = false;
+  // Speculative decoding (ServingConfig::nextn): a running decode takes
+  // `decode_width` tokens of a pass's budget (its token and its drafts to
+  // verify, 1 + nextn) and emits `decode_progress` tokens a pass on average
+  // (1 + nextn_accepted), so a request's osl − 1 tokens after its first
+  // take ceil((osl − 1) / progress) decode passes and its cache grows by
+  // `decode_progress` a pass. 1 and 1: one token a pass.
+  int64_t decode_width = 1;
+  double decode_progress = 1.0;
 };
 
 // The arrival time of each of `requests` requests of an open loop at mean

@@ -100,16 +100,27 @@ double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
 namespace {
 
 // The largest sum of `per_layer(i, kind)` over the layers of one stage.
+// The last stage also holds the served MTP depths (speculative decoding,
+// search_spaces::ServedMtpDepths), each layer at the index of the model's
+// last, whose spec Megatron's MTP block reuses.
 template <typename PerLayer>
 double MostLoadedStage(const ModelSpec& model, const ServingConfig& config,
                        PerLayer per_layer) {
   const std::vector<LayerKind> kinds = model.DecoderLayers();
+  const int64_t n = static_cast<int64_t>(kinds.size());
   double most = 0;
   for (const auto& [begin, end] :
-       ServingPipelineStages(static_cast<int64_t>(kinds.size()),
-                             std::max<int64_t>(1, config.pp))) {
+       ServingPipelineStages(n, std::max<int64_t>(1, config.pp))) {
     double bytes = 0;
     for (int64_t i = begin; i < end; ++i) bytes += per_layer(i, kinds[i]);
+    if (end == n) {
+      const int64_t depths = search_spaces::ServedMtpDepths(model, config);
+      for (int64_t d = 0; d < depths; ++d) {
+        for (const LayerKind& kind : model.MtpDepthLayers()) {
+          bytes += per_layer(n - 1, kind);
+        }
+      }
+    }
     most = std::max(most, bytes);
   }
   return most;

@@ -27,6 +27,24 @@ namespace {
 // decodes, isl + osl / 2 tokens.
 int64_t MeanContext(int64_t isl, int64_t osl) { return isl + osl / 2; }
 
+// Tokens of a step's budget each running decode takes: its token and,
+// under speculative decoding, its nextn drafts to verify (TensorRT-LLM,
+// vLLM and SGLang count the drafts in max_num_tokens).
+double DecodeWidth(const ModelSpec& m, const ServingConfig& c) {
+  return 1.0 + (search_spaces::ServedMtpDepths(m, c) > 0
+                    ? static_cast<double>(c.nextn)
+                    : 0.0);
+}
+
+// Output tokens a step emits per request on average: 1 plus the accepted
+// drafts where the deployment speculates (search_spaces::DecodeProgress).
+double Progress(const ModelSpec& m, const ServingWorkload& w,
+                const ServingConfig& c) {
+  return search_spaces::ServedMtpDepths(m, c) > 0
+             ? search_spaces::DecodeProgress(w)
+             : 1.0;
+}
+
 // The prefill of `sequences` of the workload's prompts together: their
 // isl − prefix new tokens each, attending to the cached prefix too
 // (PromptsPrefillTime_s).
@@ -66,11 +84,15 @@ double Memoised(std::map<std::pair<int64_t, int64_t>, double>* memo,
 //     the balanced share times (1 − (1 − k)^adp) / k, at most the serial
 //     share of S prompts a step on S ranks (k → 0: each prompt alone).
 // `one_prompt_s` is Prompts_s of one prompt, which the caller has.
+// Under speculative decoding a step finishes Progress times as many
+// requests, B · progress / osl, and each decode takes DecodeWidth tokens of
+// the budget.
 double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
                                const ServingConfig& c, const ServingWorkload& w,
                                int64_t batch, double one_prompt_s,
                                const Calibration& cal, const ModelOptions& o) {
-  const double new_per_step = static_cast<double>(batch) / w.osl;
+  const double new_per_step =
+      static_cast<double>(batch) * Progress(m, w, c) / w.osl;
   const double adp = static_cast<double>(c.attention_dp);
   const auto share = [&](double prompts) {
     const int64_t seqs = std::max<int64_t>(1, std::llround(prompts));
@@ -80,7 +102,8 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
   };
   const double balanced = share(adp * std::ceil(new_per_step / adp));
   if (c.attention_dp == 1 || c.attention_dp_balance) return balanced;
-  const double decodes = static_cast<double>(batch) / (adp * c.pp);
+  const double decodes =
+      static_cast<double>(batch) * DecodeWidth(m, c) / (adp * c.pp);
   const double q =
       std::max(1.0, static_cast<double>(MaxNumTokens(c)) - decodes);
   const double chunks =
@@ -98,8 +121,8 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
 // the max batch allow, offline also within the step's token budget. Sets
 // est->batch, and est->infeasible_reason when the concurrency does not fit;
 // returns whether it does.
-bool ChooseBatch(const ServingWorkload& w, const ServingConfig& c,
-                 ServingEstimate* est) {
+bool ChooseBatch(const ModelSpec& m, const ServingWorkload& w,
+                 const ServingConfig& c, ServingEstimate* est) {
   int64_t batch = std::min(est->max_sequences, MaxBatch(c));
   if (w.concurrency == 0) {
     // Offline, the queue keeps every step full: each step carries its B
@@ -109,10 +132,15 @@ bool ChooseBatch(const ServingWorkload& w, const ServingConfig& c,
     // docs/source/performance/perf-best-practices.md, "max_num_tokens"),
     // so B · (1 + n/osl) ≤ max_num_tokens per attention-DP rank and per
     // pipeline micro-batch (each of the pp in flight is scheduled with its
-    // own budget).
+    // own budget). Speculative decoding: each decode takes DecodeWidth
+    // tokens and a step finishes B · progress / osl requests, so
+    // B · (width + n · progress / osl) ≤ max_num_tokens.
+    const double osl = static_cast<double>(w.osl);
     const int64_t budget = static_cast<int64_t>(std::floor(
-        static_cast<double>(MaxNumTokens(c)) * c.attention_dp * c.pp * w.osl /
-        static_cast<double>(search_spaces::PrefillTokens(w) + w.osl)));
+        static_cast<double>(MaxNumTokens(c)) * c.attention_dp * c.pp * osl /
+        (static_cast<double>(search_spaces::PrefillTokens(w)) *
+             Progress(m, w, c) +
+         osl * DecodeWidth(m, c))));
     batch = std::min(batch, std::max<int64_t>(1, budget));
   }
   if (w.concurrency > 0) {
@@ -176,9 +204,10 @@ double CohortTtft_s(const ModelSpec& m, const ClusterSpec& cluster,
   const double per_rank_prompt_tokens =
       std::ceil(static_cast<double>(group) / adp) *
       static_cast<double>(search_spaces::PrefillTokens(w));
-  const double free_tokens = std::max(
-      1.0, static_cast<double>(MaxNumTokens(c)) -
-               std::ceil(static_cast<double>(batch - group) / (adp * c.pp)));
+  const double free_tokens =
+      std::max(1.0, static_cast<double>(MaxNumTokens(c)) -
+                        std::ceil(static_cast<double>(batch - group) *
+                                  DecodeWidth(m, c) / (adp * c.pp)));
   const double passes = std::ceil(per_rank_prompt_tokens / free_tokens);
   return passes * PassWithHost_s(others_gpu_s + group_prefill_s / passes,
                                  est.decode.host_s, est.decode.host_after_gpu);
@@ -207,7 +236,7 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
   ServingEstimate est = EstimateServingMemory(m, cluster, w, c);
   est.replicas = std::max<int64_t>(1, num_gpus / c.gpus());
   if (!est.infeasible_reason.empty()) return est;
-  if (!ChooseBatch(w, c, &est)) return est;
+  if (!ChooseBatch(m, w, c, &est)) return est;
   est.fits = true;
   const int64_t batch = est.batch;
 
@@ -228,31 +257,38 @@ ServingEstimate EstimateServingOf(const ModelSpec& m,
     return PassWithHost_s(est.decode.gpu_s() + prefill_s / c.pp,
                           est.decode.host_s, est.decode.host_after_gpu);
   };
+  // A step emits `progress` tokens per request (1 without speculative
+  // decoding), so a request's osl tokens take osl / progress steps and a
+  // token costs a step over progress.
+  const double progress = Progress(m, w, c);
   if (!cohorts) {
     // Offline and at a rate: new requests spread over the steps
     // (OfflinePrefillPerStep_s); TTFT one prefill and a step.
     est.step_s = step(OfflinePrefillPerStep_s(m, cluster, c, w, batch,
                                               est.prefill_s, cal, o));
-    est.tpot_s = est.step_s;
+    est.tpot_s = est.step_s / progress;
     est.ttft_s = group_prefill + est.decode.total_s();
   } else {
     // A closed loop: its n = batch / group cohorts are each prefilled once
-    // every osl steps, together. The mean step carries n of those prefills
-    // per osl steps; a request's osl − 1 decode steps carry the other
-    // cohorts' n − 1, not its own. The spread-out offline share instead,
-    // with attention DP its stalls on the busiest rank, priced the 60
-    // attention-DP rows of the aiconfigurator file at a TPOT error of
-    // 161 %, against 28 % (the pass calendar's 30 %; docs/serving.md §5).
+    // every osl / progress steps, together. The mean step carries n of
+    // those prefills per osl / progress steps; a request's decode steps
+    // carry the other cohorts' n − 1, not its own. The spread-out offline
+    // share instead, with attention DP its stalls on the busiest rank,
+    // priced the 60 attention-DP rows of the aiconfigurator file at a TPOT
+    // error of 161 %, against 28 % (the pass calendar's 30 %;
+    // docs/serving.md §5).
     const double n = static_cast<double>(batch) / static_cast<double>(group);
-    est.step_s = step(n * group_prefill / static_cast<double>(w.osl));
-    est.tpot_s = w.osl > 1 ? step(std::max(0.0, n - 1.0) * group_prefill /
-                                  static_cast<double>(w.osl - 1))
-                           : est.step_s;
+    est.step_s =
+        step(n * group_prefill * progress / static_cast<double>(w.osl));
+    est.tpot_s = w.osl > 1 ? step(std::max(0.0, n - 1.0) * group_prefill *
+                                  progress / static_cast<double>(w.osl - 1)) /
+                                 progress
+                           : est.step_s / progress;
     est.ttft_s =
         CohortTtft_s(m, cluster, w, c, est, group, group_prefill, cal, o) *
         MissedPassFactor(n);
   }
-  const double per_replica = static_cast<double>(batch) / est.step_s;
+  const double per_replica = static_cast<double>(batch) * progress / est.step_s;
   est.output_tokens_per_s = per_replica * est.replicas;
   est.output_tokens_per_s_per_gpu =
       est.output_tokens_per_s / static_cast<double>(est.replicas * c.gpus());
@@ -329,7 +365,8 @@ namespace {
 // The benchmark one replica runs: its share of the clients and requests,
 // the step budget, the max batch and the KV cache in tokens of `e` (an
 // offline estimate that fits), the work bounded (kMaxSimulatedPasses).
-ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
+ClosedLoopBenchmark ReplicaBenchmark(const ModelSpec& m,
+                                     const ServingEstimate& e,
                                      const ServingWorkload& w,
                                      const ServingConfig& c, int64_t clients,
                                      int64_t requests, int64_t warmup) {
@@ -342,6 +379,8 @@ ClosedLoopBenchmark ReplicaBenchmark(const ServingEstimate& e,
   b.isl = w.isl;
   b.osl = w.osl;
   b.prefix = w.prefix;
+  b.decode_width = static_cast<int64_t>(DecodeWidth(m, c));
+  b.decode_progress = Progress(m, w, c);
   b.next_request_misses_a_pass = true;
   b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;
   b.micro_batches = c.pp;
@@ -480,7 +519,7 @@ ServingEstimate EstimateClosedLoopBenchmark(
   ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
   if (!e.fits) return e;
   const ClosedLoopBenchmark b =
-      ReplicaBenchmark(e, w, c, clients, requests, warmup);
+      ReplicaBenchmark(m, e, w, c, clients, requests, warmup);
   if (b.clients > kMaxSimulatedClients) {
     e.fits = false;
     e.infeasible_reason = "batch_limit: " + std::to_string(b.clients) +
@@ -502,7 +541,7 @@ ServingEstimate EstimateOpenLoopBenchmark(
   ServingEstimate e = EstimateServing(m, cluster, offline, c, num_gpus, cal, o);
   if (!e.fits) return e;
   const int64_t n = std::max<int64_t>(1, requests);
-  ClosedLoopBenchmark b = ReplicaBenchmark(e, w, c, n, n, 0);
+  ClosedLoopBenchmark b = ReplicaBenchmark(m, e, w, c, n, n, 0);
   b.open_loop = true;
   b.arrival_interval_s = rate > 0 && std::isfinite(rate)
                              ? static_cast<double>(e.replicas) / rate
@@ -541,7 +580,7 @@ DisaggregatedEstimate EstimateDisaggregated(
   d.fits = true;
   // One decode worker at its share steps without prefills: its decode step
   // alone (EstimateServing priced it at the same batch and context).
-  d.tpot_s = d.decode.decode.total_s();
+  d.tpot_s = d.decode.decode.total_s() / Progress(m, share, decode);
   d.prefill_s = Prompts_s(m, cluster, prefill, w, prefill.attention_dp, cal, o);
   d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
                              prefill.attention_dp /

@@ -44,6 +44,14 @@
 //   kDefaultMaxBatch per attention-DP rank, TensorRT-LLM's default) and by
 //   the step's token budget, B · (1 + isl/osl) ≤ adp · pp · max_num_tokens
 //   (the config's, or kMaxNumTokens).
+//   Speculative decoding (ServingConfig::nextn = N drafts, the workload's
+//   nextn_accepted = A; serving_model.h prices the step that verifies and
+//   drafts): a step emits p = 1 + A tokens per sequence, so every osl above
+//   counts osl / p steps, TPOT and the tokens/s divide and multiply by p,
+//   and each decode takes 1 + N tokens of the budget: offline
+//   B · (1 + N + p · isl/osl) ≤ adp · pp · max_num_tokens. The calendar
+//   does the same pass by pass (ClosedLoopBenchmark::decode_width,
+//   decode_progress); a disaggregated decode worker's TPOT is its step / p.
 // Units: seconds, bytes, tokens.
 #ifndef MESHTUNE_COSTMODEL_SERVING_LOADS_H_
 #define MESHTUNE_COSTMODEL_SERVING_LOADS_H_

@@ -494,19 +494,26 @@ struct PassTokens {
   int64_t context = 0;
   int64_t prefill_tokens = 0;
   int64_t prefill_sequences = 0;
+  // Tokens each decode runs: 1, or 1 + nextn when speculative decoding
+  // verifies its drafts (ServingConfig::nextn).
+  double queries = 1;
 };
 
 // The decode attention of `per_rank` sequences at `context` tokens on one
-// rank, one layer (`layer`, of `kind`). The rank's sequences read their
-// cache once; MLA's absorbed attention also multiplies every head against
-// the latent, which can make it compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs
-// per token, at the BF16 ceiling or, over an FP8 cache where the GPU's
-// kernels multiply in FP8, at GpuSpec::mla_fp8_kv_relative of the FP8 one.
+// rank, one layer (`layer`, of `kind`), `queries` tokens each (1, or a
+// speculative verify's 1 + nextn). The rank's sequences read their cache
+// once, whatever their queries (the decode kernels load a sequence's
+// blocks once for all its query tokens); MLA's absorbed attention also
+// multiplies every head against the latent, which can make it
+// compute-bound: 2·a·ctx·(2·c_kv + r) FLOPs per query token, at the BF16
+// ceiling or, over an FP8 cache where the GPU's kernels multiply in FP8,
+// at GpuSpec::mla_fp8_kv_relative of the FP8 one.
 double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
                          const ServingConfig& c, const ServingDevice& dev,
                          const Calibration& cal, const ModelOptions& o,
-                         const LayerShare& s, double per_rank, int64_t context,
-                         int64_t layer, const LayerKind& kind) {
+                         const LayerShare& s, double per_rank, double queries,
+                         int64_t context, int64_t layer,
+                         const LayerKind& kind) {
   const double ctx = static_cast<double>(context);
   const double kv_bytes =
       per_rank * KvCacheBytesOfLayer(m, c, layer, kind, context);
@@ -514,10 +521,10 @@ double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
   // the whole latent, which every rank keeps).
   const double heads =
       static_cast<double>(m.num_attention_heads) / static_cast<double>(c.tp);
-  const double flops = s.mla
-                           ? 2.0 * per_rank * heads * ctx *
-                                 (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
-                           : 4.0 * per_rank * heads * ctx * HeadDim(m);
+  const double flops =
+      queries * (s.mla ? 2.0 * per_rank * heads * ctx *
+                             (2.0 * m.kv_lora_rank + m.qk_pos_emb_head_dim)
+                       : 4.0 * per_rank * heads * ctx * HeadDim(m));
   const double compute = flops / AttentionFlopRate(cluster, c, s.mla);
   // MLA's kernel also spends a fixed time on each sequence's heads
   // (GpuSpec::mla_decode_head_ns), whatever the context.
@@ -537,9 +544,12 @@ double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
 // alone and PrefillTime_s prompts alone; a step that does both is priced
 // as their sum, not as one forward reading the weights once
 // (docs/serving.md §5, session 33: that fits the published runs worse).
-DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
-                           const ServingConfig& c, const PassTokens& p,
-                           const Calibration& cal, const ModelOptions& o) {
+// `layers` are the stage's (HeaviestStage; MtpStage for a draft pass), the
+// output layer counted when `output_layer`.
+DecodeBreakdown LayersTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                            const ServingConfig& c, const PassTokens& p,
+                            const Calibration& cal, const ModelOptions& o,
+                            const Stage& heaviest, bool output_layer) {
   const ServingDevice dev = DeviceOf(cluster);
   const double wb = search_spaces::WeightBytesPerElement(c.weights);
   const double h = static_cast<double>(m.hidden_size);
@@ -559,9 +569,8 @@ DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
       seqs > 0 ? std::max(1.0, std::floor(tokens / seqs)) : 0;
   const double t =
       seqs > 0 ? std::min(tokens, seqs_per_rank * tokens / seqs) : 0;
-  const double rows = per_rank + t;
+  const double rows = per_rank * p.queries + t;
   DecodeBreakdown stage;
-  const Stage heaviest = HeaviestStage(m, c, wb);
   for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
     const LayerKind& kind = heaviest.kinds[i];
     const LayerShare s = ShareOfLayer(m, c, kind);
@@ -576,14 +585,15 @@ DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
           DecodeKernelsOfLayer(s) * kKernelLatency_s;
     }
     if (s.moe) {
-      RoutedExperts(m, s, cal, o, dev, c.weights,
-                    per_rank > 0 ? std::max(1.0, p.decodes) + tokens : tokens,
-                    wb, &stage.weights_s, &stage.compute_s);
+      RoutedExperts(
+          m, s, cal, o, dev, c.weights,
+          per_rank > 0 ? std::max(1.0, p.decodes) * p.queries + tokens : tokens,
+          wb, &stage.weights_s, &stage.compute_s);
     }
     if ((s.attention || s.mla) && per_rank > 0) {
-      stage.kv_cache_s +=
-          DecodeAttention_s(m, cluster, c, dev, cal, o, s, per_rank, p.context,
-                            heaviest.begin + static_cast<int64_t>(i), kind);
+      stage.kv_cache_s += DecodeAttention_s(
+          m, cluster, c, dev, cal, o, s, per_rank, p.queries, p.context,
+          heaviest.begin + static_cast<int64_t>(i), kind);
     }
     if ((s.attention || s.mla) && seqs > 0) {
       const double heads = static_cast<double>(m.num_attention_heads) / c.tp;
@@ -611,12 +621,54 @@ DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
             ElementwiseBytes(m, c, s, rows, dev.MoeCopyBytes(c.weights)), o) *
         dev.stream_scale;
   }
-  // The output layer: every decode's token and each prompt's last.
-  const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
-  Linear(cal, o, dev, Precision::kBf16, per_rank + seqs_per_rank,
-         vocab * h / c.tp, h, kActivationBytes, &stage.weights_s,
-         &stage.compute_s);
+  // The output layer: every decode's tokens and each prompt's last.
+  if (output_layer) {
+    const double vocab =
+        static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
+    Linear(cal, o, dev, Precision::kBf16, per_rank * p.queries + seqs_per_rank,
+           vocab * h / c.tp, h, kActivationBytes, &stage.weights_s,
+           &stage.compute_s);
+  }
   return stage;
+}
+
+DecodeBreakdown StageTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                           const ServingConfig& c, const PassTokens& p,
+                           const Calibration& cal, const ModelOptions& o) {
+  return LayersTimes(
+      m, cluster, c, p, cal, o,
+      HeaviestStage(m, c, search_spaces::WeightBytesPerElement(c.weights)),
+      /*output_layer=*/true);
+}
+
+// The MTP layers of one draft depth (ModelSpec::MtpDepthLayers), at the
+// index of the model's last layer, whose spec Megatron's MTP block reuses
+// (for ServedWindow and the cache's layer rules).
+Stage MtpStage(const ModelSpec& m) {
+  return {std::max<int64_t>(0, m.num_layers - 1), m.MtpDepthLayers()};
+}
+
+// One pass of one MTP depth over `p` on the last stage: its decoder
+// layer(s), the projection of the concatenated [embedding; hidden state]
+// back to h (DeepSeek-V3's eh_proj, 2h·h weights over tp) and the output
+// layer, which the module shares with the model (DeepSeek-V3 §2.2).
+DecodeBreakdown MtpPassTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                             const ServingConfig& c, const PassTokens& p,
+                             const Calibration& cal, const ModelOptions& o) {
+  DecodeBreakdown t =
+      LayersTimes(m, cluster, c, p, cal, o, MtpStage(m), /*output_layer=*/true);
+  const double h = static_cast<double>(m.hidden_size);
+  const double rows =
+      std::max(1.0, p.decodes / c.attention_dp) * p.queries +
+      (p.prefill_sequences > 0
+           ? std::ceil(static_cast<double>(p.prefill_sequences) /
+                       c.attention_dp) *
+                 static_cast<double>(p.prefill_tokens) / p.prefill_sequences
+           : 0.0);
+  Linear(cal, o, DeviceOf(cluster), c.weights, rows, 2.0 * h * h / c.tp,
+         2.0 * h, search_spaces::WeightBytesPerElement(c.weights), &t.weights_s,
+         &t.compute_s);
+  return t;
 }
 
 // The activations one pipeline hop carries for `rows` tokens of a rank.
@@ -641,7 +693,16 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   const double busiest =
       std::ceil(static_cast<double>(sequences) / c.attention_dp) *
       static_cast<double>(tokens) / static_cast<double>(sequences);
-  return static_cast<double>(c.pp) * stage.gpu_s() +
+  // With speculative decoding the served MTP depths also run over the
+  // prompt, filling their caches and drafting the first decode's tokens.
+  double mtp_s = 0;
+  const int64_t depths = search_spaces::ServedMtpDepths(m, c);
+  if (depths > 0) {
+    mtp_s =
+        static_cast<double>(depths) *
+        MtpPassTimes(m, cluster, c, {0, 0, tokens, sequences}, cal, o).gpu_s();
+  }
+  return mtp_s + static_cast<double>(c.pp) * stage.gpu_s() +
          static_cast<double>(c.pp - 1) *
              PipelineHop_s(m, cluster,
                            std::min(static_cast<double>(tokens), busiest), cal,
@@ -722,9 +783,21 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   if (batch <= 0) return d;
   // A pipeline keeps pp micro-batches in flight: each stage runs B/pp.
   const double micro = std::max(1.0, static_cast<double>(batch) / c.pp);
+  // A speculative step verifies each request's token and its nextn drafts.
+  const double queries = 1.0 + (search_spaces::ServedMtpDepths(m, c) > 0
+                                    ? static_cast<double>(c.nextn)
+                                    : 0.0);
   const DecodeBreakdown stage =
-      StageTimes(m, cluster, c, {micro, context, 0, 0}, cal, o);
+      StageTimes(m, cluster, c, {micro, context, 0, 0, queries}, cal, o);
   const double pp = static_cast<double>(c.pp);
+  if (queries > 1) {
+    // The drafts: nextn passes of one MTP depth each, one after the other
+    // (each drafts from the previous one's token), on the last stage for
+    // each of the pp micro-batches; a model with fewer depths reuses them.
+    d.draft_s =
+        pp * (queries - 1.0) *
+        MtpPassTimes(m, cluster, c, {micro, context, 0, 0}, cal, o).gpu_s();
+  }
   d.weights_s = pp * stage.weights_s;
   d.compute_s = pp * stage.compute_s;
   d.kv_cache_s = pp * stage.kv_cache_s;
@@ -767,6 +840,18 @@ ServingEstimate EstimateServingMemory(const ModelSpec& m,
     for (const Gemm& g : s.expert_gemms) {
       widest_local = std::max(widest_local, g.params / std::max(g.k, 1.0));
     }
+  }
+  // The served MTP depths (speculative decoding): their layers and eh_proj
+  // (2h·h over tp) and norms, on the last stage, counted on the heaviest
+  // (conservative when that is another stage).
+  const int64_t depths = search_spaces::ServedMtpDepths(m, c);
+  for (int64_t d = 0; d < depths; ++d) {
+    for (const LayerKind& kind : m.MtpDepthLayers()) {
+      const LayerShare s = ShareOfLayer(m, c, kind);
+      weights += (s.dense_params + s.local_experts * s.expert_params) * wb +
+                 s.small_params * kActivationBytes;
+    }
+    weights += 2.0 * h * h / c.tp * wb + 3.0 * h * kActivationBytes;
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
   // Embedding and output layer: on the first and last stage; with one

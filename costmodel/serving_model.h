@@ -46,6 +46,17 @@
 //                        sampling, launching the step's CUDA graph).
 //   pipeline             pp stages each take B/pp sequences per micro-batch:
 //                        a token every pp stage times (+ the p2p hops).
+//   speculative decoding (ServingConfig::nextn = N > 0, MTP drafts) a step
+//                        verifies 1 + N tokens per sequence in one forward:
+//                        the GEMMs, experts, collectives and output layer
+//                        at m = B·(1 + N), the KV cache still read once per
+//                        sequence (attention FLOPs × (1 + N)); then drafts
+//                        N tokens by N passes of one MTP depth at m = B
+//                        (draft_s). A prefill also runs the served depths
+//                        over the prompt, and memory holds their weights
+//                        and KV cache (ServedMtpDepths). The step emits
+//                        1 + nextn_accepted tokens per sequence on average
+//                        (search_spaces::DecodeProgress; serving_loads.h).
 // Units: seconds, bytes, tokens.
 #ifndef MESHTUNE_COSTMODEL_SERVING_MODEL_H_
 #define MESHTUNE_COSTMODEL_SERVING_MODEL_H_
@@ -183,6 +194,10 @@ struct DecodeBreakdown {
   double ep_comm_s = 0;      // MoE dispatch and combine
   double pp_comm_s = 0;      // pipeline p2p hops
   double overhead_s = 0;     // StepOverhead_s(config.engine)
+  // Speculative decoding's draft passes (ServingConfig::nextn): nextn
+  // passes of an MTP depth at the batch; the verify's 1 + nextn tokens per
+  // request are in the terms above.
+  double draft_s = 0;
   // HostStepTime_s of the step's requests, which the engine's host works
   // through beside the GPU's step, or after it (host_after_gpu).
   double host_s = 0;
@@ -191,7 +206,7 @@ struct DecodeBreakdown {
   // The GPU's side of the step: every term above.
   double gpu_s() const {
     return weights_s + compute_s + kv_cache_s + elementwise_s + tp_comm_s +
-           ep_comm_s + pp_comm_s + overhead_s;
+           ep_comm_s + pp_comm_s + overhead_s + draft_s;
   }
   // The step: the GPU's side or the host's, whichever is longer, or both
   // one after the other.

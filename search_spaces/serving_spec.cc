@@ -1,5 +1,7 @@
 #include "search_spaces/serving_spec.h"
 
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace meshtune::search_spaces {
@@ -61,6 +63,13 @@ Status Invalid(const std::string& where, const std::string& msg,
                const std::string& hint) {
   return Status::InvalidArgument((where.empty() ? "" : where + ": ") + msg,
                                  hint);
+}
+
+// A number as a user typed it: 1.5, 2, nan.
+std::string Shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 }  // namespace
@@ -134,6 +143,12 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                        "cache",
                    "use --kv-cache-dtype bf16");
   }
+  // nextn's range and the model's MTP layers; no acceptance yet.
+  const Status speculation =
+      ValidateSpeculation(model, ServingWorkload{}, c.nextn);
+  if (!speculation.ok()) {
+    return Invalid(where, speculation.message(), speculation.hint());
+  }
   return Status::Ok();
 }
 
@@ -164,12 +179,45 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
   return Status::Ok();
 }
 
+Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
+                           int64_t nextn) {
+  if (nextn < 0 || nextn > kMaxNextn) {
+    return Status::InvalidArgument(
+        "--nextn must be in [0, " + std::to_string(kMaxNextn) + "], got " +
+            std::to_string(nextn),
+        "give the draft tokens per step, such as 1 to 3");
+  }
+  if (nextn > 0 && model.mtp_num_layers <= 0) {
+    return Status::InvalidArgument(
+        "--nextn drafts with the model's MTP layers, and " + model.name +
+            " has none (mtp_num_layers 0)",
+        "leave --nextn out, or pick a model with MTP layers such as "
+        "deepseek-v3");
+  }
+  const double a = w.nextn_accepted;
+  if (nextn == 0 && a != 0) {
+    return Status::InvalidArgument(
+        "--nextn-accepted needs --nextn (speculative decoding is off)",
+        "give --nextn N with it, or leave --nextn-accepted out");
+  }
+  if (!std::isfinite(a) || a < 0 || a > static_cast<double>(nextn)) {
+    return Status::InvalidArgument(
+        "--nextn-accepted must be in [0, " + std::to_string(nextn) +
+            "] (at most --nextn " + std::to_string(nextn) + "), got " +
+            Shortest(a),
+        "give the mean accepted draft tokens per step (the engine's mean "
+        "acceptance length minus 1)");
+  }
+  return Status::Ok();
+}
+
 std::string ToString(const ServingConfig& c) {
   std::string s = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) +
                   " adp" + std::to_string(c.attention_dp) + " ep" +
                   std::to_string(c.ep) + " " + ToString(c.weights) +
                   " kv:" + ToString(c.kv_cache);
   if (c.max_batch > 0) s += " batch:" + std::to_string(c.max_batch);
+  if (c.nextn > 0) s += " nextn:" + std::to_string(c.nextn);
   return s;
 }
 

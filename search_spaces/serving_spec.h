@@ -83,6 +83,13 @@ struct ServingWorkload {
   // each request's prefix is its own, conservative where one prefix is
   // shared (the engines keep one copy of its blocks).
   int64_t prefix = 0;
+  // Draft tokens a decode step accepts per request on average under
+  // speculative decoding (ServingConfig::nextn), 0 <= nextn_accepted <=
+  // nextn: aiconfigurator's --nextn-accepted, the engines' reported mean
+  // acceptance length minus 1. It depends on the traffic and the draft,
+  // not on the hardware, so there is no default; a step then emits
+  // 1 + nextn_accepted tokens per request (DecodeProgress below).
+  double nextn_accepted = 0;
 };
 
 // Prompt tokens a request's prefill computes: isl - prefix.
@@ -138,29 +145,67 @@ struct ServingConfig {
   // rank's prompt stalling the others' decodes in its own steps
   // (costmodel::EstimateServing).
   bool attention_dp_balance = false;
+  // Speculative decoding by the model's multi-token-prediction (MTP)
+  // layers: draft tokens proposed per decode step (TensorRT-LLM
+  // speculative_config num_nextn_predict_layers, vLLM
+  // num_speculative_tokens, SGLang --speculative-num-steps;
+  // aiconfigurator's --nextn). Each step runs the MTP layers nextn times
+  // to draft (one after the other, reused past the model's MTP depth) and
+  // verifies 1 + nextn tokens per request in one forward
+  // (costmodel::DecodeStep). 0 = off.
+  int64_t nextn = 0;
 
   int64_t gpus() const { return tp * attention_dp * pp; }
   // Expert tensor parallel size: the attention GPUs of a stage regrouped.
   int64_t moe_tp() const { return tp * attention_dp / ep; }
 };
 
+// The MTP depths a deployment loads and runs (speculative decoding): the
+// model's first min(nextn, mtp_num_layers), reused past them (TensorRT-LLM's
+// MTP with more draft tokens than layers, vLLM's and SGLang's MTP drafters
+// run DeepSeek's one layer N times); 0 when nextn is 0.
+inline int64_t ServedMtpDepths(const ModelSpec& model,
+                               const ServingConfig& config) {
+  if (config.nextn <= 0 || model.mtp_num_layers <= 0) return 0;
+  return config.nextn < model.mtp_num_layers ? config.nextn
+                                             : model.mtp_num_layers;
+}
+
+// Output tokens one decode step emits per request on average: 1 plus the
+// accepted drafts (ServingWorkload::nextn_accepted).
+inline double DecodeProgress(const ServingWorkload& workload) {
+  return 1.0 + workload.nextn_accepted;
+}
+
 // Checks `config` against `model` and `gpu`: sizes positive; tp divides the
 // attention heads and the query groups divide or are divided by tp (a KV
 // head is then replicated, as vLLM and TensorRT-LLM do); pp at most the
 // layers; ep divides num_experts and tp·attention_dp (ep 1 on dense
 // models); the weight and KV precisions exist on the GPU (FP8 needs FP8
-// tensor cores, NVFP4 Blackwell's FP4). `where` prefixes messages.
+// tensor cores, NVFP4 Blackwell's FP4); nextn in [0, kMaxNextn], above 0
+// only on a model with MTP layers. `where` prefixes messages.
 Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                              const ServingConfig& config,
                              const std::string& where = "");
+
+// The most draft tokens per step meshtune prices (the engines' MTP
+// examples use 1 to 3; acceptance falls with every further position).
+inline constexpr int64_t kMaxNextn = 8;
 
 // Checks a workload: isl and osl at least 1, concurrency at least 0,
 // isl + osl within 2^31 tokens, and prefix in [0, isl - 1] (a prefill
 // computes at least the prompt's last token).
 Status ValidateServingWorkload(const ServingWorkload& workload);
 
-// Compact form for reports: "tp4 pp1 adp2 ep8 fp8 kv:fp8 batch:256"
-// (batch omitted when 0).
+// Checks speculative decoding's inputs together: nextn in [0, kMaxNextn],
+// above 0 only on a model with MTP layers, and the workload's
+// nextn_accepted a finite number in [0, nextn] (0 when nextn is 0);
+// InvalidArgument naming --nextn or --nextn-accepted.
+Status ValidateSpeculation(const ModelSpec& model,
+                           const ServingWorkload& workload, int64_t nextn);
+
+// Compact form for reports: "tp4 pp1 adp2 ep8 fp8 kv:fp8 batch:256
+// nextn:3" (batch and nextn omitted when 0).
 std::string ToString(const ServingConfig& config);
 
 }  // namespace meshtune::search_spaces

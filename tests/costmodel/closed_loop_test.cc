@@ -431,5 +431,43 @@ TEST(ExponentialLengths, DeterministicQuantilesOfTheMean) {
   EXPECT_TRUE(ExponentialLengths(214, 0, 0).empty());
 }
 
+TEST(SimulateClosedLoop, SpeculativeDecodesEmitTheirAcceptedTokens) {
+  // One request of 7 tokens whose decode passes emit 2.5 tokens each on
+  // average: its 6 tokens after the first take ceil(6 / 2.5) = 3 passes.
+  //   pass 0: overhead 0.25 + prefill 0.5 -> first token at 0.75
+  //   passes 1-3: a decode each, 1 s    -> done at 3.75
+  ClosedLoopBenchmark b{1, 1, 10, 7, 100, 8, 0};
+  b.decode_progress = 2.5;
+  const ClosedLoopResult r = SimulateClosedLoop(b, Times(0, 1.0, 0.5, 0.25));
+  EXPECT_DOUBLE_EQ(r.mean_ttft_s, 0.75);
+  EXPECT_DOUBLE_EQ(r.mean_tpot_s, 0.5);  // 3 s over 6 tokens
+  EXPECT_DOUBLE_EQ(r.makespan_s, 3.75);
+  EXPECT_DOUBLE_EQ(r.output_tokens_per_s, 7 / 3.75);
+  EXPECT_EQ(r.passes, 4);
+}
+
+TEST(SimulateClosedLoop, SpeculativeDecodesTakeTheirDraftsOfTheBudget) {
+  // Two 9-token prompts at t = 0, a 10-token budget, 3 output tokens; a
+  // prefill chunk costs 1 s, a decode 0.1 s per row. Each decode verifies
+  // its token and 2 drafts (decode_width 3), so beside A's decode only 7
+  // of B's 8 remaining tokens fit:
+  //   pass 0: A's 9 tokens, B's first 1    -> t 1.0, A's first token
+  //   pass 1: A decodes, B's next 7        -> t 2.1
+  //   pass 2: A decodes, B's last 1        -> t 3.2, A done, B's first
+  //   passes 3-4: B decodes                -> t 3.4, B done
+  // With one token a decode (width 1) B's 8 fit pass 1: B's first token at
+  // 2.1, A and B done at 2.3 and 2.4.
+  ClosedLoopBenchmark b{2, 2, 9, 3, 10, 8, 0};
+  const PassTimes t = Times(0.1, 0, 1.0, 0);
+  const ClosedLoopResult plain = SimulateClosedLoop(b, t);
+  EXPECT_NEAR(plain.mean_ttft_s, (1.0 + 2.1) / 2, 1e-12);
+  EXPECT_NEAR(plain.makespan_s, 2.4, 1e-12);
+  b.decode_width = 3;
+  const ClosedLoopResult wide = SimulateClosedLoop(b, t);
+  EXPECT_NEAR(wide.mean_ttft_s, (1.0 + 3.2) / 2, 1e-12);
+  EXPECT_NEAR(wide.makespan_s, 3.4, 1e-12);
+  EXPECT_EQ(wide.passes, 5);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

@@ -160,6 +160,46 @@ TEST(EstimateServing, OfflineBatchFitsTheStepsTokenBudget) {
   EXPECT_EQ(EstimateServing(m, h100, {467, 16, 0}, c, 2, cal).batch, 542);
 }
 
+TEST(EstimateServing, SpeculationEmitsTheAcceptedTokensOfEachStep) {
+  // LLaMA-3 8B given one MTP depth on an H100, 3 drafts a step of which
+  // 1.5 are accepted: a step emits 2.5 tokens per request.
+  ModelSpec m = Preset("llama3-8b");
+  m.mtp_num_layers = 1;
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.nextn = 3;
+  ServingWorkload w{1000, 100, 64};
+  w.nextn_accepted = 1.5;
+  // A closed loop of 64 over 2 replicas: 4 cohorts of 8 (as above), each
+  // prefilled once every 100 / 2.5 = 40 steps; a request's decode steps,
+  // 99 / 2.5 of them, carry the other 3 cohorts' prefills.
+  const ServingEstimate e = EstimateServing(m, h100, w, c, 2, cal);
+  ASSERT_TRUE(e.fits) << e.infeasible_reason;
+  const double step = DecodeStep(m, h100, c, 32, 1050, cal).total_s();
+  const double cohort = PrefillTime_s(m, h100, c, 8000, 8, cal);
+  EXPECT_NEAR(e.step_s, step + 4 * cohort * 2.5 / 100, 1e-12);
+  EXPECT_NEAR(e.tpot_s, (step + 3 * cohort * 2.5 / 99) / 2.5, 1e-12);
+  EXPECT_NEAR(e.output_tokens_per_s, 2 * 32 * 2.5 / e.step_s, 1e-9);
+  // Offline, each decode takes 4 tokens of the 8192-token budget and a
+  // step finishes B · 2.5 / 16 requests of 467 prompt tokens:
+  // B ≤ 8192 · 16 / (16 · 4 + 467 · 2.5) = 106.4, so 106 (271 with one
+  // token a decode, OfflineBatchFitsTheStepsTokenBudget).
+  ServingWorkload offline{467, 16, 0};
+  offline.nextn_accepted = 1.5;
+  const ServingEstimate o = EstimateServing(m, h100, offline, c, 1, cal);
+  ASSERT_TRUE(o.fits) << o.infeasible_reason;
+  EXPECT_EQ(o.batch, 106);
+  EXPECT_NEAR(o.tpot_s * 2.5, o.step_s, 1e-15);
+  // Disaggregated decode workers step without prefills: a token is a
+  // step over 2.5.
+  const DisaggregatedEstimate d = EstimateDisaggregated(
+      m, h100, {1000, 100, 8, {}, 0, 1.5}, c, 1, c, 1, cal);
+  ASSERT_TRUE(d.fits) << d.infeasible_reason;
+  EXPECT_NEAR(d.tpot_s, DecodeStep(m, h100, c, 8, 1050, cal).total_s() / 2.5,
+              1e-15);
+}
+
 TEST(EstimateServing, ACachedPrefixShortensThePrefillsNotTheCache) {
   // LLaMA-3 8B on an H100, 4096-token prompts of which the first 3072 are
   // in the prefix cache, 128 output tokens.

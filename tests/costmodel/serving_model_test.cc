@@ -102,6 +102,78 @@ TEST(DecodeStep, BatchOfOneStreamsTheWeights) {
   EXPECT_GT(big.kv_cache_s, 4000 * d.kv_cache_s);
 }
 
+TEST(DecodeStep, SpeculationVerifiesItsDraftsAndRunsTheMtpDepthPerDraft) {
+  // LLaMA-3 8B given one MTP depth (its last layer's spec: attention and
+  // a dense MLP), fp8 on one H100, batch 1 at 1024 tokens, one draft.
+  ModelSpec m = Preset("llama3-8b");
+  m.mtp_num_layers = 1;
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig c;
+  c.weights = Precision::kFp8;
+  const DecodeBreakdown plain = DecodeStep(m, h100, c, 1, 1024, cal);
+  c.nextn = 1;
+  const DecodeBreakdown spec = DecodeStep(m, h100, c, 1, 1024, cal);
+  // The verify runs 2 tokens: below the GEMMs' 16 rows, so the same
+  // weights stream; the sequence's cache is read once, as at one token;
+  // the elementwise kernels move twice the bytes.
+  EXPECT_DOUBLE_EQ(spec.weights_s, plain.weights_s);
+  EXPECT_DOUBLE_EQ(spec.kv_cache_s, plain.kv_cache_s);
+  EXPECT_NEAR(spec.elementwise_s, 2 * plain.elementwise_s, 1e-15);
+  EXPECT_DOUBLE_EQ(plain.draft_s, 0.0);
+  // One draft: the MTP layer's 218 103 808 fp8 weights and 2 · 4096
+  // 16-bit norm weights, eh_proj's 2 · 4096² fp8 weights, the 16-bit
+  // output layer (128 256 · 4096 · 2 B); 8 kernels at 3 us; the layer's
+  // cache of 1024 tokens (2 · 8 · 128 · 1024 · 2 B) and its elementwise
+  // bytes for the token (88 064 · 2 B, as above).
+  const double weights =
+      218103808.0 + 2 * 4096 * 2.0 + 2.0 * 4096 * 4096 + 128256.0 * 4096 * 2;
+  const double draft = StreamTime_s(h100, weights) + 8 * 3e-6 +
+                       StreamTime_s(h100, 2 * 8 * 128 * 1024 * 2.0) +
+                       StreamTime_s(h100, 88064 * 2.0);
+  EXPECT_NEAR(spec.draft_s, draft, 1e-3 * draft);
+  EXPECT_NEAR(spec.total_s() - plain.total_s(), draft + plain.elementwise_s,
+              1e-3 * draft);
+  // More drafts than MTP depths reuse the one depth: three passes.
+  c.nextn = 3;
+  EXPECT_NEAR(DecodeStep(m, h100, c, 1, 1024, cal).draft_s, 3 * spec.draft_s,
+              1e-12);
+  // A model without MTP layers cannot speculate: nothing changes.
+  ServingConfig none = c;
+  EXPECT_DOUBLE_EQ(
+      DecodeStep(Preset("llama3-8b"), h100, none, 1, 1024, cal).total_s(),
+      plain.total_s());
+}
+
+TEST(EstimateServingMemory, SpeculationHoldsTheMtpDepthAndItsCache) {
+  // The MTP depth's layer (218 103 808 fp8 weights, 2 · 4096 16-bit norm
+  // weights), eh_proj (2 · 4096² at 1 B) and its three norms (3 · 4096 at
+  // 2 B); its cache is one more layer's: 33/32 of the model's.
+  ModelSpec m = Preset("llama3-8b");
+  m.mtp_num_layers = 1;
+  const ClusterSpec h100 = Cluster("h100");
+  ServingConfig c;
+  c.weights = Precision::kFp8;
+  const ServingWorkload w{1024, 1024, 0};
+  const ServingEstimate plain = EstimateServingMemory(m, h100, w, c);
+  c.nextn = 2;
+  const ServingEstimate spec = EstimateServingMemory(m, h100, w, c);
+  EXPECT_NEAR(spec.weight_bytes - plain.weight_bytes,
+              218103808.0 + 2 * 4096 * 2.0 + 2.0 * 4096 * 4096 + 3 * 4096 * 2.0,
+              1.0);
+  EXPECT_NEAR(spec.kv_bytes_per_sequence, plain.kv_bytes_per_sequence * 33 / 32,
+              1e-6);
+  // The served depth also runs over the prompt: one more layer, eh_proj
+  // and the output layer.
+  ServingConfig off = c;
+  off.nextn = 0;
+  const DatasheetCalibration cal(h100);
+  const double prefill = PrefillTime_s(m, h100, off, 1024, 1, cal);
+  const double with_mtp = PrefillTime_s(m, h100, c, 1024, 1, cal);
+  EXPECT_GT(with_mtp, prefill * (1 + 1.0 / 32));
+  EXPECT_LT(with_mtp, prefill * (1 + 2.0 / 32));
+}
+
 TEST(DecodeStep, Nvfp4WeightsStreamAtTheGpusNvfp4Rate) {
   // LLaMA-3 8B in NVFP4 on one B200: the same 32 · 218 103 808 linear
   // weights at 0.5 + 1/16 B stream at nvfp4_stream_relative 0.62 of the

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "search_spaces/presets/presets.h"
 
 namespace meshtune::search_spaces {
@@ -88,6 +90,50 @@ TEST(ServingWorkload, ChecksLengths) {
   cached.prefix = -1;
   EXPECT_EQ(ValidateServingWorkload(cached).message(),
             "--prefix must be in [0, 1023] (below --isl 1024), got -1");
+}
+
+TEST(Speculation, ChecksTheDraftsTheModelAndTheAcceptance) {
+  const ModelSpec ds = ResolveModel("deepseek-v3").value();  // one MTP depth
+  const ModelSpec llama = ResolveModel("llama3-70b").value();
+  const GpuSpec h100 = ResolveCluster("h100").value().gpu;
+  ServingWorkload w{1024, 256, 0};
+  w.nextn_accepted = 1.8;
+  EXPECT_TRUE(ValidateSpeculation(ds, w, 3).ok());
+  EXPECT_EQ(ValidateSpeculation(ds, w, 1).message(),
+            "--nextn-accepted must be in [0, 1] (at most --nextn 1), got 1.8");
+  EXPECT_EQ(ValidateSpeculation(ds, w, 0).message(),
+            "--nextn-accepted needs --nextn (speculative decoding is off)");
+  w.nextn_accepted = std::nan("");
+  EXPECT_EQ(ValidateSpeculation(ds, w, 3).message(),
+            "--nextn-accepted must be in [0, 3] (at most --nextn 3), got nan");
+  w.nextn_accepted = 0;
+  EXPECT_EQ(ValidateSpeculation(ds, w, 9).message(),
+            "--nextn must be in [0, 8], got 9");
+  EXPECT_EQ(ValidateSpeculation(llama, w, 1).message(),
+            "--nextn drafts with the model's MTP layers, and llama3-70b has "
+            "none (mtp_num_layers 0)");
+  // The layout check says the same of a config.
+  ServingConfig c;
+  c.tp = 8;
+  c.nextn = 2;
+  EXPECT_EQ(ValidateServingConfig(llama, h100, c, "row 7").message(),
+            "row 7: --nextn drafts with the model's MTP layers, and "
+            "llama3-70b has none (mtp_num_layers 0)");
+  c.ep = 8;
+  EXPECT_TRUE(ValidateServingConfig(ds, h100, c).ok());
+  EXPECT_EQ(ToString(c), "tp8 pp1 adp1 ep8 bf16 kv:bf16 nextn:2");
+  // The depths a deployment runs: DeepSeek's one, reused for more drafts.
+  EXPECT_EQ(ServedMtpDepths(ds, c), 1);
+  c.nextn = 0;
+  EXPECT_EQ(ServedMtpDepths(ds, c), 0);
+  ModelSpec two = ds;
+  two.mtp_num_layers = 2;
+  c.nextn = 3;
+  EXPECT_EQ(ServedMtpDepths(two, c), 2);
+  c.nextn = 1;
+  EXPECT_EQ(ServedMtpDepths(two, c), 1);
+  w.nextn_accepted = 1.25;
+  EXPECT_DOUBLE_EQ(DecodeProgress(w), 2.25);
 }
 
 }  // namespace
