@@ -44,6 +44,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --tpot-ms 50 --html serve.html
   tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 8192 --osl 512 --prefix 6144 --tpot-ms 50
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
+  tune serve --model deepseek-v3 --gpus 8 --gpu h200 --isl 1024 --osl 2048 --precision fp8 --nextn 3 --nextn-accepted 1.8 --tpot-ms 20
   tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 --osl 16 --validate
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
@@ -51,6 +52,8 @@ holds (or fixed by --concurrency over the replicas); with --disagg also
 prefill and decode workers apart, in every split of the GPUs. The Pareto front of
 tokens/s per GPU against tokens/s per user is listed; the best plan is the
 one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
+--nextn N prices speculative decoding by the model's MTP layers (N drafts
+and a verify of N + 1 tokens a step, --nextn-accepted of them kept).
 --validate runs plans (tp dividing --gpus x batches 1..16) on this machine's
 CPU engine and prints predicted against measured TTFT and TPOT (--gpu local,
 the default with --validate).
@@ -83,6 +86,17 @@ class ServeCommand : public Command {
                     "(a shared system prompt, earlier turns), 0 to isl - 1 "
                     "(default 0)")
         ->type_name("P");
+    sub->add_option("--nextn", nextn_,
+                    "speculative decoding: draft tokens per step from the "
+                    "model's MTP layers (0 = off, the default; up to 8); "
+                    "needs --nextn-accepted")
+        ->type_name("N");
+    nextn_accepted_option_ =
+        sub->add_option(
+               "--nextn-accepted", nextn_accepted_,
+               "with --nextn: mean draft tokens accepted per step, 0 to "
+               "N (the engine's mean acceptance length minus 1)")
+            ->type_name("A");
     sub->add_option("--ttft-ms", ttft_ms_,
                     "time-to-first-token target in ms (default none)")
         ->type_name("T");
@@ -176,12 +190,20 @@ class ServeCommand : public Command {
     auto precision = ParsePrecision(precision_);
     if (!precision.ok()) return precision.status();
     p.model = model.value();
-    // No speculative decoding yet (docs/serving.md §9).
-    p.model.mtp_num_layers = 0;
     p.cluster = cluster.value();
     p.num_gpus = gpus_;
     p.workload = {isl_, osl_, concurrency_};
     p.workload.prefix = prefix_;
+    p.workload.nextn_accepted = nextn_accepted_;
+    p.nextn = nextn_;
+    if (nextn_ > 0 && nextn_accepted_option_->count() == 0) {
+      // No built-in acceptance: it is the traffic's, not the hardware's.
+      return Status::InvalidArgument(
+          "--nextn " + std::to_string(nextn_) + " needs --nextn-accepted",
+          "give the mean draft tokens accepted per step, 0 to " +
+              std::to_string(nextn_) +
+              " (the engine's mean acceptance length minus 1)");
+    }
     p.weights = precision.value();
     if (kv_.empty()) {
       p.kv_cache = search_spaces::IsQuantized(p.weights)
@@ -259,6 +281,12 @@ class ServeCommand : public Command {
 
   // --validate: plans run on the CPU engine (tuner/validate/serving.h).
   Status RunValidation(std::ostream& out, std::ostream& err) {
+    if (nextn_ != 0 || nextn_accepted_ != 0) {
+      return Status::InvalidArgument(
+          "--validate runs the plans on meshtune's engine, which has no "
+          "speculative decoding",
+          "leave out --nextn and --nextn-accepted with --validate");
+    }
     if (backend_ != "cpu" && backend_ != "cuda") {
       return Status::InvalidArgument(
           "--backend must be cpu or cuda, got '" + backend_ + "'",
@@ -670,6 +698,10 @@ class ServeCommand : public Command {
                     " --isl " + std::to_string(isl_) + " --osl " +
                     std::to_string(osl_);
     if (prefix_ > 0) s += " --prefix " + std::to_string(prefix_);
+    if (nextn_ > 0) {
+      s += " --nextn " + std::to_string(nextn_) + " --nextn-accepted " +
+           number(nextn_accepted_);
+    }
     if (ttft_ms_ > 0) s += " --ttft-ms " + number(ttft_ms_);
     if (tpot_ms_ > 0) s += " --tpot-ms " + number(tpot_ms_);
     if (concurrency_ > 0) s += " --concurrency " + std::to_string(concurrency_);
@@ -686,6 +718,9 @@ class ServeCommand : public Command {
   int64_t isl_ = 0;
   int64_t osl_ = 0;
   int64_t prefix_ = 0;
+  int64_t nextn_ = 0;
+  double nextn_accepted_ = 0;
+  CLI::Option* nextn_accepted_option_ = nullptr;
   double ttft_ms_ = 0;
   double tpot_ms_ = 0;
   int64_t concurrency_ = 0;

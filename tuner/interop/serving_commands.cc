@@ -69,6 +69,11 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
   if (launch.prefix_caching) cmd += " \\\n  --enable-prefix-caching";
+  if (c.nextn > 0) {
+    cmd += Flag("--speculative-config",
+                ShellQuote(R"({"method":"mtp","num_speculative_tokens":)" +
+                           std::to_string(c.nextn) + "}"));
+  }
   if (launch.role != ServingRole::kAggregated) {
     cmd += Flag("--kv-transfer-config",
                 ShellQuote(R"({"kv_connector":"NixlConnector",)"
@@ -95,6 +100,14 @@ std::string SglangServeCommand(const ServingConfig& c,
   }
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
+  if (c.nextn > 0) {
+    // SGLang runs DeepSeek's MTP layers as its EAGLE drafter: nextn chained
+    // steps of one draft each, verified as nextn + 1 tokens.
+    cmd += Flag("--speculative-algorithm", "EAGLE");
+    cmd += Flag("--speculative-num-steps", c.nextn);
+    cmd += Flag("--speculative-eagle-topk", 1);
+    cmd += Flag("--speculative-num-draft-tokens", c.nextn + 1);
+  }
   if (launch.role != ServingRole::kAggregated) {
     cmd += Flag("--disaggregation-mode",
                 launch.role == ServingRole::kPrefill ? "prefill" : "decode");
@@ -136,6 +149,12 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
       yaml += std::to_string(launch.attention_windows[i]);
     }
     yaml += "]\n";
+  }
+  if (c.nextn > 0) {
+    yaml +=
+        "speculative_config:\n  decoding_type: MTP\n"
+        "  num_nextn_predict_layers: " +
+        std::to_string(c.nextn) + "\n";
   }
   if (launch.role == ServingRole::kPrefill) {
     // TensorRT-LLM's context servers do not run the overlap scheduler
@@ -204,6 +223,31 @@ Status SizeFlag(const std::string& flag, const std::string& value,
   return Status::Ok();
 }
 
+// The MTP draft tokens of vLLM's --speculative-config JSON (YAML reads
+// JSON): num_speculative_tokens where the method is mtp (or its older
+// name deepseek_mtp), 0 for other methods, which meshtune does not price.
+StatusOr<int64_t> VllmMtpDrafts(const std::string& json) {
+  try {
+    const YAML::Node n = YAML::Load(json);
+    if (!n.IsMap() || !n["method"]) {
+      return Status::InvalidArgument(
+          "--speculative-config needs a JSON object with a method, got '" +
+              json + "'",
+          R"(write it as '{"method":"mtp","num_speculative_tokens":N}')");
+    }
+    const std::string method = n["method"].as<std::string>();
+    if (method != "mtp" && method != "deepseek_mtp") return int64_t{0};
+    return n["num_speculative_tokens"]
+               ? n["num_speculative_tokens"].as<int64_t>()
+               : int64_t{1};
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(
+        "--speculative-config is not JSON of the right types: " +
+            std::string(e.what()),
+        R"(write it as '{"method":"mtp","num_speculative_tokens":N}')");
+  }
+}
+
 // vLLM's and SGLang's --quantization.
 Precision WeightsOf(const std::string& quantization) {
   if (quantization == "modelopt_fp4") return Precision::kNvfp4;
@@ -245,6 +289,11 @@ StatusOr<ServingConfig> ParseVllmServeCommand(const std::string& command,
           value.rfind("fp8", 0) == 0 ? KvCacheDtype::kFp8 : KvCacheDtype::kBf16;
     }
     if (flag == "--quantization") c.weights = WeightsOf(value);
+    if (flag == "--speculative-config") {
+      auto drafts = VllmMtpDrafts(value);
+      if (!drafts.ok()) return drafts.status();
+      c.nextn = drafts.value();
+    }
   }
   // --kv-transfer-config is skipped: vLLM's NixlConnector workers are
   // kv_both, so the command does not say which side a worker is.
@@ -271,8 +320,8 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
   }
   ServingConfig c;
   ServingLaunch l;
-  int64_t gpus = 1, dp = 1;
-  bool dp_attention = false;
+  int64_t gpus = 1, dp = 1, steps = 0;
+  bool dp_attention = false, speculative = false;
   for (const auto& [flag, value] : Flags(w, first)) {
     bool m = false;
     MESHTUNE_RETURN_IF_ERROR(
@@ -287,8 +336,13 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
         SizeFlag(flag, value, {"--max-running-requests"}, &l.max_batch, &m));
     MESHTUNE_RETURN_IF_ERROR(
         SizeFlag(flag, value, {"--context-length"}, &l.max_model_len, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--speculative-num-steps"}, &steps, &m));
     if (flag == "--model-path" || flag == "--model") l.model = value;
     if (flag == "--enable-dp-attention") dp_attention = true;
+    if (flag == "--speculative-algorithm") {
+      speculative = value == "EAGLE" || value == "NEXTN";
+    }
     if (flag == "--kv-cache-dtype") {
       c.kv_cache =
           value.rfind("fp8", 0) == 0 ? KvCacheDtype::kFp8 : KvCacheDtype::kBf16;
@@ -313,6 +367,9 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
   }
   c.tp = gpus / c.attention_dp;
   c.max_batch = l.max_batch;
+  // The drafts a step chains (DeepSeek's MTP as SGLang's EAGLE or NEXTN
+  // drafter); 1 when the steps are left to SGLang's default.
+  if (speculative) c.nextn = steps > 0 ? steps : 1;
   if (launch != nullptr) *launch = l;
   return c;
 }
@@ -373,6 +430,13 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
         l.attention_windows = root["kv_cache_config"]["max_attention_window"]
                                   .as<std::vector<int64_t>>();
       }
+      const YAML::Node spec = root["speculative_config"];
+      if (spec && spec["decoding_type"] &&
+          spec["decoding_type"].as<std::string>() == "MTP") {
+        c.nextn = spec["num_nextn_predict_layers"]
+                      ? spec["num_nextn_predict_layers"].as<int64_t>()
+                      : 1;
+      }
       if (root["cache_transceiver_config"]) {
         const bool context = root["disable_overlap_scheduler"] &&
                              root["disable_overlap_scheduler"].as<bool>();
@@ -384,7 +448,8 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
               std::string(e.what()),
           "enable_attention_dp and kv_cache_config.enable_block_reuse are "
           "true or false, kv_cache_config.dtype a name, "
-          "kv_cache_config.max_attention_window a list of token counts");
+          "kv_cache_config.max_attention_window a list of token counts, "
+          "speculative_config.num_nextn_predict_layers a count");
     }
     for (const int64_t window : l.attention_windows) {
       if (window < 1) {

@@ -10,6 +10,8 @@
 //               --max-num-seqs batch --max-model-len isl+osl
 //               [--kv-cache-dtype fp8] [--quantization fp8|modelopt_fp4]
 //               [--enable-prefix-caching]
+//               [--speculative-config '{"method":"mtp",
+//                                       "num_speculative_tokens":nextn}']
 //               vLLM runs the experts either tensor-parallel over tp
 //               (ep 1, no attention DP) or expert-parallel over all
 //               tp·dp ranks (--enable-expert-parallel: ep = tp·adp);
@@ -18,14 +20,19 @@
 //               --enable-dp-attention] [--ep-size ep] --pp-size pp
 //               --max-running-requests batch --context-length isl+osl
 //               [--kv-cache-dtype fp8_e4m3] [--quantization fp8|modelopt_fp4]
+//               [--speculative-algorithm EAGLE --speculative-num-steps nextn
+//                --speculative-eagle-topk 1
+//                --speculative-num-draft-tokens nextn+1]
 //               (its radix prefix cache is on unless disabled: no flag)
 //   TensorRT-LLM  trtllm-serve --tp_size tp·adp --pp_size pp --ep_size ep
 //               --max_batch_size batch --max_seq_len isl+osl
 //               --kv_cache_free_gpu_memory_fraction 0.9, with
 //               enable_attention_dp, the KV dtype, with a cached prefix
-//               kv_cache_config.enable_block_reuse: true and, for a model
-//               with sliding windows, the windows it keeps
-//               (kv_cache_config.max_attention_window) in the
+//               kv_cache_config.enable_block_reuse: true, for a model
+//               with sliding windows the windows it keeps
+//               (kv_cache_config.max_attention_window) and with drafts
+//               speculative_config (decoding_type MTP,
+//               num_nextn_predict_layers nextn) in the
 //               --extra_llm_api_options YAML it prints beside.
 // The checkpoint is `model`: quoted for the shell, never interpreted.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_

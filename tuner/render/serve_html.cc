@@ -82,6 +82,13 @@ std::string ProblemSection(const json& report) {
     s += Row("cached prefix",
              std::to_string(Int(p, "prefix")) + " tokens of each prompt");
   }
+  if (p.value("nextn", int64_t{0}) > 0) {
+    s += Row("speculative decoding",
+             "MTP, " + std::to_string(Int(p, "nextn")) +
+                 " draft tokens a step, " +
+                 HtmlEscape(Fixed(Num(p, "nextn_accepted"), 2)) +
+                 " accepted on average");
+  }
   s += Row("load", HtmlEscape(Load(p)));
   s += Row("weights / KV cache", HtmlEscape(Str(p, "weights")) + " / " +
                                      HtmlEscape(Str(p, "kv_cache_dtype")));
@@ -291,7 +298,9 @@ std::string BestSection(const json& report) {
         {"tp_comm", "TP comm"},
         {"ep_comm", "EP comm"},
         {"pp_comm", "PP comm"},
-        {"overhead", "overhead"}}) {
+        {"overhead", "overhead"},
+        {"drafts", "MTP drafts (speculative decoding)"}}) {
+    if (std::string(key) == "drafts" && d.value(key, 0.0) <= 0) continue;
     step_ms += Num(d, key);
     rows += "<tr><td class=\"l\">" + std::string(label) + "</td><td>" +
             Fixed(Num(d, key), 2) + "</td></tr>";

@@ -62,7 +62,8 @@ nlohmann::json PointValues(const ServePoint& p) {
             {"tp_comm", d.tp_comm_s * 1e3},
             {"ep_comm", d.ep_comm_s * 1e3},
             {"pp_comm", d.pp_comm_s * 1e3},
-            {"overhead", d.overhead_s * 1e3}}}};
+            {"overhead", d.overhead_s * 1e3},
+            {"drafts", d.draft_s * 1e3}}}};
 }
 
 nlohmann::json PointJson(const ServePoint& p) {
@@ -92,6 +93,15 @@ std::string Load(const ServeProblem& p) {
   return "batch swept";
 }
 
+// ", MTP nextn 3 (1.8 accepted)" with speculative decoding, else empty.
+std::string Speculation(const ServeProblem& p) {
+  if (p.nextn <= 0) return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, ", MTP nextn %lld (%g accepted)",
+                static_cast<long long>(p.nextn), p.workload.nextn_accepted);
+  return buf;
+}
+
 std::string Targets(const ServeProblem& p) {
   std::string s;
   char buf[64];
@@ -119,12 +129,12 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
   }
   std::snprintf(buf, sizeof buf,
                 "serving %s on %lld x %s: isl %s, osl %lld, %s, weights %s, "
-                "KV cache %s%s; targets: %s\n",
+                "KV cache %s%s%s; targets: %s\n",
                 p.model.name.c_str(), static_cast<long long>(p.num_gpus),
                 p.cluster.name.c_str(), isl.c_str(),
                 static_cast<long long>(p.workload.osl), Load(p).c_str(),
                 search_spaces::ToString(p.weights),
-                search_spaces::ToString(p.kv_cache),
+                search_spaces::ToString(p.kv_cache), Speculation(p).c_str(),
                 p.disaggregated ? "; aggregated and disaggregated" : "",
                 Targets(p).c_str());
   out << buf;
@@ -196,14 +206,22 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
                   static_cast<long long>(p.workload.isl + p.workload.osl),
                   b.disaggregated ? "decode worker" : "replica");
     out << buf;
+    std::string drafts;
+    if (d.draft_s > 0) {
+      // The step verifies and drafts; it emits 1 + accepted tokens each.
+      std::snprintf(buf, sizeof buf,
+                    ", MTP drafts %.2f; %.2f tokens per request a step",
+                    d.draft_s * 1e3, search_spaces::DecodeProgress(p.workload));
+      drafts = buf;
+    }
     std::snprintf(buf, sizeof buf,
                   "  decode step %.2f ms: weights %.2f, compute %.2f, KV "
                   "cache %.2f, elementwise %.2f, tp %.2f, ep %.2f, pp %.2f, "
-                  "overhead %.2f; prefill of one request %.1f ms\n",
+                  "overhead %.2f%s; prefill of one request %.1f ms\n",
                   d.total_s() * 1e3, d.weights_s * 1e3, d.compute_s * 1e3,
                   d.kv_cache_s * 1e3, d.elementwise_s * 1e3, d.tp_comm_s * 1e3,
                   d.ep_comm_s * 1e3, d.pp_comm_s * 1e3, d.overhead_s * 1e3,
-                  e.prefill_s * 1e3);
+                  drafts.c_str(), e.prefill_s * 1e3);
     out << buf;
   }
   if (!r.rejected.empty()) {
@@ -223,6 +241,8 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"isl", p.workload.isl},
                   {"osl", p.workload.osl},
                   {"prefix", p.workload.prefix},
+                  {"nextn", p.nextn},
+                  {"nextn_accepted", p.workload.nextn_accepted},
                   {"concurrency", p.workload.concurrency},
                   {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},

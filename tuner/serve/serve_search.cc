@@ -324,7 +324,7 @@ Status ValidateServeProblem(const ServeProblem& p) {
     return Status::InvalidArgument("--ttft-ms and --tpot-ms must be positive",
                                    "leave a target out to have none");
   }
-  return Status::Ok();
+  return search_spaces::ValidateSpeculation(p.model, p.workload, p.nextn);
 }
 
 ServeResult ServeSearch(const ServeProblem& p,
@@ -348,6 +348,7 @@ ServeResult ServeSearch(const ServeProblem& p,
           c.ep = ep;
           c.weights = p.weights;
           c.kv_cache = p.kv_cache;
+          c.nextn = p.nextn;
           // A layout whose GPUs do not divide N cannot fill the GPUs with
           // replicas, but can be one side of a disaggregated split (8
           // prefill + 16 decode GPUs of 24).

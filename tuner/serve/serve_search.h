@@ -86,6 +86,10 @@ struct ServeProblem {
   search_spaces::ServingWorkload workload;
   search_spaces::Precision weights = search_spaces::Precision::kBf16;
   search_spaces::KvCacheDtype kv_cache = search_spaces::KvCacheDtype::kBf16;
+  // Speculative decoding's draft tokens per step on every layout
+  // (ServingConfig::nextn; 0 = off); its acceptance is the workload's
+  // nextn_accepted.
+  int64_t nextn = 0;
   double ttft_target_s = 0;    // 0 = none
   double tpot_target_s = 0;    // 0 = none
   bool disaggregated = false;  // also search disaggregated deployments
@@ -126,7 +130,8 @@ struct ServeResult {
 
 // Checks a problem (positive GPUs, the workload's lengths, non-negative
 // targets, a finite non-negative rate, not both a rate and a concurrency,
-// no rate with disaggregation); InvalidArgument with the flag's name.
+// no rate with disaggregation, nextn in range on a model with MTP layers
+// and its acceptance within it); InvalidArgument with the flag's name.
 Status ValidateServeProblem(const ServeProblem& problem);
 
 // Whether the search sweeps the batch (no concurrency, no request rate):

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -182,6 +183,51 @@ TEST(ServeCommand, ACachedPrefixIsPricedAndSwitchedOn) {
                            "cached), osl 256, concurrency 16",
                            0),
             0u)
+      << text.out;
+}
+
+TEST(ServeCommand, SpeculativeDecodingIsPricedAndSwitchedOn) {
+  // DeepSeek-V3 on 8 H200s at 32 clients with 3 MTP drafts a step, 1.8 of
+  // them accepted: each request's tokens come faster, the engines run
+  // their MTP drafters, and the plan's vLLM command reads back with them.
+  const std::vector<std::string> base = {
+      "serve", "--model",       "deepseek-v3", "--gpus", "8",    "--gpu",
+      "h200",  "--isl",         "1024",        "--osl",  "1024", "--precision",
+      "fp8",   "--concurrency", "32",          "--json"};
+  std::vector<std::string> spec = base;
+  spec.insert(spec.end(), {"--nextn", "3", "--nextn-accepted", "1.8"});
+  const auto plain_run = Tune(base);
+  const auto spec_run = Tune(spec);
+  ASSERT_EQ(plain_run.exit_code, 0) << plain_run.err;
+  ASSERT_EQ(spec_run.exit_code, 0) << spec_run.err;
+  const nlohmann::json plain = nlohmann::json::parse(plain_run.out);
+  const nlohmann::json j = nlohmann::json::parse(spec_run.out);
+  EXPECT_EQ(j["problem"]["nextn"], 3);
+  EXPECT_DOUBLE_EQ(j["problem"]["nextn_accepted"].get<double>(), 1.8);
+  EXPECT_EQ(plain["problem"]["nextn"], 0);
+  EXPECT_LT(j["best"]["tpot_ms"].get<double>(),
+            plain["best"]["tpot_ms"].get<double>());
+  EXPECT_GT(j["best"]["decode_ms"]["drafts"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(plain["best"]["decode_ms"]["drafts"].get<double>(), 0.0);
+  const std::string vllm = j["commands"]["vllm"].get<std::string>();
+  EXPECT_NE(vllm.find(R"('{"method":"mtp","num_speculative_tokens":3}')"),
+            std::string::npos)
+      << vllm;
+  EXPECT_EQ(ParseVllmServeCommand(vllm, nullptr).value().nextn, 3);
+  EXPECT_EQ(plain["commands"]["vllm"].get<std::string>().find("speculative"),
+            std::string::npos);
+  // The text report names the drafts and their acceptance.
+  spec.erase(std::find(spec.begin(), spec.end(), "--json"));
+  const auto text = Tune(spec);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("serving deepseek-v3 on 8 x h200: isl 1024, osl "
+                           "1024, concurrency 32, weights fp8, KV cache fp8, "
+                           "MTP nextn 3 (1.8 accepted); targets: none\n",
+                           0),
+            0u)
+      << text.out;
+  EXPECT_NE(text.out.find("; 2.80 tokens per request a step; prefill"),
+            std::string::npos)
       << text.out;
 }
 
@@ -653,6 +699,20 @@ TEST(ServeCommand, InputErrors) {
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "4096",
           "--osl", "8", "--prefix", "4096"},
          "--prefix must be in [0, 4095] (below --isl 4096), got 4096");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "8", "--isl", "8", "--osl",
+          "8", "--nextn", "1", "--nextn-accepted", "0.5"},
+         "--nextn drafts with the model's MTP layers, and llama3-8b has none "
+         "(mtp_num_layers 0)");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn", "2"},
+         "--nextn 2 needs --nextn-accepted");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn", "2", "--nextn-accepted", "2.5"},
+         "--nextn-accepted must be in [0, 2] (at most --nextn 2), got 2.5");
+  expect({"serve", "--model", "llama-tiny", "--gpus", "1", "--isl", "8",
+          "--osl", "8", "--nextn", "1", "--nextn-accepted", "1", "--validate"},
+         "--validate runs the plans on meshtune's engine, which has no "
+         "speculative decoding");
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--gpu", "h100",
           "--isl", "1024", "--osl", "256", "--request-rate", "100000"},
          "no deployment of llama3-8b fits on 1 x h100 (1 x overloaded)");

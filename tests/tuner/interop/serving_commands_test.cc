@@ -165,6 +165,62 @@ TEST(ServingCommands, ACachedPrefixSwitchesThePrefixCacheOn) {
           .ok());
 }
 
+TEST(ServingCommands, SpeculativeDecodingRunsTheMtpDrafter) {
+  // Three MTP drafts a step: vLLM's --speculative-config, SGLang's EAGLE
+  // drafter and TensorRT-LLM's speculative_config, each read back.
+  ServingConfig c = Config(8, 1, 1, 8, Precision::kFp8, KvCacheDtype::kFp8);
+  c.nextn = 3;
+  ServingLaunch l = Launch(64);
+  l.model = "deepseek-ai/DeepSeek-V3";
+  const std::string vllm = VllmServeCommand(c, l).value();
+  EXPECT_NE(vllm.find("  --speculative-config "
+                      "'{\"method\":\"mtp\",\"num_speculative_tokens\":3}'"),
+            std::string::npos)
+      << vllm;
+  EXPECT_EQ(ParseVllmServeCommand(vllm, nullptr).value().nextn, 3);
+  const std::string sglang = SglangServeCommand(c, l);
+  EXPECT_NE(sglang.find("  --speculative-algorithm EAGLE \\\n"
+                        "  --speculative-num-steps 3 \\\n"
+                        "  --speculative-eagle-topk 1 \\\n"
+                        "  --speculative-num-draft-tokens 4"),
+            std::string::npos)
+      << sglang;
+  EXPECT_EQ(ParseSglangServeCommand(sglang, nullptr).value().nextn, 3);
+  std::string yaml;
+  const std::string trt = TrtllmServeCommand(c, l, &yaml).value();
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: fp8\n"
+            "speculative_config:\n"
+            "  decoding_type: MTP\n"
+            "  num_nextn_predict_layers: 3\n");
+  EXPECT_EQ(ParseTrtllmServeCommand(trt, yaml, nullptr).value().nextn, 3);
+  // Without drafts none of it is written.
+  c.nextn = 0;
+  EXPECT_EQ(VllmServeCommand(c, l).value().find("speculative"),
+            std::string::npos);
+  EXPECT_EQ(SglangServeCommand(c, l).find("speculative"), std::string::npos);
+  // Other methods are not MTP drafts; a malformed config is an error.
+  EXPECT_EQ(
+      ParseVllmServeCommand(
+          R"(vllm serve m --speculative-config '{"method":"ngram"}')", nullptr)
+          .value()
+          .nextn,
+      0);
+  EXPECT_EQ(
+      ParseVllmServeCommand("vllm serve m --speculative-config 3", nullptr)
+          .status()
+          .message(),
+      "--speculative-config needs a JSON object with a method, got '3'");
+  EXPECT_FALSE(
+      ParseTrtllmServeCommand(trt,
+                              "speculative_config:\n  decoding_type: MTP\n"
+                              "  num_nextn_predict_layers: many\n",
+                              nullptr)
+          .ok());
+}
+
 TEST(TrtllmServeCommand, KeepsTheModelsSlidingWindows) {
   // TensorRT-LLM keeps a window only when told (vLLM and SGLang read it
   // from the checkpoint): the plan's windows go into its options.
