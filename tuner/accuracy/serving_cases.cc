@@ -187,6 +187,31 @@ double KvCacheMemoryFraction(const std::string& notes) {
   return f > 0 && f <= 1 ? f : 0;
 }
 
+// Speculative decoding a row states in notes: "MTP ... nextn=N" (not "no
+// MTP"), and its acceptance as "acceptance length L" (accepted = L − 1) or
+// "nextn_accepted A"; -1 = not stated.
+struct StatedMtp {
+  int64_t nextn = 0;
+  double accepted = -1;
+};
+StatedMtp MtpOf(const std::string& notes) {
+  static const std::regex kNextn(R"(MTP[^;]*?nextn=(\d+))");
+  static const std::regex kLength(R"(acceptance length ([0-9.]+))");
+  static const std::regex kAccepted(R"(nextn_accepted ([0-9.]+))");
+  StatedMtp mtp;
+  std::smatch m;
+  if (Contains(notes, "no MTP") || !std::regex_search(notes, m, kNextn)) {
+    return mtp;
+  }
+  mtp.nextn = std::stoll(m[1]);
+  if (std::regex_search(notes, m, kLength)) {
+    mtp.accepted = std::stod(m[1]) - 1.0;
+  } else if (std::regex_search(notes, m, kAccepted)) {
+    mtp.accepted = std::stod(m[1]);
+  }
+  return mtp;
+}
+
 std::string Printable(const std::string& s) {
   return search_spaces::yaml_util::Printable(s);
 }
@@ -358,7 +383,17 @@ std::string MapRecord(const CsvTable& t, const CsvRecord& r,
   const auto model = ServingModelPreset(c->model_name);
   if (!model) return "no model preset for '" + Printable(c->model_name) + "'";
   c->model = *model;
-  c->model.mtp_num_layers = 0;  // no speculative decoding (docs/serving.md §9)
+  // Speculative decoding is priced where the row states it and its
+  // acceptance, which depends on the traffic (docs/serving.md §3); a run
+  // that speculated at an acceptance the source leaves out cannot be.
+  const StatedMtp mtp = MtpOf(notes);
+  if (mtp.nextn > 0 && mtp.accepted < 0) {
+    return "ran MTP speculative decoding (nextn=" + std::to_string(mtp.nextn) +
+           ") at an acceptance the source does not state";
+  }
+  c->config.nextn = mtp.nextn;
+  c->prefill_config.nextn = mtp.nextn;
+  c->workload.nextn_accepted = std::max(0.0, mtp.accepted);
   std::string gpu = c->gpu_name;
   const size_t beta = Lower(gpu).find("(beta)");
   if (beta != std::string::npos) gpu.erase(beta);

@@ -160,7 +160,9 @@ TEST(ServingCases, DepLayoutAndCheckpointNames) {
   ASSERT_EQ(cases.size(), 2u);
   EXPECT_EQ(cases[0].skipped_reason, "");
   EXPECT_EQ(cases[0].model.name, "deepseek-v3");
-  EXPECT_EQ(cases[0].model.mtp_num_layers, 0);
+  // Its MTP layer is kept but not run: the row states no speculation.
+  EXPECT_EQ(cases[0].model.mtp_num_layers, 1);
+  EXPECT_EQ(cases[0].config.nextn, 0);
   EXPECT_EQ(cases[0].config.attention_dp, 8);
   EXPECT_EQ(cases[0].config.moe_tp(), 1);
   EXPECT_EQ(cases[0].config.weights, Precision::kNvfp4);
@@ -536,6 +538,36 @@ TEST(ServingCases, SkipsWithReasons) {
   EXPECT_EQ(s.all.rows, 6);
   EXPECT_EQ(s.all.predicted, 0);
   EXPECT_EQ(s.skipped.size(), 6u);
+}
+
+TEST(ServingCases, SpeculativeDecodingAtAStatedAcceptanceOnly) {
+  // A run with MTP drafts is priced with them where the notes give the
+  // acceptance (a mean acceptance length L: L − 1 accepted drafts), skipped
+  // where they do not; "no MTP" is no speculation.
+  const std::string row =
+      "blog,x,DeepSeek-R1,H200-SXM-141GB,8,8,1,4,,FP8,TensorRT-LLM,1024,"
+      "2048,1,output_tokens_per_s,158,\"min-latency, MTP nextn=3";
+  const auto cases =
+      Map(row + "\"\n" + row + "; acceptance length 2.5\"\n" +
+          "blog,x,DeepSeek-R1,H200-SXM-141GB,8,8,1,4,,FP8,TensorRT-LLM,1024,"
+          "2048,1,output_tokens_per_s,100,\"max-throughput, no MTP\"\n");
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_EQ(cases[0].skipped_reason,
+            "ran MTP speculative decoding (nextn=3) at an acceptance the "
+            "source does not state");
+  EXPECT_EQ(cases[1].skipped_reason, "");
+  EXPECT_EQ(cases[1].config.nextn, 3);
+  EXPECT_DOUBLE_EQ(cases[1].workload.nextn_accepted, 1.5);
+  EXPECT_EQ(cases[2].skipped_reason, "");
+  EXPECT_EQ(cases[2].config.nextn, 0);
+  // The drafts pay for themselves at that acceptance: one user's tokens
+  // come faster than without them.
+  const ServingPrediction with = PredictServingCase(cases[1]);
+  ServingCase off = cases[1];
+  off.config.nextn = 0;
+  off.workload.nextn_accepted = 0;
+  const ServingPrediction without = PredictServingCase(off);
+  EXPECT_GT(with.predicted, without.predicted);
 }
 
 TEST(ServingCases, FileLevelErrors) {
