@@ -1,6 +1,7 @@
 #include "costmodel/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace meshtune::costmodel {
@@ -87,13 +88,30 @@ std::vector<std::pair<int64_t, int64_t>> ServingPipelineStages(int64_t layers,
   return stages;
 }
 
+int64_t KvBlockTokens(const ModelSpec& model, const ServingConfig& config) {
+  switch (config.engine) {
+    case search_spaces::ServingEngine::kTensorRtLlm:
+    case search_spaces::ServingEngine::kTensorRtLlmCpp:
+      return 32;
+    case search_spaces::ServingEngine::kVllm:
+      return model.multi_latent_attention ? 64 : 16;
+    case search_spaces::ServingEngine::kSglang:
+      return 1;
+  }
+  return 1;
+}
+
 double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
                            int64_t layer, const LayerKind& kind,
-                           int64_t context_tokens) {
+                           int64_t context_tokens, int64_t block_tokens) {
   const LayerCache lc = CacheOfLayer(model, config, layer, kind);
   const double ctx = static_cast<double>(std::max<int64_t>(0, context_tokens));
-  const double kept =
+  double kept =
       lc.window >= 0 ? std::min(ctx, static_cast<double>(lc.window)) : ctx;
+  if (block_tokens > 1) {
+    const double block = static_cast<double>(block_tokens);
+    kept = std::ceil(kept / block) * block;
+  }
   return lc.per_token * kept + lc.fixed;
 }
 
@@ -142,8 +160,9 @@ std::vector<int64_t> KeptAttentionWindows(const ModelSpec& m,
 double KvCacheBytesPerSequence(const ModelSpec& model,
                                const ServingConfig& config,
                                int64_t context_tokens) {
+  const int64_t block = KvBlockTokens(model, config);
   return MostLoadedStage(model, config, [&](int64_t i, const LayerKind& kind) {
-    return KvCacheBytesOfLayer(model, config, i, kind, context_tokens);
+    return KvCacheBytesOfLayer(model, config, i, kind, context_tokens, block);
   });
 }
 

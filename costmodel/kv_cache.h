@@ -74,21 +74,34 @@ int64_t ServedWindow(const search_spaces::ModelSpec& model,
 std::vector<int64_t> KeptAttentionWindows(const search_spaces::ModelSpec& model,
                                           int64_t max_context);
 
+// Tokens of one page of the engine's paged KV cache, which a sequence
+// fills block by block (the last one partly):
+//   - TensorRT-LLM: kv_cache_config.tokens_per_block, 32 by default;
+//   - vLLM: --block-size, 16 by default on CUDA, raised to the attention
+//     backend's page for MLA (FlashMLA's 64, which vLLM picks for
+//     DeepSeek's MLA on Hopper and Blackwell);
+//   - SGLang: --page-size, 1 by default (token-granular pages).
+int64_t KvBlockTokens(const search_spaces::ModelSpec& model,
+                      const search_spaces::ServingConfig& config);
+
 // Bytes of cache one sequence of `context_tokens` tokens holds on one GPU of
 // the most loaded pipeline stage (stages are the layers split in order, the
-// first ones one layer larger when pp does not divide them). Only
-// meaningful on a spec that passed Validate() and a config that passed
-// ValidateServingConfig().
+// first ones one layer larger when pp does not divide them), in whole pages
+// of KvBlockTokens per layer: what the sequence takes of the cache's
+// capacity. Only meaningful on a spec that passed Validate() and a config
+// that passed ValidateServingConfig().
 double KvCacheBytesPerSequence(const search_spaces::ModelSpec& model,
                                const search_spaces::ServingConfig& config,
                                int64_t context_tokens);
 
 // Bytes of cache one sequence of `context_tokens` tokens holds on one GPU for
-// decoder layer `layer` (0-based) of kind `kind`.
+// decoder layer `layer` (0-based) of kind `kind`, its kept tokens rounded up
+// to whole pages of `block_tokens` (1: the tokens themselves, what a decode
+// step reads).
 double KvCacheBytesOfLayer(const search_spaces::ModelSpec& model,
                            const search_spaces::ServingConfig& config,
                            int64_t layer, const search_spaces::LayerKind& kind,
-                           int64_t context_tokens);
+                           int64_t context_tokens, int64_t block_tokens = 1);
 
 // The growth per token of a long sequence (full-attention and MLA layers;
 // windowed and Mamba layers stop growing): bytes per token on one GPU of

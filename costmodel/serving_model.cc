@@ -869,6 +869,7 @@ ServingEstimate EstimateServingMemory(const ModelSpec& m,
   const double free_bytes = capacity - est.weight_bytes - est.runtime_bytes;
   est.kv_cache_bytes = std::max(0.0, free_bytes) * c.kv_cache_memory_fraction;
   est.kv_bytes_per_sequence = KvCacheBytesPerSequence(m, c, w.isl + w.osl);
+  est.kv_block_tokens = KvBlockTokens(m, c);
   const double per_rank_sequences =
       est.kv_bytes_per_sequence > 0
           ? std::floor(est.kv_cache_bytes / est.kv_bytes_per_sequence)

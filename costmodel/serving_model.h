@@ -15,7 +15,8 @@
 //   KV cache  what is left, times config.kv_cache_memory_fraction
 //             (TensorRT-LLM's kv_cache_free_gpu_mem_fraction; vLLM's
 //             gpu_memory_utilization plays the same role), in whole
-//             sequences of isl + osl tokens (kv_cache.h).
+//             sequences of isl + osl tokens, each in whole pages of the
+//             engine's (kv_cache.h, KvBlockTokens).
 // Time: every GEMM of a layer (QKV, out-projection, fc1, fc2, each expert's
 // pair, at its own shape) is a roofline, max(its GEMM time from the
 // calibration, streaming its local weights from HBM once at
@@ -220,7 +221,9 @@ struct ServingEstimate {
   double weight_bytes = 0;
   double runtime_bytes = 0;
   double kv_cache_bytes = 0;         // the cache's share of the memory
-  double kv_bytes_per_sequence = 0;  // one sequence of isl + osl tokens
+  double kv_bytes_per_sequence = 0;  // one sequence of isl + osl tokens,
+                                     // in whole pages (KvBlockTokens)
+  int64_t kv_block_tokens = 1;       // the engine's page, tokens
   // Sequences the replica's KV cache holds (over its attention-DP ranks),
   // and the batch the estimate ran at.
   int64_t max_sequences = 0;

@@ -286,7 +286,9 @@ std::string BestSection(const json& report) {
   s += "<p class=\"note\">The KV cache holds " +
        std::to_string(Int(b, "max_sequences_per_replica")) + " sequences of " +
        std::to_string(Int(problem, "isl") + Int(problem, "osl")) +
-       " tokens per " + per + ".</p>";
+       " tokens, in pages of " +
+       std::to_string(b.value("kv_block_tokens", int64_t{1})) +
+       " tokens, per " + per + ".</p>";
   const json& d = b.at("decode_ms");
   double step_ms = 0;
   std::string rows;

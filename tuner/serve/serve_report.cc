@@ -53,6 +53,7 @@ nlohmann::json PointValues(const ServePoint& p) {
             {"runtime", e.runtime_bytes / kGiB},
             {"kv_cache", e.kv_cache_bytes / kGiB}}},
           {"max_sequences_per_replica", e.max_sequences},
+          {"kv_block_tokens", e.kv_block_tokens},
           {"prefill_ms", e.prefill_s * 1e3},
           {"decode_ms",
            {{"weights", d.weights_s * 1e3},
@@ -199,11 +200,13 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     out << buf;
     std::snprintf(buf, sizeof buf,
                   "  memory per GPU: weights %.1f GiB, runtime %.1f GiB, KV "
-                  "cache %.1f GiB (%lld sequences of %lld tokens per %s)\n",
+                  "cache %.1f GiB (%lld sequences of %lld tokens in %lld-token "
+                  "pages per %s)\n",
                   e.weight_bytes / kGiB, e.runtime_bytes / kGiB,
                   e.kv_cache_bytes / kGiB,
                   static_cast<long long>(e.max_sequences),
                   static_cast<long long>(p.workload.isl + p.workload.osl),
+                  static_cast<long long>(e.kv_block_tokens),
                   b.disaggregated ? "decode worker" : "replica");
     out << buf;
     std::string drafts;
