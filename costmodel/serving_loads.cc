@@ -41,7 +41,7 @@ double DecodeWidth(const ModelSpec& m, const ServingConfig& c) {
 double Progress(const ModelSpec& m, const ServingWorkload& w,
                 const ServingConfig& c) {
   return search_spaces::ServedMtpDepths(m, c) > 0
-             ? search_spaces::DecodeProgress(w)
+             ? search_spaces::DecodeProgress(w, c.nextn)
              : 1.0;
 }
 

@@ -1,5 +1,6 @@
 #include "search_spaces/serving_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -179,6 +180,53 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
   return Status::Ok();
 }
 
+namespace {
+
+// The per-position form of ValidateSpeculation.
+Status ValidateAcceptRates(const ModelSpec& model, const ServingWorkload& w) {
+  const std::vector<double>& rates = w.nextn_accept_rates;
+  if (w.nextn_accepted != 0) {
+    return Status::InvalidArgument(
+        "--nextn-accept-rates and --nextn-accepted cannot be combined",
+        "give the mean accepted drafts or the rate of each position");
+  }
+  if (static_cast<int64_t>(rates.size()) > kMaxNextn) {
+    return Status::InvalidArgument(
+        "--nextn-accept-rates takes at most " + std::to_string(kMaxNextn) +
+            " rates, got " + std::to_string(rates.size()),
+        "give one rate per draft position, such as 0.85,0.6,0.4");
+  }
+  for (size_t k = 0; k < rates.size(); ++k) {
+    if (!std::isfinite(rates[k]) || rates[k] < 0 || rates[k] > 1) {
+      return Status::InvalidArgument(
+          "--nextn-accept-rates must lie in [0, 1], got " + Shortest(rates[k]) +
+              " at position " + std::to_string(k + 1),
+          "give each position's acceptance as a share, such as 0.85");
+    }
+  }
+  if (model.mtp_num_layers <= 0) {
+    return Status::InvalidArgument(
+        "--nextn-accept-rates drafts with the model's MTP layers, and " +
+            model.name + " has none (mtp_num_layers 0)",
+        "leave it out, or pick a model with MTP layers such as deepseek-v3");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+double DecodeProgress(const ServingWorkload& w, int64_t nextn) {
+  if (w.nextn_accept_rates.empty()) return 1.0 + w.nextn_accepted;
+  double progress = 1.0, all_accepted = 1.0;
+  const size_t n = std::min(w.nextn_accept_rates.size(),
+                            static_cast<size_t>(std::max<int64_t>(0, nextn)));
+  for (size_t k = 0; k < n; ++k) {
+    all_accepted *= w.nextn_accept_rates[k];
+    progress += all_accepted;
+  }
+  return progress;
+}
+
 Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
                            int64_t nextn) {
   if (nextn < 0 || nextn > kMaxNextn) {
@@ -194,6 +242,7 @@ Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
         "leave --nextn out, or pick a model with MTP layers such as "
         "deepseek-v3");
   }
+  if (!w.nextn_accept_rates.empty()) return ValidateAcceptRates(model, w);
   const double a = w.nextn_accepted;
   if (nextn == 0 && a != 0) {
     return Status::InvalidArgument(

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "search_spaces/cluster_spec.h"
 #include "search_spaces/model_spec.h"
@@ -90,6 +91,14 @@ struct ServingWorkload {
   // not on the hardware, so there is no default; a step then emits
   // 1 + nextn_accepted tokens per request (DecodeProgress below).
   double nextn_accepted = 0;
+  // Instead of nextn_accepted: the acceptance rate of each draft position,
+  // the share of steps whose k-th draft is accepted given the ones before
+  // it were (vLLM's logged per-position acceptance rates; aiconfigurator's
+  // former nextn_accept_rates), each in [0, 1], at most kMaxNextn of them.
+  // A step of N drafts then accepts Σ_{k ≤ N} Π_{j ≤ k} rate_j on average,
+  // so the draft length itself can be searched (tune serve). Empty: use
+  // nextn_accepted.
+  std::vector<double> nextn_accept_rates = {};
 };
 
 // Prompt tokens a request's prefill computes: isl - prefix.
@@ -171,11 +180,11 @@ inline int64_t ServedMtpDepths(const ModelSpec& model,
                                              : model.mtp_num_layers;
 }
 
-// Output tokens one decode step emits per request on average: 1 plus the
-// accepted drafts (ServingWorkload::nextn_accepted).
-inline double DecodeProgress(const ServingWorkload& workload) {
-  return 1.0 + workload.nextn_accepted;
-}
+// Output tokens one decode step of `nextn` drafts emits per request on
+// average: 1 plus the accepted drafts, nextn_accepted, or from the
+// per-position rates Σ_{k ≤ nextn} Π_{j ≤ k} rate_j (positions past the
+// rates given accept none).
+double DecodeProgress(const ServingWorkload& workload, int64_t nextn);
 
 // Checks `config` against `model` and `gpu`: sizes positive; tp divides the
 // attention heads and the query groups divide or are divided by tp (a KV
@@ -199,8 +208,10 @@ Status ValidateServingWorkload(const ServingWorkload& workload);
 
 // Checks speculative decoding's inputs together: nextn in [0, kMaxNextn],
 // above 0 only on a model with MTP layers, and the workload's
-// nextn_accepted a finite number in [0, nextn] (0 when nextn is 0);
-// InvalidArgument naming --nextn or --nextn-accepted.
+// nextn_accepted a finite number in [0, nextn] (0 when nextn is 0), or
+// its per-position rates each in [0, 1], at most kMaxNextn, on a model with
+// MTP layers and without nextn_accepted; InvalidArgument naming --nextn,
+// --nextn-accepted or --nextn-accept-rates.
 Status ValidateSpeculation(const ModelSpec& model,
                            const ServingWorkload& workload, int64_t nextn);
 

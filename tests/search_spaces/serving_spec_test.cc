@@ -133,7 +133,36 @@ TEST(Speculation, ChecksTheDraftsTheModelAndTheAcceptance) {
   c.nextn = 1;
   EXPECT_EQ(ServedMtpDepths(two, c), 1);
   w.nextn_accepted = 1.25;
-  EXPECT_DOUBLE_EQ(DecodeProgress(w), 2.25);
+  EXPECT_DOUBLE_EQ(DecodeProgress(w, 2), 2.25);
+}
+
+TEST(Speculation, PerPositionRatesGiveEachDraftLengthsAcceptance) {
+  // Rates 0.8 and 0.5: a step of one draft accepts 0.8 on average, of two
+  // 0.8 + 0.8 · 0.5 = 1.2; a third draft past the rates accepts none.
+  const ModelSpec ds = ResolveModel("deepseek-v3").value();
+  ServingWorkload w{1024, 256, 0};
+  w.nextn_accept_rates = {0.8, 0.5};
+  EXPECT_DOUBLE_EQ(DecodeProgress(w, 0), 1.0);
+  EXPECT_DOUBLE_EQ(DecodeProgress(w, 1), 1.8);
+  EXPECT_DOUBLE_EQ(DecodeProgress(w, 2), 2.2);
+  EXPECT_DOUBLE_EQ(DecodeProgress(w, 3), 2.2);
+  EXPECT_TRUE(ValidateSpeculation(ds, w, 0).ok());
+  EXPECT_TRUE(ValidateSpeculation(ds, w, 2).ok());
+  w.nextn_accepted = 1;
+  EXPECT_EQ(ValidateSpeculation(ds, w, 2).message(),
+            "--nextn-accept-rates and --nextn-accepted cannot be combined");
+  w.nextn_accepted = 0;
+  w.nextn_accept_rates = {0.8, 1.2};
+  EXPECT_EQ(ValidateSpeculation(ds, w, 0).message(),
+            "--nextn-accept-rates must lie in [0, 1], got 1.2 at position 2");
+  w.nextn_accept_rates.assign(9, 0.5);
+  EXPECT_EQ(ValidateSpeculation(ds, w, 0).message(),
+            "--nextn-accept-rates takes at most 8 rates, got 9");
+  w.nextn_accept_rates = {0.8};
+  EXPECT_EQ(
+      ValidateSpeculation(ResolveModel("llama3-8b").value(), w, 0).message(),
+      "--nextn-accept-rates drafts with the model's MTP layers, and "
+      "llama3-8b has none (mtp_num_layers 0)");
 }
 
 }  // namespace

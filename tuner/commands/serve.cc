@@ -45,6 +45,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 8192 --osl 512 --prefix 6144 --tpot-ms 50
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
   tune serve --model deepseek-v3 --gpus 8 --gpu h200 --isl 1024 --osl 2048 --precision fp8 --nextn 3 --nextn-accepted 1.8 --tpot-ms 20
+  tune serve --model deepseek-v3 --gpus 8 --gpu h200 --isl 1024 --osl 2048 --precision fp8 --nextn-accept-rates 0.85,0.6,0.4 --tpot-ms 20
   tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 --osl 16 --validate
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
@@ -53,7 +54,8 @@ prefill and decode workers apart, in every split of the GPUs. The Pareto front o
 tokens/s per GPU against tokens/s per user is listed; the best plan is the
 one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
 --nextn N prices speculative decoding by the model's MTP layers (N drafts
-and a verify of N + 1 tokens a step, --nextn-accepted of them kept).
+and a verify of N + 1 tokens a step, --nextn-accepted of them kept);
+--nextn-accept-rates prices each draft length from its positions' rates.
 --validate runs plans (tp dividing --gpus x batches 1..16) on this machine's
 CPU engine and prints predicted against measured TTFT and TPOT (--gpu local,
 the default with --validate).
@@ -97,6 +99,13 @@ class ServeCommand : public Command {
                "with --nextn: mean draft tokens accepted per step, 0 to "
                "N (the engine's mean acceptance length minus 1)")
             ->type_name("A");
+    sub->add_option("--nextn-accept-rates", accept_rates_,
+                    "instead of --nextn-accepted: each draft position's "
+                    "acceptance rate, comma-separated (vLLM's per-position "
+                    "rates); without --nextn the search also picks the "
+                    "draft length, 0 to one per rate")
+        ->delimiter(',')
+        ->type_name("R1,R2,...");
     sub->add_option("--ttft-ms", ttft_ms_,
                     "time-to-first-token target in ms (default none)")
         ->type_name("T");
@@ -195,14 +204,18 @@ class ServeCommand : public Command {
     p.workload = {isl_, osl_, concurrency_};
     p.workload.prefix = prefix_;
     p.workload.nextn_accepted = nextn_accepted_;
+    p.workload.nextn_accept_rates = accept_rates_;
     p.nextn = nextn_;
-    if (nextn_ > 0 && nextn_accepted_option_->count() == 0) {
+    if (nextn_ > 0 && nextn_accepted_option_->count() == 0 &&
+        accept_rates_.empty()) {
       // No built-in acceptance: it is the traffic's, not the hardware's.
       return Status::InvalidArgument(
-          "--nextn " + std::to_string(nextn_) + " needs --nextn-accepted",
+          "--nextn " + std::to_string(nextn_) +
+              " needs --nextn-accepted or --nextn-accept-rates",
           "give the mean draft tokens accepted per step, 0 to " +
               std::to_string(nextn_) +
-              " (the engine's mean acceptance length minus 1)");
+              " (the engine's mean acceptance length minus 1), or each "
+              "position's rate");
     }
     p.weights = precision.value();
     if (kv_.empty()) {
@@ -281,11 +294,12 @@ class ServeCommand : public Command {
 
   // --validate: plans run on the CPU engine (tuner/validate/serving.h).
   Status RunValidation(std::ostream& out, std::ostream& err) {
-    if (nextn_ != 0 || nextn_accepted_ != 0) {
+    if (nextn_ != 0 || nextn_accepted_ != 0 || !accept_rates_.empty()) {
       return Status::InvalidArgument(
           "--validate runs the plans on meshtune's engine, which has no "
           "speculative decoding",
-          "leave out --nextn and --nextn-accepted with --validate");
+          "leave out --nextn, --nextn-accepted and --nextn-accept-rates "
+          "with --validate");
     }
     if (backend_ != "cpu" && backend_ != "cuda") {
       return Status::InvalidArgument(
@@ -698,9 +712,15 @@ class ServeCommand : public Command {
                     " --isl " + std::to_string(isl_) + " --osl " +
                     std::to_string(osl_);
     if (prefix_ > 0) s += " --prefix " + std::to_string(prefix_);
-    if (nextn_ > 0) {
-      s += " --nextn " + std::to_string(nextn_) + " --nextn-accepted " +
-           number(nextn_accepted_);
+    if (nextn_ > 0) s += " --nextn " + std::to_string(nextn_);
+    if (nextn_ > 0 && accept_rates_.empty()) {
+      s += " --nextn-accepted " + number(nextn_accepted_);
+    }
+    if (!accept_rates_.empty()) {
+      s += " --nextn-accept-rates ";
+      for (size_t k = 0; k < accept_rates_.size(); ++k) {
+        s += (k > 0 ? "," : "") + number(accept_rates_[k]);
+      }
     }
     if (ttft_ms_ > 0) s += " --ttft-ms " + number(ttft_ms_);
     if (tpot_ms_ > 0) s += " --tpot-ms " + number(tpot_ms_);
@@ -721,6 +741,7 @@ class ServeCommand : public Command {
   int64_t nextn_ = 0;
   double nextn_accepted_ = 0;
   CLI::Option* nextn_accepted_option_ = nullptr;
+  std::vector<double> accept_rates_;
   double ttft_ms_ = 0;
   double tpot_ms_ = 0;
   int64_t concurrency_ = 0;

@@ -82,7 +82,20 @@ std::string ProblemSection(const json& report) {
     s += Row("cached prefix",
              std::to_string(Int(p, "prefix")) + " tokens of each prompt");
   }
-  if (p.value("nextn", int64_t{0}) > 0) {
+  const json rates = p.value("nextn_accept_rates", json::array());
+  if (!rates.empty()) {
+    std::string list;
+    for (const json& r : rates) {
+      list += (list.empty() ? "" : ", ") + Fixed(r.get<double>(), 2);
+    }
+    const int64_t nextn = p.value("nextn", int64_t{0});
+    s += Row("speculative decoding",
+             "MTP, " +
+                 (nextn > 0 ? std::to_string(nextn)
+                            : "0 to " + std::to_string(rates.size())) +
+                 " draft tokens a step, accepted by position at " +
+                 HtmlEscape(list));
+  } else if (p.value("nextn", int64_t{0}) > 0) {
     s += Row("speculative decoding",
              "MTP, " + std::to_string(Int(p, "nextn")) +
                  " draft tokens a step, " +

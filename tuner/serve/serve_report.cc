@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace meshtune::tuner {
 
@@ -10,13 +11,16 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
+// "tp4 pp1 adp1 ep1", with " nextn3" where the layout drafts.
 std::string Shape(const search_spaces::ServingConfig& c) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "tp%lld pp%lld adp%lld ep%lld",
                 static_cast<long long>(c.tp), static_cast<long long>(c.pp),
                 static_cast<long long>(c.attention_dp),
                 static_cast<long long>(c.ep));
-  return buf;
+  std::string shape = buf;
+  if (c.nextn > 0) shape += " nextn" + std::to_string(c.nextn);
+  return shape;
 }
 
 // "2x tp4 pp1 adp1 ep1", or disaggregated "1P tp8 ... + 3D tp8 ...".
@@ -36,6 +40,7 @@ nlohmann::json PointValues(const ServePoint& p) {
           {"attention_dp", p.config.attention_dp},
           {"ep", p.config.ep},
           {"moe_tp", p.config.moe_tp()},
+          {"nextn", p.config.nextn},
           {"replicas", e.replicas},
           {"gpus_per_replica", p.config.gpus()},
           {"batch_per_replica", e.batch},
@@ -94,13 +99,26 @@ std::string Load(const ServeProblem& p) {
   return "batch swept";
 }
 
-// ", MTP nextn 3 (1.8 accepted)" with speculative decoding, else empty.
+// ", MTP nextn 3 (1.8 accepted)" with speculative decoding, ", MTP nextn
+// 0-3 (acceptance 0.85, 0.6, 0.4 by position)" with per-position rates,
+// else empty.
 std::string Speculation(const ServeProblem& p) {
-  if (p.nextn <= 0) return "";
+  const std::vector<double>& rates = p.workload.nextn_accept_rates;
+  if (p.nextn <= 0 && rates.empty()) return "";
   char buf[96];
-  std::snprintf(buf, sizeof buf, ", MTP nextn %lld (%g accepted)",
-                static_cast<long long>(p.nextn), p.workload.nextn_accepted);
-  return buf;
+  if (rates.empty()) {
+    std::snprintf(buf, sizeof buf, ", MTP nextn %lld (%g accepted)",
+                  static_cast<long long>(p.nextn), p.workload.nextn_accepted);
+    return buf;
+  }
+  std::string s = p.nextn > 0 ? ", MTP nextn " + std::to_string(p.nextn)
+                              : ", MTP nextn 0-" + std::to_string(rates.size());
+  s += " (acceptance ";
+  for (size_t k = 0; k < rates.size(); ++k) {
+    std::snprintf(buf, sizeof buf, "%s%g", k > 0 ? ", " : "", rates[k]);
+    s += buf;
+  }
+  return s + " by position)";
 }
 
 std::string Targets(const ServeProblem& p) {
@@ -214,7 +232,8 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
       // The step verifies and drafts; it emits 1 + accepted tokens each.
       std::snprintf(buf, sizeof buf,
                     ", MTP drafts %.2f; %.2f tokens per request a step",
-                    d.draft_s * 1e3, search_spaces::DecodeProgress(p.workload));
+                    d.draft_s * 1e3,
+                    search_spaces::DecodeProgress(p.workload, b.config.nextn));
       drafts = buf;
     }
     std::snprintf(buf, sizeof buf,
@@ -246,6 +265,7 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"prefix", p.workload.prefix},
                   {"nextn", p.nextn},
                   {"nextn_accepted", p.workload.nextn_accepted},
+                  {"nextn_accept_rates", p.workload.nextn_accept_rates},
                   {"concurrency", p.workload.concurrency},
                   {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},

@@ -298,6 +298,51 @@ bool SweepsBatch(const ServeProblem& p) {
   return p.workload.concurrency == 0 && p.request_rate <= 0;
 }
 
+namespace {
+
+// The draft lengths every layout is priced at: the problem's nextn, or
+// with per-position acceptance rates and no nextn, each length from 0 to
+// the rates given (the search picks the draft length too).
+std::vector<int64_t> DraftLengths(const ServeProblem& p) {
+  if (p.nextn > 0 || p.workload.nextn_accept_rates.empty()) return {p.nextn};
+  std::vector<int64_t> lengths;
+  for (int64_t n = 0;
+       n <= static_cast<int64_t>(p.workload.nextn_accept_rates.size()); ++n) {
+    lengths.push_back(n);
+  }
+  return lengths;
+}
+
+// Every layout of the enumeration (serve_search.h) at every draft length.
+std::vector<ServingConfig> Layouts(const ServeProblem& p) {
+  std::vector<ServingConfig> layouts;
+  const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
+  const bool moe = p.model.is_moe();
+  for (int64_t tp : PowersOfTwo(std::min<int64_t>(domain, p.num_gpus))) {
+    for (int64_t pp : PowersOfTwo(std::min<int64_t>(8, p.num_gpus / tp))) {
+      const int64_t max_adp = moe ? p.num_gpus / (tp * pp) : 1;
+      for (int64_t adp : PowersOfTwo(max_adp)) {
+        for (int64_t ep : PowersOfTwo(moe ? tp * adp : 1)) {
+          for (int64_t nextn : DraftLengths(p)) {
+            ServingConfig c;
+            c.tp = tp;
+            c.pp = pp;
+            c.attention_dp = adp;
+            c.ep = ep;
+            c.weights = p.weights;
+            c.kv_cache = p.kv_cache;
+            c.nextn = nextn;
+            layouts.push_back(c);
+          }
+        }
+      }
+    }
+  }
+  return layouts;
+}
+
+}  // namespace
+
 Status ValidateServeProblem(const ServeProblem& p) {
   if (p.num_gpus < 1) {
     return Status::InvalidArgument(
@@ -334,110 +379,90 @@ ServeResult ServeSearch(const ServeProblem& p,
   // A sweep's aggregated points are checked on the calendar (above).
   const bool sweep = SweepsBatch(p);
   std::vector<Candidate> candidates;
-  const int64_t domain = std::max(1, p.cluster.nvlink_domain_gpus);
-  const bool moe = p.model.is_moe();
-  for (int64_t tp : PowersOfTwo(std::min<int64_t>(domain, p.num_gpus))) {
-    for (int64_t pp : PowersOfTwo(std::min<int64_t>(8, p.num_gpus / tp))) {
-      const int64_t max_adp = moe ? p.num_gpus / (tp * pp) : 1;
-      for (int64_t adp : PowersOfTwo(max_adp)) {
-        for (int64_t ep : PowersOfTwo(moe ? tp * adp : 1)) {
-          ServingConfig c;
-          c.tp = tp;
-          c.pp = pp;
-          c.attention_dp = adp;
-          c.ep = ep;
-          c.weights = p.weights;
-          c.kv_cache = p.kv_cache;
-          c.nextn = p.nextn;
-          // A layout whose GPUs do not divide N cannot fill the GPUs with
-          // replicas, but can be one side of a disaggregated split (8
-          // prefill + 16 decode GPUs of 24).
-          const bool divides = p.num_gpus % c.gpus() == 0;
-          if (!divides && !p.disaggregated) continue;
-          ++r.layouts;
-          const Status valid =
-              search_spaces::ValidateServingConfig(p.model, p.cluster.gpu, c);
-          if (!valid.ok()) {
-            ++r.rejected[valid.message()];
-            continue;
-          }
-          // The most sequences the cache holds, from an offline estimate.
-          search_spaces::ServingWorkload offline = p.workload;
-          offline.concurrency = 0;
-          const costmodel::ServingEstimate top =
-              costmodel::EstimateServing(p.model, p.cluster, offline, c,
-                                         divides ? p.num_gpus : c.gpus(), cal);
-          if (!top.fits) {
-            ++r.rejected[ReasonKey(top.infeasible_reason)];
-            continue;
-          }
-          fitting.emplace_back(c, top);
-          if (!divides) continue;  // a disaggregated worker only
-          if (p.request_rate > 0) {
-            ServePoint point;
-            point.config = c;
-            point.estimate = costmodel::EstimateServingAtRate(
-                p.model, p.cluster, p.workload, c, p.num_gpus, p.request_rate,
-                cal);
-            if (!point.estimate.fits) {
-              ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
-              continue;
-            }
-            point.meets_targets = Meets(p, point.estimate);
-            r.points.push_back(std::move(point));
-            continue;
-          }
-          auto price = [&](int64_t b) {
-            search_spaces::ServingWorkload w = p.workload;
-            w.concurrency = b * top.replicas;
-            ServePoint point;
-            point.config = c;
-            point.estimate = costmodel::EstimateServing(p.model, p.cluster, w,
-                                                        c, p.num_gpus, cal);
-            // A fixed concurrency that fits is a closed-loop benchmark: its
-            // pass calendar at the steady state, as tune accuracy prices
-            // one; the sweep keeps the closed form. A concurrency the KV
-            // cache cannot hold stays refused: a plan should not queue its
-            // own clients.
-            if (p.workload.concurrency > 0 && point.estimate.fits) {
-              return OnCalendar(p, cal, c, w.concurrency);
-            }
-            point.meets_targets =
-                point.estimate.fits && Meets(p, point.estimate);
-            return point;
-          };
-          int64_t met = 0, missed = 0;  // largest met, smallest missed batch
-          size_t met_index = 0;         // its point
-          for (int64_t b : Batches(p, top.replicas, top.batch)) {
-            ServePoint point = price(b);
-            if (!point.estimate.fits) {
-              ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
-              continue;
-            }
-            if (point.meets_targets) {
-              met = b;
-              met_index = r.points.size();
-            } else if (missed == 0 && met > 0) {
-              missed = b;
-            }
-            r.points.push_back(std::move(point));
-          }
-          // Swept with targets: TTFT and TPOT grow with the batch, so the
-          // largest batch that meets them lies between the last met and the
-          // first missed power of two; bisect for it.
-          if (p.workload.concurrency == 0 && met > 0 && missed > met + 1) {
-            while (missed > met + 1) {
-              const int64_t mid = met + (missed - met) / 2;
-              (price(mid).meets_targets ? met : missed) = mid;
-            }
-            met_index = r.points.size();
-            r.points.push_back(price(met));
-          }
-          if (sweep && met > 0) {
-            candidates.push_back({c, top.replicas, met, met_index, top.batch});
-          }
-        }
+  for (const ServingConfig& c : Layouts(p)) {
+    // A layout whose GPUs do not divide N cannot fill the GPUs with
+    // replicas, but can be one side of a disaggregated split (8
+    // prefill + 16 decode GPUs of 24).
+    const bool divides = p.num_gpus % c.gpus() == 0;
+    if (!divides && !p.disaggregated) continue;
+    ++r.layouts;
+    const Status valid =
+        search_spaces::ValidateServingConfig(p.model, p.cluster.gpu, c);
+    if (!valid.ok()) {
+      ++r.rejected[valid.message()];
+      continue;
+    }
+    // The most sequences the cache holds, from an offline estimate.
+    search_spaces::ServingWorkload offline = p.workload;
+    offline.concurrency = 0;
+    const costmodel::ServingEstimate top = costmodel::EstimateServing(
+        p.model, p.cluster, offline, c, divides ? p.num_gpus : c.gpus(), cal);
+    if (!top.fits) {
+      ++r.rejected[ReasonKey(top.infeasible_reason)];
+      continue;
+    }
+    fitting.emplace_back(c, top);
+    if (!divides) continue;  // a disaggregated worker only
+    if (p.request_rate > 0) {
+      ServePoint point;
+      point.config = c;
+      point.estimate = costmodel::EstimateServingAtRate(
+          p.model, p.cluster, p.workload, c, p.num_gpus, p.request_rate, cal);
+      if (!point.estimate.fits) {
+        ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
+        continue;
       }
+      point.meets_targets = Meets(p, point.estimate);
+      r.points.push_back(std::move(point));
+      continue;
+    }
+    auto price = [&](int64_t b) {
+      search_spaces::ServingWorkload w = p.workload;
+      w.concurrency = b * top.replicas;
+      ServePoint point;
+      point.config = c;
+      point.estimate =
+          costmodel::EstimateServing(p.model, p.cluster, w, c, p.num_gpus, cal);
+      // A fixed concurrency that fits is a closed-loop benchmark: its
+      // pass calendar at the steady state, as tune accuracy prices
+      // one; the sweep keeps the closed form. A concurrency the KV
+      // cache cannot hold stays refused: a plan should not queue its
+      // own clients.
+      if (p.workload.concurrency > 0 && point.estimate.fits) {
+        return OnCalendar(p, cal, c, w.concurrency);
+      }
+      point.meets_targets = point.estimate.fits && Meets(p, point.estimate);
+      return point;
+    };
+    int64_t met = 0, missed = 0;  // largest met, smallest missed batch
+    size_t met_index = 0;         // its point
+    for (int64_t b : Batches(p, top.replicas, top.batch)) {
+      ServePoint point = price(b);
+      if (!point.estimate.fits) {
+        ++r.rejected[ReasonKey(point.estimate.infeasible_reason)];
+        continue;
+      }
+      if (point.meets_targets) {
+        met = b;
+        met_index = r.points.size();
+      } else if (missed == 0 && met > 0) {
+        missed = b;
+      }
+      r.points.push_back(std::move(point));
+    }
+    // Swept with targets: TTFT and TPOT grow with the batch, so the
+    // largest batch that meets them lies between the last met and the
+    // first missed power of two; bisect for it.
+    if (p.workload.concurrency == 0 && met > 0 && missed > met + 1) {
+      while (missed > met + 1) {
+        const int64_t mid = met + (missed - met) / 2;
+        (price(mid).meets_targets ? met : missed) = mid;
+      }
+      met_index = r.points.size();
+      r.points.push_back(price(met));
+    }
+    if (sweep && met > 0) {
+      candidates.push_back({c, top.replicas, met, met_index, top.batch});
     }
   }
   if (sweep) CheckOnCalendar(p, cal, std::move(candidates), &r);

@@ -10,6 +10,9 @@
 //   ep            powers of two dividing tp·attention_dp and the experts
 //                 (1 for dense models)
 //   replicas      N / (tp·attention_dp·pp), which must be whole
+//   nextn         the problem's draft length; with per-position acceptance
+//                 rates (ServingWorkload::nextn_accept_rates) and no nextn,
+//                 every length from 0 to the rates given
 //   batch         the workload's concurrency over the replicas when given
 //                 (refused beyond what the KV cache holds, else priced as
 //                 a closed-loop benchmark's steady state,
@@ -87,8 +90,9 @@ struct ServeProblem {
   search_spaces::Precision weights = search_spaces::Precision::kBf16;
   search_spaces::KvCacheDtype kv_cache = search_spaces::KvCacheDtype::kBf16;
   // Speculative decoding's draft tokens per step on every layout
-  // (ServingConfig::nextn; 0 = off); its acceptance is the workload's
-  // nextn_accepted.
+  // (ServingConfig::nextn; 0 = off, or searched from 0 to the workload's
+  // nextn_accept_rates where it gives them); its acceptance is the
+  // workload's nextn_accepted or nextn_accept_rates.
   int64_t nextn = 0;
   double ttft_target_s = 0;    // 0 = none
   double tpot_target_s = 0;    // 0 = none

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,29 @@ TEST(ServeCommand, SpeculativeDecodingIsPricedAndSwitchedOn) {
   EXPECT_NE(text.out.find("; 2.80 tokens per request a step; prefill"),
             std::string::npos)
       << text.out;
+}
+
+TEST(ServeCommand, PerPositionRatesSearchTheDraftLength) {
+  // With each draft position's acceptance rate and no --nextn, every
+  // layout is priced at 0 to 3 drafts and the best plan names its length:
+  // more drafts pay at few sequences, fewer at many.
+  const auto run = Tune({"serve", "--model", "deepseek-v3", "--gpus", "8",
+                         "--gpu", "h200", "--isl", "1024", "--osl", "1024",
+                         "--precision", "fp8", "--nextn-accept-rates",
+                         "0.85,0.6,0.4", "--tpot-ms", "20", "--json"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["problem"]["nextn_accept_rates"],
+            nlohmann::json::array({0.85, 0.6, 0.4}));
+  std::set<int64_t> lengths;
+  for (const auto& point : j["pareto"]) {
+    lengths.insert(point["nextn"].get<int64_t>());
+  }
+  EXPECT_GE(lengths.size(), 2u);
+  const int64_t best = j["best"]["nextn"].get<int64_t>();
+  EXPECT_GE(best, 1);
+  const std::string vllm = j["commands"]["vllm"].get<std::string>();
+  EXPECT_EQ(ParseVllmServeCommand(vllm, nullptr).value().nextn, best);
 }
 
 TEST(ServeCommand, TensorRtLlmKeepsTheWindowsThePlanWasPricedWith) {
@@ -705,7 +729,17 @@ TEST(ServeCommand, InputErrors) {
          "(mtp_num_layers 0)");
   expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
           "--osl", "8", "--nextn", "2"},
-         "--nextn 2 needs --nextn-accepted");
+         "--nextn 2 needs --nextn-accepted or --nextn-accept-rates");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn-accept-rates", "0.9,1.5"},
+         "--nextn-accept-rates must lie in [0, 1], got 1.5 at position 2");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn", "2", "--nextn-accepted", "1",
+          "--nextn-accept-rates", "0.9"},
+         "--nextn-accept-rates and --nextn-accepted cannot be combined");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn-accept-rates", "high"},
+         "--nextn-accept-rates");
   expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
           "--osl", "8", "--nextn", "2", "--nextn-accepted", "2.5"},
          "--nextn-accepted must be in [0, 2] (at most --nextn 2), got 2.5");
