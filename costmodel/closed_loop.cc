@@ -124,6 +124,17 @@ class Loop {
 
   int64_t Context(const Request& r) const { return r.isl + r.generated; }
 
+  // The tokens of `r`'s context in its own KV pages: all but the shared
+  // prefix's (ClosedLoopBenchmark::shared_prefix).
+  int64_t Kv(const Request& r) const {
+    return Context(r) - std::min(b_.shared_prefix, r.isl);
+  }
+
+  // What kReserveWholeRequest reserves for `r`: its own pages of isl + osl.
+  int64_t Reserved(const Request& r) const {
+    return r.isl + r.osl - std::min(b_.shared_prefix, r.isl);
+  }
+
   // The tokens of `r`'s context its prefill computes: all but the cached
   // prefix (at most isl − 1 of them).
   int64_t ToPrefill(const Request& r) const {
@@ -164,9 +175,9 @@ class Loop {
     if (b_.kv_tokens == 0 || Running() == 0) return true;
     if (b_.kv_policy == KvAdmission::kReserveWholeRequest) {
       // Every running request holds its whole isl + osl.
-      return reserved_tokens_ + r.isl + r.osl <= b_.kv_tokens;
+      return reserved_tokens_ + Reserved(r) <= b_.kv_tokens;
     }
-    return CachedTokens() + Context(r) <= b_.kv_tokens;
+    return CachedTokens() + Kv(r) <= b_.kv_tokens;
   }
 
   // An idle engine takes every waiting request at once, ready or not: no
@@ -179,8 +190,8 @@ class Loop {
       const Request r = waiting_.front();
       waiting_.pop_front();
       prefilling_.push_back({r, ToPrefill(r), next_admission_++});
-      prefill_context_sum_ += Context(r);
-      reserved_tokens_ += r.isl + r.osl;
+      prefill_context_sum_ += Kv(r);
+      reserved_tokens_ += Reserved(r);
     }
   }
 
@@ -202,15 +213,15 @@ class Loop {
            prefilling_.back().admitted > newest_decode->admitted);
       if (take_prefill) {
         const Request& r = prefilling_.back().request;
-        prefill_context_sum_ -= Context(r);
-        reserved_tokens_ -= r.isl + r.osl;
+        prefill_context_sum_ -= Kv(r);
+        reserved_tokens_ -= Reserved(r);
         waiting_.push_front(r);
         prefilling_.pop_back();
       } else {
         Request r = newest_decode->request;
         r.generated = Generated(*newest_decode);
         decode_offset_sum_ -= newest_decode->offset;
-        reserved_tokens_ -= r.isl + r.osl;
+        reserved_tokens_ -= Reserved(r);
         decoding_.erase(newest_decode);
         waiting_.push_front(r);
       }
@@ -222,7 +233,7 @@ class Loop {
   void Complete(const Request& r) {
     ++completed_;
     output_tokens_ += r.osl;
-    reserved_tokens_ -= r.isl + r.osl;
+    reserved_tokens_ -= Reserved(r);
     if (r.osl > 1 && r.index >= b_.warmup) {
       const double decode_s = now_s_ - r.first_token_s;
       tpot_sum_s_ += decode_s / static_cast<double>(r.osl - 1);
@@ -338,7 +349,7 @@ class Loop {
     prefilling_.insert(prefilling_.begin(), unfinished_.begin(),
                        unfinished_.end());
     for (const Prefilling& p : finished_) {
-      prefill_context_sum_ -= Context(p.request);
+      prefill_context_sum_ -= Kv(p.request);
       Request r = p.request;
       if (r.generated == 0) {
         r.first_token_s = now_s_;
@@ -353,8 +364,8 @@ class Loop {
       const int64_t passes = std::max<int64_t>(
           1, static_cast<int64_t>(std::ceil(
                  static_cast<double>(left) / b_.decode_progress - 1e-9)));
-      Decoding d{r, this_pass + passes, Offset(Context(r), this_pass),
-                 p.admitted, this_pass};
+      Decoding d{r, this_pass + passes, Offset(Kv(r), this_pass), p.admitted,
+                 this_pass};
       decode_offset_sum_ += d.offset;
       // A resumed request may finish before those decoding longer.
       auto at = std::upper_bound(
@@ -380,9 +391,9 @@ class Loop {
   int64_t passes_ = 0;
   int64_t preemptions_ = 0;
   int64_t next_admission_ = 0;
-  int64_t prefill_context_sum_ = 0;  // Σ context over prefilling_
+  int64_t prefill_context_sum_ = 0;  // Σ Kv over prefilling_
   double decode_offset_sum_ = 0;     // Σ offset over decoding_
-  int64_t reserved_tokens_ = 0;      // Σ isl + osl over running requests
+  int64_t reserved_tokens_ = 0;      // Σ Reserved over running requests
   int64_t output_tokens_ = 0;        // of the completed requests
   double now_s_ = 0;
   double ttft_sum_s_ = 0;
@@ -450,6 +461,7 @@ ClosedLoopResult SimulateClosedLoop(const ClosedLoopBenchmark& bench,
   b.max_running = std::max<int64_t>(1, b.max_running);
   b.kv_tokens = std::max<int64_t>(0, b.kv_tokens);
   b.prefix = std::max<int64_t>(0, b.prefix);
+  b.shared_prefix = std::clamp<int64_t>(b.shared_prefix, 0, b.prefix);
   b.decode_width = std::max<int64_t>(1, b.decode_width);
   b.decode_progress =
       std::isfinite(b.decode_progress) ? std::max(1.0, b.decode_progress) : 1.0;

@@ -144,6 +144,11 @@ struct ClosedLoopBenchmark {
   // them (chunk_context_s), as it does again when a preempted request is
   // recomputed (its prefix stays cached). They count in its KV cache.
   int64_t prefix = 0;
+  // Tokens at the start of every prompt whose KV pages all requests share,
+  // stored once beside the running requests (a shared prefix's whole
+  // pages, ServingEstimate::kv_shared_prefix_tokens; kv_tokens excludes
+  // them): a request's cache counts its context less these.
+  int64_t shared_prefix = 0;
   // A closed loop's client sends its next request when the last token of
   // the previous one arrives, and that request reaches the engine while
   // the next pass, scheduled the moment the previous one ended, already

@@ -379,6 +379,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ModelSpec& m,
   b.isl = w.isl;
   b.osl = w.osl;
   b.prefix = w.prefix;
+  b.shared_prefix = e.kv_shared_prefix_tokens;
   b.decode_width = static_cast<int64_t>(DecodeWidth(m, c));
   b.decode_progress = Progress(m, w, c);
   b.next_request_misses_a_pass = true;
@@ -397,13 +398,17 @@ ClosedLoopBenchmark ReplicaBenchmark(const ModelSpec& m,
   }
   b.max_running = std::max<int64_t>(1, MaxBatch(c));
   b.kv_policy = KvAdmissionOf(c.engine);
+  // The cache's tokens besides the shared prefix's pages, at each
+  // sequence's own bytes per token.
   const double per_token =
-      e.kv_bytes_per_sequence / static_cast<double>(w.isl + w.osl);
+      e.kv_bytes_per_sequence /
+      static_cast<double>(w.isl + w.osl - e.kv_shared_prefix_tokens);
   if (per_token > 0) {
-    b.kv_tokens =
-        static_cast<int64_t>(std::min(std::floor(e.kv_cache_bytes / per_token) *
-                                          static_cast<double>(c.attention_dp),
-                                      1e15));
+    const double own =
+        std::max(0.0, e.kv_cache_bytes - e.kv_shared_prefix_bytes);
+    b.kv_tokens = static_cast<int64_t>(std::min(
+        std::floor(own / per_token) * static_cast<double>(c.attention_dp),
+        1e15));
   }
   return b;
 }

@@ -868,11 +868,26 @@ ServingEstimate EstimateServingMemory(const ModelSpec& m,
   const double capacity = cluster.UsableMemoryGib() * 1073741824.0;
   const double free_bytes = capacity - est.weight_bytes - est.runtime_bytes;
   est.kv_cache_bytes = std::max(0.0, free_bytes) * c.kv_cache_memory_fraction;
-  est.kv_bytes_per_sequence = KvCacheBytesPerSequence(m, c, w.isl + w.osl);
+  // A cached prefix's whole pages are shared: stored once per distinct
+  // prefix (the engines share full blocks only, so its last partial page
+  // is each sequence's own), the growing part of the cache only (a Mamba
+  // state stays per sequence).
   est.kv_block_tokens = KvBlockTokens(m, c);
+  est.kv_shared_prefix_tokens =
+      w.prefix / est.kv_block_tokens * est.kv_block_tokens;
+  if (est.kv_shared_prefix_tokens > 0) {
+    est.kv_shared_prefix_bytes =
+        static_cast<double>(std::max<int64_t>(1, w.prefix_pool)) *
+        (KvCacheBytesPerSequence(m, c, est.kv_shared_prefix_tokens) -
+         KvCacheBytesPerSequence(m, c, 0));
+  }
+  est.kv_bytes_per_sequence = KvCacheBytesPerSequence(
+      m, c, w.isl + w.osl - est.kv_shared_prefix_tokens);
+  const double own_bytes =
+      std::max(0.0, est.kv_cache_bytes - est.kv_shared_prefix_bytes);
   const double per_rank_sequences =
       est.kv_bytes_per_sequence > 0
-          ? std::floor(est.kv_cache_bytes / est.kv_bytes_per_sequence)
+          ? std::floor(own_bytes / est.kv_bytes_per_sequence)
           : static_cast<double>(kDefaultMaxBatch);
   est.max_sequences =
       static_cast<int64_t>(std::min(per_rank_sequences, 1e12) * c.attention_dp);

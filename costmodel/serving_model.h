@@ -16,7 +16,9 @@
 //             (TensorRT-LLM's kv_cache_free_gpu_mem_fraction; vLLM's
 //             gpu_memory_utilization plays the same role), in whole
 //             sequences of isl + osl tokens, each in whole pages of the
-//             engine's (kv_cache.h, KvBlockTokens).
+//             engine's (kv_cache.h, KvBlockTokens); a cached prefix's
+//             whole pages are held once per distinct prefix
+//             (prefix_pool copies) and not by each sequence.
 // Time: every GEMM of a layer (QKV, out-projection, fc1, fc2, each expert's
 // pair, at its own shape) is a roofline, max(its GEMM time from the
 // calibration, streaming its local weights from HBM once at
@@ -224,6 +226,11 @@ struct ServingEstimate {
   double kv_bytes_per_sequence = 0;  // one sequence of isl + osl tokens,
                                      // in whole pages (KvBlockTokens)
   int64_t kv_block_tokens = 1;       // the engine's page, tokens
+  // A shared prefix (ServingWorkload::prefix, prefix_pool): the tokens of
+  // its whole pages, which every sequence shares instead of holding, and
+  // the bytes its prefix_pool copies take of each rank's cache.
+  int64_t kv_shared_prefix_tokens = 0;
+  double kv_shared_prefix_bytes = 0;
   // Sequences the replica's KV cache holds (over its attention-DP ranks),
   // and the batch the estimate ran at.
   int64_t max_sequences = 0;

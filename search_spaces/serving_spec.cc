@@ -177,6 +177,13 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
         "give the cached prompt tokens; the prefill computes at least the "
         "last one");
   }
+  if (w.prefix_pool < 1 || w.prefix_pool > (int64_t{1} << 20)) {
+    return Status::InvalidArgument(
+        "--prefix-pool must be in [1, 1048576], got " +
+            std::to_string(w.prefix_pool),
+        "give how many distinct prefixes the requests share (1: one system "
+        "prompt for all)");
+  }
   return Status::Ok();
 }
 

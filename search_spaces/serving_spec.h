@@ -79,11 +79,16 @@ struct ServingWorkload {
   // already holds (aiconfigurator's --prefix; a shared system prompt or
   // few-shot header, a conversation's earlier turns), 0 <= prefix < isl:
   // a prefill computes the other isl - prefix tokens, which attend to the
-  // cached ones (costmodel::PromptsPrefillTime_s). The KV cache is sized
-  // as without it, every sequence holding its whole context: exact where
-  // each request's prefix is its own, conservative where one prefix is
-  // shared (the engines keep one copy of its blocks).
+  // cached ones (costmodel::PromptsPrefillTime_s).
   int64_t prefix = 0;
+  // The distinct prefixes the requests share (aiperf's
+  // --prefix-prompt-pool-size; 1, its default: one system prompt for all).
+  // The engines keep one copy of a prefix's whole KV pages, so each
+  // attention-DP rank's cache holds prefix_pool such copies and every
+  // sequence its own isl + osl less them (costmodel::
+  // EstimateServingMemory); a prefix of each request's own (a
+  // conversation's earlier turns) is prefix_pool = the concurrency.
+  int64_t prefix_pool = 1;
   // Draft tokens a decode step accepts per request on average under
   // speculative decoding (ServingConfig::nextn), 0 <= nextn_accepted <=
   // nextn: aiconfigurator's --nextn-accepted, the engines' reported mean
@@ -202,8 +207,8 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
 inline constexpr int64_t kMaxNextn = 8;
 
 // Checks a workload: isl and osl at least 1, concurrency at least 0,
-// isl + osl within 2^31 tokens, and prefix in [0, isl - 1] (a prefill
-// computes at least the prompt's last token).
+// isl + osl within 2^31 tokens, prefix in [0, isl - 1] (a prefill
+// computes at least the prompt's last token) and prefix_pool in [1, 2^20].
 Status ValidateServingWorkload(const ServingWorkload& workload);
 
 // Checks speculative decoding's inputs together: nextn in [0, kMaxNextn],

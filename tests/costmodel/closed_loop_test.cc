@@ -469,5 +469,27 @@ TEST(SimulateClosedLoop, SpeculativeDecodesTakeTheirDraftsOfTheBudget) {
   EXPECT_EQ(wide.passes, 5);
 }
 
+TEST(SimulateClosedLoop, ASharedPrefixIsHeldOnce) {
+  // Two 10-token prompts whose first 8 tokens are a cached prefix, 2
+  // output tokens, a cache of 6 tokens beside the prefix. Shared, each
+  // request holds its 2 other tokens (and its first output), so both run:
+  //   pass 0: both prompts' 2 new tokens  -> t 1.0, both first tokens
+  //   pass 1: both decode (6 tokens held) -> t 1.2, both done
+  // Held by each request, the second waits for the first:
+  //   pass 0: A's 2 new tokens -> t 1.0;  pass 1: A decodes -> t 1.1
+  //   pass 2: B's 2 new tokens -> t 2.1;  pass 3: B decodes -> t 2.2
+  ClosedLoopBenchmark b{2, 2, 10, 2, 100, 8, 6};
+  b.prefix = 8;
+  const PassTimes t = Times(0.1, 0, 1.0, 0);
+  const ClosedLoopResult own = SimulateClosedLoop(b, t);
+  EXPECT_NEAR(own.mean_ttft_s, (1.0 + 2.1) / 2, 1e-12);
+  EXPECT_NEAR(own.makespan_s, 2.2, 1e-12);
+  b.shared_prefix = 8;
+  const ClosedLoopResult shared = SimulateClosedLoop(b, t);
+  EXPECT_NEAR(shared.mean_ttft_s, 1.0, 1e-12);
+  EXPECT_NEAR(shared.makespan_s, 1.2, 1e-12);
+  EXPECT_EQ(shared.preemptions, 0);
+}
+
 }  // namespace
 }  // namespace meshtune::costmodel

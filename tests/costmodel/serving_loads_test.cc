@@ -194,14 +194,16 @@ TEST(EstimateServing, SpeculationEmitsTheAcceptedTokensOfEachStep) {
   EXPECT_NEAR(o.tpot_s * 2.5, o.step_s, 1e-15);
   // Disaggregated decode workers step without prefills: a token is a
   // step over 2.5.
-  const DisaggregatedEstimate d = EstimateDisaggregated(
-      m, h100, {1000, 100, 8, {}, 0, 1.5}, c, 1, c, 1, cal);
+  ServingWorkload eight{1000, 100, 8};
+  eight.nextn_accepted = 1.5;
+  const DisaggregatedEstimate d =
+      EstimateDisaggregated(m, h100, eight, c, 1, c, 1, cal);
   ASSERT_TRUE(d.fits) << d.infeasible_reason;
   EXPECT_NEAR(d.tpot_s, DecodeStep(m, h100, c, 8, 1050, cal).total_s() / 2.5,
               1e-15);
 }
 
-TEST(EstimateServing, ACachedPrefixShortensThePrefillsNotTheCache) {
+TEST(EstimateServing, ACachedPrefixShortensThePrefillsAndIsStoredOnce) {
   // LLaMA-3 8B on an H100, 4096-token prompts of which the first 3072 are
   // in the prefix cache, 128 output tokens.
   const ModelSpec m = Preset("llama3-8b");
@@ -221,17 +223,39 @@ TEST(EstimateServing, ACachedPrefixShortensThePrefillsNotTheCache) {
   const ServingEstimate bench =
       EstimateClosedLoopBenchmark(m, h100, cached, c, 1, 1, 1, 0, cal);
   EXPECT_NEAR(bench.ttft_s, StepOverhead_s(c.engine) + prompt, 1e-12);
-  // The cache holds every sequence's whole 4096 + 128 tokens, as without
-  // the prefix (conservative where one prefix is shared).
+  // The prefix's 3072 tokens (192 whole 16-token pages) are stored once,
+  // 131 072 B a token (32 layers · 2 · 8 groups · 128 · 2 B); each
+  // sequence holds its other 1152 tokens.
   const ServingEstimate whole =
       EstimateServing(m, h100, {4096, 128, 1}, c, 1, cal);
-  EXPECT_DOUBLE_EQ(closed.kv_bytes_per_sequence, whole.kv_bytes_per_sequence);
-  EXPECT_EQ(closed.max_sequences, whole.max_sequences);
+  EXPECT_EQ(closed.kv_shared_prefix_tokens, 3072);
+  EXPECT_DOUBLE_EQ(closed.kv_shared_prefix_bytes, 3072 * 131072.0);
+  EXPECT_DOUBLE_EQ(closed.kv_bytes_per_sequence, 1152 * 131072.0);
+  EXPECT_DOUBLE_EQ(whole.kv_bytes_per_sequence, 4224 * 131072.0);
+  EXPECT_EQ(
+      closed.max_sequences,
+      static_cast<int64_t>(std::floor(
+          (closed.kv_cache_bytes - 3072 * 131072.0) / (1152 * 131072.0))));
   EXPECT_LT(closed.ttft_s, 0.4 * whole.ttft_s);
+  // Four distinct prefixes (aiperf's prefix pool of 4) take four copies.
+  ServingWorkload pool = cached;
+  pool.prefix_pool = 4;
+  const ServingEstimate four = EstimateServing(m, h100, pool, c, 1, cal);
+  EXPECT_DOUBLE_EQ(four.kv_shared_prefix_bytes, 4 * 3072 * 131072.0);
+  EXPECT_EQ(
+      four.max_sequences,
+      static_cast<int64_t>(std::floor(
+          (four.kv_cache_bytes - 4 * 3072 * 131072.0) / (1152 * 131072.0))));
+  // A prefix short of a whole page is each sequence's own (the engines
+  // share whole blocks only): 3071 tokens share 191 pages, 3056 tokens.
+  ServingWorkload ragged = cached;
+  ragged.prefix = 3071;
+  EXPECT_EQ(EstimateServing(m, h100, ragged, c, 1, cal).kv_shared_prefix_tokens,
+            3056);
   // Offline, each step's budget carries B decodes and B/128 prefills. On
   // an H200 with an FP8 cache, 2048-token prompts: whole, B ≤ 8192 · 128 /
   // 2176 = 481.9; with 1536 cached, 512 new tokens allow 8192 · 128 / 640
-  // = 1638.4, beyond the sequences the cache holds, which then bound B.
+  // = 1638.4, and the cache, holding the prefix once, has room for more.
   const ClusterSpec h200 = Cluster("h200");
   const DatasheetCalibration cal200(h200);
   ServingConfig fp8 = c;
@@ -242,9 +266,8 @@ TEST(EstimateServing, ACachedPrefixShortensThePrefillsNotTheCache) {
   const ServingEstimate lifted =
       EstimateServing(m, h200, offline, fp8, 1, cal200);
   ASSERT_TRUE(lifted.fits) << lifted.infeasible_reason;
-  EXPECT_GT(lifted.max_sequences, 481);
-  EXPECT_LT(lifted.max_sequences, 1638);
-  EXPECT_EQ(lifted.batch, lifted.max_sequences);
+  EXPECT_GT(lifted.max_sequences, 1638);
+  EXPECT_EQ(lifted.batch, 1638);
   // A disaggregated prefill worker computes the same 1024 tokens.
   const DisaggregatedEstimate d =
       EstimateDisaggregated(m, h100, cached, c, 1, c, 1, cal);

@@ -90,6 +90,10 @@ TEST(ServingWorkload, ChecksLengths) {
   cached.prefix = -1;
   EXPECT_EQ(ValidateServingWorkload(cached).message(),
             "--prefix must be in [0, 1023] (below --isl 1024), got -1");
+  cached.prefix = 512;
+  cached.prefix_pool = 0;
+  EXPECT_EQ(ValidateServingWorkload(cached).message(),
+            "--prefix-pool must be in [1, 1048576], got 0");
 }
 
 TEST(Speculation, ChecksTheDraftsTheModelAndTheAcceptance) {

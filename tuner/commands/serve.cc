@@ -83,6 +83,13 @@ class ServeCommand : public Command {
     sub->add_option("--osl", osl_, "output tokens per request")
         ->type_name("O")
         ->required();
+    sub->add_option("--prefix-pool", prefix_pool_,
+                    "with --prefix: the distinct prefixes the requests "
+                    "share, each held once in the KV cache (aiperf's "
+                    "--prefix-prompt-pool-size; default 1, one system "
+                    "prompt; the concurrency for a prefix of each "
+                    "request's own)")
+        ->type_name("K");
     sub->add_option("--prefix", prefix_,
                     "prompt tokens the engine's prefix cache already holds "
                     "(a shared system prompt, earlier turns), 0 to isl - 1 "
@@ -203,6 +210,7 @@ class ServeCommand : public Command {
     p.num_gpus = gpus_;
     p.workload = {isl_, osl_, concurrency_};
     p.workload.prefix = prefix_;
+    p.workload.prefix_pool = prefix_pool_;
     p.workload.nextn_accepted = nextn_accepted_;
     p.workload.nextn_accept_rates = accept_rates_;
     p.nextn = nextn_;
@@ -712,6 +720,9 @@ class ServeCommand : public Command {
                     " --isl " + std::to_string(isl_) + " --osl " +
                     std::to_string(osl_);
     if (prefix_ > 0) s += " --prefix " + std::to_string(prefix_);
+    if (prefix_pool_ != 1) {
+      s += " --prefix-pool " + std::to_string(prefix_pool_);
+    }
     if (nextn_ > 0) s += " --nextn " + std::to_string(nextn_);
     if (nextn_ > 0 && accept_rates_.empty()) {
       s += " --nextn-accepted " + number(nextn_accepted_);
@@ -738,6 +749,7 @@ class ServeCommand : public Command {
   int64_t isl_ = 0;
   int64_t osl_ = 0;
   int64_t prefix_ = 0;
+  int64_t prefix_pool_ = 1;
   int64_t nextn_ = 0;
   double nextn_accepted_ = 0;
   CLI::Option* nextn_accepted_option_ = nullptr;

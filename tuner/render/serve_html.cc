@@ -79,8 +79,12 @@ std::string ProblemSection(const json& report) {
   s += Row("ISL / OSL", std::to_string(Int(p, "isl")) + " / " +
                             std::to_string(Int(p, "osl")) + " tokens");
   if (p.value("prefix", int64_t{0}) > 0) {
+    const int64_t pool = p.value("prefix_pool", int64_t{1});
     s += Row("cached prefix",
-             std::to_string(Int(p, "prefix")) + " tokens of each prompt");
+             std::to_string(Int(p, "prefix")) + " tokens of each prompt, " +
+                 (pool > 1 ? std::to_string(pool) + " distinct prefixes"
+                           : "one prefix for all") +
+                 " held once each in the KV cache");
   }
   const json rates = p.value("nextn_accept_rates", json::array());
   if (!rates.empty()) {

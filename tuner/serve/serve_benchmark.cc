@@ -34,6 +34,10 @@ ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
   const int64_t in_flight =
       std::max<int64_t>(1, best.estimate.batch * best.estimate.replicas);
   search_spaces::ServingWorkload w = p.workload;
+  // vLLM's benchmark client sends one prefix before every prompt
+  // (--random-prefix-len): the run holds one copy, whatever pool the plan
+  // was priced with.
+  w.prefix_pool = 1;
   if (p.request_rate > 0) {
     b.request_rate = p.request_rate;
     b.num_prompts = BenchmarkRequests(in_flight);

@@ -59,6 +59,7 @@ nlohmann::json PointValues(const ServePoint& p) {
             {"kv_cache", e.kv_cache_bytes / kGiB}}},
           {"max_sequences_per_replica", e.max_sequences},
           {"kv_block_tokens", e.kv_block_tokens},
+          {"kv_shared_prefix_tokens", e.kv_shared_prefix_tokens},
           {"prefill_ms", e.prefill_s * 1e3},
           {"decode_ms",
            {{"weights", d.weights_s * 1e3},
@@ -121,6 +122,12 @@ std::string Speculation(const ServeProblem& p) {
   return s + " by position)";
 }
 
+// ", 6144 of them shared," where a cached prefix's pages are held once.
+std::string Shared(const costmodel::ServingEstimate& e) {
+  if (e.kv_shared_prefix_tokens <= 0) return "";
+  return ", " + std::to_string(e.kv_shared_prefix_tokens) + " of them shared,";
+}
+
 std::string Targets(const ServeProblem& p) {
   std::string s;
   char buf[64];
@@ -144,7 +151,11 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
   // "isl 4096 (3072 cached)" with a cached prefix.
   std::string isl = std::to_string(p.workload.isl);
   if (p.workload.prefix > 0) {
-    isl += " (" + std::to_string(p.workload.prefix) + " cached)";
+    isl += " (" + std::to_string(p.workload.prefix) + " cached" +
+           (p.workload.prefix_pool > 1
+                ? ", " + std::to_string(p.workload.prefix_pool) + " prefixes"
+                : "") +
+           ")";
   }
   std::snprintf(buf, sizeof buf,
                 "serving %s on %lld x %s: isl %s, osl %lld, %s, weights %s, "
@@ -218,13 +229,13 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     out << buf;
     std::snprintf(buf, sizeof buf,
                   "  memory per GPU: weights %.1f GiB, runtime %.1f GiB, KV "
-                  "cache %.1f GiB (%lld sequences of %lld tokens in %lld-token "
-                  "pages per %s)\n",
+                  "cache %.1f GiB (%lld sequences of %lld tokens%s in "
+                  "%lld-token pages per %s)\n",
                   e.weight_bytes / kGiB, e.runtime_bytes / kGiB,
                   e.kv_cache_bytes / kGiB,
                   static_cast<long long>(e.max_sequences),
                   static_cast<long long>(p.workload.isl + p.workload.osl),
-                  static_cast<long long>(e.kv_block_tokens),
+                  Shared(e).c_str(), static_cast<long long>(e.kv_block_tokens),
                   b.disaggregated ? "decode worker" : "replica");
     out << buf;
     std::string drafts;
@@ -263,6 +274,7 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"isl", p.workload.isl},
                   {"osl", p.workload.osl},
                   {"prefix", p.workload.prefix},
+                  {"prefix_pool", p.workload.prefix_pool},
                   {"nextn", p.nextn},
                   {"nextn_accepted", p.workload.nextn_accepted},
                   {"nextn_accept_rates", p.workload.nextn_accept_rates},

@@ -156,7 +156,12 @@ TEST(ServeCommand, ACachedPrefixIsPricedAndSwitchedOn) {
   const nlohmann::json whole = nlohmann::json::parse(whole_run.out);
   const nlohmann::json j = nlohmann::json::parse(cached_run.out);
   EXPECT_EQ(j["problem"]["prefix"], 3072);
+  EXPECT_EQ(j["problem"]["prefix_pool"], 1);
   EXPECT_EQ(whole["problem"]["prefix"], 0);
+  // The one prefix is held once: more sequences fit than with whole
+  // prompts each.
+  EXPECT_GT(j["best"]["max_sequences_per_replica"].get<int64_t>(),
+            2 * whole["best"]["max_sequences_per_replica"].get<int64_t>());
   EXPECT_LT(j["best"]["ttft_ms"].get<double>(),
             whole["best"]["ttft_ms"].get<double>());
   EXPECT_NE(
@@ -723,6 +728,9 @@ TEST(ServeCommand, InputErrors) {
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "4096",
           "--osl", "8", "--prefix", "4096"},
          "--prefix must be in [0, 4095] (below --isl 4096), got 4096");
+  expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "4096",
+          "--osl", "8", "--prefix", "1024", "--prefix-pool", "0"},
+         "--prefix-pool must be in [1, 1048576], got 0");
   expect({"serve", "--model", "llama3-8b", "--gpus", "8", "--isl", "8", "--osl",
           "8", "--nextn", "1", "--nextn-accepted", "0.5"},
          "--nextn drafts with the model's MTP layers, and llama3-8b has none "
