@@ -1,5 +1,5 @@
 // `tune serve`: the fastest inference deployment of a model on N GPUs under
-// latency targets (tuner/serve/serve_search.h; docs/serving.md §7).
+// latency targets (tuner/serve/serve_search.h; docs/serving.md §6).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <memory>

@@ -1,4 +1,4 @@
-// The report of `tune serve` (docs/serving.md §7): the Pareto front as a
+// The report of `tune serve` (docs/serving.md §6): the Pareto front as a
 // table, the best plan with its memory and time breakdown, what was
 // rejected; and the same as JSON.
 #ifndef MESHTUNE_TUNER_SERVE_SERVE_REPORT_H_

@@ -1,4 +1,4 @@
-// The search of `tune serve` (issue 22, docs/serving.md §7): every
+// The search of `tune serve` (issue 22, docs/serving.md §6): every
 // aggregated deployment of a model on N GPUs, priced by the serving cost
 // model, its Pareto front of output tokens/s per GPU against tokens/s per
 // user, and the best plan that meets the latency targets.
