@@ -82,9 +82,10 @@ std::string ProblemSection(const json& report) {
     const int64_t pool = p.value("prefix_pool", int64_t{1});
     s += Row("cached prefix",
              std::to_string(Int(p, "prefix")) + " tokens of each prompt, " +
-                 (pool > 1 ? std::to_string(pool) + " distinct prefixes"
-                           : "one prefix for all") +
-                 " held once each in the KV cache");
+                 (pool > 1 ? std::to_string(pool) +
+                                 " distinct prefixes, each held once in the "
+                                 "KV cache"
+                           : "one prefix for all, held once in the KV cache"));
   }
   const json rates = p.value("nextn_accept_rates", json::array());
   if (!rates.empty()) {

@@ -143,6 +143,33 @@ TEST(ServeHtml, PageHasTheBestPlanAndOnePointPerParetoPoint) {
   EXPECT_EQ(SvgGeometryProblems(r.html), std::vector<std::string>{});
 }
 
+TEST(ServeHtml, SpeculationAndASharedPrefixHaveTheirRows) {
+  // DeepSeek-V3 with per-position acceptance rates and a shared prefix:
+  // the problem table names both, the step table the drafts' time, the
+  // memory note the pages and the prefix held once.
+  const ServeRun r = RunServe(
+      {"--model", "deepseek-v3", "--gpus", "8", "--gpu", "h200", "--isl",
+       "2048", "--osl", "512", "--precision", "fp8", "--prefix", "1024",
+       "--nextn-accept-rates", "0.8,0.5", "--tpot-ms", "30"});
+  ASSERT_FALSE(r.html.empty());
+  ASSERT_TRUE(r.report["best"].is_object());
+  EXPECT_NE(r.html.find("<th class=\"l\">speculative decoding</th><td "
+                        "class=\"l\">MTP, 0 to 2 draft tokens a step, "
+                        "accepted by position at 0.80, 0.50</td>"),
+            std::string::npos);
+  EXPECT_NE(r.html.find("<th class=\"l\">cached prefix</th><td "
+                        "class=\"l\">1024 tokens of each prompt, one prefix "
+                        "for all, held once in the KV cache</td>"),
+            std::string::npos);
+  EXPECT_NE(r.html.find(" tokens, in pages of 64 tokens, per replica.</p>"),
+            std::string::npos);
+  const bool drafts = r.report["best"]["nextn"].get<int64_t>() > 0;
+  EXPECT_EQ(r.html.find("<td class=\"l\">MTP drafts (speculative "
+                        "decoding)</td>") != std::string::npos,
+            drafts);
+  EXPECT_EQ(SvgGeometryProblems(r.html), std::vector<std::string>{});
+}
+
 TEST(ServeHtml, DisaggregatedPlanListsEachRolesEscapedCommands) {
   const ServeRun r =
       RunServe({"--model", "llama3-70b", "--gpus", "16", "--gpu", "h100",
