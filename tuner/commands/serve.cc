@@ -98,7 +98,7 @@ class ServeCommand : public Command {
     sub->add_option("--nextn", nextn_,
                     "speculative decoding: draft tokens per step from the "
                     "model's MTP layers (0 = off, the default; up to 8); "
-                    "needs --nextn-accepted")
+                    "needs --nextn-accepted or --nextn-accept-rates")
         ->type_name("N");
     nextn_accepted_option_ =
         sub->add_option(
