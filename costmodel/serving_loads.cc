@@ -30,19 +30,15 @@ int64_t MeanContext(int64_t isl, int64_t osl) { return isl + osl / 2; }
 // Tokens of a step's budget each running decode takes: its token and,
 // under speculative decoding, its nextn drafts to verify (TensorRT-LLM,
 // vLLM and SGLang count the drafts in max_num_tokens).
-double DecodeWidth(const ModelSpec& m, const ServingConfig& c) {
-  return 1.0 + (search_spaces::ServedMtpDepths(m, c) > 0
-                    ? static_cast<double>(c.nextn)
-                    : 0.0);
+int64_t DecodeWidth(const ModelSpec& m, const ServingConfig& c) {
+  return 1 + search_spaces::ServedDrafts(m, c);
 }
 
 // Output tokens a step emits per request on average: 1 plus the accepted
 // drafts where the deployment speculates (search_spaces::DecodeProgress).
 double Progress(const ModelSpec& m, const ServingWorkload& w,
                 const ServingConfig& c) {
-  return search_spaces::ServedMtpDepths(m, c) > 0
-             ? search_spaces::DecodeProgress(w, c.nextn)
-             : 1.0;
+  return search_spaces::DecodeProgress(w, search_spaces::ServedDrafts(m, c));
 }
 
 // The prefill of `sequences` of the workload's prompts together: their
@@ -103,7 +99,7 @@ double OfflinePrefillPerStep_s(const ModelSpec& m, const ClusterSpec& cluster,
   const double balanced = share(adp * std::ceil(new_per_step / adp));
   if (c.attention_dp == 1 || c.attention_dp_balance) return balanced;
   const double decodes =
-      static_cast<double>(batch) * DecodeWidth(m, c) / (adp * c.pp);
+      static_cast<double>(batch * DecodeWidth(m, c)) / (adp * c.pp);
   const double q =
       std::max(1.0, static_cast<double>(MaxNumTokens(c)) - decodes);
   const double chunks =
@@ -380,7 +376,7 @@ ClosedLoopBenchmark ReplicaBenchmark(const ModelSpec& m,
   b.osl = w.osl;
   b.prefix = w.prefix;
   b.shared_prefix = e.kv_shared_prefix_tokens;
-  b.decode_width = static_cast<int64_t>(DecodeWidth(m, c));
+  b.decode_width = DecodeWidth(m, c);
   b.decode_progress = Progress(m, w, c);
   b.next_request_misses_a_pass = true;
   b.step_tokens = MaxNumTokens(c) * c.attention_dp * c.pp;

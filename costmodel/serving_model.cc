@@ -545,11 +545,13 @@ double DecodeAttention_s(const ModelSpec& m, const ClusterSpec& cluster,
 // as their sum, not as one forward reading the weights once
 // (docs/serving.md §5, session 33: that fits the published runs worse).
 // `layers` are the stage's (HeaviestStage; MtpStage for a draft pass), the
-// output layer counted when `output_layer`.
+// output layer counted when `output_layer`, and `inputs` GEMMs run once
+// before them at the pass's rows (a draft pass's input projection).
 DecodeBreakdown LayersTimes(const ModelSpec& m, const ClusterSpec& cluster,
                             const ServingConfig& c, const PassTokens& p,
                             const Calibration& cal, const ModelOptions& o,
-                            const Stage& heaviest, bool output_layer) {
+                            const Stage& heaviest, bool output_layer,
+                            const std::vector<Gemm>& inputs = {}) {
   const ServingDevice dev = DeviceOf(cluster);
   const double wb = search_spaces::WeightBytesPerElement(c.weights);
   const double h = static_cast<double>(m.hidden_size);
@@ -571,6 +573,10 @@ DecodeBreakdown LayersTimes(const ModelSpec& m, const ClusterSpec& cluster,
       seqs > 0 ? std::min(tokens, seqs_per_rank * tokens / seqs) : 0;
   const double rows = per_rank * p.queries + t;
   DecodeBreakdown stage;
+  for (const Gemm& g : inputs) {
+    Linear(cal, o, dev, c.weights, rows, g.params, g.k, wb, &stage.weights_s,
+           &stage.compute_s);
+  }
   for (size_t i = 0; i < heaviest.kinds.size(); ++i) {
     const LayerKind& kind = heaviest.kinds[i];
     const LayerShare s = ShareOfLayer(m, c, kind);
@@ -655,20 +661,9 @@ Stage MtpStage(const ModelSpec& m) {
 DecodeBreakdown MtpPassTimes(const ModelSpec& m, const ClusterSpec& cluster,
                              const ServingConfig& c, const PassTokens& p,
                              const Calibration& cal, const ModelOptions& o) {
-  DecodeBreakdown t =
-      LayersTimes(m, cluster, c, p, cal, o, MtpStage(m), /*output_layer=*/true);
   const double h = static_cast<double>(m.hidden_size);
-  const double rows =
-      std::max(1.0, p.decodes / c.attention_dp) * p.queries +
-      (p.prefill_sequences > 0
-           ? std::ceil(static_cast<double>(p.prefill_sequences) /
-                       c.attention_dp) *
-                 static_cast<double>(p.prefill_tokens) / p.prefill_sequences
-           : 0.0);
-  Linear(cal, o, DeviceOf(cluster), c.weights, rows, 2.0 * h * h / c.tp,
-         2.0 * h, search_spaces::WeightBytesPerElement(c.weights), &t.weights_s,
-         &t.compute_s);
-  return t;
+  return LayersTimes(m, cluster, c, p, cal, o, MtpStage(m),
+                     /*output_layer=*/true, {{2.0 * h * h / c.tp, 2.0 * h}});
 }
 
 // The activations one pipeline hop carries for `rows` tokens of a rank.
@@ -784,9 +779,8 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   // A pipeline keeps pp micro-batches in flight: each stage runs B/pp.
   const double micro = std::max(1.0, static_cast<double>(batch) / c.pp);
   // A speculative step verifies each request's token and its nextn drafts.
-  const double queries = 1.0 + (search_spaces::ServedMtpDepths(m, c) > 0
-                                    ? static_cast<double>(c.nextn)
-                                    : 0.0);
+  const double queries =
+      1.0 + static_cast<double>(search_spaces::ServedDrafts(m, c));
   const DecodeBreakdown stage =
       StageTimes(m, cluster, c, {micro, context, 0, 0, queries}, cal, o);
   const double pp = static_cast<double>(c.pp);

@@ -190,7 +190,7 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
 namespace {
 
 // The per-position form of ValidateSpeculation.
-Status ValidateAcceptRates(const ModelSpec& model, const ServingWorkload& w) {
+Status ValidateAcceptRates(const ServingWorkload& w) {
   const std::vector<double>& rates = w.nextn_accept_rates;
   if (w.nextn_accepted != 0) {
     return Status::InvalidArgument(
@@ -211,22 +211,17 @@ Status ValidateAcceptRates(const ModelSpec& model, const ServingWorkload& w) {
           "give each position's acceptance as a share, such as 0.85");
     }
   }
-  if (model.mtp_num_layers <= 0) {
-    return Status::InvalidArgument(
-        "--nextn-accept-rates drafts with the model's MTP layers, and " +
-            model.name + " has none (mtp_num_layers 0)",
-        "leave it out, or pick a model with MTP layers such as deepseek-v3");
-  }
   return Status::Ok();
 }
 
 }  // namespace
 
 double DecodeProgress(const ServingWorkload& w, int64_t nextn) {
+  if (nextn <= 0) return 1.0;
   if (w.nextn_accept_rates.empty()) return 1.0 + w.nextn_accepted;
   double progress = 1.0, all_accepted = 1.0;
-  const size_t n = std::min(w.nextn_accept_rates.size(),
-                            static_cast<size_t>(std::max<int64_t>(0, nextn)));
+  const size_t n =
+      std::min(w.nextn_accept_rates.size(), static_cast<size_t>(nextn));
   for (size_t k = 0; k < n; ++k) {
     all_accepted *= w.nextn_accept_rates[k];
     progress += all_accepted;
@@ -242,14 +237,16 @@ Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
             std::to_string(nextn),
         "give the draft tokens per step, such as 1 to 3");
   }
-  if (nextn > 0 && model.mtp_num_layers <= 0) {
+  const bool rates = !w.nextn_accept_rates.empty();
+  if ((nextn > 0 || rates) && model.mtp_num_layers <= 0) {
+    const std::string flag = nextn > 0 ? "--nextn" : "--nextn-accept-rates";
     return Status::InvalidArgument(
-        "--nextn drafts with the model's MTP layers, and " + model.name +
+        flag + " drafts with the model's MTP layers, and " + model.name +
             " has none (mtp_num_layers 0)",
-        "leave --nextn out, or pick a model with MTP layers such as "
-        "deepseek-v3");
+        "leave " + flag +
+            " out, or pick a model with MTP layers such as deepseek-v3");
   }
-  if (!w.nextn_accept_rates.empty()) return ValidateAcceptRates(model, w);
+  if (rates) return ValidateAcceptRates(w);
   const double a = w.nextn_accepted;
   if (nextn == 0 && a != 0) {
     return Status::InvalidArgument(

@@ -185,10 +185,18 @@ inline int64_t ServedMtpDepths(const ModelSpec& model,
                                              : model.mtp_num_layers;
 }
 
+// The drafts a decode step of `config` runs on `model`: nextn where the
+// model has MTP layers to draft with (ServedMtpDepths), else none. The one
+// home of that rule for the step's cost, its token budget and its output.
+inline int64_t ServedDrafts(const ModelSpec& model,
+                            const ServingConfig& config) {
+  return ServedMtpDepths(model, config) > 0 ? config.nextn : 0;
+}
+
 // Output tokens one decode step of `nextn` drafts emits per request on
-// average: 1 plus the accepted drafts, nextn_accepted, or from the
-// per-position rates Σ_{k ≤ nextn} Π_{j ≤ k} rate_j (positions past the
-// rates given accept none).
+// average: 1 without drafts, else 1 plus the accepted drafts,
+// nextn_accepted, or from the per-position rates Σ_{k ≤ nextn} Π_{j ≤ k}
+// rate_j (positions past the rates given accept none).
 double DecodeProgress(const ServingWorkload& workload, int64_t nextn);
 
 // Checks `config` against `model` and `gpu`: sizes positive; tp divides the

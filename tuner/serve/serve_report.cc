@@ -241,10 +241,11 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     std::string drafts;
     if (d.draft_s > 0) {
       // The step verifies and drafts; it emits 1 + accepted tokens each.
-      std::snprintf(buf, sizeof buf,
-                    ", MTP drafts %.2f; %.2f tokens per request a step",
-                    d.draft_s * 1e3,
-                    search_spaces::DecodeProgress(p.workload, b.config.nextn));
+      std::snprintf(
+          buf, sizeof buf, ", MTP drafts %.2f; %.2f tokens per request a step",
+          d.draft_s * 1e3,
+          search_spaces::DecodeProgress(
+              p.workload, search_spaces::ServedDrafts(p.model, b.config)));
       drafts = buf;
     }
     std::snprintf(buf, sizeof buf,
