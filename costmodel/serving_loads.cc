@@ -581,7 +581,7 @@ DisaggregatedEstimate EstimateDisaggregated(
   d.fits = true;
   // One decode worker at its share steps without prefills: its decode step
   // alone (EstimateServing priced it at the same batch and context).
-  d.tpot_s = d.decode.decode.total_s() / Progress(m, share, decode);
+  d.tpot_s = DecodeWorkerTpot_s(m, share, decode, d.decode.decode);
   d.prefill_s = Prompts_s(m, cluster, prefill, w, prefill.attention_dp, cal, o);
   d.prefill_requests_per_s = static_cast<double>(prefill_workers) *
                              prefill.attention_dp /
@@ -592,6 +592,12 @@ DisaggregatedEstimate EstimateDisaggregated(
   d.ttft_s = loop.ttft_s;
   d.output_tokens_per_s = d.requests_per_s * w.osl;
   return d;
+}
+
+double DecodeWorkerTpot_s(const ModelSpec& m, const ServingWorkload& w,
+                          const ServingConfig& decode,
+                          const DecodeBreakdown& step) {
+  return step.total_s() / Progress(m, w, decode);
 }
 
 DisaggregatedLoop DisaggregatedClosedLoop(double prefill_s,

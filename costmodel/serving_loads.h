@@ -187,6 +187,16 @@ DisaggregatedEstimate EstimateDisaggregated(
     const Calibration& calibration,
     const ModelOptions& options = ModelOptions());
 
+// The TPOT of a disaggregated decode worker of `decode` whose step is
+// `step` (it runs no prefills): the step over the tokens it emits per
+// request, more than one under speculative decoding
+// (search_spaces::DecodeProgress). EstimateDisaggregated's, and the
+// searches' that price the loop from its parts.
+double DecodeWorkerTpot_s(const search_spaces::ModelSpec& model,
+                          const search_spaces::ServingWorkload& workload,
+                          const search_spaces::ServingConfig& decode,
+                          const DecodeBreakdown& step);
+
 // The closed loop of EstimateDisaggregated from its parts, for searches
 // that price many worker counts of the same layouts: `concurrency`
 // requests cycling through one prefill of `prefill_s` (the prefill side

@@ -247,7 +247,11 @@ void SearchDisaggregated(
           costmodel::EstimateServing(p.model, p.cluster, w, d, gd, cal);
       if (!dec.fits) continue;
       const costmodel::DecodeBreakdown& step = dec.decode;
+      const double tpot_s = costmodel::DecodeWorkerTpot_s(p.model, w, d, step);
       for (const Prefill& pf : prefills) {
+        // Both sides run the same drafter (the prefill drafts the first
+        // decode's tokens; TensorRT-LLM sizes both caches for it).
+        if (pf.config.nextn != d.nextn) continue;
         const int64_t gp = pf.config.gpus();
         for (int64_t workers : WorkerCounts(p.num_gpus / gp)) {
           const int64_t left = p.num_gpus - workers * gp;
@@ -265,9 +269,8 @@ void SearchDisaggregated(
           const double rate = static_cast<double>(workers) *
                               pf.config.attention_dp / pf.prefill_s;
           const costmodel::DisaggregatedLoop loop =
-              costmodel::DisaggregatedClosedLoop(pf.prefill_s, rate,
-                                                 step.total_s(), concurrency,
-                                                 p.workload.osl);
+              costmodel::DisaggregatedClosedLoop(pf.prefill_s, rate, tpot_s,
+                                                 concurrency, p.workload.osl);
           ServePoint point;
           point.disaggregated = true;
           point.config = d;
@@ -279,13 +282,13 @@ void SearchDisaggregated(
           point.estimate.decode = step;
           point.estimate.step_s = step.total_s();
           point.estimate.prefill_s = pf.prefill_s;
-          point.estimate.tpot_s = step.total_s();
+          point.estimate.tpot_s = tpot_s;
           point.estimate.ttft_s = loop.ttft_s;
           point.estimate.output_tokens_per_s =
               loop.requests_per_s * p.workload.osl;
           point.estimate.output_tokens_per_s_per_gpu =
               point.estimate.output_tokens_per_s / p.num_gpus;
-          point.estimate.output_tokens_per_s_per_user = 1.0 / step.total_s();
+          point.estimate.output_tokens_per_s_per_user = 1.0 / tpot_s;
           point.meets_targets = Meets(p, point.estimate);
           r->points.push_back(std::move(point));
         }

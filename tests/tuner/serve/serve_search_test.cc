@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "costmodel/datasheet_calibration.h"
 #include "costmodel/serving_loads.h"
@@ -346,6 +347,32 @@ TEST(ServeSearch, DisaggregatedAtAFixedConcurrency) {
               (64 + q.estimate.replicas - 1) / q.estimate.replicas);
   }
   EXPECT_GT(disaggregated, 0);
+}
+
+TEST(ServeSearch, DisaggregatedDecodeWorkersEmitTheirAcceptedDrafts) {
+  // DeepSeek-V3 fp8 on 16 H200 at 64 clients, disaggregated (one 8-GPU
+  // worker a side), each draft length from 0 to 2 at rates 0.8 and 0.5: a
+  // decode worker's token is its step over the tokens the step emits (1,
+  // 1.8 or 2.2), and both sides of a point run the same drafter.
+  ServeProblem p = OnH100("deepseek-v3", 16, {1024, 256, 64}, /*fp8=*/true);
+  p.cluster = search_spaces::ResolveCluster("h200").value();
+  p.workload.nextn_accept_rates = {0.8, 0.5};
+  p.disaggregated = true;
+  ASSERT_TRUE(ValidateServeProblem(p).ok());
+  const costmodel::DatasheetCalibration cal(p.cluster);
+  const ServeResult r = ServeSearch(p, cal);
+  const double progress[] = {1.0, 1.8, 2.2};
+  std::set<int64_t> lengths;
+  for (const ServePoint& q : r.points) {
+    if (!q.disaggregated) continue;
+    lengths.insert(q.config.nextn);
+    EXPECT_EQ(q.prefill.nextn, q.config.nextn);
+    EXPECT_NEAR(q.estimate.tpot_s * progress[q.config.nextn],
+                q.estimate.decode.total_s(), 1e-12);
+    EXPECT_NEAR(q.estimate.output_tokens_per_s_per_user * q.estimate.tpot_s,
+                1.0, 1e-12);
+  }
+  EXPECT_EQ(lengths, (std::set<int64_t>{0, 1, 2}));
 }
 
 TEST(ServeSearch, RequestRateGivesOnePointPerLayout) {
