@@ -117,27 +117,38 @@ double KvCacheBytesOfLayer(const ModelSpec& model, const ServingConfig& config,
 
 namespace {
 
-// The largest sum of `per_layer(i, kind)` over the layers of one stage.
-// The last stage also holds the served MTP depths (speculative decoding,
-// search_spaces::ServedMtpDepths), each layer at the index of the model's
-// last, whose spec Megatron's MTP block reuses.
+// The largest sum of `per_layer(model, i, kind)` over the layers of one
+// stage. The last stage also holds the drafter's layers (speculative
+// decoding): the served MTP depths (search_spaces::ServedMtpDepths), each
+// layer at the index of the model's last, whose spec Megatron's MTP block
+// reuses, or an EAGLE-3 head's one layer (search_spaces::Eagle3HeadModel).
 template <typename PerLayer>
 double MostLoadedStage(const ModelSpec& model, const ServingConfig& config,
                        PerLayer per_layer) {
+  double head = 0;
+  if (config.drafter == search_spaces::Drafter::kEagle3 &&
+      search_spaces::ServedDrafts(model, config) > 0) {
+    const ModelSpec h =
+        search_spaces::Eagle3HeadModel(model, config.draft_head);
+    head = per_layer(h, 0, h.DecoderLayers().front());
+  }
   const std::vector<LayerKind> kinds = model.DecoderLayers();
   const int64_t n = static_cast<int64_t>(kinds.size());
   double most = 0;
   for (const auto& [begin, end] :
        ServingPipelineStages(n, std::max<int64_t>(1, config.pp))) {
     double bytes = 0;
-    for (int64_t i = begin; i < end; ++i) bytes += per_layer(i, kinds[i]);
+    for (int64_t i = begin; i < end; ++i) {
+      bytes += per_layer(model, i, kinds[i]);
+    }
     if (end == n) {
       const int64_t depths = search_spaces::ServedMtpDepths(model, config);
       for (int64_t d = 0; d < depths; ++d) {
         for (const LayerKind& kind : model.MtpDepthLayers()) {
-          bytes += per_layer(n - 1, kind);
+          bytes += per_layer(model, n - 1, kind);
         }
       }
+      bytes += head;
     }
     most = std::max(most, bytes);
   }
@@ -161,17 +172,19 @@ double KvCacheBytesPerSequence(const ModelSpec& model,
                                const ServingConfig& config,
                                int64_t context_tokens) {
   const int64_t block = KvBlockTokens(model, config);
-  return MostLoadedStage(model, config, [&](int64_t i, const LayerKind& kind) {
-    return KvCacheBytesOfLayer(model, config, i, kind, context_tokens, block);
-  });
+  return MostLoadedStage(
+      model, config, [&](const ModelSpec& m, int64_t i, const LayerKind& kind) {
+        return KvCacheBytesOfLayer(m, config, i, kind, context_tokens, block);
+      });
 }
 
 double KvCacheBytesPerToken(const ModelSpec& model,
                             const ServingConfig& config) {
-  return MostLoadedStage(model, config, [&](int64_t i, const LayerKind& kind) {
-    const LayerCache lc = CacheOfLayer(model, config, i, kind);
-    return lc.window < 0 ? lc.per_token : 0.0;
-  });
+  return MostLoadedStage(
+      model, config, [&](const ModelSpec& m, int64_t i, const LayerKind& kind) {
+        const LayerCache lc = CacheOfLayer(m, config, i, kind);
+        return lc.window < 0 ? lc.per_token : 0.0;
+      });
 }
 
 }  // namespace meshtune::costmodel

@@ -666,6 +666,101 @@ DecodeBreakdown MtpPassTimes(const ModelSpec& m, const ClusterSpec& cluster,
                      /*output_layer=*/true, {{2.0 * h * h / c.tp, 2.0 * h}});
 }
 
+// The EAGLE-3 head's serving copy: 16-bit weights (the engines load the
+// head unquantised), no pipeline or experts, nothing drafted itself.
+ServingConfig HeadConfigOf(const ServingConfig& c) {
+  ServingConfig h = c;
+  h.weights = Precision::kBf16;
+  h.pp = 1;
+  h.ep = 1;
+  h.nextn = 0;
+  return h;
+}
+
+// One pass of an EAGLE-3 head over `p` (search_spaces::DraftHead): its
+// decoder layer, whose query, key and value projections read 2h (the
+// embedding's half as an input GEMM beside the layer's own), and its output
+// layer over the draft vocabulary. The fc fusing the target's hidden states
+// is Eagle3Fc_s.
+DecodeBreakdown Eagle3PassTimes(const ModelSpec& m, const ClusterSpec& cluster,
+                                const ServingConfig& c, const PassTokens& p,
+                                const Calibration& cal, const ModelOptions& o) {
+  const ModelSpec head = search_spaces::Eagle3HeadModel(m, c.draft_head);
+  const ServingConfig hc = HeadConfigOf(c);
+  const Stage stage{0, head.DecoderLayers()};
+  const Gemm qkv = ShareOfLayer(head, hc, stage.kinds.front()).dense_gemms[0];
+  return LayersTimes(head, cluster, hc, p, cal, o, stage,
+                     /*output_layer=*/true, {qkv});
+}
+
+// The head's fc (3h -> h, 16-bit, replicated on every tensor-parallel
+// rank: vLLM's ReplicatedLinear) over `rows` tokens of one rank.
+double Eagle3Fc_s(const ModelSpec& m, const ClusterSpec& cluster, double rows,
+                  const Calibration& cal, const ModelOptions& o) {
+  const double h = static_cast<double>(m.hidden_size);
+  double weights_s = 0, compute_s = 0;
+  Linear(cal, o, DeviceOf(cluster), Precision::kBf16, rows, 3.0 * h * h,
+         3.0 * h, kActivationBytes, &weights_s, &compute_s);
+  return weights_s + compute_s;
+}
+
+// The drafts of one decode step of `micro` sequences at `context` on the
+// last stage: nextn passes of the drafter one after the other (each drafts
+// from the previous one's token; a model with fewer MTP depths reuses
+// them). The EAGLE-3 head first fuses the target's hidden states of every
+// verified token (1 + nextn per sequence) with its fc.
+double DraftStep_s(const ModelSpec& m, const ClusterSpec& cluster,
+                   const ServingConfig& c, double micro, int64_t context,
+                   const Calibration& cal, const ModelOptions& o) {
+  const double drafts = static_cast<double>(search_spaces::ServedDrafts(m, c));
+  if (drafts <= 0) return 0.0;
+  const PassTokens pass{micro, context, 0, 0};
+  if (c.drafter == search_spaces::Drafter::kEagle3) {
+    const double per_rank = std::max(1.0, micro / c.attention_dp);
+    return drafts * Eagle3PassTimes(m, cluster, c, pass, cal, o).gpu_s() +
+           Eagle3Fc_s(m, cluster, per_rank * (1.0 + drafts), cal, o);
+  }
+  return drafts * MtpPassTimes(m, cluster, c, pass, cal, o).gpu_s();
+}
+
+// What the drafter adds to a prefill of `tokens` tokens of `sequences`
+// prompts: each served MTP depth runs over the prompt (filling its cache
+// and drafting the first decode's tokens), or the EAGLE-3 head once, after
+// its fc over the busiest attention-DP rank's tokens.
+double DraftPrefill_s(const ModelSpec& m, const ClusterSpec& cluster,
+                      const ServingConfig& c, int64_t tokens, int64_t sequences,
+                      const Calibration& cal, const ModelOptions& o) {
+  const PassTokens pass{0, 0, tokens, sequences};
+  if (c.drafter == search_spaces::Drafter::kEagle3) {
+    if (search_spaces::ServedDrafts(m, c) <= 0) return 0.0;
+    const double busiest =
+        std::ceil(static_cast<double>(sequences) / c.attention_dp) *
+        static_cast<double>(tokens) / static_cast<double>(sequences);
+    return Eagle3PassTimes(m, cluster, c, pass, cal, o).gpu_s() +
+           Eagle3Fc_s(m, cluster,
+                      std::min(static_cast<double>(tokens), busiest), cal, o);
+  }
+  const int64_t depths = search_spaces::ServedMtpDepths(m, c);
+  if (depths <= 0) return 0.0;
+  return static_cast<double>(depths) *
+         MtpPassTimes(m, cluster, c, pass, cal, o).gpu_s();
+}
+
+// The head's weights on each GPU of the last stage, bytes: its layer with
+// the second h of its query/key/value input, norms, the replicated fc and
+// the output layer over the draft vocabulary, all 16-bit.
+double Eagle3HeadBytes(const ModelSpec& m, const ServingConfig& c) {
+  const ModelSpec head = search_spaces::Eagle3HeadModel(m, c.draft_head);
+  const ServingConfig hc = HeadConfigOf(c);
+  const double h = static_cast<double>(m.hidden_size);
+  const LayerShare s = ShareOfLayer(head, hc, head.DecoderLayers().front());
+  const double vocab =
+      static_cast<double>(PaddedVocabSize(head.vocab_size, c.tp));
+  return (s.dense_params + s.dense_gemms[0].params + s.small_params +
+          3.0 * h * h + vocab * h / c.tp) *
+         kActivationBytes;
+}
+
 // The activations one pipeline hop carries for `rows` tokens of a rank.
 double PipelineHop_s(const ModelSpec& m, const ClusterSpec& cluster,
                      double rows, const Calibration& cal,
@@ -688,16 +783,9 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   const double busiest =
       std::ceil(static_cast<double>(sequences) / c.attention_dp) *
       static_cast<double>(tokens) / static_cast<double>(sequences);
-  // With speculative decoding the served MTP depths also run over the
-  // prompt, filling their caches and drafting the first decode's tokens.
-  double mtp_s = 0;
-  const int64_t depths = search_spaces::ServedMtpDepths(m, c);
-  if (depths > 0) {
-    mtp_s =
-        static_cast<double>(depths) *
-        MtpPassTimes(m, cluster, c, {0, 0, tokens, sequences}, cal, o).gpu_s();
-  }
-  return mtp_s + static_cast<double>(c.pp) * stage.gpu_s() +
+  // With speculative decoding the drafter also runs over the prompt.
+  return DraftPrefill_s(m, cluster, c, tokens, sequences, cal, o) +
+         static_cast<double>(c.pp) * stage.gpu_s() +
          static_cast<double>(c.pp - 1) *
              PipelineHop_s(m, cluster,
                            std::min(static_cast<double>(tokens), busiest), cal,
@@ -784,14 +872,8 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   const DecodeBreakdown stage =
       StageTimes(m, cluster, c, {micro, context, 0, 0, queries}, cal, o);
   const double pp = static_cast<double>(c.pp);
-  if (queries > 1) {
-    // The drafts: nextn passes of one MTP depth each, one after the other
-    // (each drafts from the previous one's token), on the last stage for
-    // each of the pp micro-batches; a model with fewer depths reuses them.
-    d.draft_s =
-        pp * (queries - 1.0) *
-        MtpPassTimes(m, cluster, c, {micro, context, 0, 0}, cal, o).gpu_s();
-  }
+  // The drafts, on the last stage for each of the pp micro-batches.
+  d.draft_s = pp * DraftStep_s(m, cluster, c, micro, context, cal, o);
   d.weights_s = pp * stage.weights_s;
   d.compute_s = pp * stage.compute_s;
   d.kv_cache_s = pp * stage.kv_cache_s;
@@ -846,6 +928,11 @@ ServingEstimate EstimateServingMemory(const ModelSpec& m,
                  s.small_params * kActivationBytes;
     }
     weights += 2.0 * h * h / c.tp * wb + 3.0 * h * kActivationBytes;
+  }
+  // An EAGLE-3 head, on the last stage, counted on the heaviest likewise.
+  if (c.drafter == search_spaces::Drafter::kEagle3 &&
+      search_spaces::ServedDrafts(m, c) > 0) {
+    weights += Eagle3HeadBytes(m, c);
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));
   // Embedding and output layer: on the first and last stage; with one

@@ -1,6 +1,7 @@
 #include "search_spaces/serving_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -27,6 +28,46 @@ StatusOr<KvCacheDtype> ParseKvCacheDtype(const std::string& text) {
   if (text == "nvfp4") return KvCacheDtype::kNvfp4;
   return Status::InvalidArgument("unknown KV-cache dtype '" + text + "'",
                                  "use bf16, fp8 or nvfp4");
+}
+
+const char* ToString(Drafter drafter) {
+  switch (drafter) {
+    case Drafter::kMtp:
+      return "mtp";
+    case Drafter::kEagle3:
+      return "eagle3";
+  }
+  return "?";
+}
+
+StatusOr<Drafter> ParseDrafter(const std::string& text) {
+  if (text == "mtp") return Drafter::kMtp;
+  if (text == "eagle3") return Drafter::kEagle3;
+  return Status::InvalidArgument("unknown --spec-method '" + text + "'",
+                                 "use mtp (the model's MTP layers) or eagle3 "
+                                 "(an EAGLE-3 head, --draft-model)");
+}
+
+ModelSpec Eagle3HeadModel(const ModelSpec& t, const DraftHead& head) {
+  ModelSpec m;
+  m.name = t.name + "-eagle3";
+  m.display_name = t.display_name + " EAGLE-3 head";
+  m.num_layers = 1;
+  m.hidden_size = t.hidden_size;
+  m.num_attention_heads = t.num_attention_heads;
+  m.num_query_groups = t.num_query_groups;
+  m.kv_channels = t.kv_channels;
+  m.ffn_hidden_size =
+      head.intermediate_size > 0 ? head.intermediate_size : t.ffn_hidden_size;
+  m.vocab_size = head.vocab_size;
+  m.seq_length = t.seq_length;
+  m.normalization = Normalization::kRMSNorm;
+  m.activation = Activation::kSwiglu;
+  m.position_embedding_type = t.position_embedding_type;
+  m.rotary_base = t.rotary_base;
+  m.untie_embeddings_and_output_weights = true;
+  m.add_bias_linear = false;
+  return m;
 }
 
 double BytesPerElement(KvCacheDtype dtype) {
@@ -144,9 +185,11 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                        "cache",
                    "use --kv-cache-dtype bf16");
   }
-  // nextn's range and the model's MTP layers; no acceptance yet.
-  const Status speculation =
-      ValidateSpeculation(model, ServingWorkload{}, c.nextn);
+  // nextn's range and the drafter (the model's MTP layers, or the head);
+  // no acceptance yet.
+  const Status speculation = ValidateSpeculation(
+      model, ServingWorkload{}, c.nextn,
+      c.nextn > 0 ? c.drafter : Drafter::kMtp, c.draft_head);
   if (!speculation.ok()) {
     return Invalid(where, speculation.message(), speculation.hint());
   }
@@ -189,6 +232,66 @@ Status ValidateServingWorkload(const ServingWorkload& w) {
 
 namespace {
 
+// Whether `text` is a checkpoint the commands can carry as written: a
+// Hugging Face id or a path of letters, digits and . _ - / : @ + ~.
+bool SafeCheckpoint(const std::string& text) {
+  if (text.empty() || text.size() > 512) return false;
+  for (char ch : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(ch)) ||
+                    std::string("._-/:@+~").find(ch) != std::string::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The EAGLE-3 form of ValidateSpeculation: the head against its target.
+Status ValidateDraftHead(const ModelSpec& model, const DraftHead& head) {
+  if (head.checkpoint.empty()) {
+    return Status::InvalidArgument(
+        "--spec-method eagle3 needs the head's checkpoint (--draft-model)",
+        "give its Hugging Face id or path, such as "
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B");
+  }
+  if (!SafeCheckpoint(head.checkpoint)) {
+    return Status::InvalidArgument(
+        "--draft-model '" + head.checkpoint +
+            "' has characters the commands cannot carry as written",
+        "use letters, digits and . _ - / : @ + ~ (a Hugging Face id or a "
+        "plain path)");
+  }
+  if (model.multi_latent_attention || model.is_hybrid()) {
+    return Status::InvalidArgument(
+        "--spec-method eagle3 prices a head of standard attention layers, "
+        "and " +
+            model.name + " has " +
+            (model.multi_latent_attention ? "MLA" : "Mamba layers"),
+        model.mtp_num_layers > 0
+            ? "draft with its MTP layers: --spec-method mtp"
+            : "leave speculative decoding out for this model");
+  }
+  if (model.is_moe() && head.intermediate_size == 0) {
+    return Status::InvalidArgument(
+        "--spec-method eagle3 on the MoE model " + model.name +
+            " needs the head's MLP width (--draft-intermediate)",
+        "give the intermediate_size of the head's config.json");
+  }
+  if (head.intermediate_size < 0 || head.intermediate_size > (1 << 20)) {
+    return Status::InvalidArgument(
+        "--draft-intermediate must be in [1, 1048576], got " +
+            std::to_string(head.intermediate_size),
+        "give the intermediate_size of the head's config.json");
+  }
+  if (head.vocab_size < 1 || head.vocab_size > model.vocab_size) {
+    return Status::InvalidArgument(
+        "--draft-vocab must be in [1, " + std::to_string(model.vocab_size) +
+            "] (the target's vocabulary), got " +
+            std::to_string(head.vocab_size),
+        "give the draft_vocab_size of the head's config.json (32000 in "
+        "most heads)");
+  }
+  return Status::Ok();
+}
+
 // The per-position form of ValidateSpeculation.
 Status ValidateAcceptRates(const ServingWorkload& w) {
   const std::vector<double>& rates = w.nextn_accept_rates;
@@ -230,7 +333,8 @@ double DecodeProgress(const ServingWorkload& w, int64_t nextn) {
 }
 
 Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
-                           int64_t nextn) {
+                           int64_t nextn, Drafter drafter,
+                           const DraftHead& head) {
   if (nextn < 0 || nextn > kMaxNextn) {
     return Status::InvalidArgument(
         "--nextn must be in [0, " + std::to_string(kMaxNextn) + "], got " +
@@ -238,13 +342,23 @@ Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
         "give the draft tokens per step, such as 1 to 3");
   }
   const bool rates = !w.nextn_accept_rates.empty();
-  if ((nextn > 0 || rates) && model.mtp_num_layers <= 0) {
+  if (drafter == Drafter::kEagle3) {
+    MESHTUNE_RETURN_IF_ERROR(ValidateDraftHead(model, head));
+    if (nextn == 0 && !rates) {
+      return Status::InvalidArgument(
+          "--spec-method eagle3 needs --nextn or --nextn-accept-rates",
+          "give the drafts per step and their acceptance, such as --nextn 3 "
+          "--nextn-accepted 1.8");
+    }
+  } else if ((nextn > 0 || rates) && model.mtp_num_layers <= 0) {
     const std::string flag = nextn > 0 ? "--nextn" : "--nextn-accept-rates";
     return Status::InvalidArgument(
         flag + " drafts with the model's MTP layers, and " + model.name +
             " has none (mtp_num_layers 0)",
         "leave " + flag +
-            " out, or pick a model with MTP layers such as deepseek-v3");
+            " out, draft with an EAGLE-3 head (--spec-method eagle3 "
+            "--draft-model ID), or pick a model with MTP layers such as "
+            "deepseek-v3");
   }
   if (rates) return ValidateAcceptRates(w);
   const double a = w.nextn_accepted;
@@ -270,7 +384,10 @@ std::string ToString(const ServingConfig& c) {
                   std::to_string(c.ep) + " " + ToString(c.weights) +
                   " kv:" + ToString(c.kv_cache);
   if (c.max_batch > 0) s += " batch:" + std::to_string(c.max_batch);
-  if (c.nextn > 0) s += " nextn:" + std::to_string(c.nextn);
+  if (c.nextn > 0) {
+    s += (c.drafter == Drafter::kEagle3 ? " eagle3:" : " nextn:") +
+         std::to_string(c.nextn);
+  }
   return s;
 }
 

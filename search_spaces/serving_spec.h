@@ -21,6 +21,7 @@
 #ifndef MESHTUNE_SEARCH_SPACES_SERVING_SPEC_H_
 #define MESHTUNE_SEARCH_SPACES_SERVING_SPEC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -127,6 +128,47 @@ inline bool IsTensorRtLlm(ServingEngine e) {
          e == ServingEngine::kTensorRtLlmCpp;
 }
 
+// What drafts the tokens of speculative decoding (ServingConfig::nextn).
+//   kMtp     the model's own multi-token-prediction layers (DeepSeek-V3,
+//            Nemotron 3): vLLM's method "mtp", SGLang's EAGLE algorithm
+//            over them, TensorRT-LLM's decoding_type MTP;
+//   kEagle3  an EAGLE-3 head, a checkpoint of its own (DraftHead): vLLM's
+//            method "eagle3", SGLang's EAGLE3 algorithm, TensorRT-LLM's
+//            decoding_type Eagle3.
+enum class Drafter { kMtp, kEagle3 };
+// "mtp", "eagle3".
+const char* ToString(Drafter drafter);
+// Reads the spelling above; InvalidArgument naming the value otherwise.
+StatusOr<Drafter> ParseDrafter(const std::string& text);
+
+// An EAGLE-3 draft head (Li et al., "EAGLE-3: Scaling up Inference
+// Acceleration of Large Language Models via Training-Time Test", arXiv
+// 2503.01840; vLLM's and SGLang's llama_eagle3.py): one decoder layer of
+// the target's attention shape (its heads, query groups and head
+// dimension), whose query, key and value projections read 2h (the token's
+// embedding beside the fused hidden state), a gated MLP of
+// `intermediate_size`, an fc (3h -> h, replicated on every rank) fusing
+// three of the target's hidden states, and an output layer over
+// `vocab_size` draft tokens mapped onto the target's; the embedding is the
+// target's. The engines serve it in 16-bit with the target's tensor
+// parallelism, on the last pipeline stage.
+struct DraftHead {
+  // Its Hugging Face id or path (the engines' draft model), written into
+  // the commands as given: letters, digits and . _ - / : @ + ~ only.
+  std::string checkpoint;
+  // Its MLP width (config.json intermediate_size); 0 = the target's
+  // ffn_hidden_size, which the dense targets' heads keep.
+  int64_t intermediate_size = 0;
+  // Its draft vocabulary (config.json draft_vocab_size): 32000 in SpecForge
+  // and the EAGLE-3 authors' heads.
+  int64_t vocab_size = 32000;
+};
+
+// The head as a one-layer dense model for the cost model: the target's
+// hidden size, heads, query groups, head dimension, normalization and
+// RoPE, no window; the head's MLP (gated SiLU) and draft vocabulary.
+ModelSpec Eagle3HeadModel(const ModelSpec& target, const DraftHead& head);
+
 // One replica's layout. Every replica of a deployment is the same.
 struct ServingConfig {
   int64_t tp = 1;            // attention (and dense MLP) tensor parallel
@@ -159,15 +201,17 @@ struct ServingConfig {
   // rank's prompt stalling the others' decodes in its own steps
   // (costmodel::EstimateServing).
   bool attention_dp_balance = false;
-  // Speculative decoding by the model's multi-token-prediction (MTP)
-  // layers: draft tokens proposed per decode step (TensorRT-LLM
-  // speculative_config num_nextn_predict_layers, vLLM
-  // num_speculative_tokens, SGLang --speculative-num-steps;
-  // aiconfigurator's --nextn). Each step runs the MTP layers nextn times
-  // to draft (one after the other, reused past the model's MTP depth) and
-  // verifies 1 + nextn tokens per request in one forward
-  // (costmodel::DecodeStep). 0 = off.
+  // Speculative decoding: draft tokens proposed per decode step
+  // (TensorRT-LLM speculative_config num_nextn_predict_layers or
+  // max_draft_len, vLLM num_speculative_tokens, SGLang
+  // --speculative-num-steps; aiconfigurator's --nextn). Each step runs the
+  // drafter nextn times (one draft after the other: the model's MTP layers,
+  // reused past its MTP depth, or the EAGLE-3 head) and verifies
+  // 1 + nextn tokens per request in one forward (costmodel::DecodeStep).
+  // 0 = off.
   int64_t nextn = 0;
+  Drafter drafter = Drafter::kMtp;
+  DraftHead draft_head;  // drafter kEagle3 only
 
   int64_t gpus() const { return tp * attention_dp * pp; }
   // Expert tensor parallel size: the attention GPUs of a stage regrouped.
@@ -180,16 +224,20 @@ struct ServingConfig {
 // run DeepSeek's one layer N times); 0 when nextn is 0.
 inline int64_t ServedMtpDepths(const ModelSpec& model,
                                const ServingConfig& config) {
+  if (config.drafter != Drafter::kMtp) return 0;
   if (config.nextn <= 0 || model.mtp_num_layers <= 0) return 0;
   return config.nextn < model.mtp_num_layers ? config.nextn
                                              : model.mtp_num_layers;
 }
 
-// The drafts a decode step of `config` runs on `model`: nextn where the
-// model has MTP layers to draft with (ServedMtpDepths), else none. The one
-// home of that rule for the step's cost, its token budget and its output.
+// The drafts a decode step of `config` runs on `model`: nextn with an
+// EAGLE-3 head, or where the model has MTP layers to draft with
+// (ServedMtpDepths), else none. The one home of that rule for the step's
+// cost, its token budget and its output.
 inline int64_t ServedDrafts(const ModelSpec& model,
                             const ServingConfig& config) {
+  if (config.drafter == Drafter::kEagle3)
+    return std::max<int64_t>(0, config.nextn);
   return ServedMtpDepths(model, config) > 0 ? config.nextn : 0;
 }
 
@@ -205,7 +253,8 @@ double DecodeProgress(const ServingWorkload& workload, int64_t nextn);
 // layers; ep divides num_experts and tp·attention_dp (ep 1 on dense
 // models); the weight and KV precisions exist on the GPU (FP8 needs FP8
 // tensor cores, NVFP4 Blackwell's FP4); nextn in [0, kMaxNextn], above 0
-// only on a model with MTP layers. `where` prefixes messages.
+// only with a drafter the model can run (ValidateSpeculation). `where`
+// prefixes messages.
 Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
                              const ServingConfig& config,
                              const std::string& where = "");
@@ -219,17 +268,23 @@ inline constexpr int64_t kMaxNextn = 8;
 // computes at least the prompt's last token) and prefix_pool in [1, 2^20].
 Status ValidateServingWorkload(const ServingWorkload& workload);
 
-// Checks speculative decoding's inputs together: nextn in [0, kMaxNextn],
-// above 0 only on a model with MTP layers, and the workload's
-// nextn_accepted a finite number in [0, nextn] (0 when nextn is 0), or
-// its per-position rates each in [0, 1], at most kMaxNextn, on a model with
-// MTP layers and without nextn_accepted; InvalidArgument naming --nextn,
-// --nextn-accepted or --nextn-accept-rates.
+// Checks speculative decoding's inputs together: nextn in [0, kMaxNextn];
+// with the MTP drafter, nextn or rates only on a model with MTP layers;
+// with an EAGLE-3 head, a target with standard (not MLA) attention, a
+// checkpoint of safe characters, the head's MLP width given where the
+// target is MoE, its sizes in range, and nextn or rates to draft with; the
+// workload's nextn_accepted a finite number in [0, nextn] (0 when nextn is
+// 0), or its per-position rates each in [0, 1], at most kMaxNextn, without
+// nextn_accepted. InvalidArgument naming --nextn, --nextn-accepted,
+// --nextn-accept-rates, --spec-method or the --draft- flag.
 Status ValidateSpeculation(const ModelSpec& model,
-                           const ServingWorkload& workload, int64_t nextn);
+                           const ServingWorkload& workload, int64_t nextn,
+                           Drafter drafter = Drafter::kMtp,
+                           const DraftHead& head = DraftHead());
 
 // Compact form for reports: "tp4 pp1 adp2 ep8 fp8 kv:fp8 batch:256
-// nextn:3" (batch and nextn omitted when 0).
+// nextn:3" (batch and nextn omitted when 0; "eagle3:3" for an EAGLE-3
+// head's drafts).
 std::string ToString(const ServingConfig& config);
 
 }  // namespace meshtune::search_spaces

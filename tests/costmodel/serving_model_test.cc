@@ -200,6 +200,90 @@ TEST(EstimateServingMemory, SpeculationHoldsTheMtpDepthAndItsCache) {
   EXPECT_LT(with_mtp, prefill * (1 + 2.0 / 32));
 }
 
+// An EAGLE-3 head for LLaMA-3 8B (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B's
+// shape: the target's MLP width 14 336, a 32 000-token draft vocabulary).
+ServingConfig Eagle3On8b(int64_t nextn) {
+  ServingConfig c;
+  c.weights = Precision::kFp8;
+  c.nextn = nextn;
+  c.drafter = search_spaces::Drafter::kEagle3;
+  c.draft_head.checkpoint = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B";
+  return c;
+}
+
+// The head's 16-bit weights: its layer with query/key/value over 2h
+// (2 · 4096 · 6144 + 4096² + 3 · 4096 · 14 336 = 243 269 632) and two norms
+// (2 · 4096), its output layer over the draft vocabulary (32 000 · 4096).
+constexpr double kEagle3LayerBytes = (243269632.0 + 2 * 4096) * 2;
+constexpr double kEagle3OutputBytes = 32000.0 * 4096 * 2;
+// Its fc, 3h -> h: 3 · 4096² 16-bit weights.
+constexpr double kEagle3FcBytes = 3.0 * 4096 * 4096 * 2;
+
+TEST(DecodeStep, AnEagle3HeadDraftsWithItsOwnLayerAndVocabulary) {
+  // LLaMA-3 8B in fp8 on one H100, batch 1 at 1024 tokens, one draft: the
+  // verify is MTP's (2 tokens); the draft streams the head's 16-bit layer,
+  // its output layer and fc (at 2 rows, the verified tokens), 8 kernels at
+  // 3 us, its layer's cache of 1024 tokens (2 · 8 · 128 · 1024 · 2 B) and
+  // the token's elementwise bytes (88 064 · 2 B, as for the target).
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  ServingConfig plain = Eagle3On8b(0);
+  const DecodeBreakdown off = DecodeStep(m, h100, plain, 1, 1024, cal);
+  EXPECT_DOUBLE_EQ(off.draft_s, 0.0);
+  const DecodeBreakdown one = DecodeStep(m, h100, Eagle3On8b(1), 1, 1024, cal);
+  EXPECT_DOUBLE_EQ(one.weights_s, off.weights_s);
+  EXPECT_NEAR(one.elementwise_s, 2 * off.elementwise_s, 1e-15);
+  const double pass =
+      StreamTime_s(h100, kEagle3LayerBytes + kEagle3OutputBytes) + 8 * 3e-6 +
+      StreamTime_s(h100, 2 * 8 * 128 * 1024 * 2.0) +
+      StreamTime_s(h100, 88064 * 2.0);
+  const double fc = StreamTime_s(h100, kEagle3FcBytes);
+  EXPECT_NEAR(one.draft_s, pass + fc, 1e-3 * pass);
+  // Three drafts: three passes of the layer, one fc over the 4 verified
+  // tokens (still below the GEMMs' 16 rows: the same bytes).
+  EXPECT_NEAR(DecodeStep(m, h100, Eagle3On8b(3), 1, 1024, cal).draft_s,
+              3 * pass + fc, 3e-3 * pass);
+  // The head needs no MTP layers, and the MTP drafter still does: the same
+  // config with the MTP drafter does not speculate on LLaMA-3 8B.
+  ServingConfig mtp = Eagle3On8b(1);
+  mtp.drafter = search_spaces::Drafter::kMtp;
+  EXPECT_DOUBLE_EQ(DecodeStep(m, h100, mtp, 1, 1024, cal).total_s(),
+                   off.total_s());
+}
+
+TEST(EstimateServingMemory, AnEagle3HeadHoldsItsWeightsAndOneLayersCache) {
+  // The head's layer, fc and output layer, all 16-bit whatever the
+  // target's weights; its cache is one more layer's: 33/32 of the model's.
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const ServingWorkload w{1024, 1024, 0};
+  const ServingEstimate plain =
+      EstimateServingMemory(m, h100, w, Eagle3On8b(0));
+  const ServingEstimate head = EstimateServingMemory(m, h100, w, Eagle3On8b(2));
+  EXPECT_NEAR(head.weight_bytes - plain.weight_bytes,
+              kEagle3LayerBytes + kEagle3FcBytes + kEagle3OutputBytes, 1.0);
+  EXPECT_NEAR(head.kv_bytes_per_sequence, plain.kv_bytes_per_sequence * 33 / 32,
+              1e-6);
+  // At tp 2 the layer and output layer halve (a KV head each rank: 4 of 8
+  // groups), the fc stays whole on each rank.
+  ServingConfig tp2 = Eagle3On8b(2), tp2_off = Eagle3On8b(0);
+  tp2.tp = tp2_off.tp = 2;
+  EXPECT_NEAR(EstimateServingMemory(m, h100, w, tp2).weight_bytes -
+                  EstimateServingMemory(m, h100, w, tp2_off).weight_bytes,
+              (243269632.0 / 2 + 2 * 4096) * 2 + kEagle3FcBytes +
+                  kEagle3OutputBytes / 2,
+              1.0);
+  // The head also runs over the prompt: one more layer, in 16-bit at half
+  // the fp8 GEMM rate (about two of the target's fp8 layers at 1024
+  // tokens), its wider input, fc and output layer (less than one more).
+  const DatasheetCalibration cal(h100);
+  const double prefill = PrefillTime_s(m, h100, Eagle3On8b(0), 1024, 1, cal);
+  const double with_head = PrefillTime_s(m, h100, Eagle3On8b(2), 1024, 1, cal);
+  EXPECT_GT(with_head, prefill * (1 + 2.0 / 32));
+  EXPECT_LT(with_head, prefill * (1 + 3.0 / 32));
+}
+
 TEST(DecodeStep, Nvfp4WeightsStreamAtTheGpusNvfp4Rate) {
   // LLaMA-3 8B in NVFP4 on one B200: the same 32 · 218 103 808 linear
   // weights at 0.5 + 1/16 B stream at nvfp4_stream_relative 0.62 of the

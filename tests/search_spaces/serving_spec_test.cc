@@ -169,5 +169,81 @@ TEST(Speculation, PerPositionRatesGiveEachDraftLengthsAcceptance) {
       "llama3-8b has none (mtp_num_layers 0)");
 }
 
+TEST(Speculation, AnEagle3HeadDraftsForModelsWithoutMtpLayers) {
+  const ModelSpec llama = ResolveModel("llama3-70b").value();
+  const GpuSpec h100 = ResolveCluster("h100").value().gpu;
+  ServingWorkload w{1024, 256, 0};
+  w.nextn_accepted = 2;
+  DraftHead head;
+  head.checkpoint = "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B";
+  EXPECT_TRUE(ValidateSpeculation(llama, w, 3, Drafter::kEagle3, head).ok());
+  EXPECT_EQ(ValidateSpeculation(llama, w, 0, Drafter::kEagle3, head).message(),
+            "--spec-method eagle3 needs --nextn or --nextn-accept-rates");
+  DraftHead none;
+  EXPECT_EQ(ValidateSpeculation(llama, w, 3, Drafter::kEagle3, none).message(),
+            "--spec-method eagle3 needs the head's checkpoint (--draft-model)");
+  DraftHead quoted = head;
+  quoted.checkpoint = "x'; rm -rf /";
+  EXPECT_EQ(
+      ValidateSpeculation(llama, w, 3, Drafter::kEagle3, quoted).message(),
+      "--draft-model 'x'; rm -rf /' has characters the commands cannot "
+      "carry as written");
+  DraftHead vocab = head;
+  vocab.vocab_size = 200000;
+  EXPECT_EQ(ValidateSpeculation(llama, w, 3, Drafter::kEagle3, vocab).message(),
+            "--draft-vocab must be in [1, 128256] (the target's vocabulary), "
+            "got 200000");
+  EXPECT_EQ(ValidateSpeculation(ResolveModel("deepseek-v3").value(), w, 3,
+                                Drafter::kEagle3, head)
+                .message(),
+            "--spec-method eagle3 prices a head of standard attention layers, "
+            "and deepseek-v3 has MLA");
+  const ModelSpec qwen = ResolveModel("qwen3-30b-a3b").value();
+  EXPECT_EQ(ValidateSpeculation(qwen, w, 3, Drafter::kEagle3, head).message(),
+            "--spec-method eagle3 on the MoE model qwen3-30b-a3b needs the "
+            "head's MLP width (--draft-intermediate)");
+  DraftHead wide = head;
+  wide.intermediate_size = 12288;
+  EXPECT_TRUE(ValidateSpeculation(qwen, w, 3, Drafter::kEagle3, wide).ok());
+  // A config with the head: drafts without MTP layers, no MTP depths.
+  ServingConfig c;
+  c.tp = 8;
+  c.nextn = 3;
+  c.drafter = Drafter::kEagle3;
+  c.draft_head = head;
+  EXPECT_TRUE(ValidateServingConfig(llama, h100, c).ok());
+  EXPECT_EQ(ServedDrafts(llama, c), 3);
+  EXPECT_EQ(ServedMtpDepths(llama, c), 0);
+  EXPECT_EQ(ToString(c), "tp8 pp1 adp1 ep1 bf16 kv:bf16 eagle3:3");
+  // With the MTP drafter on a model that has them, the head is not served.
+  ServingConfig mtp = c;
+  mtp.drafter = Drafter::kMtp;
+  const ModelSpec ds = ResolveModel("deepseek-v3").value();
+  EXPECT_EQ(ServedDrafts(ds, mtp), 3);
+  EXPECT_EQ(ServedMtpDepths(ds, mtp), 1);
+  EXPECT_EQ(ServedDrafts(llama, mtp), 0);
+  EXPECT_EQ(ParseDrafter("eagle3").value(), Drafter::kEagle3);
+  EXPECT_EQ(ParseDrafter("medusa").status().message(),
+            "unknown --spec-method 'medusa'");
+}
+
+TEST(Speculation, TheEagle3HeadIsOneDenseLayerOfTheTargetsAttention) {
+  const ModelSpec llama = ResolveModel("llama3-70b").value();
+  DraftHead head;
+  head.checkpoint = "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B";
+  const ModelSpec m = Eagle3HeadModel(llama, head);
+  EXPECT_EQ(m.num_layers, 1);
+  EXPECT_EQ(m.hidden_size, 8192);
+  EXPECT_EQ(m.num_attention_heads, 64);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.ffn_hidden_size, 28672);  // the target's, as the 70B head
+  EXPECT_EQ(m.vocab_size, 32000);
+  EXPECT_FALSE(m.is_moe());
+  EXPECT_TRUE(m.gated_mlp());
+  EXPECT_TRUE(m.Validate().ok());
+  head.intermediate_size = 12288;
+  EXPECT_EQ(Eagle3HeadModel(llama, head).ffn_hidden_size, 12288);
+}
+
 }  // namespace
 }  // namespace meshtune::search_spaces
