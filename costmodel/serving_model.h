@@ -49,15 +49,18 @@
 //                        sampling, launching the step's CUDA graph).
 //   pipeline             pp stages each take B/pp sequences per micro-batch:
 //                        a token every pp stage times (+ the p2p hops).
-//   speculative decoding (ServingConfig::nextn = N > 0, MTP drafts) a step
+//   speculative decoding (ServingConfig::nextn = N > 0) a step
 //                        verifies 1 + N tokens per sequence in one forward:
 //                        the GEMMs, experts, collectives and output layer
 //                        at m = B·(1 + N), the KV cache still read once per
 //                        sequence (attention FLOPs × (1 + N)); then drafts
-//                        N tokens by N passes of one MTP depth at m = B
-//                        (draft_s). A prefill also runs the served depths
-//                        over the prompt, and memory holds their weights
-//                        and KV cache (ServedMtpDepths). The step emits
+//                        N tokens by N passes of one MTP depth at m = B,
+//                        or of an EAGLE-3 head's layer and output layer at
+//                        m = B after its fc over the B·(1 + N) verified
+//                        tokens, 16-bit (draft_s). A prefill also runs the
+//                        drafter over the prompt, and memory holds its
+//                        weights and KV cache (ServedMtpDepths,
+//                        search_spaces::Eagle3HeadModel). The step emits
 //                        1 + nextn_accepted tokens per sequence on average
 //                        (search_spaces::DecodeProgress; serving_loads.h).
 // Units: seconds, bytes, tokens.

@@ -46,6 +46,7 @@ constexpr const char* kServeExamples = R"(Examples:
   tune serve --model deepseek-v3 --gpus 32 --gpu gb200 --isl 4096 --osl 1024 --precision nvfp4 --disagg --tpot-ms 30
   tune serve --model deepseek-v3 --gpus 8 --gpu h200 --isl 1024 --osl 2048 --precision fp8 --nextn 3 --nextn-accepted 1.8 --tpot-ms 20
   tune serve --model deepseek-v3 --gpus 8 --gpu h200 --isl 1024 --osl 2048 --precision fp8 --nextn-accept-rates 0.85,0.6,0.4 --tpot-ms 20
+  tune serve --model llama3-70b --gpus 8 --gpu h100 --isl 2048 --osl 512 --precision fp8 --spec-method eagle3 --draft-model yuhuili/EAGLE3-LLaMA3.3-Instruct-70B --nextn 3 --nextn-accepted 1.9 --tpot-ms 20
   tune serve --model llama-tiny --gpus 2 --gpu local --isl 128 --osl 16 --validate
 Every aggregated deployment is priced: replicas of tp x attention-DP x pp
 GPUs, experts over ep of them, the batch swept from 1 to what the KV cache
@@ -54,7 +55,8 @@ prefill and decode workers apart, in every split of the GPUs. The Pareto front o
 tokens/s per GPU against tokens/s per user is listed; the best plan is the
 one with the most tokens/s per GPU that meets --ttft-ms and --tpot-ms.
 --nextn N prices speculative decoding by the model's MTP layers (N drafts
-and a verify of N + 1 tokens a step, --nextn-accepted of them kept);
+and a verify of N + 1 tokens a step, --nextn-accepted of them kept), or
+with --spec-method eagle3 by an EAGLE-3 head (--draft-model);
 --nextn-accept-rates prices each draft length from its positions' rates.
 --validate runs plans (tp dividing --gpus x batches 1..16) on this machine's
 CPU engine and prints predicted against measured TTFT and TPOT (--gpu local,
@@ -97,9 +99,27 @@ class ServeCommand : public Command {
         ->type_name("P");
     sub->add_option("--nextn", nextn_,
                     "speculative decoding: draft tokens per step from the "
-                    "model's MTP layers (0 = off, the default; up to 8); "
-                    "needs --nextn-accepted or --nextn-accept-rates")
+                    "model's MTP layers or an EAGLE-3 head (0 = off, the "
+                    "default; up to 8); needs --nextn-accepted or "
+                    "--nextn-accept-rates")
         ->type_name("N");
+    sub->add_option("--spec-method", spec_method_,
+                    "what drafts: mtp (the model's MTP layers, the default) "
+                    "or eagle3 (an EAGLE-3 head, --draft-model)")
+        ->type_name("METHOD");
+    sub->add_option("--draft-model", draft_model_,
+                    "with --spec-method eagle3: the head's Hugging Face id "
+                    "or path, as the engines load it")
+        ->type_name("ID");
+    sub->add_option("--draft-intermediate", draft_intermediate_,
+                    "with --spec-method eagle3: the head's MLP width "
+                    "(intermediate_size; default the model's, needed for "
+                    "MoE models)")
+        ->type_name("F");
+    sub->add_option("--draft-vocab", draft_vocab_,
+                    "with --spec-method eagle3: the head's draft vocabulary "
+                    "(draft_vocab_size; default 32000)")
+        ->type_name("V");
     nextn_accepted_option_ =
         sub->add_option(
                "--nextn-accepted", nextn_accepted_,
@@ -214,6 +234,21 @@ class ServeCommand : public Command {
     p.workload.nextn_accepted = nextn_accepted_;
     p.workload.nextn_accept_rates = accept_rates_;
     p.nextn = nextn_;
+    auto drafter = search_spaces::ParseDrafter(spec_method_);
+    if (!drafter.ok()) return drafter.status();
+    p.drafter = drafter.value();
+    if (p.drafter == search_spaces::Drafter::kMtp &&
+        (!draft_model_.empty() || draft_intermediate_ != 0 ||
+         draft_vocab_ != search_spaces::DraftHead().vocab_size)) {
+      return Status::InvalidArgument(
+          "--draft-model, --draft-intermediate and --draft-vocab describe an "
+          "EAGLE-3 head",
+          "add --spec-method eagle3, or leave them out to draft with the "
+          "model's MTP layers");
+    }
+    p.draft_head.checkpoint = draft_model_;
+    p.draft_head.intermediate_size = draft_intermediate_;
+    p.draft_head.vocab_size = draft_vocab_;
     if (nextn_ > 0 && nextn_accepted_option_->count() == 0 &&
         accept_rates_.empty()) {
       // No built-in acceptance: it is the traffic's, not the hardware's.
@@ -302,12 +337,13 @@ class ServeCommand : public Command {
 
   // --validate: plans run on the CPU engine (tuner/validate/serving.h).
   Status RunValidation(std::ostream& out, std::ostream& err) {
-    if (nextn_ != 0 || nextn_accepted_ != 0 || !accept_rates_.empty()) {
+    if (nextn_ != 0 || nextn_accepted_ != 0 || !accept_rates_.empty() ||
+        spec_method_ != "mtp") {
       return Status::InvalidArgument(
           "--validate runs the plans on meshtune's engine, which has no "
           "speculative decoding",
-          "leave out --nextn, --nextn-accepted and --nextn-accept-rates "
-          "with --validate");
+          "leave out --nextn, --nextn-accepted, --nextn-accept-rates and "
+          "--spec-method with --validate");
     }
     if (backend_ != "cpu" && backend_ != "cuda") {
       return Status::InvalidArgument(
@@ -723,6 +759,16 @@ class ServeCommand : public Command {
     if (prefix_pool_ != 1) {
       s += " --prefix-pool " + std::to_string(prefix_pool_);
     }
+    if (spec_method_ != "mtp") {
+      s += " --spec-method " + ShellQuote(spec_method_) + " --draft-model " +
+           ShellQuote(draft_model_);
+      if (draft_intermediate_ != 0) {
+        s += " --draft-intermediate " + std::to_string(draft_intermediate_);
+      }
+      if (draft_vocab_ != search_spaces::DraftHead().vocab_size) {
+        s += " --draft-vocab " + std::to_string(draft_vocab_);
+      }
+    }
     if (nextn_ > 0) s += " --nextn " + std::to_string(nextn_);
     if (nextn_ > 0 && accept_rates_.empty()) {
       s += " --nextn-accepted " + number(nextn_accepted_);
@@ -751,6 +797,10 @@ class ServeCommand : public Command {
   int64_t prefix_ = 0;
   int64_t prefix_pool_ = 1;
   int64_t nextn_ = 0;
+  std::string spec_method_ = "mtp";
+  std::string draft_model_;
+  int64_t draft_intermediate_ = 0;
+  int64_t draft_vocab_ = search_spaces::DraftHead().vocab_size;
   double nextn_accepted_ = 0;
   CLI::Option* nextn_accepted_option_ = nullptr;
   std::vector<double> accept_rates_;

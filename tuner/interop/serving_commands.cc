@@ -13,6 +13,7 @@
 
 namespace meshtune::tuner {
 
+using search_spaces::Drafter;
 using search_spaces::KvCacheDtype;
 using search_spaces::Precision;
 using search_spaces::ServingConfig;
@@ -70,8 +71,14 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   if (!q.empty()) cmd += Flag("--quantization", q);
   if (launch.prefix_caching) cmd += " \\\n  --enable-prefix-caching";
   if (c.nextn > 0) {
+    // The head's checkpoint holds only JSON-safe characters
+    // (search_spaces::ValidateSpeculation).
+    const std::string method = c.drafter == Drafter::kEagle3
+                                   ? R"({"method":"eagle3","model":")" +
+                                         c.draft_head.checkpoint + R"(",)"
+                                   : std::string(R"({"method":"mtp",)");
     cmd += Flag("--speculative-config",
-                ShellQuote(R"({"method":"mtp","num_speculative_tokens":)" +
+                ShellQuote(method + R"("num_speculative_tokens":)" +
                            std::to_string(c.nextn) + "}"));
   }
   if (launch.role != ServingRole::kAggregated) {
@@ -101,9 +108,16 @@ std::string SglangServeCommand(const ServingConfig& c,
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
   if (c.nextn > 0) {
-    // SGLang runs DeepSeek's MTP layers as its EAGLE drafter: nextn chained
-    // steps of one draft each, verified as nextn + 1 tokens.
-    cmd += Flag("--speculative-algorithm", "EAGLE");
+    // SGLang runs DeepSeek's MTP layers as its EAGLE drafter, an EAGLE-3
+    // head as EAGLE3: nextn chained steps of one draft each, verified as
+    // nextn + 1 tokens.
+    if (c.drafter == Drafter::kEagle3) {
+      cmd += Flag("--speculative-algorithm", "EAGLE3");
+      cmd += Flag("--speculative-draft-model-path",
+                  ShellQuote(c.draft_head.checkpoint));
+    } else {
+      cmd += Flag("--speculative-algorithm", "EAGLE");
+    }
     cmd += Flag("--speculative-num-steps", c.nextn);
     cmd += Flag("--speculative-eagle-topk", 1);
     cmd += Flag("--speculative-num-draft-tokens", c.nextn + 1);
@@ -150,7 +164,12 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
     }
     yaml += "]\n";
   }
-  if (c.nextn > 0) {
+  if (c.nextn > 0 && c.drafter == Drafter::kEagle3) {
+    // Quoted: a plain YAML scalar cannot start with @ or be ~.
+    yaml += "speculative_config:\n  decoding_type: Eagle3\n  max_draft_len: " +
+            std::to_string(c.nextn) + "\n  speculative_model: \"" +
+            c.draft_head.checkpoint + "\"\n";
+  } else if (c.nextn > 0) {
     yaml +=
         "speculative_config:\n  decoding_type: MTP\n"
         "  num_nextn_predict_layers: " +
@@ -223,10 +242,11 @@ Status SizeFlag(const std::string& flag, const std::string& value,
   return Status::Ok();
 }
 
-// The MTP draft tokens of vLLM's --speculative-config JSON (YAML reads
-// JSON): num_speculative_tokens where the method is mtp (or its older
-// name deepseek_mtp), 0 for other methods, which meshtune does not price.
-StatusOr<int64_t> VllmMtpDrafts(const std::string& json) {
+// The draft tokens of vLLM's --speculative-config JSON (YAML reads JSON):
+// num_speculative_tokens where the method is mtp (or its older name
+// deepseek_mtp) or eagle3 (then the head's checkpoint, its model, into
+// `c`), 0 for other methods, which meshtune does not price.
+StatusOr<int64_t> VllmDrafts(const std::string& json, ServingConfig* c) {
   try {
     const YAML::Node n = YAML::Load(json);
     if (!n.IsMap() || !n["method"]) {
@@ -236,7 +256,12 @@ StatusOr<int64_t> VllmMtpDrafts(const std::string& json) {
           R"(write it as '{"method":"mtp","num_speculative_tokens":N}')");
     }
     const std::string method = n["method"].as<std::string>();
-    if (method != "mtp" && method != "deepseek_mtp") return int64_t{0};
+    if (method == "eagle3") {
+      c->drafter = Drafter::kEagle3;
+      if (n["model"]) c->draft_head.checkpoint = n["model"].as<std::string>();
+    } else if (method != "mtp" && method != "deepseek_mtp") {
+      return int64_t{0};
+    }
     return n["num_speculative_tokens"]
                ? n["num_speculative_tokens"].as<int64_t>()
                : int64_t{1};
@@ -290,7 +315,7 @@ StatusOr<ServingConfig> ParseVllmServeCommand(const std::string& command,
     }
     if (flag == "--quantization") c.weights = WeightsOf(value);
     if (flag == "--speculative-config") {
-      auto drafts = VllmMtpDrafts(value);
+      auto drafts = VllmDrafts(value, &c);
       if (!drafts.ok()) return drafts.status();
       c.nextn = drafts.value();
     }
@@ -341,7 +366,11 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
     if (flag == "--model-path" || flag == "--model") l.model = value;
     if (flag == "--enable-dp-attention") dp_attention = true;
     if (flag == "--speculative-algorithm") {
-      speculative = value == "EAGLE" || value == "NEXTN";
+      speculative = value == "EAGLE" || value == "NEXTN" || value == "EAGLE3";
+      c.drafter = value == "EAGLE3" ? Drafter::kEagle3 : Drafter::kMtp;
+    }
+    if (flag == "--speculative-draft-model-path") {
+      c.draft_head.checkpoint = value;
     }
     if (flag == "--kv-cache-dtype") {
       c.kv_cache =
@@ -368,7 +397,8 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
   c.tp = gpus / c.attention_dp;
   c.max_batch = l.max_batch;
   // The drafts a step chains (DeepSeek's MTP as SGLang's EAGLE or NEXTN
-  // drafter); 1 when the steps are left to SGLang's default.
+  // drafter, an EAGLE-3 head as EAGLE3); 1 when the steps are left to
+  // SGLang's default.
   if (speculative) c.nextn = steps > 0 ? steps : 1;
   if (launch != nullptr) *launch = l;
   return c;
@@ -431,11 +461,23 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
                                   .as<std::vector<int64_t>>();
       }
       const YAML::Node spec = root["speculative_config"];
-      if (spec && spec["decoding_type"] &&
-          spec["decoding_type"].as<std::string>() == "MTP") {
+      const std::string decoding = spec && spec["decoding_type"]
+                                       ? spec["decoding_type"].as<std::string>()
+                                       : "";
+      if (decoding == "MTP") {
         c.nextn = spec["num_nextn_predict_layers"]
                       ? spec["num_nextn_predict_layers"].as<int64_t>()
                       : 1;
+      }
+      // Eagle is TensorRT-LLM's older name of Eagle3; the head's path was
+      // speculative_model_dir before speculative_model.
+      if (decoding == "Eagle3" || decoding == "Eagle") {
+        c.drafter = Drafter::kEagle3;
+        c.nextn =
+            spec["max_draft_len"] ? spec["max_draft_len"].as<int64_t>() : 1;
+        for (const char* key : {"speculative_model", "speculative_model_dir"}) {
+          if (spec[key]) c.draft_head.checkpoint = spec[key].as<std::string>();
+        }
       }
       if (root["cache_transceiver_config"]) {
         const bool context = root["disable_overlap_scheduler"] &&
@@ -449,7 +491,8 @@ StatusOr<ServingConfig> ParseTrtllmServeCommand(const std::string& command,
           "enable_attention_dp and kv_cache_config.enable_block_reuse are "
           "true or false, kv_cache_config.dtype a name, "
           "kv_cache_config.max_attention_window a list of token counts, "
-          "speculative_config.num_nextn_predict_layers a count");
+          "speculative_config.num_nextn_predict_layers and max_draft_len "
+          "counts");
     }
     for (const int64_t window : l.attention_windows) {
       if (window < 1) {

@@ -11,7 +11,9 @@
 //               [--kv-cache-dtype fp8] [--quantization fp8|modelopt_fp4]
 //               [--enable-prefix-caching]
 //               [--speculative-config '{"method":"mtp",
-//                                       "num_speculative_tokens":nextn}']
+//                                       "num_speculative_tokens":nextn}',
+//                or with an EAGLE-3 head '{"method":"eagle3","model":head,
+//                                          "num_speculative_tokens":nextn}']
 //               vLLM runs the experts either tensor-parallel over tp
 //               (ep 1, no attention DP) or expert-parallel over all
 //               tp·dp ranks (--enable-expert-parallel: ep = tp·adp);
@@ -22,7 +24,8 @@
 //               [--kv-cache-dtype fp8_e4m3] [--quantization fp8|modelopt_fp4]
 //               [--speculative-algorithm EAGLE --speculative-num-steps nextn
 //                --speculative-eagle-topk 1
-//                --speculative-num-draft-tokens nextn+1]
+//                --speculative-num-draft-tokens nextn+1; with an EAGLE-3
+//                head EAGLE3 and --speculative-draft-model-path head]
 //               (its radix prefix cache is on unless disabled: no flag)
 //   TensorRT-LLM  trtllm-serve --tp_size tp·adp --pp_size pp --ep_size ep
 //               --max_batch_size batch --max_seq_len isl+osl
@@ -32,7 +35,9 @@
 //               with sliding windows the windows it keeps
 //               (kv_cache_config.max_attention_window) and with drafts
 //               speculative_config (decoding_type MTP,
-//               num_nextn_predict_layers nextn) in the
+//               num_nextn_predict_layers nextn; with an EAGLE-3 head
+//               decoding_type Eagle3, max_draft_len nextn,
+//               speculative_model head) in the
 //               --extra_llm_api_options YAML it prints beside.
 // The checkpoint is `model`: quoted for the shell, never interpreted.
 #ifndef MESHTUNE_TUNER_INTEROP_SERVING_COMMANDS_H_

@@ -88,6 +88,10 @@ std::string ProblemSection(const json& report) {
                            : "one prefix for all, held once in the KV cache"));
   }
   const json rates = p.value("nextn_accept_rates", json::array());
+  const std::string drafter =
+      p.value("spec_method", std::string("mtp")) == "eagle3"
+          ? "EAGLE-3 head " + p.value("draft_model", std::string())
+          : "MTP";
   if (!rates.empty()) {
     std::string list;
     for (const json& r : rates) {
@@ -95,14 +99,14 @@ std::string ProblemSection(const json& report) {
     }
     const int64_t nextn = p.value("nextn", int64_t{0});
     s += Row("speculative decoding",
-             "MTP, " +
+             HtmlEscape(drafter) + ", " +
                  (nextn > 0 ? std::to_string(nextn)
                             : "0 to " + std::to_string(rates.size())) +
                  " draft tokens a step, accepted by position at " +
                  HtmlEscape(list));
   } else if (p.value("nextn", int64_t{0}) > 0) {
     s += Row("speculative decoding",
-             "MTP, " + std::to_string(Int(p, "nextn")) +
+             HtmlEscape(drafter) + ", " + std::to_string(Int(p, "nextn")) +
                  " draft tokens a step, " +
                  HtmlEscape(Fixed(Num(p, "nextn_accepted"), 2)) +
                  " accepted on average");
@@ -319,10 +323,17 @@ std::string BestSection(const json& report) {
         {"ep_comm", "EP comm"},
         {"pp_comm", "PP comm"},
         {"overhead", "overhead"},
-        {"drafts", "MTP drafts (speculative decoding)"}}) {
+        {"drafts", "drafts (speculative decoding)"}}) {
     if (std::string(key) == "drafts" && d.value(key, 0.0) <= 0) continue;
     step_ms += Num(d, key);
-    rows += "<tr><td class=\"l\">" + std::string(label) + "</td><td>" +
+    const std::string name =
+        std::string(key) == "drafts"
+            ? (problem.value("spec_method", std::string("mtp")) == "eagle3"
+                   ? "EAGLE-3 "
+                   : "MTP ") +
+                  std::string(label)
+            : std::string(label);
+    rows += "<tr><td class=\"l\">" + name + "</td><td>" +
             Fixed(Num(d, key), 2) + "</td></tr>";
   }
   s += "<table id=\"best-time\"><tr><th class=\"l\">time</th><th>ms</th>"

@@ -100,20 +100,28 @@ std::string Load(const ServeProblem& p) {
   return "batch swept";
 }
 
+// What drafts: "MTP", or "EAGLE-3 head yuhuili/EAGLE3-LLaMA3.1-Instruct-8B".
+std::string Drafter(const ServeProblem& p) {
+  return p.drafter == search_spaces::Drafter::kEagle3
+             ? "EAGLE-3 head " + p.draft_head.checkpoint
+             : "MTP";
+}
+
 // ", MTP nextn 3 (1.8 accepted)" with speculative decoding, ", MTP nextn
-// 0-3 (acceptance 0.85, 0.6, 0.4 by position)" with per-position rates,
-// else empty.
+// 0-3 (acceptance 0.85, 0.6, 0.4 by position)" with per-position rates
+// (the drafter as Drafter names it), else empty.
 std::string Speculation(const ServeProblem& p) {
   const std::vector<double>& rates = p.workload.nextn_accept_rates;
   if (p.nextn <= 0 && rates.empty()) return "";
   char buf[96];
   if (rates.empty()) {
-    std::snprintf(buf, sizeof buf, ", MTP nextn %lld (%g accepted)",
+    std::snprintf(buf, sizeof buf, " nextn %lld (%g accepted)",
                   static_cast<long long>(p.nextn), p.workload.nextn_accepted);
-    return buf;
+    return ", " + Drafter(p) + buf;
   }
-  std::string s = p.nextn > 0 ? ", MTP nextn " + std::to_string(p.nextn)
-                              : ", MTP nextn 0-" + std::to_string(rates.size());
+  std::string s = ", " + Drafter(p) +
+                  (p.nextn > 0 ? " nextn " + std::to_string(p.nextn)
+                               : " nextn 0-" + std::to_string(rates.size()));
   s += " (acceptance ";
   for (size_t k = 0; k < rates.size(); ++k) {
     std::snprintf(buf, sizeof buf, "%s%g", k > 0 ? ", " : "", rates[k]);
@@ -242,7 +250,8 @@ void PrintServeReport(std::ostream& out, const ServeProblem& p,
     if (d.draft_s > 0) {
       // The step verifies and drafts; it emits 1 + accepted tokens each.
       std::snprintf(
-          buf, sizeof buf, ", MTP drafts %.2f; %.2f tokens per request a step",
+          buf, sizeof buf, ", %s drafts %.2f; %.2f tokens per request a step",
+          p.drafter == search_spaces::Drafter::kEagle3 ? "EAGLE-3" : "MTP",
           d.draft_s * 1e3,
           search_spaces::DecodeProgress(
               p.workload, search_spaces::ServedDrafts(p.model, b.config)));
@@ -279,6 +288,7 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"nextn", p.nextn},
                   {"nextn_accepted", p.workload.nextn_accepted},
                   {"nextn_accept_rates", p.workload.nextn_accept_rates},
+                  {"spec_method", search_spaces::ToString(p.drafter)},
                   {"concurrency", p.workload.concurrency},
                   {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},
@@ -286,6 +296,13 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"ttft_target_ms", p.ttft_target_s * 1e3},
                   {"tpot_target_ms", p.tpot_target_s * 1e3},
                   {"disaggregated", p.disaggregated}};
+  if (p.drafter == search_spaces::Drafter::kEagle3) {
+    const search_spaces::ModelSpec head =
+        search_spaces::Eagle3HeadModel(p.model, p.draft_head);
+    j["problem"]["draft_model"] = p.draft_head.checkpoint;
+    j["problem"]["draft_intermediate"] = head.ffn_hidden_size;
+    j["problem"]["draft_vocab"] = head.vocab_size;
+  }
   j["considered"] = {{"layouts", r.layouts}, {"points", r.points.size()}};
   j["rejected"] = nlohmann::json::object();
   for (const auto& [reason, n] : r.rejected) j["rejected"][reason] = n;

@@ -335,6 +335,8 @@ std::vector<ServingConfig> Layouts(const ServeProblem& p) {
             c.weights = p.weights;
             c.kv_cache = p.kv_cache;
             c.nextn = nextn;
+            c.drafter = p.drafter;
+            c.draft_head = p.draft_head;
             layouts.push_back(c);
           }
         }
@@ -372,7 +374,8 @@ Status ValidateServeProblem(const ServeProblem& p) {
     return Status::InvalidArgument("--ttft-ms and --tpot-ms must be positive",
                                    "leave a target out to have none");
   }
-  return search_spaces::ValidateSpeculation(p.model, p.workload, p.nextn);
+  return search_spaces::ValidateSpeculation(p.model, p.workload, p.nextn,
+                                            p.drafter, p.draft_head);
 }
 
 ServeResult ServeSearch(const ServeProblem& p,

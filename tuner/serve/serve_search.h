@@ -94,6 +94,9 @@ struct ServeProblem {
   // nextn_accept_rates where it gives them); its acceptance is the
   // workload's nextn_accepted or nextn_accept_rates.
   int64_t nextn = 0;
+  // What drafts (ServingConfig::drafter, draft_head), on every layout.
+  search_spaces::Drafter drafter = search_spaces::Drafter::kMtp;
+  search_spaces::DraftHead draft_head;
   double ttft_target_s = 0;    // 0 = none
   double tpot_target_s = 0;    // 0 = none
   bool disaggregated = false;  // also search disaggregated deployments
@@ -134,8 +137,9 @@ struct ServeResult {
 
 // Checks a problem (positive GPUs, the workload's lengths, non-negative
 // targets, a finite non-negative rate, not both a rate and a concurrency,
-// no rate with disaggregation, nextn in range on a model with MTP layers
-// and its acceptance within it); InvalidArgument with the flag's name.
+// no rate with disaggregation, nextn in range with a drafter the model can
+// run and its acceptance within it: search_spaces::ValidateSpeculation);
+// InvalidArgument with the flag's name.
 Status ValidateServeProblem(const ServeProblem& problem);
 
 // Whether the search sweeps the batch (no concurrency, no request rate):

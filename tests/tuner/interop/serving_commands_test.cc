@@ -221,6 +221,60 @@ TEST(ServingCommands, SpeculativeDecodingRunsTheMtpDrafter) {
           .ok());
 }
 
+TEST(ServingCommands, AnEagle3HeadRunsAsEachEnginesEagle3Drafter) {
+  // Three drafts a step from an EAGLE-3 head: vLLM's method eagle3 with
+  // the head as its model, SGLang's EAGLE3 algorithm and draft path,
+  // TensorRT-LLM's decoding_type Eagle3; each reads back the drafter, the
+  // drafts and the head.
+  ServingConfig c = Config(2, 1, 1, 1, Precision::kFp8, KvCacheDtype::kFp8);
+  c.nextn = 3;
+  c.drafter = search_spaces::Drafter::kEagle3;
+  c.draft_head.checkpoint = "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B";
+  ServingLaunch l = Launch(64);
+  l.model = "meta-llama/Llama-3.3-70B-Instruct";
+  auto expect_head = [&](const ServingConfig& back) {
+    EXPECT_EQ(back.drafter, search_spaces::Drafter::kEagle3);
+    EXPECT_EQ(back.nextn, 3);
+    EXPECT_EQ(back.draft_head.checkpoint, c.draft_head.checkpoint);
+  };
+  const std::string vllm = VllmServeCommand(c, l).value();
+  EXPECT_NE(vllm.find("  --speculative-config '{\"method\":\"eagle3\","
+                      "\"model\":\"yuhuili/EAGLE3-LLaMA3.3-Instruct-70B\","
+                      "\"num_speculative_tokens\":3}'"),
+            std::string::npos)
+      << vllm;
+  expect_head(ParseVllmServeCommand(vllm, nullptr).value());
+  const std::string sglang = SglangServeCommand(c, l);
+  EXPECT_NE(sglang.find("  --speculative-algorithm EAGLE3 \\\n"
+                        "  --speculative-draft-model-path "
+                        "'yuhuili/EAGLE3-LLaMA3.3-Instruct-70B' \\\n"
+                        "  --speculative-num-steps 3 \\\n"
+                        "  --speculative-eagle-topk 1 \\\n"
+                        "  --speculative-num-draft-tokens 4"),
+            std::string::npos)
+      << sglang;
+  expect_head(ParseSglangServeCommand(sglang, nullptr).value());
+  std::string yaml;
+  const std::string trt = TrtllmServeCommand(c, l, &yaml).value();
+  EXPECT_EQ(yaml,
+            "enable_attention_dp: false\n"
+            "kv_cache_config:\n"
+            "  dtype: fp8\n"
+            "speculative_config:\n"
+            "  decoding_type: Eagle3\n"
+            "  max_draft_len: 3\n"
+            "  speculative_model: \"yuhuili/EAGLE3-LLaMA3.3-Instruct-70B\"\n");
+  expect_head(ParseTrtllmServeCommand(trt, yaml, nullptr).value());
+  // TensorRT-LLM's older spellings read back the same.
+  expect_head(
+      ParseTrtllmServeCommand(trt,
+                              "speculative_config:\n  decoding_type: Eagle\n"
+                              "  max_draft_len: 3\n  speculative_model_dir: "
+                              "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B\n",
+                              nullptr)
+          .value());
+}
+
 TEST(TrtllmServeCommand, KeepsTheModelsSlidingWindows) {
   // TensorRT-LLM keeps a window only when told (vLLM and SGLang read it
   // from the checkpoint): the plan's windows go into its options.

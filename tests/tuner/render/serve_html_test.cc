@@ -170,6 +170,45 @@ TEST(ServeHtml, SpeculationAndASharedPrefixHaveTheirRows) {
   EXPECT_EQ(SvgGeometryProblems(r.html), std::vector<std::string>{});
 }
 
+TEST(ServeHtml, AnEagle3HeadIsNamedWithItsDrafts) {
+  // LLaMA-3 8B with an EAGLE-3 head: the problem table names the head, the
+  // step table its drafts.
+  const ServeRun r = RunServe({"--model",
+                               "llama3-8b",
+                               "--gpus",
+                               "1",
+                               "--gpu",
+                               "h100",
+                               "--isl",
+                               "1024",
+                               "--osl",
+                               "256",
+                               "--precision",
+                               "fp8",
+                               "--spec-method",
+                               "eagle3",
+                               "--draft-model",
+                               "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                               "--nextn",
+                               "2",
+                               "--nextn-accepted",
+                               "1.2",
+                               "--concurrency",
+                               "8"});
+  ASSERT_FALSE(r.html.empty());
+  ASSERT_TRUE(r.report["best"].is_object());
+  EXPECT_NE(r.html.find("<th class=\"l\">speculative decoding</th><td "
+                        "class=\"l\">EAGLE-3 head "
+                        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, 2 draft tokens "
+                        "a step, 1.20 accepted on average</td>"),
+            std::string::npos);
+  EXPECT_NE(r.html.find("<td class=\"l\">EAGLE-3 drafts (speculative "
+                        "decoding)</td>"),
+            std::string::npos);
+  EXPECT_EQ(r.html.find("MTP"), std::string::npos);
+  EXPECT_EQ(SvgGeometryProblems(r.html), std::vector<std::string>{});
+}
+
 TEST(ServeHtml, DisaggregatedPlanListsEachRolesEscapedCommands) {
   const ServeRun r =
       RunServe({"--model", "llama3-70b", "--gpus", "16", "--gpu", "h100",
