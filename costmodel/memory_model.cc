@@ -212,6 +212,7 @@ void FillStageLayers(const ModelSpec& m, const ModelLayers& layers,
     if (kind.mlp == Mlp::kMoe) sl->moe += static_cast<double>(n);
   }
   sl->mtp_depths = stage == c.pp - 1 ? m.mtp_num_layers : 0;
+  sl->mtp_weight_depths = stage == c.pp - 1 ? m.mtp_weight_depths() : 0;
 }
 
 LocalParams LocalParamsOf(const ModelSpec& m, const ModelStats& st,
@@ -229,8 +230,9 @@ LocalParams LocalParamsOf(const ModelSpec& m, const ModelStats& st,
     add(ParamsOfLayer(m, k.kind), static_cast<double>(k.count));
     lp.linear += k.count * LinearParams(LayerShapes(m, c, k.kind));
   }
-  if (sl.mtp_depths > 0) {
-    const double d = static_cast<double>(sl.mtp_depths);
+  if (sl.mtp_weight_depths > 0) {
+    // Weights: a repeated layer's depths hold one block.
+    const double d = static_cast<double>(sl.mtp_weight_depths);
     add(MtpGlueParams(m), d);
     const double h = static_cast<double>(m.hidden_size);
     lp.linear += d * 2 * h * h / t;  // eh_proj

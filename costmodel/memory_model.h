@@ -132,6 +132,8 @@ struct StageLayers {
   double moe = 0;                // of them with an MoE MLP
   std::vector<KindCount> kinds;  // decoder layers per kind
   int64_t mtp_depths = 0;        // MTP depths (last stage only)
+  // Of them with weights of their own (ModelSpec::mtp_weight_depths).
+  int64_t mtp_weight_depths = 0;
 };
 StageLayers LayersOnStage(const search_spaces::ModelSpec& model,
                           const search_spaces::ParallelConfig& config,

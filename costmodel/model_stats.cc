@@ -447,7 +447,8 @@ ModelStats ComputeModelStats(const ModelSpec& m, int64_t padded_vocab,
     for (const LayerKind& kind : m.MtpDepthLayers()) {
       depth += ParamsOfLayer(m, kind).total();
     }
-    st.mtp_params = static_cast<double>(m.mtp_num_layers) * depth;
+    // A repeated layer's depths share one block (mtp_weight_depths).
+    st.mtp_params = static_cast<double>(m.mtp_weight_depths()) * depth;
   }
   return st;
 }

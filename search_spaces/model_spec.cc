@@ -315,6 +315,12 @@ Status ValidateArchitecture(const ModelSpec& m, const KeyLocator& where) {
     MESHTUNE_RETURN_IF_ERROR(
         CheckLimit(value, limits::kFfnHiddenSize, key, where(key)));
   }
+  if (m.mtp_use_repeated_layer && m.mtp_num_layers <= 0) {
+    return invalid("mtp_use_repeated_layer",
+                   "mtp_use_repeated_layer needs MTP depths (mtp_num_layers "
+                   "is 0)",
+                   "give mtp_num_layers, or leave mtp_use_repeated_layer out");
+  }
   if (m.window_size < -1) {
     return invalid("window_size",
                    "window_size: expected -1 (full attention) or a window "

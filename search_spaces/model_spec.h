@@ -160,6 +160,10 @@ struct ModelSpec {
   // layer of the last decoder layer's kind (hybrid: the pattern after '/'),
   // plus its norms, a 2h -> h projection and one more output-layer GEMM.
   int64_t mtp_num_layers = 0;
+  // Megatron --mtp-use-repeated-layer: every depth runs one shared block
+  // (Nemotron 3 Super's two depths of one *E block), so the weights are one
+  // depth's while each depth still computes and keeps its activations.
+  bool mtp_use_repeated_layer = false;
 
   // Hybrid models: Megatron --hybrid-layer-pattern as written (symbols
   // M * - E, '|' segments, '/' MTP depths). Empty = a GPT model.
@@ -239,6 +243,11 @@ struct ModelSpec {
   bool IsWindowLayer(int64_t layer_number) const {
     return window_size >= 0 && (window_attn_skip_freq <= 0 ||
                                 layer_number % window_attn_skip_freq != 0);
+  }
+  // The MTP depths with weights of their own: one for a repeated layer.
+  int64_t mtp_weight_depths() const {
+    return mtp_use_repeated_layer ? std::min<int64_t>(1, mtp_num_layers)
+                                  : mtp_num_layers;
   }
   // Query/key head width with MLA (qk_head_dim + qk_pos_emb_head_dim).
   int64_t mla_qk_head_dim() const { return qk_head_dim + qk_pos_emb_head_dim; }

@@ -219,15 +219,17 @@ struct ServingConfig {
 };
 
 // The MTP depths a deployment loads and runs (speculative decoding): the
-// model's first min(nextn, mtp_num_layers), reused past them (TensorRT-LLM's
-// MTP with more draft tokens than layers, vLLM's and SGLang's MTP drafters
-// run DeepSeek's one layer N times); 0 when nextn is 0.
+// model's first min(nextn, its depths with weights of their own), reused
+// past them (TensorRT-LLM's MTP with more draft tokens than layers, vLLM's
+// and SGLang's MTP drafters run DeepSeek's one layer N times, and a
+// repeated layer is one block: ModelSpec::mtp_weight_depths); 0 when nextn
+// is 0.
 inline int64_t ServedMtpDepths(const ModelSpec& model,
                                const ServingConfig& config) {
   if (config.drafter != Drafter::kMtp) return 0;
-  if (config.nextn <= 0 || model.mtp_num_layers <= 0) return 0;
-  return config.nextn < model.mtp_num_layers ? config.nextn
-                                             : model.mtp_num_layers;
+  const int64_t depths = model.mtp_weight_depths();
+  if (config.nextn <= 0 || depths <= 0) return 0;
+  return config.nextn < depths ? config.nextn : depths;
 }
 
 // The drafts a decode step of `config` runs on `model`: nextn with an

@@ -78,6 +78,7 @@ const std::vector<std::string>& ModelKeys() {
       "moe_grouped_gemm",
       "use_transformer_engine_op_fuser",
       "mtp_num_layers",
+      "mtp_use_repeated_layer",
       kHybridPattern,
       kHybridPatternAlias,
       "mamba_state_dim",
@@ -598,6 +599,8 @@ StatusOr<ModelSpec> ParseModelMap(const YAML::Node& node,
   if (hybrid && !r.Has("mtp_num_layers")) {
     m.mtp_num_layers = hybrid->mtp_depths;
   }
+  MESHTUNE_RETURN_IF_ERROR(
+      r.Bool("mtp_use_repeated_layer", false, &m.mtp_use_repeated_layer));
   // Mamba-2 sizes; Megatron's defaults stay where a key is absent.
   MESHTUNE_RETURN_IF_ERROR(r.Int("mamba_state_dim", false, 1,
                                  limits::kHiddenSize, &m.mamba_state_dim));
@@ -737,6 +740,9 @@ std::string ModelToYaml(const ModelSpec& m, const std::string& indent) {
   }
   flag("use_transformer_engine_op_fuser", m.use_transformer_engine_op_fuser);
   line("mtp_num_layers", m.mtp_num_layers);
+  if (m.mtp_num_layers > 0) {
+    flag("mtp_use_repeated_layer", m.mtp_use_repeated_layer);
+  }
   line("global_batch_size", m.global_batch_size);
   if (!m.tokenizer_type.empty()) {
     line("tokenizer_type", m.tokenizer_type);

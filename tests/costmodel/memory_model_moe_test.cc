@@ -406,6 +406,40 @@ TEST(UnevenLayouts, MtpAndEdgeStagesFromTheLayout) {
               mtp_layer.routed_experts / 8, 1);
 }
 
+TEST(UnevenLayouts, ARepeatedMtpLayerHoldsOneDepthsWeights) {
+  // The same model with two MTP depths: separate depths hold two copies of
+  // the MTP weights on the last stage, a repeated layer
+  // (--mtp-use-repeated-layer, Nemotron 3 Super's) one, whose activations
+  // are still two depths'.
+  ModelSpec m = DeepSeekV2Layers4();
+  m.num_layers = 8;
+  m.moe_layer_pattern.assign(8, 1);
+  m.mtp_num_layers = 2;
+  const ModelStats st = ComputeModelStats(m, 102400, 4096);
+  ParallelConfig c;
+  c.pp = 2;
+  c.ep = 8;
+  c.dp = 8;
+  ModelSpec repeated = m, none = m;
+  repeated.mtp_use_repeated_layer = true;
+  none.mtp_num_layers = 0;
+  const StageLayers sl = LayersOnStage(repeated, c, 1);
+  EXPECT_EQ(sl.mtp_depths, 2);
+  EXPECT_EQ(sl.mtp_weight_depths, 1);
+  EXPECT_EQ(LayersOnStage(m, c, 1).mtp_weight_depths, 2);
+  const double two = StageLocalParams(m, st, c, 1).dense -
+                     StageLocalParams(none, st, c, 1).dense;
+  const double one = StageLocalParams(repeated, st, c, 1).dense -
+                     StageLocalParams(none, st, c, 1).dense;
+  EXPECT_GT(one, 0.0);
+  EXPECT_NEAR(two, 2 * one, 1e-6 * two);
+  EXPECT_NEAR(StageLocalParams(m, st, c, 1).expert -
+                  StageLocalParams(none, st, c, 1).expert,
+              2 * (StageLocalParams(repeated, st, c, 1).expert -
+                   StageLocalParams(none, st, c, 1).expert),
+              1);
+}
+
 TEST(Workspaces, TeDummyWgradIsOneWeightPerDistinctShape) {
   // LLaMA-3 70B, tp 1: QKV, proj, fc1, fc2 once each in bf16, however many
   // layers; plus two 32 MiB cuBLAS workspaces (PyTorch, TE).

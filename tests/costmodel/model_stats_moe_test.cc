@@ -171,6 +171,7 @@ ModelSpec Nemotron3Super() {
   m.moe_latent_size = 1024;
   m.moe_shared_expert_intermediate_size = 5376;
   m.mtp_num_layers = 2;
+  m.mtp_use_repeated_layer = true;
   return m;
 }
 
@@ -328,9 +329,14 @@ TEST(ModelStatsMoe, Nemotron3SuperMatchesTheExportedElementCount) {
   const ModelStats st = Stats(m);
   EXPECT_NEAR(st.total_params / 1e9, 120.7, 0.05);
   EXPECT_NEAR(st.active_params / 1e9, 12.8, 0.05);
-  const double one_block = st.mtp_params / m.mtp_num_layers;
+  // Its two depths share that one block (--mtp-use-repeated-layer): the
+  // MTP weights are one block's; two blocks without the flag.
+  const double one_block = st.mtp_params;
   EXPECT_NEAR(one_block / 1e9, 2.94, 0.005);
   EXPECT_DOUBLE_EQ(st.total_params + one_block, 123611033088.0 - 41 * 512);
+  ModelSpec two = m;
+  two.mtp_use_repeated_layer = false;
+  EXPECT_DOUBLE_EQ(Stats(two).mtp_params, 2 * one_block);
 }
 
 TEST(ModelStatsMoe, Nemotron3NanoAndNemotronH8b) {

@@ -284,6 +284,41 @@ TEST(EstimateServingMemory, AnEagle3HeadHoldsItsWeightsAndOneLayersCache) {
   EXPECT_LT(with_head, prefill * (1 + 3.0 / 32));
 }
 
+TEST(EstimateServingMemory, ARepeatedMtpLayerIsServedOnce) {
+  // Nemotron 3 Super's two MTP depths share one block
+  // (mtp_use_repeated_layer): two drafts hold and cache that block once and
+  // run it twice, as one draft holds it; separate depths would hold two.
+  const ModelSpec m = Preset("nemotron3-super");
+  ASSERT_TRUE(m.mtp_use_repeated_layer);
+  const ClusterSpec b200 = Cluster("b200");
+  ServingConfig c;
+  c.tp = 8;
+  c.ep = 8;
+  c.weights = Precision::kNvfp4;
+  c.kv_cache = KvCacheDtype::kFp8;
+  const ServingWorkload w{1024, 1024, 0};
+  auto weights = [&](const ModelSpec& model, int64_t nextn) {
+    ServingConfig x = c;
+    x.nextn = nextn;
+    return EstimateServingMemory(model, b200, w, x).weight_bytes;
+  };
+  ServingConfig one = c, two = c;
+  one.nextn = 1;
+  two.nextn = 2;
+  EXPECT_EQ(search_spaces::ServedMtpDepths(m, two), 1);
+  const double block = weights(m, 1) - weights(m, 0);
+  EXPECT_GT(block, 0.0);
+  EXPECT_DOUBLE_EQ(weights(m, 2), weights(m, 1));
+  ModelSpec separate = m;
+  separate.mtp_use_repeated_layer = false;
+  EXPECT_NEAR(weights(separate, 2) - weights(separate, 0), 2 * block,
+              1e-9 * block);
+  // Its drafts still run the block once per draft.
+  const DatasheetCalibration cal(b200);
+  EXPECT_NEAR(DecodeStep(m, b200, two, 8, 1024, cal).draft_s,
+              2 * DecodeStep(m, b200, one, 8, 1024, cal).draft_s, 1e-12);
+}
+
 TEST(DecodeStep, Nvfp4WeightsStreamAtTheGpusNvfp4Rate) {
   // LLaMA-3 8B in NVFP4 on one B200: the same 32 · 218 103 808 linear
   // weights at 0.5 + 1/16 B stream at nvfp4_stream_relative 0.62 of the

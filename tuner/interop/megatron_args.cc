@@ -136,6 +136,7 @@ std::vector<std::string> MegatronArgs(const search_spaces::ModelSpec& m,
     // Hybrid models also carry the depths in the pattern's '/' part;
     // NVIDIA's Nemotron 3 lines pass both (docs/sources.md §2.4).
     a.push_back(Arg("--mtp-num-layers", m.mtp_num_layers));
+    if (m.mtp_use_repeated_layer) a.push_back("--mtp-use-repeated-layer");
   }
 
   // The core-attention kernel the calibration priced (megatron_args.h).

@@ -135,6 +135,7 @@ const std::map<std::string, Kind>& PlanFlags() {
       {"--window-size", Kind::kString},
       {"--window-attn-skip-freq", Kind::kInt},
       {"--mtp-num-layers", Kind::kInt},
+      {"--mtp-use-repeated-layer", Kind::kSwitch},
       {"--disable-bias-linear", Kind::kSwitch},
       {"--rotary-base", Kind::kString},
       {"--attention-backend", Kind::kString},
@@ -652,6 +653,7 @@ Status ReadModel(const ArgReader& r, ParsedMegatronArgs* out) {
         CheckHybridMtpDepths(depths, m, "--hybrid-layer-pattern"));
     m.mtp_num_layers = depths;
   }
+  m.mtp_use_repeated_layer = r.Has("--mtp-use-repeated-layer");
 
   MESHTUNE_RETURN_IF_ERROR(r.Int("--num-experts", &m.num_experts));
   if (m.is_moe()) {
@@ -1083,6 +1085,7 @@ const std::map<std::string, Kind>& RunFlags() {
       {"--moe-router-group-topk", Kind::kInt},
       {"--qk-layernorm", Kind::kSwitch},
       {"--mtp-num-layers", Kind::kString},
+      {"--mtp-use-repeated-layer", Kind::kSwitch},
       {"--disable-bias-linear", Kind::kSwitch},
       {"--rotary-base", Kind::kString},
       {"--attention-backend", Kind::kString},
@@ -1339,6 +1342,7 @@ StatusOr<AppliedMegatronFlags> ApplyMegatronFlags(
                                                   "the hybrid layer pattern"));
     model->mtp_num_layers = depths.value();
   }
+  if (has("--mtp-use-repeated-layer")) model->mtp_use_repeated_layer = true;
 
   if (has("--use-distributed-optimizer")) config->dist_opt = true;
   if (has("--grad-reduce-in-bf16")) training->grad_reduce_in_bf16 = true;

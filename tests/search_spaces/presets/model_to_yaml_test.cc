@@ -28,6 +28,7 @@ TEST(ModelToYaml, EveryPresetReadsBackAsItself) {
         << m.name;
     EXPECT_EQ(back->hybrid_layer_pattern, m.hybrid_layer_pattern) << m.name;
     EXPECT_EQ(back->mtp_num_layers, m.mtp_num_layers) << m.name;
+    EXPECT_EQ(back->mtp_use_repeated_layer, m.mtp_use_repeated_layer) << m.name;
     EXPECT_EQ(back->has_linear_biases(), m.has_linear_biases()) << m.name;
     EXPECT_EQ(back->rotary_base, m.rotary_base) << m.name;
     EXPECT_EQ(back->window_size, m.window_size) << m.name;

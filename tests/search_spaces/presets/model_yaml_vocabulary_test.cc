@@ -342,6 +342,23 @@ TEST(ModelYamlVocabularyTest, HybridPatternGivesLayersAndMtp) {
   EXPECT_EQ(alias->num_layers, 5);
 }
 
+TEST(ModelYamlVocabularyTest, ARepeatedMtpLayerNeedsMtpDepths) {
+  // Two depths of one shared block: weights of one depth (model_spec.h).
+  StatusOr<ModelSpec> two =
+      ParseModelYaml(Replace(kHybrid, "M*M-E/*E", "M*M-E/*E/*E") +
+                         "mtp_use_repeated_layer: true\n",
+                     "m.yaml");
+  ASSERT_TRUE(two.ok()) << two.status().message();
+  EXPECT_EQ(two->mtp_num_layers, 2);
+  EXPECT_TRUE(two->mtp_use_repeated_layer);
+  EXPECT_EQ(two->mtp_weight_depths(), 1);
+  const Status s = ParseError(Replace(kHybrid, "M*M-E/*E", "M*M-E") +
+                              "mtp_use_repeated_layer: true\n");
+  EXPECT_EQ(s.message(),
+            "m.yaml:18: mtp_use_repeated_layer needs MTP depths "
+            "(mtp_num_layers is 0)");
+}
+
 TEST(ModelYamlVocabularyTest, HybridErrorsAreLocated) {
   Status s = ParseError(Replace(kHybrid, "M*M-E/*E", "M*X-E/*E"));
   EXPECT_EQ(s.message(),

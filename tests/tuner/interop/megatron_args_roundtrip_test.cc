@@ -50,6 +50,7 @@ void ExpectSameModel(const ModelSpec& p, const ModelSpec& m) {
   EXPECT_EQ(p.qk_pos_emb_head_dim, m.qk_pos_emb_head_dim);
   EXPECT_EQ(p.v_head_dim, m.v_head_dim);
   EXPECT_EQ(p.mtp_num_layers, m.mtp_num_layers);
+  EXPECT_EQ(p.mtp_use_repeated_layer, m.mtp_use_repeated_layer);
   EXPECT_EQ(p.hybrid_layer_pattern, m.hybrid_layer_pattern);
   if (m.is_hybrid()) {
     EXPECT_EQ(p.mamba_state_dim, m.mamba_state_dim);
