@@ -136,9 +136,12 @@ class Loop {
   }
 
   // The tokens of `r`'s context its prefill computes: all but the cached
-  // prefix (at most isl − 1 of them).
+  // prefix (at most isl − 1 of them), which a cold prefix's first
+  // admission computes too (ClosedLoopBenchmark::cold_prefix_requests).
   int64_t ToPrefill(const Request& r) const {
-    return Context(r) - std::min(b_.prefix, r.isl - 1);
+    const bool cold =
+        r.generated == 0 && r.index >= 1 && r.index <= b_.cold_prefix_requests;
+    return Context(r) - (cold ? 0 : std::min(b_.prefix, r.isl - 1));
   }
 
   // Tokens in the KV cache at the next pass: every admitted prompt, and

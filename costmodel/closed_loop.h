@@ -144,6 +144,11 @@ struct ClosedLoopBenchmark {
   // them (chunk_context_s), as it does again when a preempted request is
   // recomputed (its prefix stays cached). They count in its KV cache.
   int64_t prefix = 0;
+  // Requests 1 to cold_prefix_requests compute their prefix too at their
+  // first admission: the first use of each prefix of a pool other than
+  // request 0's (a benchmark's initial test request warms that one; a
+  // shuffled pool meets the others early, so they are placed first).
+  int64_t cold_prefix_requests = 0;
   // Tokens at the start of every prompt whose KV pages all requests share,
   // stored once beside the running requests (a shared prefix's whole
   // pages, ServingEstimate::kv_shared_prefix_tokens; kv_tokens excludes

@@ -387,7 +387,25 @@ ClosedLoopBenchmark ReplicaBenchmark(const ModelSpec& m,
                                        static_cast<double>(b.step_tokens);
   const int64_t affordable =
       static_cast<int64_t>(kMaxSimulatedPasses / per_request);
+  const int64_t share = b.requests;
   b.requests = std::min(b.requests, std::max(b.warmup + b.clients, affordable));
+  // A pool of K prefixes spread evenly over the requests, each routed to
+  // any replica: a replica meets K · (1 − (1 − 1/R)^(N/K)) of them, each
+  // cold at its first use but the test request's (in the share of them
+  // that the simulated requests are of the replica's). Only a run measured
+  // from its first request sees them: a steady state (a warm-up left out)
+  // has every prefix cached.
+  if (w.prefix > 0 && w.prefix_pool > 1 && warmup == 0) {
+    const double pool = static_cast<double>(w.prefix_pool);
+    const double met =
+        pool * (1.0 - std::pow(1.0 - 1.0 / static_cast<double>(replicas),
+                               static_cast<double>(requests) / pool));
+    const double cold = std::max(0.0, met - 1.0) *
+                        static_cast<double>(b.requests) /
+                        static_cast<double>(share);
+    b.cold_prefix_requests =
+        std::min<int64_t>(b.requests - 1, std::llround(cold));
+  }
   if (w.lengths == search_spaces::LengthSpread::kExponential) {
     b.input_lengths = ExponentialLengths(w.isl, b.requests, 1);
     b.output_lengths = ExponentialLengths(w.osl, b.requests, 0);

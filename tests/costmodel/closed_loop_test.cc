@@ -109,6 +109,34 @@ TEST(SimulateClosedLoop, ACachedPrefixIsNotPrefilledAgain) {
   EXPECT_EQ(calls.front(), std::make_pair(int64_t{1}, int64_t{99}));
 }
 
+TEST(SimulateClosedLoop, AColdPrefixIsComputedAtItsFirstUse) {
+  // The burst above from a pool of two prefixes: request 0's is warm (the
+  // benchmark's test request), request 1 (B) meets the other one first and
+  // computes all its 100 tokens, its first chunk attending to nothing.
+  //   pass 0: A's 40 (0.24), B's first 60                    -> t 1.24
+  //   pass 1: A decodes (0.1), B's last 40 (prior 60: 0.24), C's 40
+  //           (0.24), D's first 19 (0.114)                   -> t 2.934
+  //   pass 2: B, C decode (0.2), D's last 21 (prior 79: 0.1659)
+  //                                                          -> t 4.2999
+  //   pass 3: D decodes                                      -> t 4.3999
+  PassTimes t = Times(0.1, 0, 1.0, 0);
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  t.chunk_context_s = [&](int64_t chunk, int64_t prior) {
+    calls.emplace_back(chunk, prior);
+    return static_cast<double>(chunk * prior) / 10000.0;
+  };
+  ClosedLoopBenchmark b{4, 4, 100, 2, 100, 64, 0};
+  b.prefix = 60;
+  b.cold_prefix_requests = 1;
+  const ClosedLoopResult r = SimulateClosedLoop(b, t);
+  const std::vector<std::pair<int64_t, int64_t>> want = {
+      {40, 60}, {40, 60}, {40, 60}, {19, 60}, {21, 79}};
+  EXPECT_EQ(calls, want);
+  EXPECT_NEAR(r.mean_ttft_s, (1.24 + 2.934 + 2.934 + 4.2999) / 4, 1e-12);
+  EXPECT_NEAR(r.makespan_s, 4.3999, 1e-12);
+  EXPECT_EQ(r.passes, 4);
+}
+
 TEST(SimulateClosedLoop, APipelinePassPaysItsSlowestMicroBatch) {
   // Two micro-batches of 100 tokens each (a 200-token budget), a prefill
   // of t tokens costing t / 100 s through every stage, a decode 0.1 s per

@@ -502,6 +502,7 @@ class ServeCommand : public Command {
     load.isl = p.workload.isl;
     load.osl = p.workload.osl;
     load.prefix = p.workload.prefix;
+    load.prefix_pool = p.workload.prefix_pool;
     load.max_concurrency = b.max_concurrency;
     load.request_rate = b.request_rate;
     load.num_prompts = b.num_prompts;

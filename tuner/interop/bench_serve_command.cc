@@ -29,13 +29,23 @@ std::string VllmBenchServeCommand(const BenchServeLoad& load) {
   std::string cmd = "vllm bench serve --backend openai";
   cmd += Line("--base-url", "\"${BASE_URL:-http://localhost:8000}\"");
   cmd += Line("--model", ShellQuote(load.model));
-  cmd += Line("--dataset-name", "random");
-  if (load.prefix > 0) {
-    cmd += Line("--random-prefix-len", std::to_string(load.prefix));
+  if (load.prefix > 0 && load.prefix_pool > 1) {
+    cmd += Line("--dataset-name", "prefix_repetition");
+    cmd += Line("--prefix-repetition-prefix-len", std::to_string(load.prefix));
+    cmd += Line("--prefix-repetition-suffix-len",
+                std::to_string(load.isl - load.prefix));
+    cmd += Line("--prefix-repetition-num-prefixes",
+                std::to_string(load.prefix_pool));
+    cmd += Line("--prefix-repetition-output-len", std::to_string(load.osl));
+  } else {
+    cmd += Line("--dataset-name", "random");
+    if (load.prefix > 0) {
+      cmd += Line("--random-prefix-len", std::to_string(load.prefix));
+    }
+    cmd += Line("--random-input-len", std::to_string(load.isl - load.prefix));
+    cmd += Line("--random-output-len", std::to_string(load.osl));
+    cmd += Line("--random-range-ratio", "0");
   }
-  cmd += Line("--random-input-len", std::to_string(load.isl - load.prefix));
-  cmd += Line("--random-output-len", std::to_string(load.osl));
-  cmd += Line("--random-range-ratio", "0");
   cmd += Line("--ignore-eos", "");
   if (load.max_concurrency > 0) {
     cmd += Line("--max-concurrency", std::to_string(load.max_concurrency));

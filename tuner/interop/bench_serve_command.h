@@ -13,6 +13,11 @@
 //       isl − P, one P-token prefix before every prompt's random tokens,
 //       which the engine's prefix cache keeps after the first)
 //     --random-range-ratio 0 (every request exactly those lengths)
+//       or, with a pool of K > 1 prefixes, --dataset-name prefix_repetition
+//       --prefix-repetition-prefix-len P --prefix-repetition-suffix-len
+//       isl − P --prefix-repetition-num-prefixes K
+//       --prefix-repetition-output-len osl (num_prompts / K prompts of each
+//       prefix, shuffled; vLLM 0.10.1 and later)
 //     --ignore-eos (every answer runs to osl)
 //     --max-concurrency C (a closed loop: at most C in flight, all C at
 //       once to start, the client's default infinite rate) or
@@ -33,6 +38,7 @@ struct BenchServeLoad {
   int64_t isl = 1;
   int64_t osl = 1;
   int64_t prefix = 0;  // tokens of isl every prompt shares, 0 <= prefix < isl
+  int64_t prefix_pool = 1;      // distinct prefixes (ServingWorkload)
   int64_t max_concurrency = 0;  // closed loop; 0 = open loop at the rate
   double request_rate = 0;      // requests/s
   int64_t num_prompts = 1;

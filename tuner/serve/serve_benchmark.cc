@@ -25,6 +25,14 @@ int64_t BenchmarkRequests(int64_t in_flight) {
        kMinBenchmarkRequests});
 }
 
+int64_t BenchmarkPrompts(const search_spaces::ServingWorkload& w,
+                         int64_t in_flight) {
+  const int64_t n = BenchmarkRequests(in_flight);
+  if (w.prefix <= 0 || w.prefix_pool <= 1) return n;
+  const int64_t pool = w.prefix_pool;
+  return (std::max(n, pool) + pool - 1) / pool * pool;
+}
+
 ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
                                      const ServePoint& best,
                                      const costmodel::Calibration& cal) {
@@ -33,14 +41,11 @@ ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
   // worker) times their number.
   const int64_t in_flight =
       std::max<int64_t>(1, best.estimate.batch * best.estimate.replicas);
-  search_spaces::ServingWorkload w = p.workload;
-  // vLLM's benchmark client sends one prefix before every prompt
-  // (--random-prefix-len): the run holds one copy, whatever pool the plan
-  // was priced with.
-  w.prefix_pool = 1;
+  const search_spaces::ServingWorkload& workload = p.workload;
+  search_spaces::ServingWorkload w = workload;
+  b.num_prompts = BenchmarkPrompts(workload, in_flight);
   if (p.request_rate > 0) {
     b.request_rate = p.request_rate;
-    b.num_prompts = BenchmarkRequests(in_flight);
     w.concurrency = 0;
     const costmodel::ServingEstimate e = costmodel::EstimateOpenLoopBenchmark(
         p.model, p.cluster, w, best.config, p.num_gpus, p.request_rate,
@@ -49,7 +54,6 @@ ServeBenchmark PredictServeBenchmark(const ServeProblem& p,
     return b;
   }
   b.max_concurrency = in_flight;
-  b.num_prompts = BenchmarkRequests(in_flight);
   w.concurrency = in_flight;
   if (best.disaggregated) {
     const costmodel::DisaggregatedEstimate d = costmodel::EstimateDisaggregated(

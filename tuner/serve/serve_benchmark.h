@@ -38,6 +38,12 @@ inline constexpr int64_t kMaxBenchmarkRequests = 10000;
 inline constexpr int64_t kMinBenchmarkRequests = 100;
 // The requests of a run whose load is `in_flight` sequences.
 int64_t BenchmarkRequests(int64_t in_flight);
+// The prompts the run of `workload` sends: BenchmarkRequests, or with a pool
+// of prefixes (ServingWorkload::prefix_pool > 1) the next multiple of the
+// pool, at least one prompt per prefix (vLLM's prefix_repetition dataset
+// makes num_prompts / pool of each).
+int64_t BenchmarkPrompts(const search_spaces::ServingWorkload& workload,
+                         int64_t in_flight);
 
 struct ServeBenchmark {
   int64_t max_concurrency = 0;  // closed loop: clients; 0 = open loop

@@ -50,6 +50,33 @@ TEST(VllmBenchServeCommand, ACachedPrefixIsOneSharedPrefix) {
       << cmd;
 }
 
+TEST(VllmBenchServeCommand, APoolOfPrefixesIsVllmsPrefixRepetitionDataset) {
+  // The same prompts from a pool of 16 prefixes: each prompt one of 16
+  // 3072-token prefixes and 1024 tokens of its own.
+  BenchServeLoad load;
+  load.model = "m";
+  load.isl = 4096;
+  load.osl = 128;
+  load.prefix = 3072;
+  load.prefix_pool = 16;
+  load.max_concurrency = 8;
+  load.num_prompts = 96;
+  const std::string cmd = VllmBenchServeCommand(load);
+  EXPECT_NE(cmd.find("  --dataset-name prefix_repetition \\\n"
+                     "  --prefix-repetition-prefix-len 3072 \\\n"
+                     "  --prefix-repetition-suffix-len 1024 \\\n"
+                     "  --prefix-repetition-num-prefixes 16 \\\n"
+                     "  --prefix-repetition-output-len 128 \\\n"
+                     "  --ignore-eos \\\n"),
+            std::string::npos)
+      << cmd;
+  EXPECT_EQ(cmd.find("random"), std::string::npos) << cmd;
+  // Without a prefix the pool means nothing: the random dataset.
+  load.prefix = 0;
+  EXPECT_NE(VllmBenchServeCommand(load).find("--dataset-name random"),
+            std::string::npos);
+}
+
 TEST(VllmBenchServeCommand, OpenLoopRateAsWritten) {
   BenchServeLoad load;
   load.model = "m";

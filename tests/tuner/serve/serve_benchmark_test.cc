@@ -57,6 +57,41 @@ TEST(PredictServeBenchmark, ClosedLoopIsThePlansLoadOnTheCalendar) {
   EXPECT_GT(b.ttft_s, best.estimate.ttft_s);
 }
 
+TEST(PredictServeBenchmark, APoolOfPrefixesIsComputedOnceEach) {
+  // 8192-token prompts whose first 6144 come from a pool of 8 prefixes:
+  // the run sends a multiple of 8 prompts, and each replica computes each
+  // prefix once (all but the test request's) where one prefix would be
+  // computed by that request alone. Both plans are 2x tp4 at 62 (the
+  // steady state they are ranked by has every prefix cached).
+  search_spaces::ServingWorkload one{8192, 512, 0};
+  one.prefix = 6144;
+  search_spaces::ServingWorkload eight = one;
+  eight.prefix_pool = 8;
+  ServeProblem p1 = OnH100("llama3-70b", 8, one),
+               p8 = OnH100("llama3-70b", 8, eight);
+  p1.tpot_target_s = p8.tpot_target_s = 0.050;
+  const costmodel::DatasheetCalibration cal(p1.cluster);
+  const ServeResult r1 = ServeSearch(p1, cal), r8 = ServeSearch(p8, cal);
+  ASSERT_TRUE(r1.best.has_value());
+  ASSERT_TRUE(r8.best.has_value());
+  const ServePoint& best = r8.points[*r8.best];
+  EXPECT_EQ(best.config.tp, r1.points[*r1.best].config.tp);
+  EXPECT_EQ(best.estimate.batch, r1.points[*r1.best].estimate.batch);
+  EXPECT_DOUBLE_EQ(best.estimate.ttft_s, r1.points[*r1.best].estimate.ttft_s);
+  const ServeBenchmark b8 = PredictServeBenchmark(p8, best, cal);
+  const ServeBenchmark b1 = PredictServeBenchmark(p1, best, cal);
+  const int64_t clients = best.estimate.batch * best.estimate.replicas;
+  EXPECT_EQ(b1.num_prompts, BenchmarkRequests(clients));
+  EXPECT_EQ(b8.num_prompts % 8, 0);
+  EXPECT_GE(b8.num_prompts, b1.num_prompts);
+  EXPECT_LT(b8.num_prompts, b1.num_prompts + 8);
+  EXPECT_GT(b8.ttft_s, b1.ttft_s);
+  EXPECT_EQ(BenchmarkPrompts(eight, 1), 104);  // 100, rounded up to 8s
+  // More prefixes than prompts: one prompt of each.
+  eight.prefix_pool = 300;
+  EXPECT_EQ(BenchmarkPrompts(eight, 1), 300);
+}
+
 TEST(PredictServeBenchmark, DisaggregatedBurstQueuesForThePrefillRanks) {
   ServeProblem p = OnH100("llama3-70b", 16, {8192, 256, 0});
   p.weights = search_spaces::Precision::kFp8;
