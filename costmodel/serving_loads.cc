@@ -28,10 +28,11 @@ namespace {
 int64_t MeanContext(int64_t isl, int64_t osl) { return isl + osl / 2; }
 
 // Tokens of a step's budget each running decode takes: its token and,
-// under speculative decoding, its nextn drafts to verify (TensorRT-LLM,
-// vLLM and SGLang count the drafts in max_num_tokens).
+// under speculative decoding, the drafts it verifies
+// (search_spaces::VerifiedTokens; TensorRT-LLM, vLLM and SGLang count them
+// in max_num_tokens).
 int64_t DecodeWidth(const ModelSpec& m, const ServingConfig& c) {
-  return 1 + search_spaces::ServedDrafts(m, c);
+  return search_spaces::VerifiedTokens(m, c);
 }
 
 // Output tokens a step emits per request on average: 1 plus the accepted

@@ -707,20 +707,33 @@ double Eagle3Fc_s(const ModelSpec& m, const ClusterSpec& cluster, double rows,
 // The drafts of one decode step of `micro` sequences at `context` on the
 // last stage: nextn passes of the drafter one after the other (each drafts
 // from the previous one's token; a model with fewer MTP depths reuses
-// them). The EAGLE-3 head first fuses the target's hidden states of every
-// verified token (1 + nextn per sequence) with its fc.
+// them), the first on one token per sequence and, in a tree, the others on
+// its draft_topk candidates per sequence (each reading the sequence's
+// cache once). The EAGLE-3 head first fuses the target's hidden states of
+// every verified token (VerifiedTokens per sequence) with its fc.
 double DraftStep_s(const ModelSpec& m, const ClusterSpec& cluster,
                    const ServingConfig& c, double micro, int64_t context,
                    const Calibration& cal, const ModelOptions& o) {
   const double drafts = static_cast<double>(search_spaces::ServedDrafts(m, c));
   if (drafts <= 0) return 0.0;
-  const PassTokens pass{micro, context, 0, 0};
+  const PassTokens first{micro, context, 0, 0};
+  const PassTokens rest{
+      micro, context, 0, 0,
+      static_cast<double>(std::max<int64_t>(1, c.draft_topk))};
+  auto pass_s = [&](const PassTokens& p) {
+    return c.drafter == search_spaces::Drafter::kEagle3
+               ? Eagle3PassTimes(m, cluster, c, p, cal, o).gpu_s()
+               : MtpPassTimes(m, cluster, c, p, cal, o).gpu_s();
+  };
+  double s = pass_s(first) + (drafts - 1.0) * pass_s(rest);
   if (c.drafter == search_spaces::Drafter::kEagle3) {
     const double per_rank = std::max(1.0, micro / c.attention_dp);
-    return drafts * Eagle3PassTimes(m, cluster, c, pass, cal, o).gpu_s() +
-           Eagle3Fc_s(m, cluster, per_rank * (1.0 + drafts), cal, o);
+    s += Eagle3Fc_s(
+        m, cluster,
+        per_rank * static_cast<double>(search_spaces::VerifiedTokens(m, c)),
+        cal, o);
   }
-  return drafts * MtpPassTimes(m, cluster, c, pass, cal, o).gpu_s();
+  return s;
 }
 
 // What the drafter adds to a prefill of `tokens` tokens of `sequences`
@@ -866,9 +879,9 @@ DecodeBreakdown DecodeStep(const ModelSpec& m, const ClusterSpec& cluster,
   if (batch <= 0) return d;
   // A pipeline keeps pp micro-batches in flight: each stage runs B/pp.
   const double micro = std::max(1.0, static_cast<double>(batch) / c.pp);
-  // A speculative step verifies each request's token and its nextn drafts.
+  // A speculative step verifies each request's token and its drafts.
   const double queries =
-      1.0 + static_cast<double>(search_spaces::ServedDrafts(m, c));
+      static_cast<double>(search_spaces::VerifiedTokens(m, c));
   const DecodeBreakdown stage =
       StageTimes(m, cluster, c, {micro, context, 0, 0, queries}, cal, o);
   const double pp = static_cast<double>(c.pp);

@@ -57,7 +57,10 @@
 //                        N tokens by N passes of one MTP depth at m = B,
 //                        or of an EAGLE-3 head's layer and output layer at
 //                        m = B after its fc over the B·(1 + N) verified
-//                        tokens, 16-bit (draft_s). A prefill also runs the
+//                        tokens, 16-bit (draft_s). A draft tree verifies
+//                        draft_tokens instead of 1 + N per sequence and
+//                        runs its passes after the first on draft_topk
+//                        candidates per sequence (VerifiedTokens). A prefill also runs the
 //                        drafter over the prompt, and memory holds its
 //                        weights and KV cache (ServedMtpDepths,
 //                        search_spaces::Eagle3HeadModel). The step emits

@@ -187,9 +187,13 @@ Status ValidateServingConfig(const ModelSpec& model, const GpuSpec& gpu,
   }
   // nextn's range and the drafter (the model's MTP layers, or the head);
   // no acceptance yet.
-  const Status speculation = ValidateSpeculation(
+  Status speculation = ValidateSpeculation(
       model, ServingWorkload{}, c.nextn,
       c.nextn > 0 ? c.drafter : Drafter::kMtp, c.draft_head);
+  if (speculation.ok() && c.nextn > 0) {
+    speculation = ValidateDraftTree(c.nextn, c.draft_topk, c.draft_tokens,
+                                    /*searched_lengths=*/false);
+  }
   if (!speculation.ok()) {
     return Invalid(where, speculation.message(), speculation.hint());
   }
@@ -378,6 +382,46 @@ Status ValidateSpeculation(const ModelSpec& model, const ServingWorkload& w,
   return Status::Ok();
 }
 
+Status ValidateDraftTree(int64_t nextn, int64_t topk, int64_t tokens,
+                         bool searched_lengths) {
+  if (topk < 1 || topk > kMaxDraftTopk) {
+    return Status::InvalidArgument(
+        "--draft-topk must be in [1, " + std::to_string(kMaxDraftTopk) +
+            "], got " + std::to_string(topk),
+        "give the candidates each draft pass expands per request (1: a "
+        "chain)");
+  }
+  if (topk == 1) {
+    if (tokens != 0 && tokens != nextn + 1) {
+      return Status::InvalidArgument(
+          "--draft-tokens " + std::to_string(tokens) +
+              " with a chain of --nextn " + std::to_string(nextn) +
+              " drafts: a chain verifies " + std::to_string(nextn + 1),
+          "leave --draft-tokens out for a chain, or give --draft-topk above "
+          "1 for a tree");
+    }
+    return Status::Ok();
+  }
+  if (nextn < 1 || searched_lengths) {
+    return Status::InvalidArgument(
+        "--draft-topk " + std::to_string(topk) +
+            " needs --nextn (the tree's depth)",
+        "give --nextn N and --nextn-accepted A with the tree");
+  }
+  const int64_t holds =
+      std::min<int64_t>(kMaxDraftTokens, 1 + topk + (nextn - 1) * topk * topk);
+  if (tokens < nextn + 1 || tokens > holds) {
+    return Status::InvalidArgument(
+        "--draft-tokens must be in [" + std::to_string(nextn + 1) + ", " +
+            std::to_string(holds) + "] for a tree of depth " +
+            std::to_string(nextn) + " and top-k " + std::to_string(topk) +
+            ", got " + std::to_string(tokens),
+        "give the tokens the verify checks per request (SGLang's "
+        "--speculative-num-draft-tokens)");
+  }
+  return Status::Ok();
+}
+
 std::string ToString(const ServingConfig& c) {
   std::string s = "tp" + std::to_string(c.tp) + " pp" + std::to_string(c.pp) +
                   " adp" + std::to_string(c.attention_dp) + " ep" +
@@ -387,6 +431,10 @@ std::string ToString(const ServingConfig& c) {
   if (c.nextn > 0) {
     s += (c.drafter == Drafter::kEagle3 ? " eagle3:" : " nextn:") +
          std::to_string(c.nextn);
+    if (c.draft_topk > 1) {
+      s += " tree:" + std::to_string(c.draft_topk) + "x" +
+           std::to_string(c.draft_tokens);
+    }
   }
   return s;
 }

@@ -212,6 +212,14 @@ struct ServingConfig {
   int64_t nextn = 0;
   Drafter drafter = Drafter::kMtp;
   DraftHead draft_head;  // drafter kEagle3 only
+  // Tree drafts (SGLang's EAGLE tree, over either drafter): every draft
+  // pass after the first runs draft_topk candidates per request
+  // (--speculative-eagle-topk), and the verify checks draft_tokens tokens
+  // per request: the tree's best draft_tokens − 1 candidates after the
+  // last verified token (--speculative-num-draft-tokens). 1 and 0: a chain
+  // of nextn drafts, verified as nextn + 1 tokens (VerifiedTokens).
+  int64_t draft_topk = 1;
+  int64_t draft_tokens = 0;
 
   int64_t gpus() const { return tp * attention_dp * pp; }
   // Expert tensor parallel size: the attention GPUs of a stage regrouped.
@@ -242,6 +250,31 @@ inline int64_t ServedDrafts(const ModelSpec& model,
     return std::max<int64_t>(0, config.nextn);
   return ServedMtpDepths(model, config) > 0 ? config.nextn : 0;
 }
+
+// Tokens a decode step of `config` runs per request in its verify: 1
+// without drafts (ServedDrafts), else draft_tokens, or nextn + 1 for a
+// chain. The one home of that rule for the step's rows and its budget.
+inline int64_t VerifiedTokens(const ModelSpec& model,
+                              const ServingConfig& config) {
+  const int64_t drafts = ServedDrafts(model, config);
+  if (drafts <= 0) return 1;
+  return config.draft_tokens > 0 ? config.draft_tokens : drafts + 1;
+}
+
+// The most candidates per request a draft pass of a tree expands and the
+// most tokens its verify checks that meshtune prices (SGLang's documented
+// tree configurations use top-k up to 10 and up to 64 draft tokens).
+inline constexpr int64_t kMaxDraftTopk = 16;
+inline constexpr int64_t kMaxDraftTokens = 256;
+
+// Checks a draft tree: draft_topk in [1, kMaxDraftTopk]; with a top-k of 1
+// draft_tokens 0 or nextn + 1 (a chain); above 1, nextn given (not searched
+// from per-position rates, `searched_lengths`) and draft_tokens from
+// nextn + 1 to what the tree holds, 1 + topk + (nextn − 1)·topk² (SGLang
+// keeps the best of its candidates), at most kMaxDraftTokens.
+// InvalidArgument naming --draft-topk or --draft-tokens.
+Status ValidateDraftTree(int64_t nextn, int64_t draft_topk,
+                         int64_t draft_tokens, bool searched_lengths);
 
 // Output tokens one decode step of `nextn` drafts emits per request on
 // average: 1 without drafts, else 1 plus the accepted drafts,

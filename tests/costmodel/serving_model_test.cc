@@ -252,6 +252,32 @@ TEST(DecodeStep, AnEagle3HeadDraftsWithItsOwnLayerAndVocabulary) {
                    off.total_s());
 }
 
+TEST(DecodeStep, ATreeVerifiesItsDraftTokensAndExpandsItsTopK) {
+  // The head at batch 1 with a tree of depth 3, top-k 4 and 8 draft tokens
+  // against a chain of 3: the verify runs 8 tokens instead of 4 (below the
+  // GEMMs' 16 rows: the same weights, twice the elementwise bytes); the
+  // draft passes after the first run 4 candidates instead of 1 (the same
+  // weights and cache, 3 more tokens' elementwise bytes each, 88 064 · 2 B
+  // per token), and the fc 8 tokens (the same bytes).
+  const ModelSpec m = Preset("llama3-8b");
+  const ClusterSpec h100 = Cluster("h100");
+  const DatasheetCalibration cal(h100);
+  const DecodeBreakdown chain =
+      DecodeStep(m, h100, Eagle3On8b(3), 1, 1024, cal);
+  ServingConfig tree = Eagle3On8b(3);
+  tree.draft_topk = 4;
+  tree.draft_tokens = 8;
+  const DecodeBreakdown t = DecodeStep(m, h100, tree, 1, 1024, cal);
+  EXPECT_DOUBLE_EQ(t.weights_s, chain.weights_s);
+  EXPECT_DOUBLE_EQ(t.kv_cache_s, chain.kv_cache_s);
+  EXPECT_NEAR(t.elementwise_s, 2 * chain.elementwise_s, 1e-15);
+  EXPECT_NEAR(t.draft_s - chain.draft_s,
+              2 * 3 * StreamTime_s(h100, 88064 * 2.0), 1e-9);
+  EXPECT_EQ(search_spaces::VerifiedTokens(m, tree), 8);
+  EXPECT_EQ(search_spaces::VerifiedTokens(m, Eagle3On8b(3)), 4);
+  EXPECT_EQ(search_spaces::VerifiedTokens(m, Eagle3On8b(0)), 1);
+}
+
 TEST(EstimateServingMemory, AnEagle3HeadHoldsItsWeightsAndOneLayersCache) {
   // The head's layer, fc and output layer, all 16-bit whatever the
   // target's weights; its cache is one more layer's: 33/32 of the model's.

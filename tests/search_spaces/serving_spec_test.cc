@@ -227,6 +227,41 @@ TEST(Speculation, AnEagle3HeadDraftsForModelsWithoutMtpLayers) {
             "unknown --spec-method 'medusa'");
 }
 
+TEST(Speculation, ATreeHoldsItsDraftTokens) {
+  // Depth 3, top-k 4: the first pass 4 candidates, each later one 4 per
+  // candidate kept, 1 + 4 + 2 · 16 = 37 tokens at most.
+  EXPECT_TRUE(ValidateDraftTree(3, 1, 0, false).ok());
+  EXPECT_TRUE(ValidateDraftTree(3, 1, 4, false).ok());
+  EXPECT_TRUE(ValidateDraftTree(3, 4, 8, false).ok());
+  EXPECT_TRUE(ValidateDraftTree(3, 4, 37, false).ok());
+  EXPECT_EQ(ValidateDraftTree(3, 4, 38, false).message(),
+            "--draft-tokens must be in [4, 37] for a tree of depth 3 and "
+            "top-k 4, got 38");
+  EXPECT_EQ(ValidateDraftTree(3, 4, 0, false).message(),
+            "--draft-tokens must be in [4, 37] for a tree of depth 3 and "
+            "top-k 4, got 0");
+  EXPECT_EQ(ValidateDraftTree(3, 1, 5, false).message(),
+            "--draft-tokens 5 with a chain of --nextn 3 drafts: a chain "
+            "verifies 4");
+  EXPECT_EQ(ValidateDraftTree(0, 4, 8, true).message(),
+            "--draft-topk 4 needs --nextn (the tree's depth)");
+  EXPECT_EQ(ValidateDraftTree(3, 17, 8, false).message(),
+            "--draft-topk must be in [1, 16], got 17");
+  // A config's tree is checked with its layout.
+  const ModelSpec ds = ResolveModel("deepseek-v3").value();
+  const GpuSpec h100 = ResolveCluster("h100").value().gpu;
+  ServingConfig c;
+  c.tp = 8;
+  c.ep = 8;
+  c.nextn = 3;
+  c.draft_topk = 4;
+  c.draft_tokens = 8;
+  EXPECT_TRUE(ValidateServingConfig(ds, h100, c).ok());
+  EXPECT_EQ(ToString(c), "tp8 pp1 adp1 ep8 bf16 kv:bf16 nextn:3 tree:4x8");
+  c.draft_tokens = 99;
+  EXPECT_FALSE(ValidateServingConfig(ds, h100, c).ok());
+}
+
 TEST(Speculation, TheEagle3HeadIsOneDenseLayerOfTheTargetsAttention) {
   const ModelSpec llama = ResolveModel("llama3-70b").value();
   DraftHead head;

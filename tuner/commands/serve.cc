@@ -116,6 +116,15 @@ class ServeCommand : public Command {
                     "(intermediate_size; default the model's, needed for "
                     "MoE models)")
         ->type_name("F");
+    sub->add_option("--draft-topk", draft_topk_,
+                    "with --nextn: a draft tree's candidates per request in "
+                    "each pass after the first (SGLang's "
+                    "--speculative-eagle-topk; default 1, a chain)")
+        ->type_name("K");
+    sub->add_option("--draft-tokens", draft_tokens_,
+                    "with --draft-topk above 1: the tokens the verify checks "
+                    "per request (SGLang's --speculative-num-draft-tokens)")
+        ->type_name("T");
     sub->add_option("--draft-vocab", draft_vocab_,
                     "with --spec-method eagle3: the head's draft vocabulary "
                     "(draft_vocab_size; default 32000)")
@@ -249,6 +258,8 @@ class ServeCommand : public Command {
     p.draft_head.checkpoint = draft_model_;
     p.draft_head.intermediate_size = draft_intermediate_;
     p.draft_head.vocab_size = draft_vocab_;
+    p.draft_topk = draft_topk_;
+    p.draft_tokens = draft_tokens_;
     if (nextn_ > 0 && nextn_accepted_option_->count() == 0 &&
         accept_rates_.empty()) {
       // No built-in acceptance: it is the traffic's, not the hardware's.
@@ -338,7 +349,7 @@ class ServeCommand : public Command {
   // --validate: plans run on the CPU engine (tuner/validate/serving.h).
   Status RunValidation(std::ostream& out, std::ostream& err) {
     if (nextn_ != 0 || nextn_accepted_ != 0 || !accept_rates_.empty() ||
-        spec_method_ != "mtp") {
+        spec_method_ != "mtp" || draft_topk_ != 1) {
       return Status::InvalidArgument(
           "--validate runs the plans on meshtune's engine, which has no "
           "speculative decoding",
@@ -771,6 +782,10 @@ class ServeCommand : public Command {
       }
     }
     if (nextn_ > 0) s += " --nextn " + std::to_string(nextn_);
+    if (draft_topk_ != 1) {
+      s += " --draft-topk " + std::to_string(draft_topk_) + " --draft-tokens " +
+           std::to_string(draft_tokens_);
+    }
     if (nextn_ > 0 && accept_rates_.empty()) {
       s += " --nextn-accepted " + number(nextn_accepted_);
     }
@@ -802,6 +817,8 @@ class ServeCommand : public Command {
   std::string draft_model_;
   int64_t draft_intermediate_ = 0;
   int64_t draft_vocab_ = search_spaces::DraftHead().vocab_size;
+  int64_t draft_topk_ = 1;
+  int64_t draft_tokens_ = 0;
   double nextn_accepted_ = 0;
   CLI::Option* nextn_accepted_option_ = nullptr;
   std::vector<double> accept_rates_;

@@ -70,6 +70,12 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
   if (launch.prefix_caching) cmd += " \\\n  --enable-prefix-caching";
+  if (c.nextn > 0 && c.draft_topk > 1) {
+    return Status::InvalidArgument(
+        "vLLM drafts a chain, not a tree of top-" +
+            std::to_string(c.draft_topk),
+        "use the SGLang command of this plan, or --draft-topk 1");
+  }
   if (c.nextn > 0) {
     // The head's checkpoint holds only JSON-safe characters
     // (search_spaces::ValidateSpeculation).
@@ -119,8 +125,9 @@ std::string SglangServeCommand(const ServingConfig& c,
       cmd += Flag("--speculative-algorithm", "EAGLE");
     }
     cmd += Flag("--speculative-num-steps", c.nextn);
-    cmd += Flag("--speculative-eagle-topk", 1);
-    cmd += Flag("--speculative-num-draft-tokens", c.nextn + 1);
+    cmd += Flag("--speculative-eagle-topk", std::max<int64_t>(1, c.draft_topk));
+    cmd += Flag("--speculative-num-draft-tokens",
+                c.draft_topk > 1 ? c.draft_tokens : c.nextn + 1);
   }
   if (launch.role != ServingRole::kAggregated) {
     cmd += Flag("--disaggregation-mode",
@@ -139,6 +146,12 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
             std::to_string(c.tp) + " within attention DP " +
             std::to_string(c.attention_dp),
         "use the SGLang command of this plan");
+  }
+  if (c.nextn > 0 && c.draft_topk > 1) {
+    return Status::InvalidArgument(
+        "the TensorRT-LLM command drafts a chain, not a tree of top-" +
+            std::to_string(c.draft_topk),
+        "use the SGLang command of this plan, or --draft-topk 1");
   }
   std::string cmd = "trtllm-serve " + ShellQuote(launch.model);
   cmd += Flag("--tp_size", c.tp * c.attention_dp);
@@ -345,7 +358,7 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
   }
   ServingConfig c;
   ServingLaunch l;
-  int64_t gpus = 1, dp = 1, steps = 0;
+  int64_t gpus = 1, dp = 1, steps = 0, topk = 1, draft_tokens = 0;
   bool dp_attention = false, speculative = false;
   for (const auto& [flag, value] : Flags(w, first)) {
     bool m = false;
@@ -363,6 +376,10 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
         SizeFlag(flag, value, {"--context-length"}, &l.max_model_len, &m));
     MESHTUNE_RETURN_IF_ERROR(
         SizeFlag(flag, value, {"--speculative-num-steps"}, &steps, &m));
+    MESHTUNE_RETURN_IF_ERROR(
+        SizeFlag(flag, value, {"--speculative-eagle-topk"}, &topk, &m));
+    MESHTUNE_RETURN_IF_ERROR(SizeFlag(
+        flag, value, {"--speculative-num-draft-tokens"}, &draft_tokens, &m));
     if (flag == "--model-path" || flag == "--model") l.model = value;
     if (flag == "--enable-dp-attention") dp_attention = true;
     if (flag == "--speculative-algorithm") {
@@ -400,6 +417,11 @@ StatusOr<ServingConfig> ParseSglangServeCommand(const std::string& command,
   // drafter, an EAGLE-3 head as EAGLE3); 1 when the steps are left to
   // SGLang's default.
   if (speculative) c.nextn = steps > 0 ? steps : 1;
+  // A tree: its top-k and verified tokens; a chain keeps the defaults.
+  if (speculative && topk > 1) {
+    c.draft_topk = topk;
+    c.draft_tokens = draft_tokens;
+  }
   if (launch != nullptr) *launch = l;
   return c;
 }

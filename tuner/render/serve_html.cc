@@ -105,9 +105,15 @@ std::string ProblemSection(const json& report) {
                  " draft tokens a step, accepted by position at " +
                  HtmlEscape(list));
   } else if (p.value("nextn", int64_t{0}) > 0) {
+    const int64_t topk = p.value("draft_topk", int64_t{1});
+    const std::string tree =
+        topk > 1 ? ", a tree of top-" + std::to_string(topk) + " verifying " +
+                       std::to_string(p.value("draft_tokens", int64_t{0})) +
+                       " tokens"
+                 : "";
     s += Row("speculative decoding",
              HtmlEscape(drafter) + ", " + std::to_string(Int(p, "nextn")) +
-                 " draft tokens a step, " +
+                 " draft tokens a step" + tree + ", " +
                  HtmlEscape(Fixed(Num(p, "nextn_accepted"), 2)) +
                  " accepted on average");
   }

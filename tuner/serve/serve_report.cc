@@ -117,7 +117,14 @@ std::string Speculation(const ServeProblem& p) {
   if (rates.empty()) {
     std::snprintf(buf, sizeof buf, " nextn %lld (%g accepted)",
                   static_cast<long long>(p.nextn), p.workload.nextn_accepted);
-    return ", " + Drafter(p) + buf;
+    std::string s = ", " + Drafter(p) + buf;
+    if (p.draft_topk > 1) {
+      std::snprintf(buf, sizeof buf, ", a tree of top-%lld verifying %lld",
+                    static_cast<long long>(p.draft_topk),
+                    static_cast<long long>(p.draft_tokens));
+      s += buf;
+    }
+    return s;
   }
   std::string s = ", " + Drafter(p) +
                   (p.nextn > 0 ? " nextn " + std::to_string(p.nextn)
@@ -289,6 +296,8 @@ nlohmann::json ServeReportJson(const ServeProblem& p, const ServeResult& r) {
                   {"nextn_accepted", p.workload.nextn_accepted},
                   {"nextn_accept_rates", p.workload.nextn_accept_rates},
                   {"spec_method", search_spaces::ToString(p.drafter)},
+                  {"draft_topk", p.draft_topk},
+                  {"draft_tokens", p.draft_tokens},
                   {"concurrency", p.workload.concurrency},
                   {"request_rate", p.request_rate},
                   {"weights", search_spaces::ToString(p.weights)},

@@ -337,6 +337,8 @@ std::vector<ServingConfig> Layouts(const ServeProblem& p) {
             c.nextn = nextn;
             c.drafter = p.drafter;
             c.draft_head = p.draft_head;
+            c.draft_topk = p.draft_topk;
+            c.draft_tokens = p.draft_tokens;
             layouts.push_back(c);
           }
         }
@@ -374,8 +376,12 @@ Status ValidateServeProblem(const ServeProblem& p) {
     return Status::InvalidArgument("--ttft-ms and --tpot-ms must be positive",
                                    "leave a target out to have none");
   }
-  return search_spaces::ValidateSpeculation(p.model, p.workload, p.nextn,
-                                            p.drafter, p.draft_head);
+  MESHTUNE_RETURN_IF_ERROR(search_spaces::ValidateSpeculation(
+      p.model, p.workload, p.nextn, p.drafter, p.draft_head));
+  return search_spaces::ValidateDraftTree(
+      p.nextn, p.draft_topk, p.draft_tokens,
+      /*searched_lengths=*/p.nextn == 0 &&
+          !p.workload.nextn_accept_rates.empty());
 }
 
 ServeResult ServeSearch(const ServeProblem& p,

@@ -97,6 +97,10 @@ struct ServeProblem {
   // What drafts (ServingConfig::drafter, draft_head), on every layout.
   search_spaces::Drafter drafter = search_spaces::Drafter::kMtp;
   search_spaces::DraftHead draft_head;
+  // A draft tree (ServingConfig::draft_topk, draft_tokens): 1 and 0 = a
+  // chain.
+  int64_t draft_topk = 1;
+  int64_t draft_tokens = 0;
   double ttft_target_s = 0;    // 0 = none
   double tpot_target_s = 0;    // 0 = none
   bool disaggregated = false;  // also search disaggregated deployments

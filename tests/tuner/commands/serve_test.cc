@@ -284,6 +284,49 @@ TEST(ServeCommand, AnEagle3HeadSpeculatesForAModelWithoutMtpLayers) {
   EXPECT_NE(text.out.find(", EAGLE-3 drafts "), std::string::npos) << text.out;
 }
 
+TEST(ServeCommand, ADraftTreeRunsOnSglangOnly) {
+  // DeepSeek-V3's MTP as a tree of depth 3, top-k 4 and 8 verified tokens:
+  // SGLang's command carries the tree and reads it back; vLLM and
+  // TensorRT-LLM draft chains, so their commands say why they are absent.
+  const std::vector<std::string> chain = {
+      "serve", "--model",       "deepseek-v3", "--gpus",
+      "8",     "--gpu",         "h200",        "--isl",
+      "1024",  "--osl",         "1024",        "--precision",
+      "fp8",   "--nextn",       "3",           "--nextn-accepted",
+      "2.2",   "--concurrency", "4",           "--json"};
+  std::vector<std::string> tree = chain;
+  tree.insert(tree.end(), {"--draft-topk", "4", "--draft-tokens", "8"});
+  const auto run = Tune(tree);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["problem"]["draft_topk"], 4);
+  EXPECT_EQ(j["problem"]["draft_tokens"], 8);
+  const std::string sglang = j["commands"]["sglang"].get<std::string>();
+  EXPECT_NE(sglang.find("  --speculative-eagle-topk 4 \\\n"
+                        "  --speculative-num-draft-tokens 8"),
+            std::string::npos)
+      << sglang;
+  const search_spaces::ServingConfig back =
+      ParseSglangServeCommand(sglang, nullptr).value();
+  EXPECT_EQ(back.nextn, 3);
+  EXPECT_EQ(back.draft_topk, 4);
+  EXPECT_EQ(back.draft_tokens, 8);
+  EXPECT_EQ(j["commands"]["vllm_error"],
+            "vLLM drafts a chain, not a tree of top-4");
+  EXPECT_FALSE(j["commands"].contains("vllm"));
+  EXPECT_FALSE(j["commands"].contains("trtllm"));
+  // A chain's SGLang command reads back as a chain.
+  const auto plain = Tune(chain);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const nlohmann::json c = nlohmann::json::parse(plain.out);
+  const search_spaces::ServingConfig chain_back =
+      ParseSglangServeCommand(c["commands"]["sglang"].get<std::string>(),
+                              nullptr)
+          .value();
+  EXPECT_EQ(chain_back.draft_topk, 1);
+  EXPECT_EQ(chain_back.draft_tokens, 0);
+}
+
 TEST(ServeCommand, PerPositionRatesSearchTheDraftLength) {
   // With each draft position's acceptance rate and no --nextn, every
   // layout is priced at 0 to 3 drafts and the best plan names its length:
@@ -798,6 +841,15 @@ TEST(ServeCommand, InputErrors) {
   expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
           "--osl", "8", "--nextn", "2", "--nextn-accepted", "2.5"},
          "--nextn-accepted must be in [0, 2] (at most --nextn 2), got 2.5");
+  expect(
+      {"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8", "--osl",
+       "8", "--nextn", "3", "--nextn-accepted", "1", "--draft-topk", "4"},
+      "--draft-tokens must be in [4, 37] for a tree of depth 3 and top-k "
+      "4, got 0");
+  expect({"serve", "--model", "deepseek-v3", "--gpus", "8", "--isl", "8",
+          "--osl", "8", "--nextn-accept-rates", "0.8", "--draft-topk", "2",
+          "--draft-tokens", "3"},
+         "--draft-topk 2 needs --nextn (the tree's depth)");
   expect({"serve", "--model", "llama3-8b", "--gpus", "1", "--isl", "8", "--osl",
           "8", "--spec-method", "medusa"},
          "unknown --spec-method 'medusa'");
