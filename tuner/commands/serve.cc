@@ -116,6 +116,10 @@ class ServeCommand : public Command {
                     "(intermediate_size; default the model's, needed for "
                     "MoE models)")
         ->type_name("F");
+    sub->add_option("--draft-vocab", draft_vocab_,
+                    "with --spec-method eagle3: the head's draft vocabulary "
+                    "(draft_vocab_size; default 32000)")
+        ->type_name("V");
     sub->add_option("--draft-topk", draft_topk_,
                     "with --nextn: a draft tree's candidates per request in "
                     "each pass after the first (SGLang's "
@@ -125,10 +129,6 @@ class ServeCommand : public Command {
                     "with --draft-topk above 1: the tokens the verify checks "
                     "per request (SGLang's --speculative-num-draft-tokens)")
         ->type_name("T");
-    sub->add_option("--draft-vocab", draft_vocab_,
-                    "with --spec-method eagle3: the head's draft vocabulary "
-                    "(draft_vocab_size; default 32000)")
-        ->type_name("V");
     nextn_accepted_option_ =
         sub->add_option(
                "--nextn-accepted", nextn_accepted_,
