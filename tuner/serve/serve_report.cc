@@ -11,7 +11,8 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-// "tp4 pp1 adp1 ep1", with " nextn3" where the layout drafts.
+// "tp4 pp1 adp1 ep1", with " nextn3" where the layout drafts (" nextn3
+// tree4x8" for a tree of top-4 verifying 8 tokens).
 std::string Shape(const search_spaces::ServingConfig& c) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "tp%lld pp%lld adp%lld ep%lld",
@@ -20,6 +21,10 @@ std::string Shape(const search_spaces::ServingConfig& c) {
                 static_cast<long long>(c.ep));
   std::string shape = buf;
   if (c.nextn > 0) shape += " nextn" + std::to_string(c.nextn);
+  if (c.nextn > 0 && c.draft_topk > 1) {
+    shape += " tree" + std::to_string(c.draft_topk) + "x" +
+             std::to_string(c.draft_tokens);
+  }
   return shape;
 }
 

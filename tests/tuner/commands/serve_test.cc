@@ -315,6 +315,13 @@ TEST(ServeCommand, ADraftTreeRunsOnSglangOnly) {
             "vLLM drafts a chain, not a tree of top-4");
   EXPECT_FALSE(j["commands"].contains("vllm"));
   EXPECT_FALSE(j["commands"].contains("trtllm"));
+  // The text report's layouts name the tree.
+  tree.erase(std::find(tree.begin(), tree.end(), "--json"));
+  const auto text = Tune(tree);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("best: 1x tp8 pp1 adp1 ep8 nextn3 tree4x8, batch 4"),
+            std::string::npos)
+      << text.out;
   // A chain's SGLang command reads back as a chain.
   const auto plain = Tune(chain);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
