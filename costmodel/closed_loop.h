@@ -168,10 +168,11 @@ struct ClosedLoopBenchmark {
   bool next_request_misses_a_pass = false;
   // Speculative decoding (ServingConfig::nextn): a running decode takes
   // `decode_width` tokens of a pass's budget (its token and its drafts to
-  // verify, search_spaces::VerifiedTokens) and emits `decode_progress` tokens a pass on average
-  // (1 + nextn_accepted), so a request's osl − 1 tokens after its first
-  // take ceil((osl − 1) / progress) decode passes and its cache grows by
-  // `decode_progress` a pass. 1 and 1: one token a pass.
+  // verify, search_spaces::VerifiedTokens) and emits `decode_progress`
+  // tokens a pass on average (1 + nextn_accepted), so a request's osl − 1
+  // tokens after its first take ceil((osl − 1) / progress) decode passes
+  // and its cache grows by `decode_progress` a pass. 1 and 1: one token a
+  // pass.
   int64_t decode_width = 1;
   double decode_progress = 1.0;
 };

@@ -126,8 +126,7 @@ template <typename PerLayer>
 double MostLoadedStage(const ModelSpec& model, const ServingConfig& config,
                        PerLayer per_layer) {
   double head = 0;
-  if (config.drafter == search_spaces::Drafter::kEagle3 &&
-      search_spaces::ServedDrafts(model, config) > 0) {
+  if (search_spaces::ServedEagle3Head(model, config)) {
     const ModelSpec h =
         search_spaces::Eagle3HeadModel(model, config.draft_head);
     head = per_layer(h, 0, h.DecoderLayers().front());

@@ -720,13 +720,13 @@ double DraftStep_s(const ModelSpec& m, const ClusterSpec& cluster,
   const PassTokens rest{
       micro, context, 0, 0,
       static_cast<double>(std::max<int64_t>(1, c.draft_topk))};
+  const bool head = search_spaces::ServedEagle3Head(m, c);
   auto pass_s = [&](const PassTokens& p) {
-    return c.drafter == search_spaces::Drafter::kEagle3
-               ? Eagle3PassTimes(m, cluster, c, p, cal, o).gpu_s()
-               : MtpPassTimes(m, cluster, c, p, cal, o).gpu_s();
+    return head ? Eagle3PassTimes(m, cluster, c, p, cal, o).gpu_s()
+                : MtpPassTimes(m, cluster, c, p, cal, o).gpu_s();
   };
   double s = pass_s(first) + (drafts - 1.0) * pass_s(rest);
-  if (c.drafter == search_spaces::Drafter::kEagle3) {
+  if (head) {
     const double per_rank = std::max(1.0, micro / c.attention_dp);
     s += Eagle3Fc_s(
         m, cluster,
@@ -737,21 +737,18 @@ double DraftStep_s(const ModelSpec& m, const ClusterSpec& cluster,
 }
 
 // What the drafter adds to a prefill of `tokens` tokens of `sequences`
-// prompts: each served MTP depth runs over the prompt (filling its cache
-// and drafting the first decode's tokens), or the EAGLE-3 head once, after
-// its fc over the busiest attention-DP rank's tokens.
+// prompts, `rank_tokens` of them on the busiest attention-DP rank: each
+// served MTP depth runs over the prompt (filling its cache and drafting the
+// first decode's tokens), or the EAGLE-3 head once, after its fc over the
+// rank's tokens.
 double DraftPrefill_s(const ModelSpec& m, const ClusterSpec& cluster,
                       const ServingConfig& c, int64_t tokens, int64_t sequences,
-                      const Calibration& cal, const ModelOptions& o) {
+                      double rank_tokens, const Calibration& cal,
+                      const ModelOptions& o) {
   const PassTokens pass{0, 0, tokens, sequences};
-  if (c.drafter == search_spaces::Drafter::kEagle3) {
-    if (search_spaces::ServedDrafts(m, c) <= 0) return 0.0;
-    const double busiest =
-        std::ceil(static_cast<double>(sequences) / c.attention_dp) *
-        static_cast<double>(tokens) / static_cast<double>(sequences);
+  if (search_spaces::ServedEagle3Head(m, c)) {
     return Eagle3PassTimes(m, cluster, c, pass, cal, o).gpu_s() +
-           Eagle3Fc_s(m, cluster,
-                      std::min(static_cast<double>(tokens), busiest), cal, o);
+           Eagle3Fc_s(m, cluster, rank_tokens, cal, o);
   }
   const int64_t depths = search_spaces::ServedMtpDepths(m, c);
   if (depths <= 0) return 0.0;
@@ -793,16 +790,16 @@ double PrefillTime_s(const ModelSpec& m, const ClusterSpec& cluster,
   const ModelOptions o = ServingOptions(options);
   const DecodeBreakdown stage =
       StageTimes(m, cluster, c, {0, 0, tokens, sequences}, cal, o);
-  const double busiest =
+  // The busiest attention-DP rank's tokens.
+  const double rank_tokens = std::min(
+      static_cast<double>(tokens),
       std::ceil(static_cast<double>(sequences) / c.attention_dp) *
-      static_cast<double>(tokens) / static_cast<double>(sequences);
+          static_cast<double>(tokens) / static_cast<double>(sequences));
   // With speculative decoding the drafter also runs over the prompt.
-  return DraftPrefill_s(m, cluster, c, tokens, sequences, cal, o) +
+  return DraftPrefill_s(m, cluster, c, tokens, sequences, rank_tokens, cal, o) +
          static_cast<double>(c.pp) * stage.gpu_s() +
          static_cast<double>(c.pp - 1) *
-             PipelineHop_s(m, cluster,
-                           std::min(static_cast<double>(tokens), busiest), cal,
-                           o);
+             PipelineHop_s(m, cluster, rank_tokens, cal, o);
 }
 
 namespace internal {
@@ -943,8 +940,7 @@ ServingEstimate EstimateServingMemory(const ModelSpec& m,
     weights += 2.0 * h * h / c.tp * wb + 3.0 * h * kActivationBytes;
   }
   // An EAGLE-3 head, on the last stage, counted on the heaviest likewise.
-  if (c.drafter == search_spaces::Drafter::kEagle3 &&
-      search_spaces::ServedDrafts(m, c) > 0) {
+  if (search_spaces::ServedEagle3Head(m, c)) {
     weights += Eagle3HeadBytes(m, c);
   }
   const double vocab = static_cast<double>(PaddedVocabSize(m.vocab_size, c.tp));

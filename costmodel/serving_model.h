@@ -60,10 +60,11 @@
 //                        tokens, 16-bit (draft_s). A draft tree verifies
 //                        draft_tokens instead of 1 + N per sequence and
 //                        runs its passes after the first on draft_topk
-//                        candidates per sequence (VerifiedTokens). A prefill also runs the
-//                        drafter over the prompt, and memory holds its
-//                        weights and KV cache (ServedMtpDepths,
-//                        search_spaces::Eagle3HeadModel). The step emits
+//                        candidates per sequence (VerifiedTokens). A
+//                        prefill also runs the drafter over the prompt,
+//                        and memory holds its weights and KV cache
+//                        (ServedMtpDepths, search_spaces::Eagle3HeadModel).
+//                        The step emits
 //                        1 + nextn_accepted tokens per sequence on average
 //                        (search_spaces::DecodeProgress; serving_loads.h).
 // Units: seconds, bytes, tokens.

@@ -431,7 +431,7 @@ std::string ToString(const ServingConfig& c) {
   if (c.nextn > 0) {
     s += (c.drafter == Drafter::kEagle3 ? " eagle3:" : " nextn:") +
          std::to_string(c.nextn);
-    if (c.draft_topk > 1) {
+    if (DraftsTree(c)) {
       s += " tree:" + std::to_string(c.draft_topk) + "x" +
            std::to_string(c.draft_tokens);
     }

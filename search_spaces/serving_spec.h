@@ -206,9 +206,8 @@ struct ServingConfig {
   // max_draft_len, vLLM num_speculative_tokens, SGLang
   // --speculative-num-steps; aiconfigurator's --nextn). Each step runs the
   // drafter nextn times (one draft after the other: the model's MTP layers,
-  // reused past its MTP depth, or the EAGLE-3 head) and verifies
-  // 1 + nextn tokens per request in one forward (costmodel::DecodeStep).
-  // 0 = off.
+  // reused past its MTP depth, or the EAGLE-3 head) and verifies its drafts
+  // in one forward (VerifiedTokens; costmodel::DecodeStep). 0 = off.
   int64_t nextn = 0;
   Drafter drafter = Drafter::kMtp;
   DraftHead draft_head;  // drafter kEagle3 only
@@ -246,19 +245,37 @@ inline int64_t ServedMtpDepths(const ModelSpec& model,
 // cost, its token budget and its output.
 inline int64_t ServedDrafts(const ModelSpec& model,
                             const ServingConfig& config) {
-  if (config.drafter == Drafter::kEagle3)
+  if (config.drafter == Drafter::kEagle3) {
     return std::max<int64_t>(0, config.nextn);
+  }
   return ServedMtpDepths(model, config) > 0 ? config.nextn : 0;
 }
 
+// Whether the deployment loads and runs an EAGLE-3 head: its drafter, with
+// drafts to make. The one home of that rule for the head's weights, cache
+// and passes.
+inline bool ServedEagle3Head(const ModelSpec& model,
+                             const ServingConfig& config) {
+  return config.drafter == Drafter::kEagle3 && ServedDrafts(model, config) > 0;
+}
+
+// Whether `config` drafts a tree (draft_topk above 1) rather than a chain.
+inline bool DraftsTree(const ServingConfig& config) {
+  return config.nextn > 0 && config.draft_topk > 1;
+}
+
+// Tokens per request a drafting step of `config` verifies: draft_tokens,
+// or nextn + 1 for a chain (SGLang's --speculative-num-draft-tokens).
+inline int64_t DraftTokens(const ServingConfig& config) {
+  return config.draft_tokens > 0 ? config.draft_tokens : config.nextn + 1;
+}
+
 // Tokens a decode step of `config` runs per request in its verify: 1
-// without drafts (ServedDrafts), else draft_tokens, or nextn + 1 for a
-// chain. The one home of that rule for the step's rows and its budget.
+// without drafts (ServedDrafts), else DraftTokens. The one home of that
+// rule for the step's rows and its budget.
 inline int64_t VerifiedTokens(const ModelSpec& model,
                               const ServingConfig& config) {
-  const int64_t drafts = ServedDrafts(model, config);
-  if (drafts <= 0) return 1;
-  return config.draft_tokens > 0 ? config.draft_tokens : drafts + 1;
+  return ServedDrafts(model, config) > 0 ? DraftTokens(config) : 1;
 }
 
 // The most candidates per request a draft pass of a tree expands and the

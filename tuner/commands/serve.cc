@@ -353,8 +353,8 @@ class ServeCommand : public Command {
       return Status::InvalidArgument(
           "--validate runs the plans on meshtune's engine, which has no "
           "speculative decoding",
-          "leave out --nextn, --nextn-accepted, --nextn-accept-rates and "
-          "--spec-method with --validate");
+          "leave out --nextn, --nextn-accepted, --nextn-accept-rates, "
+          "--spec-method and --draft-topk with --validate");
     }
     if (backend_ != "cpu" && backend_ != "cuda") {
       return Status::InvalidArgument(

@@ -35,6 +35,17 @@ std::string Quantization(Precision p) {
   return "";
 }
 
+// The engines whose commands carry a chain of drafts only: an error naming
+// `engine` for a tree (search_spaces::DraftsTree), SGLang's the one that
+// carries it.
+Status ChainsOnly(const ServingConfig& c, const std::string& engine) {
+  if (!search_spaces::DraftsTree(c)) return Status::Ok();
+  return Status::InvalidArgument(
+      engine + " drafts a chain, not a tree of top-" +
+          std::to_string(c.draft_topk),
+      "use the SGLang command of this plan, or --draft-topk 1");
+}
+
 }  // namespace
 
 StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
@@ -70,12 +81,7 @@ StatusOr<std::string> VllmServeCommand(const ServingConfig& c,
   const std::string q = Quantization(c.weights);
   if (!q.empty()) cmd += Flag("--quantization", q);
   if (launch.prefix_caching) cmd += " \\\n  --enable-prefix-caching";
-  if (c.nextn > 0 && c.draft_topk > 1) {
-    return Status::InvalidArgument(
-        "vLLM drafts a chain, not a tree of top-" +
-            std::to_string(c.draft_topk),
-        "use the SGLang command of this plan, or --draft-topk 1");
-  }
+  MESHTUNE_RETURN_IF_ERROR(ChainsOnly(c, "vLLM"));
   if (c.nextn > 0) {
     // The head's checkpoint holds only JSON-safe characters
     // (search_spaces::ValidateSpeculation).
@@ -126,8 +132,8 @@ std::string SglangServeCommand(const ServingConfig& c,
     }
     cmd += Flag("--speculative-num-steps", c.nextn);
     cmd += Flag("--speculative-eagle-topk", std::max<int64_t>(1, c.draft_topk));
-    cmd += Flag("--speculative-num-draft-tokens",
-                c.draft_topk > 1 ? c.draft_tokens : c.nextn + 1);
+    cmd +=
+        Flag("--speculative-num-draft-tokens", search_spaces::DraftTokens(c));
   }
   if (launch.role != ServingRole::kAggregated) {
     cmd += Flag("--disaggregation-mode",
@@ -147,12 +153,7 @@ StatusOr<std::string> TrtllmServeCommand(const ServingConfig& c,
             std::to_string(c.attention_dp),
         "use the SGLang command of this plan");
   }
-  if (c.nextn > 0 && c.draft_topk > 1) {
-    return Status::InvalidArgument(
-        "the TensorRT-LLM command drafts a chain, not a tree of top-" +
-            std::to_string(c.draft_topk),
-        "use the SGLang command of this plan, or --draft-topk 1");
-  }
+  MESHTUNE_RETURN_IF_ERROR(ChainsOnly(c, "the TensorRT-LLM command"));
   std::string cmd = "trtllm-serve " + ShellQuote(launch.model);
   cmd += Flag("--tp_size", c.tp * c.attention_dp);
   cmd += Flag("--pp_size", c.pp);

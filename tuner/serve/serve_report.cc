@@ -21,7 +21,7 @@ std::string Shape(const search_spaces::ServingConfig& c) {
                 static_cast<long long>(c.ep));
   std::string shape = buf;
   if (c.nextn > 0) shape += " nextn" + std::to_string(c.nextn);
-  if (c.nextn > 0 && c.draft_topk > 1) {
+  if (search_spaces::DraftsTree(c)) {
     shape += " tree" + std::to_string(c.draft_topk) + "x" +
              std::to_string(c.draft_tokens);
   }
